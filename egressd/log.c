@@ -1,0 +1,456 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "egressd/log.h"
+
+/*
+ * Field keys that, whatever the caller meant, may carry secret material.
+ * Matched as whole keys or as a suffix after '_' or '.', case-insensitive.
+ */
+static const char *const log_secret_keys[] = {
+	"token",
+	"secret",
+	"password",
+	"passwd",
+	"credential",
+	"authorization",
+	"cookie",
+	"value",
+	"privkey",
+	"private_key",
+	"api_key",
+	"apikey",
+};
+
+static bool
+log_key_is_secret(const char *key)
+{
+	size_t i, klen = strlen(key);
+
+	for (i = 0; i < sizeof(log_secret_keys) / sizeof(log_secret_keys[0]);
+	    i++) {
+		const char *s = log_secret_keys[i];
+		size_t slen = strlen(s);
+		if (klen < slen)
+			continue;
+		if (strcasecmp(key + klen - slen, s) != 0)
+			continue;
+		if (klen == slen || key[klen - slen - 1] == '_' ||
+		    key[klen - slen - 1] == '.')
+			return true;
+	}
+	return false;
+}
+
+static uint64_t
+log_wall_ms(void *arg)
+{
+	struct timeval tv;
+
+	(void)arg;
+	gettimeofday(&tv, NULL);
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+void
+log_init(struct log *lg, int fd, enum log_level min_level)
+{
+	memset(lg, 0, sizeof(*lg));
+	lg->fd = fd;
+	lg->owns_fd = false;
+	lg->min_level = min_level;
+	lg->clock = log_wall_ms;
+}
+
+int
+log_open_file(struct log *lg, const char *path)
+{
+	int fd;
+	char *copy;
+
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd == -1)
+		return -1;
+	if ((copy = strdup(path)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	if (lg->owns_fd)
+		close(lg->fd);
+	free(lg->path);
+	lg->fd = fd;
+	lg->owns_fd = true;
+	lg->path = copy;
+	return 0;
+}
+
+int
+log_reopen(struct log *lg)
+{
+	int fd;
+
+	if (lg->path == NULL)
+		return 0;
+	fd = open(lg->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd == -1)
+		return -1;
+	if (lg->owns_fd)
+		close(lg->fd);
+	lg->fd = fd;
+	lg->owns_fd = true;
+	return 0;
+}
+
+void
+log_set_sandbox_id(struct log *lg, const char *id)
+{
+	free(lg->sandbox_id);
+	lg->sandbox_id = (id != NULL && *id != '\0') ? strdup(id) : NULL;
+}
+
+void
+log_clear(struct log *lg)
+{
+	if (lg->owns_fd && lg->fd >= 0)
+		close(lg->fd);
+	free(lg->path);
+	free(lg->sandbox_id);
+	lg->path = NULL;
+	lg->sandbox_id = NULL;
+	lg->fd = -1;
+	lg->owns_fd = false;
+}
+
+int
+log_level_parse(const char *s, enum log_level *out)
+{
+	if (s == NULL)
+		return -1;
+	if (strcasecmp(s, "debug") == 0)
+		*out = LOG_DEBUG;
+	else if (strcasecmp(s, "info") == 0)
+		*out = LOG_INFO;
+	else if (strcasecmp(s, "warn") == 0 || strcasecmp(s, "warning") == 0)
+		*out = LOG_WARN;
+	else if (strcasecmp(s, "error") == 0)
+		*out = LOG_ERROR;
+	else
+		return -1;
+	return 0;
+}
+
+const char *
+log_level_name(enum log_level l)
+{
+	switch (l) {
+	case LOG_DEBUG:
+		return "debug";
+	case LOG_INFO:
+		return "info";
+	case LOG_WARN:
+		return "warn";
+	case LOG_ERROR:
+		return "error";
+	}
+	return "info";
+}
+
+/* A bounded writer that never overflows and remembers truncation. */
+struct log_buf {
+	char *p;
+	size_t len, cap;
+	bool trunc;
+};
+
+static void
+log_put(struct log_buf *b, const char *s, size_t n)
+{
+	/* Keep room for the closing "}\n" and NUL. */
+	if (b->len + n + 3 > b->cap) {
+		b->trunc = true;
+		return;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void
+log_puts(struct log_buf *b, const char *s)
+{
+	log_put(b, s, strlen(s));
+}
+
+/* Length of a valid UTF-8 sequence at s (max n bytes), or 0. */
+static size_t
+log_utf8_len(const unsigned char *s, size_t n)
+{
+	size_t need, i;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		need = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		need = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		need = 4;
+		cp = s[0] & 0x07;
+	} else
+		return 0;
+	if (n < need)
+		return 0;
+	for (i = 1; i < need; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return need;
+}
+
+static void
+log_put_json_str(struct log_buf *b, const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, n = strnlen(s, max + 1);
+	bool cut = n > max;
+
+	if (cut)
+		n = max;
+	log_put(b, "\"", 1);
+	while (i < n) {
+		char esc[8];
+		size_t l;
+
+		switch (u[i]) {
+		case '"':
+			log_put(b, "\\\"", 2);
+			i++;
+			continue;
+		case '\\':
+			log_put(b, "\\\\", 2);
+			i++;
+			continue;
+		case '\n':
+			log_put(b, "\\n", 2);
+			i++;
+			continue;
+		case '\r':
+			log_put(b, "\\r", 2);
+			i++;
+			continue;
+		case '\t':
+			log_put(b, "\\t", 2);
+			i++;
+			continue;
+		default:
+			break;
+		}
+		if (u[i] < 0x20 || u[i] == 0x7f) {
+			(void)snprintf(esc, sizeof(esc), "\\u%04x", u[i]);
+			log_put(b, esc, 6);
+			i++;
+			continue;
+		}
+		l = log_utf8_len(u + i, n - i);
+		if (l == 0) {
+			log_put(b, "\\ufffd", 6);
+			i++;
+			continue;
+		}
+		log_put(b, s + i, l);
+		i += l;
+	}
+	if (cut)
+		log_put(b, "...", 3);
+	log_put(b, "\"", 1);
+}
+
+static void
+log_put_key(struct log_buf *b, const char *key)
+{
+	log_put(b, ",", 1);
+	log_put_json_str(b, key, 64);
+	log_put(b, ":", 1);
+}
+
+size_t
+log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
+    const char *ev, const struct log_field *fields)
+{
+	struct log_buf b = {.p = buf, .len = 0, .cap = buflen, .trunc = false};
+	char tmp[64];
+	uint64_t ms;
+	time_t secs;
+	struct tm tm;
+	const struct log_field *f;
+
+	if (buflen < 64) {
+		if (buflen > 0)
+			buf[0] = '\0';
+		return 0;
+	}
+	ms = lg->clock != NULL ? lg->clock(lg->clock_arg) : log_wall_ms(NULL);
+	secs = (time_t)(ms / 1000);
+	gmtime_r(&secs, &tm);
+	(void)snprintf(tmp, sizeof(tmp),
+	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03uZ\"", tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    (unsigned)(ms % 1000));
+	log_puts(&b, tmp);
+	log_puts(&b, ",\"lvl\":\"");
+	log_puts(&b, log_level_name(lvl));
+	log_puts(&b, "\",\"ev\":");
+	log_put_json_str(&b, ev != NULL ? ev : "unknown", 64);
+	if (lg->sandbox_id != NULL) {
+		log_put_key(&b, "sandbox");
+		log_put_json_str(&b, lg->sandbox_id, 256);
+	}
+	for (f = fields; f != NULL && f->type != LOG_T_END; f++) {
+		if (f->type == LOG_T_NONE || f->key == NULL)
+			continue;
+		log_put_key(&b, f->key);
+		if (log_key_is_secret(f->key)) {
+			log_puts(&b, "\"[REDACTED]\"");
+			continue;
+		}
+		switch (f->type) {
+		case LOG_T_STR:
+			if (f->v.s == NULL)
+				log_puts(&b, "null");
+			else
+				log_put_json_str(&b, f->v.s, LOG_FIELD_STR_MAX);
+			break;
+		case LOG_T_INT:
+			(void)snprintf(tmp, sizeof(tmp), "%lld", f->v.i);
+			log_puts(&b, tmp);
+			break;
+		case LOG_T_UINT:
+			(void)snprintf(tmp, sizeof(tmp), "%llu", f->v.u);
+			log_puts(&b, tmp);
+			break;
+		case LOG_T_BOOL:
+			log_puts(&b, f->v.b ? "true" : "false");
+			break;
+		case LOG_T_DOUBLE:
+			/* JSON has no NaN/Inf. */
+			if (f->v.d != f->v.d || f->v.d > 1e300 || f->v.d < -1e300)
+				log_puts(&b, "null");
+			else {
+				(void)snprintf(tmp, sizeof(tmp), "%.6g", f->v.d);
+				log_puts(&b, tmp);
+			}
+			break;
+		default:
+			log_puts(&b, "null");
+			break;
+		}
+	}
+	if (b.trunc) {
+		/* Drop a possibly half-written value; keep the line valid. */
+		static const char mark[] = ",\"trunc\":true";
+		size_t keep = b.len;
+		while (keep > 0 && buf[keep - 1] != ',' )
+			keep--;
+		if (keep > 0)
+			keep--;
+		b.len = keep;
+		if (b.len + sizeof(mark) - 1 + 3 <= b.cap) {
+			memcpy(buf + b.len, mark, sizeof(mark) - 1);
+			b.len += sizeof(mark) - 1;
+		}
+	}
+	buf[b.len++] = '}';
+	buf[b.len++] = '\n';
+	buf[b.len] = '\0';
+	return b.len;
+}
+
+void
+log_emit(struct log *lg, enum log_level lvl, const char *ev,
+    const struct log_field *fields)
+{
+	char buf[LOG_LINE_MAX];
+	size_t n, off = 0;
+
+	if (lg == NULL || lvl < lg->min_level || lg->fd < 0)
+		return;
+	n = log_format(lg, buf, sizeof(buf), lvl, ev, fields);
+	/* One write per line so concurrent writers never interleave mid-line
+	 * on pipes; retry only on EINTR and short writes. */
+	while (off < n) {
+		ssize_t w = write(lg->fd, buf + off, n - off);
+		if (w == -1) {
+			if (errno == EINTR)
+				continue;
+			lg->dropped++;
+			return;
+		}
+		off += (size_t)w;
+	}
+	lg->lines++;
+}
+
+static uint64_t
+log_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	while (*s != '\0') {
+		h ^= (unsigned char)*s++;
+		h *= 1099511628211ULL;
+	}
+	return h ? h : 1;
+}
+
+void
+log_limiter_init(struct log_limiter *l, uint32_t rate_per_sec, uint32_t burst,
+    uint64_t dedup_window_ms)
+{
+	memset(l, 0, sizeof(*l));
+	l->rate_per_sec = rate_per_sec;
+	l->burst = burst ? burst : 1;
+	l->tokens = l->burst;
+	l->window_ms = dedup_window_ms;
+}
+
+bool
+log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
+{
+	if (key != NULL && l->window_ms > 0) {
+		uint64_t h = log_hash(key);
+		size_t slot = h % LOG_DEDUP_SLOTS;
+		if (l->slots[slot].hash == h &&
+		    now_ms - l->slots[slot].seen_ms < l->window_ms) {
+			l->suppressed++;
+			return false;
+		}
+		l->slots[slot].hash = h;
+		l->slots[slot].seen_ms = now_ms;
+	}
+	if (now_ms > l->last_ms) {
+		l->tokens += (double)(now_ms - l->last_ms) * l->rate_per_sec /
+		    1000.0;
+		if (l->tokens > l->burst)
+			l->tokens = l->burst;
+	}
+	l->last_ms = now_ms;
+	if (l->tokens < 1.0) {
+		l->suppressed++;
+		return false;
+	}
+	l->tokens -= 1.0;
+	return true;
+}

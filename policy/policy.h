@@ -1,0 +1,241 @@
+/*
+ * policy: the egress policy model.
+ *
+ * A struct policy is an immutable, reference-counted snapshot: built fresh
+ * by a loader or a mutation, validated completely, compiled (domain index,
+ * prefix tree), and only then handed out. Nobody writes to one after
+ * policy_* returned it; readers may use the public fields directly. The
+ * daemon swaps snapshots atomically (one pointer in struct egressd) and
+ * in-flight work keeps its own reference.
+ *
+ * Layers, highest precedence first (contract §1):
+ *   always-deny overlay > always-allow overlay > infra allows > user rules
+ *   > default action.
+ * "User policy" is {defaultAction, egress[]}: what GET /policy returns and
+ * what the /policy API replaces, patches and deletes. Everything else
+ * (overlays, infra allows, dns/proxy settings, credentials, bindings) is
+ * operator configuration that API mutations carry over unchanged.
+ *
+ * No I/O but reading files; no logging; no event loop.
+ */
+#ifndef EGRESSD_POLICY_H
+#define EGRESSD_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/err.h"
+
+/* Bounds (named so tests and docs can cite them). */
+#define POLICY_FILE_MAX (4u << 20)	  /* bytes of one policy file */
+#define POLICY_BODY_MAX (1u << 20)	  /* bytes of one API body */
+#define POLICY_DEPTH_MAX 16		  /* nesting of YAML/JSON */
+#define POLICY_NAME_MAX 253		  /* DNS name, presentation form */
+#define POLICY_DIAG_MAX 100		  /* errors kept per load */
+#define POLICY_DEFAULT_MAX_RULES 4096	  /* OPENSANDBOX_EGRESS_MAX_RULES */
+
+enum policy_action {
+	POLICY_DENY = 0,
+	POLICY_ALLOW = 1,
+};
+
+enum policy_target_kind {
+	POLICY_TARGET_DOMAIN,	/* "api.example.com" */
+	POLICY_TARGET_WILDCARD, /* "*.example.com": strict subdomains */
+	POLICY_TARGET_IP,	/* single address, stored as /32 or /128 */
+	POLICY_TARGET_CIDR,	/* masked prefix */
+};
+
+enum policy_origin {
+	POLICY_ORIGIN_USER,
+	POLICY_ORIGIN_ALWAYS_DENY,
+	POLICY_ORIGIN_ALWAYS_ALLOW,
+	POLICY_ORIGIN_INFRA,
+};
+
+#define POLICY_PROTO_TCP 0x1u
+#define POLICY_PROTO_UDP 0x2u
+#define POLICY_PROTO_ICMP 0x4u	/* ICMP and ICMPv6 */
+#define POLICY_PROTO_ALL 0x7u
+
+/* Where a value came from, for "FILE:LINE:COL: message". */
+struct policy_loc {
+	const char *file; /* borrowed from the snapshot's string pool */
+	unsigned line, col;
+};
+
+struct policy_prefix {
+	uint8_t family; /* 4 or 6 */
+	uint8_t len;	/* prefix length, 0..32 or 0..128 */
+	uint8_t addr[16]; /* network byte order, host bits zero */
+};
+
+struct policy_port_range {
+	uint16_t lo, hi; /* inclusive, 1..65535 */
+};
+
+struct policy_rule {
+	enum policy_action action;
+	enum policy_target_kind kind;
+	enum policy_origin origin;
+	char *target;  /* normalized: lowercase, no trailing dot, CIDR masked */
+	char *display; /* as the user wrote it (echoed by GET /policy) */
+	struct policy_prefix prefix;	/* IP and CIDR kinds only */
+	struct policy_port_range *ports; /* NULL/0 = every port */
+	size_t nports;
+	unsigned protocols; /* POLICY_PROTO_*; POLICY_PROTO_ALL when absent */
+	struct policy_loc loc;
+};
+
+enum policy_private_answers {
+	POLICY_PRIVATE_DROP = 0, /* default: strip, unless a CIDR allows */
+	POLICY_PRIVATE_ALLOW,	 /* operator opted out of rebinding defence */
+};
+
+enum policy_cname_mode {
+	POLICY_CNAME_STRICT = 0, /* every name of the chain must be allowed */
+	POLICY_CNAME_ALLOW_CHAINS, /* same; documented alias for future modes */
+};
+
+struct policy_dns {
+	char **upstreams; /* "ip", "ip:port", "[v6]:port"; literals only */
+	size_t nupstreams;
+	unsigned timeout_ms;	   /* per upstream attempt */
+	uint32_t ttl_min, ttl_max; /* clamp for learned addresses, seconds */
+	uint32_t negative_ttl;	   /* SOA minimum of synthesized NXDOMAIN */
+	enum policy_private_answers private_answers;
+	enum policy_cname_mode cname_mode;
+};
+
+struct policy_proxy {
+	uint16_t *intercept_ports; /* TCP ports redirected when a proxy runs */
+	size_t nintercept_ports;
+};
+
+/* Opaque: the credential value never leaves the policy/vault libraries. */
+struct policy_credential;
+/* Opaque: binding match + auth, validated per contract §4. */
+struct policy_binding;
+/* Opaque compiled lookup structures. */
+struct policy_index;
+
+struct policy {
+	unsigned refs;	   /* policy_ref/policy_unref only */
+	uint64_t revision; /* bumped by every successful mutation */
+	enum policy_action default_action;
+	bool user_empty;   /* user policy was ""/null/{} (reset to deny-all) */
+
+	struct policy_rule *rules; /* user rules, list order */
+	size_t nrules;
+	struct policy_rule *always_deny, *always_allow, *infra;
+	size_t nalways_deny, nalways_allow, ninfra;
+
+	struct policy_dns dns;
+	struct policy_proxy proxy;
+
+	struct policy_credential **credentials;
+	size_t ncredentials;
+	struct policy_binding **bindings;
+	size_t nbindings;
+
+	struct policy_index *index;
+	char *source; /* file path or "api" or "env", for status */
+};
+
+/* All errors of one load, each "FILE:LINE:COL: message". */
+struct policy_diag {
+	char **msgs;
+	size_t n;
+	bool truncated; /* more than POLICY_DIAG_MAX errors */
+};
+
+void policy_diag_init(struct policy_diag *d);
+void policy_diag_clear(struct policy_diag *d);
+/* Joins all messages with "; " into e (for one-line API answers). */
+void policy_diag_to_err(const struct policy_diag *d, struct err *e);
+
+/* Lifetimes. */
+struct policy *policy_new_deny_all(void);
+struct policy *policy_ref(struct policy *p);
+void policy_unref(struct policy *p); /* NULL is a no-op */
+
+/*
+ * Loaders. Each returns a new snapshot (refs == 1) or NULL with every error
+ * in d. "name" is what error messages call the input.
+ *
+ * The full schema (docs/policy.md): defaultAction, egress, alwaysDeny,
+ * alwaysAllow, infra, dns, proxy, credentials, bindings. JSON and YAML
+ * share it; unknown keys are errors.
+ */
+struct policy *policy_load_file(const char *path, struct policy_diag *d);
+struct policy *policy_parse_yaml(const char *buf, size_t len,
+    const char *name, struct policy_diag *d);
+struct policy *policy_parse_json(const char *buf, size_t len,
+    const char *name, struct policy_diag *d);
+
+/*
+ * The always-rules directory (deny.always, allow.always, log_skip.always):
+ * returns a new snapshot equal to base with its overlays replaced. Missing
+ * files mean empty overlays. base is borrowed.
+ */
+struct policy *policy_with_overlays_dir(const struct policy *base,
+    const char *dir, struct policy_diag *d);
+
+/*
+ * API mutations: pure, base borrowed, result new (revision = base + 1).
+ * max_rules 0 = no cap; over the cap *over_cap is set (413) and the message
+ * is "egress rule total count N exceeds limit M".
+ * Body texts are the raw JSON of the request; error messages follow
+ * contract §6 without their fixed prefixes ("invalid policy: " etc. are
+ * added by the API).
+ */
+struct policy *policy_replace_json(const struct policy *base,
+    const char *body, size_t len, size_t max_rules, bool *over_cap,
+    struct err *e); /* empty body or ""/null/{}: deny-all reset */
+struct policy *policy_patch_json(const struct policy *base, const char *body,
+    size_t len, size_t max_rules, bool *over_cap, struct err *e);
+/* *matched = number of rules removed; 0 means nothing to apply. */
+struct policy *policy_delete_json(const struct policy *base,
+    const char *body, size_t len, size_t *matched, struct err *e);
+
+/*
+ * Matching. Overlays first, then infra, then user rules in list order, then
+ * the default action. *rule (may be NULL) gets the deciding rule or NULL
+ * when the default decided. Names are matched case-insensitively, a
+ * trailing dot ignored; invalid names are denied.
+ */
+enum policy_action policy_match_domain(const struct policy *p,
+    const char *name, const struct policy_rule **rule);
+/*
+ * IP decision for family 4/6, addr in network byte order; proto is one
+ * POLICY_PROTO_* bit and port 0 means "any port". Longest matching prefix
+ * wins within a layer; at equal length deny beats allow.
+ */
+enum policy_action policy_match_addr(const struct policy *p, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port,
+    const struct policy_rule **rule);
+/*
+ * True when an explicit IP/CIDR allow rule (not the default) covers addr;
+ * the resolver keeps private answers only then (rebinding defence).
+ */
+bool policy_addr_explicitly_allowed(const struct policy *p, int family,
+    const uint8_t *addr);
+
+/* Normalizes a DNS name into out (lowercase, no trailing dot). */
+int policy_name_normalize(const char *in, char *out, size_t outlen,
+    struct err *e);
+
+/*
+ * Serialization. User policy as the API returns it:
+ * {"defaultAction":..,"egress":[{"action":..,"target":display}, ...]}
+ * (newly allocated, caller frees). Canonical YAML of the whole snapshot,
+ * secrets never written.
+ */
+char *policy_user_to_json(const struct policy *p);
+char *policy_to_yaml(const struct policy *p);
+
+/* "allow_all" | "deny_all" | "enforcing" as in contract §3. */
+const char *policy_mode_name(const struct policy *p);
+
+#endif
