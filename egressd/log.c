@@ -15,18 +15,18 @@
  * Matched as whole keys or as a suffix after '_' or '.', case-insensitive.
  */
 static const char *const log_secret_keys[] = {
-	"token",
-	"secret",
-	"password",
-	"passwd",
-	"credential",
-	"authorization",
-	"cookie",
-	"value",
-	"privkey",
-	"private_key",
-	"api_key",
-	"apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "authorization",
+    "cookie",
+    "value",
+    "privkey",
+    "private_key",
+    "api_key",
+    "apikey",
 };
 
 static bool
@@ -35,7 +35,7 @@ log_key_is_secret(const char *key)
 	size_t i, klen = strlen(key);
 
 	for (i = 0; i < sizeof(log_secret_keys) / sizeof(log_secret_keys[0]);
-	    i++) {
+	     i++) {
 		const char *s = log_secret_keys[i];
 		size_t slen = strlen(s);
 		if (klen < slen)
@@ -306,9 +306,9 @@ log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
 	secs = (time_t)(ms / 1000);
 	gmtime_r(&secs, &tm);
 	(void)snprintf(tmp, sizeof(tmp),
-	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03uZ\"", tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    (unsigned)(ms % 1000));
+	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03uZ\"",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	    tm.tm_sec, (unsigned)(ms % 1000));
 	log_puts(&b, tmp);
 	log_puts(&b, ",\"lvl\":\"");
 	log_puts(&b, log_level_name(lvl));
@@ -346,10 +346,12 @@ log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
 			break;
 		case LOG_T_DOUBLE:
 			/* JSON has no NaN/Inf. */
-			if (f->v.d != f->v.d || f->v.d > 1e300 || f->v.d < -1e300)
+			if (f->v.d != f->v.d || f->v.d > 1e300 ||
+			    f->v.d < -1e300)
 				log_puts(&b, "null");
 			else {
-				(void)snprintf(tmp, sizeof(tmp), "%.6g", f->v.d);
+				(void)snprintf(
+				    tmp, sizeof(tmp), "%.6g", f->v.d);
 				log_puts(&b, tmp);
 			}
 			break;
@@ -362,7 +364,7 @@ log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
 		/* Drop a possibly half-written value; keep the line valid. */
 		static const char mark[] = ",\"trunc\":true";
 		size_t keep = b.len;
-		while (keep > 0 && buf[keep - 1] != ',' )
+		while (keep > 0 && buf[keep - 1] != ',')
 			keep--;
 		if (keep > 0)
 			keep--;
@@ -441,8 +443,8 @@ log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
 		l->slots[slot].seen_ms = now_ms;
 	}
 	if (now_ms > l->last_ms) {
-		l->tokens += (double)(now_ms - l->last_ms) * l->rate_per_sec /
-		    1000.0;
+		l->tokens +=
+		    (double)(now_ms - l->last_ms) * l->rate_per_sec / 1000.0;
 		if (l->tokens > l->burst)
 			l->tokens = l->burst;
 	}

@@ -50,15 +50,15 @@ struct log_field {
 	} v;
 };
 
-#define LOG_S(k, val) \
+#define LOG_S(k, val)                                                          \
 	((struct log_field){.key = (k), .type = LOG_T_STR, .v.s = (val)})
-#define LOG_I(k, val) \
+#define LOG_I(k, val)                                                          \
 	((struct log_field){.key = (k), .type = LOG_T_INT, .v.i = (val)})
-#define LOG_U(k, val) \
+#define LOG_U(k, val)                                                          \
 	((struct log_field){.key = (k), .type = LOG_T_UINT, .v.u = (val)})
-#define LOG_B(k, val) \
+#define LOG_B(k, val)                                                          \
 	((struct log_field){.key = (k), .type = LOG_T_BOOL, .v.b = (val)})
-#define LOG_D(k, val) \
+#define LOG_D(k, val)                                                          \
 	((struct log_field){.key = (k), .type = LOG_T_DOUBLE, .v.d = (val)})
 #define LOG_BEGIN_ ((struct log_field){.type = LOG_T_NONE})
 #define LOG_END_ ((struct log_field){.type = LOG_T_END})
@@ -67,11 +67,11 @@ struct log_field {
 typedef uint64_t (*log_clock_fn)(void *arg);
 
 struct log {
-	int fd;			/* where lines go; not owned when owns_fd false */
+	int fd; /* where lines go; not owned when owns_fd false */
 	bool owns_fd;
-	char *path;		/* reopened on SIGUSR1; NULL for stdout */
+	char *path; /* reopened on SIGUSR1; NULL for stdout */
 	enum log_level min_level;
-	char *sandbox_id;	/* added to every line when set */
+	char *sandbox_id; /* added to every line when set */
 	log_clock_fn clock;
 	void *clock_arg;
 	uint64_t lines, dropped; /* counters for metrics */
@@ -100,17 +100,17 @@ void log_emit(struct log *lg, enum log_level lvl, const char *ev,
     const struct log_field *fields);
 
 /* Usage: log_info(lg, "dns.deny", LOG_S("name", q), LOG_U("qtype", t)); */
-#define log_debug(lg, ev, ...) \
-	log_emit((lg), LOG_DEBUG, (ev), \
+#define log_debug(lg, ev, ...)                                                 \
+	log_emit((lg), LOG_DEBUG, (ev),                                        \
 	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_info(lg, ev, ...) \
-	log_emit((lg), LOG_INFO, (ev), \
+#define log_info(lg, ev, ...)                                                  \
+	log_emit((lg), LOG_INFO, (ev),                                         \
 	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_warn(lg, ev, ...) \
-	log_emit((lg), LOG_WARN, (ev), \
+#define log_warn(lg, ev, ...)                                                  \
+	log_emit((lg), LOG_WARN, (ev),                                         \
 	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_error(lg, ev, ...) \
-	log_emit((lg), LOG_ERROR, (ev), \
+#define log_error(lg, ev, ...)                                                 \
+	log_emit((lg), LOG_ERROR, (ev),                                        \
 	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
 
 /*
@@ -136,7 +136,6 @@ struct log_limiter {
 void log_limiter_init(struct log_limiter *l, uint32_t rate_per_sec,
     uint32_t burst, uint64_t dedup_window_ms);
 /* True when an event with this key may be logged now. */
-bool log_limiter_allow(struct log_limiter *l, const char *key,
-    uint64_t now_ms);
+bool log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms);
 
 #endif

@@ -11,36 +11,39 @@
 
 /* Upper bounds (ms) of the upstream latency histogram; +Inf is implied. */
 #define STATS_LAT_BUCKETS 10
-#define STATS_LAT_BOUNDS_MS {1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000}
+#define STATS_LAT_BOUNDS_MS                                                    \
+	{                                                                      \
+		1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000                      \
+	}
 
 struct stats {
 	/* DNS, by decision. */
-	uint64_t dns_queries;		/* every query received */
-	uint64_t dns_allowed;		/* forwarded or served from cache */
-	uint64_t dns_denied;		/* NXDOMAIN by policy */
-	uint64_t dns_cname_denied;	/* chain into a denied name */
-	uint64_t dns_private_stripped;	/* rebinding: addresses removed */
+	uint64_t dns_queries; /* every query received */
+	uint64_t dns_allowed; /* forwarded or served from cache */
+	uint64_t dns_denied; /* NXDOMAIN by policy */
+	uint64_t dns_cname_denied; /* chain into a denied name */
+	uint64_t dns_private_stripped; /* rebinding: addresses removed */
 	uint64_t dns_formerr;
 	uint64_t dns_servfail;
 	uint64_t dns_cache_hits;
 	uint64_t dns_cache_misses;
-	uint64_t dns_local;		/* localhost/own PTR answered locally */
+	uint64_t dns_local; /* localhost/own PTR answered locally */
 	uint64_t dns_upstream_failures; /* timeouts, refused, unreachable */
 	uint64_t dns_upstream_lat_bucket[STATS_LAT_BUCKETS + 1];
 	uint64_t dns_upstream_lat_count;
 	double dns_upstream_lat_sum_s;
 
 	/* nft. */
-	uint64_t nft_batches;		/* committed batches */
-	uint64_t nft_failures;		/* batches the kernel refused */
-	uint64_t nft_learned;		/* addresses added or refreshed */
-	uint64_t nft_learned_current;	/* gauge: elements in dynamic sets */
+	uint64_t nft_batches; /* committed batches */
+	uint64_t nft_failures; /* batches the kernel refused */
+	uint64_t nft_learned; /* addresses added or refreshed */
+	uint64_t nft_learned_current; /* gauge: elements in dynamic sets */
 
 	/* Policy. */
-	uint64_t policy_revision;	/* gauge */
+	uint64_t policy_revision; /* gauge */
 	uint64_t policy_reloads_ok;
 	uint64_t policy_reloads_failed;
-	uint64_t policy_updates_ok;	/* API mutations applied */
+	uint64_t policy_updates_ok; /* API mutations applied */
 	uint64_t policy_updates_failed;
 
 	/* API. */

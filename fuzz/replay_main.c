@@ -71,8 +71,8 @@ main(int argc, char **argv)
 			char path[4096];
 			if (de->d_name[0] == '.')
 				continue;
-			if ((size_t)snprintf(path, sizeof(path), "%s/%s", argv[i],
-				de->d_name) >= sizeof(path)) {
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+			        argv[i], de->d_name) >= sizeof(path)) {
 				failed++;
 				continue;
 			}

@@ -28,12 +28,12 @@
 #include "policy/err.h"
 
 /* Bounds (named so tests and docs can cite them). */
-#define POLICY_FILE_MAX (4u << 20)	  /* bytes of one policy file */
-#define POLICY_BODY_MAX (1u << 20)	  /* bytes of one API body */
-#define POLICY_DEPTH_MAX 16		  /* nesting of YAML/JSON */
-#define POLICY_NAME_MAX 253		  /* DNS name, presentation form */
-#define POLICY_DIAG_MAX 100		  /* errors kept per load */
-#define POLICY_DEFAULT_MAX_RULES 4096	  /* OPENSANDBOX_EGRESS_MAX_RULES */
+#define POLICY_FILE_MAX (4u << 20) /* bytes of one policy file */
+#define POLICY_BODY_MAX (1u << 20) /* bytes of one API body */
+#define POLICY_DEPTH_MAX 16 /* nesting of YAML/JSON */
+#define POLICY_NAME_MAX 253 /* DNS name, presentation form */
+#define POLICY_DIAG_MAX 100 /* errors kept per load */
+#define POLICY_DEFAULT_MAX_RULES 4096 /* OPENSANDBOX_EGRESS_MAX_RULES */
 
 enum policy_action {
 	POLICY_DENY = 0,
@@ -41,10 +41,10 @@ enum policy_action {
 };
 
 enum policy_target_kind {
-	POLICY_TARGET_DOMAIN,	/* "api.example.com" */
+	POLICY_TARGET_DOMAIN, /* "api.example.com" */
 	POLICY_TARGET_WILDCARD, /* "*.example.com": strict subdomains */
-	POLICY_TARGET_IP,	/* single address, stored as /32 or /128 */
-	POLICY_TARGET_CIDR,	/* masked prefix */
+	POLICY_TARGET_IP, /* single address, stored as /32 or /128 */
+	POLICY_TARGET_CIDR, /* masked prefix */
 };
 
 enum policy_origin {
@@ -56,7 +56,7 @@ enum policy_origin {
 
 #define POLICY_PROTO_TCP 0x1u
 #define POLICY_PROTO_UDP 0x2u
-#define POLICY_PROTO_ICMP 0x4u	/* ICMP and ICMPv6 */
+#define POLICY_PROTO_ICMP 0x4u /* ICMP and ICMPv6 */
 #define POLICY_PROTO_ALL 0x7u
 
 /* Where a value came from, for "FILE:LINE:COL: message". */
@@ -67,7 +67,7 @@ struct policy_loc {
 
 struct policy_prefix {
 	uint8_t family; /* 4 or 6 */
-	uint8_t len;	/* prefix length, 0..32 or 0..128 */
+	uint8_t len; /* prefix length, 0..32 or 0..128 */
 	uint8_t addr[16]; /* network byte order, host bits zero */
 };
 
@@ -79,9 +79,9 @@ struct policy_rule {
 	enum policy_action action;
 	enum policy_target_kind kind;
 	enum policy_origin origin;
-	char *target;  /* normalized: lowercase, no trailing dot, CIDR masked */
+	char *target; /* normalized: lowercase, no trailing dot, CIDR masked */
 	char *display; /* as the user wrote it (echoed by GET /policy) */
-	struct policy_prefix prefix;	/* IP and CIDR kinds only */
+	struct policy_prefix prefix; /* IP and CIDR kinds only */
 	struct policy_port_range *ports; /* NULL/0 = every port */
 	size_t nports;
 	unsigned protocols; /* POLICY_PROTO_*; POLICY_PROTO_ALL when absent */
@@ -90,7 +90,7 @@ struct policy_rule {
 
 enum policy_private_answers {
 	POLICY_PRIVATE_DROP = 0, /* default: strip, unless a CIDR allows */
-	POLICY_PRIVATE_ALLOW,	 /* operator opted out of rebinding defence */
+	POLICY_PRIVATE_ALLOW, /* operator opted out of rebinding defence */
 };
 
 enum policy_cname_mode {
@@ -101,9 +101,9 @@ enum policy_cname_mode {
 struct policy_dns {
 	char **upstreams; /* "ip", "ip:port", "[v6]:port"; literals only */
 	size_t nupstreams;
-	unsigned timeout_ms;	   /* per upstream attempt */
+	unsigned timeout_ms; /* per upstream attempt */
 	uint32_t ttl_min, ttl_max; /* clamp for learned addresses, seconds */
-	uint32_t negative_ttl;	   /* SOA minimum of synthesized NXDOMAIN */
+	uint32_t negative_ttl; /* SOA minimum of synthesized NXDOMAIN */
 	enum policy_private_answers private_answers;
 	enum policy_cname_mode cname_mode;
 };
@@ -121,10 +121,10 @@ struct policy_binding;
 struct policy_index;
 
 struct policy {
-	unsigned refs;	   /* policy_ref/policy_unref only */
+	unsigned refs; /* policy_ref/policy_unref only */
 	uint64_t revision; /* bumped by every successful mutation */
 	enum policy_action default_action;
-	bool user_empty;   /* user policy was ""/null/{} (reset to deny-all) */
+	bool user_empty; /* user policy was ""/null/{} (reset to deny-all) */
 
 	struct policy_rule *rules; /* user rules, list order */
 	size_t nrules;
@@ -141,6 +141,11 @@ struct policy {
 
 	struct policy_index *index;
 	char *source; /* file path or "api" or "env", for status */
+
+	/* log_skip.always: denied names not worth a log line (no effect on
+	 * decisions). Domain and wildcard targets only. */
+	struct policy_rule *log_skip;
+	size_t nlog_skip;
 };
 
 /* All errors of one load, each "FILE:LINE:COL: message". */
@@ -169,18 +174,18 @@ void policy_unref(struct policy *p); /* NULL is a no-op */
  * share it; unknown keys are errors.
  */
 struct policy *policy_load_file(const char *path, struct policy_diag *d);
-struct policy *policy_parse_yaml(const char *buf, size_t len,
-    const char *name, struct policy_diag *d);
-struct policy *policy_parse_json(const char *buf, size_t len,
-    const char *name, struct policy_diag *d);
+struct policy *policy_parse_yaml(
+    const char *buf, size_t len, const char *name, struct policy_diag *d);
+struct policy *policy_parse_json(
+    const char *buf, size_t len, const char *name, struct policy_diag *d);
 
 /*
  * The always-rules directory (deny.always, allow.always, log_skip.always):
  * returns a new snapshot equal to base with its overlays replaced. Missing
  * files mean empty overlays. base is borrowed.
  */
-struct policy *policy_with_overlays_dir(const struct policy *base,
-    const char *dir, struct policy_diag *d);
+struct policy *policy_with_overlays_dir(
+    const struct policy *base, const char *dir, struct policy_diag *d);
 
 /*
  * API mutations: pure, base borrowed, result new (revision = base + 1).
@@ -190,14 +195,14 @@ struct policy *policy_with_overlays_dir(const struct policy *base,
  * contract §6 without their fixed prefixes ("invalid policy: " etc. are
  * added by the API).
  */
-struct policy *policy_replace_json(const struct policy *base,
-    const char *body, size_t len, size_t max_rules, bool *over_cap,
+struct policy *policy_replace_json(const struct policy *base, const char *body,
+    size_t len, size_t max_rules, bool *over_cap,
     struct err *e); /* empty body or ""/null/{}: deny-all reset */
 struct policy *policy_patch_json(const struct policy *base, const char *body,
     size_t len, size_t max_rules, bool *over_cap, struct err *e);
 /* *matched = number of rules removed; 0 means nothing to apply. */
-struct policy *policy_delete_json(const struct policy *base,
-    const char *body, size_t len, size_t *matched, struct err *e);
+struct policy *policy_delete_json(const struct policy *base, const char *body,
+    size_t len, size_t *matched, struct err *e);
 
 /*
  * Matching. Overlays first, then infra, then user rules in list order, then
@@ -205,8 +210,8 @@ struct policy *policy_delete_json(const struct policy *base,
  * when the default decided. Names are matched case-insensitively, a
  * trailing dot ignored; invalid names are denied.
  */
-enum policy_action policy_match_domain(const struct policy *p,
-    const char *name, const struct policy_rule **rule);
+enum policy_action policy_match_domain(
+    const struct policy *p, const char *name, const struct policy_rule **rule);
 /*
  * IP decision for family 4/6, addr in network byte order; proto is one
  * POLICY_PROTO_* bit and port 0 means "any port". Longest matching prefix
@@ -219,12 +224,15 @@ enum policy_action policy_match_addr(const struct policy *p, int family,
  * True when an explicit IP/CIDR allow rule (not the default) covers addr;
  * the resolver keeps private answers only then (rebinding defence).
  */
-bool policy_addr_explicitly_allowed(const struct policy *p, int family,
-    const uint8_t *addr);
+bool policy_addr_explicitly_allowed(
+    const struct policy *p, int family, const uint8_t *addr);
+
+/* True when name matches a log_skip.always target. */
+bool policy_log_skip(const struct policy *p, const char *name);
 
 /* Normalizes a DNS name into out (lowercase, no trailing dot). */
-int policy_name_normalize(const char *in, char *out, size_t outlen,
-    struct err *e);
+int policy_name_normalize(
+    const char *in, char *out, size_t outlen, struct err *e);
 
 /*
  * Serialization. User policy as the API returns it:

@@ -1,0 +1,893 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "egressd/config.h"
+#include "vault/vault_ct.h"
+
+static const char config_usage_text[] =
+    "usage: egressd [options]\n"
+    "  --policy FILE           policy file (YAML or JSON); rewritten after "
+    "API\n"
+    "                          changes (env OPENSANDBOX_EGRESS_POLICY_FILE)\n"
+    "  --check                 validate the policy file and exit\n"
+    "  --mode MODE             dns+nft (default) or dns (no nftables)\n"
+    "  --rules-dir DIR         always-rules directory "
+    "(" CONFIG_DEFAULT_RULES_DIR ")\n"
+    "  --http-addr ADDR        control API address, \"\" to disable "
+    "(" CONFIG_DEFAULT_HTTP_ADDR ")\n"
+    "  --api-socket PATH       control API on a Unix socket (mode 0660)\n"
+    "  --api-token-file FILE   file holding the API token (preferred)\n"
+    "  --api-token TOKEN       API token (wiped from the process arguments)\n"
+    "  --api-insecure-no-token allow mutations without a token\n"
+    "  --max-rules N           cap on egress rules, 0 = none (4096)\n"
+    "  --dns-upstream ADDR     upstream resolver IP[:port] (repeatable)\n"
+    "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 (15353)\n"
+    "  --dns-timeout SECONDS   per-upstream timeout, 1..120 (5)\n"
+    "  --mark MARK             SO_MARK of egressd's own sockets (0x1)\n"
+    "  --teardown-on-exit      remove the nftables table on a clean stop\n"
+    "  --sandbox-id ID         added to every log line\n"
+    "  --log-level LEVEL       debug, info, warn, error (info)\n"
+    "  --log-file FILE         JSON lines to FILE (reopened on SIGUSR1)\n"
+    "  --version, --help\n";
+
+const char *
+config_usage(void)
+{
+	return config_usage_text;
+}
+
+void
+config_init(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->mode = CONFIG_MODE_DNS_NFT;
+	c->http_addr = strdup(CONFIG_DEFAULT_HTTP_ADDR);
+	c->rules_dir = strdup(CONFIG_DEFAULT_RULES_DIR);
+	c->trust_dir = strdup(CONFIG_DEFAULT_TRUST_DIR);
+	c->max_rules = CONFIG_DEFAULT_MAX_RULES;
+	c->dns_port = CONFIG_DEFAULT_DNS_PORT;
+	c->dns_timeout_s = CONFIG_DEFAULT_DNS_TIMEOUT_S;
+	c->dns_probe_interval_s = CONFIG_DEFAULT_PROBE_INTERVAL_S;
+	c->mark = CONFIG_DEFAULT_MARK;
+	c->proxy_port = CONFIG_DEFAULT_PROXY_PORT;
+	c->log_level = LOG_INFO;
+}
+
+static void
+config_strlist_clear(struct config_strlist *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static void
+config_wipe_token(struct config *c)
+{
+	if (c->token != NULL) {
+		vault_wipe(c->token, strlen(c->token));
+		free(c->token);
+		c->token = NULL;
+	}
+}
+
+void
+config_clear(struct config *c)
+{
+	free(c->policy_file);
+	free(c->rules_json);
+	free(c->rules_dir);
+	free(c->http_addr);
+	free(c->api_socket);
+	config_wipe_token(c);
+	free(c->token_file);
+	free(c->dns_upstreams);
+	free(c->dns_probe);
+	config_strlist_clear(&c->nameserver_exempt);
+	config_strlist_clear(&c->doh_blocklist);
+	free(c->trust_dir);
+	free(c->deny_webhook);
+	free(c->sandbox_id);
+	free(c->log_file);
+	memset(c, 0, sizeof(*c));
+}
+
+const char *
+config_mode_name(enum config_mode m)
+{
+	return m == CONFIG_MODE_DNS ? "dns" : "dns+nft";
+}
+
+/* Replaces *dst with a copy of src; rejects control bytes and overlong. */
+static int
+config_set_str(char **dst, const char *src, const char *what, struct err *e)
+{
+	size_t i, n = strnlen(src, CONFIG_VALUE_MAX + 1);
+	char *copy;
+
+	if (n > CONFIG_VALUE_MAX) {
+		err_set(e, "%s: value longer than %d bytes", what,
+		    CONFIG_VALUE_MAX);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((unsigned char)src[i] < 0x20 || src[i] == 0x7f) {
+			err_set(e, "%s: control character in value", what);
+			return -1;
+		}
+	}
+	if ((copy = strdup(src)) == NULL) {
+		err_set(e, "%s: out of memory", what);
+		return -1;
+	}
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+static int
+config_parse_bool(const char *s, bool *out, const char *what, struct err *e)
+{
+	if (strcasecmp(s, "1") == 0 || strcasecmp(s, "true") == 0 ||
+	    strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
+		*out = true;
+	else if (strcasecmp(s, "0") == 0 || strcasecmp(s, "false") == 0 ||
+	    strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0 || *s == '\0')
+		*out = false;
+	else {
+		err_set(
+		    e, "%s: \"%.64s\" is not a boolean (true/false)", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+config_parse_uint(const char *s, unsigned long long min, unsigned long long max,
+    unsigned long long *out, const char *what, struct err *e)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ') {
+		err_set(e, "%s: \"%.64s\" is not a number", what, s);
+		return -1;
+	}
+	v = strtoull(s, &end, 0);
+	if (errno != 0 || *end != '\0') {
+		err_set(e, "%s: \"%.64s\" is not a number", what, s);
+		return -1;
+	}
+	if (v < min || v > max) {
+		err_set(e, "%s: %llu is out of range %llu..%llu", what, v, min,
+		    max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int
+config_parse_hostport(const char *s, uint16_t default_port,
+    struct config_hostport *out, struct err *e)
+{
+	char host[INET6_ADDRSTRLEN + 1], buf[INET6_ADDRSTRLEN];
+	const char *port = NULL;
+	size_t hl;
+	unsigned long long p = default_port;
+
+	memset(out, 0, sizeof(*out));
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (rb == NULL) {
+			err_set(e, "\"%.64s\": missing ']'", s);
+			return -1;
+		}
+		hl = (size_t)(rb - s - 1);
+		if (hl >= sizeof(host)) {
+			err_set(e, "\"%.64s\": bad address", s);
+			return -1;
+		}
+		memcpy(host, s + 1, hl);
+		host[hl] = '\0';
+		if (rb[1] == ':')
+			port = rb + 2;
+		else if (rb[1] != '\0') {
+			err_set(e, "\"%.64s\": junk after ']'", s);
+			return -1;
+		}
+		if (inet_pton(AF_INET6, host, out->addr) != 1) {
+			err_set(e, "\"%.64s\": not an IPv6 address literal", s);
+			return -1;
+		}
+		out->family = AF_INET6;
+	} else {
+		const char *colon = strchr(s, ':');
+		if (colon != NULL && strchr(colon + 1, ':') != NULL) {
+			/* Bare IPv6 without port. */
+			hl = strlen(s);
+			colon = NULL;
+		} else
+			hl = colon ? (size_t)(colon - s) : strlen(s);
+		if (hl >= sizeof(host)) {
+			err_set(e, "\"%.64s\": bad address", s);
+			return -1;
+		}
+		memcpy(host, s, hl);
+		host[hl] = '\0';
+		if (colon != NULL)
+			port = colon + 1;
+		if (inet_pton(AF_INET, host, out->addr) == 1)
+			out->family = AF_INET;
+		else if (inet_pton(AF_INET6, host, out->addr) == 1)
+			out->family = AF_INET6;
+		else {
+			err_set(e,
+			    "\"%.64s\": not an IP address literal (hostnames "
+			    "are not accepted)",
+			    s);
+			return -1;
+		}
+	}
+	if (port != NULL &&
+	    config_parse_uint(port, 1, 65535, &p, "port", e) == -1) {
+		err_prefix(e, "\"%.64s\"", s);
+		return -1;
+	}
+	out->port = (uint16_t)p;
+	inet_ntop(out->family, out->addr, buf, sizeof(buf));
+	(void)snprintf(out->text, sizeof(out->text),
+	    out->family == AF_INET6 ? "[%s]:%u" : "%s:%u", buf, out->port);
+	return 0;
+}
+
+/* Splits s on commas and blanks; empty items are skipped. */
+static int
+config_split(
+    const char *s, struct config_strlist *out, const char *what, struct err *e)
+{
+	struct config_strlist l = {NULL, 0};
+	const char *p = s;
+
+	while (*p != '\0') {
+		size_t n;
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		n = strcspn(p, ", \t");
+		if (n == 0)
+			break;
+		if (l.n == CONFIG_LIST_MAX) {
+			err_set(e, "%s: more than %d entries", what,
+			    CONFIG_LIST_MAX);
+			goto fail;
+		}
+		char **nv = realloc(l.v, (l.n + 1) * sizeof(*nv));
+		if (nv == NULL)
+			goto oom;
+		l.v = nv;
+		if ((l.v[l.n] = strndup(p, n)) == NULL)
+			goto oom;
+		l.n++;
+		p += n;
+	}
+	config_strlist_clear(out);
+	*out = l;
+	return 0;
+oom:
+	err_set(e, "%s: out of memory", what);
+fail:
+	config_strlist_clear(&l);
+	return -1;
+}
+
+static int
+config_set_upstreams(
+    struct config *c, const char *s, const char *what, struct err *e)
+{
+	struct config_strlist l = {NULL, 0};
+	struct config_hostport *v = NULL;
+	size_t i;
+
+	if (config_split(s, &l, what, e) == -1)
+		return -1;
+	if (l.n > 0 && (v = calloc(l.n, sizeof(*v))) == NULL) {
+		err_set(e, "%s: out of memory", what);
+		goto fail;
+	}
+	for (i = 0; i < l.n; i++) {
+		if (config_parse_hostport(l.v[i], 53, &v[i], e) == -1) {
+			err_prefix(e, "%s", what);
+			goto fail;
+		}
+	}
+	free(c->dns_upstreams);
+	c->dns_upstreams = v;
+	c->ndns_upstreams = l.n;
+	config_strlist_clear(&l);
+	return 0;
+fail:
+	free(v);
+	config_strlist_clear(&l);
+	return -1;
+}
+
+static int
+config_set_ip_list(struct config_strlist *dst, const char *s, bool cidr_ok,
+    const char *what, struct err *e)
+{
+	struct config_strlist l = {NULL, 0};
+	size_t i;
+
+	if (config_split(s, &l, what, e) == -1)
+		return -1;
+	for (i = 0; i < l.n; i++) {
+		uint8_t a[16];
+		char host[INET6_ADDRSTRLEN + 1];
+		char *slash = strchr(l.v[i], '/');
+		size_t hl = slash ? (size_t)(slash - l.v[i]) : strlen(l.v[i]);
+		int fam;
+		unsigned long long plen;
+
+		if (hl >= sizeof(host))
+			goto bad;
+		memcpy(host, l.v[i], hl);
+		host[hl] = '\0';
+		if (inet_pton(AF_INET, host, a) == 1)
+			fam = 4;
+		else if (inet_pton(AF_INET6, host, a) == 1)
+			fam = 6;
+		else
+			goto bad;
+		if (slash != NULL) {
+			if (!cidr_ok)
+				goto bad;
+			if (config_parse_uint(slash + 1, 0, fam == 4 ? 32 : 128,
+			        &plen, what, e) == -1)
+				goto bad;
+		}
+	}
+	config_strlist_clear(dst);
+	*dst = l;
+	return 0;
+bad:
+	err_set(e, "%s: \"%.64s\" is not an IP %sliteral", what, l.v[i],
+	    cidr_ok ? "or CIDR " : "");
+	config_strlist_clear(&l);
+	return -1;
+}
+
+static int
+config_set_mode(
+    struct config *c, const char *s, const char *what, struct err *e)
+{
+	if (strcmp(s, "dns+nft") == 0 || strcmp(s, "") == 0)
+		c->mode = CONFIG_MODE_DNS_NFT;
+	else if (strcmp(s, "dns") == 0)
+		c->mode = CONFIG_MODE_DNS;
+	else {
+		err_set(
+		    e, "%s: \"%.64s\" is not a mode (dns, dns+nft)", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+config_set_http_addr(
+    struct config *c, const char *s, const char *what, struct err *e)
+{
+	struct config_hostport hp;
+	char buf[CONFIG_VALUE_MAX + 8];
+
+	if (*s != '\0') {
+		/* ":18080" means every address. */
+		if (s[0] == ':') {
+			(void)snprintf(buf, sizeof(buf), "[::]%s", s);
+			if (config_parse_hostport(buf, 0, &hp, e) == -1 ||
+			    hp.port == 0)
+				goto bad;
+		} else if (config_parse_hostport(s, 0, &hp, e) == -1 ||
+		    hp.port == 0)
+			goto bad;
+	}
+	return config_set_str(&c->http_addr, s, what, e);
+bad:
+	err_set(
+	    e, "%s: \"%.64s\" is not HOST:PORT, [V6]:PORT or :PORT", what, s);
+	return -1;
+}
+
+static int
+config_set_token(
+    struct config *c, const char *s, const char *what, struct err *e)
+{
+	size_t n = strnlen(s, CONFIG_TOKEN_MAX + 1);
+
+	if (n > CONFIG_TOKEN_MAX) {
+		err_set(e, "%s: token longer than %d bytes", what,
+		    CONFIG_TOKEN_MAX);
+		return -1;
+	}
+	config_wipe_token(c);
+	if (n == 0)
+		return 0;
+	if ((c->token = strndup(s, n)) == NULL) {
+		err_set(e, "%s: out of memory", what);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+config_set_port(uint16_t *dst, const char *s, const char *what, struct err *e)
+{
+	unsigned long long v;
+
+	if (config_parse_uint(s, 1, 65535, &v, what, e) == -1)
+		return -1;
+	*dst = (uint16_t)v;
+	return 0;
+}
+
+enum config_key {
+	K_MODE,
+	K_RULES,
+	K_POLICY_FILE,
+	K_HTTP_ADDR,
+	K_TOKEN,
+	K_MAX_RULES,
+	K_NS_EXEMPT,
+	K_WEBHOOK,
+	K_SANDBOX_ID,
+	K_BLOCK_DOH,
+	K_DOH_LIST,
+	K_UPSTREAM,
+	K_UPSTREAM_TIMEOUT,
+	K_PROBE,
+	K_PROBE_INTERVAL,
+	K_LOG_LEVEL,
+	K_TRANSPARENT,
+	K_PROXY_PORT,
+	K_TRUST_DIR,
+	K_SSL_INSECURE,
+	K_TOKEN_FILE,
+	K_API_SOCKET,
+	K_RULES_DIR,
+	K_LOG_FILE,
+	K_DNS_PORT,
+	K_MARK,
+	K_TEARDOWN,
+	K_INSECURE_NO_TOKEN,
+};
+
+static int
+config_set(struct config *c, enum config_key k, const char *v, const char *what,
+    struct err *e)
+{
+	unsigned long long n;
+
+	switch (k) {
+	case K_MODE:
+		return config_set_mode(c, v, what, e);
+	case K_RULES:
+		return config_set_str(&c->rules_json, v, what, e);
+	case K_POLICY_FILE:
+		return config_set_str(&c->policy_file, v, what, e);
+	case K_HTTP_ADDR:
+		return config_set_http_addr(c, v, what, e);
+	case K_TOKEN:
+		return config_set_token(c, v, what, e);
+	case K_MAX_RULES:
+		if (config_parse_uint(v, 0, 1000000, &n, what, e) == -1)
+			return -1;
+		c->max_rules = (size_t)n;
+		return 0;
+	case K_NS_EXEMPT:
+		return config_set_ip_list(
+		    &c->nameserver_exempt, v, false, what, e);
+	case K_WEBHOOK:
+		if (*v != '\0' && strncmp(v, "http://", 7) != 0 &&
+		    strncmp(v, "https://", 8) != 0) {
+			err_set(
+			    e, "%s: must be an http:// or https:// URL", what);
+			return -1;
+		}
+		return config_set_str(&c->deny_webhook, v, what, e);
+	case K_SANDBOX_ID:
+		return config_set_str(&c->sandbox_id, v, what, e);
+	case K_BLOCK_DOH:
+		return config_parse_bool(v, &c->block_doh_443, what, e);
+	case K_DOH_LIST:
+		return config_set_ip_list(&c->doh_blocklist, v, true, what, e);
+	case K_UPSTREAM:
+		return config_set_upstreams(c, v, what, e);
+	case K_UPSTREAM_TIMEOUT:
+		if (config_parse_uint(
+		        v, 1, CONFIG_MAX_DNS_TIMEOUT_S, &n, what, e) == -1)
+			return -1;
+		c->dns_timeout_s = (unsigned)n;
+		return 0;
+	case K_PROBE:
+		return config_set_str(&c->dns_probe, v, what, e);
+	case K_PROBE_INTERVAL:
+		if (config_parse_uint(v, 1, 86400, &n, what, e) == -1)
+			return -1;
+		c->dns_probe_interval_s = (unsigned)n;
+		return 0;
+	case K_LOG_LEVEL:
+		if (log_level_parse(v, &c->log_level) == -1) {
+			err_set(e,
+			    "%s: \"%.64s\" is not a level (debug, info, "
+			    "warn, error)",
+			    what, v);
+			return -1;
+		}
+		return 0;
+	case K_TRANSPARENT:
+		return config_parse_bool(v, &c->proxy_transparent, what, e);
+	case K_PROXY_PORT:
+		return config_set_port(&c->proxy_port, v, what, e);
+	case K_TRUST_DIR:
+		return config_set_str(&c->trust_dir, v, what, e);
+	case K_SSL_INSECURE:
+		return config_parse_bool(v, &c->ssl_insecure, what, e);
+	case K_TOKEN_FILE:
+		return config_set_str(&c->token_file, v, what, e);
+	case K_API_SOCKET:
+		return config_set_str(&c->api_socket, v, what, e);
+	case K_RULES_DIR:
+		return config_set_str(&c->rules_dir, v, what, e);
+	case K_LOG_FILE:
+		return config_set_str(&c->log_file, v, what, e);
+	case K_DNS_PORT:
+		return config_set_port(&c->dns_port, v, what, e);
+	case K_MARK:
+		if (config_parse_uint(v, 1, UINT32_MAX, &n, what, e) == -1)
+			return -1;
+		c->mark = (uint32_t)n;
+		return 0;
+	case K_TEARDOWN:
+		return config_parse_bool(v, &c->teardown_on_exit, what, e);
+	case K_INSECURE_NO_TOKEN:
+		return config_parse_bool(v, &c->api_insecure_no_token, what, e);
+	}
+	err_set(e, "%s: unknown setting", what);
+	return -1;
+}
+
+struct config_env {
+	const char *name;
+	enum config_key key;
+};
+
+static const struct config_env config_envs[] = {
+    {"OPENSANDBOX_EGRESS_MODE", K_MODE},
+    {"OPENSANDBOX_EGRESS_RULES", K_RULES},
+    {"OPENSANDBOX_EGRESS_POLICY_FILE", K_POLICY_FILE},
+    {"OPENSANDBOX_EGRESS_HTTP_ADDR", K_HTTP_ADDR},
+    {"OPENSANDBOX_EGRESS_TOKEN", K_TOKEN},
+    {"OPENSANDBOX_EGRESS_MAX_RULES", K_MAX_RULES},
+    {"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT", K_NS_EXEMPT},
+    {"OPENSANDBOX_EGRESS_DENY_WEBHOOK", K_WEBHOOK},
+    {"OPENSANDBOX_EGRESS_SANDBOX_ID", K_SANDBOX_ID},
+    {"OPENSANDBOX_EGRESS_BLOCK_DOH_443", K_BLOCK_DOH},
+    {"OPENSANDBOX_EGRESS_DOH_BLOCKLIST", K_DOH_LIST},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM", K_UPSTREAM},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", K_UPSTREAM_TIMEOUT},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE", K_PROBE},
+    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_PROBE_INTERVAL_SEC", K_PROBE_INTERVAL},
+    {"OPENSANDBOX_EGRESS_LOG_LEVEL", K_LOG_LEVEL},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", K_TRANSPARENT},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_PORT", K_PROXY_PORT},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", K_TRUST_DIR},
+    {"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", K_SSL_INSECURE},
+    {"EGRESSD_API_TOKEN_FILE", K_TOKEN_FILE},
+    {"EGRESSD_API_SOCKET", K_API_SOCKET},
+    {"EGRESSD_API_INSECURE_NO_TOKEN", K_INSECURE_NO_TOKEN},
+    {"EGRESSD_RULES_DIR", K_RULES_DIR},
+    {"EGRESSD_LOG_FILE", K_LOG_FILE},
+    {"EGRESSD_DNS_PORT", K_DNS_PORT},
+    {"EGRESSD_MARK", K_MARK},
+    {"EGRESSD_TEARDOWN_ON_EXIT", K_TEARDOWN},
+};
+
+int
+config_from_env(struct config *c, char *const *envp, struct err *e)
+{
+	size_t i;
+
+	for (; envp != NULL && *envp != NULL; envp++) {
+		const char *kv = *envp, *eq = strchr(kv, '=');
+		size_t nl;
+		bool known = false;
+
+		if (eq == NULL)
+			continue;
+		nl = (size_t)(eq - kv);
+		for (i = 0; i < sizeof(config_envs) / sizeof(config_envs[0]);
+		     i++) {
+			const struct config_env *ce = &config_envs[i];
+			if (strlen(ce->name) != nl ||
+			    strncmp(ce->name, kv, nl) != 0)
+				continue;
+			known = true;
+			if (config_set(c, ce->key, eq + 1, ce->name, e) == -1)
+				return -1;
+		}
+		/* A typo in our own namespace must not pass silently. */
+		if (!known && nl > 8 && strncmp(kv, "EGRESSD_", 8) == 0) {
+			err_set(e, "%.*s: unknown variable",
+			    (int)(nl > 64 ? 64 : nl), kv);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+enum {
+	OPT_POLICY = 256,
+	OPT_CHECK,
+	OPT_MODE,
+	OPT_RULES_DIR,
+	OPT_HTTP_ADDR,
+	OPT_API_SOCKET,
+	OPT_TOKEN_FILE,
+	OPT_TOKEN,
+	OPT_INSECURE,
+	OPT_MAX_RULES,
+	OPT_UPSTREAM,
+	OPT_DNS_PORT,
+	OPT_DNS_TIMEOUT,
+	OPT_MARK,
+	OPT_TEARDOWN,
+	OPT_SANDBOX_ID,
+	OPT_LOG_LEVEL,
+	OPT_LOG_FILE,
+	OPT_VERSION,
+	OPT_HELP,
+};
+
+static const struct option config_opts[] = {
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"rules-dir", required_argument, NULL, OPT_RULES_DIR},
+    {"http-addr", required_argument, NULL, OPT_HTTP_ADDR},
+    {"api-socket", required_argument, NULL, OPT_API_SOCKET},
+    {"api-token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"api-token", required_argument, NULL, OPT_TOKEN},
+    {"api-insecure-no-token", no_argument, NULL, OPT_INSECURE},
+    {"max-rules", required_argument, NULL, OPT_MAX_RULES},
+    {"dns-upstream", required_argument, NULL, OPT_UPSTREAM},
+    {"dns-port", required_argument, NULL, OPT_DNS_PORT},
+    {"dns-timeout", required_argument, NULL, OPT_DNS_TIMEOUT},
+    {"mark", required_argument, NULL, OPT_MARK},
+    {"teardown-on-exit", no_argument, NULL, OPT_TEARDOWN},
+    {"sandbox-id", required_argument, NULL, OPT_SANDBOX_ID},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-file", required_argument, NULL, OPT_LOG_FILE},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+int
+config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
+{
+	int ch, idx;
+	bool upstream_seen = false;
+	/* Every --dns-upstream of the command line replaces the env list. */
+	char *ups = NULL;
+	int rc = -1;
+
+	optind = 0; /* glibc: full reinitialization, tests call us often */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":", config_opts, &idx)) != -1) {
+		const char *what = NULL;
+		if (ch != '?' && ch != ':')
+			for (idx = 0; config_opts[idx].name != NULL; idx++)
+				if (config_opts[idx].val == ch)
+					what = config_opts[idx].name;
+		char whatbuf[64];
+		(void)snprintf(
+		    whatbuf, sizeof(whatbuf), "--%s", what ? what : "?");
+		switch (ch) {
+		case OPT_POLICY:
+			if (config_set(c, K_POLICY_FILE, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_CHECK:
+			c->check = true;
+			break;
+		case OPT_MODE:
+			if (config_set(c, K_MODE, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_RULES_DIR:
+			if (config_set(c, K_RULES_DIR, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_HTTP_ADDR:
+			if (config_set(c, K_HTTP_ADDR, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_API_SOCKET:
+			if (config_set(c, K_API_SOCKET, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_TOKEN_FILE:
+			if (config_set(c, K_TOKEN_FILE, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_TOKEN:
+			if (config_set(c, K_TOKEN, optarg, whatbuf, e))
+				goto out;
+			/* Keep the token out of /proc/PID/cmdline. */
+			vault_wipe(optarg, strlen(optarg));
+			break;
+		case OPT_INSECURE:
+			c->api_insecure_no_token = true;
+			break;
+		case OPT_MAX_RULES:
+			if (config_set(c, K_MAX_RULES, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_UPSTREAM: {
+			size_t ol = ups ? strlen(ups) : 0, al = strlen(optarg);
+			char *n = realloc(ups, ol + al + 2);
+			if (n == NULL) {
+				err_set(e, "--dns-upstream: out of memory");
+				goto out;
+			}
+			ups = n;
+			if (ol > 0)
+				ups[ol++] = ',';
+			memcpy(ups + ol, optarg, al + 1);
+			upstream_seen = true;
+			break;
+		}
+		case OPT_DNS_PORT:
+			if (config_set(c, K_DNS_PORT, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_DNS_TIMEOUT:
+			if (config_set(
+			        c, K_UPSTREAM_TIMEOUT, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_MARK:
+			if (config_set(c, K_MARK, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_TEARDOWN:
+			c->teardown_on_exit = true;
+			break;
+		case OPT_SANDBOX_ID:
+			if (config_set(c, K_SANDBOX_ID, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_LOG_LEVEL:
+			if (config_set(c, K_LOG_LEVEL, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_LOG_FILE:
+			if (config_set(c, K_LOG_FILE, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_VERSION:
+			c->version = true;
+			break;
+		case OPT_HELP:
+			c->help = true;
+			break;
+		case ':':
+			err_set(e, "%.64s: missing value", argv[optind - 1]);
+			goto out;
+		default:
+			err_set(e, "%.64s: unknown option (see --help)",
+			    argv[optind - 1]);
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		err_set(
+		    e, "%.64s: unexpected argument (see --help)", argv[optind]);
+		goto out;
+	}
+	if (upstream_seen &&
+	    config_set_upstreams(c, ups, "--dns-upstream", e) == -1)
+		goto out;
+	rc = 0;
+out:
+	free(ups);
+	return rc;
+}
+
+/* Reads the token file: one line, trailing newline stripped. */
+static int
+config_read_token_file(struct config *c, struct err *e)
+{
+	char buf[CONFIG_TOKEN_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	fd = open(c->token_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd == -1) {
+		err_set(e, "%s: cannot open token file: %s", c->token_file,
+		    strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		err_set(e, "%s: not a regular file", c->token_file);
+		close(fd);
+		return -1;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		err_set(e, "%s: read failed", c->token_file);
+		return -1;
+	}
+	if ((size_t)n > CONFIG_TOKEN_MAX) {
+		vault_wipe(buf, sizeof(buf));
+		err_set(e, "%s: token longer than %d bytes", c->token_file,
+		    CONFIG_TOKEN_MAX);
+		return -1;
+	}
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	if (n == 0 || memchr(buf, '\n', (size_t)n) != NULL) {
+		vault_wipe(buf, sizeof(buf));
+		err_set(e, "%s: token file must hold one non-empty line",
+		    c->token_file);
+		return -1;
+	}
+	int rc = config_set_token(c, buf, "--api-token-file", e);
+	vault_wipe(buf, sizeof(buf));
+	return rc;
+}
+
+int
+config_finish(struct config *c, struct err *e)
+{
+	if (c->token_file != NULL && config_read_token_file(c, e) == -1)
+		return -1;
+	if (c->token != NULL) {
+		size_t i, n = strlen(c->token);
+		for (i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)c->token[i];
+			if (ch <= 0x20 || ch == 0x7f) {
+				err_set(e,
+				    "API token: must not contain "
+				    "blanks or control characters");
+				return -1;
+			}
+		}
+	}
+	if (c->ssl_insecure && !c->proxy_transparent) {
+		/* Harmless, but say nothing: the proxy is off anyway. */
+	}
+	if (c->proxy_port == c->dns_port) {
+		err_set(e, "proxy port and DNS port must differ (both %u)",
+		    c->dns_port);
+		return -1;
+	}
+	return 0;
+}

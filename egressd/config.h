@@ -1,0 +1,122 @@
+/*
+ * config: every knob of the daemon in one struct, filled from the
+ * OpenSandbox environment variables (contract §1), then from the command
+ * line (an explicit flag wins over the environment), then validated.
+ *
+ * The struct owns every string it holds; config_clear() frees them and
+ * wipes the API token. Parsing is pure apart from reading a token file in
+ * config_finish(), so it is unit-tested with made-up environments.
+ */
+#ifndef EGRESSD_CONFIG_H
+#define EGRESSD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "egressd/log.h"
+#include "policy/err.h"
+
+#define CONFIG_DEFAULT_HTTP_ADDR ":18080"
+#define CONFIG_DEFAULT_DNS_PORT 15353
+#define CONFIG_DEFAULT_PROXY_PORT 18081
+#define CONFIG_DEFAULT_MARK 0x1u
+#define CONFIG_DEFAULT_MAX_RULES 4096
+#define CONFIG_DEFAULT_DNS_TIMEOUT_S 5
+#define CONFIG_MAX_DNS_TIMEOUT_S 120
+#define CONFIG_DEFAULT_PROBE_INTERVAL_S 30
+#define CONFIG_DEFAULT_RULES_DIR "/var/egress/rules"
+#define CONFIG_DEFAULT_TRUST_DIR "/etc/ssl/certs"
+#define CONFIG_LIST_MAX 64 /* entries of any comma-separated list */
+#define CONFIG_TOKEN_MAX 4096 /* bytes of an API token */
+#define CONFIG_VALUE_MAX 4096 /* bytes of any other value */
+
+enum config_mode {
+	CONFIG_MODE_DNS_NFT = 0, /* default: resolver + nftables */
+	CONFIG_MODE_DNS, /* resolver only, explicitly chosen */
+};
+
+/* A parsed "IP", "IP:port" or "[IPv6]:port" (literals only). */
+struct config_hostport {
+	int family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	uint16_t port;
+	char text[64]; /* canonical "ip:port" / "[ip]:port" */
+};
+
+struct config_strlist {
+	char **v;
+	size_t n;
+};
+
+struct config {
+	enum config_mode mode;
+	char *policy_file; /* --policy / OPENSANDBOX_EGRESS_POLICY_FILE */
+	char *rules_json; /* OPENSANDBOX_EGRESS_RULES (used without a file) */
+	char *rules_dir; /* always-rules directory */
+
+	/* Control API. */
+	char *http_addr; /* "" disables TCP */
+	char *api_socket;
+	char *token; /* secret: wiped by config_clear, never logged */
+	char *token_file;
+	bool api_insecure_no_token;
+	size_t max_rules; /* 0 = no cap */
+
+	/* DNS. */
+	uint16_t dns_port;
+	struct config_hostport *dns_upstreams;
+	size_t ndns_upstreams;
+	unsigned dns_timeout_s;
+	char *dns_probe; /* name probed for upstream health, or NULL */
+	unsigned dns_probe_interval_s;
+	struct config_strlist nameserver_exempt; /* IP literals */
+
+	/* nft. */
+	uint32_t mark;
+	bool teardown_on_exit;
+	bool block_doh_443;
+	struct config_strlist doh_blocklist; /* IPs/CIDRs */
+
+	/* Transparent proxy / vault (later milestones; parsed and validated). */
+	bool proxy_transparent;
+	uint16_t proxy_port;
+	char *trust_dir;
+	bool ssl_insecure;
+
+	/* Misc. */
+	char *deny_webhook;
+	char *sandbox_id;
+	enum log_level log_level;
+	char *log_file;
+
+	/* Actions. */
+	bool check, version, help;
+};
+
+void config_init(struct config *c);
+void config_clear(struct config *c);
+
+/*
+ * Reads the OPENSANDBOX_EGRESS_* and EGRESSD_* variables from envp (NULL
+ * terminated "NAME=value" strings, e.g. environ). 0, or -1 with one line
+ * naming the variable and what is wrong.
+ */
+int config_from_env(struct config *c, char *const *envp, struct err *e);
+/* Parses argv (getopt_long); flags override the environment. */
+int config_from_args(
+    struct config *c, int argc, char *const *argv, struct err *e);
+/*
+ * Cross-field checks and the token file. Run once after both sources.
+ */
+int config_finish(struct config *c, struct err *e);
+
+/* Parses "IP", "IP:port", "[IPv6]:port"; default_port when absent. */
+int config_parse_hostport(const char *s, uint16_t default_port,
+    struct config_hostport *out, struct err *e);
+
+const char *config_mode_name(enum config_mode m);
+/* The --help text. */
+const char *config_usage(void);
+
+#endif

@@ -1,0 +1,264 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "egressd/config.h"
+
+static void
+test_defaults(void **state)
+{
+	struct config c;
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.mode, CONFIG_MODE_DNS_NFT);
+	assert_string_equal(c.http_addr, ":18080");
+	assert_int_equal(c.dns_port, 15353);
+	assert_int_equal(c.proxy_port, 18081);
+	assert_int_equal(c.max_rules, 4096);
+	assert_int_equal(c.mark, 1);
+	assert_int_equal(c.dns_timeout_s, 5);
+	assert_int_equal(c.dns_probe_interval_s, 30);
+	assert_string_equal(c.rules_dir, "/var/egress/rules");
+	assert_null(c.token);
+	config_clear(&c);
+}
+
+static void
+test_env_all(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {
+	    "PATH=/bin",
+	    "OPENSANDBOX_EGRESS_MODE=dns",
+	    "OPENSANDBOX_EGRESS_POLICY_FILE=/etc/p.yaml",
+	    "OPENSANDBOX_EGRESS_HTTP_ADDR=127.0.0.1:9000",
+	    "OPENSANDBOX_EGRESS_TOKEN=s3cr3t",
+	    "OPENSANDBOX_EGRESS_MAX_RULES=0",
+	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM=198.51.100.1, [2001:db8::1]:5353",
+	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=120",
+	    "OPENSANDBOX_EGRESS_LOG_LEVEL=debug",
+	    "OPENSANDBOX_EGRESS_SANDBOX_ID=sbx-1",
+	    "OPENSANDBOX_EGRESS_BLOCK_DOH_443=true",
+	    "OPENSANDBOX_EGRESS_DOH_BLOCKLIST=203.0.113.0/24,2001:db8::5",
+	    "OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT=198.51.100.53",
+	    "OPENSANDBOX_EGRESS_SOMETHING_NEW=ignored",
+	    NULL,
+	};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.mode, CONFIG_MODE_DNS);
+	assert_string_equal(c.policy_file, "/etc/p.yaml");
+	assert_string_equal(c.http_addr, "127.0.0.1:9000");
+	assert_string_equal(c.token, "s3cr3t");
+	assert_int_equal(c.max_rules, 0);
+	assert_int_equal(c.ndns_upstreams, 2);
+	assert_string_equal(c.dns_upstreams[0].text, "198.51.100.1:53");
+	assert_string_equal(c.dns_upstreams[1].text, "[2001:db8::1]:5353");
+	assert_int_equal(c.dns_timeout_s, 120);
+	assert_int_equal(c.log_level, LOG_DEBUG);
+	assert_string_equal(c.sandbox_id, "sbx-1");
+	assert_true(c.block_doh_443);
+	assert_int_equal(c.doh_blocklist.n, 2);
+	assert_int_equal(c.nameserver_exempt.n, 1);
+	config_clear(&c);
+}
+
+/* Each bad value gives one line that names the variable. */
+static void
+test_env_bad_values(void **state)
+{
+	static const struct {
+		const char *kv, *needle;
+	} cases[] = {
+	    {"OPENSANDBOX_EGRESS_MODE=nft", "OPENSANDBOX_EGRESS_MODE"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM=dns.google", "hostnames"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM=198.51.100.1:0", "out of range"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM=[2001:db8::1", "missing ']'"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=121", "out of range"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=0", "out of range"},
+	    {"OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=5s", "not a number"},
+	    {"OPENSANDBOX_EGRESS_MAX_RULES=-1", "not a number"},
+	    {"OPENSANDBOX_EGRESS_BLOCK_DOH_443=maybe", "not a boolean"},
+	    {"OPENSANDBOX_EGRESS_HTTP_ADDR=localhost:80", "HOST:PORT"},
+	    {"OPENSANDBOX_EGRESS_HTTP_ADDR=:99999", "HOST:PORT"},
+	    {"OPENSANDBOX_EGRESS_LOG_LEVEL=loud", "not a level"},
+	    {"OPENSANDBOX_EGRESS_DOH_BLOCKLIST=1.2.3.4/33", "DOH_BLOCKLIST"},
+	    {"OPENSANDBOX_EGRESS_NAMESERVER_EXEMPT=1.2.3.0/24", "not an IP"},
+	    {"OPENSANDBOX_EGRESS_DENY_WEBHOOK=ftp://x", "URL"},
+	    {"EGRESSD_TYPO=1", "unknown variable"},
+	};
+	size_t i;
+	(void)state;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config c;
+		struct err e = {""};
+		char kv[256];
+		char *env[2] = {kv, NULL};
+
+		snprintf(kv, sizeof(kv), "%s", cases[i].kv);
+		config_init(&c);
+		assert_int_equal(config_from_env(&c, env, &e), -1);
+		if (strstr(e.msg, cases[i].needle) == NULL)
+			fail_msg("%s: message \"%s\" lacks \"%s\"", cases[i].kv,
+			    e.msg, cases[i].needle);
+		assert_null(strchr(e.msg, '\n'));
+		config_clear(&c);
+	}
+}
+
+static void
+test_args_override_env(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"OPENSANDBOX_EGRESS_DNS_UPSTREAM=198.51.100.1",
+	    "OPENSANDBOX_EGRESS_LOG_LEVEL=debug", NULL};
+	char a0[] = "egressd", a1[] = "--dns-upstream", a2[] = "203.0.113.1:54",
+	     a3[] = "--dns-upstream", a4[] = "2001:db8::53",
+	     a5[] = "--log-level", a6[] = "warn", a7[] = "--check",
+	     a8[] = "--policy", a9[] = "x.yaml";
+	char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(config_from_args(&c, 10, argv, &e), 0);
+	assert_int_equal(c.ndns_upstreams, 2);
+	assert_string_equal(c.dns_upstreams[0].text, "203.0.113.1:54");
+	assert_string_equal(c.dns_upstreams[1].text, "[2001:db8::53]:53");
+	assert_int_equal(c.log_level, LOG_WARN);
+	assert_true(c.check);
+	assert_string_equal(c.policy_file, "x.yaml");
+	config_clear(&c);
+}
+
+static void
+test_args_errors(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char a0[] = "egressd", a1[] = "--bogus";
+	char *argv1[] = {a0, a1, NULL};
+	char b1[] = "--dns-port";
+	char *argv2[] = {a0, b1, NULL};
+	char c1[] = "stray";
+	char *argv3[] = {a0, c1, NULL};
+	char d1[] = "--mode", d2[] = "nft-only";
+	char *argv4[] = {a0, d1, d2, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(config_from_args(&c, 2, argv1, &e), -1);
+	assert_non_null(strstr(e.msg, "--bogus: unknown option"));
+	assert_int_equal(config_from_args(&c, 2, argv2, &e), -1);
+	assert_non_null(strstr(e.msg, "--dns-port: missing value"));
+	assert_int_equal(config_from_args(&c, 2, argv3, &e), -1);
+	assert_non_null(strstr(e.msg, "stray: unexpected argument"));
+	assert_int_equal(config_from_args(&c, 3, argv4, &e), -1);
+	assert_non_null(strstr(e.msg, "--mode"));
+	config_clear(&c);
+}
+
+/* A token given on the command line is wiped from argv. */
+static void
+test_token_arg_wiped(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char a0[] = "egressd", a1[] = "--api-token", a2[] = "hunter2-token";
+	char *argv[] = {a0, a1, a2, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_string_equal(c.token, "hunter2-token");
+	assert_null(strstr(a2, "hunter2"));
+	config_clear(&c);
+}
+
+static void
+test_token_file(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char path[] = "/tmp/egressd-test-token-XXXXXX";
+	int fd = mkstemp(path);
+	(void)state;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "filetoken\n", 10), 10);
+	close(fd);
+	config_init(&c);
+	c.token_file = strdup(path);
+	assert_int_equal(config_finish(&c, &e), 0);
+	assert_string_equal(c.token, "filetoken");
+	config_clear(&c);
+
+	/* Two lines are refused, and the message never shows the token. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "abc\ndef\n", 8), 8);
+	close(fd);
+	config_init(&c);
+	c.token_file = strdup(path);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "one non-empty line"));
+	assert_null(strstr(e.msg, "abc"));
+	config_clear(&c);
+
+	config_init(&c);
+	c.token_file = strdup("/nonexistent/egressd/token");
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "cannot open token file"));
+	config_clear(&c);
+	unlink(path);
+}
+
+static void
+test_hostport(void **state)
+{
+	struct config_hostport hp;
+	struct err e = {""};
+	(void)state;
+
+	assert_int_equal(config_parse_hostport("198.51.100.7", 53, &hp, &e), 0);
+	assert_int_equal(hp.port, 53);
+	assert_string_equal(hp.text, "198.51.100.7:53");
+	assert_int_equal(config_parse_hostport("2001:db8::1", 53, &hp, &e), 0);
+	assert_string_equal(hp.text, "[2001:db8::1]:53");
+	assert_int_equal(config_parse_hostport("[::1]:5353", 53, &hp, &e), 0);
+	assert_string_equal(hp.text, "[::1]:5353");
+	assert_int_equal(config_parse_hostport("[::1]x", 53, &hp, &e), -1);
+	assert_int_equal(config_parse_hostport("1.2.3.4:", 53, &hp, &e), -1);
+	assert_int_equal(
+	    config_parse_hostport("1.2.3.4:65536", 53, &hp, &e), -1);
+	assert_int_equal(config_parse_hostport("", 53, &hp, &e), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_env_all),
+	    cmocka_unit_test(test_env_bad_values),
+	    cmocka_unit_test(test_args_override_env),
+	    cmocka_unit_test(test_args_errors),
+	    cmocka_unit_test(test_token_arg_wiped),
+	    cmocka_unit_test(test_token_file),
+	    cmocka_unit_test(test_hostport),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
