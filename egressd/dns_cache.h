@@ -1,0 +1,84 @@
+/*
+ * dns_cache: a bounded LRU cache of raw upstream DNS answers.
+ *
+ * What is stored is the upstream's answer exactly as received (after
+ * c-ares matched it to our query), never the rewritten one: policy can
+ * change between insert and hit, so the resolver re-runs the whole answer
+ * policy (chain check, rebinding filter, learning) on every hit, with TTLs
+ * aged by the time spent in the cache. The cache itself knows nothing of
+ * DNS beyond its key; TTLs are computed by the caller.
+ *
+ * Bounds: an entry count cap and a byte cap (entry overhead + name +
+ * message), both enforced on insert by evicting the least recently used
+ * entries. Time comes from an injected monotonic clock in milliseconds, so
+ * expiry is unit-testable. Single-threaded (the event loop).
+ */
+#ifndef EGRESSD_DNS_CACHE_H
+#define EGRESSD_DNS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DNS_CACHE_ENTRIES_DEFAULT 8192 /* entries */
+#define DNS_CACHE_BYTES_DEFAULT (8u << 20) /* bytes, overhead included */
+#define DNS_CACHE_TTL_MAX 86400 /* longer TTLs are cut to this */
+#define DNS_CACHE_MSG_MAX 65535 /* one stored message */
+#define DNS_CACHE_KEY_NAME_MAX 255 /* wire name bytes */
+
+/* Key flags: answers differ with DNSSEC bits, so they are in the key. */
+#define DNS_CACHE_KEY_DO 0x1u
+#define DNS_CACHE_KEY_CD 0x2u
+
+/* Monotonic milliseconds. */
+typedef uint64_t (*dns_cache_clock_fn)(void *arg);
+
+struct dns_cache_key {
+	uint8_t name[DNS_CACHE_KEY_NAME_MAX]; /* wire form, lowercased */
+	uint16_t name_len;
+	uint16_t qtype, qclass;
+	uint8_t flags; /* DNS_CACHE_KEY_* */
+};
+
+struct dns_cache;
+
+/*
+ * max_entries/max_bytes 0 pick the defaults. clock is required. NULL on
+ * allocation failure.
+ */
+struct dns_cache *dns_cache_new(size_t max_entries, size_t max_bytes,
+    dns_cache_clock_fn clock, void *clock_arg);
+void dns_cache_free(struct dns_cache *c); /* NULL is a no-op */
+
+/*
+ * Builds a key from a wire name (case folded here). -1 if the name is
+ * longer than DNS_CACHE_KEY_NAME_MAX.
+ */
+int dns_cache_key_make(struct dns_cache_key *k, const uint8_t *wire,
+    size_t wire_len, uint16_t qtype, uint16_t qclass, unsigned flags);
+
+/*
+ * Stores a copy of msg for ttl_s seconds (cut to DNS_CACHE_TTL_MAX),
+ * replacing an entry with the same key. ttl_s == 0, an empty or oversized
+ * message, or one larger than the byte cap is not stored (returns false).
+ * Evicts LRU entries until both caps hold.
+ */
+bool dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
+    const uint8_t *msg, size_t len, uint32_t ttl_s);
+
+/*
+ * Looks k up. On a hit returns a pointer to the stored message (valid
+ * until the next put/get/flush on c), its length, the whole seconds it
+ * has spent in the cache (*age_s) and marks it most recently used. An
+ * expired entry is removed and reported as a miss (NULL).
+ */
+const uint8_t *dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k,
+    size_t *len, uint32_t *age_s);
+
+void dns_cache_flush(struct dns_cache *c);
+size_t dns_cache_count(const struct dns_cache *c);
+size_t dns_cache_bytes(const struct dns_cache *c);
+/* Evictions by the caps (not expiry), for status. */
+uint64_t dns_cache_evictions(const struct dns_cache *c);
+
+#endif
