@@ -200,7 +200,13 @@ struct policy *policy_replace_json(const struct policy *base, const char *body,
     struct err *e); /* empty body or ""/null/{}: deny-all reset */
 struct policy *policy_patch_json(const struct policy *base, const char *body,
     size_t len, size_t max_rules, bool *over_cap, struct err *e);
-/* *matched = number of rules removed; 0 means nothing to apply. */
+/*
+ * *matched = number of rules removed; 0 means nothing to apply: then NULL
+ * is returned with e = "no matching targets found" (the API answers 200).
+ * PATCH/DELETE with an empty body fail with e = "empty body", with an
+ * empty array with "empty array". Names compare after normalization
+ * (case-insensitive, trailing dot ignored, CIDRs masked).
+ */
 struct policy *policy_delete_json(const struct policy *base, const char *body,
     size_t len, size_t *matched, struct err *e);
 

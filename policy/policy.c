@@ -1,0 +1,420 @@
+/*
+ * policy: snapshot lifetimes, diagnostics, assembly and the matchers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_int.h"
+
+/* Learned-address TTL clamp and DNS defaults (docs/policy.md "dns"). */
+#define DNS_TIMEOUT_MS_DEFAULT 5000
+#define DNS_TTL_MIN_DEFAULT 30
+#define DNS_TTL_MAX_DEFAULT 3600
+#define DNS_NEGATIVE_TTL_DEFAULT 30
+
+/* ---- diagnostics ---- */
+
+void
+policy_diag_init(struct policy_diag *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+void
+policy_diag_clear(struct policy_diag *d)
+{
+	size_t i;
+
+	if (d == NULL)
+		return;
+	for (i = 0; i < d->n; i++)
+		free(d->msgs[i]);
+	free(d->msgs);
+	policy_diag_init(d);
+}
+
+void
+policy_diag_vadd(struct policy_diag *d, const char *name, unsigned line,
+    unsigned col, const char *fmt, va_list ap)
+{
+	char msg[ERR_MSG_MAX], full[ERR_MSG_MAX];
+	char **nm;
+	int n;
+
+	if (d == NULL)
+		return;
+	if (d->n >= POLICY_DIAG_MAX) {
+		d->truncated = true;
+		return;
+	}
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* A cut message is still a message: truncation is accepted. */
+	if (line > 0)
+		n = snprintf(
+		    full, sizeof(full), "%s:%u:%u: %s", name, line, col, msg);
+	else
+		n = snprintf(full, sizeof(full), "%s: %s", name, msg);
+	if (n < 0)
+		return;
+	if ((nm = realloc(d->msgs, (d->n + 1) * sizeof(*nm))) == NULL) {
+		d->truncated = true;
+		return;
+	}
+	d->msgs = nm;
+	if ((d->msgs[d->n] = strdup(full)) == NULL) {
+		d->truncated = true;
+		return;
+	}
+	d->n++;
+}
+
+void
+policy_diag_add(struct policy_diag *d, const char *name, unsigned line,
+    unsigned col, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	policy_diag_vadd(d, name, line, col, fmt, ap);
+	va_end(ap);
+}
+
+void
+policy_diag_to_err(const struct policy_diag *d, struct err *e)
+{
+	size_t i, o = 0;
+	char buf[ERR_MSG_MAX];
+
+	buf[0] = '\0';
+	for (i = 0; d != NULL && i < d->n; i++) {
+		int n = snprintf(buf + o, sizeof(buf) - o, "%s%s",
+		    i ? "; " : "", d->msgs[i]);
+		if (n < 0 || (size_t)n >= sizeof(buf) - o)
+			break;
+		o += (size_t)n;
+	}
+	if (d != NULL && d->truncated && o + 6 < sizeof(buf))
+		(void)snprintf(buf + o, sizeof(buf) - o, "; ...");
+	if (buf[0] == '\0')
+		(void)snprintf(buf, sizeof(buf), "invalid policy");
+	err_set(e, "%s", buf);
+}
+
+/* ---- shared operator configuration ---- */
+
+const char *
+policy_files_intern(char **files, size_t *nfiles, const char *name)
+{
+	size_t i;
+
+	if (name == NULL)
+		return NULL;
+	for (i = 0; i < *nfiles; i++)
+		if (strcmp(files[i], name) == 0)
+			return files[i];
+	if (*nfiles == POLICY_FILES_MAX)
+		return NULL;
+	if ((files[*nfiles] = strdup(name)) == NULL)
+		return NULL;
+	return files[(*nfiles)++];
+}
+
+static void
+files_free(char **files, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(files[i]);
+}
+
+struct policy_overlays *
+policy_overlays_new(void)
+{
+	struct policy_overlays *o = calloc(1, sizeof(*o));
+
+	if (o == NULL)
+		return NULL;
+	o->refs = 1;
+	o->ldeny = policy_layer_build(NULL, 0);
+	o->lallow = policy_layer_build(NULL, 0);
+	o->llog_skip = policy_layer_build(NULL, 0);
+	if (o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL) {
+		policy_overlays_unref(o);
+		return NULL;
+	}
+	return o;
+}
+
+void
+policy_overlays_unref(struct policy_overlays *o)
+{
+	if (o == NULL || --o->refs > 0)
+		return;
+	policy_layer_free(o->ldeny);
+	policy_layer_free(o->lallow);
+	policy_layer_free(o->llog_skip);
+	policy_rules_free(o->deny, o->ndeny);
+	policy_rules_free(o->allow, o->nallow);
+	policy_rules_free(o->log_skip, o->nlog_skip);
+	files_free(o->files, o->nfiles);
+	free(o);
+}
+
+void
+policy_config_dns_defaults(struct policy_dns *dns)
+{
+	memset(dns, 0, sizeof(*dns));
+	dns->timeout_ms = DNS_TIMEOUT_MS_DEFAULT;
+	dns->ttl_min = DNS_TTL_MIN_DEFAULT;
+	dns->ttl_max = DNS_TTL_MAX_DEFAULT;
+	dns->negative_ttl = DNS_NEGATIVE_TTL_DEFAULT;
+	dns->private_answers = POLICY_PRIVATE_DROP;
+	dns->cname_mode = POLICY_CNAME_STRICT;
+}
+
+struct policy_config *
+policy_config_new(void)
+{
+	struct policy_config *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->refs = 1;
+	policy_config_dns_defaults(&c->dns);
+	if ((c->linfra = policy_layer_build(NULL, 0)) == NULL) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void
+policy_config_unref(struct policy_config *c)
+{
+	size_t i;
+
+	if (c == NULL || --c->refs > 0)
+		return;
+	policy_layer_free(c->linfra);
+	policy_rules_free(c->infra, c->ninfra);
+	for (i = 0; i < c->dns.nupstreams; i++)
+		free(c->dns.upstreams[i]);
+	free(c->dns.upstreams);
+	free(c->proxy.intercept_ports);
+	for (i = 0; i < c->ncredentials; i++)
+		policy_credential_free(c->credentials[i]);
+	free(c->credentials);
+	for (i = 0; i < c->nbindings; i++)
+		policy_binding_free(c->bindings[i]);
+	free(c->bindings);
+	files_free(c->files, c->nfiles);
+	free(c);
+}
+
+/* ---- snapshots ---- */
+
+static void
+index_free(struct policy_index *ix)
+{
+	if (ix == NULL)
+		return;
+	policy_layer_free(ix->user);
+	policy_overlays_unref(ix->ov);
+	policy_config_unref(ix->cfg);
+	files_free(ix->files, ix->nfiles);
+	free(ix);
+}
+
+struct policy *
+policy_assemble(enum policy_action def, bool user_empty,
+    struct policy_rule *rules, size_t nrules, struct policy_overlays *ov,
+    struct policy_config *cfg, const char *source, uint64_t revision)
+{
+	struct policy *p = calloc(1, sizeof(*p));
+	struct policy_index *ix = calloc(1, sizeof(*ix));
+	size_t i;
+
+	if (ov == NULL)
+		ov = policy_overlays_new();
+	if (cfg == NULL)
+		cfg = policy_config_new();
+	if (p == NULL || ix == NULL || ov == NULL || cfg == NULL)
+		goto out_free;
+	ix->ov = ov;
+	ix->cfg = cfg;
+	p->index = ix;
+	p->rules = rules;
+	p->nrules = nrules;
+	rules = NULL;
+	for (i = 0; i < p->nrules; i++)
+		p->rules[i].loc.file = policy_files_intern(
+		    ix->files, &ix->nfiles, p->rules[i].loc.file);
+	if ((ix->user = policy_layer_build(p->rules, p->nrules)) == NULL)
+		goto out_policy;
+	if ((p->source = strdup(source ? source : "")) == NULL)
+		goto out_policy;
+	p->refs = 1;
+	p->revision = revision;
+	p->default_action = def;
+	p->user_empty = user_empty;
+	p->always_deny = ov->deny;
+	p->nalways_deny = ov->ndeny;
+	p->always_allow = ov->allow;
+	p->nalways_allow = ov->nallow;
+	p->log_skip = ov->log_skip;
+	p->nlog_skip = ov->nlog_skip;
+	p->infra = cfg->infra;
+	p->ninfra = cfg->ninfra;
+	p->dns = cfg->dns;
+	p->proxy = cfg->proxy;
+	p->credentials = cfg->credentials;
+	p->ncredentials = cfg->ncredentials;
+	p->bindings = cfg->bindings;
+	p->nbindings = cfg->nbindings;
+	return p;
+out_policy:
+	p->refs = 1;
+	policy_unref(p);
+	return NULL;
+out_free:
+	policy_rules_free(rules, nrules);
+	policy_overlays_unref(ov);
+	policy_config_unref(cfg);
+	free(ix);
+	free(p);
+	return NULL;
+}
+
+struct policy *
+policy_new_deny_all(void)
+{
+	return policy_assemble(
+	    POLICY_DENY, true, NULL, 0, NULL, NULL, "default", 0);
+}
+
+struct policy *
+policy_ref(struct policy *p)
+{
+	if (p != NULL)
+		p->refs++;
+	return p;
+}
+
+void
+policy_unref(struct policy *p)
+{
+	if (p == NULL || --p->refs > 0)
+		return;
+	index_free(p->index);
+	policy_rules_free(p->rules, p->nrules);
+	free(p->source);
+	free(p);
+}
+
+const char *
+policy_mode_name(const struct policy *p)
+{
+	if (p == NULL)
+		return "deny_all";
+	if (p->nrules > 0)
+		return "enforcing";
+	return p->default_action == POLICY_ALLOW ? "allow_all" : "deny_all";
+}
+
+/* ---- matching ---- */
+
+static enum policy_action
+decide(const struct policy_rule *r, const struct policy_rule **rule)
+{
+	if (rule != NULL)
+		*rule = r;
+	return r->action;
+}
+
+static enum policy_action
+deny_invalid(const struct policy_rule **rule)
+{
+	if (rule != NULL)
+		*rule = NULL;
+	return POLICY_DENY;
+}
+
+enum policy_action
+policy_match_domain(
+    const struct policy *p, const char *name, const struct policy_rule **rule)
+{
+	char n[POLICY_NAME_MAX + 2];
+	const struct policy_index *ix;
+	size_t len;
+	long i;
+
+	if (p == NULL || name == NULL ||
+	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
+	        -1)
+		return deny_invalid(rule);
+	ix = p->index;
+	len = strlen(n);
+	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len)) >= 0)
+		return decide(&ix->ov->deny[i], rule);
+	if ((i = policy_layer_match_name(ix->ov->lallow, n, len)) >= 0)
+		return decide(&ix->ov->allow[i], rule);
+	if ((i = policy_layer_match_name(ix->cfg->linfra, n, len)) >= 0)
+		return decide(&ix->cfg->infra[i], rule);
+	if ((i = policy_layer_match_name(ix->user, n, len)) >= 0)
+		return decide(&p->rules[i], rule);
+	if (rule != NULL)
+		*rule = NULL;
+	return p->default_action;
+}
+
+enum policy_action
+policy_match_addr(const struct policy *p, int family, const uint8_t *addr,
+    unsigned proto, uint16_t port, const struct policy_rule **rule)
+{
+	const struct policy_index *ix;
+	long i;
+
+	if (p == NULL || addr == NULL || (family != 4 && family != 6))
+		return deny_invalid(rule);
+	ix = p->index;
+	i = policy_layer_match_addr(ix->ov->ldeny, family, addr, proto, port);
+	if (i >= 0)
+		return decide(&ix->ov->deny[i], rule);
+	i = policy_layer_match_addr(ix->ov->lallow, family, addr, proto, port);
+	if (i >= 0)
+		return decide(&ix->ov->allow[i], rule);
+	i = policy_layer_match_addr(ix->cfg->linfra, family, addr, proto, port);
+	if (i >= 0)
+		return decide(&ix->cfg->infra[i], rule);
+	i = policy_layer_match_addr(ix->user, family, addr, proto, port);
+	if (i >= 0)
+		return decide(&p->rules[i], rule);
+	if (rule != NULL)
+		*rule = NULL;
+	return p->default_action;
+}
+
+bool
+policy_addr_explicitly_allowed(
+    const struct policy *p, int family, const uint8_t *addr)
+{
+	const struct policy_rule *r = NULL;
+
+	return policy_match_addr(p, family, addr, 0, 0, &r) == POLICY_ALLOW &&
+	    r != NULL;
+}
+
+bool
+policy_log_skip(const struct policy *p, const char *name)
+{
+	char n[POLICY_NAME_MAX + 2];
+
+	if (p == NULL || name == NULL ||
+	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
+	        -1)
+		return false;
+	return policy_layer_match_name(p->index->ov->llog_skip, n, strlen(n)) >=
+	    0;
+}

@@ -1,0 +1,333 @@
+/*
+ * Compiled lookup structures of one rule list ("layer").
+ *
+ * Names: two open-addressing hash tables, one for exact domains and one
+ * for wildcard suffixes ("*.a.com" is stored under "a.com"), each keeping
+ * the lowest rule index per key. A lookup hashes the name's suffixes
+ * right to left in one pass (the hash is over reversed bytes, so every
+ * suffix's hash is a prefix state) and probes once per label: O(labels)
+ * probes, independent of the number of rules. The lowest index found is
+ * the first match in list order.
+ *
+ * Addresses: one binary trie per family; a node lists the rules whose
+ * prefix ends there. A lookup walks at most 32/128 bits and decides at
+ * the deepest node with an applicable rule (longest prefix), deny before
+ * allow at equal length.
+ *
+ * Deny rules restricted to ports or protocols are not entered in the name
+ * tables: a name is only refused in DNS when it is refused on every port.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_int.h"
+
+#define FNV_OFF 2166136261u
+#define FNV_PRIME 16777619u
+
+struct dent {
+	const char *key; /* NULL = empty slot */
+	size_t klen;
+	uint32_t hash;
+	long idx;
+};
+
+struct dtab {
+	struct dent *ents;
+	size_t cap; /* power of two, > 2 * used */
+	size_t used;
+};
+
+struct tnode {
+	uint32_t child[2]; /* 0 = none (the root is never a child) */
+	uint32_t head; /* link index + 1, 0 = no rule ends here */
+};
+
+struct tlink {
+	uint32_t rule;
+	uint32_t next; /* link index + 1 */
+};
+
+struct trie {
+	struct tnode *nodes;
+	size_t n, cap;
+	struct tlink *links;
+	size_t nl, cl;
+};
+
+struct policy_layer {
+	const struct policy_rule *rules;
+	size_t nrules;
+	struct dtab exact, wild;
+	struct trie t4, t6;
+};
+
+static uint32_t
+hash_rev(const char *s, size_t n)
+{
+	uint32_t h = FNV_OFF;
+
+	while (n-- > 0) {
+		h ^= (unsigned char)s[n];
+		h *= FNV_PRIME;
+	}
+	return h;
+}
+
+static int
+dtab_init(struct dtab *t, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	t->ents = calloc(cap, sizeof(*t->ents));
+	t->cap = cap;
+	t->used = 0;
+	return t->ents == NULL ? -1 : 0;
+}
+
+static struct dent *
+dtab_find(const struct dtab *t, const char *key, size_t klen, uint32_t h)
+{
+	size_t i = h & (t->cap - 1);
+
+	for (;;) {
+		struct dent *d = &t->ents[i];
+		if (d->key == NULL ||
+		    (d->hash == h && d->klen == klen &&
+		        memcmp(d->key, key, klen) == 0))
+			return d;
+		i = (i + 1) & (t->cap - 1);
+	}
+}
+
+/* Keeps the first (lowest) index of a key. */
+static void
+dtab_put(struct dtab *t, const char *key, long idx)
+{
+	size_t klen = strlen(key);
+	uint32_t h = hash_rev(key, klen);
+	struct dent *d = dtab_find(t, key, klen, h);
+
+	if (d->key != NULL)
+		return;
+	d->key = key;
+	d->klen = klen;
+	d->hash = h;
+	d->idx = idx;
+	t->used++;
+}
+
+static long
+dtab_get(const struct dtab *t, const char *key, size_t klen, uint32_t h)
+{
+	const struct dent *d;
+
+	if (t->used == 0)
+		return -1;
+	d = dtab_find(t, key, klen, h);
+	return d->key == NULL ? -1 : d->idx;
+}
+
+static int
+trie_grow(struct trie *t)
+{
+	if (t->n < t->cap)
+		return 0;
+	size_t cap = t->cap ? t->cap * 2 : 64;
+	struct tnode *nn = realloc(t->nodes, cap * sizeof(*nn));
+	if (nn == NULL)
+		return -1;
+	t->nodes = nn;
+	t->cap = cap;
+	return 0;
+}
+
+static int
+trie_init(struct trie *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (trie_grow(t) == -1)
+		return -1;
+	memset(&t->nodes[0], 0, sizeof(t->nodes[0]));
+	t->n = 1;
+	return 0;
+}
+
+static int
+bit_at(const uint8_t *a, unsigned i)
+{
+	return (a[i / 8] >> (7 - i % 8)) & 1;
+}
+
+static int
+trie_insert(struct trie *t, const struct policy_prefix *p, uint32_t rule)
+{
+	uint32_t cur = 0;
+	unsigned i;
+
+	for (i = 0; i < p->len; i++) {
+		int b = bit_at(p->addr, i);
+		if (t->nodes[cur].child[b] == 0) {
+			if (trie_grow(t) == -1)
+				return -1;
+			memset(&t->nodes[t->n], 0, sizeof(t->nodes[0]));
+			t->nodes[cur].child[b] = (uint32_t)t->n++;
+		}
+		cur = t->nodes[cur].child[b];
+	}
+	if (t->nl == t->cl) {
+		size_t cl = t->cl ? t->cl * 2 : 32;
+		struct tlink *nl = realloc(t->links, cl * sizeof(*nl));
+		if (nl == NULL)
+			return -1;
+		t->links = nl;
+		t->cl = cl;
+	}
+	t->links[t->nl].rule = rule;
+	t->links[t->nl].next = t->nodes[cur].head;
+	t->nodes[cur].head = (uint32_t)++t->nl;
+	return 0;
+}
+
+void
+policy_layer_free(struct policy_layer *l)
+{
+	if (l == NULL)
+		return;
+	free(l->exact.ents);
+	free(l->wild.ents);
+	free(l->t4.nodes);
+	free(l->t4.links);
+	free(l->t6.nodes);
+	free(l->t6.links);
+	free(l);
+}
+
+static int
+layer_add(struct policy_layer *l, size_t i)
+{
+	const struct policy_rule *r = &l->rules[i];
+
+	switch (r->kind) {
+	case POLICY_TARGET_DOMAIN:
+		if (r->action == POLICY_DENY && policy_rule_restricted(r))
+			return 0;
+		dtab_put(&l->exact, r->target, (long)i);
+		return 0;
+	case POLICY_TARGET_WILDCARD:
+		if (r->action == POLICY_DENY && policy_rule_restricted(r))
+			return 0;
+		dtab_put(&l->wild, r->target + 2, (long)i);
+		return 0;
+	case POLICY_TARGET_IP:
+	case POLICY_TARGET_CIDR:
+		return trie_insert(r->prefix.family == 4 ? &l->t4 : &l->t6,
+		    &r->prefix, (uint32_t)i);
+	}
+	return 0;
+}
+
+struct policy_layer *
+policy_layer_build(const struct policy_rule *rules, size_t n)
+{
+	struct policy_layer *l = calloc(1, sizeof(*l));
+	size_t i, nd = 0, nw = 0;
+
+	if (l == NULL)
+		return NULL;
+	l->rules = rules;
+	l->nrules = n;
+	for (i = 0; i < n; i++) {
+		nd += rules[i].kind == POLICY_TARGET_DOMAIN;
+		nw += rules[i].kind == POLICY_TARGET_WILDCARD;
+	}
+	if (dtab_init(&l->exact, nd) == -1 || dtab_init(&l->wild, nw) == -1 ||
+	    trie_init(&l->t4) == -1 || trie_init(&l->t6) == -1)
+		goto out_free;
+	for (i = 0; i < n; i++)
+		if (layer_add(l, i) == -1)
+			goto out_free;
+	return l;
+out_free:
+	policy_layer_free(l);
+	return NULL;
+}
+
+long
+policy_layer_match_name(
+    const struct policy_layer *l, const char *name, size_t len)
+{
+	uint32_t h = FNV_OFF;
+	long best = -1, v;
+	size_t i;
+
+	if (l == NULL || len == 0)
+		return -1;
+	for (i = len; i-- > 0;) {
+		h ^= (unsigned char)name[i];
+		h *= FNV_PRIME;
+		if (i == 0)
+			v = dtab_get(&l->exact, name, len, h);
+		else if (name[i - 1] == '.')
+			v = dtab_get(&l->wild, name + i, len - i, h);
+		else
+			continue;
+		if (v >= 0 && (best < 0 || v < best))
+			best = v;
+	}
+	return best;
+}
+
+/* Deny before allow, then list order, among applicable rules of a node. */
+static long
+node_decide(const struct policy_layer *l, const struct trie *t,
+    const struct tnode *nd, unsigned proto, uint16_t port)
+{
+	long deny = -1, allow = -1;
+	uint32_t k;
+
+	for (k = nd->head; k != 0; k = t->links[k - 1].next) {
+		long i = (long)t->links[k - 1].rule;
+		const struct policy_rule *r = &l->rules[i];
+		if (!policy_rule_port_ok(r, proto, port))
+			continue;
+		if (r->action == POLICY_DENY) {
+			if (deny < 0 || i < deny)
+				deny = i;
+		} else if (allow < 0 || i < allow)
+			allow = i;
+	}
+	return deny >= 0 ? deny : allow;
+}
+
+long
+policy_layer_match_addr(const struct policy_layer *l, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port)
+{
+	const struct trie *t;
+	uint32_t path[129], cur = 0;
+	unsigned bits, depth = 0, i;
+
+	if (l == NULL || (family != 4 && family != 6))
+		return -1;
+	t = family == 4 ? &l->t4 : &l->t6;
+	bits = family == 4 ? 32 : 128;
+	path[depth++] = 0;
+	for (i = 0; i < bits; i++) {
+		cur = t->nodes[cur].child[bit_at(addr, i)];
+		if (cur == 0)
+			break;
+		path[depth++] = cur;
+	}
+	while (depth-- > 0) {
+		const struct tnode *nd = &t->nodes[path[depth]];
+		if (nd->head == 0)
+			continue;
+		long v = node_decide(l, t, nd, proto, port);
+		if (v >= 0)
+			return v;
+	}
+	return -1;
+}

@@ -1,0 +1,212 @@
+/*
+ * policy_int: declarations shared by the policy library's own .c files.
+ * Nothing outside policy/ includes this header; the public contract is
+ * policy.h.
+ */
+#ifndef EGRESSD_POLICY_INT_H
+#define EGRESSD_POLICY_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+
+/* Bounds of the internal structures. */
+#define POLICY_PORTS_MAX 64 /* port entries of one rule */
+#define POLICY_NODES_MAX (8u << 20) /* parse-tree nodes of one document */
+#define POLICY_SCALAR_MAX 65536 /* bytes of one scalar */
+#define POLICY_FILES_MAX 8 /* distinct file names of one snapshot */
+
+/* ---- parse tree shared by the JSON and YAML readers ---- */
+
+enum pnode_type {
+	PNODE_NULL,
+	PNODE_BOOL,
+	PNODE_NUM,
+	PNODE_STR,
+	PNODE_SEQ,
+	PNODE_MAP,
+};
+
+struct pnode {
+	enum pnode_type type;
+	unsigned line, col;
+	char *str; /* scalars: decoded text, NUL-terminated */
+	size_t len;
+	struct pnode **kids; /* SEQ: items; MAP: key, value, key, value... */
+	size_t nkids;
+	size_t cap;
+};
+
+struct pnode *pnode_new(enum pnode_type type, unsigned line, unsigned col);
+void pnode_free(struct pnode *n);
+int pnode_add(struct pnode *parent, struct pnode *kid);
+const char *pnode_type_name(enum pnode_type t);
+
+/*
+ * Readers: bytes in, tree out. On a syntax error they return NULL and add
+ * one diagnostic. An input that is empty or only whitespace yields a
+ * PNODE_NULL root.
+ */
+struct pnode *policy_json_read(
+    const char *buf, size_t len, const char *name, struct policy_diag *d);
+struct pnode *policy_yaml_read(
+    const char *buf, size_t len, const char *name, struct policy_diag *d);
+
+/* Adds "NAME:LINE:COL: message" (or "NAME: message" when line is 0). */
+void policy_diag_add(struct policy_diag *d, const char *name, unsigned line,
+    unsigned col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void policy_diag_vadd(struct policy_diag *d, const char *name, unsigned line,
+    unsigned col, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+
+/* ---- targets ---- */
+
+/*
+ * Parses a rule target into r (kind, target, display, prefix). Returns 0
+ * or -1 with a message in e. Does not touch the other fields of r.
+ */
+int policy_target_parse(const char *in, struct policy_rule *r, struct err *e);
+/* Name normalization; allow_wild accepts one leading "*.". */
+int policy_name_norm(const char *in, size_t inlen, char *out, size_t outlen,
+    bool allow_wild, struct err *e);
+void policy_rule_clear(struct policy_rule *r);
+int policy_rule_copy(struct policy_rule *dst, const struct policy_rule *src);
+bool policy_rule_restricted(const struct policy_rule *r);
+bool policy_rule_port_ok(
+    const struct policy_rule *r, unsigned proto, uint16_t port);
+
+/* ---- compiled layers ---- */
+
+struct policy_layer; /* domain hash tables + prefix tries of one rule list */
+
+struct policy_layer *policy_layer_build(
+    const struct policy_rule *rules, size_t n);
+void policy_layer_free(struct policy_layer *l);
+/* Index of the deciding rule or -1. name is normalized. */
+long policy_layer_match_name(
+    const struct policy_layer *l, const char *name, size_t len);
+long policy_layer_match_addr(const struct policy_layer *l, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port);
+
+/*
+ * Operator configuration shared (by reference) between a snapshot and
+ * the snapshots that API mutations derive from it.
+ */
+struct policy_overlays {
+	unsigned refs;
+	struct policy_rule *deny, *allow, *log_skip;
+	size_t ndeny, nallow, nlog_skip;
+	struct policy_layer *ldeny, *lallow, *llog_skip;
+	char *files[POLICY_FILES_MAX];
+	size_t nfiles;
+};
+
+struct policy_config {
+	unsigned refs;
+	struct policy_rule *infra;
+	size_t ninfra;
+	struct policy_layer *linfra;
+	struct policy_dns dns;
+	struct policy_proxy proxy;
+	struct policy_credential **credentials;
+	size_t ncredentials;
+	struct policy_binding **bindings;
+	size_t nbindings;
+	char *files[POLICY_FILES_MAX];
+	size_t nfiles;
+};
+
+struct policy_index {
+	struct policy_layer *user;
+	struct policy_overlays *ov;
+	struct policy_config *cfg;
+	char *files[POLICY_FILES_MAX]; /* names user rules' locs point to */
+	size_t nfiles;
+};
+
+struct policy_overlays *policy_overlays_new(void);
+void policy_overlays_unref(struct policy_overlays *o);
+struct policy_config *policy_config_new(void);
+void policy_config_unref(struct policy_config *c);
+void policy_config_dns_defaults(struct policy_dns *dns);
+void policy_credential_free(struct policy_credential *c);
+void policy_binding_free(struct policy_binding *b);
+
+/* Interns a file name in a pool; NULL when the pool is full. */
+const char *policy_files_intern(char **files, size_t *nfiles, const char *name);
+
+/*
+ * Assembles a snapshot from user rules (taken over) and shared operator
+ * configuration (referenced, may be NULL for empty). Compiles the index.
+ * Returns NULL only on allocation failure (rules are freed then).
+ */
+struct policy *policy_assemble(enum policy_action def, bool user_empty,
+    struct policy_rule *rules, size_t nrules, struct policy_overlays *ov,
+    struct policy_config *cfg, const char *source, uint64_t revision);
+
+/* Frees an array of rules. */
+void policy_rules_free(struct policy_rule *rules, size_t n);
+
+/* ---- schema walk ---- */
+
+/* Walk state: where errors go. Every error is counted and reported. */
+struct pwalk {
+	const char *name;
+	struct policy_diag *d;
+	size_t errs;
+};
+
+/* One entry of a keyword table: the key and what to do with its value. */
+struct pkey {
+	const char *key;
+	int (*fn)(struct pwalk *w, const struct pnode *v, void *obj);
+};
+
+#define PKEYS_MAX 64 /* keys of one table (a bitmask tracks them) */
+
+void pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*
+ * Walks a mapping against a keyword table: unknown and duplicate keys are
+ * errors, every known key's function runs. Returns the bitmask of keys
+ * seen (bit i = keys[i]); 0 with an error when n is not a mapping.
+ */
+uint64_t pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
+    size_t nkeys, void *obj);
+/* Type checks: true when n has the type (an error is reported if not). */
+bool pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t);
+/* Integer in [lo, hi] from a number (or a digit string when strok). */
+bool pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+    unsigned long hi, bool strok, unsigned long *out);
+/* Duplicates a string node into *out (freed by the caller). */
+bool pw_strdup(struct pwalk *w, const struct pnode *n, char **out);
+
+/* Credentials and bindings (policy_cred.c), walked into cfg. */
+int policy_cred_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+int policy_binding_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+/* Cross checks once the whole file is read. */
+void policy_cred_check(
+    struct pwalk *w, const struct pnode *root, const struct policy *p);
+
+enum policy_schema {
+	POLICY_SCHEMA_FILE, /* every top-level key */
+	POLICY_SCHEMA_USER, /* defaultAction and egress only (API bodies) */
+};
+
+/*
+ * Builds a snapshot from a parse tree. Returns NULL with diagnostics when
+ * anything is invalid. A NULL root, an empty string or an empty mapping
+ * is the deny-all reset (user_empty).
+ */
+struct policy *policy_from_tree(const struct pnode *root, const char *name,
+    enum policy_schema schema, struct policy_diag *d);
+/* Parses one rule list item (PATCH bodies); 0 or -1 with diagnostics. */
+int policy_rules_from_tree(const struct pnode *seq, const char *name,
+    struct policy_rule **rules, size_t *nrules, struct policy_diag *d);
+
+#endif

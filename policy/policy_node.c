@@ -1,0 +1,71 @@
+/*
+ * The parse tree both readers (JSON, YAML) produce and the one schema walk
+ * consumes. Every node remembers where it started.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_int.h"
+
+struct pnode *
+pnode_new(enum pnode_type type, unsigned line, unsigned col)
+{
+	struct pnode *n = calloc(1, sizeof(*n));
+
+	if (n == NULL)
+		return NULL;
+	n->type = type;
+	n->line = line;
+	n->col = col;
+	return n;
+}
+
+/* Recursive: readers bound the depth by POLICY_DEPTH_MAX. */
+void
+pnode_free(struct pnode *n)
+{
+	size_t i;
+
+	if (n == NULL)
+		return;
+	for (i = 0; i < n->nkids; i++)
+		pnode_free(n->kids[i]);
+	free(n->kids);
+	free(n->str);
+	free(n);
+}
+
+int
+pnode_add(struct pnode *parent, struct pnode *kid)
+{
+	if (parent->nkids == parent->cap) {
+		size_t cap = parent->cap ? parent->cap * 2 : 4;
+		struct pnode **k = realloc(parent->kids, cap * sizeof(*k));
+		if (k == NULL)
+			return -1;
+		parent->kids = k;
+		parent->cap = cap;
+	}
+	parent->kids[parent->nkids++] = kid;
+	return 0;
+}
+
+const char *
+pnode_type_name(enum pnode_type t)
+{
+	switch (t) {
+	case PNODE_NULL:
+		return "null";
+	case PNODE_BOOL:
+		return "a boolean";
+	case PNODE_NUM:
+		return "a number";
+	case PNODE_STR:
+		return "a string";
+	case PNODE_SEQ:
+		return "a list";
+	case PNODE_MAP:
+		return "a mapping";
+	}
+	return "?";
+}

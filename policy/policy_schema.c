@@ -1,0 +1,819 @@
+/*
+ * policy_schema: the one schema walk shared by the JSON and YAML readers.
+ * Keyword tables drive it; every error is reported with the position of
+ * the offending node, and the walk goes on so that one load reports all
+ * of them.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_int.h"
+
+#define TIMEOUT_MS_MAX 120000u
+#define TTL_MAX 604800u /* one week */
+#define UPSTREAMS_MAX 8
+#define UPSTREAM_TEXT_MAX 64
+
+/* ---- walk primitives ---- */
+
+void
+pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
+{
+	va_list ap;
+
+	w->errs++;
+	va_start(ap, fmt);
+	policy_diag_vadd(
+	    w->d, w->name, at ? at->line : 0, at ? at->col : 0, fmt, ap);
+	va_end(ap);
+}
+
+bool
+pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t)
+{
+	if (n->type == t)
+		return true;
+	pw_err(w, n, "expected %s, found %s", pnode_type_name(t),
+	    pnode_type_name(n->type));
+	return false;
+}
+
+uint64_t
+pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
+    size_t nkeys, void *obj)
+{
+	uint64_t seen = 0;
+	size_t i, k;
+
+	if (!pw_is(w, n, PNODE_MAP))
+		return 0;
+	for (i = 0; i + 1 < n->nkids; i += 2) {
+		const struct pnode *key = n->kids[i], *val = n->kids[i + 1];
+		if (key->type != PNODE_STR) {
+			pw_err(w, key, "keys must be strings");
+			continue;
+		}
+		for (k = 0; k < nkeys && k < PKEYS_MAX; k++)
+			if (strcmp(keys[k].key, key->str) == 0)
+				break;
+		if (k == nkeys || k == PKEYS_MAX) {
+			pw_err(w, key, "unknown key \"%.64s\"", key->str);
+			continue;
+		}
+		if (seen & (1ull << k)) {
+			pw_err(w, key, "duplicate key \"%s\"", keys[k].key);
+			continue;
+		}
+		seen |= 1ull << k;
+		(void)keys[k].fn(w, val, obj);
+	}
+	return seen;
+}
+
+bool
+pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+    unsigned long hi, bool strok, unsigned long *out)
+{
+	unsigned long v = 0;
+	const char *s;
+
+	if (n->type != PNODE_NUM && !(strok && n->type == PNODE_STR)) {
+		pw_err(w, n, "expected a number, found %s",
+		    pnode_type_name(n->type));
+		return false;
+	}
+	s = n->str;
+	if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
+		goto bad;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			goto bad;
+		v = v * 10 + (unsigned long)(*s - '0');
+		if (v > hi)
+			goto bad;
+	}
+	if (v < lo)
+		goto bad;
+	*out = v;
+	return true;
+bad:
+	pw_err(w, n, "expected an integer from %lu to %lu, found \"%.32s\"", lo,
+	    hi, n->str);
+	return false;
+}
+
+bool
+pw_strdup(struct pwalk *w, const struct pnode *n, char **out)
+{
+	if (!pw_is(w, n, PNODE_STR))
+		return false;
+	if ((*out = strdup(n->str)) == NULL) {
+		pw_err(w, n, "out of memory");
+		return false;
+	}
+	return true;
+}
+
+/* ---- rules ---- */
+
+enum rlist {
+	RL_USER,
+	RL_DENY,
+	RL_ALLOW,
+	RL_INFRA,
+};
+
+static const char *const rlist_key[] = {
+    [RL_USER] = "egress",
+    [RL_DENY] = "alwaysDeny",
+    [RL_ALLOW] = "alwaysAllow",
+    [RL_INFRA] = "infra",
+};
+
+struct rvec {
+	struct policy_rule *v;
+	size_t n, cap;
+};
+
+struct ritem {
+	struct policy_rule r;
+	const struct pnode *action_at;
+	bool have_action, have_target;
+	const struct pnode *ports_at, *target_at;
+};
+
+static int
+rvec_push(struct rvec *rv, const struct policy_rule *r)
+{
+	if (rv->n == rv->cap) {
+		size_t cap = rv->cap ? rv->cap * 2 : 16;
+		struct policy_rule *nv = realloc(rv->v, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -1;
+		rv->v = nv;
+		rv->cap = cap;
+	}
+	rv->v[rv->n++] = *r;
+	return 0;
+}
+
+static int
+action_parse(struct pwalk *w, const struct pnode *v, const char *what,
+    enum policy_action *out)
+{
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (strcmp(v->str, "allow") == 0)
+		*out = POLICY_ALLOW;
+	else if (strcmp(v->str, "deny") == 0)
+		*out = POLICY_DENY;
+	else {
+		pw_err(
+		    w, v, "unknown %s \"%.64s\" (allow or deny)", what, v->str);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+rk_action(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+
+	it->action_at = v;
+	if (action_parse(w, v, "action", &it->r.action) == -1)
+		return -1;
+	it->have_action = true;
+	return 0;
+}
+
+static int
+rk_target(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+	struct err e;
+
+	it->target_at = v;
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (policy_target_parse(v->str, &it->r, &e) == -1) {
+		pw_err(w, v, "%s", e.msg);
+		return -1;
+	}
+	it->have_target = true;
+	return 0;
+}
+
+static int
+port_item(struct pwalk *w, const struct pnode *v, struct policy_port_range *pr)
+{
+	unsigned long lo, hi;
+	char buf[16];
+	const char *dash;
+
+	if (v->type == PNODE_STR && (dash = strchr(v->str, '-')) != NULL) {
+		size_t l = (size_t)(dash - v->str);
+		struct pnode a = *v, b = *v;
+		if (l == 0 || l >= sizeof(buf) ||
+		    strlen(dash + 1) >= sizeof(buf))
+			goto bad;
+		memcpy(buf, v->str, l);
+		buf[l] = '\0';
+		a.str = buf;
+		b.str = (char *)(uintptr_t)(dash + 1);
+		if (!pw_uint(w, &a, 1, 65535, true, &lo) ||
+		    !pw_uint(w, &b, 1, 65535, true, &hi))
+			return -1;
+		if (lo > hi)
+			goto bad;
+	} else {
+		if (!pw_uint(w, v, 1, 65535, true, &lo))
+			return -1;
+		hi = lo;
+	}
+	pr->lo = (uint16_t)lo;
+	pr->hi = (uint16_t)hi;
+	return 0;
+bad:
+	pw_err(w, v, "invalid port range \"%.32s\" (N or \"LO-HI\")", v->str);
+	return -1;
+}
+
+static int
+rk_ports(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+	size_t i;
+
+	it->ports_at = v;
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids == 0 || v->nkids > POLICY_PORTS_MAX) {
+		pw_err(
+		    w, v, "ports must list 1 to %d entries", POLICY_PORTS_MAX);
+		return -1;
+	}
+	it->r.ports = calloc(v->nkids, sizeof(*it->r.ports));
+	if (it->r.ports == NULL) {
+		pw_err(w, v, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < v->nkids; i++)
+		if (port_item(w, v->kids[i], &it->r.ports[it->r.nports]) == 0)
+			it->r.nports++;
+	return 0;
+}
+
+static int
+rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+	size_t i;
+
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids == 0) {
+		pw_err(w, v, "protocols must not be empty");
+		return -1;
+	}
+	it->r.protocols = 0;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *p = v->kids[i];
+		if (!pw_is(w, p, PNODE_STR))
+			continue;
+		if (strcmp(p->str, "tcp") == 0)
+			it->r.protocols |= POLICY_PROTO_TCP;
+		else if (strcmp(p->str, "udp") == 0)
+			it->r.protocols |= POLICY_PROTO_UDP;
+		else if (strcmp(p->str, "icmp") == 0)
+			it->r.protocols |= POLICY_PROTO_ICMP;
+		else
+			pw_err(w, p,
+			    "unknown protocol \"%.32s\" (tcp, udp or "
+			    "icmp)",
+			    p->str);
+	}
+	if (it->r.protocols == 0)
+		it->r.protocols = POLICY_PROTO_ALL;
+	return 0;
+}
+
+static const struct pkey rule_keys[] = {
+    {"action", rk_action},
+    {"target", rk_target},
+    {"ports", rk_ports},
+    {"protocols", rk_protocols},
+};
+
+static enum policy_action
+rlist_action(enum rlist l)
+{
+	return l == RL_ALLOW || l == RL_INFRA ? POLICY_ALLOW : POLICY_DENY;
+}
+
+static void
+ritem_finish(
+    struct pwalk *w, const struct pnode *v, struct ritem *it, enum rlist l)
+{
+	if (it->target_at == NULL)
+		pw_err(w, v, "rule has no target");
+	if (!it->have_action)
+		it->r.action = rlist_action(l);
+	else if (l != RL_USER && it->r.action != rlist_action(l))
+		pw_err(w, it->action_at, "%s rules can only %s", rlist_key[l],
+		    rlist_action(l) == POLICY_ALLOW ? "allow" : "deny");
+	if (it->r.nports > 0 &&
+	    (it->r.protocols & (POLICY_PROTO_TCP | POLICY_PROTO_UDP)) == 0)
+		pw_err(w, it->ports_at, "ports need protocol tcp or udp");
+}
+
+/* One list item: a rule mapping, or (outside egress) a bare target. */
+static int
+rule_item(struct pwalk *w, const struct pnode *v, enum rlist l,
+    struct policy_rule *out)
+{
+	struct ritem it;
+	size_t e0 = w->errs;
+
+	memset(&it, 0, sizeof(it));
+	it.r.protocols = POLICY_PROTO_ALL;
+	it.r.origin = l == RL_USER ? POLICY_ORIGIN_USER
+	    : l == RL_DENY         ? POLICY_ORIGIN_ALWAYS_DENY
+	    : l == RL_ALLOW        ? POLICY_ORIGIN_ALWAYS_ALLOW
+	                           : POLICY_ORIGIN_INFRA;
+	it.r.loc.file = w->name;
+	it.r.loc.line = v->line;
+	it.r.loc.col = v->col;
+	if (v->type == PNODE_STR && l != RL_USER)
+		(void)rk_target(w, v, &it);
+	else if (v->type == PNODE_MAP)
+		(void)pw_map(w, v, rule_keys,
+		    sizeof(rule_keys) / sizeof(rule_keys[0]), &it);
+	else {
+		pw_err(w, v, "expected a rule mapping, found %s",
+		    pnode_type_name(v->type));
+		return -1;
+	}
+	ritem_finish(w, v, &it, l);
+	if (w->errs != e0) {
+		policy_rule_clear(&it.r);
+		return -1;
+	}
+	*out = it.r;
+	return 0;
+}
+
+static int
+rule_list(struct pwalk *w, const struct pnode *v, enum rlist l, struct rvec *rv)
+{
+	struct policy_rule r;
+	size_t i;
+
+	if (v->type == PNODE_NULL)
+		return 0;
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		if (rule_item(w, v->kids[i], l, &r) == -1)
+			continue;
+		if (rvec_push(rv, &r) == -1) {
+			policy_rule_clear(&r);
+			pw_err(w, v, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+policy_rules_from_tree(const struct pnode *seq, const char *name,
+    struct policy_rule **rules, size_t *nrules, struct policy_diag *d)
+{
+	struct pwalk w = {.name = name, .d = d};
+	struct rvec rv = {0};
+
+	if (!pw_is(&w, seq, PNODE_SEQ))
+		return -1;
+	(void)rule_list(&w, seq, RL_USER, &rv);
+	if (w.errs > 0) {
+		policy_rules_free(rv.v, rv.n);
+		return -1;
+	}
+	*rules = rv.v;
+	*nrules = rv.n;
+	return 0;
+}
+
+/* ---- the file ---- */
+
+struct pbuild {
+	enum policy_action def;
+	struct rvec lists[4];
+	bool have_overlays;
+	struct policy_config *cfg;
+};
+
+static int
+tk_default(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+
+	return action_parse(w, v, "defaultAction", &b->def);
+}
+
+static int
+tk_egress(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return rule_list(
+	    w, v, RL_USER, &((struct pbuild *)obj)->lists[RL_USER]);
+}
+
+static int
+tk_always_deny(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+
+	b->have_overlays = true;
+	return rule_list(w, v, RL_DENY, &b->lists[RL_DENY]);
+}
+
+static int
+tk_always_allow(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+
+	b->have_overlays = true;
+	return rule_list(w, v, RL_ALLOW, &b->lists[RL_ALLOW]);
+}
+
+static int
+tk_infra(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return rule_list(
+	    w, v, RL_INFRA, &((struct pbuild *)obj)->lists[RL_INFRA]);
+}
+
+/* "ip", "ip:port" (v4), "[v6]" or "[v6]:port"; hostnames are refused. */
+static bool
+upstream_ok(const char *s)
+{
+	char host[UPSTREAM_TEXT_MAX];
+	uint8_t a[16];
+	const char *port = NULL, *end;
+	size_t hl;
+
+	if (strlen(s) >= sizeof(host))
+		return false;
+	if (s[0] == '[') {
+		if ((end = strchr(s, ']')) == NULL)
+			return false;
+		hl = (size_t)(end - s - 1);
+		memcpy(host, s + 1, hl);
+		host[hl] = '\0';
+		if (end[1] == ':')
+			port = end + 2;
+		else if (end[1] != '\0')
+			return false;
+		if (inet_pton(AF_INET6, host, a) != 1)
+			return false;
+	} else if (inet_pton(AF_INET6, s, a) == 1)
+		return true;
+	else {
+		end = strchr(s, ':');
+		hl = end ? (size_t)(end - s) : strlen(s);
+		memcpy(host, s, hl);
+		host[hl] = '\0';
+		port = end ? end + 1 : NULL;
+		if (inet_pton(AF_INET, host, a) != 1)
+			return false;
+	}
+	if (port == NULL)
+		return true;
+	struct pnode pn = {.type = PNODE_STR, .str = (char *)(uintptr_t)port};
+	struct pwalk quiet = {.name = ""};
+	unsigned long pv;
+	return pw_uint(&quiet, &pn, 1, 65535, true, &pv);
+}
+
+static int
+dk_upstreams(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct policy_dns *dns = obj;
+	size_t i;
+
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids > UPSTREAMS_MAX) {
+		pw_err(w, v, "at most %d upstreams", UPSTREAMS_MAX);
+		return -1;
+	}
+	if ((dns->upstreams = calloc(v->nkids + 1, sizeof(char *))) == NULL)
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *u = v->kids[i];
+		if (!pw_is(w, u, PNODE_STR))
+			continue;
+		if (!upstream_ok(u->str)) {
+			pw_err(w, u,
+			    "upstream \"%.64s\" is not an IP literal "
+			    "with an optional port",
+			    u->str);
+			continue;
+		}
+		if (pw_strdup(w, u, &dns->upstreams[dns->nupstreams]))
+			dns->nupstreams++;
+	}
+	return 0;
+}
+
+static int
+dk_timeout(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	unsigned long x;
+
+	if (!pw_uint(w, v, 1, TIMEOUT_MS_MAX, false, &x))
+		return -1;
+	((struct policy_dns *)obj)->timeout_ms = (unsigned)x;
+	return 0;
+}
+
+static int
+dk_ttl_min(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	unsigned long x;
+
+	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
+		return -1;
+	((struct policy_dns *)obj)->ttl_min = (uint32_t)x;
+	return 0;
+}
+
+static int
+dk_ttl_max(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	unsigned long x;
+
+	if (!pw_uint(w, v, 1, TTL_MAX, false, &x))
+		return -1;
+	((struct policy_dns *)obj)->ttl_max = (uint32_t)x;
+	return 0;
+}
+
+static int
+dk_negative(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	unsigned long x;
+
+	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
+		return -1;
+	((struct policy_dns *)obj)->negative_ttl = (uint32_t)x;
+	return 0;
+}
+
+static int
+dk_private(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct policy_dns *dns = obj;
+
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (strcmp(v->str, "drop") == 0)
+		dns->private_answers = POLICY_PRIVATE_DROP;
+	else if (strcmp(v->str, "allow") == 0)
+		dns->private_answers = POLICY_PRIVATE_ALLOW;
+	else {
+		pw_err(w, v, "unknown privateAnswers \"%.32s\" (drop or allow)",
+		    v->str);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+dk_cname(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct policy_dns *dns = obj;
+
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (strcmp(v->str, "strict") == 0)
+		dns->cname_mode = POLICY_CNAME_STRICT;
+	else if (strcmp(v->str, "allow-chains") == 0)
+		dns->cname_mode = POLICY_CNAME_ALLOW_CHAINS;
+	else {
+		pw_err(w, v, "unknown cname \"%.32s\" (strict or allow-chains)",
+		    v->str);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct pkey dns_keys[] = {
+    {"upstreams", dk_upstreams},
+    {"timeoutMs", dk_timeout},
+    {"ttlMin", dk_ttl_min},
+    {"ttlMax", dk_ttl_max},
+    {"negativeTtl", dk_negative},
+    {"privateAnswers", dk_private},
+    {"cname", dk_cname},
+};
+
+static int
+tk_dns(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+	struct policy_dns *dns = &b->cfg->dns;
+
+	(void)pw_map(
+	    w, v, dns_keys, sizeof(dns_keys) / sizeof(dns_keys[0]), dns);
+	if (dns->ttl_min > dns->ttl_max)
+		pw_err(w, v, "dns.ttlMin %u exceeds dns.ttlMax %u",
+		    dns->ttl_min, dns->ttl_max);
+	return 0;
+}
+
+static int
+xk_intercept(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct policy_proxy *px = obj;
+	unsigned long port;
+	size_t i;
+
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids > POLICY_PORTS_MAX) {
+		pw_err(w, v, "at most %d interceptPorts", POLICY_PORTS_MAX);
+		return -1;
+	}
+	px->intercept_ports = calloc(v->nkids + 1, sizeof(uint16_t));
+	if (px->intercept_ports == NULL)
+		return -1;
+	for (i = 0; i < v->nkids; i++)
+		if (pw_uint(w, v->kids[i], 1, 65535, false, &port))
+			px->intercept_ports[px->nintercept_ports++] =
+			    (uint16_t)port;
+	return 0;
+}
+
+static const struct pkey proxy_keys[] = {
+    {"interceptPorts", xk_intercept},
+};
+
+static int
+tk_proxy(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+
+	(void)pw_map(w, v, proxy_keys, 1, &b->cfg->proxy);
+	return 0;
+}
+
+static int
+tk_credentials(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return policy_cred_walk(w, v, ((struct pbuild *)obj)->cfg);
+}
+
+static int
+tk_bindings(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return policy_binding_walk(w, v, ((struct pbuild *)obj)->cfg);
+}
+
+/* The user keys come first: POLICY_SCHEMA_USER uses only those two. */
+static const struct pkey top_keys[] = {
+    {"defaultAction", tk_default},
+    {"egress", tk_egress},
+    {"alwaysDeny", tk_always_deny},
+    {"alwaysAllow", tk_always_allow},
+    {"infra", tk_infra},
+    {"dns", tk_dns},
+    {"proxy", tk_proxy},
+    {"credentials", tk_credentials},
+    {"bindings", tk_bindings},
+};
+
+#define TOP_USER_KEYS 2
+
+static bool
+tree_is_empty(const struct pnode *root)
+{
+	return root->type == PNODE_NULL ||
+	    (root->type == PNODE_STR && root->len == 0) ||
+	    (root->type == PNODE_MAP && root->nkids == 0);
+}
+
+static void
+build_free(struct pbuild *b)
+{
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		policy_rules_free(b->lists[i].v, b->lists[i].n);
+	policy_config_unref(b->cfg);
+}
+
+static struct policy_overlays *
+build_overlays(struct pbuild *b)
+{
+	struct policy_overlays *o = policy_overlays_new();
+	size_t i;
+
+	if (o == NULL)
+		return NULL;
+	o->deny = b->lists[RL_DENY].v;
+	o->ndeny = b->lists[RL_DENY].n;
+	o->allow = b->lists[RL_ALLOW].v;
+	o->nallow = b->lists[RL_ALLOW].n;
+	memset(&b->lists[RL_DENY], 0, sizeof(b->lists[0]));
+	memset(&b->lists[RL_ALLOW], 0, sizeof(b->lists[0]));
+	for (i = 0; i < o->ndeny; i++)
+		o->deny[i].loc.file = policy_files_intern(
+		    o->files, &o->nfiles, o->deny[i].loc.file);
+	for (i = 0; i < o->nallow; i++)
+		o->allow[i].loc.file = policy_files_intern(
+		    o->files, &o->nfiles, o->allow[i].loc.file);
+	policy_layer_free(o->ldeny);
+	policy_layer_free(o->lallow);
+	o->ldeny = policy_layer_build(o->deny, o->ndeny);
+	o->lallow = policy_layer_build(o->allow, o->nallow);
+	if (o->ldeny == NULL || o->lallow == NULL) {
+		policy_overlays_unref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int
+build_infra(struct pbuild *b)
+{
+	struct policy_config *c = b->cfg;
+	size_t i;
+
+	c->infra = b->lists[RL_INFRA].v;
+	c->ninfra = b->lists[RL_INFRA].n;
+	memset(&b->lists[RL_INFRA], 0, sizeof(b->lists[0]));
+	for (i = 0; i < c->ninfra; i++)
+		c->infra[i].loc.file = policy_files_intern(
+		    c->files, &c->nfiles, c->infra[i].loc.file);
+	policy_layer_free(c->linfra);
+	c->linfra = policy_layer_build(c->infra, c->ninfra);
+	return c->linfra == NULL ? -1 : 0;
+}
+
+static struct policy *
+build_policy(struct pwalk *w, struct pbuild *b)
+{
+	struct policy_overlays *ov = NULL;
+	struct policy *p;
+
+	if ((b->have_overlays && (ov = build_overlays(b)) == NULL) ||
+	    build_infra(b) == -1) {
+		pw_err(w, NULL, "out of memory");
+		build_free(b);
+		return NULL;
+	}
+	p = policy_assemble(b->def, false, b->lists[RL_USER].v,
+	    b->lists[RL_USER].n, ov, b->cfg, w->name, 1);
+	if (p == NULL)
+		pw_err(w, NULL, "out of memory");
+	return p;
+}
+
+struct policy *
+policy_from_tree(const struct pnode *root, const char *name,
+    enum policy_schema schema, struct policy_diag *d)
+{
+	struct pwalk w = {.name = name, .d = d};
+	struct pbuild b;
+	struct policy *p;
+
+	memset(&b, 0, sizeof(b));
+	b.def = POLICY_DENY;
+	if (tree_is_empty(root))
+		return policy_assemble(
+		    POLICY_DENY, true, NULL, 0, NULL, NULL, name, 1);
+	if ((b.cfg = policy_config_new()) == NULL) {
+		pw_err(&w, NULL, "out of memory");
+		return NULL;
+	}
+	(void)pw_map(&w, root, top_keys,
+	    schema == POLICY_SCHEMA_USER
+	        ? TOP_USER_KEYS
+	        : sizeof(top_keys) / sizeof(top_keys[0]),
+	    &b);
+	if (w.errs > 0) {
+		build_free(&b);
+		return NULL;
+	}
+	if ((p = build_policy(&w, &b)) == NULL)
+		return NULL;
+	policy_cred_check(&w, root, p);
+	if (w.errs > 0) {
+		policy_unref(p);
+		return NULL;
+	}
+	return p;
+}

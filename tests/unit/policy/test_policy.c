@@ -1,0 +1,400 @@
+/*
+ * policy.c: lifetimes, mode names, the matchers and their precedence.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <cmocka.h>
+
+#include "policy/policy.h"
+
+static struct policy *
+load(const char *json)
+{
+	struct policy_diag d;
+	struct policy *p;
+
+	policy_diag_init(&d);
+	p = policy_parse_json(json, strlen(json), "t.json", &d);
+	if (p == NULL) {
+		size_t i;
+		for (i = 0; i < d.n; i++)
+			print_error("diag: %s\n", d.msgs[i]);
+	}
+	policy_diag_clear(&d);
+	assert_non_null(p);
+	return p;
+}
+
+static enum policy_action
+dom(const struct policy *p, const char *name, const char **target)
+{
+	const struct policy_rule *r = NULL;
+	enum policy_action a = policy_match_domain(p, name, &r);
+
+	if (target != NULL)
+		*target = r ? r->target : NULL;
+	return a;
+}
+
+static enum policy_action
+ip(const struct policy *p, const char *text, unsigned proto, uint16_t port,
+    const struct policy_rule **r)
+{
+	uint8_t a[16];
+	int fam = strchr(text, ':') ? 6 : 4;
+
+	assert_int_equal(inet_pton(fam == 4 ? AF_INET : AF_INET6, text, a), 1);
+	return policy_match_addr(p, fam, a, proto, port, r);
+}
+
+static void
+test_deny_all_default(void **state)
+{
+	struct policy *p = policy_new_deny_all();
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(p->refs, 1);
+	assert_true(p->user_empty);
+	assert_int_equal(p->default_action, POLICY_DENY);
+	assert_string_equal(policy_mode_name(p), "deny_all");
+	assert_int_equal(dom(p, "example.com", NULL), POLICY_DENY);
+	assert_int_equal(ip(p, "203.0.113.1", 0, 0, NULL), POLICY_DENY);
+	assert_ptr_equal(policy_ref(p), p);
+	assert_int_equal(p->refs, 2);
+	policy_unref(p);
+	policy_unref(p);
+	policy_unref(NULL);
+}
+
+static void
+test_mode_names(void **state)
+{
+	struct policy *p;
+
+	(void)state;
+	p = load("{\"defaultAction\":\"allow\"}");
+	assert_string_equal(policy_mode_name(p), "allow_all");
+	assert_false(p->user_empty);
+	policy_unref(p);
+	p = load("{\"defaultAction\":\"deny\",\"egress\":[]}");
+	assert_string_equal(policy_mode_name(p), "deny_all");
+	policy_unref(p);
+	p = load("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	assert_string_equal(policy_mode_name(p), "enforcing");
+	assert_int_equal(p->revision, 1);
+	policy_unref(p);
+	p = load("{\"defaultAction\":\"allow\",\"egress\":[{\"action\":"
+	         "\"deny\",\"target\":\"a.com\"}]}");
+	assert_string_equal(policy_mode_name(p), "enforcing");
+	policy_unref(p);
+}
+
+static void
+test_empty_forms_deny_all(void **state)
+{
+	static const char *const forms[] = {
+	    "", "  \n", "\"\"", "null", "{}", " { } "};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct policy *p = load(forms[i]);
+		assert_true(p->user_empty);
+		assert_int_equal(p->default_action, POLICY_DENY);
+		assert_int_equal(p->nrules, 0);
+		assert_string_equal(policy_mode_name(p), "deny_all");
+		policy_unref(p);
+	}
+}
+
+static void
+test_wildcard_strict_subdomains(void **state)
+{
+	struct policy *p = load("{\"egress\":[{\"action\":\"allow\","
+	                        "\"target\":\"*.a.com\"}]}");
+
+	(void)state;
+	assert_int_equal(dom(p, "x.a.com", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "x.y.a.com", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "a.com", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "xa.com", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "a.com.evil", NULL), POLICY_DENY);
+	policy_unref(p);
+}
+
+static void
+test_exact_does_not_cover_subdomains(void **state)
+{
+	struct policy *p = load("{\"egress\":[{\"action\":\"allow\","
+	                        "\"target\":\"a.com\"}]}");
+
+	(void)state;
+	assert_int_equal(dom(p, "a.com", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "x.a.com", NULL), POLICY_DENY);
+	policy_unref(p);
+}
+
+static void
+test_first_match_in_list_order(void **state)
+{
+	const char *t;
+	struct policy *p =
+	    load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
+	         "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
+	         "{\"action\":\"allow\",\"target\":\"*.b.a.com\"},"
+	         "{\"action\":\"allow\",\"target\":\"ok.com\"},"
+	         "{\"action\":\"deny\",\"target\":\"ok.com\"}]}");
+
+	(void)state;
+	/* The earlier wildcard wins over the later exact name. */
+	assert_int_equal(dom(p, "x.a.com", &t), POLICY_DENY);
+	assert_string_equal(t, "*.a.com");
+	assert_int_equal(dom(p, "y.b.a.com", &t), POLICY_DENY);
+	assert_string_equal(t, "*.a.com");
+	assert_int_equal(dom(p, "ok.com", &t), POLICY_ALLOW);
+	assert_string_equal(t, "ok.com");
+	assert_int_equal(dom(p, "other.org", &t), POLICY_ALLOW);
+	assert_null(t);
+	policy_unref(p);
+
+	p = load("{\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
+	         "{\"action\":\"deny\",\"target\":\"*.a.com\"}]}");
+	assert_int_equal(dom(p, "x.a.com", &t), POLICY_ALLOW);
+	assert_string_equal(t, "x.a.com");
+	assert_int_equal(dom(p, "z.a.com", &t), POLICY_DENY);
+	assert_string_equal(t, "*.a.com");
+	policy_unref(p);
+}
+
+static void
+test_case_and_trailing_dot(void **state)
+{
+	struct policy *p =
+	    load("{\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"API.Example.COM.\"},"
+	         "{\"action\":\"allow\",\"target\":\"*.Foo.org\"}]}");
+
+	(void)state;
+	assert_string_equal(p->rules[0].target, "api.example.com");
+	assert_string_equal(p->rules[0].display, "API.Example.COM.");
+	assert_int_equal(dom(p, "api.example.com", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "API.EXAMPLE.COM", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "api.example.com.", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "X.FOO.ORG.", NULL), POLICY_ALLOW);
+	assert_int_equal(dom(p, "api.example.com..", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, ".", NULL), POLICY_DENY);
+	policy_unref(p);
+}
+
+static void
+test_invalid_names_denied_even_under_allow(void **state)
+{
+	struct policy *p = load("{\"defaultAction\":\"allow\"}");
+	const char *t = "x";
+
+	(void)state;
+	assert_int_equal(dom(p, "a..com", &t), POLICY_DENY);
+	assert_null(t);
+	assert_int_equal(dom(p, "*.a.com", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "b\xc3\xa4r.com", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "a com", NULL), POLICY_DENY);
+	assert_int_equal(dom(p, NULL, NULL), POLICY_DENY);
+	assert_int_equal(dom(p, "ok.com", NULL), POLICY_ALLOW);
+	policy_unref(p);
+}
+
+static void
+test_overlay_precedence(void **state)
+{
+	const char *t;
+	struct policy *p =
+	    load("{\"defaultAction\":\"allow\","
+	         "\"alwaysDeny\":[\"bad.com\",\"*.evil.org\",\"203.0.113.66\"],"
+	         "\"alwaysAllow\":[\"bad.com\",\"good.com\",\"*.evil.org\","
+	         "\"203.0.113.0/24\"],"
+	         "\"infra\":[\"infra.local\",\"198.51.100.53\"],"
+	         "\"egress\":[{\"action\":\"deny\",\"target\":\"good.com\"},"
+	         "{\"action\":\"deny\",\"target\":\"infra.local\"},"
+	         "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"},"
+	         "{\"action\":\"deny\",\"target\":\"203.0.113.0/25\"}]}");
+
+	(void)state;
+	/* always-deny > always-allow */
+	assert_int_equal(dom(p, "bad.com", &t), POLICY_DENY);
+	assert_int_equal(dom(p, "a.evil.org", NULL), POLICY_DENY);
+	/* always-allow > user */
+	assert_int_equal(dom(p, "good.com", NULL), POLICY_ALLOW);
+	/* infra > user */
+	assert_int_equal(dom(p, "infra.local", NULL), POLICY_ALLOW);
+	assert_int_equal(ip(p, "198.51.100.53", 0, 0, NULL), POLICY_ALLOW);
+	assert_int_equal(ip(p, "198.51.100.54", 0, 0, NULL), POLICY_DENY);
+	/* a longer user prefix does not beat an overlay */
+	assert_int_equal(ip(p, "203.0.113.5", 0, 0, NULL), POLICY_ALLOW);
+	assert_int_equal(ip(p, "203.0.113.66", 0, 0, NULL), POLICY_DENY);
+	/* default */
+	assert_int_equal(dom(p, "elsewhere.net", NULL), POLICY_ALLOW);
+	assert_int_equal(p->nalways_deny, 3);
+	assert_int_equal(p->nalways_allow, 4);
+	assert_int_equal(p->ninfra, 2);
+	assert_int_equal(p->always_deny[0].origin, POLICY_ORIGIN_ALWAYS_DENY);
+	assert_int_equal(p->infra[0].origin, POLICY_ORIGIN_INFRA);
+	assert_string_equal(policy_mode_name(p), "enforcing");
+	policy_unref(p);
+}
+
+static void
+test_addr_longest_prefix(void **state)
+{
+	const struct policy_rule *r;
+	struct policy *p =
+	    load("{\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\"},"
+	         "{\"action\":\"deny\",\"target\":\"203.0.113.128/25\"},"
+	         "{\"action\":\"allow\",\"target\":\"203.0.113.200\"},"
+	         "{\"action\":\"allow\",\"target\":\"2001:db8::/32\"},"
+	         "{\"action\":\"deny\",\"target\":\"2001:db8:1::/48\"},"
+	         "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\"},"
+	         "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"}]}");
+
+	(void)state;
+	assert_int_equal(ip(p, "203.0.113.1", 0, 0, &r), POLICY_ALLOW);
+	assert_string_equal(r->target, "203.0.113.0/24");
+	assert_int_equal(ip(p, "203.0.113.129", 0, 0, &r), POLICY_DENY);
+	assert_string_equal(r->target, "203.0.113.128/25");
+	assert_int_equal(ip(p, "203.0.113.200", 0, 0, &r), POLICY_ALLOW);
+	assert_string_equal(r->target, "203.0.113.200");
+	assert_int_equal(ip(p, "2001:db8:2::1", 0, 0, NULL), POLICY_ALLOW);
+	assert_int_equal(ip(p, "2001:db8:1::1", 0, 0, NULL), POLICY_DENY);
+	assert_int_equal(ip(p, "2001:db9::1", 0, 0, &r), POLICY_DENY);
+	assert_null(r);
+	/* equal length: deny beats allow */
+	assert_int_equal(ip(p, "198.51.100.7", 0, 0, NULL), POLICY_DENY);
+	assert_int_equal(
+	    policy_match_addr(p, 5, (const uint8_t *)"xxxx", 0, 0, NULL),
+	    POLICY_DENY);
+	policy_unref(p);
+}
+
+static void
+test_addr_ports_protocols(void **state)
+{
+	struct policy *p =
+	    load("{\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\","
+	         "\"ports\":[443,\"8000-8080\"],\"protocols\":[\"tcp\"]},"
+	         "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\","
+	         "\"protocols\":[\"icmp\"]}]}");
+
+	(void)state;
+	assert_int_equal(
+	    ip(p, "203.0.113.9", POLICY_PROTO_TCP, 443, NULL), POLICY_ALLOW);
+	assert_int_equal(
+	    ip(p, "203.0.113.9", POLICY_PROTO_TCP, 8080, NULL), POLICY_ALLOW);
+	assert_int_equal(
+	    ip(p, "203.0.113.9", POLICY_PROTO_TCP, 8081, NULL), POLICY_DENY);
+	assert_int_equal(
+	    ip(p, "203.0.113.9", POLICY_PROTO_UDP, 443, NULL), POLICY_DENY);
+	assert_int_equal(
+	    ip(p, "198.51.100.1", POLICY_PROTO_ICMP, 0, NULL), POLICY_ALLOW);
+	assert_int_equal(
+	    ip(p, "198.51.100.1", POLICY_PROTO_TCP, 80, NULL), POLICY_DENY);
+	assert_int_equal(p->rules[0].nports, 2);
+	assert_int_equal(p->rules[0].ports[1].lo, 8000);
+	assert_int_equal(p->rules[0].ports[1].hi, 8080);
+	assert_int_equal(p->rules[0].protocols, POLICY_PROTO_TCP);
+	assert_int_equal(p->rules[1].protocols, POLICY_PROTO_ICMP);
+	policy_unref(p);
+}
+
+static void
+test_restricted_deny_does_not_refuse_name(void **state)
+{
+	struct policy *p =
+	    load("{\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[22]},"
+	         "{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+
+	(void)state;
+	assert_int_equal(dom(p, "a.com", NULL), POLICY_ALLOW);
+	policy_unref(p);
+}
+
+static void
+test_explicitly_allowed(void **state)
+{
+	uint8_t a[4] = {10, 1, 2, 3}, b[4] = {10, 2, 0, 1};
+	uint8_t c[4] = {203, 0, 113, 1};
+	struct policy *p =
+	    load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"10.1.0.0/16\"},"
+	         "{\"action\":\"deny\",\"target\":\"10.1.2.0/24\"},"
+	         "{\"action\":\"allow\",\"target\":\"10.2.0.1\"}]}");
+
+	(void)state;
+	assert_false(policy_addr_explicitly_allowed(p, 4, a));
+	assert_true(policy_addr_explicitly_allowed(p, 4, b));
+	/* allowed by the default only */
+	assert_int_equal(policy_match_addr(p, 4, c, 0, 0, NULL), POLICY_ALLOW);
+	assert_false(policy_addr_explicitly_allowed(p, 4, c));
+	policy_unref(p);
+}
+
+static void
+test_log_skip_default_empty(void **state)
+{
+	struct policy *p = load("{\"defaultAction\":\"deny\"}");
+
+	(void)state;
+	assert_false(policy_log_skip(p, "a.com"));
+	assert_int_equal(p->nlog_skip, 0);
+	policy_unref(p);
+}
+
+static void
+test_dns_defaults(void **state)
+{
+	struct policy *p = load("{}");
+
+	(void)state;
+	assert_int_equal(p->dns.timeout_ms, 5000);
+	assert_int_equal(p->dns.ttl_min, 30);
+	assert_int_equal(p->dns.ttl_max, 3600);
+	assert_int_equal(p->dns.negative_ttl, 30);
+	assert_int_equal(p->dns.private_answers, POLICY_PRIVATE_DROP);
+	assert_int_equal(p->dns.cname_mode, POLICY_CNAME_STRICT);
+	assert_int_equal(p->dns.nupstreams, 0);
+	policy_unref(p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_deny_all_default),
+	    cmocka_unit_test(test_mode_names),
+	    cmocka_unit_test(test_empty_forms_deny_all),
+	    cmocka_unit_test(test_wildcard_strict_subdomains),
+	    cmocka_unit_test(test_exact_does_not_cover_subdomains),
+	    cmocka_unit_test(test_first_match_in_list_order),
+	    cmocka_unit_test(test_case_and_trailing_dot),
+	    cmocka_unit_test(test_invalid_names_denied_even_under_allow),
+	    cmocka_unit_test(test_overlay_precedence),
+	    cmocka_unit_test(test_addr_longest_prefix),
+	    cmocka_unit_test(test_addr_ports_protocols),
+	    cmocka_unit_test(test_restricted_deny_does_not_refuse_name),
+	    cmocka_unit_test(test_explicitly_allowed),
+	    cmocka_unit_test(test_log_skip_default_empty),
+	    cmocka_unit_test(test_dns_defaults),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
