@@ -1,0 +1,419 @@
+/*
+ * A fake upstream DNS server for unit tests: UDP and TCP on 127.0.0.1, an
+ * ephemeral port, inside the test's own event loop. It answers from a
+ * small table of canned records (or not at all, or with TC=1 over UDP, or
+ * with an rcode) and records every query it saw, so tests can prove what
+ * reached "the internet" and what did not.
+ *
+ * Header-only (static functions): included by the resolver unit tests.
+ */
+#ifndef EGRESSD_TEST_DNS_FAKE_UPSTREAM_H
+#define EGRESSD_TEST_DNS_FAKE_UPSTREAM_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define FAKE_UNUSED __attribute__((unused))
+#define FAKE_RR_MAX 64
+#define FAKE_LOG_MAX 256
+#define FAKE_CONN_MAX 16
+
+enum fake_mode {
+	FAKE_ANSWER = 0, /* answer from the table */
+	FAKE_DROP, /* never answer (a dead upstream) */
+	FAKE_TC, /* UDP: TC=1 and no records; TCP: full answer */
+	FAKE_RCODE, /* answer with fake->rcode and no records */
+};
+
+/* One canned RR: owner name, type, TTL, rdata (names given pre-encoded). */
+struct fake_rr {
+	char owner[256];
+	uint16_t type;
+	uint32_t ttl;
+	uint8_t rdata[512];
+	uint16_t rdlen;
+};
+
+struct fake_upstream;
+
+struct fake_conn {
+	struct fake_upstream *owner;
+	int fd;
+	struct event *ev;
+	uint8_t buf[70000];
+	size_t have;
+};
+
+struct fake_upstream {
+	struct event_base *base;
+	int ufd, tfd;
+	uint16_t port;
+	struct event *uev, *tev;
+	enum fake_mode mode;
+	unsigned rcode;
+	struct fake_rr rr[FAKE_RR_MAX];
+	size_t nrr;
+	bool nxdomain_if_empty; /* NXDOMAIN + SOA when nothing matches */
+	/* What it saw. */
+	unsigned udp_queries, tcp_queries;
+	char log[FAKE_LOG_MAX][256]; /* lowercased qnames, in order */
+	size_t nlog;
+	uint16_t last_id;
+	bool last_had_opt;
+	struct fake_conn conns[FAKE_CONN_MAX];
+};
+
+static size_t
+fake_name_wire(const char *pres, uint8_t *out)
+{
+	size_t o = 0;
+	const char *p = pres;
+
+	while (*p != '\0') {
+		const char *dot = strchr(p, '.');
+		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
+
+		out[o++] = (uint8_t)n;
+		memcpy(out + o, p, n);
+		o += n;
+		p += n;
+		if (*p == '.')
+			p++;
+	}
+	out[o++] = 0;
+	return o;
+}
+
+/* Wire name at msg[off] (uncompressed) -> lowercase dotted text. */
+static size_t
+fake_name_text(const uint8_t *msg, size_t len, size_t off, char *out)
+{
+	size_t o = 0;
+
+	while (off < len && msg[off] != 0) {
+		size_t n = msg[off++], i;
+
+		if (o != 0)
+			out[o++] = '.';
+		for (i = 0; i < n && off < len && o < 250; i++) {
+			char ch = (char)msg[off++];
+
+			out[o++] = (ch >= 'A' && ch <= 'Z') ? ch + 32 : ch;
+		}
+	}
+	out[o] = '\0';
+	return off + 1;
+}
+
+static void
+fake_add(struct fake_upstream *f, const char *owner, uint16_t type,
+    uint32_t ttl, const void *rdata, uint16_t rdlen)
+{
+	struct fake_rr *r = &f->rr[f->nrr++];
+
+	snprintf(r->owner, sizeof(r->owner), "%s", owner);
+	r->type = type;
+	r->ttl = ttl;
+	memcpy(r->rdata, rdata, rdlen);
+	r->rdlen = rdlen;
+}
+
+static void
+fake_add_a(
+    struct fake_upstream *f, const char *owner, const char *ip, uint32_t ttl)
+{
+	uint8_t a[16];
+
+	if (strchr(ip, ':') != NULL) {
+		inet_pton(AF_INET6, ip, a);
+		fake_add(f, owner, 28, ttl, a, 16);
+	} else {
+		inet_pton(AF_INET, ip, a);
+		fake_add(f, owner, 1, ttl, a, 4);
+	}
+}
+
+static FAKE_UNUSED void
+fake_add_cname(struct fake_upstream *f, const char *owner, const char *target,
+    uint32_t ttl)
+{
+	uint8_t w[256];
+	size_t n = fake_name_wire(target, w);
+
+	fake_add(f, owner, 5, ttl, w, (uint16_t)n);
+}
+
+static void
+fake_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/*
+ * Builds the answer: header from the query, question copied, then every
+ * table RR in the chain of the question name (CNAMEs followed) whose type
+ * matches qtype or is a CNAME. Returns the length.
+ */
+static size_t
+fake_respond(struct fake_upstream *f, const uint8_t *q, size_t qlen, bool tcp,
+    uint8_t *out, size_t cap)
+{
+	char qname[256], cur[256];
+	size_t qend, o, i, hops;
+	uint16_t qtype, an = 0;
+
+	if (qlen < 12)
+		return 0;
+	qend = fake_name_text(q, qlen, 12, qname);
+	if (qend + 4 > qlen)
+		return 0;
+	qtype = (uint16_t)(q[qend] << 8 | q[qend + 1]);
+	qend += 4;
+	if (f->nlog < FAKE_LOG_MAX)
+		snprintf(f->log[f->nlog++], 256, "%s", qname);
+	f->last_id = (uint16_t)(q[0] << 8 | q[1]);
+	f->last_had_opt = q[11] != 0;
+	if (f->mode == FAKE_DROP)
+		return 0;
+	memcpy(out, q, qend);
+	out[2] = 0x80 | (q[2] & 0x01); /* QR, RD copied */
+	out[3] = 0x80; /* RA */
+	fake_put16(out + 6, 0);
+	fake_put16(out + 8, 0);
+	fake_put16(out + 10, 0);
+	o = qend;
+	if (f->mode == FAKE_RCODE) {
+		out[3] |= (uint8_t)(f->rcode & 0xf);
+		return o;
+	}
+	if (f->mode == FAKE_TC && !tcp) {
+		out[2] |= 0x02;
+		return o;
+	}
+	snprintf(cur, sizeof(cur), "%s", qname);
+	for (hops = 0; hops < 8; hops++) {
+		bool moved = false;
+
+		for (i = 0; i < f->nrr; i++) {
+			struct fake_rr *r = &f->rr[i];
+			uint8_t w[256];
+			size_t wl;
+
+			if (strcasecmp(r->owner, cur) != 0)
+				continue;
+			if (r->type != qtype && r->type != 5 && qtype != 255)
+				continue;
+			wl = fake_name_wire(r->owner, w);
+			if (o + wl + 10 + r->rdlen > cap)
+				break;
+			memcpy(out + o, w, wl);
+			o += wl;
+			fake_put16(out + o, r->type);
+			fake_put16(out + o + 2, 1);
+			out[o + 4] = (uint8_t)(r->ttl >> 24);
+			out[o + 5] = (uint8_t)(r->ttl >> 16);
+			out[o + 6] = (uint8_t)(r->ttl >> 8);
+			out[o + 7] = (uint8_t)r->ttl;
+			fake_put16(out + o + 8, r->rdlen);
+			o += 10;
+			memcpy(out + o, r->rdata, r->rdlen);
+			o += r->rdlen;
+			an++;
+			if (r->type == 5 && qtype != 5) {
+				fake_name_text(r->rdata, r->rdlen, 0, cur);
+				moved = true;
+			}
+		}
+		if (!moved)
+			break;
+	}
+	fake_put16(out + 6, an);
+	if (an == 0 && f->nxdomain_if_empty) {
+		/* NXDOMAIN with an SOA for "test." (TTL 60, minimum 30). */
+		static const uint8_t soa[] = {4, 't', 'e', 's', 't', 0, 0, 6, 0,
+		    1, 0, 0, 0, 60, 0, 24, 1, 'n', 0, 1, 'h', 0, 0, 0, 0, 1, 0,
+		    0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 30};
+
+		out[3] |= 3;
+		memcpy(out + o, soa, sizeof(soa));
+		o += sizeof(soa);
+		fake_put16(out + 8, 1);
+	}
+	return o;
+}
+
+static void
+fake_udp_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake_upstream *f = arg;
+	uint8_t q[4096], out[4096];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	ssize_t n;
+	size_t olen;
+
+	(void)what;
+	while ((n = recvfrom(
+	            fd, q, sizeof(q), 0, (struct sockaddr *)&ss, &sl)) > 0) {
+		f->udp_queries++;
+		olen = fake_respond(f, q, (size_t)n, false, out, sizeof(out));
+		if (olen > 0)
+			(void)sendto(
+			    fd, out, olen, 0, (struct sockaddr *)&ss, sl);
+		sl = sizeof(ss);
+	}
+}
+
+static void
+fake_tcp_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake_conn *c = arg;
+	struct fake_upstream *f = c->owner;
+	static uint8_t out[70000];
+	ssize_t n;
+
+	(void)what;
+	n = read(fd, c->buf + c->have, sizeof(c->buf) - c->have);
+	if (n <= 0) {
+		event_free(c->ev);
+		close(fd);
+		c->fd = -1;
+		c->ev = NULL;
+		c->have = 0;
+		return;
+	}
+	c->have += (size_t)n;
+	while (c->have >= 2) {
+		size_t mlen = (size_t)(c->buf[0] << 8 | c->buf[1]), olen;
+
+		if (c->have < 2 + mlen)
+			break;
+		f->tcp_queries++;
+		olen = fake_respond(
+		    f, c->buf + 2, mlen, true, out + 2, sizeof(out) - 2);
+		if (olen > 0) {
+			fake_put16(out, (uint16_t)olen);
+			(void)write(fd, out, olen + 2);
+		}
+		memmove(c->buf, c->buf + 2 + mlen, c->have - 2 - mlen);
+		c->have -= 2 + mlen;
+	}
+}
+
+static void
+fake_accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake_upstream *f = arg;
+	int cfd;
+	size_t i;
+
+	(void)what;
+	cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (cfd < 0)
+		return;
+	for (i = 0; i < FAKE_CONN_MAX; i++)
+		if (f->conns[i].fd < 0)
+			break;
+	if (i == FAKE_CONN_MAX) {
+		close(cfd);
+		return;
+	}
+	f->conns[i].fd = cfd;
+	f->conns[i].have = 0;
+	f->conns[i].ev = event_new(
+	    f->base, cfd, EV_READ | EV_PERSIST, fake_tcp_read_cb, &f->conns[i]);
+	event_add(f->conns[i].ev, NULL);
+}
+
+/* Starts a fake on 127.0.0.1 (port 0 = ephemeral). NULL on failure. */
+static struct fake_upstream *
+fake_upstream_new(struct event_base *base, uint16_t port)
+{
+	struct fake_upstream *f = calloc(1, sizeof(*f));
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int one = 1;
+	size_t i;
+
+	if (f == NULL)
+		return NULL;
+	f->base = base;
+	for (i = 0; i < FAKE_CONN_MAX; i++) {
+		f->conns[i].fd = -1;
+		f->conns[i].owner = f;
+	}
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons(port);
+	f->ufd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (f->ufd < 0 ||
+	    bind(f->ufd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		abort();
+	getsockname(f->ufd, (struct sockaddr *)&sin, &sl);
+	f->port = ntohs(sin.sin_port);
+	f->tfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	setsockopt(f->tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (f->tfd < 0 ||
+	    bind(f->tfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(f->tfd, 16) < 0)
+		abort();
+	f->uev = event_new(base, f->ufd, EV_READ | EV_PERSIST, fake_udp_cb, f);
+	f->tev =
+	    event_new(base, f->tfd, EV_READ | EV_PERSIST, fake_accept_cb, f);
+	event_add(f->uev, NULL);
+	event_add(f->tev, NULL);
+	return f;
+}
+
+static void
+fake_upstream_free(struct fake_upstream *f)
+{
+	size_t i;
+
+	if (f == NULL)
+		return;
+	for (i = 0; i < FAKE_CONN_MAX; i++)
+		if (f->conns[i].fd >= 0) {
+			event_free(f->conns[i].ev);
+			close(f->conns[i].fd);
+		}
+	event_free(f->uev);
+	event_free(f->tev);
+	close(f->ufd);
+	close(f->tfd);
+	free(f);
+}
+
+/* "127.0.0.1:port" of the fake. */
+static FAKE_UNUSED void
+fake_upstream_addr(const struct fake_upstream *f, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "127.0.0.1:%u", f->port);
+}
+
+/* Was name (lowercase) ever asked? */
+static FAKE_UNUSED bool
+fake_saw(const struct fake_upstream *f, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < f->nlog; i++)
+		if (strcmp(f->log[i], name) == 0)
+			return true;
+	return false;
+}
+
+#endif
