@@ -1,0 +1,329 @@
+#!/usr/bin/python3
+"""HTTP/HTTPS origin of the test bed's fake internet (stdlib only).
+
+  origin.py --log FILE --ready FILE [--cert CRT --key KEY]
+            --listen http:ADDR:PORT --listen https:ADDR:PORT ...
+
+Every request, on any path and method, is answered with a JSON echo of what
+arrived, and logged as one JSON line {"ev":"origin.request",...} to --log:
+
+  {"ev":"origin.request", "server":{"addr","port","scheme","sni","alpn"},
+   "client":{"addr","port"}, "method", "target", "path", "query", "version",
+   "headers":[[name,value],...], "h":{lowercase name: value (dups joined
+   with ", ")}, "raw_head": the request line and header lines as received
+   (latin-1), "body_len", "body" (first 64 KiB, latin-1)}
+
+Query parameters shape the response (all bounded):
+  echo=Name1,Name2   reflect those request headers into response headers
+                     "X-Echo-Name1: value" (the JSON body always carries all)
+  chunked=1          send the body with Transfer-Encoding: chunked
+  trailer=1          chunked, plus the echo= headers again as trailers
+  status=NNN         response status (default 200)
+  location=URL       Location header (use with status=302 for redirects)
+  bytes=N            body of N 'x' bytes instead of the JSON echo
+  delay_ms=N         wait before answering
+  close=1            Connection: close
+Bounds: request body 1 MiB, bytes 16 MiB, delay 10 s, idle 30 s.
+
+The TLS handshake runs on the connection's own thread so a client that
+never finishes it cannot stall the accept loop.
+"""
+
+import argparse
+import http.server
+import json
+import os
+import socket
+import socketserver
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+
+MAX_BODY = 1 << 20
+MAX_BODY_LOGGED = 64 << 10
+MAX_RAW_HEAD = 64 << 10
+MAX_BYTES = 16 << 20
+MAX_DELAY_MS = 10000
+IDLE_TIMEOUT_S = 30
+CHUNK = 16 << 10
+
+
+class JsonLog:
+    def __init__(self, path):
+        self.f = open(path, "a", encoding="utf-8")
+        self.lock = threading.Lock()
+
+    def write(self, obj):
+        obj = dict(ts=time.time(), **obj)
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        with self.lock:
+            self.f.write(line)
+            self.f.flush()
+
+
+class TeeReader:
+    """Wraps rfile to keep the raw bytes of the request head."""
+
+    def __init__(self, f):
+        self.f = f
+        self.buf = bytearray()
+
+    def readline(self, *a):
+        ln = self.f.readline(*a)
+        if len(self.buf) < MAX_RAW_HEAD:
+            self.buf += ln
+        return ln
+
+    def take(self):
+        b = bytes(self.buf)
+        self.buf.clear()
+        return b
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tb-origin/1"
+    sys_version = ""
+    timeout = IDLE_TIMEOUT_S
+
+    def setup(self):
+        self.sni = None
+        self.alpn = None
+        if self.server.tls_ctx is not None:
+            self.request.settimeout(IDLE_TIMEOUT_S)
+            try:
+                self.request = self.server.tls_ctx.wrap_socket(
+                    self.request, server_side=True)
+            except (ssl.SSLError, OSError) as e:
+                self.server.log.write(dict(
+                    ev="origin.tls_error", server=self.server.info(None),
+                    client=self.client(), reason=type(e).__name__,
+                    detail=str(e)[:200]))
+                raise
+            self.sni = getattr(self.request, "tb_sni", None)
+            self.alpn = self.request.selected_alpn_protocol()
+        super().setup()
+        self.rfile = TeeReader(self.rfile)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            if self.server.tls_ctx is not None:
+                self.request.close()
+
+    def client(self):
+        a = self.client_address
+        return {"addr": a[0], "port": a[1]}
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def handle_one_request(self):
+        if isinstance(self.rfile, TeeReader):
+            self.rfile.take()
+        super().handle_one_request()
+
+    def read_body(self):
+        te = self.headers.get("Transfer-Encoding", "")
+        body = bytearray()
+        if "chunked" in te.lower():
+            while True:
+                ln = self.rfile.readline(1024)
+                try:
+                    n = int(ln.split(b";")[0].strip(), 16)
+                except ValueError:
+                    self.close_connection = True
+                    return bytes(body)
+                if n == 0:
+                    while self.rfile.readline(8192) not in (b"\r\n", b"\n",
+                                                            b""):
+                        pass
+                    return bytes(body)
+                if len(body) + n > MAX_BODY:
+                    self.close_connection = True
+                    return bytes(body)
+                body += self.rfile.read(n)
+                self.rfile.readline(8)
+        cl = self.headers.get("Content-Length")
+        if cl is not None:
+            try:
+                n = int(cl)
+            except ValueError:
+                n = 0
+                self.close_connection = True
+            n = max(0, min(n, MAX_BODY))
+            body += self.rfile.read(n)
+        return bytes(body)
+
+    def handle_any(self):
+        raw_head = self.rfile.take()
+        body = self.read_body()
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qs(u.query)
+
+        def qget(k, dflt=None):
+            v = q.get(k)
+            return v[0] if v else dflt
+
+        def qint(k, dflt, hi):
+            try:
+                return max(0, min(int(qget(k, dflt)), hi))
+            except ValueError:
+                return dflt
+
+        headers = [[k, v] for k, v in self.headers.items()]
+        h = {}
+        for k, v in headers:
+            lk = k.lower()
+            h[lk] = v if lk not in h else h[lk] + ", " + v
+        rec = dict(
+            ev="origin.request", server=self.server.info(self),
+            client=self.client(), method=self.command, target=self.path,
+            path=u.path, query=u.query, version=self.request_version,
+            headers=headers, h=h, raw_head=raw_head.decode("latin-1"),
+            body_len=len(body),
+            body=body[:MAX_BODY_LOGGED].decode("latin-1"))
+        self.server.log.write(rec)
+
+        delay = qint("delay_ms", 0, MAX_DELAY_MS)
+        if delay:
+            time.sleep(delay / 1000.0)
+        status = qint("status", 200, 599)
+        if status < 100:
+            status = 200
+        echo = [n.strip() for n in qget("echo", "").split(",") if n.strip()]
+        echoed = [(n, self.headers.get(n)) for n in echo
+                  if self.headers.get(n) is not None]
+        trailer = qget("trailer") == "1"
+        chunked = trailer or qget("chunked") == "1"
+
+        if qget("bytes") is not None:
+            n = qint("bytes", 0, MAX_BYTES)
+            payload = None
+            ctype = "application/octet-stream"
+        else:
+            payload = (json.dumps(rec, indent=1) + "\n").encode()
+            n = len(payload)
+            ctype = "application/json"
+
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        for name, val in echoed:
+            self.send_header("X-Echo-" + name, val)
+        loc = qget("location")
+        if loc is not None:
+            self.send_header("Location", loc)
+        if qget("close") == "1":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+            if trailer and echoed:
+                self.send_header("Trailer", ", ".join(
+                    "X-Echo-" + nm for nm, _ in echoed))
+        else:
+            self.send_header("Content-Length", str(n))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self.write_body(payload, n, chunked, echoed if trailer else [])
+
+    def write_body(self, payload, n, chunked, trailers):
+        sent = 0
+        while sent < n:
+            k = min(CHUNK, n - sent)
+            part = payload[sent:sent + k] if payload is not None else b"x" * k
+            if chunked:
+                self.wfile.write(b"%x\r\n" % k + part + b"\r\n")
+            else:
+                self.wfile.write(part)
+            sent += k
+        if chunked:
+            tail = b"0\r\n"
+            for name, val in trailers:
+                tail += ("X-Echo-%s: %s\r\n" % (name, val)).encode("latin-1")
+            self.wfile.write(tail + b"\r\n")
+        self.wfile.flush()
+
+
+for _m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
+           "TRACE", "CONNECT", "PROPFIND"):
+    setattr(Handler, "do_" + _m, Handler.handle_any)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr, port, tls_ctx, log):
+        self.address_family = socket.AF_INET6 if ":" in addr else \
+            socket.AF_INET
+        self.tls_ctx = tls_ctx
+        self.log = log
+        self.scheme = "https" if tls_ctx else "http"
+        super().__init__((addr, port), Handler)
+
+    def server_bind(self):
+        if self.address_family == socket.AF_INET6:
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY,
+                                   1)
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = self.server_address[0]
+        self.server_port = self.server_address[1]
+
+    def info(self, handler):
+        d = {"addr": self.server_address[0], "port": self.server_address[1],
+             "scheme": self.scheme}
+        if handler is not None and self.tls_ctx is not None:
+            d["sni"] = handler.sni
+            d["alpn"] = handler.alpn
+        return d
+
+    def handle_error(self, request, client_address):
+        pass  # TLS failures are logged in setup; nothing else is expected
+
+
+def record_sni(sslsock, name, ctx):
+    sslsock.tb_sni = name  # read back by Handler.setup after the handshake
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--ready", required=True)
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--listen", action="append", default=[])
+    a = ap.parse_args()
+    log = JsonLog(a.log)
+    servers = []
+    for spec in a.listen:
+        scheme, rest = spec.split(":", 1)
+        addr, port = rest.rsplit(":", 1)
+        addr = addr.strip("[]")
+        ctx = None
+        if scheme == "https":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(a.cert, a.key)
+            ctx.set_alpn_protocols(["http/1.1"])
+            ctx.sni_callback = record_sni
+        elif scheme != "http":
+            sys.exit("bad scheme in --listen " + spec)
+        servers.append(Server(addr, int(port), ctx, log))
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    with open(a.ready + ".tmp", "w") as f:
+        json.dump([s.info(None) for s in servers], f)
+    os.rename(a.ready + ".tmp", a.ready)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
