@@ -47,6 +47,7 @@
 #define DNS_SVCB_MAX 32 /* HTTPS/SVCB RRs reported per answer */
 #define DNS_SVCB_HINT_MAX 16 /* ipv4hint/ipv6hint addresses kept per RR */
 #define DNS_TCP_PREFIX_LEN 2 /* TCP length prefix */
+#define DNS_EMBEDDED_V4_MAX 2 /* IPv4 addresses one IPv6 address embeds */
 
 /* RR types and classes used by egressd. */
 #define DNS_TYPE_A 1
@@ -444,16 +445,18 @@ int dns_tcp_prefix(uint8_t out[DNS_TCP_PREFIX_LEN], size_t len);
  *   fc00::/7 (ULA, covers fd00:ec2::254), ff00::/8, and these forms
  *   classified by the IPv4 address they embed: ::ffff:0:0/96 (mapped),
  *   ::/96 (compatible), ::ffff:0:0:0/96 (SIIT), 64:ff9b::/96 (NAT64),
- *   64:ff9b:1::/48 (local NAT64: internal if any RFC 6052 position
- *   embeds an internal IPv4), 2002::/16 (6to4), 2001::/32 (Teredo: server
- *   or de-obfuscated client IPv4).
+ *   64:ff9b:1::/96 (local-use NAT64 in its /96 form; the rest of
+ *   64:ff9b:1::/48 has an unknown prefix length and is internal),
+ *   2002::/16 (6to4), 2001::/32 (Teredo: internal if the server or the
+ *   de-obfuscated client IPv4 is).
  * family is 4 or 6 (AF_INET/AF_INET6 are accepted too).
  */
 bool dns_addr_is_internal(int family, const uint8_t *addr);
 /*
- * The IPv4 addresses an IPv6 address embeds by the forms above (0, 1 or
- * 2 for Teredo, up to 4 for local NAT64); returns how many were written.
+ * The IPv4 addresses an IPv6 address embeds by the forms above (0, 1, or
+ * 2 for Teredo: server then client); returns how many were written.
  */
-size_t dns_addr_embedded_v4(const uint8_t v6[16], uint8_t v4[4][4]);
+size_t dns_addr_embedded_v4(
+    const uint8_t v6[16], uint8_t v4[DNS_EMBEDDED_V4_MAX][4]);
 
 #endif
