@@ -300,11 +300,15 @@ tb_assert_no_log()
 	return 1
 }
 
+# tb__deadline SECONDS (may be fractional: 0.5): the monotonic-enough
+# wall-clock nanosecond at which a wait gives up.
 tb__deadline()
 {
-	local now
-	now=$(date +%s%N)
-	echo $((now + ${1%.*} * 1000000000))
+	local sec=${1%%.*} frac=000
+	case $1 in
+	*.*) frac="${1#*.}000" ;;
+	esac
+	echo $(($(date +%s%N) + ${sec:-0} * 1000000000 + 10#${frac:0:3} * 1000000))
 }
 
 tb__expired() { [ "$(date +%s%N)" -ge "$1" ]; }
@@ -363,7 +367,7 @@ tb_setup()
 
 	tb__reap_stale
 	TB_PASS=0 TB_FAIL=0 TB_FAILED=() TB_PIDS=() TB_FINISHED=0
-	TB_EGRESSD_PID= TB_HOST=
+	TB_EGRESSD_PID="" TB_HOST=""
 	# BASHPID, not $$: a bed may run in a subshell of a scenario.
 	TB_ID="$BASHPID-$((SRANDOM % 100000))"
 	TB_SBX="sbx-$TB_ID"
@@ -778,29 +782,41 @@ tb_policy_file()
 }
 
 # tb_start_egressd [ARGS...]: start $EGRESSD_BIN in sbx as root with
-#   --log-file $TB_EGRESSD_LOG, and --dns-upstream $TB_DNS1_IP4 and
-#   --http-addr $TB_EGRESSD_HTTP unless ARGS carry their own, then ARGS;
-# environment: a clean one plus ${TB_EGRESSD_ENV[@]} (K=V words) and the
-# sanitizer options of the caller. Waits (bounded) for the JSON line
-# "ev":"egressd.ready" written after the start; dies if egressd exits first.
+#   --log-file $TB_EGRESSD_LOG
+# and, unless ARGS carry their own,
+#   --dns-upstream $TB_DNS1_IP4   --http-addr $TB_EGRESSD_HTTP
+#   --rules-dir $TB_DIR/egressd/rules (empty, per run: parallel runs must
+#   not share /var/egress/rules)
+# then ARGS. Environment: a clean one plus ${TB_EGRESSD_ENV[@]} (K=V words)
+# and the caller's sanitizer options. Waits (bounded) for the JSON line
+# "ev":"egressd.ready" written after this start; dies (showing the log)
+# if egressd exits first or is not ready in $TB_EGRESSD_READY_TIMEOUT s.
 # Sets TB_EGRESSD_PID. May be called again after tb_stop_egressd (restart).
 tb_start_egressd()
 {
-	local args=() have_up=0 have_http=0 a mark env=()
+	local args=() a mark env=() flag val given
 	[ -n "${EGRESSD_BIN:-}" ] && [ -x "$EGRESSD_BIN" ] ||
 	    tb_die "EGRESSD_BIN not set or not executable: '${EGRESSD_BIN:-}'"
-	for a in "$@"; do
-		case $a in
-		--dns-upstream|--dns-upstream=*) have_up=1 ;;
-		--http-addr|--http-addr=*) have_http=1 ;;
-		esac
-	done
 	: "${TB_EGRESSD_HTTP:=127.0.0.1:18080}"
 	TB_EGRESSD_LOG="$TB_DIR/egressd/egressd.log"
 	touch "$TB_EGRESSD_LOG"
+	mkdir -p "$TB_DIR/egressd/rules"
 	args=(--log-file "$TB_EGRESSD_LOG")
-	[ "$have_up" -eq 1 ] || args+=(--dns-upstream "$TB_DNS1_IP4")
-	[ "$have_http" -eq 1 ] || args+=(--http-addr "$TB_EGRESSD_HTTP")
+	for flag in --dns-upstream --http-addr --rules-dir; do
+		given=0
+		for a in "$@"; do
+			case $a in
+			"$flag"|"$flag"=*) given=1 ;;
+			esac
+		done
+		[ "$given" -eq 1 ] && continue
+		case $flag in
+		--dns-upstream) val=$TB_DNS1_IP4 ;;
+		--http-addr) val=$TB_EGRESSD_HTTP ;;
+		--rules-dir) val="$TB_DIR/egressd/rules" ;;
+		esac
+		args+=("$flag" "$val")
+	done
 	for a in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
 		[ -n "${!a:-}" ] && env+=("$a=${!a}")
 	done

@@ -133,7 +133,6 @@ out=$($c "http://$TB_META4/latest/meta-data/")
 tb_expect_match "the metadata address answers inside net-<id>" \
     "\"addr\": \"$TB_META4\"" "$out"
 
-hdrs="$TB_DIR/sbx/hdrs"
 out=$($c -D - -H "Authorization: Bearer tb-secret-1" \
     --resolve "a.test:443:$TB_ORIGIN_A4" \
     "https://a.test/echo?echo=Authorization")
@@ -223,7 +222,8 @@ def line(ev, **kw):
     log.write(json.dumps(dict(ts=time.time(), lvl="info", ev=ev, **kw)) + "\n")
     log.flush()
 signal.signal(signal.SIGTERM, lambda *x: (line("egressd.stop"), sys.exit(0)))
-line("egressd.start", uid=os.getuid(), policy=opt.get("--policy"))
+line("egressd.start", uid=os.getuid(), policy=opt.get("--policy"),
+     rules_dir=opt.get("--rules-dir"))
 line("egressd.ready", dns_upstream=opt.get("--dns-upstream"),
      http_addr=opt.get("--http-addr"))
 while True:
@@ -242,7 +242,8 @@ tb_check "tb_start_egressd returned with the stand-in running" \
     tb__alive "$TB_EGRESSD_PID"
 tb_assert_log "$TB_EGRESSD_LOG" egressd.ready dns_upstream="$TB_DNS1_IP4" \
     http_addr=127.0.0.1:18080
-tb_assert_log "$TB_EGRESSD_LOG" egressd.start uid=0 policy="$pol"
+tb_assert_log "$TB_EGRESSD_LOG" egressd.start uid=0 policy="$pol" \
+    rules_dir="$TB_DIR/egressd/rules"
 tb_assert_no_log "$TB_EGRESSD_LOG" egressd.ready http_addr=0.0.0.0:1
 mark=$(tb_log_mark "$TB_EGRESSD_LOG")
 tb_stop_egressd TERM
@@ -264,7 +265,6 @@ inner_bed()
 {
 	local mode=$1 rec="$TB_DIR/inner.$1"
 	(
-		TB_FAIL=0 TB_PASS=0
 		tb_setup
 		tb_host_setup
 		echo "$TB_SBX $TB_NET $TB_HOST $TB_DIR" >"$rec"
