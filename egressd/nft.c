@@ -1,0 +1,980 @@
+/*
+ * nft: the runtime side. One netlink socket; batches sent whole and every
+ * ack collected (matched by sequence number to the message it answers);
+ * kernel state read back with dumps; the learned-element mirror.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+
+#include "egressd/nft_int.h"
+#include "egressd/stats.h"
+
+#define NFT_MAGIC 0x6e667421u
+#define NFT_MIRROR_BUCKETS 4096
+#define NFT_RCVBUF_PER_MSG 1024 /* skb truesize of one ack, roughly */
+#define NFT_RCVBUF_MIN (1u << 20)
+#define NFT_RECV_BUF (1u << 16)
+
+struct lent {
+	struct lent *next;
+	uint8_t family;
+	uint8_t addr[16];
+	uint64_t expires_ms;
+	char *names[NFT_NAMES_PER_ADDR];
+	unsigned nnames;
+};
+
+struct nft {
+	uint32_t magic;
+	struct mnl_socket *nl;
+	uint32_t portid;
+	uint32_t seq;
+	struct nft_opts o;
+	struct stats *st;
+	bool applied; /* our table is in force (by us) */
+	uint32_t ttl_min, ttl_max;
+	struct lent *buckets[NFT_MIRROR_BUCKETS];
+	size_t nlearned;
+};
+
+static uint64_t
+now_ms(const struct nft *n)
+{
+	struct timespec ts;
+
+	if (n->o.clock != NULL)
+		return n->o.clock(n->o.clock_arg);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static unsigned
+addr_hash(int family, const uint8_t *a)
+{
+	uint32_t h = 2166136261u;
+	unsigned i, w = family == 4 ? 4 : 16;
+
+	for (i = 0; i < w; i++)
+		h = (h ^ a[i]) * 16777619u;
+	return h % NFT_MIRROR_BUCKETS;
+}
+
+static struct lent **
+mirror_find(struct nft *n, int family, const uint8_t *a)
+{
+	struct lent **pp = &n->buckets[addr_hash(family, a)];
+	unsigned w = family == 4 ? 4 : 16;
+
+	for (; *pp != NULL; pp = &(*pp)->next)
+		if ((*pp)->family == family && memcmp((*pp)->addr, a, w) == 0)
+			return pp;
+	return pp; /* *pp == NULL: where to insert */
+}
+
+static void
+lent_free(struct lent *l)
+{
+	unsigned i;
+
+	for (i = 0; i < l->nnames; i++)
+		free(l->names[i]);
+	free(l);
+}
+
+static void
+mirror_remove(struct nft *n, struct lent **pp)
+{
+	struct lent *l = *pp;
+
+	*pp = l->next;
+	lent_free(l);
+	n->nlearned--;
+}
+
+static void
+mirror_clear(struct nft *n)
+{
+	size_t b;
+
+	for (b = 0; b < NFT_MIRROR_BUCKETS; b++)
+		while (n->buckets[b] != NULL)
+			mirror_remove(n, &n->buckets[b]);
+}
+
+static void
+stats_gauge(struct nft *n)
+{
+	if (n->st != NULL)
+		n->st->nft_learned_current = n->nlearned;
+}
+
+/* Creates or refreshes an entry; name may be NULL. */
+static int
+mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
+    const char *name)
+{
+	struct lent **pp = mirror_find(n, family, a), *l = *pp;
+	unsigned i;
+
+	if (l == NULL) {
+		if (n->nlearned >= NFT_LEARNED_MAX)
+			return -1;
+		l = calloc(1, sizeof(*l));
+		if (l == NULL)
+			return -1;
+		l->family = (uint8_t)family;
+		memcpy(l->addr, a, family == 4 ? 4 : 16);
+		*pp = l;
+		n->nlearned++;
+	}
+	if (expires > l->expires_ms)
+		l->expires_ms = expires;
+	if (name == NULL)
+		return 0;
+	for (i = 0; i < l->nnames; i++)
+		if (strcmp(l->names[i], name) == 0)
+			return 0;
+	if (l->nnames == NFT_NAMES_PER_ADDR) {
+		/* keep the newest names: they are what clients ask for now */
+		free(l->names[0]);
+		memmove(&l->names[0], &l->names[1],
+		    (NFT_NAMES_PER_ADDR - 1) * sizeof(l->names[0]));
+		l->nnames--;
+	}
+	l->names[l->nnames] = strdup(name);
+	if (l->names[l->nnames] != NULL)
+		l->nnames++;
+	return 0;
+}
+
+/* ---- socket, send, acks ---- */
+
+struct nft *
+nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
+{
+	struct nft *n;
+	int one = 1;
+	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
+	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
+
+	n = calloc(1, sizeof(*n));
+	if (n == NULL) {
+		err_set(e, "nft: out of memory");
+		return NULL;
+	}
+	n->magic = NFT_MAGIC;
+	n->o = *o;
+	n->st = st;
+	n->ttl_min = o->ttl_min;
+	n->ttl_max = o->ttl_max;
+	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	if (n->nl == NULL) {
+		err_set(e, "nft: netlink socket: %s", strerror(errno));
+		goto out_free;
+	}
+	if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err_set(e, "nft: netlink bind: %s", strerror(errno));
+		goto out_close;
+	}
+	n->portid = mnl_socket_get_portid(n->nl);
+	/* Kernel's own words on errors; acks without the echoed message. */
+	mnl_socket_setsockopt(n->nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	mnl_socket_setsockopt(n->nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	if (setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+	        sizeof(tv)) < 0) {
+		err_set(e, "nft: SO_RCVTIMEO: %s", strerror(errno));
+		goto out_close;
+	}
+	n->seq = (uint32_t)time(NULL);
+	return n;
+out_close:
+	mnl_socket_close(n->nl);
+out_free:
+	free(n);
+	return NULL;
+}
+
+void
+nft_free(struct nft *n)
+{
+	if (n == NULL)
+		return;
+	mirror_clear(n);
+	if (n->nl != NULL)
+		mnl_socket_close(n->nl);
+	n->magic = 0;
+	free(n);
+}
+
+static void
+sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
+{
+	int fd = mnl_socket_get_fd(n->nl);
+	size_t want;
+	int v;
+
+	want = sndlen + 4096;
+	v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	want = nmsgs * NFT_RCVBUF_PER_MSG;
+	if (want < NFT_RCVBUF_MIN)
+		want = NFT_RCVBUF_MIN;
+	v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+}
+
+/* The extended-ack text and offset, if the kernel sent them. */
+static void
+ext_ack(const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs)
+{
+	const struct nlmsgerr *me = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *a;
+	size_t off;
+
+	msg[0] = '\0';
+	*offs = -1;
+	if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
+		return;
+	off = sizeof(*nlh) + sizeof(*me);
+	if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+		off += me->msg.nlmsg_len - sizeof(me->msg);
+	off = NLMSG_ALIGN(off);
+	if (nlh->nlmsg_len <= off)
+		return;
+	for (a = (const struct nlattr *)((const uint8_t *)nlh + off);
+	     mnl_attr_ok(a,
+	         (int)((const uint8_t *)nlh + nlh->nlmsg_len -
+	             (const uint8_t *)a));
+	     a = mnl_attr_next(a)) {
+		if (mnl_attr_get_type(a) == NLMSGERR_ATTR_MSG &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+			snprintf(msg, msglen, "%s", mnl_attr_get_str(a));
+		else if (mnl_attr_get_type(a) == NLMSGERR_ATTR_OFFS &&
+		    mnl_attr_validate(a, MNL_TYPE_U32) == 0)
+			*offs = (int)mnl_attr_get_u32(a);
+	}
+}
+
+/*
+ * Sends one finished batch and waits for one ack per message. The first
+ * failing message (lowest index) is reported with the kernel's errno and
+ * extended-ack text.
+ */
+static int
+nft_send(struct nft *n, struct nft_batch *b, struct err *e)
+{
+	uint8_t *buf;
+	uint32_t base = n->seq;
+	size_t nmsgs = b->nmsgs, acked = 0, bad = (size_t)-1;
+	int bad_errno = 0, bad_offs = -1, rc = -1;
+	char kmsg[256] = "", tmp[256];
+	ssize_t r;
+
+	n->seq += (uint32_t)nmsgs + 2;
+	nft_batch_set_seq_(b, base);
+	sock_bufs(n, b->len, nmsgs);
+	buf = malloc(NFT_RECV_BUF);
+	if (buf == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	r = mnl_socket_sendto(n->nl, b->buf, b->len);
+	if (r < 0 || (size_t)r != b->len) {
+		err_set(e, "nft: netlink send (%zu bytes): %s", b->len,
+		    r < 0 ? strerror(errno) : "short write");
+		goto out;
+	}
+	while (acked < nmsgs) {
+		const struct nlmsghdr *nlh;
+		int len;
+
+		r = mnl_socket_recvfrom(n->nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: waiting for acks (%zu of %zu): %s",
+			    acked, nmsgs,
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			goto out;
+		}
+		len = (int)r;
+		for (nlh = (const struct nlmsghdr *)buf; mnl_nlmsg_ok(nlh, len);
+		     nlh = mnl_nlmsg_next(nlh, &len)) {
+			const struct nlmsgerr *me;
+			uint32_t s = nlh->nlmsg_seq;
+
+			if (nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			me = mnl_nlmsg_get_payload(nlh);
+			if (s == base) {
+				/* the batch as a whole (commit, ENOMEM) */
+				ext_ack(nlh, tmp, sizeof(tmp), &bad_offs);
+				err_set(e,
+				    "nft: kernel refused the batch "
+				    "(%zu messages): %s%s%s",
+				    nmsgs, strerror(-me->error),
+				    tmp[0] ? ": " : "", tmp);
+				goto out;
+			}
+			if (s <= base || s > base + nmsgs)
+				continue; /* not ours (stale) */
+			acked++;
+			if (me->error != 0 && s - base - 1 < bad) {
+				bad = s - base - 1;
+				bad_errno = -me->error;
+				ext_ack(nlh, kmsg, sizeof(kmsg), &bad_offs);
+			}
+		}
+	}
+	if (bad != (size_t)-1) {
+		snprintf(
+		    tmp, sizeof(tmp), " (bad attribute at byte %d)", bad_offs);
+		err_set(e,
+		    "nft: kernel refused message %zu of %zu (%s): %s%s%s%s",
+		    bad + 1, nmsgs, nft_batch_msg_label(b, bad),
+		    strerror(bad_errno), kmsg[0] ? ": " : "", kmsg,
+		    bad_offs >= 0 ? tmp : "");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(buf);
+	if (n->st != NULL) {
+		if (rc == 0)
+			n->st->nft_batches++;
+		else
+			n->st->nft_failures++;
+	}
+	return rc;
+}
+
+/* ---- dumps ---- */
+
+typedef int (*nft_dump_cb)(const struct nlmsghdr *nlh, void *arg);
+
+/* One GET request (built by the caller in buf) and its answer(s). */
+static int
+nft_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb, void *arg,
+    struct err *e, const char *what)
+{
+	uint8_t *buf;
+	ssize_t r;
+	int rc;
+	uint32_t seq = n->seq++;
+
+	req->nlmsg_seq = seq;
+	buf = malloc(NFT_RECV_BUF);
+	if (buf == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if (mnl_socket_sendto(n->nl, req, req->nlmsg_len) < 0) {
+		err_set(e, "nft: %s: send: %s", what, strerror(errno));
+		free(buf);
+		return -1;
+	}
+	for (;;) {
+		r = mnl_socket_recvfrom(n->nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: %s: %s", what,
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			rc = -1;
+			break;
+		}
+		rc = mnl_cb_run(buf, (size_t)r, seq, n->portid, cb, arg);
+		if (rc == MNL_CB_ERROR) {
+			err_set(e, "nft: %s: %s", what, strerror(errno));
+			rc = -errno;
+			break;
+		}
+		if (rc == MNL_CB_STOP) {
+			rc = 0;
+			break;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+struct names {
+	char **v;
+	size_t n;
+	bool overflow;
+};
+
+static void
+names_clear(struct names *x)
+{
+	size_t i;
+
+	for (i = 0; i < x->n; i++)
+		free(x->v[i]);
+	free(x->v);
+	memset(x, 0, sizeof(*x));
+}
+
+static int
+names_add(struct names *x, const char *s)
+{
+	char **nv;
+
+	if (x->n == NFT_KOBJ_MAX) {
+		x->overflow = true;
+		return -1;
+	}
+	nv = realloc(x->v, (x->n + 1) * sizeof(*nv));
+	if (nv == NULL)
+		return -1;
+	x->v = nv;
+	if ((x->v[x->n] = strdup(s)) == NULL)
+		return -1;
+	x->n++;
+	return 0;
+}
+
+static int
+chain_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	int rc = MNL_CB_OK;
+
+	if (c == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_chain_nlmsg_parse(nlh, c) == 0 &&
+	    strcmp(nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE), NFT_TABLE) == 0 &&
+	    nftnl_chain_get_u32(c, NFTNL_CHAIN_FAMILY) == NFPROTO_INET &&
+	    names_add(arg, nftnl_chain_get_str(c, NFTNL_CHAIN_NAME)) < 0)
+		rc = MNL_CB_ERROR;
+	nftnl_chain_free(c);
+	return rc;
+}
+
+static int
+set_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	int rc = MNL_CB_OK;
+
+	if (s == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_set_nlmsg_parse(nlh, s) == 0 &&
+	    strcmp(nftnl_set_get_str(s, NFTNL_SET_TABLE), NFT_TABLE) == 0 &&
+	    nftnl_set_get_u32(s, NFTNL_SET_FAMILY) == NFPROTO_INET &&
+	    !(nftnl_set_get_u32(s, NFTNL_SET_FLAGS) & NFT_SET_ANONYMOUS) &&
+	    names_add(arg, nftnl_set_get_str(s, NFTNL_SET_NAME)) < 0)
+		rc = MNL_CB_ERROR;
+	nftnl_set_free(s);
+	return rc;
+}
+
+static int
+null_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	(void)nlh;
+	(void)arg;
+	return MNL_CB_OK;
+}
+
+/* 1 = our table exists, 0 = not, -1 = error. */
+static int
+table_exists(struct nft *n, struct err *e)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nlmsghdr *nlh;
+	int rc;
+
+	if (t == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_TABLE);
+	nlh = nftnl_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETTABLE, NFPROTO_INET, NLM_F_ACK, 0);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	rc = nft_request(n, nlh, null_cb, NULL, e, "get table");
+	if (rc == -ENOENT) {
+		err_clear(e);
+		return 0;
+	}
+	return rc < 0 ? -1 : 1;
+}
+
+static int
+dump_names(struct nft *n, uint16_t type, struct names *out, struct err *e)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	int rc;
+
+	nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_DUMP, 0);
+	if (type == NFT_MSG_GETSET) {
+		struct nftnl_set *s = nftnl_set_alloc();
+
+		if (s == NULL)
+			goto out_nomem;
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+		nftnl_set_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+	}
+	rc = nft_request(n, nlh, type == NFT_MSG_GETSET ? set_cb : chain_cb,
+	    out, e, type == NFT_MSG_GETSET ? "list sets" : "list chains");
+	if (out->overflow) {
+		err_set(e, "nft: more than %d objects in table %s",
+		    NFT_KOBJ_MAX, NFT_TABLE);
+		return -1;
+	}
+	return rc < 0 ? -1 : 0;
+out_nomem:
+	err_set(e, "nft: out of memory");
+	return -1;
+}
+
+struct elem_dump {
+	struct nft *n;
+	int family;
+	uint64_t now;
+	int err;
+};
+
+static int
+elem_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct elem_dump *d = arg;
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nftnl_set_elems_iter *it;
+	struct nftnl_set_elem *el;
+	const void *key;
+	uint32_t klen;
+	uint64_t left;
+
+	if (s == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) < 0) {
+		nftnl_set_free(s);
+		return MNL_CB_OK;
+	}
+	it = nftnl_set_elems_iter_create(s);
+	if (it == NULL) {
+		nftnl_set_free(s);
+		return MNL_CB_ERROR;
+	}
+	for (el = nftnl_set_elems_iter_cur(it); el != NULL;
+	     el = nftnl_set_elems_iter_next(it)) {
+		key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &klen);
+		if (key == NULL || klen != (d->family == 4 ? 4u : 16u))
+			continue;
+		left = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_EXPIRATION)
+		    ? nftnl_set_elem_get_u64(el, NFTNL_SET_ELEM_EXPIRATION)
+		    : 0;
+		if (mirror_put(d->n, d->family, key, d->now + left, NULL) < 0)
+			d->err = -1;
+	}
+	nftnl_set_elems_iter_destroy(it);
+	nftnl_set_free(s);
+	return MNL_CB_OK;
+}
+
+/* Loads the learned elements of an adopted table into the mirror. */
+static int
+adopt_learned(struct nft *n, const struct names *sets, struct err *e)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct elem_dump d = {.n = n, .now = now_ms(n)};
+	struct nlmsghdr *nlh;
+	struct nftnl_set *s;
+	size_t i;
+	int f;
+
+	for (f = 4; f <= 6; f += 2) {
+		const char *name = f == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6;
+		bool present = false;
+
+		for (i = 0; i < sets->n; i++)
+			present |= strcmp(sets->v[i], name) == 0;
+		if (!present)
+			continue;
+		s = nftnl_set_alloc();
+		if (s == NULL) {
+			err_set(e, "nft: out of memory");
+			return -1;
+		}
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+		nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+		nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+		nlh = nftnl_nlmsg_build_hdr(
+		    buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, 0);
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		d.family = f;
+		if (nft_request(n, nlh, elem_cb, &d, e, "list learned") < 0)
+			return -1;
+	}
+	stats_gauge(n);
+	return 0;
+}
+
+/* ---- policy ---- */
+
+static bool
+learned_denied(const struct lent *l, const struct policy *p)
+{
+	const struct policy_rule *r = NULL;
+	unsigned i, denied = 0;
+
+	if (nft_addr_internal_(l->family, l->addr))
+		return true;
+	if (p->index != NULL &&
+	    policy_match_addr(p, l->family, l->addr, 0, 0, &r) == POLICY_DENY &&
+	    r != NULL && r->nports == 0 &&
+	    (r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL)
+		return true;
+	if (p->index == NULL)
+		return false;
+	for (i = 0; i < l->nnames; i++)
+		if (policy_match_domain(p, l->names[i], NULL) == POLICY_DENY)
+			denied++;
+	return l->nnames != 0 && denied == l->nnames;
+}
+
+int
+nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
+{
+	struct names chains = {0}, sets = {0};
+	struct nft_kstate ks;
+	struct nft_learn_addr *drop = NULL;
+	struct nft_batch *b = NULL;
+	struct lent *l, **pp;
+	size_t ndrop = 0, bkt;
+	int ex, rc = -1;
+
+	memset(&ks, 0, sizeof(ks));
+	ex = table_exists(n, e);
+	if (ex < 0)
+		goto out;
+	if (ex == 1) {
+		if (dump_names(n, NFT_MSG_GETCHAIN, &chains, e) < 0 ||
+		    dump_names(n, NFT_MSG_GETSET, &sets, e) < 0)
+			goto out;
+		if (!n->applied && adopt_learned(n, &sets, e) < 0)
+			goto out;
+		ks.table_exists = true;
+		ks.chains = chains.v;
+		ks.nchains = chains.n;
+		ks.sets = sets.v;
+		ks.nsets = sets.n;
+	} else if (n->applied) {
+		/* someone deleted our table: start over, mirror is stale */
+		mirror_clear(n);
+	}
+	/* Learned elements the new policy denies go in the same batch. */
+	nft_expire_tick(n);
+	drop = calloc(n->nlearned + 1, sizeof(*drop));
+	if (drop == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out;
+	}
+	for (bkt = 0; bkt < NFT_MIRROR_BUCKETS; bkt++)
+		for (l = n->buckets[bkt]; l != NULL; l = l->next)
+			if (ex == 1 && learned_denied(l, p)) {
+				drop[ndrop].family = l->family;
+				memcpy(drop[ndrop].addr, l->addr, 16);
+				ndrop++;
+			}
+	ks.drop = drop;
+	ks.ndrop = ndrop;
+	if (nft_build_ruleset(p, &n->o, &ks, &b, e) < 0)
+		goto out;
+	if (nft_send(n, b, e) < 0)
+		goto out;
+	/* In force: now the mirror follows. */
+	for (bkt = 0; bkt < NFT_MIRROR_BUCKETS; bkt++)
+		for (pp = &n->buckets[bkt]; *pp != NULL;)
+			if (ex == 1 && learned_denied(*pp, p))
+				mirror_remove(n, pp);
+			else
+				pp = &(*pp)->next;
+	n->ttl_min = p->dns.ttl_min != 0 ? p->dns.ttl_min : n->o.ttl_min;
+	n->ttl_max = p->dns.ttl_max != 0 ? p->dns.ttl_max : n->o.ttl_max;
+	if (n->ttl_max < n->ttl_min)
+		n->ttl_max = n->ttl_min;
+	n->applied = true;
+	stats_gauge(n);
+	rc = 0;
+out:
+	nft_batch_free(b);
+	free(drop);
+	names_clear(&chains);
+	names_clear(&sets);
+	return rc;
+}
+
+/* ---- learned ---- */
+
+static uint32_t
+clamp(const struct nft *n, uint32_t ttl)
+{
+	if (ttl < n->ttl_min)
+		ttl = n->ttl_min;
+	if (ttl > n->ttl_max)
+		ttl = n->ttl_max;
+	return ttl == 0 ? 1 : ttl;
+}
+
+int
+nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
+    struct err *e)
+{
+	struct nft_learn_addr u[NFT_LEARN_BATCH_MAX];
+	struct nft_batch *b = NULL;
+	size_t i, j, nu = 0, fresh = 0;
+	uint64_t now;
+	int rc = -1;
+
+	if (!n->applied) {
+		err_set(e, "nft: learn before the ruleset is applied");
+		return -1;
+	}
+	if (n_addrs > NFT_LEARN_BATCH_MAX) {
+		err_set(e, "nft: %zu addresses in one answer (max %d)", n_addrs,
+		    NFT_LEARN_BATCH_MAX);
+		return -1;
+	}
+	/* One element once per batch: a repeated delete would fail. */
+	for (i = 0; i < n_addrs; i++) {
+		if (a[i].family != 4 && a[i].family != 6) {
+			err_set(e, "nft: learned address %zu: bad family", i);
+			return -1;
+		}
+		for (j = 0; j < nu; j++)
+			if (u[j].family == a[i].family &&
+			    memcmp(u[j].addr, a[i].addr,
+			        a[i].family == 4 ? 4 : 16) == 0)
+				break;
+		if (j < nu) {
+			if (a[i].ttl > u[j].ttl)
+				u[j].ttl = a[i].ttl;
+			continue;
+		}
+		u[nu] = a[i];
+		if (*mirror_find(n, a[i].family, a[i].addr) == NULL)
+			fresh++;
+		nu++;
+	}
+	if (nu == 0)
+		return 0;
+	if (n->nlearned + fresh > NFT_LEARNED_MAX)
+		nft_expire_tick(n);
+	if (n->nlearned + fresh > NFT_LEARNED_MAX) {
+		err_set(e, "nft: learned sets full (%d)", NFT_LEARNED_MAX);
+		return -1;
+	}
+	if (nft_build_learn(u, nu, n->ttl_min, n->ttl_max, &b, e) < 0)
+		goto out;
+	if (nft_send(n, b, e) < 0)
+		goto out;
+	now = now_ms(n);
+	for (i = 0; i < n_addrs; i++)
+		(void)mirror_put(n, a[i].family, a[i].addr,
+		    now + (uint64_t)clamp(n, a[i].ttl) * 1000, a[i].name);
+	if (n->st != NULL)
+		n->st->nft_learned += nu;
+	stats_gauge(n);
+	rc = 0;
+out:
+	nft_batch_free(b);
+	return rc;
+}
+
+size_t
+nft_expire_tick(struct nft *n)
+{
+	uint64_t now = now_ms(n);
+	struct lent **pp;
+	size_t b, k = 0;
+
+	for (b = 0; b < NFT_MIRROR_BUCKETS; b++)
+		for (pp = &n->buckets[b]; *pp != NULL;)
+			if ((*pp)->expires_ms <= now) {
+				mirror_remove(n, pp);
+				k++;
+			} else
+				pp = &(*pp)->next;
+	stats_gauge(n);
+	return k;
+}
+
+size_t
+nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
+    const char **names, size_t max)
+{
+	struct lent *l;
+	size_t i;
+
+	if (family != 4 && family != 6)
+		return 0;
+	l = *mirror_find((struct nft *)(uintptr_t)n, family, addr);
+	if (l == NULL)
+		return 0;
+	for (i = 0; i < l->nnames && i < max; i++)
+		names[i] = l->names[i];
+	return i;
+}
+
+size_t
+nft_learned_count(const struct nft *n)
+{
+	return n->nlearned;
+}
+
+/* Used by nft_live.c: refresh entries to ttl seconds from now. */
+int
+nft_refresh_(
+    struct nft *n, const struct nft_learn_addr *a, size_t na, struct err *e)
+{
+	size_t i, k;
+	int rc;
+
+	for (i = 0; i < na; i += k) {
+		k = na - i > NFT_LEARN_BATCH_MAX ? NFT_LEARN_BATCH_MAX : na - i;
+		rc = nft_learn(n, a + i, k, e);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Entries expiring before now + window_ms (for nft_live.c). */
+size_t
+nft_expiring_(
+    struct nft *n, int family, const uint8_t *addr, uint64_t window_ms)
+{
+	struct lent *l = *mirror_find(n, family, addr);
+
+	if (l == NULL)
+		return 0;
+	return l->expires_ms <= now_ms(n) + window_ms ? 1 : 0;
+}
+
+uint32_t
+nft_mark_(const struct nft *n)
+{
+	return n->o.mark;
+}
+
+uint16_t
+nft_dns_port_(const struct nft *n)
+{
+	return n->o.dns_port;
+}
+
+uint32_t
+nft_ttl_clamp_(const struct nft *n, uint32_t ttl)
+{
+	return clamp(n, ttl);
+}
+
+struct mnl_socket *
+nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid)
+{
+	*seq = n->seq++;
+	*portid = n->portid;
+	return n->nl;
+}
+
+/* ---- counters, teardown ---- */
+
+static int
+obj_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nft_counter *out = arg;
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	const char *name;
+	size_t i;
+
+	if (o == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_obj_nlmsg_parse(nlh, o) == 0 &&
+	    strcmp(nftnl_obj_get_str(o, NFTNL_OBJ_TABLE), NFT_TABLE) == 0 &&
+	    nftnl_obj_get_u32(o, NFTNL_OBJ_TYPE) == NFT_OBJECT_COUNTER) {
+		name = nftnl_obj_get_str(o, NFTNL_OBJ_NAME);
+		for (i = 0; i < NFT_NCOUNTERS; i++)
+			if (strcmp(name, out[i].name) == 0) {
+				out[i].packets =
+				    nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
+				out[i].bytes =
+				    nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_BYTES);
+			}
+	}
+	nftnl_obj_free(o);
+	return MNL_CB_OK;
+}
+
+int
+nft_read_counters(
+    struct nft *n, struct nft_counter out[NFT_NCOUNTERS], struct err *e)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	struct nftnl_obj *o;
+	size_t i;
+
+	for (i = 0; i < NFT_NCOUNTERS; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		snprintf(out[i].name, sizeof(out[i].name), "%s",
+		    nft_counter_name(i));
+	}
+	o = nftnl_obj_alloc();
+	if (o == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nlh = nftnl_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETOBJ, NFPROTO_INET, NLM_F_DUMP, 0);
+	nftnl_obj_nlmsg_build_payload(nlh, o);
+	nftnl_obj_free(o);
+	return nft_request(n, nlh, obj_cb, out, e, "read counters") < 0 ? -1
+	                                                                : 0;
+}
+
+int
+nft_teardown(struct nft *n, struct err *e)
+{
+	struct nft_batch *b;
+	int ex, rc;
+
+	ex = table_exists(n, e);
+	if (ex <= 0)
+		return ex;
+	if (nft_build_teardown(&b, e) < 0)
+		return -1;
+	rc = nft_send(n, b, e);
+	nft_batch_free(b);
+	if (rc == 0) {
+		mirror_clear(n);
+		n->applied = false;
+		stats_gauge(n);
+	}
+	return rc;
+}

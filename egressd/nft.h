@@ -1,0 +1,249 @@
+/*
+ * nft: default-deny at L3/L4 with nftables, programmed over netlink
+ * (libnftnl + libmnl; no nft binary at run time).
+ *
+ * egressd owns exactly one table, "inet egressd", and touches nothing
+ * outside it. The table is built from a policy snapshot by a pure function
+ * (nft_build_ruleset: policy + options + what the kernel already holds in
+ * -> one netlink batch out, as bytes) and committed as ONE transaction with
+ * NLM_F_ACK on every message and every ack checked: either the whole new
+ * ruleset is in force or the old one still is, byte for byte. Errors name
+ * the errno and which message of the batch the kernel refused.
+ *
+ * Ruleset (docs/nft.md prints a real one):
+ *   chain nat_out    type nat hook output priority -100, policy accept:
+ *     own mark -> accept; nameserver-exempt :53 -> accept;
+ *     tcp/udp dport 53 (any address, v4 and v6) -> redirect to :dns_port;
+ *     [proxy_port != 0] tcp dport @intercept to learned -> redirect :proxy.
+ *   chain filter_out type filter hook output priority 0, policy drop:
+ *     ct established,related; own mark; ICMPv6 ND (133-136, 143);
+ *     nameserver-exempt :53; protected ports on any local address (fib
+ *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
+ *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
+ *     dport proxy_port; oif lo; DoT tcp 853, QUIC udp 443, DoH-block ->
+ *     deny; IP/CIDR rules of the policy layers in precedence order
+ *     (always-deny, always-allow, infra), the built-in internal ranges
+ *     (metadata, link-local, CGNAT, Teredo, NAT64/6to4 forms) -> deny, the
+ *     user IP/CIDR rules; @learned4/@learned6 -> accept; default action.
+ *   chain deny (regular): rate-limited log, tcp reset, icmpx
+ *     admin-prohibited. Every decision counts in a named counter.
+ * Precedence of IP/CIDR rules equals policy_match_addr(): rules are sorted
+ * by layer, then prefix length (longest first), then deny before allow,
+ * and emitted as ordered rules (one per group of equal layer, length,
+ * action, protocols and ports, its prefixes in an interval set); the first
+ * matching rule in that order is the rule policy_match_addr() picks.
+ *
+ * Fail closed: the table is not owned by a socket, so it survives a crash
+ * or kill -9. A (re)starting egressd adopts it in one batch (chains
+ * flushed and refilled, static sets replaced, learned sets kept), so there
+ * is never a moment without the drop policy or the DNS redirect.
+ * nft_teardown() is the only way egressd removes it.
+ *
+ * Threading: none. All calls are synchronous on one netlink socket with a
+ * bounded receive timeout (NFT_ACK_TIMEOUT_MS); call them from the event
+ * loop. No global state.
+ */
+#ifndef EGRESSD_NFT_H
+#define EGRESSD_NFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/err.h"
+#include "policy/policy.h"
+
+struct stats;
+
+#define NFT_TABLE "egressd"
+#define NFT_CHAIN_FILTER "filter_out"
+#define NFT_CHAIN_NAT "nat_out"
+#define NFT_CHAIN_DENY "deny"
+#define NFT_SET_LEARNED4 "learned4"
+#define NFT_SET_LEARNED6 "learned6"
+
+/* Bounds. */
+#define NFT_PORTS_MAX 32 /* protected / intercept ports */
+#define NFT_ADDRS_MAX 64 /* nameserver-exempt, DoH blocklist */
+#define NFT_LEARNED_MAX 65536 /* elements per learned set, mirror */
+#define NFT_LEARN_BATCH_MAX 256 /* addresses per nft_learn() call */
+#define NFT_NAMES_PER_ADDR 8 /* names remembered per learned addr */
+#define NFT_KOBJ_MAX 4096 /* chains/sets found in an adopted table */
+#define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
+#define NFT_ACK_TIMEOUT_MS 5000 /* per recv while waiting for acks */
+#define NFT_ELEMS_PER_MSG 128 /* set elements per netlink message */
+#define NFT_DEFAULT_TTL_MIN 30 /* seconds */
+#define NFT_DEFAULT_TTL_MAX 3600 /* seconds */
+#define NFT_DEFAULT_LOG_RATE 5 /* kernel log lines/s for drops */
+#define NFT_SELFCHECK_TIMEOUT_MS 500 /* per probe datagram */
+
+struct nft_opts {
+	uint32_t mark; /* SO_MARK of egressd's own sockets (0x1) */
+	uint16_t dns_port; /* resolver on 127.0.0.1 and ::1 (15353) */
+	uint16_t proxy_port; /* transparent proxy; 0 = no interception */
+	/* Ports only egressd's own sockets may reach on local addresses:
+	 * the control API port first (18080), then operator-listed ones. */
+	uint16_t protected_ports[NFT_PORTS_MAX];
+	size_t nprotected_ports;
+	/* TCP ports redirected to proxy_port (80, 443 and extra). */
+	uint16_t intercept_ports[NFT_PORTS_MAX];
+	size_t nintercept_ports;
+	/* Direct DNS (tcp/udp 53) allowed to these, not redirected. */
+	struct policy_prefix ns_exempt[NFT_ADDRS_MAX];
+	size_t nns_exempt;
+	/* tcp 443 to these is denied when block_doh_443. */
+	bool block_doh_443;
+	struct policy_prefix doh_block[NFT_ADDRS_MAX];
+	size_t ndoh_block;
+	/* Learned element lifetime = answer TTL clamped to [ttl_min,
+	 * ttl_max]; a policy with dns.ttl_min/ttl_max set overrides. */
+	uint32_t ttl_min, ttl_max;
+	uint32_t log_rate; /* kernel log lines/s for drops; 0 = count only */
+	/* Monotonic milliseconds; NULL = CLOCK_MONOTONIC. For tests. */
+	uint64_t (*clock)(void *arg);
+	void *clock_arg;
+};
+
+/* Defaults of contract §1: mark 0x1, dns 15353, API 18080 protected. */
+void nft_opts_init(struct nft_opts *o);
+
+/* One address of a DNS answer for nft_learn(). */
+struct nft_learn_addr {
+	uint8_t family; /* 4 or 6 */
+	uint8_t addr[16]; /* network byte order */
+	uint32_t ttl; /* seconds, from the answer; clamped */
+	const char *name; /* the allowed name it was learned for; borrowed */
+};
+
+/*
+ * What the kernel already holds in our table, for the builder: the names
+ * of chains and sets to flush/replace, and learned elements to remove.
+ * NULL or zeroed = no table yet.
+ */
+struct nft_kstate {
+	bool table_exists;
+	char **chains; /* borrowed */
+	size_t nchains;
+	char **sets; /* borrowed; learned4/6 are kept, others replaced */
+	size_t nsets;
+	const struct nft_learn_addr *drop; /* learned elements to remove */
+	size_t ndrop;
+};
+
+/* An opaque netlink batch: begin, messages (each NLM_F_ACK), end. */
+struct nft_batch;
+
+void nft_batch_free(struct nft_batch *b);
+const uint8_t *nft_batch_data(const struct nft_batch *b, size_t *len);
+/* Messages between begin and end. */
+size_t nft_batch_nmsgs(const struct nft_batch *b);
+/* "NEWRULE filter_out #12"-like label of message i (0-based, between
+ * begin and end), for error messages. */
+const char *nft_batch_msg_label(const struct nft_batch *b, size_t i);
+/*
+ * Decodes the batch with libnftnl into readable lines, one per object
+ * ("NEWRULE inet egressd filter_out [ meta load ... ]"). Newly allocated,
+ * caller frees; NULL on allocation failure. For tests and --check.
+ */
+char *nft_batch_describe(const struct nft_batch *b);
+
+/*
+ * PURE: policy (borrowed) + options + kernel state -> the batch that makes
+ * the table exactly the ruleset for p. Nothing is sent. On error *out is
+ * NULL and nothing is left allocated.
+ */
+int nft_build_ruleset(const struct policy *p, const struct nft_opts *o,
+    const struct nft_kstate *ks, struct nft_batch **out, struct err *e);
+/*
+ * PURE: the batch that adds (or refreshes) learned elements with timeout
+ * ttl clamped to [ttl_min, ttl_max]. Refresh is add;delete;add of the same
+ * elements in one transaction, which restarts the timeout on every kernel
+ * (plain re-add only updates timeouts since Linux 6.10) and never fails
+ * on an element that expired meanwhile.
+ */
+int nft_build_learn(const struct nft_learn_addr *a, size_t n, uint32_t ttl_min,
+    uint32_t ttl_max, struct nft_batch **out, struct err *e);
+/* PURE: delete table inet egressd. */
+int nft_build_teardown(struct nft_batch **out, struct err *e);
+
+/* The runtime object: a netlink socket, options, the learned mirror. */
+struct nft;
+
+/*
+ * Opens the netlink socket; sends nothing. st (may be NULL) is borrowed
+ * and must outlive n: nft_batches, nft_failures, nft_learned,
+ * nft_learned_current are kept up to date.
+ */
+struct nft *nft_new(const struct nft_opts *o, struct stats *st, struct err *e);
+void nft_free(struct nft *n); /* leaves the table in force */
+
+/*
+ * Installs the ruleset for p (borrowed) in one batch. The first call
+ * adopts a table left by an earlier egressd (learned elements it holds are
+ * kept and loaded into the mirror without names). Learned elements the
+ * new policy denies (all their names now denied, or the address covered
+ * by a deny rule of every port and protocol or an internal range) are
+ * removed in the same batch; the others keep their expiry. On -1 nothing
+ * changed in the kernel; the caller must not report ready.
+ */
+int nft_apply_policy(struct nft *n, const struct policy *p, struct err *e);
+
+/*
+ * Adds/refreshes the addresses of one DNS answer in one batch and waits
+ * for the kernel's acks: when it returns 0 the addresses are allowed.
+ * n_addrs <= NFT_LEARN_BATCH_MAX. Needs a prior nft_apply_policy().
+ */
+int nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
+    struct err *e);
+
+/* Forgets mirror entries whose kernel element has expired; returns how
+ * many. Call from a timer (e.g. every 10 s). */
+size_t nft_expire_tick(struct nft *n);
+
+/*
+ * Long-lived connections: dumps conntrack (ctnetlink) for unmarked flows
+ * whose original destination is a learned address expiring within
+ * window_s and refreshes those elements (to ttl_max) in one batch.
+ * *renewed (may be NULL) gets the count. Call from a timer.
+ */
+int nft_renew_live(
+    struct nft *n, uint32_t window_s, size_t *renewed, struct err *e);
+
+/*
+ * Names an address was learned for (at most max, borrowed until the next
+ * nft_* call that changes the mirror). Returns the number stored.
+ */
+size_t nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
+    const char **names, size_t max);
+size_t nft_learned_count(const struct nft *n);
+
+/*
+ * Startup self-check with real packets, after nft_apply_policy(): a UDP
+ * datagram from an unmarked socket to 192.0.2.1:53 must arrive on the
+ * resolver's port (redirect works) and one from a socket carrying the mark
+ * to 127.0.0.1:53 must not (exemption works). fd4 is the resolver's bound
+ * 127.0.0.1:dns_port UDP socket, read here before the event loop uses it,
+ * or -1: then the check binds that port itself (call before the resolver
+ * listens). 0, or -1 with what failed.
+ */
+int nft_selfcheck(struct nft *n, int fd4, struct err *e);
+
+/* Per-decision counters of the filter chain (named nft counters). */
+#define NFT_COUNTER_NAME_MAX 32
+struct nft_counter {
+	char name[NFT_COUNTER_NAME_MAX];
+	uint64_t packets, bytes;
+};
+/* The names nft_read_counters() fills, in this order. */
+#define NFT_NCOUNTERS 19
+const char *nft_counter_name(size_t i);
+int nft_read_counters(
+    struct nft *n, struct nft_counter out[NFT_NCOUNTERS], struct err *e);
+
+/* Deletes table inet egressd (--teardown-on-exit). Absent table: 0. */
+int nft_teardown(struct nft *n, struct err *e);
+
+/* Parses "IP" or "IP/len" into p; 0/-1. For the daemon's option lists. */
+int nft_parse_prefix(const char *s, struct policy_prefix *p, struct err *e);
+
+#endif

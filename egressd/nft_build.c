@@ -1,0 +1,1783 @@
+/*
+ * nft_build: policy snapshot -> one netlink batch, with no I/O.
+ *
+ * Every message carries NLM_F_ACK so the sender can tell which one the
+ * kernel refused; sequence numbers are rewritten at send time.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/rtnetlink.h>
+#include <netinet/in.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+
+#include "egressd/nft_int.h"
+
+/* nft's datatype ids, so `nft list ruleset` prints sets readably. */
+#define NFT_TYPE_IPADDR 7
+#define NFT_TYPE_IP6ADDR 8
+#define NFT_TYPE_INET_SERVICE 13
+
+#define LOOPBACK_IFINDEX 1 /* lo is ifindex 1 in every namespace */
+#define NFT_PRIO_NAT_OUT -100
+#define NFT_PRIO_FILTER_OUT 0
+#define NFT_LIMIT_BURST 10
+#define NFT_SETNAME_MAX 32
+
+/* Counter names, in the order of nft_read_counters(). */
+static const char *const counter_names[NFT_NCOUNTERS] = {
+    "own",
+    "nd",
+    "ns_exempt",
+    "api_block",
+    "dns",
+    "proxy",
+    "loopback",
+    "dot",
+    "quic",
+    "doh",
+    "always_deny",
+    "always_allow",
+    "infra",
+    "internal",
+    "user_allow",
+    "user_deny",
+    "learned",
+    "default_allow",
+    "default_deny",
+};
+
+/*
+ * Built-in internal destinations, denied unless an always-allow or infra
+ * rule of the operator allows them (THREATS §5): cloud metadata,
+ * link-local, CGNAT, and their IPv6 spellings (NAT64 64:ff9b::/96, 6to4
+ * 2002::/16, IPv4-compatible and -mapped), Teredo (2001::/32) as a whole.
+ * ICMPv6 neighbour discovery to fe80::/10 is accepted before these.
+ */
+struct builtin_prefix {
+	uint8_t family, len;
+	const char *addr;
+};
+
+static const struct builtin_prefix internal_prefixes[] = {
+    {4, 16, "169.254.0.0"}, /* link-local, AWS/GCP metadata */
+    {4, 10, "100.64.0.0"}, /* CGNAT, Alibaba 100.100.100.200 */
+    {4, 32, "168.63.129.16"}, /* Azure wire server */
+    {6, 10, "fe80::"}, /* link-local */
+    {6, 128, "fd00:ec2::254"}, /* AWS IPv6 metadata */
+    {6, 112, "64:ff9b::a9fe:0"}, {6, 106, "64:ff9b::6440:0"},
+    {6, 128, "64:ff9b::a83f:8110"}, {6, 32, "2002:a9fe::"},
+    {6, 26, "2002:6440::"}, {6, 48, "2002:a83f:8110::"}, {6, 112, "::a9fe:0"},
+    {6, 106, "::6440:0"}, {6, 128, "::a83f:8110"}, {6, 112, "::ffff:a9fe:0"},
+    {6, 106, "::ffff:6440:0"}, {6, 128, "::ffff:a83f:8110"},
+    {6, 32, "2001::"}, /* Teredo */
+};
+
+const char *
+nft_counter_name(size_t i)
+{
+	return i < NFT_NCOUNTERS ? counter_names[i] : NULL;
+}
+
+void
+nft_opts_init(struct nft_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mark = 0x1;
+	o->dns_port = 15353;
+	o->protected_ports[0] = 18080;
+	o->nprotected_ports = 1;
+	o->intercept_ports[0] = 80;
+	o->intercept_ports[1] = 443;
+	o->nintercept_ports = 2;
+	o->ttl_min = NFT_DEFAULT_TTL_MIN;
+	o->ttl_max = NFT_DEFAULT_TTL_MAX;
+	o->log_rate = NFT_DEFAULT_LOG_RATE;
+}
+
+int
+nft_parse_prefix(const char *s, struct policy_prefix *p, struct err *e)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	char *slash, *end;
+	unsigned long len;
+	unsigned bits, i;
+
+	if (strlen(s) >= sizeof(buf)) {
+		err_set(e, "bad address \"%.64s\"", s);
+		return -1;
+	}
+	memcpy(buf, s, strlen(s) + 1);
+	slash = strchr(buf, '/');
+	if (slash != NULL)
+		*slash++ = '\0';
+	memset(p, 0, sizeof(*p));
+	if (inet_pton(AF_INET, buf, p->addr) == 1) {
+		p->family = 4;
+		bits = 32;
+	} else if (inet_pton(AF_INET6, buf, p->addr) == 1) {
+		p->family = 6;
+		bits = 128;
+	} else {
+		err_set(e, "bad address \"%.64s\"", s);
+		return -1;
+	}
+	len = bits;
+	if (slash != NULL) {
+		errno = 0;
+		len = strtoul(slash, &end, 10);
+		if (*slash == '\0' || *end != '\0' || errno != 0 ||
+		    len > bits) {
+			err_set(e, "bad prefix length in \"%.64s\"", s);
+			return -1;
+		}
+	}
+	p->len = (uint8_t)len;
+	for (i = p->len; i < bits; i++)
+		p->addr[i / 8] &= (uint8_t) ~(0x80u >> (i % 8));
+	return 0;
+}
+
+/* ---- the batch buffer ---- */
+
+struct nft_batch *
+nft_batch_new_(void)
+{
+	return calloc(1, sizeof(struct nft_batch));
+}
+
+void
+nft_batch_free(struct nft_batch *b)
+{
+	if (b == NULL)
+		return;
+	free(b->buf);
+	free(b->msgs);
+	free(b);
+}
+
+void *
+nft_batch_room_(struct nft_batch *b, struct err *e)
+{
+	size_t ncap;
+	uint8_t *nb;
+
+	if (b->len + NFT_MSG_ROOM > b->cap) {
+		ncap = b->cap == 0 ? 4 * NFT_MSG_ROOM : b->cap * 2;
+		if (ncap > NFT_BATCH_MAX + NFT_MSG_ROOM) {
+			err_set(e, "nft batch exceeds %u bytes", NFT_BATCH_MAX);
+			return NULL;
+		}
+		nb = realloc(b->buf, ncap);
+		if (nb == NULL) {
+			err_set(e, "nft batch: out of memory");
+			return NULL;
+		}
+		/* Zeroed so that padding bytes are deterministic (goldens). */
+		memset(nb + b->cap, 0, ncap - b->cap);
+		b->buf = nb;
+		b->cap = ncap;
+	}
+	return b->buf + b->len;
+}
+
+int
+nft_batch_push_(struct nft_batch *b, const char *label, struct err *e)
+{
+	struct nlmsghdr *nlh = (struct nlmsghdr *)(b->buf + b->len);
+	struct nft_msgdesc *nm;
+	size_t ncap;
+
+	if (b->nmsgs == b->capmsgs) {
+		ncap = b->capmsgs == 0 ? 64 : b->capmsgs * 2;
+		nm = realloc(b->msgs, ncap * sizeof(*nm));
+		if (nm == NULL) {
+			err_set(e, "nft batch: out of memory");
+			return -1;
+		}
+		b->msgs = nm;
+		b->capmsgs = ncap;
+	}
+	if (nlh->nlmsg_len > NFT_MSG_ROOM) {
+		/* Cannot happen with the chunking below; never overrun. */
+		err_set(e, "nft batch: message %s too large", label);
+		return -1;
+	}
+	nm = &b->msgs[b->nmsgs++];
+	nm->off = b->len;
+	snprintf(nm->label, sizeof(nm->label), "%s", label);
+	b->len += NLMSG_ALIGN(nlh->nlmsg_len);
+	if (b->len > NFT_BATCH_MAX) {
+		err_set(e, "nft batch exceeds %u bytes", NFT_BATCH_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+batch_begin(struct nft_batch *b, struct err *e)
+{
+	void *p = nft_batch_room_(b, e);
+
+	if (p == NULL)
+		return -1;
+	nftnl_batch_begin(p, 0);
+	b->len += NLMSG_ALIGN(((struct nlmsghdr *)p)->nlmsg_len);
+	return 0;
+}
+
+int
+nft_batch_finish_(struct nft_batch *b, struct err *e)
+{
+	void *p = nft_batch_room_(b, e);
+
+	if (p == NULL)
+		return -1;
+	nftnl_batch_end(p, 0);
+	b->len += NLMSG_ALIGN(((struct nlmsghdr *)p)->nlmsg_len);
+	b->finished = true;
+	nft_batch_set_seq_(b, 1);
+	return 0;
+}
+
+void
+nft_batch_set_seq_(struct nft_batch *b, uint32_t base)
+{
+	struct nlmsghdr *nlh;
+	size_t off = 0, i = 0;
+
+	while (off < b->len) {
+		nlh = (struct nlmsghdr *)(b->buf + off);
+		nlh->nlmsg_seq = base + (uint32_t)i;
+		off += NLMSG_ALIGN(nlh->nlmsg_len);
+		i++;
+	}
+}
+
+const uint8_t *
+nft_batch_data(const struct nft_batch *b, size_t *len)
+{
+	*len = b->len;
+	return b->buf;
+}
+
+size_t
+nft_batch_nmsgs(const struct nft_batch *b)
+{
+	return b->nmsgs;
+}
+
+const char *
+nft_batch_msg_label(const struct nft_batch *b, size_t i)
+{
+	return i < b->nmsgs ? b->msgs[i].label : "?";
+}
+
+/* ---- building blocks ---- */
+
+struct bctx {
+	struct nft_batch *b;
+	const struct nft_opts *o;
+	struct err *e;
+	unsigned nsets; /* for generated set names */
+	uint32_t set_id;
+};
+
+static struct nlmsghdr *
+hdr(struct bctx *c, uint16_t type, uint16_t flags)
+{
+	void *p = nft_batch_room_(c->b, c->e);
+
+	if (p == NULL)
+		return NULL;
+	return nftnl_nlmsg_build_hdr(
+	    p, type, NFPROTO_INET, flags | NLM_F_ACK, 0);
+}
+
+static int
+msg_table(struct bctx *c, uint16_t type)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nlmsghdr *nlh;
+
+	if (t == NULL)
+		goto out_nomem;
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_TABLE);
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	/* Not dormant, not owned by our socket: survives us (fail closed). */
+	if (type == NFT_MSG_NEWTABLE)
+		nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, 0);
+	nlh = hdr(c, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	if (nlh == NULL)
+		goto out_free;
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	return nft_batch_push_(c->b,
+	    type == NFT_MSG_NEWTABLE ? "NEWTABLE egressd" : "DELTABLE egressd",
+	    c->e);
+out_free:
+	nftnl_table_free(t);
+	return -1;
+out_nomem:
+	err_set(c->e, "nft: out of memory");
+	return -1;
+}
+
+/* hooknum < 0: a regular chain. */
+static int
+msg_chain(struct bctx *c, uint16_t type, const char *name, int hooknum,
+    const char *ctype, int prio, int policy)
+{
+	struct nftnl_chain *ch = nftnl_chain_alloc();
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+
+	if (ch == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, NFT_TABLE);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, name);
+	nftnl_chain_set_u32(ch, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+	if (type == NFT_MSG_NEWCHAIN && hooknum >= 0) {
+		nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, (uint32_t)hooknum);
+		nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, prio);
+		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, ctype);
+		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, (uint32_t)policy);
+	}
+	nlh = hdr(c, type, type == NFT_MSG_NEWCHAIN ? NLM_F_CREATE : 0);
+	if (nlh == NULL) {
+		nftnl_chain_free(ch);
+		return -1;
+	}
+	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	nftnl_chain_free(ch);
+	snprintf(label, sizeof(label), "%s %s",
+	    type == NFT_MSG_NEWCHAIN ? "NEWCHAIN" : "DELCHAIN", name);
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+/* DELRULE without a handle flushes the chain. */
+static int
+msg_flush_chain(struct bctx *c, const char *chain)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+
+	if (r == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	nlh = hdr(c, NFT_MSG_DELRULE, 0);
+	if (nlh == NULL) {
+		nftnl_rule_free(r);
+		return -1;
+	}
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	snprintf(label, sizeof(label), "FLUSH chain %s", chain);
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+static int
+msg_counter(struct bctx *c, const char *name)
+{
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+
+	if (o == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	/* No EXCL: an existing counter keeps its values across applies. */
+	nlh = hdr(c, NFT_MSG_NEWOBJ, NLM_F_CREATE);
+	if (nlh == NULL) {
+		nftnl_obj_free(o);
+		return -1;
+	}
+	nftnl_obj_nlmsg_build_payload(nlh, o);
+	nftnl_obj_free(o);
+	snprintf(label, sizeof(label), "NEWOBJ counter %s", name);
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+static struct nftnl_set *
+set_base(const char *name)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (s == NULL)
+		return NULL;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	return s;
+}
+
+static int
+msg_set(struct bctx *c, uint16_t type, const char *name, uint32_t keytype,
+    uint32_t keylen, uint32_t flags, uint32_t size)
+{
+	struct nftnl_set *s = set_base(name);
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+
+	if (s == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	if (type == NFT_MSG_NEWSET) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, keytype);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, keylen);
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
+		if (size != 0)
+			nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
+		/* The kernel requires a transaction-local id on NEWSET. */
+		nftnl_set_set_u32(s, NFTNL_SET_ID, ++c->set_id);
+	}
+	nlh = hdr(c, type, type == NFT_MSG_NEWSET ? NLM_F_CREATE : 0);
+	if (nlh == NULL) {
+		nftnl_set_free(s);
+		return -1;
+	}
+	nftnl_set_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	snprintf(label, sizeof(label), "%s %s",
+	    type == NFT_MSG_NEWSET ? "NEWSET" : "DELSET", name);
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+/* One element key with optional flags/timeout, into set s. */
+static int
+elem_add(struct nftnl_set *s, const uint8_t *key, uint32_t klen, uint32_t flags,
+    uint64_t timeout_ms)
+{
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+
+	if (el == NULL)
+		return -1;
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, klen);
+	if (flags != 0)
+		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_FLAGS, flags);
+	if (timeout_ms != 0)
+		nftnl_set_elem_set_u64(el, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
+	nftnl_set_elem_add(s, el);
+	return 0;
+}
+
+static int
+msg_elems(struct bctx *c, uint16_t type, struct nftnl_set *s)
+{
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+
+	nlh = hdr(c, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+	if (nlh == NULL)
+		return -1;
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	snprintf(label, sizeof(label), "%s %s",
+	    type == NFT_MSG_NEWSETELEM ? "NEWSETELEM" : "DELSETELEM",
+	    nftnl_set_get_str(s, NFTNL_SET_NAME));
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+/* ---- intervals ---- */
+
+struct rng {
+	uint8_t lo[16], hi[16];
+};
+
+static int
+rng_cmp16(const void *a, const void *b)
+{
+	return memcmp(
+	    ((const struct rng *)a)->lo, ((const struct rng *)b)->lo, 16);
+}
+
+/* x += 1 over w bytes; returns true on overflow (x was all ones). */
+static bool
+bytes_inc(uint8_t *x, unsigned w)
+{
+	unsigned i = w;
+
+	while (i-- > 0) {
+		if (++x[i] != 0)
+			return false;
+	}
+	return true;
+}
+
+static void
+prefix_range(const uint8_t *addr, unsigned len, unsigned w, struct rng *r)
+{
+	unsigned i;
+
+	memset(r, 0, sizeof(*r));
+	memcpy(r->lo, addr, w);
+	memcpy(r->hi, addr, w);
+	for (i = len; i < w * 8; i++) {
+		r->lo[i / 8] &= (uint8_t) ~(0x80u >> (i % 8));
+		r->hi[i / 8] |= (uint8_t)(0x80u >> (i % 8));
+	}
+}
+
+/* Sorts and merges overlapping/adjacent ranges in place; returns count.
+ * Keys are compared over 16 bytes: unused tail bytes are zero. */
+static size_t
+rng_merge(struct rng *r, size_t n, unsigned w)
+{
+	size_t i, out = 0;
+	uint8_t next[16];
+
+	if (n == 0)
+		return 0;
+	qsort(r, n, sizeof(*r), rng_cmp16);
+	for (i = 1; i < n; i++) {
+		memcpy(next, r[out].hi, 16);
+		if (bytes_inc(next, w) || memcmp(r[i].lo, next, w) <= 0) {
+			/* overlapping, adjacent, or cur reaches the top */
+			if (memcmp(r[i].hi, r[out].hi, w) > 0)
+				memcpy(r[out].hi, r[i].hi, 16);
+			continue;
+		}
+		r[++out] = r[i];
+	}
+	return out + 1;
+}
+
+/*
+ * Emits the elements of an interval set: start keys, and end keys (one
+ * past the range, flagged INTERVAL_END) unless the range reaches the top.
+ */
+static int
+msg_interval_elems(
+    struct bctx *c, const char *set, struct rng *r, size_t n, unsigned w)
+{
+	struct nftnl_set *s = NULL;
+	size_t i, inmsg = 0;
+	uint8_t end[16];
+
+	n = rng_merge(r, n, w);
+	for (i = 0; i < n; i++) {
+		if (s == NULL && (s = set_base(set)) == NULL)
+			goto out_nomem;
+		if (elem_add(s, r[i].lo, w, 0, 0) < 0)
+			goto out_nomem;
+		memcpy(end, r[i].hi, 16);
+		if (!bytes_inc(end, w) &&
+		    elem_add(s, end, w, NFT_SET_ELEM_INTERVAL_END, 0) < 0)
+			goto out_nomem;
+		if (++inmsg == NFT_ELEMS_PER_MSG / 2 || i + 1 == n) {
+			if (msg_elems(c, NFT_MSG_NEWSETELEM, s) < 0)
+				goto out_free;
+			nftnl_set_free(s);
+			s = NULL;
+			inmsg = 0;
+		}
+	}
+	return 0;
+out_nomem:
+	err_set(c->e, "nft: out of memory");
+out_free:
+	nftnl_set_free(s);
+	return -1;
+}
+
+/* A named interval set of addresses (family 4/6) with its elements. */
+static int
+addr_set(struct bctx *c, const char *name, int family,
+    const struct policy_prefix *const *pfx, size_t n)
+{
+	unsigned w = family == 4 ? 4 : 16;
+	struct rng *r;
+	size_t i;
+	int rc;
+
+	if (msg_set(c, NFT_MSG_NEWSET, name,
+	        family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR, w,
+	        NFT_SET_INTERVAL, 0) < 0)
+		return -1;
+	r = calloc(n == 0 ? 1 : n, sizeof(*r));
+	if (r == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		prefix_range(pfx[i]->addr, pfx[i]->len, w, &r[i]);
+	rc = msg_interval_elems(c, name, r, n, w);
+	free(r);
+	return rc;
+}
+
+static int
+port_set(struct bctx *c, const char *name, const struct policy_port_range *p,
+    size_t n)
+{
+	struct rng *r;
+	size_t i;
+	int rc;
+
+	if (msg_set(c, NFT_MSG_NEWSET, name, NFT_TYPE_INET_SERVICE, 2,
+	        NFT_SET_INTERVAL, 0) < 0)
+		return -1;
+	r = calloc(n == 0 ? 1 : n, sizeof(*r));
+	if (r == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		r[i].lo[0] = (uint8_t)(p[i].lo >> 8);
+		r[i].lo[1] = (uint8_t)p[i].lo;
+		r[i].hi[0] = (uint8_t)(p[i].hi >> 8);
+		r[i].hi[1] = (uint8_t)p[i].hi;
+	}
+	rc = msg_interval_elems(c, name, r, n, 2);
+	free(r);
+	return rc;
+}
+
+/* ---- rules ---- */
+
+enum verdict {
+	V_NONE,
+	V_ACCEPT,
+	V_DENY, /* jump deny: log, reset/icmpx */
+	V_REDIRECT,
+	V_TCP_RESET,
+	V_ICMPX,
+	V_LOG,
+};
+
+/* What a rule matches, in evaluation order; zero = don't care. */
+struct rspec {
+	const char *chain;
+	bool ct_estrel;
+	bool mark;
+	uint8_t nfproto; /* NFPROTO_IPV4/6 */
+	uint8_t l4proto; /* IPPROTO_* */
+	uint8_t icmp6_lo, icmp6_hi;
+	const uint8_t *daddr; /* exact, needs nfproto */
+	const char *daddr_set;
+	uint16_t dport; /* needs l4proto tcp/udp */
+	const char *dport_set;
+	bool oif_lo;
+	bool fib_local;
+	const char *counter;
+	enum verdict v;
+	uint16_t redir_port;
+	uint32_t log_rate; /* V_LOG: lines per second */
+};
+
+static int
+add_expr(struct nftnl_rule *r, struct nftnl_expr *x)
+{
+	if (x == NULL)
+		return -1;
+	nftnl_rule_add_expr(r, x);
+	return 0;
+}
+
+static int
+e_meta(struct nftnl_rule *r, uint32_t key)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("meta");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	return add_expr(r, x);
+}
+
+static int
+e_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("cmp");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CMP_OP, op);
+	nftnl_expr_set(x, NFTNL_EXPR_CMP_DATA, data, len);
+	return add_expr(r, x);
+}
+
+static int
+e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("payload");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_LEN, len);
+	return add_expr(r, x);
+}
+
+static int
+e_lookup(struct nftnl_rule *r, const char *set)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("lookup");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_str(x, NFTNL_EXPR_LOOKUP_SET, set);
+	return add_expr(r, x);
+}
+
+static int
+e_objref(struct nftnl_rule *r, const char *counter)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("objref");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_expr_set_str(x, NFTNL_EXPR_OBJREF_IMM_NAME, counter);
+	return add_expr(r, x);
+}
+
+static int
+e_verdict(struct nftnl_rule *r, int verdict, const char *chain)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("immediate");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+	if (chain != NULL)
+		nftnl_expr_set_str(x, NFTNL_EXPR_IMM_CHAIN, chain);
+	return add_expr(r, x);
+}
+
+static int
+e_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("reject");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_REJECT_TYPE, type);
+	nftnl_expr_set_u8(x, NFTNL_EXPR_REJECT_CODE, code);
+	return add_expr(r, x);
+}
+
+static int
+e_redirect(struct nftnl_rule *r, uint16_t port)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("immediate");
+	uint16_t be = htons(port);
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(x, NFTNL_EXPR_IMM_DATA, &be, sizeof(be));
+	if (add_expr(r, x) < 0)
+		return -1;
+	x = nftnl_expr_alloc("redir");
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+	nftnl_expr_set_u32(
+	    x, NFTNL_EXPR_REDIR_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+	return add_expr(r, x);
+}
+
+static int
+e_log(struct nftnl_rule *r, uint32_t rate)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("limit");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u64(x, NFTNL_EXPR_LIMIT_RATE, rate);
+	nftnl_expr_set_u64(x, NFTNL_EXPR_LIMIT_UNIT, 1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LIMIT_BURST, NFT_LIMIT_BURST);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LIMIT_FLAGS, 0);
+	if (add_expr(r, x) < 0)
+		return -1;
+	x = nftnl_expr_alloc("log");
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_str(x, NFTNL_EXPR_LOG_PREFIX, "egressd deny: ");
+	return add_expr(r, x);
+}
+
+static int
+rule_exprs(struct nftnl_rule *r, const struct rspec *s)
+{
+	uint32_t u32;
+	uint8_t u8;
+	uint16_t be16;
+
+	if (s->ct_estrel) {
+		struct nftnl_expr *x = nftnl_expr_alloc("ct");
+		uint32_t mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+		    NF_CT_STATE_BIT(IP_CT_RELATED);
+		uint32_t zero = 0;
+
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+		if (add_expr(r, x) < 0)
+			return -1;
+		x = nftnl_expr_alloc("bitwise");
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(u32));
+		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+		if (add_expr(r, x) < 0 ||
+		    e_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero)) < 0)
+			return -1;
+	}
+	if (s->nfproto != 0) {
+		u8 = s->nfproto;
+		if (e_meta(r, NFT_META_NFPROTO) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
+			return -1;
+	}
+	if (s->l4proto != 0) {
+		u8 = s->l4proto;
+		if (e_meta(r, NFT_META_L4PROTO) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
+			return -1;
+	}
+	if (s->icmp6_hi != 0) {
+		if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1) < 0 ||
+		    e_cmp(r, NFT_CMP_GTE, &s->icmp6_lo, 1) < 0 ||
+		    e_cmp(r, NFT_CMP_LTE, &s->icmp6_hi, 1) < 0)
+			return -1;
+	}
+	if (s->daddr != NULL || s->daddr_set != NULL) {
+		bool v4 = s->nfproto == NFPROTO_IPV4;
+
+		if (e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, v4 ? 16 : 24,
+		        v4 ? 4 : 16) < 0)
+			return -1;
+		if (s->daddr != NULL &&
+		    e_cmp(r, NFT_CMP_EQ, s->daddr, v4 ? 4 : 16) < 0)
+			return -1;
+		if (s->daddr_set != NULL && e_lookup(r, s->daddr_set) < 0)
+			return -1;
+	}
+	if (s->dport != 0 || s->dport_set != NULL) {
+		if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2) < 0)
+			return -1;
+		be16 = htons(s->dport);
+		if (s->dport != 0 && e_cmp(r, NFT_CMP_EQ, &be16, 2) < 0)
+			return -1;
+		if (s->dport_set != NULL && e_lookup(r, s->dport_set) < 0)
+			return -1;
+	}
+	if (s->oif_lo) {
+		u32 = LOOPBACK_IFINDEX;
+		if (e_meta(r, NFT_META_OIF) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &u32, sizeof(u32)) < 0)
+			return -1;
+	}
+	if (s->fib_local) {
+		struct nftnl_expr *x = nftnl_expr_alloc("fib");
+
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_FIB_DREG, NFT_REG_1);
+		nftnl_expr_set_u32(
+		    x, NFTNL_EXPR_FIB_RESULT, NFT_FIB_RESULT_ADDRTYPE);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_FIB_FLAGS, NFTA_FIB_F_DADDR);
+		if (add_expr(r, x) < 0)
+			return -1;
+		u32 = RTN_LOCAL;
+		if (e_cmp(r, NFT_CMP_EQ, &u32, sizeof(u32)) < 0)
+			return -1;
+	}
+	if (s->counter != NULL && e_objref(r, s->counter) < 0)
+		return -1;
+	switch (s->v) {
+	case V_NONE:
+		return 0;
+	case V_ACCEPT:
+		return e_verdict(r, NF_ACCEPT, NULL);
+	case V_DENY:
+		return e_verdict(r, NFT_JUMP, NFT_CHAIN_DENY);
+	case V_REDIRECT:
+		return e_redirect(r, s->redir_port);
+	case V_TCP_RESET:
+		return e_reject(r, NFT_REJECT_TCP_RST, 0);
+	case V_ICMPX:
+		return e_reject(r, NFT_REJECT_ICMPX_UNREACH,
+		    NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+	case V_LOG:
+		return e_log(r, s->log_rate);
+	}
+	return -1;
+}
+
+static int
+msg_rule(struct bctx *c, const struct rspec *s)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+	uint32_t mark = c->o->mark;
+
+	if (r == NULL)
+		goto out_nomem;
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, s->chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	if (s->mark &&
+	    (e_meta(r, NFT_META_MARK) < 0 ||
+	        e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0))
+		goto out_nomem_rule;
+	if (rule_exprs(r, s) < 0)
+		goto out_nomem_rule;
+	nlh = hdr(c, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+	if (nlh == NULL) {
+		nftnl_rule_free(r);
+		return -1;
+	}
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", s->chain,
+	    c->b->nmsgs, s->counter != NULL ? s->counter : "-");
+	return nft_batch_push_(c->b, label, c->e);
+out_nomem_rule:
+	nftnl_rule_free(r);
+out_nomem:
+	err_set(c->e, "nft: out of memory");
+	return -1;
+}
+
+/* The same spec once for tcp and once for udp. */
+static int
+msg_rule_tcpudp(struct bctx *c, struct rspec s)
+{
+	s.l4proto = IPPROTO_TCP;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.l4proto = IPPROTO_UDP;
+	return msg_rule(c, &s);
+}
+
+/* The same spec once per family, daddr given per family. */
+static int
+msg_rule_46(struct bctx *c, struct rspec s, const uint8_t *a4,
+    const uint8_t *a6, const char *set4, const char *set6)
+{
+	if (a4 != NULL || set4 != NULL) {
+		s.nfproto = NFPROTO_IPV4;
+		s.daddr = a4;
+		s.daddr_set = set4;
+		if (msg_rule(c, &s) < 0)
+			return -1;
+	}
+	if (a6 != NULL || set6 != NULL) {
+		s.nfproto = NFPROTO_IPV6;
+		s.daddr = a6;
+		s.daddr_set = set6;
+		if (msg_rule(c, &s) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- policy layers -> ordered groups ---- */
+
+enum { L_ALWAYS_DENY, L_ALWAYS_ALLOW, L_INFRA, L_USER, L_COUNT };
+
+struct gent {
+	unsigned layer;
+	const struct policy_rule *r;
+};
+
+static int
+ports_cmp(const struct policy_rule *a, const struct policy_rule *b)
+{
+	size_t i;
+
+	if (a->nports != b->nports)
+		return a->nports < b->nports ? -1 : 1;
+	for (i = 0; i < a->nports; i++) {
+		if (a->ports[i].lo != b->ports[i].lo)
+			return a->ports[i].lo < b->ports[i].lo ? -1 : 1;
+		if (a->ports[i].hi != b->ports[i].hi)
+			return a->ports[i].hi < b->ports[i].hi ? -1 : 1;
+	}
+	return 0;
+}
+
+/* The group key: equal keys share one nft rule. */
+static int
+gkey_cmp(const struct gent *x, const struct gent *y)
+{
+	const struct policy_rule *a = x->r, *b = y->r;
+
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (a->prefix.len != b->prefix.len) /* longest prefix first */
+		return a->prefix.len > b->prefix.len ? -1 : 1;
+	if (a->action != b->action) /* deny first */
+		return a->action == POLICY_DENY ? -1 : 1;
+	if (a->prefix.family != b->prefix.family)
+		return a->prefix.family < b->prefix.family ? -1 : 1;
+	if (a->protocols != b->protocols)
+		return a->protocols < b->protocols ? -1 : 1;
+	return ports_cmp(a, b);
+}
+
+static int
+gent_cmp(const void *pa, const void *pb)
+{
+	const struct gent *x = pa, *y = pb;
+	int c = gkey_cmp(x, y);
+
+	if (c != 0)
+		return c;
+	/* stable, deterministic output */
+	return memcmp(x->r->prefix.addr, y->r->prefix.addr, 16);
+}
+
+static const char *const layer_allow_counter[L_COUNT] = {
+    "always_deny",
+    "always_allow",
+    "infra",
+    "user_allow",
+};
+static const char *const layer_deny_counter[L_COUNT] = {
+    "always_deny",
+    "always_allow",
+    "infra",
+    "user_deny",
+};
+
+static int
+emit_group(struct bctx *c, const struct gent *g, size_t n)
+{
+	const struct policy_rule *r0 = g[0].r;
+	const struct policy_prefix **pfx;
+	char aset[NFT_SETNAME_MAX], pset[NFT_SETNAME_MAX];
+	struct rspec s;
+	unsigned id = c->nsets++;
+	size_t i;
+	int rc = -1;
+	bool icmp;
+
+	pfx = calloc(n, sizeof(*pfx));
+	if (pfx == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		pfx[i] = &g[i].r->prefix;
+	snprintf(aset, sizeof(aset), "g%u_%s%u", id,
+	    r0->action == POLICY_DENY ? "deny" : "allow", r0->prefix.family);
+	if (addr_set(c, aset, r0->prefix.family, pfx, n) < 0)
+		goto out;
+	if (r0->nports != 0) {
+		snprintf(pset, sizeof(pset), "g%u_ports", id);
+		if (port_set(c, pset, r0->ports, r0->nports) < 0)
+			goto out;
+	}
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.nfproto = r0->prefix.family == 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+	s.daddr_set = aset;
+	s.counter = r0->action == POLICY_DENY ? layer_deny_counter[g[0].layer]
+	                                      : layer_allow_counter[g[0].layer];
+	s.v = r0->action == POLICY_DENY ? V_DENY : V_ACCEPT;
+	if ((r0->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL &&
+	    r0->nports == 0) {
+		/* every protocol, including ones policy has no name for */
+		rc = msg_rule(c, &s);
+		goto out;
+	}
+	/* Ports restrict TCP and UDP; ICMP has none (as policy_rule_port_ok). */
+	s.dport_set = r0->nports != 0 ? pset : NULL;
+	if (r0->protocols & POLICY_PROTO_TCP) {
+		s.l4proto = IPPROTO_TCP;
+		if (msg_rule(c, &s) < 0)
+			goto out;
+	}
+	if (r0->protocols & POLICY_PROTO_UDP) {
+		s.l4proto = IPPROTO_UDP;
+		if (msg_rule(c, &s) < 0)
+			goto out;
+	}
+	icmp = (r0->protocols & POLICY_PROTO_ICMP) != 0;
+	if (icmp) {
+		s.dport_set = NULL;
+		s.l4proto =
+		    r0->prefix.family == 4 ? IPPROTO_ICMP : IPPROTO_ICMPV6;
+		if (msg_rule(c, &s) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(pfx);
+	return rc;
+}
+
+static int
+emit_internal(struct bctx *c)
+{
+	const struct policy_prefix *p4[16], *p6[32];
+	struct policy_prefix
+	    pf[sizeof(internal_prefixes) / sizeof(internal_prefixes[0])];
+	size_t i, n4 = 0, n6 = 0;
+	struct rspec s;
+
+	for (i = 0; i < sizeof(pf) / sizeof(pf[0]); i++) {
+		memset(&pf[i], 0, sizeof(pf[i]));
+		pf[i].family = internal_prefixes[i].family;
+		pf[i].len = internal_prefixes[i].len;
+		if (inet_pton(pf[i].family == 4 ? AF_INET : AF_INET6,
+		        internal_prefixes[i].addr, pf[i].addr) != 1) {
+			err_set(c->e, "nft: bad built-in prefix");
+			return -1;
+		}
+		if (pf[i].family == 4)
+			p4[n4++] = &pf[i];
+		else
+			p6[n6++] = &pf[i];
+	}
+	if (addr_set(c, "internal4", 4, p4, n4) < 0 ||
+	    addr_set(c, "internal6", 6, p6, n6) < 0)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.counter = "internal";
+	s.v = V_DENY;
+	return msg_rule_46(c, s, NULL, NULL, "internal4", "internal6");
+}
+
+static int
+emit_layers(struct bctx *c, const struct policy *p)
+{
+	const struct policy_rule *lr[L_COUNT] = {
+	    p->always_deny, p->always_allow, p->infra, p->rules};
+	size_t ln[L_COUNT] = {
+	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
+	struct gent *g;
+	size_t n = 0, i, j, k;
+	unsigned l;
+	int rc = -1;
+	bool internal_done = false;
+
+	for (l = 0; l < L_COUNT; l++)
+		n += ln[l];
+	g = calloc(n == 0 ? 1 : n, sizeof(*g));
+	if (g == NULL) {
+		err_set(c->e, "nft: out of memory");
+		return -1;
+	}
+	n = 0;
+	for (l = 0; l < L_COUNT; l++)
+		for (i = 0; i < ln[l]; i++) {
+			const struct policy_rule *r = &lr[l][i];
+
+			if (r->kind != POLICY_TARGET_IP &&
+			    r->kind != POLICY_TARGET_CIDR)
+				continue; /* names are the resolver's job */
+			if ((r->prefix.family != 4 && r->prefix.family != 6) ||
+			    r->prefix.len >
+			        (r->prefix.family == 4 ? 32 : 128)) {
+				err_set(c->e,
+				    "nft: rule \"%.64s\" has a bad "
+				    "prefix",
+				    r->target ? r->target : "?");
+				goto out;
+			}
+			if ((r->protocols & POLICY_PROTO_ALL) == 0)
+				continue; /* matches nothing */
+			g[n].layer = l;
+			g[n].r = r;
+			n++;
+		}
+	qsort(g, n, sizeof(*g), gent_cmp);
+	for (i = 0; i < n; i = j) {
+		if (!internal_done && g[i].layer == L_USER) {
+			if (emit_internal(c) < 0)
+				goto out;
+			internal_done = true;
+		}
+		/* one group; skip exact duplicate prefixes */
+		for (j = i + 1; j < n && gkey_cmp(&g[i], &g[j]) == 0; j++)
+			;
+		k = j - i;
+		if (emit_group(c, &g[i], k) < 0)
+			goto out;
+	}
+	if (!internal_done && emit_internal(c) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(g);
+	return rc;
+}
+
+/* ---- the whole table ---- */
+
+static bool
+name_in(const char *name, const char *const *list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(name, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static int
+emit_prefix_list_set(struct bctx *c, const char *base,
+    const struct policy_prefix *pf, size_t n, bool *has4, bool *has6)
+{
+	const struct policy_prefix **p4, **p6;
+	char name[NFT_SETNAME_MAX];
+	size_t i, n4 = 0, n6 = 0;
+	int rc = -1;
+
+	*has4 = *has6 = false;
+	p4 = calloc(n + 1, sizeof(*p4));
+	p6 = calloc(n + 1, sizeof(*p6));
+	if (p4 == NULL || p6 == NULL) {
+		err_set(c->e, "nft: out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (pf[i].family == 4)
+			p4[n4++] = &pf[i];
+		else if (pf[i].family == 6)
+			p6[n6++] = &pf[i];
+	}
+	if (n4 != 0) {
+		snprintf(name, sizeof(name), "%s4", base);
+		if (addr_set(c, name, 4, p4, n4) < 0)
+			goto out;
+		*has4 = true;
+	}
+	if (n6 != 0) {
+		snprintf(name, sizeof(name), "%s6", base);
+		if (addr_set(c, name, 6, p6, n6) < 0)
+			goto out;
+		*has6 = true;
+	}
+	rc = 0;
+out:
+	free(p4);
+	free(p6);
+	return rc;
+}
+
+static int
+check_opts(const struct nft_opts *o, struct err *e)
+{
+	if (o->dns_port == 0) {
+		err_set(e, "nft: dns_port is 0");
+		return -1;
+	}
+	if (o->nprotected_ports > NFT_PORTS_MAX ||
+	    o->nintercept_ports > NFT_PORTS_MAX ||
+	    o->nns_exempt > NFT_ADDRS_MAX || o->ndoh_block > NFT_ADDRS_MAX) {
+		err_set(e, "nft: option list over its bound");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+build_ruleset(
+    struct bctx *c, const struct policy *p, const struct nft_kstate *ks)
+{
+	static const char *const our_chains[] = {
+	    NFT_CHAIN_FILTER, NFT_CHAIN_NAT, NFT_CHAIN_DENY};
+	static const uint8_t lo4[4] = {127, 0, 0, 1};
+	static const uint8_t lo6[16] = {[15] = 1};
+	const struct nft_opts *o = c->o;
+	struct policy_port_range pr[NFT_PORTS_MAX];
+	struct rspec s;
+	size_t i;
+	bool ns4, ns6, doh4, doh6;
+
+	if (msg_table(c, NFT_MSG_NEWTABLE) < 0)
+		return -1;
+	/* Adopt: empty every chain, drop every static set (after the rules
+	 * that referenced them), keep learned sets. All in this transaction:
+	 * the kernel switches from the old ruleset to the new one at once. */
+	if (ks != NULL && ks->table_exists) {
+		for (i = 0; i < ks->nchains; i++)
+			if (msg_flush_chain(c, ks->chains[i]) < 0)
+				return -1;
+		for (i = 0; i < ks->nsets; i++) {
+			if (strcmp(ks->sets[i], NFT_SET_LEARNED4) == 0 ||
+			    strcmp(ks->sets[i], NFT_SET_LEARNED6) == 0)
+				continue;
+			if (msg_set(
+			        c, NFT_MSG_DELSET, ks->sets[i], 0, 0, 0, 0) < 0)
+				return -1;
+		}
+		for (i = 0; i < ks->nchains; i++)
+			if (!name_in(ks->chains[i], our_chains, 3) &&
+			    msg_chain(c, NFT_MSG_DELCHAIN, ks->chains[i], -1,
+			        NULL, 0, 0) < 0)
+				return -1;
+	}
+	for (i = 0; i < NFT_NCOUNTERS; i++)
+		if (msg_counter(c, counter_names[i]) < 0)
+			return -1;
+	if (msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED4, NFT_TYPE_IPADDR, 4,
+	        NFT_SET_TIMEOUT, NFT_LEARNED_MAX) < 0 ||
+	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED6, NFT_TYPE_IP6ADDR, 16,
+	        NFT_SET_TIMEOUT, NFT_LEARNED_MAX) < 0)
+		return -1;
+	if (ks != NULL && ks->ndrop != 0 &&
+	    nft_batch_del_learn_(c->b, ks->drop, ks->ndrop, c->e) < 0)
+		return -1;
+
+	/* Static sets. */
+	if (o->nprotected_ports != 0) {
+		for (i = 0; i < o->nprotected_ports; i++)
+			pr[i].lo = pr[i].hi = o->protected_ports[i];
+		if (port_set(c, "protected_ports", pr, o->nprotected_ports) < 0)
+			return -1;
+	}
+	if (o->proxy_port != 0 && o->nintercept_ports != 0) {
+		for (i = 0; i < o->nintercept_ports; i++)
+			pr[i].lo = pr[i].hi = o->intercept_ports[i];
+		if (port_set(c, "intercept_ports", pr, o->nintercept_ports) < 0)
+			return -1;
+	}
+	if (emit_prefix_list_set(
+	        c, "ns_exempt", o->ns_exempt, o->nns_exempt, &ns4, &ns6) < 0)
+		return -1;
+	doh4 = doh6 = false;
+	if (o->block_doh_443 &&
+	    emit_prefix_list_set(
+	        c, "doh", o->doh_block, o->ndoh_block, &doh4, &doh6) < 0)
+		return -1;
+
+	/* Chains (no-ops when adopted; the filter policy is re-asserted). */
+	if (msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_DENY, -1, NULL, 0, 0) <
+	        0 ||
+	    msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_NAT, NF_INET_LOCAL_OUT,
+	        "nat", NFT_PRIO_NAT_OUT, NF_ACCEPT) < 0 ||
+	    msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_FILTER, NF_INET_LOCAL_OUT,
+	        "filter", NFT_PRIO_FILTER_OUT, NF_DROP) < 0)
+		return -1;
+
+	/* deny: log (rate limited), then fail fast. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_DENY;
+	if (o->log_rate != 0) {
+		s.v = V_LOG;
+		s.log_rate = o->log_rate > 1000 ? 1000 : o->log_rate;
+		if (msg_rule(c, &s) < 0)
+			return -1;
+	}
+	s.v = V_TCP_RESET;
+	s.l4proto = IPPROTO_TCP;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.v = V_ICMPX;
+	s.l4proto = 0;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+
+	/* nat_out: own sockets exempt, then every port 53 to the resolver. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_NAT;
+	s.mark = true;
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.mark = false;
+	s.dport = 53;
+	if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
+	        ns6 ? "ns_exempt6" : NULL) < 0)
+		return -1;
+	/* th dport is only read after an l4proto match. */
+	s.dport = 53;
+	s.v = V_REDIRECT;
+	s.redir_port = o->dns_port;
+	s.nfproto = 0;
+	s.daddr_set = NULL;
+	if (msg_rule_tcpudp(c, s) < 0)
+		return -1;
+	if (o->proxy_port != 0 && o->nintercept_ports != 0) {
+		memset(&s, 0, sizeof(s));
+		s.chain = NFT_CHAIN_NAT;
+		s.l4proto = IPPROTO_TCP;
+		s.dport_set = "intercept_ports";
+		s.v = V_REDIRECT;
+		s.redir_port = o->proxy_port;
+		if (msg_rule_46(c, s, NULL, NULL, NFT_SET_LEARNED4,
+		        NFT_SET_LEARNED6) < 0)
+			return -1;
+	}
+
+	/* filter_out, in order. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.ct_estrel = true;
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.mark = true;
+	s.counter = "own";
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* ICMPv6 RS/RA/NS/NA and MLDv2 reports, or IPv6 dies. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.nfproto = NFPROTO_IPV6;
+	s.l4proto = IPPROTO_ICMPV6;
+	s.icmp6_lo = 133;
+	s.icmp6_hi = 136;
+	s.counter = "nd";
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.icmp6_lo = s.icmp6_hi = 143;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* Operator-exempt nameservers (not redirected above). */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.dport = 53;
+	s.counter = "ns_exempt";
+	s.v = V_ACCEPT;
+	if (ns4 || ns6) {
+		s.l4proto = IPPROTO_UDP;
+		if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
+		        ns6 ? "ns_exempt6" : NULL) < 0)
+			return -1;
+		s.l4proto = IPPROTO_TCP;
+		if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
+		        ns6 ? "ns_exempt6" : NULL) < 0)
+			return -1;
+	}
+	/* Control API and operator ports: no unmarked socket reaches them on
+	 * any local address (127/8, ::1, the namespace's own addresses). */
+	if (o->nprotected_ports != 0) {
+		memset(&s, 0, sizeof(s));
+		s.chain = NFT_CHAIN_FILTER;
+		s.dport_set = "protected_ports";
+		s.fib_local = true;
+		s.counter = "api_block";
+		s.v = V_DENY;
+		if (msg_rule_tcpudp(c, s) < 0)
+			return -1;
+	}
+	/* The resolver, by destination and port: after the NAT redirect the
+	 * packet still carries its original oif (THREATS traps). */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.dport = o->dns_port;
+	s.counter = "dns";
+	s.v = V_ACCEPT;
+	s.l4proto = IPPROTO_UDP;
+	if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
+		return -1;
+	s.l4proto = IPPROTO_TCP;
+	if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
+		return -1;
+	if (o->proxy_port != 0) {
+		s.dport = o->proxy_port;
+		s.counter = "proxy";
+		if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
+			return -1;
+	}
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.oif_lo = true;
+	s.counter = "loopback";
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* Alternate resolvers and channels egressd cannot see. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.v = V_DENY;
+	s.l4proto = IPPROTO_TCP;
+	s.dport = 853;
+	s.counter = "dot";
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.l4proto = IPPROTO_UDP;
+	s.dport = 443;
+	s.counter = "quic";
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	if (doh4 || doh6) {
+		s.l4proto = IPPROTO_TCP;
+		s.dport = 443;
+		s.counter = "doh";
+		if (msg_rule_46(c, s, NULL, NULL, doh4 ? "doh4" : NULL,
+		        doh6 ? "doh6" : NULL) < 0)
+			return -1;
+	}
+	/* Policy IP/CIDR layers with the internal ranges before user rules. */
+	if (emit_layers(c, p) < 0)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.counter = "learned";
+	s.v = V_ACCEPT;
+	if (msg_rule_46(c, s, NULL, NULL, NFT_SET_LEARNED4, NFT_SET_LEARNED6) <
+	    0)
+		return -1;
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	if (p->default_action == POLICY_ALLOW) {
+		s.counter = "default_allow";
+		s.v = V_ACCEPT;
+	} else {
+		s.counter = "default_deny";
+		s.v = V_DENY;
+	}
+	return msg_rule(c, &s);
+}
+
+int
+nft_build_ruleset(const struct policy *p, const struct nft_opts *o,
+    const struct nft_kstate *ks, struct nft_batch **out, struct err *e)
+{
+	struct bctx c = {.o = o, .e = e};
+
+	*out = NULL;
+	if (check_opts(o, e) < 0)
+		return -1;
+	c.b = nft_batch_new_();
+	if (c.b == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if (batch_begin(c.b, e) < 0 || build_ruleset(&c, p, ks) < 0 ||
+	    nft_batch_finish_(c.b, e) < 0) {
+		nft_batch_free(c.b);
+		return -1;
+	}
+	*out = c.b;
+	return 0;
+}
+
+/* ---- learned elements ---- */
+
+static uint32_t
+clamp_ttl(uint32_t ttl, uint32_t lo, uint32_t hi)
+{
+	if (ttl < lo)
+		ttl = lo;
+	if (ttl > hi)
+		ttl = hi;
+	return ttl == 0 ? 1 : ttl;
+}
+
+/* Elements of one family into set messages of at most NFT_ELEMS_PER_MSG. */
+static int
+learn_msgs(struct nft_batch *b, uint16_t type, int family,
+    const struct nft_learn_addr *a, size_t n, uint32_t lo, uint32_t hi,
+    struct err *e)
+{
+	struct bctx c = {.b = b, .e = e};
+	struct nftnl_set *s = NULL;
+	size_t i, inmsg = 0, last = n;
+	unsigned w = family == 4 ? 4 : 16;
+	uint64_t tmo;
+
+	for (i = n; i-- > 0;)
+		if (a[i].family == family) {
+			last = i;
+			break;
+		}
+	if (last == n)
+		return 0;
+	for (i = 0; i <= last; i++) {
+		if (a[i].family != family)
+			continue;
+		if (s == NULL &&
+		    (s = set_base(family == 4 ? NFT_SET_LEARNED4
+		                              : NFT_SET_LEARNED6)) == NULL)
+			goto out_nomem;
+		tmo = type == NFT_MSG_NEWSETELEM
+		    ? (uint64_t)clamp_ttl(a[i].ttl, lo, hi) * 1000
+		    : 0;
+		if (elem_add(s, a[i].addr, w, 0, tmo) < 0)
+			goto out_nomem;
+		if (++inmsg == NFT_ELEMS_PER_MSG || i == last) {
+			if (msg_elems(&c, type, s) < 0)
+				goto out_free;
+			nftnl_set_free(s);
+			s = NULL;
+			inmsg = 0;
+		}
+	}
+	return 0;
+out_nomem:
+	err_set(e, "nft: out of memory");
+out_free:
+	nftnl_set_free(s);
+	return -1;
+}
+
+static int
+check_learn(const struct nft_learn_addr *a, size_t n, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (a[i].family != 4 && a[i].family != 6) {
+			err_set(e, "nft: learned address %zu: bad family %u", i,
+			    a[i].family);
+			return -1;
+		}
+	return 0;
+}
+
+int
+nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e)
+{
+	int f;
+
+	if (check_learn(a, n, e) < 0)
+		return -1;
+	for (f = 4; f <= 6; f += 2) {
+		if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, ttl_min, ttl_max,
+		        e) < 0)
+			return -1;
+		if (!refresh)
+			continue;
+		if (learn_msgs(b, NFT_MSG_DELSETELEM, f, a, n, 0, 0, e) < 0 ||
+		    learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, ttl_min, ttl_max,
+		        e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, struct err *e)
+{
+	int f;
+
+	if (check_learn(a, n, e) < 0)
+		return -1;
+	/* add-then-delete: never ENOENT for an element that just expired */
+	for (f = 4; f <= 6; f += 2)
+		if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, 1, 1, e) < 0 ||
+		    learn_msgs(b, NFT_MSG_DELSETELEM, f, a, n, 0, 0, e) < 0)
+			return -1;
+	return 0;
+}
+
+int
+nft_build_learn(const struct nft_learn_addr *a, size_t n, uint32_t ttl_min,
+    uint32_t ttl_max, struct nft_batch **out, struct err *e)
+{
+	struct nft_batch *b;
+
+	*out = NULL;
+	if (n > NFT_LEARN_BATCH_MAX) {
+		err_set(e, "nft: %zu addresses in one answer (max %d)", n,
+		    NFT_LEARN_BATCH_MAX);
+		return -1;
+	}
+	b = nft_batch_new_();
+	if (b == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if (batch_begin(b, e) < 0 ||
+	    nft_batch_add_learn_(b, a, n, ttl_min, ttl_max, true, e) < 0 ||
+	    nft_batch_finish_(b, e) < 0) {
+		nft_batch_free(b);
+		return -1;
+	}
+	*out = b;
+	return 0;
+}
+
+int
+nft_build_teardown(struct nft_batch **out, struct err *e)
+{
+	struct bctx c = {.e = e};
+
+	*out = NULL;
+	c.b = nft_batch_new_();
+	if (c.b == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if (batch_begin(c.b, e) < 0 || msg_table(&c, NFT_MSG_DELTABLE) < 0 ||
+	    nft_batch_finish_(c.b, e) < 0) {
+		nft_batch_free(c.b);
+		return -1;
+	}
+	*out = c.b;
+	return 0;
+}
+
+bool
+nft_addr_internal_(int family, const uint8_t *addr)
+{
+	struct policy_prefix pf;
+	size_t i;
+	unsigned bits, w;
+
+	for (i = 0;
+	     i < sizeof(internal_prefixes) / sizeof(internal_prefixes[0]);
+	     i++) {
+		if (internal_prefixes[i].family != family)
+			continue;
+		memset(&pf, 0, sizeof(pf));
+		if (inet_pton(family == 4 ? AF_INET : AF_INET6,
+		        internal_prefixes[i].addr, pf.addr) != 1)
+			continue;
+		w = internal_prefixes[i].len;
+		for (bits = 0; bits < w; bits++)
+			if (((addr[bits / 8] ^ pf.addr[bits / 8]) &
+			        (0x80u >> (bits % 8))) != 0)
+				break;
+		if (bits == w)
+			return true;
+	}
+	return false;
+}

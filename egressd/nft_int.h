@@ -1,0 +1,59 @@
+/*
+ * nft_int: what the nft_*.c files share (not for other modules).
+ */
+#ifndef EGRESSD_NFT_INT_H
+#define EGRESSD_NFT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "egressd/nft.h"
+
+#define NFT_MSG_ROOM 65536 /* free bytes guaranteed before each message */
+#define NFT_LABEL_MAX 64
+
+struct nft_msgdesc {
+	size_t off; /* of the nlmsghdr in buf */
+	char label[NFT_LABEL_MAX];
+};
+
+/* buf holds begin, msgs[0..nmsgs), end once finished. */
+struct nft_batch {
+	uint8_t *buf;
+	size_t len, cap;
+	struct nft_msgdesc *msgs;
+	size_t nmsgs, capmsgs;
+	bool finished;
+};
+
+struct nft_batch *nft_batch_new_(void);
+/* Room for one more message; returns where it starts or NULL. */
+void *nft_batch_room_(struct nft_batch *b, struct err *e);
+/* Accounts the message just built at the room pointer. */
+int nft_batch_push_(struct nft_batch *b, const char *label, struct err *e);
+int nft_batch_finish_(struct nft_batch *b, struct err *e);
+/* Rewrites sequence numbers: begin = base, message i = base + 1 + i,
+ * end = base + 1 + nmsgs. */
+void nft_batch_set_seq_(struct nft_batch *b, uint32_t base);
+
+/* Learned elements add/refresh/remove into an existing batch under way. */
+int nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e);
+int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, struct err *e);
+
+/* True when addr lies in the built-in internal (always denied) ranges. */
+bool nft_addr_internal_(int family, const uint8_t *addr);
+
+/* nft.c internals used by nft_live.c. */
+struct mnl_socket;
+int nft_refresh_(
+    struct nft *n, const struct nft_learn_addr *a, size_t na, struct err *e);
+size_t nft_expiring_(
+    struct nft *n, int family, const uint8_t *addr, uint64_t window_ms);
+uint32_t nft_mark_(const struct nft *n);
+uint16_t nft_dns_port_(const struct nft *n);
+uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);
+struct mnl_socket *nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid);
+
+#endif

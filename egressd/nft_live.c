@@ -1,0 +1,312 @@
+/*
+ * nft_live: what needs real traffic or conntrack. nft_renew_live() reads
+ * the conntrack table over ctnetlink (libmnl, no libnetfilter_conntrack)
+ * and refreshes learned addresses that live flows still use;
+ * nft_selfcheck() proves the DNS redirect and the mark exemption with
+ * real datagrams.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/netlink.h>
+
+#include <libmnl/libmnl.h>
+
+#include "egressd/nft_int.h"
+
+#define NFT_CT_RECV_BUF (1u << 16)
+#define NFT_CT_MAX_FLOWS 262144 /* entries read per dump, bound */
+#define NFT_RENEW_MAX 4096 /* addresses refreshed per call */
+#define NFT_SELFCHECK_TRIES 16 /* foreign datagrams skipped per probe */
+
+struct ct_dump {
+	struct nft *n;
+	uint64_t window_ms;
+	struct nft_learn_addr *out;
+	size_t nout;
+	size_t seen;
+	uint32_t ttl;
+};
+
+static int
+ct_attr_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(a);
+
+	if (mnl_attr_type_valid(a, CTA_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = a;
+	return MNL_CB_OK;
+}
+
+static int
+tuple_ip_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(a);
+
+	if (mnl_attr_type_valid(a, CTA_IP_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = a;
+	return MNL_CB_OK;
+}
+
+static int
+tuple_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(a);
+
+	if (mnl_attr_type_valid(a, CTA_TUPLE_MAX) < 0)
+		return MNL_CB_OK;
+	tb[type] = a;
+	return MNL_CB_OK;
+}
+
+static void
+ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
+{
+	size_t i;
+	unsigned w = family == 4 ? 4 : 16;
+
+	if (d->nout == NFT_RENEW_MAX)
+		return;
+	if (!nft_expiring_(d->n, family, addr, d->window_ms))
+		return;
+	for (i = 0; i < d->nout; i++)
+		if (d->out[i].family == family &&
+		    memcmp(d->out[i].addr, addr, w) == 0)
+			return;
+	memset(&d->out[d->nout], 0, sizeof(d->out[0]));
+	d->out[d->nout].family = (uint8_t)family;
+	memcpy(d->out[d->nout].addr, addr, w);
+	d->out[d->nout].ttl = d->ttl;
+	d->nout++;
+}
+
+static int
+ct_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct ct_dump *d = arg;
+	const struct nlattr *tb[CTA_MAX + 1] = {0};
+	const struct nlattr *tt[CTA_TUPLE_MAX + 1] = {0};
+	const struct nlattr *ti[CTA_IP_MAX + 1] = {0};
+	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+
+	if (++d->seen > NFT_CT_MAX_FLOWS)
+		return MNL_CB_STOP;
+	if (mnl_attr_parse(nlh, sizeof(*g), ct_attr_cb, tb) < 0 ||
+	    tb[CTA_TUPLE_ORIG] == NULL)
+		return MNL_CB_OK;
+	if (mnl_attr_parse_nested(tb[CTA_TUPLE_ORIG], tuple_cb, tt) < 0 ||
+	    tt[CTA_TUPLE_IP] == NULL)
+		return MNL_CB_OK;
+	if (mnl_attr_parse_nested(tt[CTA_TUPLE_IP], tuple_ip_cb, ti) < 0)
+		return MNL_CB_OK;
+	if (g->nfgen_family == AF_INET && ti[CTA_IP_V4_DST] != NULL &&
+	    mnl_attr_get_payload_len(ti[CTA_IP_V4_DST]) == 4)
+		ct_consider(d, 4, mnl_attr_get_payload(ti[CTA_IP_V4_DST]));
+	else if (g->nfgen_family == AF_INET6 && ti[CTA_IP_V6_DST] != NULL &&
+	    mnl_attr_get_payload_len(ti[CTA_IP_V6_DST]) == 16)
+		ct_consider(d, 6, mnl_attr_get_payload(ti[CTA_IP_V6_DST]));
+	return MNL_CB_OK;
+}
+
+int
+nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
+{
+	struct ct_dump d = {.n = n, .window_ms = (uint64_t)window_s * 1000};
+	struct mnl_socket *nl;
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *g;
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	uint8_t *buf;
+	uint32_t seq, portid;
+	ssize_t r;
+	int rc = -1, cb;
+
+	if (renewed != NULL)
+		*renewed = 0;
+	if (nft_learned_count(n) == 0)
+		return 0;
+	/* Long enough to outlive the next timer tick twice over. */
+	d.ttl = nft_ttl_clamp_(n, window_s * 2);
+	d.out = calloc(NFT_RENEW_MAX, sizeof(*d.out));
+	buf = malloc(NFT_CT_RECV_BUF);
+	if (d.out == NULL || buf == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out;
+	}
+	nl = nft_sock_(n, &seq, &portid);
+	nlh = mnl_nlmsg_put_header(req);
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = seq;
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->nfgen_family = AF_UNSPEC;
+	g->version = NFNETLINK_V0;
+	g->res_id = 0;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		r = mnl_socket_recvfrom(nl, buf, NFT_CT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: conntrack dump: %s",
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			goto out;
+		}
+		cb = mnl_cb_run(buf, (size_t)r, seq, portid, ct_cb, &d);
+		if (cb == MNL_CB_ERROR) {
+			err_set(e,
+			    "nft: conntrack dump: %s (is "
+			    "nf_conntrack_netlink available?)",
+			    strerror(errno));
+			goto out;
+		}
+		if (cb == MNL_CB_STOP)
+			break;
+	}
+	if (d.seen > NFT_CT_MAX_FLOWS) {
+		/* drain the rest of the dump so the socket stays usable */
+		do {
+			r = mnl_socket_recvfrom(nl, buf, NFT_CT_RECV_BUF);
+		} while (r > 0 &&
+		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
+		        MNL_CB_OK);
+	}
+	if (d.nout != 0 && nft_refresh_(n, d.out, d.nout, e) < 0)
+		goto out;
+	if (renewed != NULL)
+		*renewed = d.nout;
+	rc = 0;
+out:
+	free(d.out);
+	free(buf);
+	return rc;
+}
+
+/* ---- self-check ---- */
+
+/* Waits for a datagram equal to want on fd; true if it came. */
+static bool
+await(int fd, const uint8_t *want, size_t len, int timeout_ms)
+{
+	uint8_t buf[512];
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int i;
+	ssize_t r;
+
+	for (i = 0; i < NFT_SELFCHECK_TRIES; i++) {
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return false;
+		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r == (ssize_t)len && memcmp(buf, want, len) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int
+probe_send(uint32_t mark, const char *dst, const uint8_t *msg, size_t len,
+    struct err *e)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(53)};
+	int fd, rc = -1;
+
+	inet_pton(AF_INET, dst, &sin.sin_addr);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err_set(e, "nft selfcheck: socket: %s", strerror(errno));
+		return -1;
+	}
+	if (mark != 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
+		err_set(e, "nft selfcheck: SO_MARK: %s", strerror(errno));
+		goto out;
+	}
+	if (sendto(fd, msg, len, 0, (struct sockaddr *)&sin, sizeof(sin)) !=
+	    (ssize_t)len) {
+		err_set(e, "nft selfcheck: sendto %s:53%s: %s", dst,
+		    mark ? " (marked)" : "", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+int
+nft_selfcheck(struct nft *n, int fd4, struct err *e)
+{
+	/* A DNS query header with a random id and "selfcheck" marker. */
+	uint8_t msg[32] = {0, 0, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 'e', 'g',
+	    'r', 'e', 's', 's', 'd', '-', 's', 'e', 'l', 'f', 'c', 'h', 'k'};
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int fd = fd4, own = -1, one = 1, rc = -1;
+
+	if (getrandom(msg, 2, 0) != 2 || getrandom(msg + 28, 4, 0) != 4) {
+		err_set(e, "nft selfcheck: getrandom: %s", strerror(errno));
+		return -1;
+	}
+	if (fd < 0) {
+		own = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (own < 0) {
+			err_set(
+			    e, "nft selfcheck: socket: %s", strerror(errno));
+			return -1;
+		}
+		setsockopt(own, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		sin.sin_port = htons(nft_dns_port_(n));
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(own, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s",
+			    nft_dns_port_(n), strerror(errno));
+			goto out;
+		}
+		fd = own;
+	}
+	/* 1. Unmarked, to a documentation address: must be redirected. */
+	if (probe_send(0, "192.0.2.1", msg, sizeof(msg), e) < 0) {
+		err_prefix(e, "DNS redirect");
+		goto out;
+	}
+	if (!await(fd, msg, sizeof(msg), NFT_SELFCHECK_TIMEOUT_MS)) {
+		err_set(e,
+		    "nft selfcheck: a datagram to 192.0.2.1:53 did not "
+		    "arrive on 127.0.0.1:%u: DNS redirect not working",
+		    nft_dns_port_(n));
+		goto out;
+	}
+	/* 2. Marked (egressd's own upstream sockets): must not be. Sent to
+	 * loopback so that nothing leaves the namespace. */
+	msg[12] = 'E';
+	if (probe_send(nft_mark_(n), "127.0.0.1", msg, sizeof(msg), e) < 0)
+		goto out;
+	if (await(fd, msg, sizeof(msg), NFT_SELFCHECK_TIMEOUT_MS / 2)) {
+		err_set(e,
+		    "nft selfcheck: a datagram with mark 0x%x was "
+		    "redirected: mark exemption not working",
+		    nft_mark_(n));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (own >= 0)
+		close(own);
+	return rc;
+}
