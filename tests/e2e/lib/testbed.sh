@@ -396,6 +396,7 @@ tb_setup()
 	cp /usr/bin/ping "$TB_DIR/sbx-bin/ping" 2>/dev/null
 	chmod 700 "$TB_DIR/egressd" "$TB_DIR/net" "$TB_DIR/dns"
 	TB_OUT="$TB_DIR/out"
+	TB_API_BODY="$TB_DIR/egressd/api.body"
 	: >"$TB_OUT"
 
 	tb__sandbox_user
@@ -871,6 +872,24 @@ tb__stop_egressd_at_exit()
 		tb_fail "egressd stderr has a sanitizer report"
 		tb_egressd_dump
 	fi
+}
+
+# tb_api METHOD PATH [BODY]: call egressd's control API at $TB_EGRESSD_HTTP
+# from inside sbx as root (the operator, not the workload), with the
+# OPENSANDBOX-EGRESS-AUTH header when $TB_EGRESSD_TOKEN is set. Prints the
+# HTTP status (000 when the connection failed); the body is in
+# $TB_API_BODY (a file).
+tb_api()
+{
+	local m=$1 p=$2 args=()
+	[ -n "${TB_EGRESSD_TOKEN:-}" ] &&
+	    args+=(-H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN")
+	[ $# -ge 3 ] && args+=(-H "Content-Type: application/json" \
+	    --data-binary "$3")
+	ip netns exec "$TB_SBX" curl -sS --max-time 5 -o "$TB_API_BODY" \
+	    -w '%{http_code}' -X "$m" "${args[@]}" \
+	    "http://${TB_EGRESSD_HTTP:-127.0.0.1:18080}$p" 2>/dev/null
+	return 0
 }
 
 # tb_egressd_dump: show the tail of egressd's log and stderr (on failure).

@@ -47,45 +47,45 @@ tb_check_fails "sandbox cannot read the CA key" \
     tb_sandbox cat "$TB_DIR/pki/ca.key"
 
 # --- DNS from the sandbox straight to the fake upstream ---------------------
-d="tb_sandbox dig +time=2 +tries=1"
+d() { tb_sandbox dig +time=2 +tries=1 "$@"; }
 tb_expect_eq "dig A a.test" "$TB_ORIGIN_A4" \
-    "$($d +short @"$TB_DNS1_IP4" a.test A)"
+    "$(d +short @"$TB_DNS1_IP4" a.test A)"
 tb_expect_eq "dig AAAA a.test over IPv6" "$TB_ORIGIN_A6" \
-    "$($d +short @"$TB_DNS1_IP6" a.test AAAA)"
+    "$(d +short @"$TB_DNS1_IP6" a.test AAAA)"
 tb_expect_eq "dig CNAME chain cname-chain.test -> cname-ok.test -> a.test" \
     "cname-ok.test. a.test. $TB_ORIGIN_A4" \
-    "$($d +short @"$TB_DNS1_IP4" cname-chain.test A | xargs)"
+    "$(d +short @"$TB_DNS1_IP4" cname-chain.test A | xargs)"
 tb_expect_eq "dig cname-bad.test -> b.test" "b.test. $TB_ORIGIN_B4" \
-    "$($d +short @"$TB_DNS1_IP4" cname-bad.test A | xargs)"
+    "$(d +short @"$TB_DNS1_IP4" cname-bad.test A | xargs)"
 tb_expect_eq "rebind.test answers internal addresses (answer only)" \
     "10.1.2.3 fd00::1" \
-    "$( ($d +short @"$TB_DNS1_IP4" rebind.test A;
-    $d +short @"$TB_DNS1_IP4" rebind.test AAAA) | xargs)"
+    "$( (d +short @"$TB_DNS1_IP4" rebind.test A;
+    d +short @"$TB_DNS1_IP4" rebind.test AAAA) | xargs)"
 tb_expect_eq "rebind-meta.test answers the metadata address" \
-    "$TB_META4" "$($d +short @"$TB_DNS1_IP4" rebind-meta.test A)"
+    "$TB_META4" "$(d +short @"$TB_DNS1_IP4" rebind-meta.test A)"
 tb_expect_match "svc.test has an HTTPS record with alpn and hints" \
     'alpn="?h2"? ipv4hint=203\.0\.113\.10 ipv6hint=2001:db8:2::10' \
-    "$($d +short @"$TB_DNS1_IP4" svc.test HTTPS)"
+    "$(d +short @"$TB_DNS1_IP4" svc.test HTTPS)"
 tb_expect_eq "short.test has TTL 2" "2" \
-    "$($d +noall +answer @"$TB_DNS1_IP4" short.test A | awk '{print $2}')"
+    "$(d +noall +answer @"$TB_DNS1_IP4" short.test A | awk '{print $2}')"
 tb_expect_eq "a.test has the zone TTL" "$TB_DNS_TTL" \
-    "$($d +noall +answer @"$TB_DNS1_IP4" a.test A | awk '{print $2}')"
+    "$(d +noall +answer @"$TB_DNS1_IP4" a.test A | awk '{print $2}')"
 tb_expect_match "unknown name under test. is NXDOMAIN" "status: NXDOMAIN" \
-    "$($d @"$TB_DNS1_IP4" no-such-name.test A)"
+    "$(d @"$TB_DNS1_IP4" no-such-name.test A)"
 
-out=$($d +notcp +noedns +ignore @"$TB_DNS1_IP4" big.test A)
+out=$(d +notcp +noedns +ignore @"$TB_DNS1_IP4" big.test A)
 tb_expect_match "big.test over UDP without EDNS is truncated (TC)" \
     'flags: qr aa tc' "$out"
-out=$($d +notcp +ignore @"$TB_DNS1_IP4" big.test A)
+out=$(d +notcp +ignore @"$TB_DNS1_IP4" big.test A)
 tb_expect_match "big.test fits UDP with EDNS 1232" \
     'flags: qr aa rd ra; QUERY: 1, ANSWER: 60' "$out"
-out=$($d +notcp +ignore +bufsize=1232 @"$TB_DNS1_IP4" huge.test A)
+out=$(d +notcp +ignore +bufsize=1232 @"$TB_DNS1_IP4" huge.test A)
 tb_expect_match "huge.test over UDP with EDNS 1232 is truncated (TC)" \
     'flags: qr aa tc' "$out"
 tb_expect_eq "huge.test over TCP has all 100 A records" 100 \
-    "$($d +tcp +short @"$TB_DNS1_IP4" huge.test A | wc -l)"
+    "$(d +tcp +short @"$TB_DNS1_IP4" huge.test A | wc -l)"
 tb_expect_eq "big.test over TCP (IPv6) has all 60 A records" 60 \
-    "$($d +tcp +short @"$TB_DNS1_IP6" big.test A | wc -l)"
+    "$(d +tcp +short @"$TB_DNS1_IP6" big.test A | wc -l)"
 
 tb_assert_dns_query dns1 'a\.test' AAAA
 tb_assert_dns_query dns1 'huge\.test' A
@@ -96,30 +96,30 @@ tb_expect_eq "the system resolver of the sandbox uses the fake upstream" \
 # --- a second resolver, stopped, and blackholed -----------------------------
 tb_dns_start dns2 "$TB_DNS2_IP4" "$TB_DNS2_IP6"
 tb_expect_eq "dns2 answers too" "$TB_ORIGIN_C4" \
-    "$($d +short @"$TB_DNS2_IP4" c.test A)"
+    "$(d +short @"$TB_DNS2_IP4" c.test A)"
 tb_assert_dns_query dns2 'c\.test' A
 tb_assert_no_dns_query dns1 'c\.test'
 tb_dns_blackhole dns2 on
 tb_check_fails "blackholed dns2 does not answer" \
     tb_sandbox dig +time=1 +tries=1 +short @"$TB_DNS2_IP4" c.test A
 tb_dns_blackhole dns2 off
-tb_check "dns2 answers again" $d +short @"$TB_DNS2_IP6" c.test A
+tb_check "dns2 answers again" d +short @"$TB_DNS2_IP6" c.test A
 tb_dns_stop dns2
 tb_expect_match "stopped dns2 is unreachable" "connection refused|timed out" \
-    "$($d @"$TB_DNS2_IP4" c.test A 2>&1)"
+    "$(d @"$TB_DNS2_IP4" c.test A 2>&1)"
 
 # --- HTTPS origins trusting the run's CA ------------------------------------
-c="tb_sandbox curl -sS --fail --max-time 5"
-out=$($c --resolve "a.test:443:$TB_ORIGIN_A4" https://a.test/hello)
+c() { tb_sandbox curl -sS --fail --max-time 5 "$@"; }
+out=$(c --resolve "a.test:443:$TB_ORIGIN_A4" https://a.test/hello)
 tb_expect_match "curl https://a.test/ over IPv4 (--resolve)" \
     '"sni": "a.test"' "$out"
-out=$($c --resolve "a.test:443:[$TB_ORIGIN_A6]" https://a.test/)
+out=$(c --resolve "a.test:443:[$TB_ORIGIN_A6]" https://a.test/)
 tb_expect_match "curl https://a.test/ over IPv6 (--resolve)" \
     "\"addr\": \"$TB_ORIGIN_A6\"" "$out"
-out=$($c -4 https://b.test:8443/via-resolver)
+out=$(c -4 https://b.test:8443/via-resolver)
 tb_expect_match "curl https://b.test:8443/ resolved by the system resolver" \
     "\"addr\": \"$TB_ORIGIN_B4\"" "$out"
-out=$($c -6 "https://[$TB_ORIGIN_C6]/")
+out=$(c -6 "https://[$TB_ORIGIN_C6]/")
 tb_expect_match "curl to an IPv6 literal (IP SAN)" '"path": "/"' "$out"
 tb_check_fails "curl without the test CA fails verification" \
     tb_sandbox env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS --fail \
@@ -127,29 +127,29 @@ tb_check_fails "curl without the test CA fails verification" \
     --resolve "a.test:443:$TB_ORIGIN_A4" https://a.test/
 tb_expect_match "that failure is a certificate error" \
     "certificate|SSL" "$(cat "$TB_OUT")"
-out=$($c "http://a.test:8080/plain?x=1")
+out=$(c "http://a.test:8080/plain?x=1")
 tb_expect_match "plain HTTP on 8080" '"query": "x=1"' "$out"
-out=$($c "http://$TB_META4/latest/meta-data/")
+out=$(c "http://$TB_META4/latest/meta-data/")
 tb_expect_match "the metadata address answers inside net-<id>" \
     "\"addr\": \"$TB_META4\"" "$out"
 
-out=$($c -D - -H "Authorization: Bearer tb-secret-1" \
+out=$(c -D - -H "Authorization: Bearer tb-secret-1" \
     --resolve "a.test:443:$TB_ORIGIN_A4" \
     "https://a.test/echo?echo=Authorization")
 tb_expect_match "origin reflects Authorization in a response header" \
     $'X-Echo-Authorization: Bearer tb-secret-1' "$out"
 tb_expect_match "origin reflects Authorization in the body" \
     '"authorization": "Bearer tb-secret-1"' "$out"
-out=$($c --raw -H "X-Key: k2" --resolve "a.test:443:$TB_ORIGIN_A4" \
+out=$(c --raw -H "X-Key: k2" --resolve "a.test:443:$TB_ORIGIN_A4" \
     "https://a.test/t?echo=X-Key&trailer=1")
 tb_expect_match "origin reflects a header in chunked trailers" \
     $'0\r\nX-Echo-X-Key: k2' "$out"
-out=$($c -o /dev/null -w '%{http_code} %{redirect_url}' \
+out=$(c -o /dev/null -w '%{http_code} %{redirect_url}' \
     --resolve "a.test:443:$TB_ORIGIN_A4" \
     "https://a.test/r?status=302&location=https://b.test/next")
 tb_expect_eq "origin redirects on demand" "302 https://b.test/next" "$out"
 tb_expect_eq "origin sends N bytes on demand" 100000 \
-    "$($c --resolve "a.test:443:$TB_ORIGIN_A4" \
+    "$(c --resolve "a.test:443:$TB_ORIGIN_A4" \
     'https://a.test/b?bytes=100000' | wc -c)"
 tb_assert_log "$TB_ORIGIN_LOG" origin.request server.sni=a.test \
     "h.authorization=Bearer tb-secret-1" path=/echo
@@ -185,6 +185,14 @@ tb_assert_log "$TB_ECHO_LOG" echo.tcp.accept server.addr="$TB_ORIGIN_A4" \
     server.port=9000 client.addr="$TB_SBX_IP4"
 tb_assert_log "$TB_ECHO_LOG" echo.udp server.addr="$TB_ORIGIN_B6" \
     server.port=443 data=udp-echo-test
+
+tb_sandbox "$TB_PY" -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], 80), timeout=5)
+s.sendall(b"BOGUS-LINE\r\n\r\n")
+s.recv(1000)' "$TB_ORIGIN_C4" >/dev/null 2>&1
+tb_assert_log "$TB_ORIGIN_LOG" origin.bad_request status=400 \
+    server.addr="$TB_ORIGIN_C4" "raw_head~^BOGUS-LINE"
 
 # --- ICMP ---------------------------------------------------------------------
 tb_check "ping 203.0.113.10 as the sandbox uid (ICMP socket)" \
@@ -224,6 +232,19 @@ def line(ev, **kw):
 signal.signal(signal.SIGTERM, lambda *x: (line("egressd.stop"), sys.exit(0)))
 line("egressd.start", uid=os.getuid(), policy=opt.get("--policy"),
      rules_dir=opt.get("--rules-dir"))
+import http.server, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        ok = self.headers.get("OPENSANDBOX-EGRESS-AUTH") == "tok"
+        body = b'{"status":"ok"}' if ok else b"unauthorized"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+host, port = opt["--http-addr"].rsplit(":", 1)
+srv = http.server.HTTPServer((host, int(port)), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
 line("egressd.ready", dns_upstream=opt.get("--dns-upstream"),
      http_addr=opt.get("--http-addr"))
 while True:
@@ -245,6 +266,11 @@ tb_assert_log "$TB_EGRESSD_LOG" egressd.ready dns_upstream="$TB_DNS1_IP4" \
 tb_assert_log "$TB_EGRESSD_LOG" egressd.start uid=0 policy="$pol" \
     rules_dir="$TB_DIR/egressd/rules"
 tb_assert_no_log "$TB_EGRESSD_LOG" egressd.ready http_addr=0.0.0.0:1
+tb_expect_eq "tb_api without a token" 401 "$(tb_api GET /policy)"
+TB_EGRESSD_TOKEN=tok
+tb_expect_eq "tb_api with the token" 200 "$(tb_api GET /policy)"
+tb_expect_eq "tb_api body" '{"status":"ok"}' "$(cat "$TB_API_BODY")"
+TB_EGRESSD_TOKEN=
 mark=$(tb_log_mark "$TB_EGRESSD_LOG")
 tb_stop_egressd TERM
 tb_expect_eq "stand-in exits 0 on SIGTERM" 0 "$TB_EGRESSD_STATUS"

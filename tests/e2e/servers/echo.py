@@ -8,7 +8,8 @@ TCP: every accepted connection is logged as {"ev":"echo.tcp.accept",
 and {"ev":"echo.tcp.close", ..., "bytes":N, "data": first 256 bytes} is
 logged at the end. UDP: every datagram is echoed and logged as
 {"ev":"echo.udp", "server", "client", "bytes", "data"}. data is latin-1.
-Bounds: 16 MiB echoed per connection, 30 s idle, 64 KiB per datagram.
+Bounds: 16 MiB echoed per connection, 30 s idle, 64 KiB per datagram,
+512 connections per listener.
 A test that wants to prove "nothing reached the internet" asserts that no
 echo.* line (and no origin.request line) names the destination.
 """
@@ -25,6 +26,7 @@ MAX_CONN_BYTES = 16 << 20
 IDLE_TIMEOUT_S = 30
 DGRAM_MAX = 65535
 DATA_LOGGED = 256
+MAX_CONNS = 512  # per listener; more are closed at once
 
 
 class JsonLog:
@@ -48,7 +50,14 @@ def ep(sa):
     return {"addr": sa[0], "port": sa[1]}
 
 
-def tcp_conn(log, conn, peer, server):
+def tcp_conn(log, conn, peer, server, slots):
+    try:
+        tcp_echo(log, conn, peer, server)
+    finally:
+        slots.release()
+
+
+def tcp_echo(log, conn, peer, server):
     conn.settimeout(IDLE_TIMEOUT_S)
     log.write(dict(ev="echo.tcp.accept", server=server, client=ep(peer)))
     total = 0
@@ -72,9 +81,14 @@ def tcp_conn(log, conn, peer, server):
 
 def tcp_loop(log, s):
     server = ep(s.getsockname())
+    slots = threading.BoundedSemaphore(MAX_CONNS)
     while True:
         conn, peer = s.accept()
-        threading.Thread(target=tcp_conn, args=(log, conn, peer, server),
+        if not slots.acquire(blocking=False):
+            conn.close()
+            continue
+        threading.Thread(target=tcp_conn,
+                         args=(log, conn, peer, server, slots),
                          daemon=True).start()
 
 

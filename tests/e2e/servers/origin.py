@@ -23,7 +23,9 @@ Query parameters shape the response (all bounded):
   bytes=N            body of N 'x' bytes instead of the JSON echo
   delay_ms=N         wait before answering
   close=1            Connection: close
-Bounds: request body 1 MiB, bytes 16 MiB, delay 10 s, idle 30 s.
+Bounds: request body 1 MiB, bytes 16 MiB, delay 10 s, idle 30 s, 512
+connections per listener. A head the stdlib parser rejects (400, 431, ...)
+is logged as {"ev":"origin.bad_request", "status", "raw_head", ...}.
 
 The TLS handshake runs on the connection's own thread so a client that
 never finishes it cannot stall the accept loop.
@@ -46,6 +48,7 @@ MAX_BODY_LOGGED = 64 << 10
 MAX_RAW_HEAD = 64 << 10
 MAX_BYTES = 16 << 20
 MAX_DELAY_MS = 10000
+MAX_CONNS = 512  # per listener; more are closed at once
 IDLE_TIMEOUT_S = 30
 CHUNK = 16 << 10
 
@@ -123,6 +126,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def send_error(self, code, message=None, explain=None):
+        # The head was rejected before handle_any: still record what came.
+        if isinstance(self.rfile, TeeReader):
+            self.server.log.write(dict(
+                ev="origin.bad_request", server=self.server.info(self),
+                client=self.client(), status=code,
+                raw_head=self.rfile.take().decode("latin-1")))
+        super().send_error(code, message, explain)
 
     def handle_one_request(self):
         if isinstance(self.rfile, TeeReader):
@@ -262,7 +274,20 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
     def __init__(self, addr, port, tls_ctx, log):
+        self.slots = threading.BoundedSemaphore(MAX_CONNS)
         self.address_family = socket.AF_INET6 if ":" in addr else \
             socket.AF_INET
         self.tls_ctx = tls_ctx
