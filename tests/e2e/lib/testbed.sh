@@ -20,7 +20,7 @@
 #   tb_finish
 # tb_setup installs a trap that kills every process it started (by PID,
 # only processes inside our own namespaces) and deletes the namespaces on
-# every exit path.
+# every exit path. A scenario must not install its own EXIT/INT/TERM trap.
 
 TB_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TB_SERVERS_DIR=$(cd "$TB_LIB_DIR/../servers" && pwd)
@@ -384,18 +384,22 @@ tb_setup()
 	ip netns add "$TB_NET" || tb_die "ip netns add $TB_NET"
 	TB_UP=1
 
-	TB_DIR=$(mktemp -d "${TMPDIR:-/tmp}/egressd-e2e.$TB_ID.XXXXXX") ||
+	# Under /tmp (not $TMPDIR): the sandbox uid must be able to traverse
+	# to its home and the CA certificate.
+	TB_DIR=$(mktemp -d "${TB_TMPDIR:-/tmp}/egressd-e2e.$TB_ID.XXXXXX") ||
 	    tb_die "mktemp"
 	chmod 755 "$TB_DIR"
 	mkdir -p "$TB_DIR/pki" "$TB_DIR/dns" "$TB_DIR/net" "$TB_DIR/sbx" \
-	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin"
+	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin" "$TB_DIR/root"
 	# ping carries cap_net_raw as a file capability; the workload has an
 	# empty bounding set, which makes exec of such a file fail. A copy
 	# without the capability uses ICMP datagram sockets, as an ordinary
 	# unprivileged process would.
 	cp /usr/bin/ping "$TB_DIR/sbx-bin/ping" 2>/dev/null
-	chmod 700 "$TB_DIR/egressd" "$TB_DIR/net" "$TB_DIR/dns"
-	TB_OUT="$TB_DIR/out"
+	# What the workload must not read (egressd's files, what the internet
+	# and the checks saw) is root-only.
+	chmod 700 "$TB_DIR/egressd" "$TB_DIR/net" "$TB_DIR/dns" "$TB_DIR/root"
+	TB_OUT="$TB_DIR/root/out"
 	TB_API_BODY="$TB_DIR/egressd/api.body"
 	: >"$TB_OUT"
 
@@ -412,7 +416,7 @@ tb_setup()
 	    --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs
 	    -- env -i -C "$TB_SBX_HOME"
 	    PATH="$TB_DIR/sbx-bin:/usr/local/bin:/usr/bin:/bin"
-	    HOME="$TB_SBX_HOME" LANG=C.UTF-8
+	    HOME="$TB_SBX_HOME" TMPDIR="$TB_SBX_HOME" LANG=C.UTF-8
 	    SSL_CERT_FILE="$TB_CA_CERT" CURL_CA_BUNDLE="$TB_CA_CERT"
 	    TB_CA_CERT="$TB_CA_CERT")
 

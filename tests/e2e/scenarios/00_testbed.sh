@@ -45,6 +45,11 @@ tb_check_fails "sandbox cannot open a raw socket" tb_sandbox "$TB_PY" -c '
 import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)'
 tb_check_fails "sandbox cannot read the CA key" \
     tb_sandbox cat "$TB_DIR/pki/ca.key"
+tb_check_fails "sandbox cannot look into egressd's directory" \
+    tb_sandbox ls "$TB_DIR/egressd"
+tb_check_fails "sandbox cannot read the upstream's query log" \
+    tb_sandbox cat "$TB_DIR/dns/dns1.log"
+tb_check "sandbox can write its home" tb_sandbox touch "$TB_SBX_HOME/x"
 
 # --- DNS from the sandbox straight to the fake upstream ---------------------
 d() { tb_sandbox dig +time=2 +tries=1 "$@"; }
