@@ -426,8 +426,9 @@ dns_ptr_name_make(int family, const uint8_t *addr, struct dns_name *n)
 			memcpy(n->wire + o, d, nd);
 			o += nd;
 		}
-		memcpy(n->wire + o, "\007in-addr\004arpa", 14);
-		o += 14;
+		static const char arpa4[] = "\007in-addr\004arpa";
+		memcpy(n->wire + o, arpa4, sizeof(arpa4) - 1);
+		o += sizeof(arpa4) - 1;
 	} else {
 		for (int i = 15; i >= 0; i--) {
 			n->wire[o++] = 1;
@@ -435,8 +436,9 @@ dns_ptr_name_make(int family, const uint8_t *addr, struct dns_name *n)
 			n->wire[o++] = 1;
 			n->wire[o++] = (uint8_t)hex[addr[i] >> 4];
 		}
-		memcpy(n->wire + o, "\003ip6\004arpa", 10);
-		o += 10;
+		static const char arpa6[] = "\003ip6\004arpa";
+		memcpy(n->wire + o, arpa6, sizeof(arpa6) - 1);
+		o += sizeof(arpa6) - 1;
 	}
 	n->wire[o++] = 0;
 	name_set(n, n->wire, o);

@@ -581,6 +581,8 @@ test_build_localhost(void **state)
 	char pres[DNS_NAME_PRES_MAX];
 	pres_of(&rev, 0, pres);
 	assert_string_equal(pres, "1.0.0.127.in-addr.arpa");
+	assert_int_equal(rev.len, 24);
+	assert_int_equal(rev.labels, 6);
 	query_of(&q, pres, DNS_TYPE_PTR, false, 0);
 	assert_int_equal(dns_name_from_pres("egressd.local.", &tgt, &e), 0);
 	memset(&rr, 0, sizeof(rr));
@@ -629,6 +631,8 @@ test_ptr_names(void **state)
 	assert_string_equal(pres,
 	    "b.a.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
 	    "0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa");
+	assert_int_equal(n.len, 2 * 32 + 4 + 5 + 1);
+	assert_int_equal(n.labels, 34);
 	assert_true(dns_ptr_name_parse(&n, &fam, a));
 	assert_int_equal(fam, 6);
 	assert_memory_equal(a, v6, 16);
