@@ -52,6 +52,7 @@ enum policy_origin {
 	POLICY_ORIGIN_ALWAYS_DENY,
 	POLICY_ORIGIN_ALWAYS_ALLOW,
 	POLICY_ORIGIN_INFRA,
+	POLICY_ORIGIN_LOG_SKIP, /* log_skip.always: never decides */
 };
 
 #define POLICY_PROTO_TCP 0x1u
@@ -248,6 +249,60 @@ int policy_name_normalize(
  */
 char *policy_user_to_json(const struct policy *p);
 char *policy_to_yaml(const struct policy *p);
+
+/*
+ * Credentials and bindings of the policy file (contract §4). The secret
+ * value of a credential stays inside struct policy_credential (wiped when
+ * freed); no function returns it. policy_credential_export hands the
+ * bytes to a sink once, for the vault to take into its own storage.
+ */
+enum policy_cred_source {
+	POLICY_CRED_INLINE,
+	POLICY_CRED_FILE, /* path only; the vault reads the file */
+};
+
+enum policy_auth_type {
+	POLICY_AUTH_BEARER,
+	POLICY_AUTH_BASIC,
+	POLICY_AUTH_APIKEY,
+	POLICY_AUTH_CUSTOM_HEADERS,
+	POLICY_AUTH_PASSTHROUGH,
+};
+
+#define POLICY_CRED_NAME_MAX 64 /* credential and binding names */
+#define POLICY_SECRET_MAX 16384 /* bytes of one inline value */
+#define POLICY_BINDINGS_MAX 256 /* bindings (and credentials) */
+#define POLICY_BINDING_LIST_MAX 64 /* hosts, paths, ... of one binding */
+#define POLICY_PATH_PATTERN_MAX 1024 /* one binding path pattern */
+
+const char *policy_credential_name(const struct policy_credential *c);
+enum policy_cred_source policy_credential_source(
+    const struct policy_credential *c);
+const char *policy_credential_path(const struct policy_credential *c);
+int policy_credential_export(const struct policy_credential *c,
+    int (*sink)(void *arg, const uint8_t *value, size_t len), void *arg);
+
+const char *policy_binding_name(const struct policy_binding *b);
+enum policy_auth_type policy_binding_auth(const struct policy_binding *b);
+
+/*
+ * True when host (a binding host: FQDN or "*.suffix") is covered by an
+ * explicit allow rule that the policy really allows: the default action
+ * does not count, and for "*.suffix" the deciding rule must be an allow
+ * wildcard covering the whole suffix with no deny rule below it.
+ * Otherwise false with the reason in e.
+ */
+bool policy_host_covered(
+    const struct policy *p, const char *host, struct err *e);
+/* True when two bindings can match the same request at equal precedence. */
+bool policy_bindings_overlap(
+    const struct policy_binding *a, const struct policy_binding *b);
+/*
+ * Every binding of p covered, no two ambiguous: 0, or -1 with the first
+ * problem in e (the API prefixes "credential vault policy validation: ").
+ * Loaders run it; API callers run it on a mutation's result.
+ */
+int policy_check_bindings(const struct policy *p, struct err *e);
 
 /* "allow_all" | "deny_all" | "enforcing" as in contract §3. */
 const char *policy_mode_name(const struct policy *p);

@@ -18,6 +18,7 @@
 #define POLICY_NODES_MAX (8u << 20) /* parse-tree nodes of one document */
 #define POLICY_SCALAR_MAX 65536 /* bytes of one scalar */
 #define POLICY_FILES_MAX 8 /* distinct file names of one snapshot */
+#define POLICY_LINE_MAX 1024 /* one line of an always-rules file */
 
 /* ---- parse tree shared by the JSON and YAML readers ---- */
 
@@ -54,6 +55,13 @@ struct pnode *policy_json_read(
     const char *buf, size_t len, const char *name, struct policy_diag *d);
 struct pnode *policy_yaml_read(
     const char *buf, size_t len, const char *name, struct policy_diag *d);
+
+/*
+ * Reads a regular file of at most POLICY_FILE_MAX bytes (NUL-terminated
+ * copy in *out). A missing file sets *missing and adds no diagnostic.
+ */
+int policy_read_file(const char *path, char **out, size_t *outlen,
+    bool *missing, struct policy_diag *d);
 
 /* Adds "NAME:LINE:COL: message" (or "NAME: message" when line is 0). */
 void policy_diag_add(struct policy_diag *d, const char *name, unsigned line,
@@ -99,6 +107,9 @@ struct policy_overlays {
 	unsigned refs;
 	struct policy_rule *deny, *allow, *log_skip;
 	size_t ndeny, nallow, nlog_skip;
+	/* The first n*_file rules came from the policy file itself, the
+	 * rest from the always-rules directory (replaced on reload). */
+	size_t ndeny_file, nallow_file;
 	struct policy_layer *ldeny, *lallow, *llog_skip;
 	char *files[POLICY_FILES_MAX];
 	size_t nfiles;

@@ -620,6 +620,19 @@ static const struct pkey dns_keys[] = {
     {"cname", dk_cname},
 };
 
+/* The key node of a mapping entry, for positions. */
+static const struct pnode *
+map_key(const struct pnode *map, const char *key)
+{
+	size_t i;
+
+	for (i = 0; map->type == PNODE_MAP && i + 1 < map->nkids; i += 2)
+		if (map->kids[i]->type == PNODE_STR &&
+		    strcmp(map->kids[i]->str, key) == 0)
+			return map->kids[i];
+	return NULL;
+}
+
 static int
 tk_dns(struct pwalk *w, const struct pnode *v, void *obj)
 {
@@ -629,8 +642,9 @@ tk_dns(struct pwalk *w, const struct pnode *v, void *obj)
 	(void)pw_map(
 	    w, v, dns_keys, sizeof(dns_keys) / sizeof(dns_keys[0]), dns);
 	if (dns->ttl_min > dns->ttl_max)
-		pw_err(w, v, "dns.ttlMin %u exceeds dns.ttlMax %u",
-		    dns->ttl_min, dns->ttl_max);
+		pw_err(w, map_key(v, "ttlMin") ? map_key(v, "ttlMin") : v,
+		    "dns.ttlMin %u exceeds dns.ttlMax %u", dns->ttl_min,
+		    dns->ttl_max);
 	return 0;
 }
 
@@ -727,6 +741,8 @@ build_overlays(struct pbuild *b)
 	o->ndeny = b->lists[RL_DENY].n;
 	o->allow = b->lists[RL_ALLOW].v;
 	o->nallow = b->lists[RL_ALLOW].n;
+	o->ndeny_file = o->ndeny;
+	o->nallow_file = o->nallow;
 	memset(&b->lists[RL_DENY], 0, sizeof(b->lists[0]));
 	memset(&b->lists[RL_ALLOW], 0, sizeof(b->lists[0]));
 	for (i = 0; i < o->ndeny; i++)
