@@ -366,6 +366,16 @@ out:
 	return rc;
 }
 
+int
+nft_send_batch(struct nft *n, struct nft_batch *b, struct err *e)
+{
+	if (!b->finished) {
+		err_set(e, "nft: batch not finished");
+		return -1;
+	}
+	return nft_send(n, b, e);
+}
+
 /* ---- dumps ---- */
 
 typedef int (*nft_dump_cb)(const struct nlmsghdr *nlh, void *arg);
@@ -578,8 +588,8 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 		nftnl_set_free(s);
 		return MNL_CB_ERROR;
 	}
-	for (el = nftnl_set_elems_iter_cur(it); el != NULL;
-	     el = nftnl_set_elems_iter_next(it)) {
+	/* iter_next returns the current element, then advances */
+	while ((el = nftnl_set_elems_iter_next(it)) != NULL) {
 		key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &klen);
 		if (key == NULL || klen != (d->family == 4 ? 4u : 16u))
 			continue;

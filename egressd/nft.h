@@ -196,6 +196,13 @@ int nft_apply_policy(struct nft *n, const struct policy *p, struct err *e);
 int nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
     struct err *e);
 
+/*
+ * Sends a batch from nft_build_*() as one transaction and checks every
+ * ack (what nft_apply_policy/nft_learn do inside). For tools and tests;
+ * the mirror is not updated.
+ */
+int nft_send_batch(struct nft *n, struct nft_batch *b, struct err *e);
+
 /* Forgets mirror entries whose kernel element has expired; returns how
  * many. Call from a timer (e.g. every 10 s). */
 size_t nft_expire_tick(struct nft *n);

@@ -3,6 +3,8 @@
  * line per message. Tests compare it with golden files; it is also what
  * a dry run prints.
  */
+#include <arpa/inet.h>
+#include <endian.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,39 +65,59 @@ hex(FILE *f, const uint8_t *p, uint32_t n)
 		fprintf(f, "%02x", p[i]);
 }
 
+/*
+ * Elements parsed by hand: libnftnl's parser accepts only NFTA_LIST_ELEM
+ * as the nested type, while builders (libnftnl's own included) number
+ * the elements 1, 2, 3... and the kernel takes any type.
+ */
+static void
+desc_elem(FILE *f, const struct nlattr *el)
+{
+	const struct nlattr *a, *k;
+
+	fputc(' ', f);
+	mnl_attr_for_each_nested(a, el)
+	{
+		switch (mnl_attr_get_type(a)) {
+		case NFTA_SET_ELEM_KEY:
+			mnl_attr_for_each_nested(
+			    k, a) if (mnl_attr_get_type(k) == NFTA_DATA_VALUE)
+			    hex(f, mnl_attr_get_payload(k),
+			        mnl_attr_get_payload_len(k));
+			break;
+		default:
+			break;
+		}
+	}
+	mnl_attr_for_each_nested(a, el)
+	{
+		if (mnl_attr_get_type(a) == NFTA_SET_ELEM_FLAGS &&
+		    mnl_attr_get_payload_len(a) == 4 &&
+		    (ntohl(mnl_attr_get_u32(a)) & NFT_SET_ELEM_INTERVAL_END))
+			fputs("(end)", f);
+		if (mnl_attr_get_type(a) == NFTA_SET_ELEM_TIMEOUT &&
+		    mnl_attr_get_payload_len(a) == 8)
+			fprintf(f, "(timeout %llums)",
+			    (unsigned long long)be64toh(mnl_attr_get_u64(a)));
+	}
+}
+
 static void
 desc_elems(FILE *f, const struct nlmsghdr *nlh)
 {
-	struct nftnl_set *s = nftnl_set_alloc();
-	struct nftnl_set_elems_iter *it;
-	struct nftnl_set_elem *el;
-	const void *k;
-	uint32_t klen;
+	const struct nlattr *a, *el;
 
-	if (s == NULL || nftnl_set_elems_nlmsg_parse(nlh, s) < 0) {
-		fprintf(f, " <unparsable>");
-		nftnl_set_free(s);
-		return;
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
+		if (mnl_attr_get_type(a) == NFTA_SET_ELEM_LIST_SET)
+			fprintf(f, " %s", mnl_attr_get_str(a));
 	}
-	fprintf(f, " %s", nftnl_set_get_str(s, NFTNL_SET_NAME));
-	it = nftnl_set_elems_iter_create(s);
-	for (el = it ? nftnl_set_elems_iter_cur(it) : NULL; el != NULL;
-	     el = nftnl_set_elems_iter_next(it)) {
-		k = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &klen);
-		fputc(' ', f);
-		if (k != NULL)
-			hex(f, k, klen);
-		if (nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS) &&
-		    (nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) &
-		        NFT_SET_ELEM_INTERVAL_END))
-			fputs("(end)", f);
-		if (nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_TIMEOUT))
-			fprintf(f, "(timeout %llums)",
-			    (unsigned long long)nftnl_set_elem_get_u64(
-			        el, NFTNL_SET_ELEM_TIMEOUT));
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
+		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS)
+			continue;
+		mnl_attr_for_each_nested(el, a) desc_elem(f, el);
 	}
-	nftnl_set_elems_iter_destroy(it);
-	nftnl_set_free(s);
 }
 
 static void

@@ -1,0 +1,496 @@
+/*
+ * nft batch builder, without privileges: the pure functions turn a policy
+ * into netlink bytes; we decode them back with libnftnl and check the
+ * table, chains, rule order (= policy_match_addr precedence), set
+ * elements and flags, and compare the whole decoded batch with a golden
+ * file (EGRESSD_GOLDEN_UPDATE=1 rewrites it).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+
+#include "egressd/nft.h"
+#include "policy/policy.h"
+
+static struct policy *
+pol(const char *json)
+{
+	struct policy_diag d;
+	struct policy *p;
+	struct err e;
+
+	policy_diag_init(&d);
+	p = policy_parse_json(json, strlen(json), "test", &d);
+	if (p == NULL) {
+		policy_diag_to_err(&d, &e);
+		fail_msg("policy: %s", e.msg);
+	}
+	policy_diag_clear(&d);
+	return p;
+}
+
+static const char *basic_policy =
+    "{\"defaultAction\":\"deny\",\"egress\":["
+    "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\","
+    "\"ports\":[443,\"8000-8080\",8080],\"protocols\":[\"tcp\"]},"
+    "{\"action\":\"deny\",\"target\":\"203.0.113.9\"},"
+    "{\"action\":\"allow\",\"target\":\"203.0.113.9\"},"
+    "{\"action\":\"allow\",\"target\":\"2001:db8::/32\"},"
+    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+    "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\","
+    "\"protocols\":[\"udp\",\"icmp\"]},"
+    "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\",\"ports\":[7],"
+    "\"protocols\":[\"udp\"]}],"
+    "\"alwaysDeny\":[\"192.0.2.0/24\",\"192.0.2.0/24\"],"
+    "\"alwaysAllow\":[\"169.254.169.123\"]}";
+
+static char *
+describe(const struct policy *p, const struct nft_opts *o,
+    const struct nft_kstate *ks)
+{
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	if (nft_build_ruleset(p, o, ks, &b, &e) != 0)
+		fail_msg("build: %s", e.msg);
+	s = nft_batch_describe(b);
+	assert_non_null(s);
+	nft_batch_free(b);
+	return s;
+}
+
+/* Line index (0-based) of the first line containing all of a and b. */
+static long
+line_of(const char *text, const char *a, const char *b)
+{
+	const char *p = text, *nl;
+	long i = 0;
+	char *line;
+
+	while (*p != '\0') {
+		nl = strchr(p, '\n');
+		if (nl == NULL)
+			nl = p + strlen(p);
+		line = strndup(p, (size_t)(nl - p));
+		if (strstr(line, a) != NULL && (b == NULL || strstr(line, b))) {
+			free(line);
+			return i;
+		}
+		free(line);
+		i++;
+		p = *nl ? nl + 1 : nl;
+	}
+	return -1;
+}
+
+static void
+test_golden_basic(void **state)
+{
+	struct policy *p = pol(basic_policy);
+	struct nft_opts o;
+	const char *src = getenv("EGRESSD_SRCDIR");
+	char path[1024], *got, *want = NULL;
+	FILE *f;
+	long n;
+
+	(void)state;
+	nft_opts_init(&o);
+	got = describe(p, &o, NULL);
+	assert_non_null(src);
+	snprintf(path, sizeof(path),
+	    "%s/tests/unit/egressd/golden/nft_basic.txt", src);
+	if (getenv("EGRESSD_GOLDEN_UPDATE") != NULL) {
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(got, f);
+		fclose(f);
+	}
+	f = fopen(path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	want = calloc(1, (size_t)n + 1);
+	assert_int_equal(fread(want, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	assert_string_equal(got, want);
+	free(want);
+	free(got);
+	policy_unref(p);
+}
+
+static void
+test_raw_bytes(void **state)
+{
+	struct policy *p = pol(basic_policy);
+	struct nft_opts o;
+	struct nft_batch *b;
+	struct err e;
+	const uint8_t *d;
+	const struct nlmsghdr *nlh;
+	size_t len, off = 0, i = 0, n;
+
+	(void)state;
+	nft_opts_init(&o);
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), 0);
+	d = nft_batch_data(b, &len);
+	n = nft_batch_nmsgs(b);
+	assert_true(n > 40);
+	while (off < len) {
+		nlh = (const struct nlmsghdr *)(d + off);
+		assert_true(nlh->nlmsg_len >= sizeof(*nlh));
+		if (i == 0)
+			assert_int_equal(nlh->nlmsg_type, NFNL_MSG_BATCH_BEGIN);
+		else if (i == n + 1)
+			assert_int_equal(nlh->nlmsg_type, NFNL_MSG_BATCH_END);
+		else {
+			/* every message asks for its own ack */
+			assert_true(nlh->nlmsg_flags & NLM_F_ACK);
+			assert_int_equal(
+			    nlh->nlmsg_type >> 8, NFNL_SUBSYS_NFTABLES);
+		}
+		assert_int_equal(nlh->nlmsg_seq, 1 + i);
+		off += NLMSG_ALIGN(nlh->nlmsg_len);
+		i++;
+	}
+	assert_int_equal(off, len);
+	assert_int_equal(i, n + 2);
+	assert_string_equal(nft_batch_msg_label(b, 0), "NEWTABLE egressd");
+	nft_batch_free(b);
+	policy_unref(p);
+}
+
+static void
+test_structure(void **state)
+{
+	struct policy *p = pol(basic_policy);
+	struct nft_opts o;
+	char *s;
+	long ad, aa, in, ud, ua24, ua0, learned, def, est, mark, nd, api, dns,
+	    lo, dot;
+
+	(void)state;
+	nft_opts_init(&o);
+	s = describe(p, &o, NULL);
+	/* table without owner/dormant flags: survives a crash */
+	assert_true(line_of(s, "NEWTABLE egressd flags 0", NULL) == 0);
+	assert_true(line_of(s,
+	                "NEWCHAIN filter_out type filter hook 3 prio 0 "
+	                "policy 0",
+	                NULL) >= 0);
+	assert_true(line_of(s, "NEWCHAIN nat_out type nat hook 3 prio -100",
+	                NULL) >= 0);
+	assert_true(
+	    line_of(s, "NEWSET learned4 keylen 4 flags 0x10", NULL) >= 0);
+	assert_true(
+	    line_of(s, "NEWSET learned6 keylen 16 flags 0x10", NULL) >= 0);
+	/* nat: mark exemption before the redirects, 53 tcp and udp */
+	assert_true(line_of(s, "nat_out", "meta load mark") <
+	    line_of(s, "nat_out", "redir"));
+	/* 53 -> 15353 (0x3bf9, printed in host order) */
+	assert_true(line_of(s, "nat_out", "cmp eq reg 1 0x00003500") ==
+	    line_of(s, "nat_out", "immediate reg 1 0x0000f93b"));
+	assert_int_equal(line_of(s, "intercept_ports", NULL), -1);
+	/* filter order */
+	est = line_of(s, "filter_out", "ct load state");
+	mark = line_of(s, "filter_out", "name own");
+	nd = line_of(s, "filter_out", "name nd");
+	api = line_of(s, "filter_out", "name api_block");
+	dns = line_of(s, "filter_out", "name dns");
+	lo = line_of(s, "filter_out", "name loopback");
+	dot = line_of(s, "filter_out", "name dot");
+	ad = line_of(s, "filter_out", "name always_deny");
+	aa = line_of(s, "filter_out", "name always_allow");
+	in = line_of(s, "filter_out", "name internal");
+	ud = line_of(s, "filter_out", "name user_deny");
+	ua24 = line_of(s, "filter_out", "set g5_allow4");
+	ua0 = line_of(s, "filter_out", "set g7_allow4");
+	learned = line_of(s, "filter_out", "name learned");
+	def = line_of(s, "filter_out", "name default_deny");
+	assert_true(est >= 0 && est < mark && mark < nd && nd < api &&
+	    api < dns && dns < lo && lo < dot && dot < ad);
+	/* layers: always-deny, always-allow, internal, user rules */
+	assert_true(ad < aa && aa < in && in < ud);
+	/* user: /32 deny before /32 allow (tie), before /24, before /0 */
+	assert_true(ud == line_of(s, "filter_out", "set g2_deny4"));
+	assert_true(ud < line_of(s, "filter_out", "set g3_allow4"));
+	assert_true(ud < ua24 && ua24 < ua0 && ua0 < learned && learned < def);
+	/* the resolver is accepted by destination, not by oif lo */
+	assert_true(line_of(s, "name dns", "0x0100007f") >= 0);
+	/* deny: tcp reset, else icmpx admin-prohibited; log rate limited */
+	assert_true(line_of(s, "deny", "reject type 1 code 0") >= 0);
+	assert_true(line_of(s, "deny", "reject type 2 code 3") >= 0);
+	assert_true(line_of(s, "deny", "limit rate 5/second") >= 0);
+	/* default deny: the last rule jumps to deny */
+	assert_true(line_of(s, "name default_deny", "jump -> deny") >= 0);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_elements(void **state)
+{
+	struct policy *p = pol(basic_policy);
+	struct nft_opts o;
+	char *s;
+
+	(void)state;
+	nft_opts_init(&o);
+	s = describe(p, &o, NULL);
+	/* 192.0.2.0/24 listed twice: one interval */
+	assert_true(line_of(s, "NEWSETELEM g0_deny4 c0000200 c0000300(end) ",
+	                NULL) >= 0);
+	/* 0.0.0.0/0 reaches the top of the space: no end element */
+	assert_true(line_of(s, "NEWSETELEM g7_allow4 00000000 [", NULL) >= 0);
+	/* ports 443, 8000-8080, 8080 -> {443, 8000-8080} */
+	assert_true(line_of(s,
+	                "NEWSETELEM g5_ports 01bb 01bc(end) 1f40 "
+	                "1f91(end) [",
+	                NULL) >= 0);
+	/* the built-in internal ranges */
+	assert_true(line_of(s,
+	                "NEWSETELEM internal4 64400000 64800000(end) "
+	                "a83f8110 a83f8111(end) a9fe0000 a9ff0000(end)",
+	                NULL) >= 0);
+	assert_true(line_of(s, "internal6",
+	                "fe800000000000000000000000000000 "
+	                "fec00000000000000000000000000000(end)") >= 0);
+	assert_true(line_of(s, "protected_ports 46a0 46a1(end)", NULL) >= 0);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_default_allow_proxy(void **state)
+{
+	struct policy *p =
+	    pol("{\"defaultAction\":\"allow\",\"egress\":["
+	        "{\"action\":\"deny\",\"target\":\"203.0.113.0/24\"}]}");
+	struct nft_opts o;
+	char *s;
+
+	(void)state;
+	nft_opts_init(&o);
+	o.proxy_port = 18081;
+	o.nprotected_ports = 2;
+	o.protected_ports[1] = 9090;
+	assert_int_equal(
+	    nft_parse_prefix("198.51.100.53", &o.ns_exempt[0], NULL), 0);
+	o.nns_exempt = 1;
+	o.block_doh_443 = true;
+	assert_int_equal(
+	    nft_parse_prefix("2001:db8:53::/48", &o.doh_block[0], NULL), 0);
+	o.ndoh_block = 1;
+	s = describe(p, &o, NULL);
+	assert_true(line_of(s, "name default_allow", "accept") >= 0);
+	assert_int_equal(line_of(s, "name default_deny", NULL), -1);
+	/* internal ranges still denied under default allow */
+	assert_true(line_of(s, "name internal", "jump -> deny") >= 0);
+	assert_true(line_of(s, "name user_deny", "jump -> deny") <
+	    line_of(s, "name default_allow", NULL));
+	/* proxy: intercept ports to learned addresses only; accepted by
+	 * destination in the filter */
+	assert_true(line_of(s,
+	                "NEWSETELEM intercept_ports 0050 0051(end) "
+	                "01bb 01bc(end)",
+	                NULL) >= 0);
+	assert_true(line_of(s, "set intercept_ports", "set learned4") >= 0);
+	assert_true(line_of(s, "set intercept_ports", "0x0000a146") >= 0);
+	assert_true(line_of(s, "name proxy", "0x0100007f") >= 0);
+	assert_true(line_of(s, "protected_ports 2382 2383(end) 46a0 46a1(end)",
+	                NULL) >= 0);
+	/* exempt nameserver: not redirected, accepted on 53 */
+	assert_true(line_of(s, "nat_out", "set ns_exempt4") <
+	    line_of(s, "nat_out", "redir"));
+	assert_true(line_of(s, "name ns_exempt", "set ns_exempt4") >= 0);
+	assert_true(line_of(s, "name doh", "set doh6") >= 0);
+	assert_int_equal(line_of(s, "set doh4", NULL), -1);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_adopt(void **state)
+{
+	struct policy *p = pol("{\"defaultAction\":\"deny\"}");
+	char *chains[] = {"filter_out", "nat_out", "deny", "junk"};
+	char *sets[] = {"learned4", "g0_allow4", "learned6", "old"};
+	struct nft_learn_addr drop[2] = {
+	    {.family = 4, .addr = {203, 0, 113, 7}},
+	    {.family = 6, .addr = {0x20, 0x01, 0x0d, 0xb8, [15] = 7}}};
+	struct nft_kstate ks = {.table_exists = true,
+	    .chains = chains,
+	    .nchains = 4,
+	    .sets = sets,
+	    .nsets = 4,
+	    .drop = drop,
+	    .ndrop = 2};
+	struct nft_opts o;
+	char *s;
+	long flush, delset, newset, firstrule;
+
+	(void)state;
+	nft_opts_init(&o);
+	s = describe(p, &o, &ks);
+	flush = line_of(s, "DELRULE inet egressd junk", NULL);
+	assert_true(flush > 0);
+	assert_true(line_of(s, "DELRULE inet egressd filter_out", NULL) > 0);
+	delset = line_of(s, "DELSET g0_allow4", NULL);
+	assert_true(delset > flush);
+	assert_true(line_of(s, "DELSET old", NULL) > 0);
+	/* learned sets are kept */
+	assert_int_equal(line_of(s, "DELSET learned", NULL), -1);
+	assert_true(line_of(s, "DELCHAIN junk", NULL) > delset);
+	assert_int_equal(line_of(s, "DELCHAIN filter_out", NULL), -1);
+	/* dropped learned elements: added (no ENOENT), then deleted */
+	newset = line_of(s, "NEWSETELEM learned4 cb007107", NULL);
+	assert_true(newset > 0);
+	assert_true(line_of(s, "DELSETELEM learned4 cb007107", NULL) > newset);
+	assert_true(line_of(s, "DELSETELEM learned6 20010db8", NULL) > 0);
+	firstrule = line_of(s, "NEWRULE", NULL);
+	assert_true(firstrule > newset);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_learn_batch(void **state)
+{
+	struct nft_learn_addr a[3] = {
+	    {.family = 4, .addr = {203, 0, 113, 10}, .ttl = 5},
+	    {.family = 6,
+	        .addr = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10},
+	        .ttl = 100},
+	    {.family = 4, .addr = {203, 0, 113, 11}, .ttl = 999999}};
+	struct nft_learn_addr many[NFT_LEARN_BATCH_MAX + 1];
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	(void)state;
+	assert_int_equal(nft_build_learn(a, 3, 30, 3600, &b, &e), 0);
+	assert_int_equal(nft_batch_nmsgs(b), 6);
+	s = nft_batch_describe(b);
+	assert_string_equal(s,
+	    "NEWSETELEM learned4 cb00710a(timeout 30000ms) "
+	    "cb00710b(timeout 3600000ms) [flags 0x405]\n"
+	    "DELSETELEM learned4 cb00710a cb00710b [flags 0x5]\n"
+	    "NEWSETELEM learned4 cb00710a(timeout 30000ms) "
+	    "cb00710b(timeout 3600000ms) [flags 0x405]\n"
+	    "NEWSETELEM learned6 20010db8000000000000000000000010(timeout "
+	    "100000ms) [flags 0x405]\n"
+	    "DELSETELEM learned6 20010db8000000000000000000000010 [flags "
+	    "0x5]\n"
+	    "NEWSETELEM learned6 20010db8000000000000000000000010(timeout "
+	    "100000ms) [flags 0x405]\n");
+	free(s);
+	nft_batch_free(b);
+
+	memset(many, 0, sizeof(many));
+	b = (struct nft_batch *)&e; /* must be reset to NULL */
+	assert_int_equal(
+	    nft_build_learn(many, NFT_LEARN_BATCH_MAX + 1, 1, 2, &b, &e), -1);
+	assert_null(b);
+	a[1].family = 5;
+	assert_int_equal(nft_build_learn(a, 3, 1, 2, &b, &e), -1);
+	assert_null(b);
+	assert_non_null(strstr(e.msg, "bad family"));
+}
+
+static void
+test_failed_build_leaves_nothing(void **state)
+{
+	struct policy *p =
+	    pol("{\"defaultAction\":\"deny\",\"egress\":["
+	        "{\"action\":\"allow\",\"target\":\"203.0.113.1\"}]}");
+	struct nft_opts o;
+	struct nft_batch *b;
+	struct err e;
+
+	(void)state;
+	nft_opts_init(&o);
+	o.dns_port = 0;
+	b = (struct nft_batch *)&e;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
+	assert_null(b);
+	nft_opts_init(&o);
+	/* a corrupt rule deep in the build: everything built so far is
+	 * freed (ASan/LSan watch this test) */
+	p->rules[0].prefix.family = 9;
+	b = (struct nft_batch *)&e;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
+	assert_null(b);
+	assert_non_null(strstr(e.msg, "bad prefix"));
+	p->rules[0].prefix.family = 4;
+	policy_unref(p);
+}
+
+static void
+test_teardown_and_prefix(void **state)
+{
+	struct nft_batch *b;
+	struct policy_prefix pf;
+	struct err e;
+	char *s;
+
+	(void)state;
+	assert_int_equal(nft_build_teardown(&b, &e), 0);
+	s = nft_batch_describe(b);
+	assert_string_equal(s, "DELTABLE egressd flags 0 [flags 0x5]\n");
+	free(s);
+	nft_batch_free(b);
+
+	assert_int_equal(nft_parse_prefix("198.51.100.77/24", &pf, &e), 0);
+	assert_int_equal(pf.family, 4);
+	assert_int_equal(pf.len, 24);
+	assert_int_equal(pf.addr[3], 0); /* host bits cleared */
+	assert_int_equal(nft_parse_prefix("2001:db8::1", &pf, &e), 0);
+	assert_int_equal(pf.len, 128);
+	assert_int_equal(nft_parse_prefix("2001:db8::/129", &pf, &e), -1);
+	assert_int_equal(nft_parse_prefix("1.2.3.4/", &pf, &e), -1);
+	assert_int_equal(nft_parse_prefix("a.example", &pf, &e), -1);
+	assert_int_equal(nft_parse_prefix("1.2.3.4/x", &pf, &e), -1);
+}
+
+static void
+test_counter_names(void **state)
+{
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < NFT_NCOUNTERS; i++) {
+		assert_non_null(nft_counter_name(i));
+		assert_true(strlen(nft_counter_name(i)) < NFT_COUNTER_NAME_MAX);
+	}
+	assert_null(nft_counter_name(NFT_NCOUNTERS));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_golden_basic),
+	    cmocka_unit_test(test_raw_bytes),
+	    cmocka_unit_test(test_structure),
+	    cmocka_unit_test(test_elements),
+	    cmocka_unit_test(test_default_allow_proxy),
+	    cmocka_unit_test(test_adopt),
+	    cmocka_unit_test(test_learn_batch),
+	    cmocka_unit_test(test_failed_build_leaves_nothing),
+	    cmocka_unit_test(test_teardown_and_prefix),
+	    cmocka_unit_test(test_counter_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
