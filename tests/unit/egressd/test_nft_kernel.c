@@ -1,0 +1,518 @@
+/*
+ * nft against the kernel, in a throwaway network namespace: the test
+ * process unshares its own (nothing outside is touched; the namespace dies
+ * with the process). Needs root (CAP_NET_ADMIN); otherwise every case is
+ * skipped with a message. Inspection uses `nft` the way an operator would.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "egressd/nft.h"
+#include "egressd/stats.h"
+#include "policy/policy.h"
+
+#define OUT_MAX (1u << 20)
+
+static bool have_netns;
+
+static struct policy *
+pol(const char *json)
+{
+	struct policy_diag d;
+	struct policy *p;
+	struct err e;
+
+	policy_diag_init(&d);
+	p = policy_parse_json(json, strlen(json), "test", &d);
+	if (p == NULL) {
+		policy_diag_to_err(&d, &e);
+		fail_msg("policy: %s", e.msg);
+	}
+	policy_diag_clear(&d);
+	return p;
+}
+
+/* Output of a shell command (caller frees). */
+static char *
+run(const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	char *buf = calloc(1, OUT_MAX);
+	size_t n;
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	n = fread(buf, 1, OUT_MAX - 1, f);
+	buf[n] = '\0';
+	pclose(f);
+	return buf;
+}
+
+static void
+msleep(unsigned ms)
+{
+	struct timespec ts = {
+	    .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	if (!have_netns)
+		return 0; /* each case skips itself */
+	/* a fresh table for each case */
+	if (system("nft delete table inet egressd 2>/dev/null") == -1)
+		return -1;
+	return 0;
+}
+
+static const char *p1_json =
+    "{\"defaultAction\":\"deny\",\"egress\":["
+    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+    "{\"action\":\"allow\",\"target\":\"b.example\"},"
+    "{\"action\":\"allow\",\"target\":\"c.example\"},"
+    "{\"action\":\"allow\",\"target\":\"198.51.100.0/25\","
+    "\"ports\":[9],\"protocols\":[\"udp\"]}],"
+    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+
+static const char *p2_json =
+    "{\"defaultAction\":\"deny\",\"egress\":["
+    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+    "{\"action\":\"allow\",\"target\":\"c.example\"},"
+    "{\"action\":\"deny\",\"target\":\"203.0.113.9\"}],"
+    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+
+static struct nft *
+mk(struct stats *st)
+{
+	struct nft_opts o;
+	struct nft *n;
+	struct err e;
+
+	nft_opts_init(&o);
+	n = nft_new(&o, st, &e);
+	if (n == NULL)
+		fail_msg("nft_new: %s", e.msg);
+	return n;
+}
+
+static void
+apply(struct nft *n, const char *json)
+{
+	struct policy *p = pol(json);
+	struct err e;
+
+	if (nft_apply_policy(n, p, &e) != 0)
+		fail_msg("apply: %s", e.msg);
+	policy_unref(p);
+}
+
+static void
+learn1(struct nft *n, int family, const char *a, uint32_t ttl, const char *name)
+{
+	struct nft_learn_addr la = {
+	    .family = (uint8_t)family, .ttl = ttl, .name = name};
+	struct err e;
+
+	assert_int_equal(
+	    inet_pton(family == 4 ? AF_INET : AF_INET6, a, la.addr), 1);
+	if (nft_learn(n, &la, 1, &e) != 0)
+		fail_msg("learn %s: %s", a, e.msg);
+}
+
+/* Seconds left on a learned4/6 element per `nft -j`, or -1 if absent. */
+static long
+expires_s(const char *set, const char *addr)
+{
+	char cmd[256], *out, *p;
+	long v = -1;
+
+	snprintf(cmd, sizeof(cmd), "nft -j list set inet egressd %s", set);
+	out = run(cmd);
+	p = strstr(out, addr);
+	if (p != NULL) {
+		p = strstr(p, "\"expires\": ");
+		if (p != NULL)
+			v = strtol(p + 11, NULL, 10);
+		else
+			v = 0;
+	}
+	free(out);
+	return v;
+}
+
+/* UDP sendto from an unmarked socket: 0 or errno. */
+static int
+udp_send(const char *dst, uint16_t port)
+{
+	struct sockaddr_in sin = {
+	    .sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), rc = 0;
+
+	inet_pton(AF_INET, dst, &sin.sin_addr);
+	if (sendto(fd, "x", 1, 0, (struct sockaddr *)&sin, sizeof(sin)) != 1)
+		rc = errno;
+	close(fd);
+	return rc;
+}
+
+static void
+test_apply_fresh_and_again(void **state)
+{
+	struct stats st;
+	struct nft *n;
+	char *a, *b;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	n = mk(&st);
+	apply(n, p1_json);
+	a = run("nft list table inet egressd");
+	assert_non_null(strstr(a,
+	    "type filter hook output priority filter; "
+	    "policy drop;"));
+	assert_non_null(strstr(a, "udp dport 53 redirect to :15353"));
+	assert_non_null(strstr(a, "ip daddr 127.0.0.1 udp dport 15353"));
+	/* re-apply the same policy: adopt path, identical ruleset */
+	apply(n, p1_json);
+	b = run("nft list table inet egressd");
+	assert_string_equal(a, b);
+	assert_int_equal(st.nft_batches, 2);
+	assert_int_equal(st.nft_failures, 0);
+	free(a);
+	free(b);
+	nft_free(n);
+	/* nft_free leaves the table in force */
+	a = run("nft list tables");
+	assert_non_null(strstr(a, "table inet egressd"));
+	free(a);
+}
+
+static void
+test_enforcement(void **state)
+{
+	struct nft_counter c[NFT_NCOUNTERS];
+	struct nft *n;
+	struct err e;
+	size_t i;
+	uint64_t dd = 0, ua = 0, lr = 0;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	/* default deny fails fast (EPERM from the output hook) */
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	/* CIDR rule: udp 9 allowed, udp 10 not */
+	assert_int_equal(udp_send("198.51.100.7", 9), 0);
+	assert_int_equal(udp_send("198.51.100.7", 10), EPERM);
+	/* metadata: denied */
+	assert_int_equal(udp_send("169.254.169.254", 80), EPERM);
+	/* learned: allowed at once */
+	learn1(n, 4, "203.0.113.7", 30, "a.example");
+	assert_int_equal(udp_send("203.0.113.7", 9), 0);
+	/* QUIC never */
+	assert_int_equal(udp_send("203.0.113.7", 443), EPERM);
+	assert_int_equal(nft_read_counters(n, c, &e), 0);
+	for (i = 0; i < NFT_NCOUNTERS; i++) {
+		if (strcmp(c[i].name, "default_deny") == 0)
+			dd = c[i].packets;
+		if (strcmp(c[i].name, "user_allow") == 0)
+			ua = c[i].packets;
+		if (strcmp(c[i].name, "learned") == 0)
+			lr = c[i].packets;
+	}
+	assert_int_equal(dd, 2);
+	assert_int_equal(ua, 1);
+	assert_int_equal(lr, 1);
+	nft_free(n);
+}
+
+static void
+test_learn_refresh_expire(void **state)
+{
+	struct stats st;
+	struct nft *n;
+	const char *names[4];
+	uint8_t a[4] = {203, 0, 113, 7};
+	long left;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	n = mk(&st);
+	apply(n, p1_json);
+	learn1(n, 4, "203.0.113.7", 2, "a.example");
+	learn1(n, 6, "2001:db8::7", 2, "a.example");
+	assert_true(expires_s("learned4", "203.0.113.7") >= 0);
+	assert_true(expires_s("learned6", "2001:db8::7") >= 0);
+	assert_int_equal(nft_learned_count(n), 2);
+	assert_int_equal(nft_learned_lookup(n, 4, a, names, 4), 1);
+	assert_string_equal(names[0], "a.example");
+	/* re-learn with a longer TTL: the expiry moves forward */
+	msleep(1100);
+	learn1(n, 4, "203.0.113.7", 20, "www.a.example");
+	left = expires_s("learned4", "203.0.113.7");
+	assert_true(left >= 15 && left <= 20);
+	assert_int_equal(nft_learned_lookup(n, 4, a, names, 4), 2);
+	/* the v6 one (ttl 2) expires in the kernel and in the mirror */
+	msleep(1500);
+	assert_int_equal(expires_s("learned6", "2001:db8::7"), -1);
+	assert_int_equal(nft_expire_tick(n), 1);
+	assert_int_equal(nft_learned_count(n), 1);
+	assert_int_equal(st.nft_learned_current, 1);
+	assert_int_equal(st.nft_learned, 3);
+	nft_free(n);
+}
+
+static void
+test_policy_update_prunes(void **state)
+{
+	struct nft *n;
+	uint8_t a8[4] = {203, 0, 113, 8};
+	const char *names[2];
+	char *s;
+	long before, after;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	learn1(n, 4, "203.0.113.7", 50, "a.example");
+	learn1(n, 4, "203.0.113.8", 50, "b.example");
+	learn1(n, 4, "203.0.113.9", 50, "c.example");
+	before = expires_s("learned4", "203.0.113.7");
+	/* p2: b.example no longer allowed, 203.0.113.9 denied by CIDR */
+	apply(n, p2_json);
+	after = expires_s("learned4", "203.0.113.7");
+	assert_true(after >= 0 && after <= before); /* kept, not reset */
+	assert_int_equal(expires_s("learned4", "203.0.113.8"), -1);
+	assert_int_equal(expires_s("learned4", "203.0.113.9"), -1);
+	assert_int_equal(nft_learned_count(n), 1);
+	assert_int_equal(nft_learned_lookup(n, 4, a8, names, 2), 0);
+	s = run("nft list table inet egressd");
+	assert_non_null(strstr(s, "203.0.113.9")); /* the deny rule set */
+	assert_null(strstr(s, "203.0.113.8"));
+	free(s);
+	nft_free(n);
+}
+
+static void
+test_failed_apply_keeps_old(void **state)
+{
+	struct stats st;
+	struct nft *n;
+	struct policy *p2;
+	struct nft_batch *b;
+	struct err e;
+	char *before, *after;
+	char *chains[] = {"filter_out", "nat_out", "deny"};
+	char *sets[] = {"ghost"}; /* not in the kernel: DELSET fails */
+	struct nft_kstate ks = {.table_exists = true,
+	    .chains = chains,
+	    .nchains = 3,
+	    .sets = sets,
+	    .nsets = 1};
+	struct nft_opts o;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	n = mk(&st);
+	apply(n, p1_json);
+	learn1(n, 4, "203.0.113.7", 50, "a.example");
+	before = run("nft list ruleset | grep -v expires");
+	p2 = pol(p2_json);
+	nft_opts_init(&o);
+	assert_int_equal(nft_build_ruleset(p2, &o, &ks, &b, &e), 0);
+	assert_int_equal(nft_send_batch(n, b, &e), -1);
+	/* which message, and the kernel's errno */
+	assert_non_null(strstr(e.msg, "DELSET ghost"));
+	assert_non_null(strstr(e.msg, "No such file or directory"));
+	after = run("nft list ruleset | grep -v expires");
+	assert_string_equal(before, after);
+	assert_int_equal(st.nft_failures, 1);
+	nft_batch_free(b);
+	policy_unref(p2);
+	free(before);
+	free(after);
+	nft_free(n);
+}
+
+static void
+test_adopt_after_crash(void **state)
+{
+	struct nft *n;
+	char *s;
+	uint8_t a7[4] = {203, 0, 113, 7};
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	learn1(n, 4, "203.0.113.7", 50, "a.example");
+	nft_free(n); /* "crash": the table stays */
+	/* someone adds objects to our table meanwhile */
+	assert_int_equal(system("nft add chain inet egressd junk && "
+	                        "nft add set inet egressd junkset "
+	                        "'{ type ipv4_addr; }' && "
+	                        "nft add rule inet egressd junk "
+	                        "ip daddr @junkset accept"),
+	    0);
+	n = mk(NULL);
+	apply(n, p2_json);
+	s = run("nft list table inet egressd");
+	assert_null(strstr(s, "junk"));
+	assert_non_null(strstr(s, "203.0.113.7")); /* learned kept */
+	free(s);
+	/* adopted into the mirror, without names */
+	assert_int_equal(nft_learned_count(n), 1);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, NULL, 0), 0);
+	nft_free(n);
+}
+
+static void
+test_teardown(void **state)
+{
+	struct nft *n;
+	struct err e;
+	char *s;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	assert_int_equal(nft_teardown(n, &e), 0);
+	s = run("nft list tables");
+	assert_null(strstr(s, "egressd"));
+	free(s);
+	/* absent table: nothing to do */
+	assert_int_equal(nft_teardown(n, &e), 0);
+	/* learning needs an applied ruleset */
+	{
+		struct nft_learn_addr la = {.family = 4};
+
+		assert_int_equal(nft_learn(n, &la, 1, &e), -1);
+	}
+	nft_free(n);
+}
+
+static void
+test_selfcheck(void **state)
+{
+	struct nft *n;
+	struct err e;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	if (nft_selfcheck(n, -1, &e) != 0)
+		fail_msg("selfcheck: %s", e.msg);
+	/* without the table the redirect is gone and the check says so */
+	assert_int_equal(nft_teardown(n, &e), 0);
+	assert_int_equal(nft_selfcheck(n, -1, &e), -1);
+	assert_non_null(strstr(e.msg, "redirect"));
+	nft_free(n);
+}
+
+static void
+test_renew_live(void **state)
+{
+	struct nft *n;
+	struct err e;
+	size_t renewed = 0;
+	long left;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	learn1(n, 4, "203.0.113.20", 3, "a.example");
+	learn1(n, 4, "203.0.113.21", 3, "a.example");
+	/* a flow to .20 (conntrack entry), none to .21 */
+	assert_int_equal(udp_send("203.0.113.20", 9), 0);
+	if (nft_renew_live(n, 10, &renewed, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL) {
+			print_message(
+			    "conntrack netlink unavailable: %s\n", e.msg);
+			nft_free(n);
+			skip();
+		}
+		fail_msg("renew: %s", e.msg);
+	}
+	assert_int_equal(renewed, 1);
+	left = expires_s("learned4", "203.0.113.20");
+	assert_true(left >= 15); /* window 10 -> ttl 20 */
+	left = expires_s("learned4", "203.0.113.21");
+	assert_true(left >= 0 && left <= 3);
+	nft_free(n);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(test_apply_fresh_and_again, setup),
+	    cmocka_unit_test_setup(test_enforcement, setup),
+	    cmocka_unit_test_setup(test_learn_refresh_expire, setup),
+	    cmocka_unit_test_setup(test_policy_update_prunes, setup),
+	    cmocka_unit_test_setup(test_failed_apply_keeps_old, setup),
+	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
+	    cmocka_unit_test_setup(test_teardown, setup),
+	    cmocka_unit_test_setup(test_selfcheck, setup),
+	    cmocka_unit_test_setup(test_renew_live, setup),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr,
+		    "test_nft_kernel: not root: every case is "
+		    "skipped (needs CAP_NET_ADMIN in a private "
+		    "network namespace)\n");
+	} else if (unshare(CLONE_NEWNET) != 0) {
+		fprintf(stderr,
+		    "test_nft_kernel: unshare(CLONE_NEWNET): %s: "
+		    "skipped\n",
+		    strerror(errno));
+	} else if (system("ip link set lo up && "
+	                  "ip link add d0 type veth peer name d1 && "
+	                  "ip link set d0 up && ip link set d1 up && "
+	                  "ip addr add 198.51.100.2/24 dev d0 && "
+	                  "ip route add default via 198.51.100.1 && "
+	                  "ip -6 addr add 2001:db8:1::2/64 dev d0 nodad && "
+	                  "ip -6 route add default via 2001:db8:1::1") != 0 ||
+	    system("nft list ruleset >/dev/null") != 0) {
+		fprintf(stderr,
+		    "test_nft_kernel: cannot set up the "
+		    "namespace (ip, nft): skipped\n");
+	} else
+		have_netns = true;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
