@@ -1,0 +1,1144 @@
+/*
+ * api: the control API. See api.h for the contract and docs/api.md for
+ * every answer.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "egressd/api.h"
+#include "egressd/log.h"
+#include "egressd/metrics.h"
+#include "egressd/stats.h"
+#include "vault/vault_ct.h"
+
+#define API_MAGIC 0x41504921u /* "API!" */
+#define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
+#define API_POLICY_ALLOW "GET, POST, PUT, PATCH, DELETE"
+#define API_MSG_MAX 1024 /* bytes of one text/plain answer */
+#define API_RESET_REASON "policy reset to default deny-all"
+#define API_NOMATCH_REASON "no matching targets found"
+
+#ifndef EGRESSD_VERSION
+#define EGRESSD_VERSION "unknown"
+#endif
+
+struct api {
+	uint32_t magic;
+	struct event_base *base;
+	struct evhttp *http;
+	struct api_hooks h;
+	char *token; /* NULL when none configured */
+	size_t tokenlen;
+	bool insecure_no_token;
+	size_t max_rules;
+	uint64_t start_time_s;
+	struct log *log;
+	struct stats *stats;
+
+	struct evhttp_bound_socket *tcp, *unx;
+	uint16_t tcp_port;
+	char tcp_text[API_ADDR_MAX];
+	char *unix_path; /* unlinked on free */
+
+	/* Connections seen (tracked from their first request). */
+	struct evhttp_connection *conns[API_CONNS_MAX];
+	size_t nconns;
+};
+
+/* One request being answered. */
+struct api_req {
+	struct api *a;
+	struct evhttp_request *req;
+	const char *path;
+	enum evhttp_cmd_type cmd;
+	int status;
+};
+
+enum api_op {
+	API_OP_REPLACE,
+	API_OP_PATCH,
+	API_OP_DELETE,
+};
+
+static const char *const api_op_names[] = {
+    [API_OP_REPLACE] = "replace",
+    [API_OP_PATCH] = "patch",
+    [API_OP_DELETE] = "delete",
+};
+
+static const char *
+api_reason_phrase(int code)
+{
+	switch (code) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 412:
+		return "Precondition Failed";
+	case 413:
+		return "Request Entity Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Unknown";
+	}
+}
+
+static const char *
+api_method_name(enum evhttp_cmd_type cmd)
+{
+	switch (cmd) {
+	case EVHTTP_REQ_GET:
+		return "GET";
+	case EVHTTP_REQ_POST:
+		return "POST";
+	case EVHTTP_REQ_HEAD:
+		return "HEAD";
+	case EVHTTP_REQ_PUT:
+		return "PUT";
+	case EVHTTP_REQ_DELETE:
+		return "DELETE";
+	case EVHTTP_REQ_OPTIONS:
+		return "OPTIONS";
+	case EVHTTP_REQ_TRACE:
+		return "TRACE";
+	case EVHTTP_REQ_CONNECT:
+		return "CONNECT";
+	case EVHTTP_REQ_PATCH:
+		return "PATCH";
+	default:
+		return "OTHER";
+	}
+}
+
+/* ---- answers ---- */
+
+static void
+api_reply(struct api_req *r, int code, const char *ctype, const char *body,
+    size_t len)
+{
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(r->req);
+	struct evbuffer *b = evbuffer_new();
+
+	r->status = code;
+	evhttp_add_header(oh, "Content-Type", ctype);
+	if (b != NULL && len > 0 && evbuffer_add(b, body, len) == -1) {
+		evbuffer_free(b);
+		b = NULL;
+	}
+	if (b == NULL && len > 0) {
+		/* Out of memory: say so rather than send a cut body. */
+		r->status = code = 500;
+	}
+	evhttp_send_reply(r->req, code, api_reason_phrase(code), b);
+	if (b != NULL)
+		evbuffer_free(b);
+}
+
+/* text/plain with a trailing newline, as Go's http.Error writes it. */
+static void api_reply_text(struct api_req *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+api_reply_text(struct api_req *r, int code, const char *fmt, ...)
+{
+	char msg[API_MSG_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(msg) - 2)
+		n = (int)(sizeof(msg) - 2); /* cut, still newline-ended */
+	msg[n++] = '\n';
+	msg[n] = '\0';
+	evhttp_add_header(evhttp_request_get_output_headers(r->req),
+	    "X-Content-Type-Options", "nosniff");
+	api_reply(r, code, "text/plain; charset=utf-8", msg, (size_t)n);
+}
+
+/* Compact JSON plus a newline, as Go's json.Encoder writes it. Steals o. */
+static void
+api_reply_json(struct api_req *r, int code, json_t *o)
+{
+	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	size_t n;
+
+	json_decref(o);
+	if (s == NULL) {
+		api_reply_text(r, 500, "internal error: out of memory");
+		return;
+	}
+	n = strlen(s);
+	/* json_dumps leaves room only for its NUL; grow by one for '\n'. */
+	{
+		char *t = realloc(s, n + 2);
+		if (t == NULL) {
+			free(s);
+			api_reply_text(r, 500, "internal error: out of memory");
+			return;
+		}
+		s = t;
+	}
+	s[n++] = '\n';
+	s[n] = '\0';
+	api_reply(r, code, "application/json", s, n);
+	free(s);
+}
+
+static void
+api_reply_405(struct api_req *r, const char *allow)
+{
+	evhttp_add_header(
+	    evhttp_request_get_output_headers(r->req), "Allow", allow);
+	api_reply_text(r, 405, "method not allowed");
+}
+
+/*
+ * The status body: {"status":"ok","mode":..,"enforcementMode":..,
+ * "reason":..,"policy":..}, every field omitted when empty (Go's field
+ * order; the reference never sets reason and policy together).
+ */
+static json_t *
+api_status_body(
+    const char *mode, const char *enf, const char *reason, json_t *policy)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		goto out_fail;
+	if (json_object_set_new(o, "status", json_string("ok")) == -1)
+		goto out_fail;
+	if (mode != NULL && mode[0] != '\0' &&
+	    json_object_set_new(o, "mode", json_string(mode)) == -1)
+		goto out_fail;
+	if (enf != NULL && enf[0] != '\0' &&
+	    json_object_set_new(o, "enforcementMode", json_string(enf)) == -1)
+		goto out_fail;
+	if (reason != NULL && reason[0] != '\0' &&
+	    json_object_set_new(o, "reason", json_string(reason)) == -1)
+		goto out_fail;
+	if (policy != NULL) {
+		int rc = json_object_set_new(o, "policy", policy);
+		policy = NULL;
+		if (rc == -1)
+			goto out_fail;
+	}
+	return o;
+out_fail:
+	json_decref(policy);
+	json_decref(o);
+	return NULL;
+}
+
+static const char *
+api_enforcement(const struct api *a)
+{
+	const char *m = a->h.enforcement_mode(a->h.arg);
+
+	return m != NULL ? m : "";
+}
+
+/* ---- auth ---- */
+
+static bool
+api_token_matches(const struct api *a, const char *got)
+{
+	if (got == NULL)
+		return false;
+	return vault_ct_equal(got, strlen(got), a->token, a->tokenlen);
+}
+
+static bool
+api_authorized(const struct api *a, struct evhttp_request *req)
+{
+	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+	const char *v;
+	bool ok = false;
+
+	if (a->token == NULL)
+		return true;
+	ok |= api_token_matches(a, evhttp_find_header(ih, API_TOKEN_HEADER));
+	v = evhttp_find_header(ih, "Authorization");
+	if (v != NULL && strncasecmp(v, "Bearer ", 7) == 0) {
+		v += 7;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		ok |= api_token_matches(a, v);
+	}
+	return ok;
+}
+
+/* ---- /policy ---- */
+
+static void
+api_log_update_failed(struct api_req *r, enum api_op op, int code,
+    const char *reason, const char *msg)
+{
+	char cut[API_LOG_ERR_MAX + 1];
+
+	r->a->stats->policy_updates_failed++;
+	snprintf(cut, sizeof(cut), "%s", msg != NULL ? msg : "");
+	log_warn(r->a->log, "policy.update_failed",
+	    LOG_S("op", api_op_names[op]), LOG_I("status", code),
+	    LOG_S("reason", reason), LOG_S("error", cut));
+}
+
+static void
+api_policy_get(struct api_req *r)
+{
+	struct api *a = r->a;
+	struct policy *p = a->h.policy_get(a->h.arg);
+	char *s = policy_user_to_json(p);
+	json_t *pj = s != NULL ? json_loads(s, 0, NULL) : NULL;
+
+	free(s);
+	if (pj == NULL) {
+		policy_unref(p);
+		api_reply_text(
+		    r, 500, "internal error: cannot serialize policy");
+		return;
+	}
+	api_reply_json(r, 200,
+	    api_status_body(policy_mode_name(p), api_enforcement(a), NULL, pj));
+	policy_unref(p);
+}
+
+/* Go's strings.TrimSpace for the ASCII white space a JSON body can have. */
+static void
+api_trim(const char **s, size_t *len)
+{
+	while (*len > 0 && strchr(" \t\n\v\f\r", (*s)[0]) != NULL) {
+		(*s)++;
+		(*len)--;
+	}
+	while (*len > 0 && strchr(" \t\n\v\f\r", (*s)[*len - 1]) != NULL)
+		(*len)--;
+}
+
+/*
+ * The shape checks the reference does while decoding (a JSON array, not
+ * empty, of rule objects or of target strings): failures here carry the
+ * "invalid patch rules: " / "invalid delete targets: " prefix; everything
+ * the policy library finds afterwards is about the merged result.
+ */
+static int
+api_check_list(const char *body, size_t len, bool strings, struct err *e)
+{
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je);
+	size_t i;
+	int rc = -1;
+
+	if (root == NULL) {
+		err_set(
+		    e, "%s (line %d, column %d)", je.text, je.line, je.column);
+		return -1;
+	}
+	if (!json_is_array(root)) {
+		err_set(e, "expected a JSON array of %s",
+		    strings ? "target strings" : "rules");
+		goto out_decref;
+	}
+	if (json_array_size(root) == 0) {
+		err_set(e, "empty array");
+		goto out_decref;
+	}
+	for (i = 0; i < json_array_size(root); i++) {
+		json_t *v = json_array_get(root, i);
+		if (strings && !json_is_string(v)) {
+			err_set(e, "element %zu: expected a target string", i);
+			goto out_decref;
+		}
+		if (!strings && !json_is_object(v)) {
+			err_set(e, "element %zu: expected a rule object", i);
+			goto out_decref;
+		}
+	}
+	rc = 0;
+out_decref:
+	json_decref(root);
+	return rc;
+}
+
+static void
+api_policy_mutate(struct api_req *r, enum api_op op)
+{
+	struct api *a = r->a;
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	size_t len = evbuffer_get_length(in);
+	const char *body;
+	struct policy *cur = NULL, *next = NULL;
+	struct err e;
+	bool over = false, reset = false;
+	size_t matched = 0;
+
+	err_clear(&e);
+	if (len > API_BODY_MAX) {
+		/* evhttp enforces the cap already; never truncate silently. */
+		api_reply_text(
+		    r, 413, "request body larger than %u bytes", API_BODY_MAX);
+		api_log_update_failed(r, op, 413, "body too large", NULL);
+		return;
+	}
+	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
+	if (body == NULL) {
+		api_reply_text(r, 500, "internal error: out of memory");
+		return;
+	}
+	api_trim(&body, &len);
+	if (len == 0 && op != API_OP_REPLACE) {
+		api_reply_text(r, 400, "empty body");
+		api_log_update_failed(r, op, 400, "empty body", NULL);
+		return;
+	}
+	cur = a->h.policy_get(a->h.arg);
+	switch (op) {
+	case API_OP_REPLACE:
+		reset = len == 0;
+		next = policy_replace_json(
+		    cur, body, len, a->max_rules, &over, &e);
+		if (next == NULL && over) {
+			api_reply_text(r, 413, "%s", e.msg);
+			api_log_update_failed(
+			    r, op, 413, "over rule cap", e.msg);
+			goto out_unref;
+		}
+		if (next == NULL) {
+			api_reply_text(r, 400, "invalid policy: %s", e.msg);
+			api_log_update_failed(
+			    r, op, 400, "invalid policy", e.msg);
+			goto out_unref;
+		}
+		break;
+	case API_OP_PATCH:
+		if (api_check_list(body, len, false, &e) == -1) {
+			api_reply_text(
+			    r, 400, "invalid patch rules: %s", e.msg);
+			api_log_update_failed(
+			    r, op, 400, "invalid patch rules", e.msg);
+			goto out_unref;
+		}
+		next =
+		    policy_patch_json(cur, body, len, a->max_rules, &over, &e);
+		if (next == NULL && over) {
+			api_reply_text(r, 413, "%s", e.msg);
+			api_log_update_failed(
+			    r, op, 413, "over rule cap", e.msg);
+			goto out_unref;
+		}
+		if (next == NULL) {
+			api_reply_text(
+			    r, 400, "invalid merged policy: %s", e.msg);
+			api_log_update_failed(
+			    r, op, 400, "invalid merged policy", e.msg);
+			goto out_unref;
+		}
+		break;
+	case API_OP_DELETE:
+		if (api_check_list(body, len, true, &e) == -1) {
+			api_reply_text(
+			    r, 400, "invalid delete targets: %s", e.msg);
+			api_log_update_failed(
+			    r, op, 400, "invalid delete targets", e.msg);
+			goto out_unref;
+		}
+		next = policy_delete_json(cur, body, len, &matched, &e);
+		if (next == NULL && matched == 0 &&
+		    strcmp(e.msg, API_NOMATCH_REASON) == 0) {
+			/* Nothing applied, nothing counted as a failure. */
+			api_reply_json(r, 200,
+			    api_status_body(policy_mode_name(cur),
+			        api_enforcement(a), API_NOMATCH_REASON, NULL));
+			goto out_unref;
+		}
+		if (next == NULL) {
+			api_reply_text(
+			    r, 400, "invalid delete targets: %s", e.msg);
+			api_log_update_failed(
+			    r, op, 400, "invalid delete targets", e.msg);
+			goto out_unref;
+		}
+		break;
+	}
+
+	if (a->h.policy_vault_check != NULL &&
+	    a->h.policy_vault_check(a->h.arg, next, &e) == -1) {
+		api_reply_text(
+		    r, 400, "credential vault policy validation: %s", e.msg);
+		api_log_update_failed(r, op, 400, "vault validation", e.msg);
+		goto out_unref;
+	}
+	err_clear(&e);
+	if (a->h.policy_commit(a->h.arg, next, &e) == -1) {
+		api_reply_text(r, 500, "%s",
+		    e.msg[0] != '\0' ? e.msg : "failed to apply policy");
+		api_log_update_failed(r, op, 500, "commit failed", e.msg);
+		goto out_unref;
+	}
+	a->stats->policy_updates_ok++;
+	log_info(a->log, "policy.updated", LOG_S("op", api_op_names[op]),
+	    LOG_U("revision", next->revision),
+	    LOG_S("mode", policy_mode_name(next)), LOG_U("rules", next->nrules),
+	    LOG_B("reset", reset));
+	if (reset)
+		api_reply_json(r, 200,
+		    api_status_body("deny_all", NULL, API_RESET_REASON, NULL));
+	else
+		api_reply_json(r, 200,
+		    api_status_body(policy_mode_name(next), api_enforcement(a),
+		        NULL, NULL));
+out_unref:
+	policy_unref(next);
+	policy_unref(cur);
+}
+
+static void
+api_policy_cb(struct api_req *r)
+{
+	enum api_op op;
+
+	switch (r->cmd) {
+	case EVHTTP_REQ_GET:
+		api_policy_get(r);
+		return;
+	case EVHTTP_REQ_POST:
+	case EVHTTP_REQ_PUT:
+		op = API_OP_REPLACE;
+		break;
+	case EVHTTP_REQ_PATCH:
+		op = API_OP_PATCH;
+		break;
+	case EVHTTP_REQ_DELETE:
+		op = API_OP_DELETE;
+		break;
+	default:
+		api_reply_405(r, API_POLICY_ALLOW);
+		return;
+	}
+	if (r->a->token == NULL && !r->a->insecure_no_token) {
+		api_reply_text(
+		    r, 412, "policy mutations require egress API auth token");
+		return;
+	}
+	api_policy_mutate(r, op);
+}
+
+/* ---- probes, metrics, status ---- */
+
+static bool
+api_is_get(const struct api_req *r)
+{
+	return r->cmd == EVHTTP_REQ_GET || r->cmd == EVHTTP_REQ_HEAD;
+}
+
+static void
+api_healthz_cb(struct api_req *r)
+{
+	struct api *a = r->a;
+	char comp[API_WHY_MAX] = "";
+
+	if (a->h.healthy != NULL &&
+	    !a->h.healthy(a->h.arg, comp, sizeof(comp))) {
+		api_reply_text(
+		    r, 503, "%s not ready", comp[0] != '\0' ? comp : "egressd");
+		return;
+	}
+	/* The reference writes "ok" without a newline. */
+	api_reply(r, 200, "text/plain; charset=utf-8", "ok", 2);
+}
+
+static bool
+api_is_ready(const struct api *a, char *why, size_t len)
+{
+	why[0] = '\0';
+	if (a->h.ready == NULL)
+		return true;
+	if (a->h.ready(a->h.arg, why, len))
+		return true;
+	if (why[0] == '\0')
+		snprintf(why, len, "not ready");
+	return false;
+}
+
+static void
+api_readyz_cb(struct api_req *r)
+{
+	char why[API_WHY_MAX];
+
+	if (!api_is_get(r)) {
+		api_reply_405(r, "GET");
+		return;
+	}
+	if (!api_is_ready(r->a, why, sizeof(why))) {
+		api_reply_text(r, 503, "%s", why);
+		return;
+	}
+	api_reply(r, 200, "text/plain; charset=utf-8", "ok", 2);
+}
+
+static void
+api_metrics_cb(struct api_req *r)
+{
+	struct api *a = r->a;
+	struct metrics_info info = {
+	    .version = EGRESSD_VERSION,
+	    .enforcement_mode = api_enforcement(a),
+	    .start_time_s = a->start_time_s,
+	    .log_lines = a->log->lines,
+	    .log_dropped = a->log->dropped,
+	    .api_connections = a->nconns,
+	};
+	struct evbuffer *b;
+
+	if (!api_is_get(r)) {
+		api_reply_405(r, "GET");
+		return;
+	}
+	if ((b = evbuffer_new()) == NULL ||
+	    metrics_render(a->stats, &info, b) == -1) {
+		if (b != NULL)
+			evbuffer_free(b);
+		api_reply_text(r, 500, "internal error: out of memory");
+		return;
+	}
+	r->status = 200;
+	evhttp_add_header(evhttp_request_get_output_headers(r->req),
+	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	evhttp_send_reply(r->req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static json_t *
+api_status_policy(const struct policy *p)
+{
+	return json_pack("{s:I,s:s,s:s,s:s,s:I,s:I,s:I}", "revision",
+	    (json_int_t)p->revision, "source",
+	    p->source != NULL ? p->source : "", "mode", policy_mode_name(p),
+	    "defaultAction",
+	    p->default_action == POLICY_ALLOW ? "allow" : "deny", "rules",
+	    (json_int_t)p->nrules, "alwaysDeny", (json_int_t)p->nalways_deny,
+	    "alwaysAllow", (json_int_t)p->nalways_allow);
+}
+
+static void
+api_status_cb(struct api_req *r)
+{
+	struct api *a = r->a;
+	struct policy *p;
+	json_t *o, *lst, *apio;
+	char why[API_WHY_MAX];
+	bool ready;
+	int rc = 0;
+
+	if (!api_is_get(r)) {
+		api_reply_405(r, "GET");
+		return;
+	}
+	ready = api_is_ready(a, why, sizeof(why));
+	p = a->h.policy_get(a->h.arg);
+	o = json_object();
+	lst = json_array();
+	if (a->tcp != NULL)
+		rc |= json_array_append_new(lst, json_string(a->tcp_text));
+	if (a->unix_path != NULL) {
+		char u[API_ADDR_MAX + 8];
+		snprintf(u, sizeof(u), "unix:%s", a->unix_path);
+		rc |= json_array_append_new(lst, json_string(u));
+	}
+	apio = json_pack("{s:o,s:s,s:I,s:I}", "listeners", lst, "auth",
+	    a->token != NULL           ? "token"
+	        : a->insecure_no_token ? "none (mutations allowed)"
+	                               : "none (read-only)",
+	    "maxRules", (json_int_t)a->max_rules, "connections",
+	    (json_int_t)a->nconns);
+	rc |= json_object_set_new(o, "status", json_string("ok"));
+	rc |= json_object_set_new(o, "version", json_string(EGRESSD_VERSION));
+	rc |= json_object_set_new(
+	    o, "enforcementMode", json_string(api_enforcement(a)));
+	rc |= json_object_set_new(o, "ready", json_boolean(ready));
+	if (!ready)
+		rc |= json_object_set_new(o, "notReady", json_string(why));
+	rc |= json_object_set_new(o, "policy", api_status_policy(p));
+	rc |= json_object_set_new(o, "api", apio);
+	policy_unref(p);
+	if (rc != 0 || o == NULL) {
+		json_decref(o);
+		api_reply_text(r, 500, "internal error: out of memory");
+		return;
+	}
+	if (a->h.status != NULL)
+		a->h.status(a->h.arg, o);
+	api_reply_json(r, 200, o);
+}
+
+/* ---- routing ---- */
+
+struct api_route {
+	const char *path;
+	bool prefix; /* path ends in '/' and matches everything below */
+	bool auth; /* token required when one is configured */
+	void (*handler)(struct api_req *r);
+};
+
+/*
+ * Read-only table. The Credential Vault (contract §4) adds
+ * "/credential-vault" and "/credential-vault/" (prefix) here with their own
+ * auth order; until then both fall through to 404.
+ */
+static const struct api_route api_routes[] = {
+    {"/policy", false, true, api_policy_cb},
+    {"/healthz", false, false, api_healthz_cb},
+    {"/readyz", false, false, api_readyz_cb},
+    {"/metrics", false, true, api_metrics_cb},
+    {"/v1/status", false, true, api_status_cb},
+};
+
+static const struct api_route *
+api_route_find(const char *path)
+{
+	size_t i;
+
+	if (path == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(api_routes) / sizeof(api_routes[0]); i++) {
+		const struct api_route *rt = &api_routes[i];
+		if (rt->prefix ? strncmp(path, rt->path, strlen(rt->path)) == 0
+		               : strcmp(path, rt->path) == 0)
+			return rt;
+	}
+	return NULL;
+}
+
+static void
+api_conn_close_cb(struct evhttp_connection *evcon, void *arg)
+{
+	struct api *a = arg;
+	size_t i;
+
+	if (a == NULL || a->magic != API_MAGIC)
+		return;
+	for (i = 0; i < a->nconns; i++) {
+		if (a->conns[i] == evcon) {
+			a->conns[i] = a->conns[--a->nconns];
+			return;
+		}
+	}
+}
+
+/* Tracks evcon from its first request; false when the table is full. */
+static bool
+api_conn_admit(struct api *a, struct evhttp_connection *evcon)
+{
+	size_t i;
+
+	for (i = 0; i < a->nconns; i++)
+		if (a->conns[i] == evcon)
+			return true;
+	if (a->nconns == API_CONNS_MAX)
+		return false;
+	a->conns[a->nconns++] = evcon;
+	evhttp_connection_set_closecb(evcon, api_conn_close_cb, a);
+	return true;
+}
+
+static uint64_t
+api_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void
+api_request_cb(struct evhttp_request *req, void *arg)
+{
+	struct api *a = arg;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	struct api_req r = {.a = a, .req = req, .status = 0};
+	const struct api_route *rt;
+	uint64_t t0 = api_now_us();
+	char peer[API_ADDR_MAX] = "";
+	char *host = NULL;
+	ev_uint16_t port = 0;
+
+	if (a == NULL || a->magic != API_MAGIC)
+		abort();
+	a->stats->api_requests++;
+	r.cmd = evhttp_request_get_command(req);
+	r.path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+	if (evcon != NULL) {
+		evhttp_connection_get_peer(evcon, &host, &port);
+		snprintf(peer, sizeof(peer), "%s:%u", host != NULL ? host : "",
+		    (unsigned)port);
+	}
+
+	rt = api_route_find(r.path);
+	if (evcon != NULL && !api_conn_admit(a, evcon)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Connection", "close");
+		api_reply_text(&r, 503, "too many connections");
+	} else if (rt == NULL) {
+		api_reply_text(&r, 404, "404 page not found");
+	} else if (rt->auth && !api_authorized(a, req)) {
+		a->stats->api_unauthorized++;
+		api_reply_text(&r, 401, "unauthorized");
+	} else {
+		rt->handler(&r);
+	}
+
+	log_info(a->log, "api.request", LOG_S("method", api_method_name(r.cmd)),
+	    LOG_S("path", r.path != NULL ? r.path : ""),
+	    LOG_I("status", r.status),
+	    LOG_D("ms", (double)(api_now_us() - t0) / 1000.0),
+	    LOG_S("peer", peer));
+}
+
+/* ---- listeners ---- */
+
+int
+api_parse_addr(
+    const char *s, struct sockaddr_storage *ss, socklen_t *len, struct err *e)
+{
+	char host[API_ADDR_MAX];
+	const char *colon, *p;
+	unsigned long port = 0;
+	size_t hlen;
+
+	memset(ss, 0, sizeof(*ss));
+	if (s == NULL || s[0] == '\0') {
+		err_set(e, "empty listen address");
+		return -1;
+	}
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (end == NULL || end[1] != ':') {
+			err_set(
+			    e, "listen address %s: expected [IPv6]:port", s);
+			return -1;
+		}
+		hlen = (size_t)(end - s - 1);
+		colon = end + 1;
+		if (hlen == 0 || hlen >= sizeof(host)) {
+			err_set(e, "listen address %s: bad IPv6 literal", s);
+			return -1;
+		}
+		memcpy(host, s + 1, hlen);
+	} else {
+		if ((colon = strrchr(s, ':')) == NULL) {
+			err_set(e, "listen address %s: expected host:port", s);
+			return -1;
+		}
+		hlen = (size_t)(colon - s);
+		if (hlen >= sizeof(host) || memchr(s, ':', hlen) != NULL) {
+			err_set(e,
+			    "listen address %s: IPv6 literals need brackets",
+			    s);
+			return -1;
+		}
+		memcpy(host, s, hlen);
+	}
+	host[hlen] = '\0';
+	p = colon + 1;
+	if (*p == '\0' || strlen(p) > 5) {
+		err_set(e, "listen address %s: bad port", s);
+		return -1;
+	}
+	for (; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9') {
+			err_set(e, "listen address %s: bad port", s);
+			return -1;
+		}
+		port = port * 10 + (unsigned long)(*p - '0');
+	}
+	if (port > 65535) {
+		err_set(e, "listen address %s: bad port", s);
+		return -1;
+	}
+	if (hlen == 0 || s[0] == '[' || strchr(host, ':') != NULL) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		if (hlen > 0 &&
+		    inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) {
+			err_set(e, "listen address %s: bad IPv6 literal", s);
+			return -1;
+		}
+		*len = sizeof(*s6);
+		return 0;
+	}
+	{
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		if (strcmp(host, "localhost") == 0)
+			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
+			err_set(e,
+			    "listen address %s: host must be an IP literal", s);
+			return -1;
+		}
+		*len = sizeof(*s4);
+	}
+	return 0;
+}
+
+static int
+api_listen_fd(int fd, const struct sockaddr *sa, socklen_t salen)
+{
+	int one = 1;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
+		return -1;
+	if (bind(fd, sa, salen) == -1)
+		return -1;
+	return listen(fd, API_BACKLOG);
+}
+
+static int
+api_bind_tcp(struct api *a, const char *s, struct err *e)
+{
+	struct sockaddr_storage ss, got;
+	socklen_t len, glen = sizeof(got);
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	bool any6;
+	int fd, zero = 0;
+	char ip[INET6_ADDRSTRLEN];
+
+	if (api_parse_addr(s, &ss, &len, e) == -1)
+		return -1;
+	any6 =
+	    ss.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr);
+	fd =
+	    socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1 && any6 && errno == EAFNOSUPPORT) {
+		/* No IPv6 in this kernel: every address means IPv4 only. */
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		uint16_t port = s6->sin6_port;
+		memset(&ss, 0, sizeof(ss));
+		s4->sin_family = AF_INET;
+		s4->sin_port = port;
+		len = sizeof(*s4);
+		any6 = false;
+		fd = socket(
+		    AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	}
+	if (fd == -1) {
+		err_set(e, "api listen %s: socket: %s", s, strerror(errno));
+		return -1;
+	}
+	/* ":port" and "[::]:port" serve IPv4 too. */
+	if (any6 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) ==
+	        -1) {
+		err_set(
+		    e, "api listen %s: IPV6_V6ONLY: %s", s, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (api_listen_fd(fd, (struct sockaddr *)&ss, len) == -1 ||
+	    getsockname(fd, (struct sockaddr *)&got, &glen) == -1) {
+		err_set(e, "api listen %s: %s", s, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if ((a->tcp = evhttp_accept_socket_with_handle(a->http, fd)) == NULL) {
+		err_set(e, "api listen %s: evhttp refused the socket", s);
+		close(fd);
+		return -1;
+	}
+	if (got.ss_family == AF_INET6) {
+		struct sockaddr_in6 *g6 = (struct sockaddr_in6 *)&got;
+		inet_ntop(AF_INET6, &g6->sin6_addr, ip, sizeof(ip));
+		a->tcp_port = ntohs(g6->sin6_port);
+		snprintf(a->tcp_text, sizeof(a->tcp_text), "tcp:[%s]:%u", ip,
+		    a->tcp_port);
+	} else {
+		struct sockaddr_in *g4 = (struct sockaddr_in *)&got;
+		inet_ntop(AF_INET, &g4->sin_addr, ip, sizeof(ip));
+		a->tcp_port = ntohs(g4->sin_port);
+		snprintf(a->tcp_text, sizeof(a->tcp_text), "tcp:%s:%u", ip,
+		    a->tcp_port);
+	}
+	return 0;
+}
+
+static int
+api_bind_unix(struct api *a, const char *path, unsigned mode, struct err *e)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		err_set(e, "api socket %s: path too long", path);
+		return -1;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &st) == 0) {
+		/* A stale socket of an earlier run; anything else is not ours. */
+		if (!S_ISSOCK(st.st_mode)) {
+			err_set(e, "api socket %s: exists and is not a socket",
+			    path);
+			return -1;
+		}
+		if (unlink(path) == -1) {
+			err_set(e, "api socket %s: unlink: %s", path,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1) {
+		err_set(e, "api socket %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* chmod between bind and listen: nobody can connect before. */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    chmod(path, mode) == -1 || listen(fd, API_BACKLOG) == -1) {
+		err_set(e, "api socket %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if ((a->unix_path = strdup(path)) == NULL ||
+	    (a->unx = evhttp_accept_socket_with_handle(a->http, fd)) == NULL) {
+		err_set(e, "api socket %s: cannot register", path);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	return 0;
+}
+
+struct api *
+api_new(struct event_base *base, const struct api_opts *o,
+    const struct api_hooks *h, struct err *e)
+{
+	struct api *a;
+
+	if (h->policy_get == NULL || h->policy_commit == NULL ||
+	    h->enforcement_mode == NULL || o->log == NULL || o->stats == NULL) {
+		err_set(e, "api: missing hook or option");
+		return NULL;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL) {
+		err_set(e, "api: out of memory");
+		return NULL;
+	}
+	a->magic = API_MAGIC;
+	a->base = base;
+	a->h = *h;
+	a->insecure_no_token = o->insecure_no_token;
+	a->max_rules = o->max_rules;
+	a->start_time_s = o->start_time_s;
+	a->log = o->log;
+	a->stats = o->stats;
+	if (o->token != NULL && o->token[0] != '\0') {
+		a->tokenlen = strlen(o->token);
+		if ((a->token = strdup(o->token)) == NULL) {
+			err_set(e, "api: out of memory");
+			goto out_free;
+		}
+	}
+	if ((a->http = evhttp_new(base)) == NULL) {
+		err_set(e, "api: evhttp_new failed");
+		goto out_free;
+	}
+	/* Every method reaches api_request_cb so /policy can answer 405. */
+	evhttp_set_allowed_methods(a->http, 0xffff);
+	evhttp_set_max_body_size(a->http, API_BODY_MAX);
+	evhttp_set_max_headers_size(a->http, API_HEADERS_MAX);
+	evhttp_set_timeout(a->http, API_TIMEOUT_S);
+	/* Read (and drop) an oversized body before answering 413, so the
+	 * client sees the answer instead of a reset. */
+	evhttp_set_flags(a->http, EVHTTP_SERVER_LINGERING_CLOSE);
+	evhttp_set_gencb(a->http, api_request_cb, a);
+
+	if (o->listen_tcp != NULL && o->listen_tcp[0] != '\0' &&
+	    api_bind_tcp(a, o->listen_tcp, e) == -1)
+		goto out_free;
+	if (o->listen_unix != NULL && o->listen_unix[0] != '\0' &&
+	    api_bind_unix(a, o->listen_unix,
+	        o->unix_mode != 0 ? o->unix_mode : API_UNIX_MODE, e) == -1)
+		goto out_free;
+
+	if (a->token == NULL && a->insecure_no_token)
+		log_warn(a->log, "api.insecure",
+		    LOG_S("reason",
+		        "no token configured; policy mutations "
+		        "are allowed without authentication"));
+	else if (a->token == NULL)
+		log_warn(a->log, "api.read_only",
+		    LOG_S("reason",
+		        "no token configured; policy mutations "
+		        "are refused (412)"));
+	log_info(a->log, "api.listen", LOG_S("tcp", a->tcp_text),
+	    LOG_S("unix", a->unix_path != NULL ? a->unix_path : ""),
+	    LOG_B("auth", a->token != NULL));
+	return a;
+out_free:
+	api_free(a);
+	return NULL;
+}
+
+void
+api_free(struct api *a)
+{
+	if (a == NULL)
+		return;
+	/* Frees every connection (their close callbacks still see a). */
+	if (a->http != NULL)
+		evhttp_free(a->http);
+	if (a->unix_path != NULL) {
+		if (a->unx != NULL)
+			unlink(a->unix_path);
+		free(a->unix_path);
+	}
+	if (a->token != NULL) {
+		vault_wipe(a->token, a->tokenlen);
+		free(a->token);
+	}
+	a->magic = 0;
+	free(a);
+}
+
+uint16_t
+api_tcp_port(const struct api *a)
+{
+	return a->tcp != NULL ? a->tcp_port : 0;
+}
+
+size_t
+api_connections(const struct api *a)
+{
+	return a->nconns;
+}

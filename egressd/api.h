@@ -1,0 +1,125 @@
+/*
+ * api: the control API (contract §3, §6) on libevent's evhttp.
+ *
+ * Routes (docs/api.md has every answer byte for byte):
+ *   GET|POST|PUT|PATCH|DELETE /policy   token when configured
+ *   *    /healthz                        never authenticated
+ *   GET  /readyz                         never authenticated
+ *   GET  /metrics                        token when configured
+ *   GET  /v1/status                      token when configured
+ *   /credential-vault*                   reserved, 404 until the vault lands
+ * Anything else is 404 "404 page not found".
+ *
+ * Checks on /policy run in the reference's order: 401 (token), 405
+ * (method), 412 (mutation without any configured token, unless
+ * insecure_no_token), then 400/413 from validation, 400 from the vault
+ * check, 500 when the commit fails.
+ *
+ * The module owns no policy state: it reads the current snapshot and
+ * commits new ones through struct api_hooks, so it is testable without the
+ * daemon. Everything runs on the caller's event_base (single-threaded), so
+ * mutations are serialized by construction: a commit is synchronous.
+ *
+ * Counters: the API increments stats->api_requests, api_unauthorized,
+ * policy_updates_ok and policy_updates_failed; every other field is the
+ * daemon's.
+ */
+#ifndef EGRESSD_API_H
+#define EGRESSD_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "policy/err.h"
+#include "policy/policy.h"
+
+#define API_DEFAULT_ADDR ":18080" /* OPENSANDBOX_EGRESS_HTTP_ADDR */
+#define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
+#define API_HEADERS_MAX (16u << 10) /* bytes of request line + headers */
+#define API_TIMEOUT_S 10 /* idle read/write timeout per connection */
+#define API_CONNS_MAX 64 /* connections served at once */
+#define API_BACKLOG 64 /* listen(2) backlog */
+#define API_UNIX_MODE 0660 /* mode of the Unix socket */
+#define API_WHY_MAX 256 /* readiness / health explanation */
+#define API_ADDR_MAX 128 /* "[v6]:port" text of one listener */
+#define API_LOG_ERR_MAX 256 /* bytes of an error message in a log line */
+
+struct event_base;
+struct log;
+struct stats;
+
+struct api_hooks {
+	/* Current snapshot, a new reference (the API unrefs it). Required. */
+	struct policy *(*policy_get)(void *arg);
+	/*
+	 * Puts a validated snapshot in force (nft batch, swap, persist).
+	 * Borrows next (takes its own reference when it keeps it). Returns 0,
+	 * or -1 with e set and NOTHING changed; the API answers 500 with e's
+	 * message (e.g. "failed to apply nftables policy: …"). Required.
+	 */
+	int (*policy_commit)(void *arg, struct policy *next, struct err *e);
+	/*
+	 * Would next leave an active credential binding uncovered? 0, or -1
+	 * with e set (answered 400 "credential vault policy validation: …").
+	 * NULL until the vault exists.
+	 */
+	int (*policy_vault_check)(
+	    void *arg, const struct policy *next, struct err *e);
+	/*
+	 * Liveness for /healthz: false with the component name ("credential
+	 * proxy") when a configured component is not up yet: 503
+	 * "<component> not ready". NULL: always healthy.
+	 */
+	bool (*healthy)(void *arg, char *component, size_t len);
+	/* Readiness for /readyz: true, or false with why ("nft not ready").
+	 * NULL: always ready. */
+	bool (*ready)(void *arg, char *why, size_t whylen);
+	/* Adds the daemon's fields to the /v1/status object. May be NULL. */
+	void (*status)(void *arg, json_t *out);
+	/* "dns" or "dns+nft": what is really enforced now. Required. */
+	const char *(*enforcement_mode)(void *arg);
+	void *arg;
+};
+
+struct api_opts {
+	const char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
+	const char *listen_unix; /* socket path; NULL or "" = none */
+	unsigned unix_mode; /* 0 means API_UNIX_MODE */
+	const char *token; /* copied (and wiped on free); NULL/"" = none */
+	bool insecure_no_token; /* allow mutations without any token */
+	size_t max_rules; /* 0 = no cap */
+	uint64_t start_time_s; /* process start, for /metrics */
+	struct log *log; /* borrowed, required */
+	struct stats *stats; /* borrowed, required */
+};
+
+struct api;
+
+/*
+ * Binds the listeners and registers on base. NULL with e set when an
+ * address does not parse or cannot be bound. Logs a warning at start when
+ * mutations are allowed without a token.
+ */
+struct api *api_new(struct event_base *base, const struct api_opts *o,
+    const struct api_hooks *h, struct err *e);
+/* Closes the listeners and every connection; NULL is a no-op. */
+void api_free(struct api *a);
+
+/* Port the TCP listener got (useful with port 0), or 0 without one. */
+uint16_t api_tcp_port(const struct api *a);
+/* Connections open right now (gauge). */
+size_t api_connections(const struct api *a);
+
+/*
+ * Pure: parses "host:port", "[v6]:port" or ":port" (host: IP literal or
+ * "localhost"; ":port" means every address, IPv6 and IPv4). Fills ss and
+ * *len; 0/-1 with e.
+ */
+int api_parse_addr(
+    const char *s, struct sockaddr_storage *ss, socklen_t *len, struct err *e);
+
+#endif
