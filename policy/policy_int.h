@@ -109,7 +109,7 @@ struct policy_overlays {
 	size_t ndeny, nallow, nlog_skip;
 	/* The first n*_file rules came from the policy file itself, the
 	 * rest from the always-rules directory (replaced on reload). */
-	size_t ndeny_file, nallow_file;
+	size_t ndeny_file, nallow_file, nlog_skip_file;
 	struct policy_layer *ldeny, *lallow, *llog_skip;
 	char *files[POLICY_FILES_MAX];
 	size_t nfiles;
@@ -194,6 +194,21 @@ bool pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
     unsigned long hi, bool strok, unsigned long *out);
 /* Duplicates a string node into *out (freed by the caller). */
 bool pw_strdup(struct pwalk *w, const struct pnode *n, char **out);
+
+/* ---- canonical YAML output (policy_serial.c) ---- */
+
+struct ybuf {
+	char *s;
+	size_t n, cap;
+	bool oom;
+};
+
+void yb_printf(struct ybuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A double-quoted scalar (JSON-compatible escapes). */
+void yb_quoted(struct ybuf *b, const char *s);
+/* Writes the credentials and bindings sections (values never). */
+void policy_cred_yaml(struct ybuf *b, const struct policy *p);
 
 /* Credentials and bindings (policy_cred.c), walked into cfg. */
 int policy_cred_walk(

@@ -188,9 +188,10 @@ ov_build(const struct policy_overlays *old, struct ovlist lists[OV_NFILES])
 		goto out_unref;
 	o->ndeny_file = old->ndeny_file;
 	o->nallow_file = old->nallow_file;
-	o->log_skip = lists[2].v;
-	o->nlog_skip = lists[2].n;
-	memset(&lists[2], 0, sizeof(lists[2]));
+	if (ov_join(old->log_skip, old->nlog_skip_file, &lists[2], &o->log_skip,
+	        &o->nlog_skip) == -1)
+		goto out_unref;
+	o->nlog_skip_file = old->nlog_skip_file;
 	intern_all(o, o->deny, o->ndeny);
 	intern_all(o, o->allow, o->nallow);
 	intern_all(o, o->log_skip, o->nlog_skip);

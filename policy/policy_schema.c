@@ -123,6 +123,8 @@ enum rlist {
 	RL_DENY,
 	RL_ALLOW,
 	RL_INFRA,
+	RL_LOG_SKIP,
+	RL_COUNT,
 };
 
 static const char *const rlist_key[] = {
@@ -130,6 +132,7 @@ static const char *const rlist_key[] = {
     [RL_DENY] = "alwaysDeny",
     [RL_ALLOW] = "alwaysAllow",
     [RL_INFRA] = "infra",
+    [RL_LOG_SKIP] = "logSkip",
 };
 
 struct rvec {
@@ -324,6 +327,11 @@ ritem_finish(
 	else if (l != RL_USER && it->r.action != rlist_action(l))
 		pw_err(w, it->action_at, "%s rules can only %s", rlist_key[l],
 		    rlist_action(l) == POLICY_ALLOW ? "allow" : "deny");
+	if (l == RL_LOG_SKIP && it->target_at != NULL &&
+	    ((it->r.kind != POLICY_TARGET_DOMAIN &&
+	         it->r.kind != POLICY_TARGET_WILDCARD) ||
+	        policy_rule_restricted(&it->r)))
+		pw_err(w, it->target_at, "logSkip entries are names only");
 	if (it->r.nports > 0 &&
 	    (it->r.protocols & (POLICY_PROTO_TCP | POLICY_PROTO_UDP)) == 0)
 		pw_err(w, it->ports_at, "ports need protocol tcp or udp");
@@ -342,6 +350,7 @@ rule_item(struct pwalk *w, const struct pnode *v, enum rlist l,
 	it.r.origin = l == RL_USER ? POLICY_ORIGIN_USER
 	    : l == RL_DENY         ? POLICY_ORIGIN_ALWAYS_DENY
 	    : l == RL_ALLOW        ? POLICY_ORIGIN_ALWAYS_ALLOW
+	    : l == RL_LOG_SKIP     ? POLICY_ORIGIN_LOG_SKIP
 	                           : POLICY_ORIGIN_INFRA;
 	it.r.loc.file = w->name;
 	it.r.loc.line = v->line;
@@ -410,7 +419,7 @@ policy_rules_from_tree(const struct pnode *seq, const char *name,
 
 struct pbuild {
 	enum policy_action def;
-	struct rvec lists[4];
+	struct rvec lists[RL_COUNT];
 	bool have_overlays;
 	struct policy_config *cfg;
 };
@@ -446,6 +455,15 @@ tk_always_allow(struct pwalk *w, const struct pnode *v, void *obj)
 
 	b->have_overlays = true;
 	return rule_list(w, v, RL_ALLOW, &b->lists[RL_ALLOW]);
+}
+
+static int
+tk_log_skip(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct pbuild *b = obj;
+
+	b->have_overlays = true;
+	return rule_list(w, v, RL_LOG_SKIP, &b->lists[RL_LOG_SKIP]);
 }
 
 static int
@@ -703,6 +721,7 @@ static const struct pkey top_keys[] = {
     {"alwaysDeny", tk_always_deny},
     {"alwaysAllow", tk_always_allow},
     {"infra", tk_infra},
+    {"logSkip", tk_log_skip},
     {"dns", tk_dns},
     {"proxy", tk_proxy},
     {"credentials", tk_credentials},
@@ -724,7 +743,7 @@ build_free(struct pbuild *b)
 {
 	size_t i;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < RL_COUNT; i++)
 		policy_rules_free(b->lists[i].v, b->lists[i].n);
 	policy_config_unref(b->cfg);
 }
@@ -741,8 +760,12 @@ build_overlays(struct pbuild *b)
 	o->ndeny = b->lists[RL_DENY].n;
 	o->allow = b->lists[RL_ALLOW].v;
 	o->nallow = b->lists[RL_ALLOW].n;
+	o->log_skip = b->lists[RL_LOG_SKIP].v;
+	o->nlog_skip = b->lists[RL_LOG_SKIP].n;
+	memset(&b->lists[RL_LOG_SKIP], 0, sizeof(b->lists[0]));
 	o->ndeny_file = o->ndeny;
 	o->nallow_file = o->nallow;
+	o->nlog_skip_file = o->nlog_skip;
 	memset(&b->lists[RL_DENY], 0, sizeof(b->lists[0]));
 	memset(&b->lists[RL_ALLOW], 0, sizeof(b->lists[0]));
 	for (i = 0; i < o->ndeny; i++)
@@ -751,11 +774,16 @@ build_overlays(struct pbuild *b)
 	for (i = 0; i < o->nallow; i++)
 		o->allow[i].loc.file = policy_files_intern(
 		    o->files, &o->nfiles, o->allow[i].loc.file);
+	for (i = 0; i < o->nlog_skip; i++)
+		o->log_skip[i].loc.file = policy_files_intern(
+		    o->files, &o->nfiles, o->log_skip[i].loc.file);
 	policy_layer_free(o->ldeny);
 	policy_layer_free(o->lallow);
+	policy_layer_free(o->llog_skip);
 	o->ldeny = policy_layer_build(o->deny, o->ndeny);
 	o->lallow = policy_layer_build(o->allow, o->nallow);
-	if (o->ldeny == NULL || o->lallow == NULL) {
+	o->llog_skip = policy_layer_build(o->log_skip, o->nlog_skip);
+	if (o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL) {
 		policy_overlays_unref(o);
 		return NULL;
 	}

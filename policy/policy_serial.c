@@ -1,7 +1,12 @@
 /*
- * policy_serial: the user policy as GET /policy returns it (JSON).
+ * policy_serial: the user policy as GET /policy returns it (JSON), and the
+ * canonical YAML of a whole snapshot (docs/policy.md). The YAML is
+ * block style, keys in schema order, every string double-quoted; it
+ * parses back to the same model (secret values excepted: an inline
+ * credential is written with the value "[REDACTED]").
  */
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,9 +115,174 @@ out_free:
 	return s;
 }
 
+/* ---- canonical YAML ---- */
+
+void
+yb_printf(struct ybuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->n;
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->n += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap : 1024;
+		while (cap - b->n <= (size_t)n)
+			cap *= 2;
+		char *ns = realloc(b->s, cap);
+		if (ns == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = cap;
+	}
+}
+
+void
+yb_quoted(struct ybuf *b, const char *s)
+{
+	yb_printf(b, "\"");
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			yb_printf(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			yb_printf(b, "\\u%04x", c);
+		else
+			yb_printf(b, "%c", c);
+	}
+	yb_printf(b, "\"");
+}
+
+static void
+yaml_rule(struct ybuf *b, const struct policy_rule *r, bool with_action)
+{
+	size_t i;
+
+	yb_printf(b, "  - target: ");
+	yb_quoted(b, r->display);
+	yb_printf(b, "\n");
+	if (with_action)
+		yb_printf(b, "    action: \"%s\"\n", action_name(r->action));
+	if (r->nports > 0) {
+		yb_printf(b, "    ports: [");
+		for (i = 0; i < r->nports; i++) {
+			const struct policy_port_range *pr = &r->ports[i];
+			if (pr->lo == pr->hi)
+				yb_printf(b, "%s%u", i ? ", " : "", pr->lo);
+			else
+				yb_printf(b, "%s\"%u-%u\"", i ? ", " : "",
+				    pr->lo, pr->hi);
+		}
+		yb_printf(b, "]\n");
+	}
+	if ((r->protocols & POLICY_PROTO_ALL) != POLICY_PROTO_ALL) {
+		static const char *const names[] = {"tcp", "udp", "icmp"};
+		const char *sep = "";
+		yb_printf(b, "    protocols: [");
+		for (i = 0; i < 3; i++)
+			if (r->protocols & (1u << i)) {
+				yb_printf(b, "%s\"%s\"", sep, names[i]);
+				sep = ", ";
+			}
+		yb_printf(b, "]\n");
+	}
+}
+
+static void
+yaml_rules(struct ybuf *b, const char *key, const struct policy_rule *r,
+    size_t n, bool with_action)
+{
+	size_t i;
+
+	if (n == 0)
+		return;
+	yb_printf(b, "%s:\n", key);
+	for (i = 0; i < n; i++)
+		yaml_rule(b, &r[i], with_action);
+}
+
+static void
+yaml_dns(struct ybuf *b, const struct policy_dns *d)
+{
+	size_t i;
+
+	yb_printf(b, "dns:\n");
+	if (d->nupstreams > 0) {
+		yb_printf(b, "  upstreams:\n");
+		for (i = 0; i < d->nupstreams; i++) {
+			yb_printf(b, "    - ");
+			yb_quoted(b, d->upstreams[i]);
+			yb_printf(b, "\n");
+		}
+	}
+	yb_printf(b,
+	    "  timeoutMs: %u\n  ttlMin: %u\n  ttlMax: %u\n"
+	    "  negativeTtl: %u\n  privateAnswers: \"%s\"\n  cname: \"%s\"\n",
+	    d->timeout_ms, (unsigned)d->ttl_min, (unsigned)d->ttl_max,
+	    (unsigned)d->negative_ttl,
+	    d->private_answers == POLICY_PRIVATE_ALLOW ? "allow" : "drop",
+	    d->cname_mode == POLICY_CNAME_ALLOW_CHAINS ? "allow-chains"
+	                                               : "strict");
+}
+
+static void
+yaml_proxy(struct ybuf *b, const struct policy_proxy *px)
+{
+	size_t i;
+
+	if (px->nintercept_ports == 0)
+		return;
+	yb_printf(b, "proxy:\n  interceptPorts: [");
+	for (i = 0; i < px->nintercept_ports; i++)
+		yb_printf(b, "%s%u", i ? ", " : "", px->intercept_ports[i]);
+	yb_printf(b, "]\n");
+}
+
 char *
 policy_to_yaml(const struct policy *p)
 {
-	(void)p;
-	return NULL; /* slice 4 */
+	struct ybuf b = {0};
+
+	if (p == NULL)
+		return NULL;
+	yb_printf(&b,
+	    "# egressd policy, canonical form (secret values are "
+	    "not written)\n");
+	if (p->user_empty &&
+	    p->nalways_deny + p->nalways_allow + p->nlog_skip + p->ninfra +
+	            p->ncredentials + p->nbindings + p->dns.nupstreams +
+	            p->proxy.nintercept_ports ==
+	        0) {
+		yb_printf(&b, "{}\n");
+		return b.oom ? (free(b.s), NULL) : b.s;
+	}
+	yb_printf(
+	    &b, "defaultAction: \"%s\"\n", action_name(p->default_action));
+	yaml_rules(&b, "egress", p->rules, p->nrules, true);
+	yaml_rules(&b, "alwaysDeny", p->always_deny, p->nalways_deny, false);
+	yaml_rules(&b, "alwaysAllow", p->always_allow, p->nalways_allow, false);
+	yaml_rules(&b, "infra", p->infra, p->ninfra, false);
+	yaml_rules(&b, "logSkip", p->log_skip, p->nlog_skip, false);
+	yaml_dns(&b, &p->dns);
+	yaml_proxy(&b, &p->proxy);
+	policy_cred_yaml(&b, p);
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
 }

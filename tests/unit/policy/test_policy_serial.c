@@ -1,0 +1,147 @@
+/*
+ * policy_serial.c: user JSON and canonical YAML, round trips.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "policy/policy.h"
+
+static const char everything[] =
+    "defaultAction: allow\n"
+    "egress:\n"
+    "  - {action: allow, target: API.GitHub.com., ports: [443, '8000-8080'], "
+    "protocols: [udp, tcp]}\n"
+    "  - {action: allow, target: '*.example.com'}\n"
+    "  - {target: 2001:DB8::/32, protocols: [icmp]}\n"
+    "  - {action: deny, target: 203.0.113.7/24}\n"
+    "alwaysDeny: [metadata.internal, {target: 169.254.0.0/16}]\n"
+    "alwaysAllow: [status.example.org]\n"
+    "infra: [198.51.100.53]\n"
+    "logSkip: ['*.noisy.org']\n"
+    "dns:\n"
+    "  upstreams: ['198.51.100.53', '[2001:db8::1]:53']\n"
+    "  timeoutMs: 1500\n"
+    "  ttlMin: 1\n"
+    "  ttlMax: 99\n"
+    "  negativeTtl: 0\n"
+    "  privateAnswers: allow\n"
+    "  cname: allow-chains\n"
+    "proxy: {interceptPorts: [443]}\n"
+    "credentials:\n"
+    "  - {name: gh, source: {type: inline, value: \"sup3r\\\"secret\"}}\n"
+    "  - {name: f, source: {type: file, path: /run/s/f}}\n"
+    "bindings:\n"
+    "  - name: a\n"
+    "    match: {hosts: [api.github.com], methods: [GET, HEAD], paths: "
+    "['/v1/*', '/x']}\n"
+    "    auth: {type: apiKey, name: X-Key, credential: gh}\n"
+    "  - name: b\n"
+    "    match: {schemes: [http, https], hosts: ['*.example.com']}\n"
+    "    auth:\n"
+    "      type: customHeaders\n"
+    "      headers: [{name: X-A, credential: f}]\n"
+    "      substitutions: [{credential: gh, placeholder: \"PH \\\"q\\\"\", "
+    "in: [body, path]}]\n";
+
+static struct policy *
+parse_yaml(const char *y, const char *name)
+{
+	struct policy_diag d;
+	struct policy *p;
+	size_t i;
+
+	policy_diag_init(&d);
+	p = policy_parse_yaml(y, strlen(y), name, &d);
+	for (i = 0; p == NULL && i < d.n; i++)
+		print_error("diag: %s\n", d.msgs[i]);
+	policy_diag_clear(&d);
+	assert_non_null(p);
+	return p;
+}
+
+static void
+test_yaml_round_trip(void **state)
+{
+	struct policy *a = parse_yaml(everything, "a"), *b;
+	char *ya, *yb, *ja, *jb;
+
+	(void)state;
+	ya = policy_to_yaml(a);
+	assert_non_null(ya);
+	assert_null(strstr(ya, "sup3r"));
+	assert_non_null(strstr(ya, "[REDACTED]"));
+	b = parse_yaml(ya, "b");
+	yb = policy_to_yaml(b);
+	assert_string_equal(ya, yb);
+	ja = policy_user_to_json(a);
+	jb = policy_user_to_json(b);
+	assert_string_equal(ja, jb);
+	/* spot checks of the model itself */
+	assert_int_equal(b->nrules, a->nrules);
+	assert_int_equal(b->nalways_deny, 2);
+	assert_int_equal(b->nlog_skip, 1);
+	assert_true(policy_log_skip(b, "a.noisy.org"));
+	assert_int_equal(b->dns.negative_ttl, 0);
+	assert_int_equal(
+	    b->rules[0].protocols, POLICY_PROTO_TCP | POLICY_PROTO_UDP);
+	assert_string_equal(b->rules[0].display, "API.GitHub.com.");
+	assert_string_equal(b->rules[2].target, "2001:db8::/32");
+	assert_string_equal(b->rules[3].target, "203.0.113.0/24");
+	assert_int_equal(b->nbindings, 2);
+	free(ya);
+	free(yb);
+	free(ja);
+	free(jb);
+	policy_unref(a);
+	policy_unref(b);
+}
+
+static void
+test_yaml_empty(void **state)
+{
+	struct policy *p = policy_new_deny_all(), *q;
+	char *y = policy_to_yaml(p);
+
+	(void)state;
+	assert_non_null(strstr(y, "{}\n"));
+	q = parse_yaml(y, "e");
+	assert_true(q->user_empty);
+	free(y);
+	policy_unref(q);
+	policy_unref(p);
+}
+
+static void
+test_yaml_json_equivalent(void **state)
+{
+	const char *j = "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":"
+	                "\"allow\",\"target\":\"a\\\"b.com\"}]}";
+	struct policy_diag d;
+
+	(void)state;
+	/* a display with a quote cannot be a valid target, but the quoting
+	 * path is exercised through a credential placeholder above; here
+	 * only check the error is positioned */
+	policy_diag_init(&d);
+	assert_null(policy_parse_json(j, strlen(j), "j", &d));
+	assert_non_null(strstr(d.msgs[0], "j:1:62: malformed target"));
+	policy_diag_clear(&d);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_yaml_round_trip),
+	    cmocka_unit_test(test_yaml_empty),
+	    cmocka_unit_test(test_yaml_json_equivalent),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
