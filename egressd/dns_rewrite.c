@@ -69,6 +69,13 @@ related(const struct dns_msg *m, const struct dns_chain *c,
 	return false;
 }
 
+static bool
+addr_bearing(uint16_t type)
+{
+	return type == DNS_TYPE_A || type == DNS_TYPE_AAAA ||
+	    type == DNS_TYPE_HTTPS || type == DNS_TYPE_SVCB;
+}
+
 struct svcb_edit {
 	unsigned hints_removed, ech_removed;
 	bool drop_v4, drop_v6, drop_ech;
@@ -224,7 +231,15 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 		    (o->flags & DNS_REWRITE_DROP_ADDITIONAL))
 			continue;
 		if (rr.section == DNS_SEC_ANSWER &&
-		    !related(m, &rep->chain, &rr, &owner)) {
+		    (rr.rclass != m->question.qclass ||
+		        !related(m, &rep->chain, &rr, &owner))) {
+			rep->stripped_unrelated++;
+			continue;
+		}
+		/* Some stub resolvers (musl) take any A/AAAA-typed record of
+		 * the answer section as an address whatever its class: only
+		 * class IN ones are filtered below, so drop the others. */
+		if (rr.rclass != DNS_CLASS_IN && addr_bearing(rr.type)) {
 			rep->stripped_unrelated++;
 			continue;
 		}

@@ -14,8 +14,12 @@
  *     name_allowed() for every target in it. One denied name makes the
  *     result DNS_REWRITE_DENIED and rep->denied_name says which (the
  *     caller answers NXDOMAIN); no output is written then.
- *  3. Answer section: A/AAAA/HTTPS/SVCB records whose owner is not the
- *     qname or a chain target are removed (counted as unrelated).
+ *  3. Answer section: records whose owner is not the qname or a chain
+ *     name (DNAME: an ancestor of one), or whose class is not the
+ *     question's, are removed; so are A/AAAA/HTTPS/SVCB of a class other
+ *     than IN anywhere (stub resolvers such as musl take every A/AAAA of
+ *     the answer section, ignoring owner and class). Counted as
+ *     unrelated.
  *  4. Every A/AAAA in every section goes through addr_allowed() (default:
  *     keep iff !dns_addr_is_internal()); removed ones are counted.
  *  5. HTTPS/SVCB: ipv4hint/ipv6hint addresses go through addr_allowed()

@@ -398,9 +398,13 @@ int dns_answer_info(
 bool dns_msg_min_ttl(const struct dns_msg *m, uint32_t *ttl);
 
 /*
- * In-place helpers on raw, already parsed messages (cache hits). All walk
- * the message with the same bounds as dns_msg_parse and return -1, leaving
- * msg possibly partly modified, if it is malformed.
+ * In-place helpers for cache hits. They walk the message with the same
+ * bounds as dns_msg_parse and return -1 if it is malformed (ageing then
+ * leaves it untouched). Use them on messages egressd encoded itself
+ * (dns_rewrite / dns_msg_encode output): those only carry compression
+ * pointers to names. A hostile upstream message may point a name into a
+ * TTL field, so ageing its raw bytes could change that name; never cache
+ * upstream bytes that did not go through dns_rewrite.
  */
 void dns_wire_set_id(uint8_t *msg, size_t len, uint16_t id);
 /*

@@ -5,14 +5,16 @@
  * deterministic functions of their input. Invariants (abort on violation):
  *  - OK output parses, carries the client's ID and exact question bytes,
  *    and its answer count is the reported one;
- *  - every A/AAAA left anywhere in it passes the address callback, every
- *    ipv4hint/ipv6hint too, and no ech key survives DNS_REWRITE_STRIP_ECH;
+ *  - every A/AAAA left anywhere in it is class IN and passes the address
+ *    callback, every ipv4hint/ipv6hint too, and no ech key survives
+ *    DNS_REWRITE_STRIP_ECH;
  *  - it never has more records than the input and is never larger than
  *    the input's uncompressed size (plus our OPT);
  *  - reported addresses pass the address callback; DENIED names one name
  *    the name callback denies.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,12 +37,15 @@ struct fuzz_ctx {
 	unsigned opt;
 };
 
-static void
-check(bool ok)
-{
-	if (!ok)
-		abort();
-}
+/* An invariant: say which one broke, then abort for the fuzzer. */
+#define check(x)                                                               \
+	do {                                                                   \
+		if (!(x)) {                                                    \
+			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
+			    __FILE__, __LINE__, #x);                           \
+			abort();                                               \
+		}                                                              \
+	} while (0)
 
 static bool
 fz_addr(void *arg, int family, const uint8_t *a)
@@ -155,8 +160,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < outm->nrr; i++) {
 		const struct dns_rr *rr = &outm->rr[i];
 		const uint8_t *rd = dns_msg_rr_rdata(outm, i);
-		if (rr->rclass != DNS_CLASS_IN)
-			continue;
+		/* No address-typed record of another class survives. */
+		if (rr->type == DNS_TYPE_A || rr->type == DNS_TYPE_AAAA ||
+		    rr->type == DNS_TYPE_HTTPS || rr->type == DNS_TYPE_SVCB)
+			check(rr->rclass == DNS_CLASS_IN);
 		if (rr->type == DNS_TYPE_A || rr->type == DNS_TYPE_AAAA) {
 			check(fz_addr(&c, rr->type == DNS_TYPE_A ? 4 : 6, rd));
 			if (o.ttl_min != 0)

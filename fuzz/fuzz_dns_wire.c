@@ -12,6 +12,7 @@
  *  - the address classifier agrees with the embedded IPv4 forms.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +22,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_AGE 7u
 
-static void
-check(bool ok)
-{
-	if (!ok)
-		abort();
-}
+/* An invariant: say which one broke, then abort for the fuzzer. */
+#define check(x)                                                               \
+	do {                                                                   \
+		if (!(x)) {                                                    \
+			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
+			    __FILE__, __LINE__, #x);                           \
+			abort();                                               \
+		}                                                              \
+	} while (0)
 
 static void
 check_pres_roundtrip(const struct dns_name *n)
@@ -140,25 +144,31 @@ fuzz_msg(const uint8_t *data, size_t size, struct dns_msg *m,
 	if (have)
 		check(wttl == mttl);
 
+	/* Raw input: ageing succeeds (it may change names whose compression
+	 * pointers aim into a TTL field, which is why the cache ages only
+	 * messages egressd encoded itself; see dns_wire.h). */
+	memcpy(out, data, size);
+	check(dns_wire_age_ttls(out, size, FUZZ_AGE) == 0);
+
 	/* Round trip. */
 	if (dns_msg_encode(m, out, DNS_MSG_MAX, &n, NULL) == 0) {
 		check(dns_msg_parse(m2, out, n, NULL) == 0);
 		check(dns_msg_equal(m, m2));
 		check(dns_msg_encode(m2, out2, DNS_MSG_MAX, &n2, NULL) == 0);
 		check(n2 == n && memcmp(out, out2, n) == 0);
+		/* Ageing an encoded message: every TTL drops by FUZZ_AGE,
+		 * floor 0; nothing else moves. */
+		check(dns_wire_age_ttls(out, n, FUZZ_AGE) == 0);
+		check(dns_msg_parse(m2, out, n, NULL) == 0);
+		check(m2->nrr == m->nrr);
+		for (size_t i = 0; i < m->nrr; i++) {
+			uint32_t t = m->rr[i].ttl;
+			check(
+			    m2->rr[i].ttl == (t > FUZZ_AGE ? t - FUZZ_AGE : 0));
+			m2->rr[i].ttl = t;
+		}
+		check(dns_msg_equal(m, m2));
 	}
-
-	/* Ageing: every TTL drops by FUZZ_AGE, floor 0; nothing else moves. */
-	memcpy(out, data, size);
-	check(dns_wire_age_ttls(out, size, FUZZ_AGE) == 0);
-	check(dns_msg_parse(m2, out, size, NULL) == 0);
-	check(m2->nrr == m->nrr);
-	for (size_t i = 0; i < m->nrr; i++) {
-		uint32_t t = m->rr[i].ttl;
-		check(m2->rr[i].ttl == (t > FUZZ_AGE ? t - FUZZ_AGE : 0));
-	}
-	check(m2->edns.present == m->edns.present &&
-	    m2->edns.flags == m->edns.flags);
 
 	if (!m->have_question)
 		return;

@@ -298,6 +298,37 @@ test_unrelated_and_additional(void **state)
 }
 
 static void
+test_other_class(void **state)
+{
+	struct fixture *f = *state;
+	struct pk p;
+
+	/* A class CH "A" record with an internal address, owned by the
+	 * qname: musl would use it. It must not reach the client. */
+	client_query(f, "www.example.com", DNS_TYPE_A, false, 0);
+	upstream_hdr(&p, "www.example.com", DNS_TYPE_A, 2, 0, 1);
+	pk_a(&p, 12, 60, 203, 0, 113, 1);
+	pk_u16(&p, 0xc00c);
+	pk_u16(&p, DNS_TYPE_A);
+	pk_u16(&p, 3); /* CH */
+	pk_u32(&p, 60);
+	pk_u16(&p, 4);
+	pk_u32(&p, 0x0a000001);
+	/* And one in the additional section. */
+	pk_u16(&p, 0xc00c);
+	pk_u16(&p, DNS_TYPE_A);
+	pk_u16(&p, 3);
+	pk_u32(&p, 60);
+	pk_u16(&p, 4);
+	pk_u32(&p, 0x7f000001);
+	assert_int_equal(run(f, &p), DNS_REWRITE_OK);
+	assert_int_equal(f->rep.stripped_unrelated, 2);
+	assert_int_equal(f->out_msg->nrr, 1);
+	assert_int_equal(f->out_msg->rr[0].rclass, DNS_CLASS_IN);
+	assert_int_equal(f->rep.naddr, 1);
+}
+
+static void
 test_case_and_opt(void **state)
 {
 	struct fixture *f = *state;
@@ -517,6 +548,7 @@ main(void)
 	        test_cname_chain_policy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_unrelated_and_additional, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_other_class, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_case_and_opt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ttl_clamp, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_https_hints, setup, teardown),

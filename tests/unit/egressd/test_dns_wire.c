@@ -170,6 +170,21 @@ test_name_compression_loops(void **state)
 	pk_name(&p, "example");
 	assert_int_equal(p.b[22], 7);
 	assert_int_equal(dns_query_parse(p.b, p.n, &q), DNS_QUERY_FORMERR);
+	off = 12;
+	assert_int_equal(dns_name_decode(p.b, p.n, &off, &n), -1);
+	/* The same name pointing backwards decodes. */
+	pk_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pk_name(&p, "example");
+	pk_name_ptr(&p, "www", 12);
+	off = 21;
+	assert_int_equal(dns_name_decode(p.b, p.n, &off, &n), 0);
+	assert_int_equal(n.len, 13);
+	/* A pointer into the middle of its own labels (a loop that the
+	 * chase limit alone would only stop after 64 rounds). */
+	pk_hdr(&p, 1, 0, 0, 0, 0, 0);
+	pk_name_ptr(&p, "a", 12);
+	off = 12;
+	assert_int_equal(dns_name_decode(p.b, p.n, &off, &n), -1);
 
 	/* Answer owner pointing at itself, and two names pointing at each
 	 * other (A -> B -> A). */
