@@ -1534,10 +1534,9 @@ build_ruleset(
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	s.v = V_DENY;
-	s.l4proto = IPPROTO_TCP;
-	s.dport = 853;
+	s.dport = 853; /* DoT, and DoQ on udp */
 	s.counter = "dot";
-	if (msg_rule(c, &s) < 0)
+	if (msg_rule_tcpudp(c, s) < 0)
 		return -1;
 	s.l4proto = IPPROTO_UDP;
 	s.dport = 443;

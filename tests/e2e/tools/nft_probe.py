@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """One probe from the sandbox, for the nft_* scenarios.
 
-  nft_probe.py tcp|tcpmark|udp|udpsend|icmp HOST PORT [TIMEOUT_S]
+  nft_probe.py tcp|tcpmark|udp|udpmark|udpsend|icmp HOST PORT [TIMEOUT_S]
   nft_probe.py hold HOST PORT SECONDS       (one TCP connection, echo every 0.2 s)
   nft_probe.py loop HOST PORT SECONDS OUT   (TCP connects back to back)
 
@@ -46,8 +46,10 @@ def probe(kind, host, port, tmo):
         else:
             s = socket.socket(fam(host), socket.SOCK_DGRAM)
             s.settimeout(tmo)
+            if kind == "udpmark":  # egressd's own traffic (needs root)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, 1)
             s.sendto(b"ping", (host, port))
-            if kind == "udp":
+            if kind in ("udp", "udpmark"):
                 s.recv(64)
         s.close()
         return True, "ok %d" % ((time.monotonic() - t0) * 1000)
