@@ -1,0 +1,896 @@
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "egressd/api.h"
+#include "egressd/daemon.h"
+#include "egressd/dns.h"
+#include "egressd/nft.h"
+
+static uint64_t
+egressd_hash(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
+static char *
+egressd_read_file(const char *path, size_t max, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return NULL;
+	if (fstat(fd, &st) == -1 || (size_t)st.st_size > max) {
+		close(fd);
+		errno = EFBIG;
+		return NULL;
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	while (off < (size_t)st.st_size &&
+	    (n = read(fd, buf + off, (size_t)st.st_size - off)) > 0)
+		off += (size_t)n;
+	close(fd);
+	buf[off] = '\0';
+	*len = off;
+	return buf;
+}
+
+struct policy *
+egressd_load_policy(const struct config *cfg, struct policy_diag *d)
+{
+	struct policy *base = NULL, *full;
+	struct stat st;
+
+	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0)
+		base = policy_load_file(cfg->policy_file, d);
+	else if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0')
+		base = policy_parse_json(cfg->rules_json,
+		    strlen(cfg->rules_json), "OPENSANDBOX_EGRESS_RULES", d);
+	else
+		base = policy_new_deny_all();
+	if (base == NULL)
+		return NULL;
+	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
+		return base;
+	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
+	policy_unref(base);
+	return full;
+}
+
+int
+egressd_persist(
+    const struct policy *p, const char *path, uint64_t *hash, struct err *e)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	char *yaml, *slash;
+	size_t len, off = 0;
+	int fd, dfd;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
+	        (long)getpid()) >= sizeof(tmp)) {
+		err_set(e, "%s: path too long", path);
+		return -1;
+	}
+	if ((yaml = policy_to_yaml(p)) == NULL) {
+		err_set(e, "cannot serialize policy");
+		return -1;
+	}
+	len = strlen(yaml);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd == -1) {
+		err_set(e, "%s: %s", tmp, strerror(errno));
+		goto out_free;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, yaml + off, len - off);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err_set(e, "%s: write: %s", tmp, strerror(errno));
+			goto out_unlink;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) == -1) {
+		err_set(e, "%s: fsync: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	close(fd);
+	fd = -1;
+	if (rename(tmp, path) == -1) {
+		err_set(e, "rename %s: %s", path, strerror(errno));
+		goto out_unlink;
+	}
+	/* The rename is durable only once the directory is synced. */
+	(void)snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		(void)snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	if (hash != NULL)
+		*hash = egressd_hash(yaml, len);
+	free(yaml);
+	return 0;
+out_unlink:
+	if (fd != -1)
+		close(fd);
+	unlink(tmp);
+out_free:
+	free(yaml);
+	return -1;
+}
+
+/* Logs every diagnostic of a failed load, one line each. */
+static void
+egressd_log_diag(
+    struct egressd *d, const char *ev, const struct policy_diag *dg)
+{
+	size_t i;
+
+	for (i = 0; i < dg->n; i++)
+		log_error(d->log, ev, LOG_S("error", dg->msgs[i]));
+	if (dg->truncated)
+		log_error(d->log, ev, LOG_S("error", "more errors not shown"));
+}
+
+int
+egressd_reload(struct egressd *d, const char *why)
+{
+	struct policy_diag dg;
+	struct policy *next;
+	struct err e = {""};
+	char *bytes;
+	size_t len;
+
+	/* Our own rewrite comes back through inotify: skip it once. */
+	if (d->persisted_valid && d->cfg->policy_file != NULL &&
+	    strcmp(why, "inotify") == 0) {
+		bytes = egressd_read_file(
+		    d->cfg->policy_file, POLICY_FILE_MAX, &len);
+		if (bytes != NULL &&
+		    egressd_hash(bytes, len) == d->persisted_hash) {
+			free(bytes);
+			/* Still reload when the rules directory changed. */
+			if (!d->rules_dir_dirty)
+				return 0;
+		} else
+			free(bytes);
+	}
+	d->rules_dir_dirty = false;
+	policy_diag_init(&dg);
+	next = egressd_load_policy(d->cfg, &dg);
+	if (next == NULL) {
+		d->stats.policy_reloads_failed++;
+		egressd_log_diag(d, "policy.reload_failed", &dg);
+		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
+		    LOG_U("errors", dg.n),
+		    LOG_U("revision", d->policy->revision));
+		policy_diag_clear(&dg);
+		return -1;
+	}
+	policy_diag_clear(&dg);
+	/* The loader's snapshot is still ours alone: number it in sequence. */
+	next->revision = d->policy->revision + 1;
+	if (egressd_commit(d, next, false, &e) == -1) {
+		d->stats.policy_reloads_failed++;
+		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
+		    LOG_S("error", e.msg),
+		    LOG_U("revision", d->policy->revision));
+		policy_unref(next);
+		return -1;
+	}
+	d->stats.policy_reloads_ok++;
+	log_info(d->log, "policy.loaded", LOG_S("trigger", why),
+	    LOG_U("revision", next->revision), LOG_U("rules", next->nrules),
+	    LOG_S("mode", policy_mode_name(next)));
+	policy_unref(next);
+	return 0;
+}
+
+static void
+egressd_reload_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egressd *d = arg;
+
+	(void)fd;
+	(void)what;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	(void)egressd_reload(d, "inotify");
+}
+
+/*
+ * Editors save by rename, by truncate+write or by several writes: watch
+ * the directories, not the files, and reload once things are quiet.
+ */
+static void
+egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egressd *d = arg;
+	char buf[4096]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct timeval tv = {0, EGRESSD_RELOAD_DEBOUNCE_MS * 1000};
+	bool relevant = false;
+	ssize_t n;
+
+	(void)what;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		char *p = buf;
+		while (p < buf + n) {
+			const struct inotify_event *ev = (void *)p;
+			if (ev->wd == d->wd_rules) {
+				if (ev->len > 0 &&
+				    strstr(ev->name, ".always") != NULL) {
+					relevant = true;
+					d->rules_dir_dirty = true;
+				}
+			} else if (ev->wd == d->wd_policy && ev->len > 0 &&
+			    strcmp(ev->name, d->policy_base) == 0)
+				relevant = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (relevant)
+		evtimer_add(d->ev_reload, &tv);
+}
+
+static int
+egressd_watch_files(struct egressd *d, struct err *e)
+{
+	const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
+	    IN_DELETE | IN_MOVED_FROM | IN_ATTRIB;
+	char dir[PATH_MAX];
+	char *slash;
+
+	d->wd_policy = d->wd_rules = -1;
+	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (d->inotify_fd == -1) {
+		err_set(e, "inotify: %s", strerror(errno));
+		return -1;
+	}
+	if (d->cfg->policy_file != NULL) {
+		(void)snprintf(dir, sizeof(dir), "%s", d->cfg->policy_file);
+		slash = strrchr(dir, '/');
+		if (slash == NULL) {
+			(void)snprintf(
+			    d->policy_base, sizeof(d->policy_base), "%s", dir);
+			(void)snprintf(dir, sizeof(dir), ".");
+		} else {
+			(void)snprintf(d->policy_base, sizeof(d->policy_base),
+			    "%s", slash + 1);
+			if (slash == dir)
+				dir[1] = '\0';
+			else
+				*slash = '\0';
+		}
+		d->wd_policy = inotify_add_watch(d->inotify_fd, dir, mask);
+		if (d->wd_policy == -1)
+			log_warn(d->log, "policy.watch_failed",
+			    LOG_S("path", dir),
+			    LOG_S("error", strerror(errno)));
+	}
+	if (d->cfg->rules_dir != NULL && d->cfg->rules_dir[0] != '\0') {
+		d->wd_rules =
+		    inotify_add_watch(d->inotify_fd, d->cfg->rules_dir, mask);
+		/* A missing rules directory is normal; SIGHUP still works. */
+		if (d->wd_rules == -1 && errno != ENOENT)
+			log_warn(d->log, "policy.watch_failed",
+			    LOG_S("path", d->cfg->rules_dir),
+			    LOG_S("error", strerror(errno)));
+	}
+	d->ev_inotify = event_new(d->base, d->inotify_fd, EV_READ | EV_PERSIST,
+	    egressd_inotify_cb, d);
+	d->ev_reload = evtimer_new(d->base, egressd_reload_cb, d);
+	if (d->ev_inotify == NULL || d->ev_reload == NULL ||
+	    event_add(d->ev_inotify, NULL) == -1) {
+		err_set(e, "cannot register file watch events");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+egressd_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct egressd *d = arg;
+
+	(void)what;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	switch (sig) {
+	case SIGTERM:
+	case SIGINT:
+		log_info(d->log, "egressd.stopping",
+		    LOG_S("signal", sig == SIGTERM ? "TERM" : "INT"));
+		event_base_loopexit(d->base, NULL);
+		break;
+	case SIGHUP:
+		(void)egressd_reload(d, "sighup");
+		break;
+	case SIGUSR1:
+		if (log_reopen(d->log) == -1)
+			log_error(d->log, "log.reopen_failed",
+			    LOG_S("error", strerror(errno)));
+		else
+			log_info(d->log, "log.reopened");
+		break;
+	default:
+		break;
+	}
+}
+
+static int
+egressd_signals(struct egressd *d, struct err *e)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	(void)sigaction(SIGPIPE, &sa, NULL);
+	d->ev_term = evsignal_new(d->base, SIGTERM, egressd_signal_cb, d);
+	d->ev_int = evsignal_new(d->base, SIGINT, egressd_signal_cb, d);
+	d->ev_hup = evsignal_new(d->base, SIGHUP, egressd_signal_cb, d);
+	d->ev_usr1 = evsignal_new(d->base, SIGUSR1, egressd_signal_cb, d);
+	if (d->ev_term == NULL || d->ev_int == NULL || d->ev_hup == NULL ||
+	    d->ev_usr1 == NULL || evsignal_add(d->ev_term, NULL) == -1 ||
+	    evsignal_add(d->ev_int, NULL) == -1 ||
+	    evsignal_add(d->ev_hup, NULL) == -1 ||
+	    evsignal_add(d->ev_usr1, NULL) == -1) {
+		err_set(e, "cannot register signal events");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- module wiring --------------------------------------------------- */
+
+static struct policy *
+egressd_policy_get_cb(void *arg)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return d->policy;
+}
+
+/*
+ * The resolver's learn hook: every address of an answer goes into the
+ * learned sets, in batches of NFT_LEARN_BATCH_MAX, before the answer is
+ * released.
+ */
+static int
+egressd_learn_cb(void *arg, const char *qname, const struct dns_learn_addr *a,
+    size_t n, struct err *e)
+{
+	struct egressd *d = arg;
+	struct nft_learn_addr batch[NFT_LEARN_BATCH_MAX];
+	size_t i, k;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (d->nft == NULL)
+		return 0;
+	for (i = 0; i < n; i += k) {
+		for (k = 0; k < NFT_LEARN_BATCH_MAX && i + k < n; k++) {
+			const struct dns_learn_addr *s = &a[i + k];
+			batch[k].family = (uint8_t)s->family;
+			memcpy(batch[k].addr, s->addr, sizeof(batch[k].addr));
+			batch[k].ttl = s->ttl;
+			batch[k].name = qname;
+		}
+		if (nft_learn(d->nft, batch, k, e) == -1) {
+			log_error(d->log, "nft.learn_failed",
+			    LOG_S("name", qname), LOG_S("error", e->msg));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The API port the sandbox must never reach, from "host:port"/":port". */
+static uint16_t
+egressd_api_port(const struct config *cfg)
+{
+	const char *colon;
+	unsigned long v;
+	char *end;
+
+	if (cfg->http_addr == NULL || cfg->http_addr[0] == '\0')
+		return 0;
+	if ((colon = strrchr(cfg->http_addr, ':')) == NULL)
+		return 0;
+	v = strtoul(colon + 1, &end, 10);
+	return (*end == '\0' && v > 0 && v <= 65535) ? (uint16_t)v : 0;
+}
+
+static int
+egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
+{
+	const struct config *c = d->cfg;
+	uint16_t api_port = egressd_api_port(c);
+	size_t i;
+
+	nft_opts_init(o);
+	o->mark = c->mark;
+	o->dns_port = c->dns_port;
+	/* No transparent proxy in this release: never install the redirect. */
+	o->proxy_port = 0;
+	o->nprotected_ports = 0;
+	if (api_port != 0)
+		o->protected_ports[o->nprotected_ports++] = api_port;
+	o->block_doh_443 = c->block_doh_443;
+	if (c->nameserver_exempt.n > NFT_ADDRS_MAX ||
+	    c->doh_blocklist.n > NFT_ADDRS_MAX) {
+		err_set(e, "more than %d nameserver-exempt or DoH addresses",
+		    NFT_ADDRS_MAX);
+		return -1;
+	}
+	for (i = 0; i < c->nameserver_exempt.n; i++)
+		if (nft_parse_prefix(c->nameserver_exempt.v[i],
+		        &o->ns_exempt[o->nns_exempt++], e) == -1)
+			return -1;
+	for (i = 0; i < c->doh_blocklist.n; i++)
+		if (nft_parse_prefix(c->doh_blocklist.v[i],
+		        &o->doh_block[o->ndoh_block++], e) == -1)
+			return -1;
+	return 0;
+}
+
+static int
+egressd_start_nft(struct egressd *d, struct err *e)
+{
+	struct nft_opts o;
+
+	if (d->cfg->mode == CONFIG_MODE_DNS) {
+		(void)snprintf(d->nft_why, sizeof(d->nft_why),
+		    "nftables disabled by mode dns");
+		return 0;
+	}
+	if (egressd_nft_opts(d, &o, e) == -1)
+		return -1;
+	if ((d->nft = nft_new(&o, &d->stats, e)) == NULL)
+		return -1;
+	if (nft_apply_policy(d->nft, d->policy, e) == -1) {
+		err_prefix(e, "nft apply");
+		return -1;
+	}
+	log_info(d->log, "nft.applied", LOG_U("revision", d->policy->revision),
+	    LOG_S("trigger", "start"));
+	/* Before the resolver binds: the check binds the port itself. */
+	if (nft_selfcheck(d->nft, -1, e) == -1) {
+		err_prefix(e, "nft self-check");
+		return -1;
+	}
+	d->selfcheck_ok = true;
+	d->nft_ok = true;
+	return 0;
+}
+
+/* Upstreams: flags/env win, then the policy file's dns.upstreams. */
+static int
+egressd_start_dns(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	const char *ups[DNS_UPSTREAMS_MAX];
+	struct dns_opts o;
+	struct dns_hooks h;
+	size_t i, n = 0;
+
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	if (c->ndns_upstreams > DNS_UPSTREAMS_MAX ||
+	    d->policy->dns.nupstreams > DNS_UPSTREAMS_MAX) {
+		err_set(e, "more than %d DNS upstreams", DNS_UPSTREAMS_MAX);
+		return -1;
+	}
+	if (c->ndns_upstreams > 0)
+		for (i = 0; i < c->ndns_upstreams; i++)
+			ups[n++] = c->dns_upstreams[i].text;
+	else
+		for (i = 0; i < d->policy->dns.nupstreams; i++)
+			ups[n++] = d->policy->dns.upstreams[i];
+	o.port = c->dns_port;
+	o.mark = c->mark;
+	o.upstreams = ups;
+	o.nupstreams = n;
+	o.timeout_ms = c->dns_timeout_s * 1000;
+	o.attempt_timeout_ms = o.timeout_ms < DNS_UPSTREAM_ATTEMPT_MS_DEFAULT
+	    ? o.timeout_ms
+	    : DNS_UPSTREAM_ATTEMPT_MS_DEFAULT;
+	o.probe_name = c->dns_probe;
+	o.probe_interval_ms = c->dns_probe_interval_s * 1000;
+	h.policy_get = egressd_policy_get_cb;
+	h.learn = d->nft != NULL ? egressd_learn_cb : NULL;
+	h.arg = d;
+	if ((d->dns = dns_new(d->base, &o, &h, d->log, &d->stats, e)) == NULL) {
+		err_prefix(e, "resolver");
+		return -1;
+	}
+	d->dns_ok = true;
+	return 0;
+}
+
+/* Every 10 s: forget expired learned elements, renew those in use. */
+#define EGRESSD_RENEW_INTERVAL_S 10
+#define EGRESSD_RENEW_WINDOW_S 30
+
+static void
+egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egressd *d = arg;
+	struct err e = {""};
+	size_t renewed = 0;
+
+	(void)fd;
+	(void)what;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (d->nft == NULL)
+		return;
+	(void)nft_expire_tick(d->nft);
+	if (nft_renew_live(d->nft, EGRESSD_RENEW_WINDOW_S, &renewed, &e) == -1)
+		log_warn(d->log, "nft.renew_failed", LOG_S("error", e.msg));
+	else if (renewed > 0)
+		log_debug(d->log, "nft.renewed", LOG_U("count", renewed));
+}
+
+/* ---- control API hooks ----------------------------------------------- */
+
+static struct policy *
+egressd_api_policy_get_cb(void *arg)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return policy_ref(d->policy);
+}
+
+static int
+egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return egressd_commit(d, next, true, e);
+}
+
+static const char *
+egressd_api_mode_cb(void *arg)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return d->nft_ok ? "dns+nft" : "dns";
+}
+
+/* Ready only when everything this mode promises is really in place. */
+static bool
+egressd_api_ready_cb(void *arg, char *why, size_t whylen)
+{
+	struct egressd *d = arg;
+	const char *dwhy = NULL;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (d->cfg->mode == CONFIG_MODE_DNS_NFT && !d->nft_ok) {
+		(void)snprintf(why, whylen, "nft not ready");
+		return false;
+	}
+	if (d->cfg->mode == CONFIG_MODE_DNS_NFT && !d->selfcheck_ok) {
+		(void)snprintf(why, whylen, "nft self-check not passed");
+		return false;
+	}
+	if (d->dns == NULL || !dns_ready(d->dns, &dwhy)) {
+		(void)snprintf(why, whylen, "dns not ready: %s",
+		    dwhy ? dwhy : "not started");
+		return false;
+	}
+	return true;
+}
+
+static void
+egressd_api_status_cb(void *arg, json_t *out)
+{
+	struct egressd *d = arg;
+	struct dns_status ds;
+	json_t *enf, *notenf, *dns, *ups, *pol;
+	size_t i;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	enf = json_array();
+	notenf = json_object();
+	if (d->nft_ok) {
+		json_array_append_new(enf, json_string("nft-default-deny"));
+		json_array_append_new(enf, json_string("dns-redirect"));
+		json_array_append_new(enf, json_string("learned-address-sets"));
+	} else
+		json_object_set_new(notenf, "nft", json_string(d->nft_why));
+	json_array_append_new(enf, json_string("dns-filter"));
+	json_object_set_new(
+	    notenf, "credentialProxy", json_string("not part of this release"));
+	json_object_set_new(out, "version", json_string(EGRESSD_VERSION));
+	json_object_set_new(
+	    out, "configuredMode", json_string(config_mode_name(d->cfg->mode)));
+	json_object_set_new(out, "enforced", enf);
+	json_object_set_new(out, "notEnforced", notenf);
+
+	pol = json_object();
+	json_object_set_new(
+	    pol, "revision", json_integer((json_int_t)d->policy->revision));
+	json_object_set_new(pol, "source",
+	    json_string(d->policy->source ? d->policy->source : "default"));
+	json_object_set_new(
+	    pol, "mode", json_string(policy_mode_name(d->policy)));
+	json_object_set_new(
+	    pol, "rules", json_integer((json_int_t)d->policy->nrules));
+	if (d->cfg->policy_file != NULL)
+		json_object_set_new(
+		    pol, "file", json_string(d->cfg->policy_file));
+	json_object_set_new(out, "policy", pol);
+
+	if (d->dns != NULL) {
+		dns_status(d->dns, &ds);
+		dns = json_object();
+		json_object_set_new(dns, "port", json_integer(ds.port));
+		json_object_set_new(dns, "udp4", json_boolean(ds.udp4));
+		json_object_set_new(dns, "tcp4", json_boolean(ds.tcp4));
+		json_object_set_new(dns, "udp6", json_boolean(ds.udp6));
+		json_object_set_new(dns, "tcp6", json_boolean(ds.tcp6));
+		json_object_set_new(dns, "cacheEntries",
+		    json_integer((json_int_t)ds.cache_entries));
+		ups = json_array();
+		for (i = 0; i < ds.nupstreams && i < DNS_UPSTREAMS_MAX; i++) {
+			json_t *u = json_object();
+			json_object_set_new(
+			    u, "address", json_string(ds.upstream[i].text));
+			json_object_set_new(
+			    u, "healthy", json_boolean(ds.upstream[i].healthy));
+			json_array_append_new(ups, u);
+		}
+		json_object_set_new(dns, "upstreams", ups);
+		json_object_set_new(out, "dns", dns);
+	}
+	if (d->nft != NULL)
+		json_object_set_new(out, "learnedAddresses",
+		    json_integer((json_int_t)nft_learned_count(d->nft)));
+}
+
+static int
+egressd_start_api(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	struct api_opts o;
+	struct api_hooks h;
+
+	if ((c->http_addr == NULL || c->http_addr[0] == '\0') &&
+	    c->api_socket == NULL) {
+		log_warn(d->log, "api.disabled");
+		d->api_ok = true;
+		return 0;
+	}
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	o.listen_tcp = c->http_addr;
+	o.listen_unix = c->api_socket;
+	o.token = c->token;
+	o.insecure_no_token = c->api_insecure_no_token;
+	o.max_rules = c->max_rules;
+	o.start_time_s = (uint64_t)time(NULL);
+	o.log = d->log;
+	o.stats = &d->stats;
+	h.policy_get = egressd_api_policy_get_cb;
+	h.policy_commit = egressd_api_commit_cb;
+	h.ready = egressd_api_ready_cb;
+	h.status = egressd_api_status_cb;
+	h.enforcement_mode = egressd_api_mode_cb;
+	h.arg = d;
+	if ((d->api = api_new(d->base, &o, &h, e)) == NULL) {
+		err_prefix(e, "control API");
+		return -1;
+	}
+	d->api_ok = true;
+	return 0;
+}
+
+/* ---- commit, start, run, stop ---------------------------------------- */
+
+static void
+egressd_swap(struct egressd *d, struct policy *next)
+{
+	struct policy *old = d->policy;
+
+	d->policy = policy_ref(next);
+	d->stats.policy_revision = next->revision;
+	policy_unref(old);
+}
+
+int
+egressd_commit(
+    struct egressd *d, struct policy *next, bool persist, struct err *e)
+{
+	struct policy *old;
+	struct err re = {""};
+
+	/* 1. The wire first: the answer may only say what is in force. */
+	if (d->nft != NULL && nft_apply_policy(d->nft, next, e) == -1) {
+		log_error(d->log, "nft.apply_failed",
+		    LOG_U("revision", next->revision), LOG_S("error", e->msg));
+		err_prefix(e, "nft apply");
+		return -1;
+	}
+	/* 2. Swap; in-flight queries keep their own reference. */
+	old = policy_ref(d->policy);
+	egressd_swap(d, next);
+	/* 3. Persist; on failure put the old policy back everywhere. */
+	if (persist && d->cfg->policy_file != NULL &&
+	    egressd_persist(next, d->cfg->policy_file, &d->persisted_hash, e) ==
+	        -1) {
+		log_error(d->log, "policy.persist_failed",
+		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
+		err_prefix(e, "persist");
+		if (d->nft != NULL && nft_apply_policy(d->nft, old, &re) == -1)
+			log_error(d->log, "nft.apply_failed",
+			    LOG_S("trigger", "rollback"),
+			    LOG_S("error", re.msg));
+		egressd_swap(d, old);
+		policy_unref(old);
+		return -1;
+	}
+	if (persist && d->cfg->policy_file != NULL)
+		d->persisted_valid = true;
+	policy_unref(old);
+	if (d->nft != NULL)
+		log_info(
+		    d->log, "nft.applied", LOG_U("revision", next->revision));
+	return 0;
+}
+
+int
+egressd_init(
+    struct egressd *d, const struct config *cfg, struct log *lg, struct err *e)
+{
+	struct policy_diag dg;
+	struct timeval renew = {EGRESSD_RENEW_INTERVAL_S, 0};
+	size_t i;
+
+	memset(d, 0, sizeof(*d));
+	d->magic = EGRESSD_MAGIC;
+	d->cfg = cfg;
+	d->log = lg;
+	d->inotify_fd = -1;
+	if ((d->base = event_base_new()) == NULL) {
+		err_set(e, "cannot create event base");
+		return -1;
+	}
+	policy_diag_init(&dg);
+	d->policy = egressd_load_policy(cfg, &dg);
+	if (d->policy == NULL) {
+		for (i = 0; i < dg.n; i++)
+			log_error(lg, "policy.load_failed",
+			    LOG_S("error", dg.msgs[i]));
+		policy_diag_to_err(&dg, e);
+		err_prefix(e, "policy");
+		policy_diag_clear(&dg);
+		return -1;
+	}
+	policy_diag_clear(&dg);
+	d->stats.policy_revision = d->policy->revision;
+	log_info(lg, "policy.loaded", LOG_S("trigger", "start"),
+	    LOG_S("source", d->policy->source ? d->policy->source : "default"),
+	    LOG_U("revision", d->policy->revision),
+	    LOG_U("rules", d->policy->nrules),
+	    LOG_S("mode", policy_mode_name(d->policy)));
+	if (cfg->proxy_transparent)
+		log_warn(lg, "proxy.unavailable",
+		    LOG_S("detail",
+		        "transparent proxy is not part of this "
+		        "release; no traffic is intercepted"));
+	if (egressd_signals(d, e) == -1 || egressd_start_nft(d, e) == -1 ||
+	    egressd_start_dns(d, e) == -1 || egressd_start_api(d, e) == -1 ||
+	    egressd_watch_files(d, e) == -1)
+		return -1;
+	if ((d->ev_renew = event_new(
+	         d->base, -1, EV_PERSIST, egressd_renew_cb, d)) == NULL ||
+	    event_add(d->ev_renew, &renew) == -1) {
+		err_set(e, "cannot register renew timer");
+		return -1;
+	}
+	return 0;
+}
+
+int
+egressd_run(struct egressd *d)
+{
+	struct dns_status ds;
+
+	dns_status(d->dns, &ds);
+	log_info(d->log, "egressd.ready", LOG_S("version", EGRESSD_VERSION),
+	    LOG_S("mode", config_mode_name(d->cfg->mode)),
+	    LOG_B("nft", d->nft_ok), LOG_U("dns_port", ds.port),
+	    LOG_U("upstreams", ds.nupstreams),
+	    LOG_U("revision", d->policy->revision));
+	if (event_base_dispatch(d->base) == -1) {
+		log_error(d->log, "egressd.loop_failed");
+		return 1;
+	}
+	return 0;
+}
+
+void
+egressd_clear(struct egressd *d)
+{
+	struct err e = {""};
+
+	if (d->magic != EGRESSD_MAGIC)
+		return;
+	api_free(d->api);
+	dns_free(d->dns);
+	if (d->nft != NULL) {
+		if (d->cfg->teardown_on_exit) {
+			if (nft_teardown(d->nft, &e) == -1)
+				log_error(d->log, "nft.teardown_failed",
+				    LOG_S("error", e.msg));
+			else
+				log_info(d->log, "nft.teardown");
+		}
+		nft_free(d->nft);
+	}
+	if (d->ev_renew != NULL)
+		event_free(d->ev_renew);
+	if (d->ev_reload != NULL)
+		event_free(d->ev_reload);
+	if (d->ev_inotify != NULL)
+		event_free(d->ev_inotify);
+	if (d->inotify_fd != -1)
+		close(d->inotify_fd);
+	if (d->ev_term != NULL)
+		event_free(d->ev_term);
+	if (d->ev_int != NULL)
+		event_free(d->ev_int);
+	if (d->ev_hup != NULL)
+		event_free(d->ev_hup);
+	if (d->ev_usr1 != NULL)
+		event_free(d->ev_usr1);
+	policy_unref(d->policy);
+	if (d->base != NULL)
+		event_base_free(d->base);
+	d->magic = 0;
+}

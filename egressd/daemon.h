@@ -1,0 +1,92 @@
+/*
+ * daemon: the egressd context and its life cycle.
+ *
+ * struct egressd is the only home of mutable daemon state (STYLE.md): the
+ * event base, the current policy snapshot, the nft, dns and api modules,
+ * counters and the reload machinery. main() owns it; every module gets a
+ * borrowed pointer to what it needs, never to the whole context, except
+ * through the hooks below.
+ *
+ * Commit order for every policy change (API mutation or file reload):
+ * validate (done by the caller) -> apply the nft batch -> swap the
+ * snapshot -> persist (API mutations only) -> answer. A failure at any step
+ * before the swap leaves everything as it was.
+ */
+#ifndef EGRESSD_DAEMON_H
+#define EGRESSD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "egressd/config.h"
+#include "egressd/log.h"
+#include "egressd/stats.h"
+#include "policy/policy.h"
+
+#define EGRESSD_MAGIC 0x45475244u /* "EGRD" */
+#define EGRESSD_RELOAD_DEBOUNCE_MS 100
+#define EGRESSD_WHY_MAX 256
+
+struct event_base;
+struct event;
+struct nft;
+struct dns;
+struct api;
+
+struct egressd {
+	uint32_t magic;
+	struct event_base *base;
+	const struct config *cfg; /* borrowed from main */
+	struct log *log; /* borrowed from main */
+	struct stats stats;
+
+	struct policy *policy; /* current snapshot, one reference owned */
+
+	struct nft *nft; /* NULL in dns mode */
+	struct dns *dns;
+	struct api *api;
+
+	/* Readiness, truthful: each flag says what is really in force. */
+	bool nft_ok, dns_ok, api_ok, selfcheck_ok;
+	char nft_why[EGRESSD_WHY_MAX];
+	char dns_why[EGRESSD_WHY_MAX];
+
+	struct event *ev_term, *ev_int, *ev_hup, *ev_usr1;
+	int inotify_fd, wd_policy, wd_rules;
+	char policy_base[4096]; /* file name of the policy inside its dir */
+	bool rules_dir_dirty;
+	struct event *ev_inotify, *ev_reload, *ev_renew;
+	uint64_t persisted_hash; /* of the last file we wrote ourselves */
+	bool persisted_valid;
+};
+
+/*
+ * Loads the startup policy per contract §1: the policy file (when it
+ * exists) wins over OPENSANDBOX_EGRESS_RULES; neither means deny-all (fail
+ * closed). Then the always-rules directory. Used by --check, start and
+ * reload alike so they can never disagree.
+ */
+struct policy *egressd_load_policy(
+    const struct config *cfg, struct policy_diag *d);
+
+/* Writes p as canonical YAML to path: temp file, fsync, rename, fsync dir.
+ * *hash (may be NULL) gets a hash of the bytes written. 0/-1. */
+int egressd_persist(
+    const struct policy *p, const char *path, uint64_t *hash, struct err *e);
+
+int egressd_init(
+    struct egressd *d, const struct config *cfg, struct log *lg, struct err *e);
+/* Runs the loop until SIGTERM/SIGINT. Returns the exit code. */
+int egressd_run(struct egressd *d);
+void egressd_clear(struct egressd *d);
+
+/*
+ * Puts next in force (takes a new reference; the caller keeps its own).
+ * persist: rewrite the policy file afterwards (API mutations).
+ */
+int egressd_commit(
+    struct egressd *d, struct policy *next, bool persist, struct err *e);
+/* Re-reads the policy file and rules directory; why is a fixed string. */
+int egressd_reload(struct egressd *d, const char *why);
+
+#endif
