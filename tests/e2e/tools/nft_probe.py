@@ -3,12 +3,12 @@
 
   nft_probe.py tcp|tcpmark|udp|udpmark|udpsend|icmp HOST PORT [TIMEOUT_S]
   nft_probe.py hold HOST PORT SECONDS       (one TCP connection, echo every 0.2 s)
-  nft_probe.py loop HOST PORT SECONDS OUT   (TCP connects back to back)
+  nft_probe.py loop HOST PORT SECONDS       (TCP connects back to back)
 
 Prints one line: "ok <ms>" or "err <errno name> <ms>"; exit 0 only on ok.
 tcp: connect (+ one echo round trip when the port is 7); udp: send and
 wait for the echo; udpsend: send only (sendto's own verdict).
-loop: writes "<attempts> <successes>" to OUT at the end.
+loop: prints "<attempts> <successes>" at the end.
 """
 import errno
 import socket
@@ -78,7 +78,7 @@ def main():
         print("ok %d round trips" % n)
         return 0
     if kind == "loop":
-        secs, out = float(sys.argv[4]), sys.argv[5]
+        secs = float(sys.argv[4])
         end = time.monotonic() + secs
         tries = oks = 0
         while time.monotonic() < end:
@@ -86,8 +86,7 @@ def main():
             tries += 1
             oks += ok
             time.sleep(0.005)
-        with open(out, "w") as f:
-            f.write("%d %d\n" % (tries, oks))
+        print("%d %d" % (tries, oks))
         return 0
     tmo = float(sys.argv[4]) if len(sys.argv) > 4 else 3.0
     ok, line = probe(kind, host, port, tmo)
