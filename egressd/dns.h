@@ -98,7 +98,7 @@ struct dns_opts {
 
 	unsigned timeout_ms; /* budget per query; 0 = 5000 */
 	unsigned attempt_timeout_ms; /* per upstream try; 0 = 2000 */
-	const char *probe_name; /* health probe name; NULL = none */
+	const char *probe_name; /* health probe name; NULL: ". NS" */
 	unsigned probe_interval_ms; /* 0 = 30000 */
 
 	/* 0 = the DNS_* defaults above. */

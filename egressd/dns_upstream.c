@@ -811,9 +811,16 @@ dns_upstream_attempt_cb(
 	ok = status == ARES_SUCCESS && abuf != NULL && alen >= 12;
 	rtt = (unsigned)(dns_upstream_now(u) - a->start_ms);
 	if (a->probe) {
+		/*
+		 * A probe asks "is anybody there": any answer but SERVFAIL
+		 * (REFUSED for the root NS, say) proves the upstream alive.
+		 */
+		bool alive =
+		    ok || status == ARES_EREFUSED || status == ARES_ENOTIMP;
+
 		a->up->probing = false;
 		dns_upstream_mark(
-		    a->up, ok, rtt, dns_upstream_status_reason(status));
+		    a->up, alive, rtt, dns_upstream_status_reason(status));
 		free(a);
 		return;
 	}
@@ -978,12 +985,12 @@ dns_upstreams_probe_now(struct dns_upstreams *u)
 	uint8_t name[256], q[DNS_UPSTREAM_QUERY_MAX];
 	size_t nlen, qlen, i;
 
-	if (u->probe_name == NULL)
-		return;
-	if (dns_upstream_name_wire(u->probe_name, name, sizeof(name), &nlen) <
-	        0 ||
-	    dns_upstream_query_build(
-	        name, nlen, 1, 1, false, false, q, sizeof(q), &qlen) < 0)
+	if (dns_upstream_name_wire(u->probe_name != NULL ? u->probe_name : "",
+	        name, sizeof(name), &nlen) < 0 ||
+	    dns_upstream_query_build(name, nlen,
+	        u->probe_name != NULL ? DNS_UPSTREAM_PROBE_QTYPE_NAME
+	                              : DNS_UPSTREAM_PROBE_QTYPE_ROOT,
+	        1, false, false, q, sizeof(q), &qlen) < 0)
 		return;
 	for (i = 0; i < u->n; i++) {
 		struct dns_upstream *up = u->ups[i];
@@ -1093,7 +1100,7 @@ dns_upstreams_new(struct event_base *base,
 	if (dns_upstreams_build(u, addrs, n, u->ups, e) < 0)
 		goto out_free;
 	u->n = n;
-	if (u->probe_name != NULL) {
+	{
 		struct timeval tv;
 
 		u->probe_timer =

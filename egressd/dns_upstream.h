@@ -10,6 +10,10 @@
  * configured order, one attempt at a time, each bounded by the attempt
  * timeout and all by the budget; when the budget is spent or every
  * attempt failed the caller hears "failed" (and answers SERVFAIL).
+ * An upstream is marked down after DNS_UPSTREAM_FAILS_UNHEALTHY failed
+ * attempts in a row and up again by any success, including the periodic
+ * probe (the configured name's A, or ". NS"; any answer but SERVFAIL
+ * proves a probed upstream alive).
  *
  * Every socket c-ares creates gets SO_MARK (when a mark is set) before it
  * connects, so egressd's own queries are exempt from the sandbox's nft
@@ -40,6 +44,8 @@ struct event_base;
 #define DNS_UPSTREAM_ATTEMPT_MS_DEFAULT 2000
 #define DNS_UPSTREAM_BUDGET_MS_DEFAULT 5000
 #define DNS_UPSTREAM_PROBE_MS_DEFAULT 30000
+#define DNS_UPSTREAM_PROBE_QTYPE_NAME 1 /* A of the configured name */
+#define DNS_UPSTREAM_PROBE_QTYPE_ROOT 2 /* ". NS" when none is set */
 #define DNS_UPSTREAM_EDNS_SIZE 1232 /* = DNS_EDNS_UDP_SIZE */
 #define DNS_UPSTREAM_QUERY_MAX 512 /* bytes of a query we send */
 #define DNS_RESOLV_CONF_MAX (64u << 10) /* bytes of resolv.conf read */
@@ -89,7 +95,7 @@ typedef uint64_t (*dns_upstream_clock_fn)(void *arg);
 struct dns_upstreams_opts {
 	uint32_t mark; /* SO_MARK for every upstream socket; 0 = none */
 	unsigned attempt_timeout_ms; /* 0 = DNS_UPSTREAM_ATTEMPT_MS_DEFAULT */
-	const char *probe_name; /* NULL: no active probing */
+	const char *probe_name; /* NULL: probe with ". NS" */
 	unsigned probe_interval_ms; /* 0 = DNS_UPSTREAM_PROBE_MS_DEFAULT */
 	dns_upstream_clock_fn clock; /* NULL = CLOCK_MONOTONIC */
 	void *clock_arg;

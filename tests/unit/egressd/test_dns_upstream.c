@@ -519,6 +519,15 @@ test_probe_restores_health(void **state)
 	assert_true(fake_saw(c->f1, "probe.allowed.test"));
 	assert_int_equal(dns_upstreams_healthy(u), 1);
 	dns_upstreams_free(u);
+
+	/* Without a configured name the probe asks for ". NS". */
+	u = make_set(c, fs, 1, 200, NULL);
+	c->f1->nlog = 0;
+	dns_upstreams_probe_now(u);
+	run_for(c->base, 200);
+	assert_int_equal(c->f1->nlog, 1);
+	assert_string_equal(c->f1->log[0], "");
+	dns_upstreams_free(u);
 }
 
 static void
