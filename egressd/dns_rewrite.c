@@ -37,7 +37,7 @@ clamp_ttl(const struct dns_rewrite_opts *o, uint32_t ttl)
 
 static void
 report_addr(struct dns_rewrite_report *rep, int family, const uint8_t *a,
-    uint32_t ttl, uint16_t source)
+    uint32_t ttl, uint16_t source, int owner)
 {
 	if (rep->naddr >= DNS_ANSWER_ADDR_MAX) {
 		rep->addr_truncated = true;
@@ -49,6 +49,7 @@ report_addr(struct dns_rewrite_report *rep, int family, const uint8_t *a,
 	memcpy(d->addr, a, family == 4 ? 4 : 16);
 	d->ttl = ttl;
 	d->source = source;
+	d->owner = (uint8_t)owner;
 }
 
 /* An answer RR is related when its owner is on the chain (or, for a
@@ -84,12 +85,12 @@ struct svcb_edit {
 /*
  * Rewrites an HTTPS/SVCB rdata into buf: hint addresses filtered, empty
  * hint keys and (optionally) ech removed, "mandatory" updated. Reports
- * kept hints when learn is true. Returns the new length or -1 if the
+ * kept hints when learn >= 0 (the chain index of the owner). Returns the new length or -1 if the
  * rdata is malformed.
  */
 static int
 svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
-    uint32_t ttl, uint16_t type, bool learn, struct dns_rewrite_report *rep,
+    uint32_t ttl, uint16_t type, int learn, struct dns_rewrite_report *rep,
     uint8_t *buf, struct err *e)
 {
 	struct dns_svcb s;
@@ -137,9 +138,9 @@ svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
 					if (pass == 1) {
 						memcpy(buf + w, a, alen);
 						w += alen;
-						if (learn)
+						if (learn >= 0)
 							report_addr(rep, fam, a,
-							    ttl, type);
+							    ttl, type, learn);
 					}
 				}
 				if (kept == 0) {
@@ -223,10 +224,10 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 	for (size_t i = 0; i < m->nrr; i++) {
 		struct dns_rr rr = m->rr[i];
 		struct dns_name owner;
-		bool chain_owner;
+		int ci;
 
 		dns_msg_rr_owner(m, i, &owner);
-		chain_owner = dns_chain_contains(m, &rep->chain, &owner);
+		ci = dns_chain_index(m, &rep->chain, &owner);
 		if (rr.section == DNS_SEC_ADDITIONAL &&
 		    (o->flags & DNS_REWRITE_DROP_ADDITIONAL))
 			continue;
@@ -255,8 +256,8 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 				continue;
 			}
 			rr.ttl = clamp_ttl(o, rr.ttl);
-			if (rr.section == DNS_SEC_ANSWER && chain_owner)
-				report_addr(rep, fam, a, rr.ttl, rr.type);
+			if (rr.section == DNS_SEC_ANSWER && ci >= 0)
+				report_addr(rep, fam, a, rr.ttl, rr.type, ci);
 		} else if (rr.rclass == DNS_CLASS_IN &&
 		    (rr.type == DNS_TYPE_HTTPS || rr.type == DNS_TYPE_SVCB)) {
 			struct dns_svcb s;
@@ -280,8 +281,8 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 			}
 			buf = m->arena + m->arena_used;
 			int nl = svcb_rewrite(o, rd, rr.rdlen, rr.ttl, rr.type,
-			    rr.section == DNS_SEC_ANSWER && chain_owner, rep,
-			    buf, e);
+			    rr.section == DNS_SEC_ANSWER ? ci : -1, rep, buf,
+			    e);
 			if (nl < 0)
 				return -1;
 			rr.rdata_off = (uint32_t)m->arena_used;

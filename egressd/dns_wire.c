@@ -1389,16 +1389,23 @@ dns_msg_question_matches(const struct dns_msg *m, const struct dns_question *q)
 
 /* ---- chains ---- */
 
+int
+dns_chain_index(const struct dns_msg *m, const struct dns_chain *c,
+    const struct dns_name *n)
+{
+	if (dns_name_equal(&m->question.name, n))
+		return 0;
+	for (size_t i = 0; i < c->n; i++)
+		if (dns_name_equal(&c->link[i].to, n))
+			return (int)i + 1;
+	return -1;
+}
+
 static bool
 chain_seen(const struct dns_msg *m, const struct dns_chain *c,
     const struct dns_name *n)
 {
-	if (dns_name_equal(&m->question.name, n))
-		return true;
-	for (size_t i = 0; i < c->n; i++)
-		if (dns_name_equal(&c->link[i].to, n))
-			return true;
-	return false;
+	return dns_chain_index(m, c, n) >= 0;
 }
 
 bool
@@ -1635,7 +1642,8 @@ dns_answer_info(
 		    rr->type != DNS_TYPE_HTTPS && rr->type != DNS_TYPE_SVCB)
 			continue;
 		dns_msg_rr_owner(m, i, &owner);
-		if (!chain_seen(m, &ai->chain, &owner))
+		int ci = dns_chain_index(m, &ai->chain, &owner);
+		if (ci < 0)
 			continue;
 		if (rr->type == DNS_TYPE_A || rr->type == DNS_TYPE_AAAA) {
 			if (ai->naddr >= DNS_ANSWER_ADDR_MAX) {
@@ -1648,6 +1656,7 @@ dns_answer_info(
 			memcpy(a->addr, dns_msg_rr_rdata(m, i), rr->rdlen);
 			a->ttl = rr->ttl;
 			a->source = rr->type;
+			a->owner = (uint8_t)ci;
 			continue;
 		}
 		if (ai->nsvcb >= DNS_SVCB_MAX) {

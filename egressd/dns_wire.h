@@ -342,6 +342,9 @@ int dns_msg_chain(const struct dns_msg *m, struct dns_chain *c, struct err *e);
 /* name is the qname or a target in the chain (ignoring case). */
 bool dns_chain_contains(const struct dns_msg *m, const struct dns_chain *c,
     const struct dns_name *name);
+/* 0 for the qname, i for c->link[i - 1].to, -1 if not on the chain. */
+int dns_chain_index(const struct dns_msg *m, const struct dns_chain *c,
+    const struct dns_name *name);
 
 /* An address record from an answer, owner in the chain. */
 struct dns_addr {
@@ -349,6 +352,7 @@ struct dns_addr {
 	uint8_t addr[16]; /* network order; 4 bytes used for family 4 */
 	uint32_t ttl;
 	uint16_t source; /* DNS_TYPE_A/AAAA, or HTTPS/SVCB for hints */
+	uint8_t owner; /* dns_chain_index() of the owner name */
 };
 
 /* One HTTPS/SVCB record with the parameters egressd cares about. */
@@ -374,9 +378,12 @@ int dns_svcb_parse(const uint8_t *rdata, size_t rdlen, uint16_t type,
 /*
  * Summary of an upstream answer for the resolver: rcode, TC, the chain,
  * A/AAAA owned by a chain name (answer section), HTTPS/SVCB owned by a
- * chain name, and the TTL to cache for: the minimum TTL of the answer and
- * authority RRs, or for a negative answer min(SOA TTL, SOA MINIMUM);
- * have_ttl false when there is nothing to derive it from.
+ * chain name, and the TTL to cache for: the minimum TTL of the answer
+ * section, lowered for a negative answer (NXDOMAIN, or NOERROR without a
+ * record of the qtype) to min(SOA TTL, SOA MINIMUM) of the authority SOA;
+ * have_ttl false when there is nothing to derive it from (the caller then
+ * uses its own negative TTL). The same rule is dns_msg_min_ttl and
+ * dns_wire_min_ttl.
  */
 struct dns_answer_info {
 	unsigned rcode;

@@ -241,6 +241,7 @@ test_cname_chain_policy(void **state)
 	assert_string_equal(f->seen[1], "internal.denied.example");
 	assert_int_equal(f->rep.chain.n, 2);
 	assert_int_equal(f->rep.naddr, 1);
+	assert_int_equal(f->rep.addr[0].owner, 2); /* the second target */
 	assert_int_equal(f->rep.ancount, 3);
 
 	/* One denied name: DENIED, and which one. */

@@ -908,6 +908,10 @@ test_answer_chain(void **state)
 	assert_int_equal(ai->addr[0].family, 4);
 	assert_memory_equal(ai->addr[0].addr, "\xcb\x00\x71\x05", 4);
 	assert_int_equal(ai->addr[0].ttl, 60);
+	assert_int_equal(ai->addr[0].owner, 2);
+	assert_int_equal(
+	    dns_chain_index(m, &ai->chain, &ai->chain.link[0].to), 1);
+	assert_int_equal(dns_chain_index(m, &ai->chain, &m->question.name), 0);
 	assert_true(ai->have_ttl);
 	assert_int_equal(ai->ttl, 10);
 
