@@ -345,13 +345,20 @@ nft_send(struct nft *n, struct nft_batch *b, struct err *e)
 		}
 	}
 	if (bad != (size_t)-1) {
-		snprintf(
-		    tmp, sizeof(tmp), " (bad attribute at byte %d)", bad_offs);
+		if (bad_offs >= 0)
+			snprintf(tmp, sizeof(tmp),
+			    " (bad attribute at byte %d)", bad_offs);
+		else if ((bad_errno == ENOENT || bad_errno == EOPNOTSUPP) &&
+		    strncmp(nft_batch_msg_label(b, bad), "NEWRULE", 7) == 0)
+			snprintf(tmp, sizeof(tmp),
+			    " (an expression of this rule missing from the "
+			    "kernel? see docs/nft.md)");
+		else
+			tmp[0] = '\0';
 		err_set(e,
 		    "nft: kernel refused message %zu of %zu (%s): %s%s%s%s",
 		    bad + 1, nmsgs, nft_batch_msg_label(b, bad),
-		    strerror(bad_errno), kmsg[0] ? ": " : "", kmsg,
-		    bad_offs >= 0 ? tmp : "");
+		    strerror(bad_errno), kmsg[0] ? ": " : "", kmsg, tmp);
 		goto out;
 	}
 	rc = 0;
