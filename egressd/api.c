@@ -30,6 +30,7 @@
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
 #define API_POLICY_ALLOW "GET, POST, PUT, PATCH, DELETE"
 #define API_MSG_MAX 1024 /* bytes of one text/plain answer */
+#define API_PATH_MAX 256 /* raw request target kept for routing */
 #define API_RESET_REASON "policy reset to default deny-all"
 #define API_NOMATCH_REASON "no matching targets found"
 
@@ -353,7 +354,7 @@ static int
 api_check_list(const char *body, size_t len, bool strings, struct err *e)
 {
 	json_error_t je;
-	json_t *root = json_loadb(body, len, 0, &je);
+	json_t *root = json_loadb(body, len, JSON_DECODE_ANY, &je);
 	size_t i;
 	int rc = -1;
 
@@ -778,6 +779,26 @@ api_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/*
+ * evhttp parses CONNECT targets as authorities and leaves no path; route
+ * those by the raw target up to '?' so "CONNECT /policy" still gets 405.
+ */
+static const char *
+api_raw_path(struct evhttp_request *req, char *buf, size_t len)
+{
+	const char *u = evhttp_request_get_uri(req);
+	size_t n;
+
+	if (u == NULL)
+		return NULL;
+	n = strcspn(u, "?#");
+	if (n >= len)
+		return NULL;
+	memcpy(buf, u, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 static void
 api_request_cb(struct evhttp_request *req, void *arg)
 {
@@ -788,6 +809,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	const struct api_route *rt;
 	uint64_t t0 = api_now_us();
 	char peer[API_ADDR_MAX] = "";
+	char rawpath[API_PATH_MAX];
 	char *host = NULL;
 	ev_uint16_t port = 0;
 
@@ -796,6 +818,8 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	a->stats->api_requests++;
 	r.cmd = evhttp_request_get_command(req);
 	r.path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+	if (r.path == NULL || r.path[0] == '\0')
+		r.path = api_raw_path(req, rawpath, sizeof(rawpath));
 	if (evcon != NULL) {
 		evhttp_connection_get_peer(evcon, &host, &port);
 		snprintf(peer, sizeof(peer), "%s:%u", host != NULL ? host : "",
