@@ -99,10 +99,12 @@ config_clear(struct config *c)
 	free(c->dns_probe);
 	config_strlist_clear(&c->nameserver_exempt);
 	config_strlist_clear(&c->doh_blocklist);
+	config_strlist_clear(&c->unknown_env);
 	free(c->trust_dir);
 	free(c->deny_webhook);
 	free(c->sandbox_id);
 	free(c->log_file);
+	free(c->failpoint);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -473,6 +475,7 @@ enum config_key {
 	K_MARK,
 	K_TEARDOWN,
 	K_INSECURE_NO_TOKEN,
+	K_FAILPOINT,
 };
 
 static int
@@ -565,6 +568,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_parse_bool(v, &c->teardown_on_exit, what, e);
 	case K_INSECURE_NO_TOKEN:
 		return config_parse_bool(v, &c->api_insecure_no_token, what, e);
+	case K_FAILPOINT:
+		return config_set_str(&c->failpoint, v, what, e);
 	}
 	err_set(e, "%s: unknown setting", what);
 	return -1;
@@ -604,6 +609,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_DNS_PORT", K_DNS_PORT},
     {"EGRESSD_MARK", K_MARK},
     {"EGRESSD_TEARDOWN_ON_EXIT", K_TEARDOWN},
+    {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
 };
 
 int
@@ -629,11 +635,26 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 			if (config_set(c, ce->key, eq + 1, ce->name, e) == -1)
 				return -1;
 		}
-		/* A typo in our own namespace must not pass silently. */
-		if (!known && nl > 8 && strncmp(kv, "EGRESSD_", 8) == 0) {
-			err_set(e, "%.*s: unknown variable",
-			    (int)(nl > 64 ? 64 : nl), kv);
-			return -1;
+		/*
+		 * A typo in our own namespace must not pass unnoticed, but
+		 * tools around egressd use EGRESSD_* names too (EGRESSD_BIN):
+		 * remember it for a start-up warning rather than fail.
+		 */
+		if (!known && nl > 8 && strncmp(kv, "EGRESSD_", 8) == 0 &&
+		    c->unknown_env.n < CONFIG_LIST_MAX) {
+			char **nv = realloc(c->unknown_env.v,
+			    (c->unknown_env.n + 1) * sizeof(*nv));
+			if (nv == NULL) {
+				err_set(e, "out of memory");
+				return -1;
+			}
+			c->unknown_env.v = nv;
+			if ((nv[c->unknown_env.n] =
+			            strndup(kv, nl > 64 ? 64 : nl)) == NULL) {
+				err_set(e, "out of memory");
+				return -1;
+			}
+			c->unknown_env.n++;
 		}
 	}
 	return 0;

@@ -90,6 +90,15 @@ struct config {
 	enum log_level log_level;
 	char *log_file;
 
+	/*
+	 * Testing only (EGRESSD_TEST_FAILPOINT): the daemon kills itself
+	 * with SIGKILL when it reaches the named step of a policy commit, so
+	 * tests can prove crash consistency at every step.
+	 */
+	char *failpoint;
+	/* EGRESSD_* variables egressd does not know (warned about at start). */
+	struct config_strlist unknown_env;
+
 	/* Actions. */
 	bool check, version, help;
 };

@@ -81,9 +81,19 @@ egressd_load_policy(const struct config *cfg, struct policy_diag *d)
 	return full;
 }
 
+void
+egressd_failpoint(const struct egressd *d, const char *step)
+{
+	if (d == NULL || d->cfg->failpoint == NULL ||
+	    strcmp(d->cfg->failpoint, step) != 0)
+		return;
+	log_warn(d->log, "test.failpoint", LOG_S("step", step));
+	(void)kill(getpid(), SIGKILL);
+}
+
 int
-egressd_persist(
-    const struct policy *p, const char *path, uint64_t *hash, struct err *e)
+egressd_persist(const struct policy *p, const char *path, uint64_t *hash,
+    const struct egressd *d, struct err *e)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
 	char *yaml, *slash;
@@ -121,6 +131,7 @@ egressd_persist(
 	}
 	close(fd);
 	fd = -1;
+	egressd_failpoint(d, "persist.before_rename");
 	if (rename(tmp, path) == -1) {
 		err_set(e, "rename %s: %s", path, strerror(errno));
 		goto out_unlink;
@@ -749,6 +760,7 @@ egressd_commit(
 	struct policy *old;
 	struct err re = {""};
 
+	egressd_failpoint(d, "commit.before_nft");
 	/* 1. The wire first: the answer may only say what is in force. */
 	if (d->nft != NULL && nft_apply_policy(d->nft, next, e) == -1) {
 		log_error(d->log, "nft.apply_failed",
@@ -756,13 +768,15 @@ egressd_commit(
 		err_prefix(e, "nft apply");
 		return -1;
 	}
+	egressd_failpoint(d, "commit.after_nft");
 	/* 2. Swap; in-flight queries keep their own reference. */
 	old = policy_ref(d->policy);
 	egressd_swap(d, next);
+	egressd_failpoint(d, "commit.after_swap");
 	/* 3. Persist; on failure put the old policy back everywhere. */
 	if (persist && d->cfg->policy_file != NULL &&
-	    egressd_persist(next, d->cfg->policy_file, &d->persisted_hash, e) ==
-	        -1) {
+	    egressd_persist(
+	        next, d->cfg->policy_file, &d->persisted_hash, d, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
 		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
 		err_prefix(e, "persist");
@@ -774,8 +788,10 @@ egressd_commit(
 		policy_unref(old);
 		return -1;
 	}
-	if (persist && d->cfg->policy_file != NULL)
+	if (persist && d->cfg->policy_file != NULL) {
 		d->persisted_valid = true;
+		egressd_failpoint(d, "commit.after_persist");
+	}
 	policy_unref(old);
 	if (d->nft != NULL)
 		log_info(
@@ -818,6 +834,9 @@ egressd_init(
 	    LOG_U("revision", d->policy->revision),
 	    LOG_U("rules", d->policy->nrules),
 	    LOG_S("mode", policy_mode_name(d->policy)));
+	for (i = 0; i < cfg->unknown_env.n; i++)
+		log_warn(lg, "config.unknown_variable",
+		    LOG_S("name", cfg->unknown_env.v[i]));
 	if (cfg->proxy_transparent)
 		log_warn(lg, "proxy.unavailable",
 		    LOG_S("detail",

@@ -70,9 +70,13 @@ struct policy *egressd_load_policy(
     const struct config *cfg, struct policy_diag *d);
 
 /* Writes p as canonical YAML to path: temp file, fsync, rename, fsync dir.
- * *hash (may be NULL) gets a hash of the bytes written. 0/-1. */
-int egressd_persist(
-    const struct policy *p, const char *path, uint64_t *hash, struct err *e);
+ * *hash (may be NULL) gets a hash of the bytes written; d (may be NULL)
+ * only serves failpoints. 0/-1. */
+int egressd_persist(const struct policy *p, const char *path, uint64_t *hash,
+    const struct egressd *d, struct err *e);
+
+/* Testing only: SIGKILLs the process when cfg->failpoint names this step. */
+void egressd_failpoint(const struct egressd *d, const char *step);
 
 int egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e);
