@@ -476,6 +476,272 @@ test_counter_names(void **state)
 	assert_null(nft_counter_name(NFT_NCOUNTERS));
 }
 
+/* ---- property: the emitted rule order decides like policy_match_addr ---- */
+
+#define PROP_POLICIES 150
+#define PROP_QUERIES 300
+#define PROP_SETS 256
+#define PROP_RULES 256
+
+struct pset {
+	char name[32];
+	uint32_t lo[64], hi[64]; /* host order (IPv4 / ports) */
+	size_t n;
+};
+
+struct prule {
+	int l4; /* 0 = any */
+	int aset; /* index into sets */
+	int pset; /* -1 = no port match */
+	bool accept;
+};
+
+static uint32_t
+lcg(uint32_t *st)
+{
+	*st = *st * 1103515245u + 12345u;
+	return *st >> 8;
+}
+
+static uint32_t
+hexval(const char *h, size_t n)
+{
+	uint32_t v = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v = v << 4 |
+		    (uint32_t)(h[i] <= '9' ? h[i] - '0' : h[i] - 'a' + 10);
+	return v;
+}
+
+static int
+find_set(struct pset *sets, size_t nsets, const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < nsets; i++)
+		if (strlen(sets[i].name) == len &&
+		    strncmp(sets[i].name, name, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Reads IPv4 group sets and filter rules of the g* sets from describe(). */
+static void
+parse_desc(char *text, struct pset *sets, size_t *nsets, struct prule *rules,
+    size_t *nrules)
+{
+	char *line, *save = NULL, *p, *q;
+
+	*nsets = *nrules = 0;
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "NEWSETELEM g", 12) == 0) {
+			struct pset *ps = &sets[*nsets];
+			size_t klen;
+
+			p = line + 11;
+			q = strchr(p, ' ');
+			assert_true(*nsets < PROP_SETS);
+			if (strstr(line, "learned") != NULL)
+				continue;
+			snprintf(ps->name, sizeof(ps->name), "%.*s",
+			    (int)(q - p), p);
+			if (ps->name[strlen(ps->name) - 1] == '6')
+				continue; /* IPv6 groups: not probed */
+			ps->n = 0;
+			for (p = q + 1; *p != '[';) {
+				q = p;
+				while (*q != ' ' && *q != '(')
+					q++;
+				klen = (size_t)(q - p);
+				if (strncmp(q, "(end)", 5) == 0) {
+					ps->hi[ps->n - 1] = hexval(p, klen) - 1;
+					q += 5;
+				} else {
+					ps->lo[ps->n] = hexval(p, klen);
+					ps->hi[ps->n] =
+					    klen == 8 ? 0xffffffffu : 0xffffu;
+					ps->n++;
+				}
+				p = q + 1;
+			}
+			(*nsets)++;
+			continue;
+		}
+		if (strncmp(line, "NEWRULE inet egressd filter_out", 31) != 0 ||
+		    (p = strstr(line,
+		         "network header + 16 => reg 1 ]   [ "
+		         "lookup reg 1 set g")) == NULL)
+			continue;
+		{
+			struct prule *r = &rules[(*nrules)++];
+
+			assert_true(*nrules <= PROP_RULES);
+			p = strstr(p, "set g") + 4;
+			q = strchr(p, ' ');
+			r->aset = find_set(sets, *nsets, p, (size_t)(q - p));
+			assert_true(r->aset >= 0);
+			r->pset = -1;
+			if ((p = strstr(line,
+			         "transport header + 2 => reg 1 ]   "
+			         "[ lookup reg 1 set ")) != NULL) {
+				p = strstr(p, "set ") + 4;
+				q = strchr(p, ' ');
+				r->pset =
+				    find_set(sets, *nsets, p, (size_t)(q - p));
+				assert_true(r->pset >= 0);
+			}
+			r->l4 = 0;
+			if ((p = strstr(line,
+			         "meta load l4proto => reg 1 ]   [ "
+			         "cmp eq reg 1 0x")) != NULL)
+				r->l4 = (int)hexval(strstr(p, "0x") + 2, 8);
+			r->accept = strstr(line, "jump -> deny") == NULL;
+		}
+	}
+}
+
+static bool
+in_set(const struct pset *ps, uint32_t v)
+{
+	size_t i;
+
+	for (i = 0; i < ps->n; i++)
+		if (v >= ps->lo[i] && v <= ps->hi[i])
+			return true;
+	return false;
+}
+
+static const char *
+rand_rule(uint32_t *st, char *buf, size_t len, bool deny_only, bool allow_only)
+{
+	static const unsigned lens[] = {0, 24, 25, 26, 28, 30, 32, 32};
+	unsigned l = lens[lcg(st) % 8], host = lcg(st) % 256;
+	const char *act = deny_only ? "deny"
+	    : allow_only            ? "allow"
+	    : lcg(st) % 2           ? "allow"
+	                            : "deny";
+	char ports[64] = "", protos[64] = "";
+	unsigned pr = lcg(st) % 8;
+
+	if (pr != 0 && pr != 7) {
+		snprintf(protos, sizeof(protos), ",\"protocols\":[%s%s%s]",
+		    pr & 1 ? "\"tcp\"" : "",
+		    pr & 2 ? (pr & 1 ? ",\"udp\"" : "\"udp\"") : "",
+		    pr & 4 ? ((pr & 3) ? ",\"icmp\"" : "\"icmp\"") : "");
+	}
+	if ((pr == 0 || (pr & 3) != 0) && lcg(st) % 2)
+		snprintf(ports, sizeof(ports), ",\"ports\":[%s]",
+		    lcg(st) % 2 ? "80,443" : "\"1000-2000\",443");
+	if (ports[0] != '\0' && pr == 0)
+		snprintf(protos, sizeof(protos), ",\"protocols\":[\"tcp\"]");
+	if (l == 0)
+		snprintf(buf, len,
+		    "{\"action\":\"%s\",\"target\":\"0.0.0.0/0\"%s%s}", act,
+		    ports, protos);
+	else
+		snprintf(buf, len,
+		    "{\"action\":\"%s\",\"target\":\"203.0.113.%u/%u\"%s%s}",
+		    act, host & ~((1u << (32 - l)) - 1), l, ports, protos);
+	return buf;
+}
+
+static void
+test_precedence_matches_policy(void **state)
+{
+	static struct pset sets[PROP_SETS];
+	static struct prule rules[PROP_RULES];
+	static const unsigned protos[] = {
+	    POLICY_PROTO_TCP, POLICY_PROTO_UDP, POLICY_PROTO_ICMP};
+	static const int l4of[] = {6, 17, 1};
+	static const uint16_t qports[] = {80, 443, 1500, 7};
+	char json[8192], rb[256];
+	uint32_t st = 12345;
+	struct nft_opts o;
+	size_t it, q, nsets, nrules, i, off, nr, checked = 0, decided = 0;
+
+	(void)state;
+	nft_opts_init(&o);
+	for (it = 0; it < PROP_POLICIES; it++) {
+		struct policy *p;
+		char *desc;
+
+		off = (size_t)snprintf(json, sizeof(json),
+		    "{\"defaultAction\":\"deny\",\"egress\":[");
+		nr = 1 + lcg(&st) % 12;
+		for (i = 0; i < nr; i++)
+			off += (size_t)snprintf(json + off, sizeof(json) - off,
+			    "%s%s", i ? "," : "",
+			    rand_rule(&st, rb, sizeof(rb), false, false));
+		off += (size_t)snprintf(json + off, sizeof(json) - off,
+		    "],\"alwaysDeny\":[%s],\"alwaysAllow\":[%s]}",
+		    rand_rule(&st, rb, sizeof(rb), true, false), "");
+		/* alwaysAllow left empty half the time */
+		if (lcg(&st) % 2) {
+			off -= 2;
+			off += (size_t)snprintf(json + off, sizeof(json) - off,
+			    "%s]}",
+			    rand_rule(&st, rb, sizeof(rb), false, true));
+		}
+		p = pol(json);
+		desc = describe(p, &o, NULL);
+		parse_desc(desc, sets, &nsets, rules, &nrules);
+		for (q = 0; q < PROP_QUERIES; q++) {
+			uint8_t a[4] = {203, 0, 113, (uint8_t)lcg(&st)};
+			unsigned pi = lcg(&st) % 3;
+			uint16_t port = qports[lcg(&st) % 4];
+			const struct policy_rule *pr = NULL;
+			enum policy_action want;
+			int got = -1; /* -1 no rule, 0 deny, 1 accept */
+			uint32_t av = (uint32_t)a[0] << 24 | a[1] << 16 |
+			    a[2] << 8 | a[3];
+
+			want = policy_match_addr(
+			    p, 4, a, protos[pi], pi == 2 ? 0 : port, &pr);
+			for (i = 0; i < nrules; i++) {
+				const struct prule *r = &rules[i];
+
+				if (r->l4 != 0 && r->l4 != l4of[pi])
+					continue;
+				if (!in_set(&sets[r->aset], av))
+					continue;
+				if (r->pset >= 0 &&
+				    (pi == 2 || !in_set(&sets[r->pset], port)))
+					continue;
+				got = r->accept ? 1 : 0;
+				break;
+			}
+			if (pr == NULL) {
+				if (got != -1)
+					fail_msg("policy %s: %u.%u.%u.%u proto "
+					         "%u port %u: no policy rule, "
+					         "nft rule says %d",
+					    json, a[0], a[1], a[2], a[3],
+					    protos[pi], port, got);
+			} else {
+				decided++;
+				if (got != (want == POLICY_ALLOW ? 1 : 0))
+					fail_msg("policy %s: %u.%u.%u.%u proto "
+					         "%u port %u: policy %s (%s), "
+					         "nft %d",
+					    json, a[0], a[1], a[2], a[3],
+					    protos[pi], port,
+					    want == POLICY_ALLOW ? "allow"
+					                         : "deny",
+					    pr->target, got);
+			}
+			checked++;
+		}
+		free(desc);
+		policy_unref(p);
+	}
+	/* the generator must exercise both outcomes a lot */
+	assert_true(decided > checked / 4);
+	print_message("%zu queries, %zu decided by a rule\n", checked, decided);
+}
+
 int
 main(void)
 {
@@ -490,6 +756,7 @@ main(void)
 	    cmocka_unit_test(test_failed_build_leaves_nothing),
 	    cmocka_unit_test(test_teardown_and_prefix),
 	    cmocka_unit_test(test_counter_names),
+	    cmocka_unit_test(test_precedence_matches_policy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
