@@ -1,0 +1,107 @@
+/*
+ * webhook: the deny webhook (OPENSANDBOX_EGRESS_DENY_WEBHOOK).
+ *
+ * Every denied name is offered to webhook_notify(); it never blocks and
+ * never fails the caller. Events are deduplicated (the same name within
+ * WEBHOOK_DEDUP_MS is sent once), queued in a bounded ring (overflow is
+ * counted and dropped, oldest kept), and delivered one at a time as
+ *   POST <url>  Content-Type: application/json
+ *   {"hostname":"evil.test","sandboxId":"…","reason":"policy",
+ *    "timestamp":"2026-12-02T20:00:00Z","source":"egressd"}
+ * over a fresh connection (Connection: close) from a socket carrying
+ * egressd's SO_MARK, so the nft filter treats it as egressd's own traffic.
+ * 2xx is success; 5xx, 429 and connection failures are retried with
+ * exponential backoff (WEBHOOK_RETRY_BASE_MS doubling, WEBHOOK_ATTEMPTS
+ * tries); other statuses drop the event. https URLs are verified against
+ * the system trust store with the URL's host name.
+ *
+ * The target must be an IP literal or a name resolvable at start; the
+ * daemon requires it to be covered by an operator (infra) allow rule so
+ * that the sandbox policy never decides where egressd itself may talk.
+ */
+#ifndef EGRESSD_WEBHOOK_H
+#define EGRESSD_WEBHOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "policy/err.h"
+
+#define WEBHOOK_QUEUE_MAX 256
+#define WEBHOOK_DEDUP_SLOTS 1024
+#define WEBHOOK_DEDUP_MS 60000
+#define WEBHOOK_ATTEMPTS 5
+#define WEBHOOK_RETRY_BASE_MS 1000
+#define WEBHOOK_TIMEOUT_MS 5000 /* connect + exchange per attempt */
+#define WEBHOOK_NAME_MAX 255
+#define WEBHOOK_URL_MAX 2048
+#define WEBHOOK_RESPONSE_HEAD_MAX 4096
+
+struct event_base;
+struct log;
+
+/* A parsed http(s) URL. */
+struct webhook_url {
+	bool tls;
+	char host[256]; /* as written (IP literal without brackets, or name) */
+	uint16_t port;
+	char path[WEBHOOK_URL_MAX]; /* path and query, at least "/" */
+};
+
+/* Pure: "http[s]://host[:port][/path]". No userinfo, no fragment. */
+int webhook_parse_url(const char *s, struct webhook_url *u, struct err *e);
+
+/*
+ * Pure: parses "HTTP/1.x NNN ..." from the start of a response; returns
+ * the status (100..599) or -1 when the bytes are not a status line.
+ */
+int webhook_parse_status(const char *buf, size_t len);
+
+/* Pure queue + dedup + backoff state, time passed in (testable). */
+struct webhook_event {
+	char name[WEBHOOK_NAME_MAX + 1];
+	char reason[32];
+	uint64_t created_ms; /* wall clock ms, for the timestamp */
+	unsigned attempts;
+	uint64_t not_before_ms; /* monotonic ms of the next try */
+};
+
+struct webhook_queue {
+	struct webhook_event ev[WEBHOOK_QUEUE_MAX];
+	size_t head, len;
+	struct {
+		uint64_t hash, seen_ms;
+	} dedup[WEBHOOK_DEDUP_SLOTS];
+	uint64_t enqueued, deduplicated, dropped_full, delivered, failed;
+};
+
+void webhook_queue_init(struct webhook_queue *q);
+/* false when deduplicated or the queue is full (counted either way). */
+bool webhook_queue_push(struct webhook_queue *q, const char *name,
+    const char *reason, uint64_t now_ms, uint64_t wall_ms);
+/* The head event when due at now_ms, else NULL (borrowed). */
+struct webhook_event *webhook_queue_due(
+    struct webhook_queue *q, uint64_t now_ms);
+/* Outcome of the head event's attempt: delivered, retry later or drop. */
+void webhook_queue_done(
+    struct webhook_queue *q, bool ok, bool retry, uint64_t now_ms);
+/* Milliseconds until the head event is due (0 = now); -1 when empty. */
+int64_t webhook_queue_wait_ms(const struct webhook_queue *q, uint64_t now_ms);
+
+struct webhook;
+
+/*
+ * addr/addrlen: where to connect (resolved by the caller). mark: SO_MARK
+ * for the socket (0 = none, tests). lg borrowed. NULL with e set.
+ */
+struct webhook *webhook_new(struct event_base *base,
+    const struct webhook_url *u, const struct sockaddr *addr, socklen_t addrlen,
+    uint32_t mark, const char *sandbox_id, struct log *lg, struct err *e);
+void webhook_free(struct webhook *w);
+/* Never blocks; reason is a fixed string ("policy", "cname", …). */
+void webhook_notify(struct webhook *w, const char *name, const char *reason);
+const struct webhook_queue *webhook_stats(const struct webhook *w);
+
+#endif
