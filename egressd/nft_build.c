@@ -1183,6 +1183,42 @@ emit_internal(struct bctx *c)
 	return msg_rule_46(c, s, NULL, NULL, "internal4", "internal6");
 }
 
+/*
+ * An always-denied IPv4 prefix is also denied in the IPv6 spellings that
+ * can reach it through a translator (THREATS §4): NAT64 64:ff9b::/96,
+ * 6to4 2002::/16, IPv4-mapped ::ffff:0:0/96.
+ */
+#define NFT_V6_FORMS 3
+
+static void
+v6_form(const struct policy_rule *r, size_t form, struct policy_rule *out)
+{
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	*out = *r;
+	memset(&out->prefix, 0, sizeof(out->prefix));
+	out->prefix.family = 6;
+	switch (form) {
+	case 0:
+		memcpy(out->prefix.addr, nat64, 12);
+		memcpy(out->prefix.addr + 12, r->prefix.addr, 4);
+		out->prefix.len = (uint8_t)(96 + r->prefix.len);
+		break;
+	case 1:
+		out->prefix.addr[0] = 0x20;
+		out->prefix.addr[1] = 0x02;
+		memcpy(out->prefix.addr + 2, r->prefix.addr, 4);
+		out->prefix.len = (uint8_t)(16 + r->prefix.len);
+		break;
+	default:
+		memcpy(out->prefix.addr, mapped, 12);
+		memcpy(out->prefix.addr + 12, r->prefix.addr, 4);
+		out->prefix.len = (uint8_t)(96 + r->prefix.len);
+		break;
+	}
+}
+
 static int
 emit_layers(struct bctx *c, const struct policy *p)
 {
@@ -1190,18 +1226,20 @@ emit_layers(struct bctx *c, const struct policy *p)
 	    p->always_deny, p->always_allow, p->infra, p->rules};
 	size_t ln[L_COUNT] = {
 	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
+	struct policy_rule *syn = NULL; /* IPv6 forms of always-deny v4 */
 	struct gent *g;
-	size_t n = 0, i, j, k;
+	size_t n = 0, nsyn = 0, i, j, k;
 	unsigned l;
 	int rc = -1;
 	bool internal_done = false;
 
 	for (l = 0; l < L_COUNT; l++)
 		n += ln[l];
-	g = calloc(n == 0 ? 1 : n, sizeof(*g));
-	if (g == NULL) {
+	g = calloc(n + NFT_V6_FORMS * p->nalways_deny + 1, sizeof(*g));
+	syn = calloc(NFT_V6_FORMS * p->nalways_deny + 1, sizeof(*syn));
+	if (g == NULL || syn == NULL) {
 		err_set(c->e, "nft: out of memory");
-		return -1;
+		goto out;
 	}
 	n = 0;
 	for (l = 0; l < L_COUNT; l++)
@@ -1225,6 +1263,13 @@ emit_layers(struct bctx *c, const struct policy *p)
 			g[n].layer = l;
 			g[n].r = r;
 			n++;
+			if (l == L_ALWAYS_DENY && r->prefix.family == 4)
+				for (k = 0; k < NFT_V6_FORMS; k++) {
+					v6_form(r, k, &syn[nsyn]);
+					g[n].layer = l;
+					g[n].r = &syn[nsyn++];
+					n++;
+				}
 		}
 	qsort(g, n, sizeof(*g), gent_cmp);
 	for (i = 0; i < n; i = j) {
@@ -1245,6 +1290,7 @@ emit_layers(struct bctx *c, const struct policy *p)
 	rc = 0;
 out:
 	free(g);
+	free(syn);
 	return rc;
 }
 

@@ -214,8 +214,8 @@ test_structure(void **state)
 	aa = line_of(s, "filter_out", "name always_allow");
 	in = line_of(s, "filter_out", "name internal");
 	ud = line_of(s, "filter_out", "name user_deny");
-	ua24 = line_of(s, "filter_out", "set g5_allow4");
-	ua0 = line_of(s, "filter_out", "set g7_allow4");
+	ua24 = line_of(s, "filter_out", "set g7_allow4");
+	ua0 = line_of(s, "filter_out", "set g9_allow4");
 	learned = line_of(s, "filter_out", "name learned");
 	def = line_of(s, "filter_out", "name default_deny");
 	assert_true(est >= 0 && est < mark && mark < nd && nd < api &&
@@ -223,8 +223,8 @@ test_structure(void **state)
 	/* layers: always-deny, always-allow, internal, user rules */
 	assert_true(ad < aa && aa < in && in < ud);
 	/* user: /32 deny before /32 allow (tie), before /24, before /0 */
-	assert_true(ud == line_of(s, "filter_out", "set g2_deny4"));
-	assert_true(ud < line_of(s, "filter_out", "set g3_allow4"));
+	assert_true(ud == line_of(s, "filter_out", "set g4_deny4"));
+	assert_true(ud < line_of(s, "filter_out", "set g5_allow4"));
 	assert_true(ud < ua24 && ua24 < ua0 && ua0 < learned && learned < def);
 	/* the resolver is accepted by destination, not by oif lo */
 	assert_true(line_of(s, "name dns", "0x0100007f") >= 0);
@@ -249,13 +249,24 @@ test_elements(void **state)
 	nft_opts_init(&o);
 	s = describe(p, &o, NULL);
 	/* 192.0.2.0/24 listed twice: one interval */
-	assert_true(line_of(s, "NEWSETELEM g0_deny4 c0000200 c0000300(end) ",
+	assert_true(line_of(s, "NEWSETELEM g2_deny4 c0000200 c0000300(end) ",
 	                NULL) >= 0);
+	/* always-deny 192.0.2.0/24 in its 6to4, NAT64 and mapped forms */
+	assert_true(line_of(s,
+	                "NEWSETELEM g1_deny6 2002c0000200000000000000000"
+	                "00000 2002c000030000000000000000000000(end)",
+	                NULL) >= 0);
+	assert_true(line_of(s, "g0_deny6",
+	                "0064ff9b0000000000000000c0000200 "
+	                "0064ff9b0000000000000000c0000300(end)") >= 0);
+	assert_true(line_of(s, "g0_deny6",
+	                "00000000000000000000ffffc0000200 "
+	                "00000000000000000000ffffc0000300(end)") >= 0);
 	/* 0.0.0.0/0 reaches the top of the space: no end element */
-	assert_true(line_of(s, "NEWSETELEM g7_allow4 00000000 [", NULL) >= 0);
+	assert_true(line_of(s, "NEWSETELEM g9_allow4 00000000 [", NULL) >= 0);
 	/* ports 443, 8000-8080, 8080 -> {443, 8000-8080} */
 	assert_true(line_of(s,
-	                "NEWSETELEM g5_ports 01bb 01bc(end) 1f40 "
+	                "NEWSETELEM g7_ports 01bb 01bc(end) 1f40 "
 	                "1f91(end) [",
 	                NULL) >= 0);
 	/* the built-in internal ranges */

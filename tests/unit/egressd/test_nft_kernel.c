@@ -476,6 +476,51 @@ test_renew_live(void **state)
 	nft_free(n);
 }
 
+static void
+test_large_policy(void **state)
+{
+	size_t cap = 1u << 20, off, i;
+	char *json = malloc(cap);
+	struct policy *p;
+	struct nft *n;
+	struct err e;
+	struct timespec t0, t1;
+	double dt;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	assert_non_null(json);
+	off = (size_t)snprintf(json, cap,
+	    "{\"defaultAction\":\"deny\","
+	    "\"egress\":[");
+	/* 4096 rules: 3072 single IPv6 addresses, 1024 ranges with ports */
+	for (i = 0; i < 4096; i++)
+		off += (size_t)snprintf(json + off, cap - off,
+		    i < 3072 ? "%s{\"action\":\"%s\",\"target\":"
+		               "\"2001:db8:%zx::1\"}"
+		             : "%s{\"action\":\"%s\",\"target\":"
+		               "\"2001:db8:%zx::/64\",\"ports\":[443],"
+		               "\"protocols\":[\"tcp\"]}",
+		    i ? "," : "", i % 7 ? "allow" : "deny", i);
+	snprintf(json + off, cap - off, "]}");
+	p = pol(json);
+	n = mk(NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (nft_apply_policy(n, p, &e) != 0)
+		fail_msg("apply 4096 rules: %s", e.msg);
+	if (nft_apply_policy(n, p, &e) != 0)
+		fail_msg("re-apply 4096 rules: %s", e.msg);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	dt = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	print_message("4096 rules: apply + re-apply in %.3f s\n", dt);
+	assert_true(dt < 10.0);
+	nft_free(n);
+	policy_unref(p);
+	free(json);
+}
+
 int
 main(void)
 {
@@ -489,6 +534,7 @@ main(void)
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
+	    cmocka_unit_test_setup(test_large_policy, setup),
 	};
 
 	if (geteuid() != 0) {
