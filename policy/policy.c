@@ -341,12 +341,22 @@ deny_invalid(const struct policy_rule **rule)
 	return POLICY_DENY;
 }
 
+static enum policy_action
+decide_at(const struct policy_rule *rules, long i, enum policy_action act,
+    const struct policy_rule **rule)
+{
+	if (rule != NULL)
+		*rule = &rules[i];
+	return act;
+}
+
 enum policy_action
 policy_match_domain(
     const struct policy *p, const char *name, const struct policy_rule **rule)
 {
 	char n[POLICY_NAME_MAX + 2];
 	const struct policy_index *ix;
+	enum policy_action act = POLICY_DENY;
 	size_t len;
 	long i;
 
@@ -356,14 +366,14 @@ policy_match_domain(
 		return deny_invalid(rule);
 	ix = p->index;
 	len = strlen(n);
-	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len)) >= 0)
-		return decide(&ix->ov->deny[i], rule);
-	if ((i = policy_layer_match_name(ix->ov->lallow, n, len)) >= 0)
-		return decide(&ix->ov->allow[i], rule);
-	if ((i = policy_layer_match_name(ix->cfg->linfra, n, len)) >= 0)
-		return decide(&ix->cfg->infra[i], rule);
-	if ((i = policy_layer_match_name(ix->user, n, len)) >= 0)
-		return decide(&p->rules[i], rule);
+	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len, &act)) >= 0)
+		return decide_at(ix->ov->deny, i, act, rule);
+	if ((i = policy_layer_match_name(ix->ov->lallow, n, len, &act)) >= 0)
+		return decide_at(ix->ov->allow, i, act, rule);
+	if ((i = policy_layer_match_name(ix->cfg->linfra, n, len, &act)) >= 0)
+		return decide_at(ix->cfg->infra, i, act, rule);
+	if ((i = policy_layer_match_name(ix->user, n, len, &act)) >= 0)
+		return decide_at(p->rules, i, act, rule);
 	if (rule != NULL)
 		*rule = NULL;
 	return p->default_action;
@@ -415,6 +425,6 @@ policy_log_skip(const struct policy *p, const char *name)
 	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
 	        -1)
 		return false;
-	return policy_layer_match_name(p->index->ov->llog_skip, n, strlen(n)) >=
-	    0;
+	return policy_layer_match_name(
+	           p->index->ov->llog_skip, n, strlen(n), NULL) >= 0;
 }

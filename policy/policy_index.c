@@ -25,17 +25,24 @@
 #define FNV_OFF 2166136261u
 #define FNV_PRIME 16777619u
 
+/* 16 bytes: four entries per cache line. */
 struct dent {
 	const char *key; /* NULL = empty slot */
-	size_t klen;
 	uint32_t hash;
-	long idx;
+	uint32_t idx;
 };
 
+/*
+ * A Bloom filter (two bits per key out of 16 per key) sits in front of
+ * each table: it stays in cache where the table does not, so probing
+ * the suffixes no rule names (most of them) costs no cache miss.
+ */
 struct dtab {
 	struct dent *ents;
 	size_t cap; /* power of two, > 2 * used */
 	size_t used;
+	uint64_t *bloom;
+	size_t bloom_mask; /* bits - 1, bits a power of two */
 };
 
 struct tnode {
@@ -77,14 +84,42 @@ hash_rev(const char *s, size_t n)
 static int
 dtab_init(struct dtab *t, size_t n)
 {
-	size_t cap = 16;
+	size_t cap = 16, bits = 64;
 
 	while (cap < 2 * n + 2)
 		cap *= 2;
+	while (bits < 16 * n)
+		bits *= 2;
 	t->ents = calloc(cap, sizeof(*t->ents));
+	t->bloom = calloc(bits / 64, sizeof(uint64_t));
 	t->cap = cap;
 	t->used = 0;
-	return t->ents == NULL ? -1 : 0;
+	t->bloom_mask = bits - 1;
+	return t->ents == NULL || t->bloom == NULL ? -1 : 0;
+}
+
+static size_t
+bloom_bit2(uint32_t h)
+{
+	return (size_t)((h >> 16) ^ (h * 0x9e3779b1u));
+}
+
+static bool
+bloom_maybe(const struct dtab *t, uint32_t h)
+{
+	size_t a = h & t->bloom_mask, b = bloom_bit2(h) & t->bloom_mask;
+
+	return (t->bloom[a / 64] >> (a % 64) & 1) &&
+	    (t->bloom[b / 64] >> (b % 64) & 1);
+}
+
+static void
+bloom_add(struct dtab *t, uint32_t h)
+{
+	size_t a = h & t->bloom_mask, b = bloom_bit2(h) & t->bloom_mask;
+
+	t->bloom[a / 64] |= 1ull << (a % 64);
+	t->bloom[b / 64] |= 1ull << (b % 64);
 }
 
 static struct dent *
@@ -95,8 +130,8 @@ dtab_find(const struct dtab *t, const char *key, size_t klen, uint32_t h)
 	for (;;) {
 		struct dent *d = &t->ents[i];
 		if (d->key == NULL ||
-		    (d->hash == h && d->klen == klen &&
-		        memcmp(d->key, key, klen) == 0))
+		    (d->hash == h && strncmp(d->key, key, klen) == 0 &&
+		        d->key[klen] == '\0'))
 			return d;
 		i = (i + 1) & (t->cap - 1);
 	}
@@ -113,10 +148,10 @@ dtab_put(struct dtab *t, const char *key, long idx)
 	if (d->key != NULL)
 		return;
 	d->key = key;
-	d->klen = klen;
 	d->hash = h;
-	d->idx = idx;
+	d->idx = (uint32_t)idx;
 	t->used++;
+	bloom_add(t, h);
 }
 
 static long
@@ -124,10 +159,10 @@ dtab_get(const struct dtab *t, const char *key, size_t klen, uint32_t h)
 {
 	const struct dent *d;
 
-	if (t->used == 0)
+	if (t->used == 0 || !bloom_maybe(t, h))
 		return -1;
 	d = dtab_find(t, key, klen, h);
-	return d->key == NULL ? -1 : d->idx;
+	return d->key == NULL ? -1 : (long)d->idx;
 }
 
 static int
@@ -198,11 +233,20 @@ policy_layer_free(struct policy_layer *l)
 		return;
 	free(l->exact.ents);
 	free(l->wild.ents);
+	free(l->exact.bloom);
+	free(l->wild.bloom);
 	free(l->t4.nodes);
 	free(l->t4.links);
 	free(l->t6.nodes);
 	free(l->t6.links);
 	free(l);
+}
+
+/* Table value: rule index and action bit (indexes stay below 2^31). */
+static long
+entry_val(const struct policy_rule *r, size_t i)
+{
+	return (long)(i << 1) | (r->action == POLICY_ALLOW);
 }
 
 static int
@@ -214,12 +258,12 @@ layer_add(struct policy_layer *l, size_t i)
 	case POLICY_TARGET_DOMAIN:
 		if (r->action == POLICY_DENY && policy_rule_restricted(r))
 			return 0;
-		dtab_put(&l->exact, r->target, (long)i);
+		dtab_put(&l->exact, r->target, entry_val(r, i));
 		return 0;
 	case POLICY_TARGET_WILDCARD:
 		if (r->action == POLICY_DENY && policy_rule_restricted(r))
 			return 0;
-		dtab_put(&l->wild, r->target + 2, (long)i);
+		dtab_put(&l->wild, r->target + 2, entry_val(r, i));
 		return 0;
 	case POLICY_TARGET_IP:
 	case POLICY_TARGET_CIDR:
@@ -256,14 +300,14 @@ out_free:
 }
 
 long
-policy_layer_match_name(
-    const struct policy_layer *l, const char *name, size_t len)
+policy_layer_match_name(const struct policy_layer *l, const char *name,
+    size_t len, enum policy_action *act)
 {
 	uint32_t h = FNV_OFF;
 	long best = -1, v;
 	size_t i;
 
-	if (l == NULL || len == 0)
+	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
 		return -1;
 	for (i = len; i-- > 0;) {
 		h ^= (unsigned char)name[i];
@@ -274,10 +318,13 @@ policy_layer_match_name(
 			v = dtab_get(&l->wild, name + i, len - i, h);
 		else
 			continue;
-		if (v >= 0 && (best < 0 || v < best))
+		if (v >= 0 && (best < 0 || v >> 1 < best >> 1))
 			best = v;
 	}
-	return best;
+	/* The action travels in the entry: no access to the rule itself. */
+	if (best >= 0 && act != NULL)
+		*act = (best & 1) ? POLICY_ALLOW : POLICY_DENY;
+	return best < 0 ? -1 : best >> 1;
 }
 
 /* Deny before allow, then list order, among applicable rules of a node. */
