@@ -64,8 +64,8 @@ struct result {
 };
 
 static void
-summarize(double *lat, size_t calls, size_t addrs, double total,
-    struct result *r)
+summarize(
+    double *lat, size_t calls, size_t addrs, double total, struct result *r)
 {
 	qsort(lat, calls, sizeof(*lat), dcmp);
 	r->addrs_per_s = (double)addrs / total;
@@ -74,8 +74,8 @@ summarize(double *lat, size_t calls, size_t addrs, double total,
 }
 
 static int
-bench_learn(struct nft *n, size_t total, size_t batch, unsigned run,
-    struct result *r)
+bench_learn(
+    struct nft *n, size_t total, size_t batch, unsigned run, struct result *r)
 {
 	struct nft_learn_addr a[16];
 	size_t calls = total / batch, i, j;
@@ -120,10 +120,10 @@ bench_fork(size_t total, size_t batch, unsigned run, struct result *r)
 		off = 0;
 		for (j = 0; j < batch; j++) {
 			addr_of(i * batch + j, run, &a);
-			off += (size_t)snprintf(elems + off, sizeof(elems) - off,
-			    "%s2001:db8:be%02x::%x timeout 300s",
-			    j ? ", " : "", run,
-			    (unsigned)(a.addr[14] << 8 | a.addr[15]));
+			off += (size_t)snprintf(elems + off,
+			    sizeof(elems) - off,
+			    "%s2001:db8:be%02x::%x timeout 300s", j ? ", " : "",
+			    run, (unsigned)(a.addr[14] << 8 | a.addr[15]));
 		}
 		snprintf(cmd, sizeof(cmd),
 		    "add element inet egressd learned6 { %s }", elems);
@@ -171,8 +171,9 @@ main(int argc, char **argv)
 	}
 	total -= total % 16;
 	if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
-		fprintf(stderr, "bench_nft: needs root and a private network "
-				"namespace (%s): skipped\n",
+		fprintf(stderr,
+		    "bench_nft: needs root and a private network "
+		    "namespace (%s): skipped\n",
 		    strerror(errno));
 		return 0;
 	}
