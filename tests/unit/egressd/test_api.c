@@ -598,7 +598,7 @@ static void
 test_405(void **state)
 {
 	static const char *const methods[] = {
-	    "OPTIONS", "TRACE", "CONNECT", "BREW", "HEAD"};
+	    "OPTIONS", "TRACE", "CONNECT", "BREW", "get", "B@D", "HEAD"};
 	struct fx *f = *state;
 	struct resp r;
 	char v[128];
