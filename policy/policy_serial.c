@@ -288,31 +288,50 @@ yaml_proxy(struct ybuf *b, const struct policy_proxy *px)
 	yb_printf(b, "]\n");
 }
 
+/* Nothing but defaults outside the user policy: "{}" says it all. */
+static bool
+only_defaults(const struct policy *p, const struct policy_overlays *ov)
+{
+	struct policy_dns def;
+
+	policy_config_dns_defaults(&def);
+	return ov->ndeny_file + ov->nallow_file + ov->nlog_skip_file +
+	        p->ninfra + p->ncredentials + p->nbindings + p->dns.nupstreams +
+	        p->proxy.nintercept_ports ==
+	    0 &&
+	    p->dns.timeout_ms == def.timeout_ms &&
+	    p->dns.ttl_min == def.ttl_min && p->dns.ttl_max == def.ttl_max &&
+	    p->dns.negative_ttl == def.negative_ttl &&
+	    p->dns.private_answers == def.private_answers &&
+	    p->dns.cname_mode == def.cname_mode;
+}
+
 char *
 policy_to_yaml(const struct policy *p)
 {
 	struct ybuf b = {0};
+	const struct policy_overlays *ov;
 
 	if (p == NULL)
 		return NULL;
+	ov = p->index->ov;
 	yb_printf(&b,
 	    "# egressd policy, canonical form (secret values are "
 	    "not written)\n");
-	if (p->user_empty &&
-	    p->nalways_deny + p->nalways_allow + p->nlog_skip + p->ninfra +
-	            p->ncredentials + p->nbindings + p->dns.nupstreams +
-	            p->proxy.nintercept_ports ==
-	        0) {
+	if (p->user_empty && only_defaults(p, ov)) {
 		yb_printf(&b, "{}\n");
 		return b.oom ? (free(b.s), NULL) : b.s;
 	}
 	yb_printf(
 	    &b, "defaultAction: \"%s\"\n", action_name(p->default_action));
 	yaml_rules(&b, "egress", p->rules, p->nrules, true);
-	yaml_rules(&b, "alwaysDeny", p->always_deny, p->nalways_deny, false);
-	yaml_rules(&b, "alwaysAllow", p->always_allow, p->nalways_allow, false);
+	/* Only the overlay rules of the policy file itself: the always-rules
+	 * directory's part is re-read from the directory, and writing it
+	 * here would duplicate it on every persist and reload. */
+	yaml_rules(&b, "alwaysDeny", p->always_deny, ov->ndeny_file, false);
+	yaml_rules(&b, "alwaysAllow", p->always_allow, ov->nallow_file, false);
 	yaml_rules(&b, "infra", p->infra, p->ninfra, false);
-	yaml_rules(&b, "logSkip", p->log_skip, p->nlog_skip, false);
+	yaml_rules(&b, "logSkip", p->log_skip, ov->nlog_skip_file, false);
 	yaml_dns(&b, &p->dns);
 	yaml_proxy(&b, &p->proxy);
 	policy_cred_yaml(&b, p);

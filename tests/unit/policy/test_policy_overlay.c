@@ -137,6 +137,15 @@ test_overlays_apply(void **state)
 	assert_int_equal(
 	    policy_match_domain(p, "x.noisy.org", NULL), POLICY_ALLOW);
 
+	/* the canonical YAML (what the daemon persists) carries the file's
+	 * own overlay rules only: the directory's are re-read from it */
+	char *y = policy_to_yaml(p);
+	assert_non_null(y);
+	assert_non_null(strstr(y, "file-deny.com"));
+	assert_null(strstr(y, "evil.com"));
+	assert_null(strstr(y, "noisy.org"));
+	free(y);
+
 	/* reloading replaces the directory's part only */
 	rm(t, "deny.always");
 	q = policy_with_overlays_dir(p, t->path, &d);

@@ -118,6 +118,28 @@ test_yaml_empty(void **state)
 }
 
 static void
+test_yaml_reset_keeps_config(void **state)
+{
+	struct policy *b = parse_yaml("dns: {timeoutMs: 1234}\n", "c"), *p, *q;
+	struct err e;
+	char *y;
+
+	(void)state;
+	p = policy_replace_json(b, "", 0, 0, NULL, &e);
+	assert_non_null(p);
+	assert_true(p->user_empty);
+	y = policy_to_yaml(p);
+	assert_non_null(strstr(y, "timeoutMs: 1234"));
+	q = parse_yaml(y, "again");
+	assert_int_equal(q->dns.timeout_ms, 1234);
+	assert_string_equal(policy_mode_name(q), "deny_all");
+	free(y);
+	policy_unref(q);
+	policy_unref(p);
+	policy_unref(b);
+}
+
+static void
 test_yaml_json_equivalent(void **state)
 {
 	const char *j = "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":"
@@ -140,6 +162,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_yaml_round_trip),
 	    cmocka_unit_test(test_yaml_empty),
+	    cmocka_unit_test(test_yaml_reset_keeps_config),
 	    cmocka_unit_test(test_yaml_json_equivalent),
 	};
 
