@@ -61,8 +61,33 @@ lower(uint8_t c)
 
 /* ---- names ---- */
 
-int
-dns_name_decode(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n)
+/*
+ * Compression pointers may only land on a label (or the root) of a name
+ * decoded earlier in place: the question, an owner, or a name inside
+ * rdata whose layout is known. So a name is never assembled from bytes
+ * that are something else (a TTL, an rdlength, the middle of a label), and
+ * rewriting TTLs in place can never change a name.
+ */
+struct label_map {
+	uint8_t bits[DNS_MSG_MAX / 8 + 1];
+};
+
+static bool
+lm_get(const struct label_map *lm, size_t off)
+{
+	return (lm->bits[off >> 3] & (1u << (off & 7))) != 0;
+}
+
+static void
+lm_set(struct label_map *lm, size_t off)
+{
+	lm->bits[off >> 3] |= (uint8_t)(1u << (off & 7));
+}
+
+/* dns_name_decode, plus the label map when lm is not NULL. */
+static int
+name_decode_lm(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n,
+    struct label_map *lm)
 {
 	size_t pos = *off, seg = *off, end = 0;
 	unsigned chase = 0;
@@ -74,6 +99,8 @@ dns_name_decode(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n)
 		if (pos >= len)
 			return -1;
 		uint8_t c = msg[pos];
+		if (lm != NULL && !jumped)
+			lm_set(lm, pos);
 		if (c == 0) {
 			if (n->len + 1 > DNS_NAME_WIRE_MAX)
 				return -1;
@@ -89,6 +116,8 @@ dns_name_decode(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n)
 			    ((size_t)(c & 0x3f) << 8) | msg[pos + 1];
 			/* Backwards only, and never into the header. */
 			if (target >= seg || target < DNS_HEADER_LEN)
+				return -1;
+			if (lm != NULL && !lm_get(lm, target))
 				return -1;
 			if (++chase > DNS_PTR_CHASE_MAX)
 				return -1;
@@ -110,6 +139,35 @@ dns_name_decode(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n)
 	}
 	*off = end;
 	return 0;
+}
+
+int
+dns_name_decode(const uint8_t *msg, size_t len, size_t *off, struct dns_name *n)
+{
+	return name_decode_lm(msg, len, off, n, NULL);
+}
+
+/*
+ * Marks the labels of an uncompressed name inside opaque rdata
+ * (msg[start..end)) as pointer targets, if it is one entirely.
+ */
+static void
+lm_mark_plain(
+    const uint8_t *msg, size_t start, size_t end, struct label_map *lm)
+{
+	size_t pos = start;
+
+	while (pos < end && pos - start < DNS_NAME_WIRE_MAX) {
+		if (msg[pos] == 0) {
+			for (size_t p = start; p <= pos;
+			     p += 1 + (size_t)msg[p])
+				lm_set(lm, p);
+			return;
+		}
+		if (msg[pos] > DNS_LABEL_MAX)
+			return;
+		pos += 1 + (size_t)msg[pos];
+	}
 }
 
 /*
@@ -444,17 +502,84 @@ dns_ptr_name_make(int family, const uint8_t *addr, struct dns_name *n)
 	name_set(n, n->wire, o);
 }
 
+/* How a type's rdata carries names. */
+enum rd_kind {
+	RD_OPAQUE = 0,
+	RD_NAME, /* one name */
+	RD_2NAMES, /* MINFO, RP */
+	RD_SOA, /* 2 names + 20 */
+	RD_U16_NAME, /* MX, AFSDB, RT, KX */
+	RD_U16_2NAMES, /* PX */
+	RD_SRV, /* 6 bytes + name */
+	RD_NAPTR, /* 4 bytes + 3 strings + name */
+};
+
+static enum rd_kind
+rd_kind(uint16_t type)
+{
+	switch (type) {
+	case DNS_TYPE_NS:
+	case 3: /* MD */
+	case 4: /* MF */
+	case DNS_TYPE_CNAME:
+	case 7: /* MB */
+	case 8: /* MG */
+	case 9: /* MR */
+	case DNS_TYPE_PTR:
+	case DNS_TYPE_DNAME:
+		return RD_NAME;
+	case 14: /* MINFO */
+	case 17: /* RP */
+		return RD_2NAMES;
+	case DNS_TYPE_SOA:
+		return RD_SOA;
+	case DNS_TYPE_MX:
+	case 18: /* AFSDB */
+	case 21: /* RT */
+	case 36: /* KX */
+		return RD_U16_NAME;
+	case 26: /* PX */
+		return RD_U16_2NAMES;
+	case DNS_TYPE_SRV:
+		return RD_SRV;
+	case 35: /* NAPTR */
+		return RD_NAPTR;
+	}
+	return RD_OPAQUE;
+}
+
+/* Names in these types may be compressed on output (RFC 3597 s4). */
+static bool
+rd_compressible(uint16_t type)
+{
+	switch (type) {
+	case DNS_TYPE_NS:
+	case 3:
+	case 4:
+	case DNS_TYPE_CNAME:
+	case DNS_TYPE_SOA:
+	case 7:
+	case 8:
+	case 9:
+	case DNS_TYPE_PTR:
+	case 14:
+	case DNS_TYPE_MX:
+		return true;
+	}
+	return false;
+}
+
 /* ---- raw message walking ---- */
 
 /* Skips a question at *off; fills q if non-NULL. */
 static int
-skip_question(
-    const uint8_t *msg, size_t len, size_t *off, struct dns_question *q)
+skip_question(const uint8_t *msg, size_t len, size_t *off,
+    struct dns_question *q, struct label_map *lm)
 {
 	struct dns_name tmp;
 	struct dns_name *n = q ? &q->name : &tmp;
 
-	if (dns_name_decode(msg, len, off, n) == -1)
+	if (name_decode_lm(msg, len, off, n, lm) == -1)
 		return -1;
 	if (len - *off < DNS_Q_FIXED_LEN)
 		return -1;
@@ -477,14 +602,163 @@ struct rr_pos {
 	bool owner_root;
 };
 
-/* Parses one RR header at *off and skips its rdata. */
+/*
+ * Walks one RR's rdata: checks its layout for the types whose names are
+ * expanded (and A/AAAA lengths), marks name labels in lm when given, and
+ * appends the decoded rdata to m's arena when m is not NULL.
+ */
+struct rd_walk {
+	struct dns_msg *m; /* NULL: check only */
+	struct label_map *lm; /* NULL: no marking */
+	const uint8_t *msg;
+	size_t len, o, end;
+};
+
 static int
-next_rr(const uint8_t *msg, size_t len, size_t *off, struct rr_pos *rp)
+arena_put(struct dns_msg *m, const void *p, size_t n, uint32_t *at)
+{
+	if (DNS_MSG_ARENA_MAX - m->arena_used < n)
+		return -1;
+	*at = (uint32_t)m->arena_used;
+	if (n > 0)
+		memcpy(m->arena + m->arena_used, p, n);
+	m->arena_used += n;
+	return 0;
+}
+
+static int
+rd_fixed(struct rd_walk *w, size_t n)
+{
+	uint32_t at;
+
+	if (w->end - w->o < n)
+		return -1;
+	if (w->m != NULL && arena_put(w->m, w->msg + w->o, n, &at) == -1)
+		return -1;
+	w->o += n;
+	return 0;
+}
+
+static int
+rd_name(struct rd_walk *w)
+{
+	struct dns_name n;
+	uint32_t at;
+
+	if (w->o >= w->end ||
+	    name_decode_lm(w->msg, w->len, &w->o, &n, w->lm) == -1 ||
+	    w->o > w->end)
+		return -1;
+	if (w->m != NULL)
+		return arena_put(w->m, n.wire, n.len, &at);
+	return 0;
+}
+
+/* A <character-string>: length byte and bytes. */
+static int
+rd_string(struct rd_walk *w)
+{
+	if (w->o >= w->end)
+		return -1;
+	return rd_fixed(w, 1 + (size_t)w->msg[w->o]);
+}
+
+/* Uncompressed names inside rdata kept opaque: still pointer targets. */
+static void
+rd_mark_opaque(struct rd_walk *w, uint16_t type)
+{
+	size_t o = w->o, rdlen = w->end - w->o;
+
+	switch (type) {
+	case 24: /* SIG */
+	case 46: /* RRSIG: signer after 18 fixed bytes */
+		if (rdlen > 18)
+			lm_mark_plain(w->msg, o + 18, w->end, w->lm);
+		break;
+	case 30: /* NXT */
+	case 47: /* NSEC: next owner first */
+		lm_mark_plain(w->msg, o, w->end, w->lm);
+		break;
+	case DNS_TYPE_SVCB:
+	case DNS_TYPE_HTTPS: /* target after the priority */
+		if (rdlen > 2)
+			lm_mark_plain(w->msg, o + 2, w->end, w->lm);
+		break;
+	}
+}
+
+static int
+rd_walk(struct rd_walk *w, const struct rr_pos *rp)
+{
+	int r = 0;
+
+	if (rp->rclass == DNS_CLASS_IN &&
+	    ((rp->type == DNS_TYPE_A && rp->rdlen != 4) ||
+	        (rp->type == DNS_TYPE_AAAA && rp->rdlen != 16)))
+		return -1;
+	switch (rd_kind(rp->type)) {
+	case RD_OPAQUE:
+		if (w->lm != NULL)
+			rd_mark_opaque(w, rp->type);
+		r = rd_fixed(w, rp->rdlen);
+		break;
+	case RD_NAME:
+		r = rd_name(w);
+		break;
+	case RD_2NAMES:
+		r = rd_name(w) == 0 ? rd_name(w) : -1;
+		break;
+	case RD_SOA:
+		if (rd_name(w) == -1 || rd_name(w) == -1)
+			return -1;
+		r = rd_fixed(w, DNS_SOA_FIXED_LEN);
+		break;
+	case RD_U16_NAME:
+		r = rd_fixed(w, 2) == 0 ? rd_name(w) : -1;
+		break;
+	case RD_U16_2NAMES:
+		if (rd_fixed(w, 2) == -1 || rd_name(w) == -1)
+			return -1;
+		r = rd_name(w);
+		break;
+	case RD_SRV:
+		r = rd_fixed(w, 6) == 0 ? rd_name(w) : -1;
+		break;
+	case RD_NAPTR:
+		if (rd_fixed(w, 4) == -1 || rd_string(w) == -1 ||
+		    rd_string(w) == -1 || rd_string(w) == -1)
+			return -1;
+		r = rd_name(w);
+		break;
+	}
+	return r == -1 || w->o != w->end ? -1 : 0;
+}
+
+/* Decodes rdata into the arena, expanding names. */
+static int
+rd_decode(struct dns_msg *m, const uint8_t *msg, size_t len,
+    const struct rr_pos *rp, uint32_t *at, uint16_t *outlen)
+{
+	struct rd_walk w = {
+	    m, NULL, msg, len, rp->rdata_off, rp->rdata_off + rp->rdlen};
+	size_t start = m->arena_used;
+
+	*at = (uint32_t)start;
+	if (rd_walk(&w, rp) == -1 || m->arena_used - start > UINT16_MAX)
+		return -1;
+	*outlen = (uint16_t)(m->arena_used - start);
+	return 0;
+}
+
+/* Parses one RR at *off (owner, fixed part, rdata layout). */
+static int
+next_rr(const uint8_t *msg, size_t len, size_t *off, struct rr_pos *rp,
+    struct label_map *lm)
 {
 	struct dns_name owner;
 
 	rp->owner_off = *off;
-	if (dns_name_decode(msg, len, off, &owner) == -1)
+	if (name_decode_lm(msg, len, off, &owner, lm) == -1)
 		return -1;
 	rp->owner_root = owner.len == 1;
 	if (len - *off < DNS_RR_FIXED_LEN)
@@ -499,7 +773,8 @@ next_rr(const uint8_t *msg, size_t len, size_t *off, struct rr_pos *rp)
 		return -1;
 	rp->rdata_off = *off;
 	*off += rp->rdlen;
-	return 0;
+	struct rd_walk w = {NULL, lm, msg, len, rp->rdata_off, *off};
+	return rd_walk(&w, rp);
 }
 
 /* Iterates the RRs of a raw message, all sections in order. */
@@ -507,6 +782,7 @@ struct rr_iter {
 	const uint8_t *msg;
 	size_t len, off;
 	unsigned sec, left[3];
+	struct label_map lm;
 };
 
 /* Checks the header and question (at most one; stored in q if given). */
@@ -518,6 +794,7 @@ rr_iter_init(struct rr_iter *it, const uint8_t *msg, size_t len,
 	it->len = len;
 	it->off = DNS_HEADER_LEN;
 	it->sec = 0;
+	memset(&it->lm, 0, sizeof(it->lm));
 	if (have_q != NULL)
 		*have_q = false;
 	if (len < DNS_HEADER_LEN || len > DNS_MSG_MAX)
@@ -529,7 +806,7 @@ rr_iter_init(struct rr_iter *it, const uint8_t *msg, size_t len,
 	if (qd > 1)
 		return -1;
 	if (qd == 1) {
-		if (skip_question(msg, len, &it->off, q) == -1)
+		if (skip_question(msg, len, &it->off, q, &it->lm) == -1)
 			return -1;
 		if (have_q != NULL)
 			*have_q = true;
@@ -545,7 +822,7 @@ rr_iter_next(struct rr_iter *it, struct rr_pos *rp)
 		it->sec++;
 	if (it->sec == 3)
 		return it->off == it->len ? 0 : -1;
-	if (next_rr(it->msg, it->len, &it->off, rp) == -1)
+	if (next_rr(it->msg, it->len, &it->off, rp, &it->lm) == -1)
 		return -1;
 	rp->section = it->sec;
 	it->left[it->sec]--;
@@ -609,7 +886,7 @@ dns_query_parse(const uint8_t *msg, size_t len, struct dns_query *q)
 	if (q->flags & DNS_FLAG_QR)
 		return DNS_QUERY_DROP;
 	uint16_t qd = rd16(msg + 4);
-	if (qd == 1 && skip_question(msg, len, &off, &q->question) == 0)
+	if (qd == 1 && skip_question(msg, len, &off, &q->question, NULL) == 0)
 		q->have_question = true;
 	if (q->opcode != DNS_OPCODE_QUERY)
 		return DNS_QUERY_NOTIMP;
@@ -922,183 +1199,6 @@ void
 dns_msg_free(struct dns_msg *m)
 {
 	free(m);
-}
-
-/* How a type's rdata carries names. */
-enum rd_kind {
-	RD_OPAQUE = 0,
-	RD_NAME, /* one name */
-	RD_2NAMES, /* MINFO, RP */
-	RD_SOA, /* 2 names + 20 */
-	RD_U16_NAME, /* MX, AFSDB, RT, KX */
-	RD_U16_2NAMES, /* PX */
-	RD_SRV, /* 6 bytes + name */
-	RD_NAPTR, /* 4 bytes + 3 strings + name */
-};
-
-static enum rd_kind
-rd_kind(uint16_t type)
-{
-	switch (type) {
-	case DNS_TYPE_NS:
-	case 3: /* MD */
-	case 4: /* MF */
-	case DNS_TYPE_CNAME:
-	case 7: /* MB */
-	case 8: /* MG */
-	case 9: /* MR */
-	case DNS_TYPE_PTR:
-	case DNS_TYPE_DNAME:
-		return RD_NAME;
-	case 14: /* MINFO */
-	case 17: /* RP */
-		return RD_2NAMES;
-	case DNS_TYPE_SOA:
-		return RD_SOA;
-	case DNS_TYPE_MX:
-	case 18: /* AFSDB */
-	case 21: /* RT */
-	case 36: /* KX */
-		return RD_U16_NAME;
-	case 26: /* PX */
-		return RD_U16_2NAMES;
-	case DNS_TYPE_SRV:
-		return RD_SRV;
-	case 35: /* NAPTR */
-		return RD_NAPTR;
-	}
-	return RD_OPAQUE;
-}
-
-/* Names in these types may be compressed on output (RFC 3597 s4). */
-static bool
-rd_compressible(uint16_t type)
-{
-	switch (type) {
-	case DNS_TYPE_NS:
-	case 3:
-	case 4:
-	case DNS_TYPE_CNAME:
-	case DNS_TYPE_SOA:
-	case 7:
-	case 8:
-	case 9:
-	case DNS_TYPE_PTR:
-	case 14:
-	case DNS_TYPE_MX:
-		return true;
-	}
-	return false;
-}
-
-static int
-arena_put(struct dns_msg *m, const void *p, size_t n, uint32_t *at)
-{
-	if (DNS_MSG_ARENA_MAX - m->arena_used < n)
-		return -1;
-	*at = (uint32_t)m->arena_used;
-	if (n > 0)
-		memcpy(m->arena + m->arena_used, p, n);
-	m->arena_used += n;
-	return 0;
-}
-
-/* Appends fixed bytes msg[*o .. *o+n) of rdata ending at end. */
-static int
-rd_fixed(struct dns_msg *m, const uint8_t *msg, size_t *o, size_t end, size_t n)
-{
-	uint32_t at;
-
-	if (end - *o < n || arena_put(m, msg + *o, n, &at) == -1)
-		return -1;
-	*o += n;
-	return 0;
-}
-
-static int
-rd_name(
-    struct dns_msg *m, const uint8_t *msg, size_t len, size_t *o, size_t end)
-{
-	struct dns_name n;
-	uint32_t at;
-
-	if (*o >= end || dns_name_decode(msg, len, o, &n) == -1 || *o > end)
-		return -1;
-	return arena_put(m, n.wire, n.len, &at);
-}
-
-/* A <character-string>: length byte and bytes. */
-static int
-rd_string(struct dns_msg *m, const uint8_t *msg, size_t *o, size_t end)
-{
-	if (*o >= end)
-		return -1;
-	return rd_fixed(m, msg, o, end, 1 + (size_t)msg[*o]);
-}
-
-/* Decodes rdata into the arena, expanding names. */
-static int
-rd_decode(struct dns_msg *m, const uint8_t *msg, size_t len,
-    const struct rr_pos *rp, uint32_t *at, uint16_t *outlen)
-{
-	size_t o = rp->rdata_off, end = rp->rdata_off + rp->rdlen;
-	size_t start = m->arena_used;
-	int r = 0;
-
-	*at = (uint32_t)start;
-	if (rp->rclass == DNS_CLASS_IN &&
-	    ((rp->type == DNS_TYPE_A && rp->rdlen != 4) ||
-	        (rp->type == DNS_TYPE_AAAA && rp->rdlen != 16)))
-		return -1;
-	switch (rd_kind(rp->type)) {
-	case RD_OPAQUE:
-		r = rd_fixed(m, msg, &o, end, rp->rdlen);
-		break;
-	case RD_NAME:
-		r = rd_name(m, msg, len, &o, end);
-		break;
-	case RD_2NAMES:
-		r = rd_name(m, msg, len, &o, end) == 0
-		    ? rd_name(m, msg, len, &o, end)
-		    : -1;
-		break;
-	case RD_SOA:
-		if (rd_name(m, msg, len, &o, end) == -1 ||
-		    rd_name(m, msg, len, &o, end) == -1)
-			return -1;
-		r = rd_fixed(m, msg, &o, end, DNS_SOA_FIXED_LEN);
-		break;
-	case RD_U16_NAME:
-		r = rd_fixed(m, msg, &o, end, 2) == 0
-		    ? rd_name(m, msg, len, &o, end)
-		    : -1;
-		break;
-	case RD_U16_2NAMES:
-		if (rd_fixed(m, msg, &o, end, 2) == -1 ||
-		    rd_name(m, msg, len, &o, end) == -1)
-			return -1;
-		r = rd_name(m, msg, len, &o, end);
-		break;
-	case RD_SRV:
-		r = rd_fixed(m, msg, &o, end, 6) == 0
-		    ? rd_name(m, msg, len, &o, end)
-		    : -1;
-		break;
-	case RD_NAPTR:
-		if (rd_fixed(m, msg, &o, end, 4) == -1 ||
-		    rd_string(m, msg, &o, end) == -1 ||
-		    rd_string(m, msg, &o, end) == -1 ||
-		    rd_string(m, msg, &o, end) == -1)
-			return -1;
-		r = rd_name(m, msg, len, &o, end);
-		break;
-	}
-	if (r == -1 || o != end)
-		return -1;
-	if (m->arena_used - start > UINT16_MAX)
-		return -1;
-	*outlen = (uint16_t)(m->arena_used - start);
-	return 0;
 }
 
 /* Decodes one RR into m (the OPT record into m->edns). */

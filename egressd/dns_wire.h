@@ -253,9 +253,13 @@ bool dns_name_equal(const struct dns_name *a, const struct dns_name *b);
 bool dns_name_is_subdomain(const struct dns_name *a, const struct dns_name *b);
 /*
  * Decodes the (possibly compressed) name at msg[*off], bounded by len:
- * pointers must point backwards (strictly before the current name start),
- * at most DNS_PTR_CHASE_MAX of them, labels <= 63, total <= 255, label
- * types 0x40/0x80 rejected. On success *off is past the name in place.
+ * pointers must point backwards (strictly before the current segment) and
+ * past the header, at most DNS_PTR_CHASE_MAX of them, labels <= 63, total
+ * <= 255, label types 0x40/0x80 rejected. On success *off is past the name
+ * in place. dns_msg_parse, dns_query_parse and the dns_wire_* walkers add
+ * one rule: a pointer must land on a label of a name decoded earlier in
+ * place (question, owner, rdata name of a known layout, RRSIG signer, NSEC
+ * next name, SVCB target), never on other bytes.
  */
 int dns_name_decode(
     const uint8_t *msg, size_t len, size_t *off, struct dns_name *n);
@@ -406,12 +410,10 @@ bool dns_msg_min_ttl(const struct dns_msg *m, uint32_t *ttl);
 
 /*
  * In-place helpers for cache hits. They walk the message with the same
- * bounds as dns_msg_parse and return -1 if it is malformed (ageing then
- * leaves it untouched). Use them on messages egressd encoded itself
- * (dns_rewrite / dns_msg_encode output): those only carry compression
- * pointers to names. A hostile upstream message may point a name into a
- * TTL field, so ageing its raw bytes could change that name; never cache
- * upstream bytes that did not go through dns_rewrite.
+ * rules as dns_msg_parse and return -1 if it is malformed (ageing then
+ * leaves it untouched). Because compression pointers must land on labels
+ * of earlier names, rewriting TTLs or the question's case in place never
+ * changes any other name.
  */
 void dns_wire_set_id(uint8_t *msg, size_t len, uint16_t id);
 /*

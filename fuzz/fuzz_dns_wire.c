@@ -144,11 +144,18 @@ fuzz_msg(const uint8_t *data, size_t size, struct dns_msg *m,
 	if (have)
 		check(wttl == mttl);
 
-	/* Raw input: ageing succeeds (it may change names whose compression
-	 * pointers aim into a TTL field, which is why the cache ages only
-	 * messages egressd encoded itself; see dns_wire.h). */
+	/* Ageing raw input: every TTL drops by FUZZ_AGE, floor 0, and
+	 * nothing else changes (no name can be made of TTL bytes). */
 	memcpy(out, data, size);
 	check(dns_wire_age_ttls(out, size, FUZZ_AGE) == 0);
+	check(dns_msg_parse(m2, out, size, NULL) == 0);
+	check(m2->nrr == m->nrr);
+	for (size_t i = 0; i < m->nrr; i++) {
+		uint32_t t = m->rr[i].ttl;
+		check(m2->rr[i].ttl == (t > FUZZ_AGE ? t - FUZZ_AGE : 0));
+		m2->rr[i].ttl = t;
+	}
+	check(dns_msg_equal(m, m2));
 
 	/* Round trip. */
 	if (dns_msg_encode(m, out, DNS_MSG_MAX, &n, NULL) == 0) {
@@ -156,18 +163,6 @@ fuzz_msg(const uint8_t *data, size_t size, struct dns_msg *m,
 		check(dns_msg_equal(m, m2));
 		check(dns_msg_encode(m2, out2, DNS_MSG_MAX, &n2, NULL) == 0);
 		check(n2 == n && memcmp(out, out2, n) == 0);
-		/* Ageing an encoded message: every TTL drops by FUZZ_AGE,
-		 * floor 0; nothing else moves. */
-		check(dns_wire_age_ttls(out, n, FUZZ_AGE) == 0);
-		check(dns_msg_parse(m2, out, n, NULL) == 0);
-		check(m2->nrr == m->nrr);
-		for (size_t i = 0; i < m->nrr; i++) {
-			uint32_t t = m->rr[i].ttl;
-			check(
-			    m2->rr[i].ttl == (t > FUZZ_AGE ? t - FUZZ_AGE : 0));
-			m2->rr[i].ttl = t;
-		}
-		check(dns_msg_equal(m, m2));
 	}
 
 	if (!m->have_question)

@@ -1074,6 +1074,97 @@ test_answer_malformed(void **state)
 	assert_false(parses(p.b, p.n));
 }
 
+/*
+ * Pointers may only land on labels of names decoded earlier in place, so
+ * a name cannot be made of a TTL, the middle of a label or opaque rdata,
+ * and ageing TTLs in place cannot change one.
+ */
+static void
+test_pointer_targets(void **state)
+{
+	struct pk p;
+	size_t at, ttl_off, mid_off, txt_off, sig_off;
+	bool have;
+	uint32_t ttl;
+	struct dns_msg *m;
+
+	(void)state;
+	/* Into a TTL whose bytes spell "a.": 01 61 00 00. */
+	pk_hdr(&p, 1, DNS_FLAG_QR, 1, 2, 0, 0);
+	pk_question(&p, "x.example", DNS_TYPE_A);
+	pk_u16(&p, 0xc00c);
+	pk_u16(&p, DNS_TYPE_A);
+	pk_u16(&p, 1);
+	ttl_off = p.n;
+	pk_u32(&p, 0x01610000);
+	pk_u16(&p, 4);
+	pk_u32(&p, 0xcb007101);
+	pk_u16(&p, (uint16_t)(0xc000u | ttl_off));
+	at = pk_rr_fixed(&p, DNS_TYPE_A, 60);
+	pk_u32(&p, 0xcb007102);
+	pk_rdlen_end(&p, at);
+	assert_false(parses(p.b, p.n));
+	assert_int_equal(dns_wire_min_ttl(p.b, p.n, &have, &ttl), -1);
+	assert_int_equal(dns_wire_age_ttls(p.b, p.n, 1), -1);
+	/* The same message pointing at the qname is fine. */
+	pk_set_u16(&p, p.n - 16, 0xc00c);
+	assert_true(parses(p.b, p.n));
+
+	/* Into the middle of a label: "ab\001cd" has a valid "cd" inside. */
+	pk_hdr(&p, 1, DNS_FLAG_QR, 1, 2, 0, 0);
+	pk_question(&p, "x.example", DNS_TYPE_TXT);
+	pk_u16(&p, 0xc00c);
+	at = pk_rr_fixed(&p, DNS_TYPE_CNAME, 60);
+	pk_u8(&p, 5);
+	pk_bytes(&p, "ab", 2);
+	mid_off = p.n;
+	pk_bytes(&p, "\001cd", 3);
+	pk_u8(&p, 0);
+	pk_rdlen_end(&p, at);
+	pk_u16(&p, (uint16_t)(0xc000u | mid_off));
+	at = pk_rr_fixed(&p, DNS_TYPE_TXT, 60);
+	pk_bytes(&p, "\001z", 2);
+	pk_rdlen_end(&p, at);
+	assert_false(parses(p.b, p.n));
+	pk_set_u16(&p, mid_off + 4, (uint16_t)(0xc000u | (mid_off - 3)));
+	assert_true(parses(p.b, p.n)); /* the label start itself is fine */
+
+	/* Into opaque TXT rdata that happens to look like a name. */
+	pk_hdr(&p, 1, DNS_FLAG_QR, 1, 2, 0, 0);
+	pk_question(&p, "x.example", DNS_TYPE_TXT);
+	pk_u16(&p, 0xc00c);
+	at = pk_rr_fixed(&p, DNS_TYPE_TXT, 60);
+	txt_off = p.n;
+	pk_name(&p, "evil");
+	pk_rdlen_end(&p, at);
+	pk_u16(&p, 0xc00c);
+	at = pk_rr_fixed(&p, DNS_TYPE_CNAME, 60);
+	pk_u16(&p, (uint16_t)(0xc000u | txt_off));
+	pk_rdlen_end(&p, at);
+	assert_false(parses(p.b, p.n));
+
+	/* RRSIG signer and NSEC next names are uncompressed names inside
+	 * opaque rdata; encoders do compress later names against them. */
+	pk_hdr(&p, 1, DNS_FLAG_QR, 1, 1, 1, 0);
+	pk_question(&p, "x.example", DNS_TYPE_A);
+	pk_u16(&p, 0xc00c);
+	at = pk_rr_fixed(&p, 46, 60);
+	pk_bytes(&p, "\000\001\015\002\000\000\000\074", 8);
+	pk_bytes(&p, "\000\000\000\001\000\000\000\002\060\071", 10);
+	sig_off = p.n;
+	pk_name(&p, "signer.example");
+	pk_bytes(&p, "SIGSIGSIG", 9);
+	pk_rdlen_end(&p, at);
+	pk_u16(&p, (uint16_t)(0xc000u | sig_off));
+	at = pk_rr_fixed(&p, DNS_TYPE_NS, 60);
+	pk_name_ptr(&p, "ns", (uint16_t)sig_off);
+	pk_rdlen_end(&p, at);
+	m = parse_ok(p.b, p.n);
+	assert_int_equal(m->nrr, 2);
+	dns_msg_free(m);
+	assert_int_equal(dns_wire_min_ttl(p.b, p.n, &have, &ttl), 0);
+}
+
 static void
 test_encode_roundtrip(void **state)
 {
@@ -1291,6 +1382,7 @@ main(void)
 	    cmocka_unit_test(test_answer_chain_errors),
 	    cmocka_unit_test(test_answer_dname),
 	    cmocka_unit_test(test_answer_malformed),
+	    cmocka_unit_test(test_pointer_targets),
 	    cmocka_unit_test(test_encode_roundtrip),
 	    cmocka_unit_test(test_wire_helpers),
 	    cmocka_unit_test(test_tcp_frame),
