@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -31,6 +33,7 @@
 #define API_POLICY_ALLOW "GET, POST, PUT, PATCH, DELETE"
 #define API_MSG_MAX 1024 /* bytes of one text/plain answer */
 #define API_PATH_MAX 256 /* raw request target kept for routing */
+#define API_SWEEP_MS 200 /* connection sweep period while paused */
 #define API_RESET_REASON "policy reset to default deny-all"
 #define API_NOMATCH_REASON "no matching targets found"
 
@@ -56,9 +59,18 @@ struct api {
 	char tcp_text[API_ADDR_MAX];
 	char *unix_path; /* unlinked on free */
 
-	/* Connections seen (tracked from their first request). */
-	struct evhttp_connection *conns[API_CONNS_MAX];
+	/*
+	 * Connections, tracked from accept by the bufferevent we create for
+	 * each (evhttp_set_bevcb). libevent 2.1 has no close hook for a
+	 * server connection, so api_sweep() finds the live ones: a live
+	 * connection always has its read or write event added on the base.
+	 * At API_CONNS_MAX the listeners pause (new connections wait in the
+	 * kernel backlog) and a timer sweeps until a slot frees.
+	 */
+	struct bufferevent *conns[API_CONNS_MAX];
 	size_t nconns;
+	bool paused;
+	struct event *ev_sweep;
 };
 
 /* One request being answered. */
@@ -738,36 +750,116 @@ api_route_find(const char *path)
 	return NULL;
 }
 
-static void
-api_conn_close_cb(struct evhttp_connection *evcon, void *arg)
+struct api_sweep_ctx {
+	struct api *a;
+	bool live[API_CONNS_MAX];
+};
+
+static int
+api_sweep_event_cb(
+    const struct event_base *base, const struct event *ev, void *arg)
 {
-	struct api *a = arg;
+	struct api_sweep_ctx *c = arg;
+	void *cbarg = event_get_callback_arg(ev);
 	size_t i;
 
-	if (a == NULL || a->magic != API_MAGIC)
+	(void)base;
+	for (i = 0; i < c->a->nconns; i++)
+		if (c->a->conns[i] == cbarg)
+			c->live[i] = true;
+	return 0;
+}
+
+/* Drops the connections evhttp has freed. Never call it from inside a
+ * request callback: the connection being answered has no event added at
+ * that moment. */
+static void
+api_sweep(struct api *a)
+{
+	struct api_sweep_ctx c = {.a = a};
+	size_t i, n = 0;
+
+	if (a->nconns == 0)
 		return;
-	for (i = 0; i < a->nconns; i++) {
-		if (a->conns[i] == evcon) {
-			a->conns[i] = a->conns[--a->nconns];
-			return;
-		}
+	(void)event_base_foreach_event(a->base, api_sweep_event_cb, &c);
+	for (i = 0; i < a->nconns; i++)
+		if (c.live[i])
+			a->conns[n++] = a->conns[i];
+	a->nconns = n;
+}
+
+static void
+api_listeners_enable(struct api *a, bool on)
+{
+	struct evhttp_bound_socket *b[2] = {a->tcp, a->unx};
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		struct evconnlistener *l;
+		if (b[i] == NULL ||
+		    (l = evhttp_bound_socket_get_listener(b[i])) == NULL)
+			continue;
+		if (on)
+			(void)evconnlistener_enable(l);
+		else
+			(void)evconnlistener_disable(l);
 	}
 }
 
-/* Tracks evcon from its first request; false when the table is full. */
-static bool
-api_conn_admit(struct api *a, struct evhttp_connection *evcon)
+static void
+api_sweep_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct api *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a == NULL || a->magic != API_MAGIC)
+		abort();
+	api_sweep(a);
+	if (a->nconns < API_CONNS_MAX) {
+		a->paused = false;
+		(void)event_del(a->ev_sweep);
+		api_listeners_enable(a, true);
+		log_info(a->log, "api.resume", LOG_U("connections", a->nconns));
+	}
+}
+
+static struct bufferevent *
+api_bev_cb(struct event_base *base, void *arg)
+{
+	struct api *a = arg;
+	struct bufferevent *bev;
+
+	if (a == NULL || a->magic != API_MAGIC)
+		abort();
+	api_sweep(a);
+	bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	/* One accepted past the cap (a burst in one listener callback) is
+	 * left untracked; api_request_cb answers it 503. */
+	if (bev != NULL && a->nconns < API_CONNS_MAX)
+		a->conns[a->nconns++] = bev;
+	if (a->nconns >= API_CONNS_MAX && !a->paused) {
+		struct timeval tv = {0, API_SWEEP_MS * 1000};
+		a->paused = true;
+		api_listeners_enable(a, false);
+		(void)event_add(a->ev_sweep, &tv);
+		log_warn(a->log, "api.pause", LOG_U("connections", a->nconns),
+		    LOG_S("reason", "connection cap reached"));
+	}
+	return bev;
+}
+
+/* Whether the connection was admitted at accept time. */
+static bool
+api_conn_admitted(const struct api *a, struct evhttp_connection *evcon)
+{
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
 	size_t i;
 
 	for (i = 0; i < a->nconns; i++)
-		if (a->conns[i] == evcon)
+		if (a->conns[i] == bev)
 			return true;
-	if (a->nconns == API_CONNS_MAX)
-		return false;
-	a->conns[a->nconns++] = evcon;
-	evhttp_connection_set_closecb(evcon, api_conn_close_cb, a);
-	return true;
+	return false;
 }
 
 static uint64_t
@@ -827,7 +919,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	}
 
 	rt = api_route_find(r.path);
-	if (evcon != NULL && !api_conn_admit(a, evcon)) {
+	if (evcon != NULL && !api_conn_admitted(a, evcon)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
 		    "Connection", "close");
 		api_reply_text(&r, 503, "too many connections");
@@ -1106,6 +1198,12 @@ api_new(struct event_base *base, const struct api_opts *o,
 	 * client sees the answer instead of a reset. */
 	evhttp_set_flags(a->http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(a->http, api_request_cb, a);
+	evhttp_set_bevcb(a->http, api_bev_cb, a);
+	if ((a->ev_sweep = event_new(
+	         base, -1, EV_PERSIST, api_sweep_timer_cb, a)) == NULL) {
+		err_set(e, "api: out of memory");
+		goto out_free;
+	}
 
 	if (o->listen_tcp != NULL && o->listen_tcp[0] != '\0' &&
 	    api_bind_tcp(a, o->listen_tcp, e) == -1)
@@ -1139,7 +1237,9 @@ api_free(struct api *a)
 {
 	if (a == NULL)
 		return;
-	/* Frees every connection (their close callbacks still see a). */
+	if (a->ev_sweep != NULL)
+		event_free(a->ev_sweep);
+	/* Frees every connection and closes the listeners. */
 	if (a->http != NULL)
 		evhttp_free(a->http);
 	if (a->unix_path != NULL) {
@@ -1162,7 +1262,8 @@ api_tcp_port(const struct api *a)
 }
 
 size_t
-api_connections(const struct api *a)
+api_connections(struct api *a)
 {
+	api_sweep(a);
 	return a->nconns;
 }

@@ -41,7 +41,7 @@
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
 #define API_HEADERS_MAX (16u << 10) /* bytes of request line + headers */
 #define API_TIMEOUT_S 10 /* idle read/write timeout per connection */
-#define API_CONNS_MAX 64 /* connections served at once */
+#define API_CONNS_MAX 64 /* connections at once; then accept pauses */
 #define API_BACKLOG 64 /* listen(2) backlog */
 #define API_UNIX_MODE 0660 /* mode of the Unix socket */
 #define API_WHY_MAX 256 /* readiness / health explanation */
@@ -111,8 +111,8 @@ void api_free(struct api *a);
 
 /* Port the TCP listener got (useful with port 0), or 0 without one. */
 uint16_t api_tcp_port(const struct api *a);
-/* Connections open right now (gauge). */
-size_t api_connections(const struct api *a);
+/* Connections open right now (gauge); not from inside a hook. */
+size_t api_connections(struct api *a);
 
 /*
  * Pure: parses "host:port", "[v6]:port" or ":port" (host: IP literal or
