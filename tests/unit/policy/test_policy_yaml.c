@@ -345,6 +345,50 @@ test_diag_cap(void **state)
 	free(y);
 }
 
+/* The complete example of docs/policy.md loads and means what it says. */
+static void
+test_docs_example(void **state)
+{
+	const char *src = getenv("EGRESSD_SRCDIR");
+	char path[4096], *doc, *start, *end;
+	struct policy_diag d;
+	struct policy *p;
+	FILE *f;
+	long n;
+
+	(void)state;
+	if (src == NULL)
+		skip();
+	(void)snprintf(path, sizeof(path), "%s/docs/policy.md", src);
+	assert_non_null(f = fopen(path, "r"));
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	assert_non_null(doc = calloc(1, (size_t)n + 1));
+	assert_int_equal(fread(doc, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	assert_non_null(
+	    start = strstr(doc, "```yaml\n# /etc/egressd/policy.yaml"));
+	start += strlen("```yaml\n");
+	assert_non_null(end = strstr(start, "```"));
+	policy_diag_init(&d);
+	p = policy_parse_yaml(start, (size_t)(end - start), "policy.md", &d);
+	for (size_t i = 0; p == NULL && i < d.n; i++)
+		print_error("diag: %s\n", d.msgs[i]);
+	assert_non_null(p);
+	assert_int_equal(p->nrules, 4);
+	assert_int_equal(p->rules[3].action, POLICY_DENY);
+	assert_int_equal(
+	    policy_match_domain(p, "x.pypi.org", NULL), POLICY_ALLOW);
+	assert_int_equal(policy_match_domain(p, "pypi.org", NULL), POLICY_DENY);
+	assert_int_equal(p->nbindings, 1);
+	assert_int_equal(p->ncredentials, 2);
+	assert_true(policy_log_skip(p, "a.telemetry.example.org"));
+	policy_unref(p);
+	policy_diag_clear(&d);
+	free(doc);
+}
+
 int
 main(void)
 {
@@ -359,6 +403,7 @@ main(void)
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_file_too_large),
 	    cmocka_unit_test(test_diag_cap),
+	    cmocka_unit_test(test_docs_example),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
