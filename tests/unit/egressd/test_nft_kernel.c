@@ -242,7 +242,8 @@ test_enforcement(void **state)
 		if (strcmp(c[i].name, "learned") == 0)
 			lr = c[i].packets;
 	}
-	assert_int_equal(dd, 2);
+	/* >= : the namespace's own IPv6 chatter may add a packet */
+	assert_true(dd >= 2);
 	assert_int_equal(ua, 1);
 	assert_int_equal(lr, 1);
 	nft_free(n);
