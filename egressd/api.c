@@ -849,9 +849,13 @@ api_bev_cb(struct event_base *base, void *arg)
 	return bev;
 }
 
-/* Whether the connection was admitted at accept time. */
+/*
+ * Whether the connection holds a slot. One that lost its slot to a sweep
+ * (it should not happen: a live connection always has an event added) or
+ * came in past the cap gets one now if any is free; otherwise false.
+ */
 static bool
-api_conn_admitted(const struct api *a, struct evhttp_connection *evcon)
+api_conn_admit(struct api *a, struct evhttp_connection *evcon)
 {
 	struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
 	size_t i;
@@ -859,7 +863,10 @@ api_conn_admitted(const struct api *a, struct evhttp_connection *evcon)
 	for (i = 0; i < a->nconns; i++)
 		if (a->conns[i] == bev)
 			return true;
-	return false;
+	if (bev == NULL || a->nconns >= API_CONNS_MAX)
+		return false;
+	a->conns[a->nconns++] = bev;
+	return true;
 }
 
 static uint64_t
@@ -919,7 +926,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	}
 
 	rt = api_route_find(r.path);
-	if (evcon != NULL && !api_conn_admitted(a, evcon)) {
+	if (evcon != NULL && !api_conn_admit(a, evcon)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
 		    "Connection", "close");
 		api_reply_text(&r, 503, "too many connections");
