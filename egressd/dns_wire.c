@@ -21,6 +21,10 @@
 #define DNS_RR_FIXED_LEN 10
 /* Fixed part of a question after its name: type, class. */
 #define DNS_Q_FIXED_LEN 4
+/* RRSIG/SIG rdata before the signer name (type .. key tag). */
+#define DNS_RRSIG_FIXED_LEN 18
+/* SVCB/HTTPS rdata before the target name (priority). */
+#define DNS_SVCB_FIXED_LEN 2
 /* SOA rdata after the two names: serial refresh retry expire minimum. */
 #define DNS_SOA_FIXED_LEN 20
 
@@ -672,8 +676,9 @@ rd_mark_opaque(struct rd_walk *w, uint16_t type)
 	switch (type) {
 	case 24: /* SIG */
 	case 46: /* RRSIG: signer after 18 fixed bytes */
-		if (rdlen > 18)
-			lm_mark_plain(w->msg, o + 18, w->end, w->lm);
+		if (rdlen > DNS_RRSIG_FIXED_LEN)
+			lm_mark_plain(
+			    w->msg, o + DNS_RRSIG_FIXED_LEN, w->end, w->lm);
 		break;
 	case 30: /* NXT */
 	case 47: /* NSEC: next owner first */
@@ -681,8 +686,9 @@ rd_mark_opaque(struct rd_walk *w, uint16_t type)
 		break;
 	case DNS_TYPE_SVCB:
 	case DNS_TYPE_HTTPS: /* target after the priority */
-		if (rdlen > 2)
-			lm_mark_plain(w->msg, o + 2, w->end, w->lm);
+		if (rdlen > DNS_SVCB_FIXED_LEN)
+			lm_mark_plain(
+			    w->msg, o + DNS_SVCB_FIXED_LEN, w->end, w->lm);
 		break;
 	}
 }
