@@ -29,6 +29,7 @@
 #define DNS_REQ_MAGIC 0x444e5251u /* "DNRQ" */
 #define DNS_DEAD_MAGIC 0xdeadd15cu
 #define DNS_TCP_BACKLOG 128
+#define DNS_EPHEMERAL_TRIES 16 /* port 0: UDP port also free for TCP */
 #define DNS_QTYPE_IXFR 251
 #define DNS_QTYPE_AXFR 252
 #define DNS_QTYPE_MAILB 253
@@ -293,16 +294,71 @@ dns_log_warn(struct dns *d, const char *ev, const char *qname,
  * Runs the answer policy on a raw upstream answer (fresh or from the
  * cache, TTLs already aged), learns what survives, and replies.
  */
+/* What a learn memo is valid for: this exact policy snapshot. */
+static uint64_t
+dns_policy_tag(const struct policy *p)
+{
+	uint64_t t = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+
+	return (t ^ (p->revision + 1)) | 1; /* never 0 ("no memo") */
+}
+
+/*
+ * Learns the addresses of rep unless memo proves they are still learned
+ * for at least as long as the client will use this answer. 0/-1.
+ */
+static int
+dns_learn(struct dns *d, const char *qname, const struct policy *pol,
+    const struct dns_rewrite_report *rep, struct dns_cache_memo *memo,
+    struct err *e)
+{
+	uint64_t now = dns_now(d), tag = dns_policy_tag(pol);
+	uint32_t min_ttl = UINT32_MAX, max_ttl = 0;
+	size_t i, n = rep->naddr;
+
+	for (i = 0; i < n; i++) {
+		if (rep->addr[i].ttl < min_ttl)
+			min_ttl = rep->addr[i].ttl;
+		if (rep->addr[i].ttl > max_ttl)
+			max_ttl = rep->addr[i].ttl;
+	}
+	/*
+	 * The client may use the answer until now + max_ttl; if every lease
+	 * from an earlier learn (same policy) lasts at least that long, the
+	 * nft round trip can be skipped: this is what makes cache hits cheap.
+	 */
+	if (memo != NULL && memo->tag == tag &&
+	    memo->until_ms >= now + (uint64_t)max_ttl * 1000u)
+		return 0;
+	for (i = 0; i < n; i++) {
+		d->learn[i].family = rep->addr[i].family;
+		memcpy(d->learn[i].addr, rep->addr[i].addr, 16);
+		d->learn[i].ttl = rep->addr[i].ttl + DNS_LEARN_SLACK_S;
+	}
+	if (d->h.learn(d->h.arg, qname, d->learn, n, e) < 0) {
+		if (memo != NULL)
+			memo->tag = 0;
+		return -1;
+	}
+	if (memo != NULL) {
+		memo->tag = tag;
+		memo->until_ms =
+		    now + ((uint64_t)min_ttl + DNS_LEARN_SLACK_S) * 1000u;
+	}
+	return 0;
+}
+
 static void
 dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
-    const uint8_t *msg, size_t len)
+    const uint8_t *msg, size_t len, struct dns_cache_memo *memo)
 {
 	struct dns_rewrite_opts ro;
 	struct dns_rewrite_report *rep = &d->rep;
 	enum dns_rewrite_result rr;
-	size_t outlen = 0, i, n;
+	size_t outlen = 0;
 	unsigned stripped;
+	uint32_t ttl_max;
 	struct err e;
 
 	memset(&ro, 0, sizeof(ro));
@@ -310,8 +366,13 @@ dns_release(struct dns *d, const struct dns_origin *o,
 	ro.addr_allowed = dns_addr_allowed_cb;
 	ro.name_allowed = dns_name_allowed_cb;
 	ro.arg = pol;
-	ro.ttl_min = pol->dns.ttl_min;
-	ro.ttl_max = pol->dns.ttl_max;
+	/* Clients never keep an answer longer than its addresses' lease. */
+	ttl_max =
+	    pol->dns.ttl_max != 0 ? pol->dns.ttl_max : DNS_LEARN_LEASE_MAX_S;
+	if (ttl_max > 2 * DNS_LEARN_SLACK_S)
+		ttl_max -= DNS_LEARN_SLACK_S;
+	ro.ttl_max = ttl_max;
+	ro.ttl_min = pol->dns.ttl_min < ttl_max ? pol->dns.ttl_min : ttl_max;
 	ro.flags = DNS_REWRITE_DROP_ADDITIONAL;
 	if (d->h.intercepted != NULL && d->h.intercepted(d->h.arg, qname))
 		ro.flags |= DNS_REWRITE_STRIP_ECH;
@@ -336,15 +397,9 @@ dns_release(struct dns *d, const struct dns_origin *o,
 		d->st->dns_private_stripped += stripped;
 		dns_log_warn(d, "dns.strip", qname, "internal_address", NULL);
 	}
-	n = rep->naddr;
-	if (d->h.learn != NULL && n > 0) {
-		for (i = 0; i < n; i++) {
-			d->learn[i].family = rep->addr[i].family;
-			memcpy(d->learn[i].addr, rep->addr[i].addr, 16);
-			d->learn[i].ttl = rep->addr[i].ttl;
-		}
+	if (d->h.learn != NULL && rep->naddr > 0) {
 		err_clear(&e);
-		if (d->h.learn(d->h.arg, qname, d->learn, n, &e) < 0) {
+		if (dns_learn(d, qname, pol, rep, memo, &e) < 0) {
 			/* Never release an answer the sandbox cannot use. */
 			dns_log_warn(
 			    d, "dns.learn_failed", qname, "learn", e.msg);
@@ -431,9 +486,12 @@ dns_upstream_done_cb(
 		dns_log_warn(d, "dns.servfail", r->qname, "upstream", NULL);
 		dns_send_error(d, &r->from, &r->q, DNS_RCODE_SERVFAIL);
 	} else {
+		struct dns_cache_memo *memo = NULL;
+
 		if (d->cache != NULL && dns_cacheable(ans, len, &ttl))
-			(void)dns_cache_put(d->cache, &r->key, ans, len, ttl);
-		dns_release(d, &r->from, &r->q, r->qname, r->pol, ans, len);
+			memo = dns_cache_put(d->cache, &r->key, ans, len, ttl);
+		dns_release(
+		    d, &r->from, &r->q, r->qname, r->pol, ans, len, memo);
 	}
 	dns_req_free(r);
 	if (c != NULL)
@@ -646,8 +704,9 @@ dns_handle(
 		const uint8_t *hit;
 		size_t hlen = 0;
 		uint32_t age = 0;
+		struct dns_cache_memo *memo = NULL;
 
-		hit = dns_cache_get(d->cache, &key, &hlen, &age);
+		hit = dns_cache_get(d->cache, &key, &hlen, &age, &memo);
 		if (hit != NULL && hlen <= sizeof(d->hit)) {
 			d->st->dns_cache_hits++;
 			/* A copy: the stored answer stays as the upstream sent it. */
@@ -657,7 +716,7 @@ dns_handle(
 				return;
 			}
 			/* Policy re-run on every hit: it may have changed. */
-			dns_release(d, o, &q, qname, pol, d->hit, hlen);
+			dns_release(d, o, &q, qname, pol, d->hit, hlen, memo);
 			return;
 		}
 		d->st->dns_cache_misses++;
@@ -1188,10 +1247,22 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 	l6 = o->listen6 != NULL ? o->listen6 : DNS_LISTEN6_DEFAULT;
 	d->port = o->port;
 	if (l4[0] != '\0') {
-		if (dns_udp_open(d, &d->udp4, AF_INET, l4, d->port, e) < 0)
-			goto out_free;
-		d->port = dns_udp_port(&d->udp4);
-		d->tcp4 = dns_tcp_open(d, AF_INET, l4, d->port, e);
+		int tries = o->port == 0 ? DNS_EPHEMERAL_TRIES : 1;
+
+		/*
+		 * An ephemeral UDP port may be taken on the TCP side: then
+		 * try another one (port 0 is for tests only).
+		 */
+		while (tries-- > 0) {
+			if (dns_udp_open(d, &d->udp4, AF_INET, l4, o->port, e) <
+			    0)
+				goto out_free;
+			d->port = dns_udp_port(&d->udp4);
+			d->tcp4 = dns_tcp_open(d, AF_INET, l4, d->port, e);
+			if (d->tcp4 != NULL)
+				break;
+			dns_udp_close(&d->udp4);
+		}
 		if (d->tcp4 == NULL)
 			goto out_free;
 		d->have_own4 = inet_pton(AF_INET, l4, d->own4) == 1;

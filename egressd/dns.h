@@ -51,6 +51,15 @@ struct event_base;
 #define DNS_DENY_LOG_RATE 20 /* dns.deny lines per second */
 #define DNS_DENY_LOG_BURST 100
 #define DNS_DENY_LOG_DEDUP_MS 10000 /* same name logged once per */
+/*
+ * Learned leases and the TTLs clients see. Answers are clamped to the
+ * lease maximum minus DNS_LEARN_SLACK_S, and addresses are learned for
+ * their TTL plus DNS_LEARN_SLACK_S, so a lease always outlives the client's
+ * copy of the answer. DNS_LEARN_LEASE_MAX_S is the lease cap when the
+ * policy sets no dns.ttlMax (the nft module's default, 3600 s).
+ */
+#define DNS_LEARN_LEASE_MAX_S 3600
+#define DNS_LEARN_SLACK_S 2
 
 /* An address handed to the learn hook. */
 struct dns_learn_addr {

@@ -17,6 +17,7 @@ struct dns_cache_entry {
 	struct dns_cache_key key;
 	uint64_t stored_ms, expires_ms;
 	size_t cost; /* bytes charged to the byte cap */
+	struct dns_cache_memo memo;
 	size_t len;
 	uint8_t msg[]; /* len bytes */
 };
@@ -174,7 +175,7 @@ dns_cache_key_make(struct dns_cache_key *k, const uint8_t *wire,
 	return 0;
 }
 
-bool
+struct dns_cache_memo *
 dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
     const uint8_t *msg, size_t len, uint32_t ttl_s)
 {
@@ -183,12 +184,12 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	size_t cost;
 
 	if (ttl_s == 0 || len == 0 || len > DNS_CACHE_MSG_MAX)
-		return false;
+		return NULL;
 	if (ttl_s > DNS_CACHE_TTL_MAX)
 		ttl_s = DNS_CACHE_TTL_MAX;
 	cost = sizeof(*en) + len;
 	if (cost > c->max_bytes)
-		return false;
+		return NULL;
 	hash = dns_cache_hash(k);
 	old = dns_cache_find(c, k, hash);
 	if (old != NULL)
@@ -200,7 +201,7 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	}
 	en = malloc(sizeof(*en) + len);
 	if (en == NULL)
-		return false;
+		return NULL;
 	memset(en, 0, sizeof(*en));
 	en->hash = hash;
 	en->key = *k;
@@ -215,12 +216,12 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	dns_cache_lru_push(c, en);
 	c->count++;
 	c->bytes += cost;
-	return true;
+	return &en->memo;
 }
 
 const uint8_t *
 dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k, size_t *len,
-    uint32_t *age_s)
+    uint32_t *age_s, struct dns_cache_memo **memo)
 {
 	struct dns_cache_entry *en;
 	uint64_t now;
@@ -238,6 +239,8 @@ dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k, size_t *len,
 	*len = en->len;
 	*age_s =
 	    now > en->stored_ms ? (uint32_t)((now - en->stored_ms) / 1000u) : 0;
+	if (memo != NULL)
+		*memo = &en->memo;
 	return en->msg;
 }
 

@@ -40,6 +40,16 @@ struct dns_cache_key {
 	uint8_t flags; /* DNS_CACHE_KEY_* */
 };
 
+/*
+ * Caller-owned notes kept with an entry, zeroed on insert: the resolver
+ * records there until when the addresses of this answer are known to be
+ * learned, so a cache hit does not have to repeat the nft round trip.
+ */
+struct dns_cache_memo {
+	uint64_t tag; /* what the note is valid for (0: nothing) */
+	uint64_t until_ms; /* monotonic */
+};
+
 struct dns_cache;
 
 /*
@@ -59,21 +69,24 @@ int dns_cache_key_make(struct dns_cache_key *k, const uint8_t *wire,
 
 /*
  * Stores a copy of msg for ttl_s seconds (cut to DNS_CACHE_TTL_MAX),
- * replacing an entry with the same key. ttl_s == 0, an empty or oversized
- * message, or one larger than the byte cap is not stored (returns false).
- * Evicts LRU entries until both caps hold.
+ * replacing an entry with the same key, and returns its (zeroed) memo,
+ * valid until the next put/get/flush on c. ttl_s == 0, an empty or
+ * oversized message, or one larger than the byte cap is not stored
+ * (NULL). Evicts LRU entries until both caps hold.
  */
-bool dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
-    const uint8_t *msg, size_t len, uint32_t ttl_s);
+struct dns_cache_memo *dns_cache_put(struct dns_cache *c,
+    const struct dns_cache_key *k, const uint8_t *msg, size_t len,
+    uint32_t ttl_s);
 
 /*
  * Looks k up. On a hit returns a pointer to the stored message (valid
  * until the next put/get/flush on c), its length, the whole seconds it
- * has spent in the cache (*age_s) and marks it most recently used. An
- * expired entry is removed and reported as a miss (NULL).
+ * has spent in the cache (*age_s), its memo (when memo is not NULL; same
+ * validity) and marks it most recently used. An expired entry is removed
+ * and reported as a miss (NULL).
  */
 const uint8_t *dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k,
-    size_t *len, uint32_t *age_s);
+    size_t *len, uint32_t *age_s, struct dns_cache_memo **memo);
 
 void dns_cache_flush(struct dns_cache *c);
 size_t dns_cache_count(const struct dns_cache *c);

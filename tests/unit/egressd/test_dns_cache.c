@@ -65,24 +65,24 @@ test_put_get_and_expiry(void **state)
 	(void)state;
 	assert_non_null(c);
 	key_for(&k, "www.example.com", 1);
-	assert_null(dns_cache_get(c, &k, &len, &age));
+	assert_null(dns_cache_get(c, &k, &len, &age, NULL));
 	assert_true(dns_cache_put(c, &k, msg, sizeof(msg), 10));
-	got = dns_cache_get(c, &k, &len, &age);
+	got = dns_cache_get(c, &k, &len, &age, NULL);
 	assert_non_null(got);
 	assert_int_equal(len, sizeof(msg));
 	assert_memory_equal(got, msg, sizeof(msg));
 	assert_int_equal(age, 0);
 
 	clk.now_ms += 4500;
-	got = dns_cache_get(c, &k, &len, &age);
+	got = dns_cache_get(c, &k, &len, &age, NULL);
 	assert_non_null(got);
 	assert_int_equal(age, 4);
 
 	clk.now_ms += 5499; /* 9.999 s after insert: still there */
-	assert_non_null(dns_cache_get(c, &k, &len, &age));
+	assert_non_null(dns_cache_get(c, &k, &len, &age, NULL));
 	assert_int_equal(age, 9);
 	clk.now_ms += 1; /* exactly 10 s: expired and removed */
-	assert_null(dns_cache_get(c, &k, &len, &age));
+	assert_null(dns_cache_get(c, &k, &len, &age, NULL));
 	assert_int_equal(dns_cache_count(c), 0);
 	assert_int_equal(dns_cache_bytes(c), 0);
 	dns_cache_free(c);
@@ -110,14 +110,15 @@ test_key_case_type_flags(void **state)
 
 	assert_true(dns_cache_put(c, &k1, a, sizeof(a), 60));
 	/* Case-insensitive: k2 finds what k1 stored. */
-	assert_non_null(dns_cache_get(c, &k2, &len, &age));
+	assert_non_null(dns_cache_get(c, &k2, &len, &age, NULL));
 	/* Different qtype or flags: miss. */
-	assert_null(dns_cache_get(c, &k3, &len, &age));
-	assert_null(dns_cache_get(c, &k4, &len, &age));
+	assert_null(dns_cache_get(c, &k3, &len, &age, NULL));
+	assert_null(dns_cache_get(c, &k4, &len, &age, NULL));
 	/* Replacing keeps one entry. */
 	assert_true(dns_cache_put(c, &k2, b, sizeof(b), 60));
 	assert_int_equal(dns_cache_count(c), 1);
-	assert_memory_equal(dns_cache_get(c, &k1, &len, &age), b, sizeof(b));
+	assert_memory_equal(
+	    dns_cache_get(c, &k1, &len, &age, NULL), b, sizeof(b));
 	dns_cache_free(c);
 }
 
@@ -140,13 +141,13 @@ test_lru_eviction_by_count(void **state)
 	assert_true(dns_cache_put(c, &k[1], m, sizeof(m), 60));
 	assert_true(dns_cache_put(c, &k[2], m, sizeof(m), 60));
 	/* Touch a: b becomes least recently used. */
-	assert_non_null(dns_cache_get(c, &k[0], &len, &age));
+	assert_non_null(dns_cache_get(c, &k[0], &len, &age, NULL));
 	assert_true(dns_cache_put(c, &k[3], m, sizeof(m), 60));
 	assert_int_equal(dns_cache_count(c), 3);
-	assert_null(dns_cache_get(c, &k[1], &len, &age));
-	assert_non_null(dns_cache_get(c, &k[0], &len, &age));
-	assert_non_null(dns_cache_get(c, &k[2], &len, &age));
-	assert_non_null(dns_cache_get(c, &k[3], &len, &age));
+	assert_null(dns_cache_get(c, &k[1], &len, &age, NULL));
+	assert_non_null(dns_cache_get(c, &k[0], &len, &age, NULL));
+	assert_non_null(dns_cache_get(c, &k[2], &len, &age, NULL));
+	assert_non_null(dns_cache_get(c, &k[3], &len, &age, NULL));
 	assert_int_equal(dns_cache_evictions(c), 1);
 	dns_cache_free(c);
 }
@@ -177,9 +178,9 @@ test_byte_cap(void **state)
 	assert_true(dns_cache_count(c) >= 2);
 	/* The newest survived, the oldest did not. */
 	key_for(&k, "n9.test", 1);
-	assert_non_null(dns_cache_get(c, &k, &len, &age));
+	assert_non_null(dns_cache_get(c, &k, &len, &age, NULL));
 	key_for(&k, "n0.test", 1);
-	assert_null(dns_cache_get(c, &k, &len, &age));
+	assert_null(dns_cache_get(c, &k, &len, &age, NULL));
 	/* Larger than the whole cap: refused, nothing evicted for it. */
 	key_for(&k, "huge.test", 1);
 	i = (int)dns_cache_count(c);
@@ -204,9 +205,9 @@ test_ttl_zero_and_cap(void **state)
 	assert_false(dns_cache_put(c, &k, m, 0, 10));
 	assert_true(dns_cache_put(c, &k, m, sizeof(m), 0xffffffffu));
 	clk.now_ms = (uint64_t)DNS_CACHE_TTL_MAX * 1000u - 1;
-	assert_non_null(dns_cache_get(c, &k, &len, &age));
+	assert_non_null(dns_cache_get(c, &k, &len, &age, NULL));
 	clk.now_ms += 1;
-	assert_null(dns_cache_get(c, &k, &len, &age));
+	assert_null(dns_cache_get(c, &k, &len, &age, NULL));
 	dns_cache_free(c);
 	dns_cache_free(NULL);
 }
@@ -248,6 +249,36 @@ test_many_entries_stay_bounded(void **state)
 	dns_cache_free(c);
 }
 
+static void
+test_memo(void **state)
+{
+	struct fake_clock clk = {.now_ms = 0};
+	struct dns_cache *c = dns_cache_new(4, 0, fake_now, &clk);
+	struct dns_cache_key k;
+	struct dns_cache_memo *m, *m2 = NULL;
+	const uint8_t msg[] = "m";
+	size_t len;
+	uint32_t age;
+
+	(void)state;
+	key_for(&k, "memo.test", 1);
+	m = dns_cache_put(c, &k, msg, sizeof(msg), 60);
+	assert_non_null(m);
+	assert_int_equal(m->tag, 0);
+	assert_int_equal(m->until_ms, 0);
+	m->tag = 7;
+	m->until_ms = 1234;
+	assert_non_null(dns_cache_get(c, &k, &len, &age, &m2));
+	assert_ptr_equal(m, m2);
+	assert_int_equal(m2->tag, 7);
+	assert_int_equal(m2->until_ms, 1234);
+	/* A new answer for the key starts with a clean note. */
+	m = dns_cache_put(c, &k, msg, sizeof(msg), 60);
+	assert_int_equal(m->tag, 0);
+	assert_null(dns_cache_put(c, &k, msg, sizeof(msg), 0));
+	dns_cache_free(c);
+}
+
 int
 main(void)
 {
@@ -259,6 +290,7 @@ main(void)
 	    cmocka_unit_test(test_ttl_zero_and_cap),
 	    cmocka_unit_test(test_key_too_long),
 	    cmocka_unit_test(test_many_entries_stay_bounded),
+	    cmocka_unit_test(test_memo),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

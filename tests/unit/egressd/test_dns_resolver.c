@@ -42,6 +42,8 @@ struct ctx {
 	unsigned client_answers; /* answers the test clients received */
 	bool intercept_all;
 	int client_fd; /* the UDP client of ask_udp, -1 outside it */
+	bool fake_clock; /* the resolver's clock: real, or fake_ms */
+	uint64_t fake_ms;
 };
 
 /* ---- hooks ---- */
@@ -80,6 +82,16 @@ hook_learn(void *arg, const char *qname, const struct dns_learn_addr *addrs,
 	return 0;
 }
 
+static uint64_t now_ms(void);
+
+static uint64_t
+hook_clock(void *arg)
+{
+	struct ctx *c = arg;
+
+	return c->fake_clock ? c->fake_ms : now_ms();
+}
+
 static bool
 hook_intercepted(void *arg, const char *name)
 {
@@ -111,6 +123,15 @@ make_policy(const char *json)
 	return p;
 }
 
+/* Swaps the snapshot the getter hands out, as the daemon does. */
+static void
+set_policy(struct ctx *c, const char *json)
+{
+	policy_unref(c->pol);
+	c->pol = NULL;
+	c->pol = make_policy(json);
+}
+
 static void
 start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
     unsigned timeout_ms, unsigned attempt_ms)
@@ -138,6 +159,7 @@ start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
 	h.policy_get = hook_policy;
 	h.learn = hook_learn;
 	h.intercepted = hook_intercepted;
+	h.clock_ms = hook_clock;
 	h.arg = c;
 	c->dns = dns_new(c->base, &o, &h, &c->lg, &c->st, &e);
 	if (c->dns == NULL)
@@ -478,7 +500,8 @@ test_allowed_forwarded_learn_before_reply(void **state)
 	assert_string_equal(c->calls[0].qname, "www.allowed.test");
 	assert_int_equal(c->calls[0].n, 2);
 	assert_int_equal(c->calls[0].a[0].family, 4);
-	assert_true(c->calls[0].a[0].ttl > 0 && c->calls[0].a[0].ttl <= 300);
+	/* Leased for the answer's TTL plus the slack. */
+	assert_int_equal(c->calls[0].a[0].ttl, 300 + DNS_LEARN_SLACK_S);
 	/* The answer was not yet on the client's socket when learning ran. */
 	assert_false(c->calls[0].answer_waiting);
 	assert_int_equal(c->st.dns_allowed, 1);
@@ -578,8 +601,7 @@ test_private_answers_allow(void **state)
 	ssize_t n;
 	struct parsed p;
 
-	policy_unref(c->pol);
-	c->pol = make_policy(
+	set_policy(c,
 	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
 	    "\"target\":\"*.allowed.test\"}],"
 	    "\"dns\":{\"privateAnswers\":\"allow\"}}");
@@ -670,27 +692,98 @@ test_cache_hit_no_upstream_ttl_aged(void **state)
 	size_t ql;
 	ssize_t n;
 	struct parsed p;
-	uint64_t t;
 
+	c->fake_clock = true;
+	c->fake_ms = 1000000;
 	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 300);
 	start_dns(c, fs, 1, 2000, 500);
 	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
 	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
-	t = now_ms();
-	while (now_ms() < t + 1100) /* one whole second in the cache */
-		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	c->fake_ms += 100500; /* 100.5 s in the cache */
 	c->f1->mode = FAKE_DROP; /* a hit must not need it */
 	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
 	assert_true(n > 0);
 	parse_answer(ans, (size_t)n, &p);
 	assert_true(has_rr(&p, DNS_TYPE_A, "203.0.113.10"));
-	assert_true(rr_ttl(&p, DNS_TYPE_A) <= 299);
+	assert_int_equal(rr_ttl(&p, DNS_TYPE_A), 200);
 	parsed_free(&p);
 	assert_int_equal(c->f1->udp_queries, 1);
 	assert_int_equal(c->st.dns_cache_hits, 1);
-	/* Learning is re-run on hits: the lease is refreshed. */
+	/* The lease of the first learn (302 s) still covers 200 s: no nft. */
+	assert_int_equal(c->ncalls, 1);
+	/* Expired after 300 s: asked again, learned again. */
+	c->fake_ms += 200000;
+	c->f1->mode = FAKE_ANSWER;
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_true(n > 0);
+	assert_int_equal(c->f1->udp_queries, 2);
 	assert_int_equal(c->ncalls, 2);
-	assert_true(c->calls[1].a[0].ttl <= 299);
+}
+
+static void
+test_cache_hit_relearns_when_lease_short(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	size_t ql;
+	ssize_t n;
+	struct parsed p;
+
+	/* dns.ttlMax 10: clients get 8 s, leases are 10 s. */
+	set_policy(c,
+	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+	    "\"target\":\"*.allowed.test\"}],\"dns\":{\"ttlMin\":1,\"ttlMax\":"
+	    "10}}");
+	c->fake_clock = true;
+	c->fake_ms = 5000000;
+	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 300);
+	start_dns(c, fs, 1, 2000, 500);
+	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(rr_ttl(&p, DNS_TYPE_A), 10 - DNS_LEARN_SLACK_S);
+	parsed_free(&p);
+	assert_int_equal(c->ncalls, 1);
+	assert_int_equal(c->calls[0].a[0].ttl, 10);
+	/* 1.5 s later the 10 s lease still outlives a new 8 s answer. */
+	c->fake_ms += 1500;
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 1);
+	/* 2.5 s after the learn it would not: learned again. */
+	c->fake_ms += 1000;
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 2);
+	/* A new policy snapshot: learned again even within the lease. */
+	set_policy(c,
+	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+	    "\"target\":\"*.allowed.test\"}],\"dns\":{\"ttlMin\":1,\"ttlMax\":"
+	    "10}}");
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 3);
+	assert_int_equal(c->f1->udp_queries, 1);
+}
+
+static void
+test_long_ttl_clamped_to_lease_max(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	size_t ql;
+	ssize_t n;
+	struct parsed p;
+
+	/* Without dns.ttlMax, a day-long TTL must not outlive the lease. */
+	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 86400);
+	start_dns(c, fs, 1, 2000, 500);
+	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(
+	    rr_ttl(&p, DNS_TYPE_A), DNS_LEARN_LEASE_MAX_S - DNS_LEARN_SLACK_S);
+	parsed_free(&p);
+	assert_int_equal(c->calls[0].a[0].ttl, DNS_LEARN_LEASE_MAX_S);
 }
 
 static void
@@ -708,8 +801,7 @@ test_cache_hit_rechecks_policy(void **state)
 	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
 	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
 	/* Policy tightened: the cached answer must not leak out. */
-	policy_unref(c->pol);
-	c->pol = make_policy("{\"defaultAction\":\"deny\",\"egress\":[]}");
+	set_policy(c, "{\"defaultAction\":\"deny\",\"egress\":[]}");
 	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
 	parse_answer(ans, (size_t)n, &p);
 	assert_int_equal(p.rcode, DNS_RCODE_NXDOMAIN);
@@ -739,8 +831,7 @@ test_policy_swap_while_in_flight(void **state)
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	assert_int_equal(c->f1->udp_queries, 1);
 	/* The daemon swaps and drops its reference: ours keeps it alive. */
-	policy_unref(c->pol);
-	c->pol = make_policy(base_policy);
+	set_policy(c, base_policy);
 	c->f1->mode = FAKE_ANSWER;
 	end = now_ms() + 2000;
 	while (now_ms() < end && n < 0) {
@@ -1196,6 +1287,8 @@ main(void)
 	    T(test_cname_to_denied_nxdomain),
 	    T(test_id_and_0x20_case_preserved),
 	    T(test_cache_hit_no_upstream_ttl_aged),
+	    T(test_cache_hit_relearns_when_lease_short),
+	    T(test_long_ttl_clamped_to_lease_max),
 	    T(test_cache_hit_rechecks_policy),
 	    T(test_policy_swap_while_in_flight),
 	    T(test_tc_retry_over_tcp_and_udp_truncation),
