@@ -764,7 +764,8 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 	struct nft_learn_addr u[NFT_LEARN_BATCH_MAX];
 	struct nft_batch *b = NULL;
 	size_t i, j, nu = 0, fresh = 0;
-	uint64_t now;
+	uint64_t now, left;
+	struct lent *l;
 	int rc = -1;
 
 	if (!n->applied) {
@@ -776,6 +777,7 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 		    NFT_LEARN_BATCH_MAX);
 		return -1;
 	}
+	now = now_ms(n);
 	/* One element once per batch: a repeated delete would fail. */
 	for (i = 0; i < n_addrs; i++) {
 		if (a[i].family != 4 && a[i].family != 6) {
@@ -793,8 +795,16 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 			continue;
 		}
 		u[nu] = a[i];
-		if (*mirror_find(n, a[i].family, a[i].addr) == NULL)
+		l = *mirror_find(n, a[i].family, a[i].addr);
+		if (l == NULL)
 			fresh++;
+		else if (l->expires_ms > now) {
+			/* a shorter TTL never cuts a lease short */
+			left = (l->expires_ms - now + 999) / 1000;
+			if (left > u[nu].ttl)
+				u[nu].ttl = left > UINT32_MAX ? UINT32_MAX
+				                              : (uint32_t)left;
+		}
 		nu++;
 	}
 	if (nu == 0)

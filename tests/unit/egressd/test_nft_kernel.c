@@ -277,6 +277,10 @@ test_learn_refresh_expire(void **state)
 	left = expires_s("learned4", "203.0.113.7");
 	assert_true(left >= 15 && left <= 20);
 	assert_int_equal(nft_learned_lookup(n, 4, a, names, 4), 2);
+	/* a shorter TTL later does not cut the lease short */
+	learn1(n, 4, "203.0.113.7", 2, "a.example");
+	left = expires_s("learned4", "203.0.113.7");
+	assert_true(left >= 15 && left <= 20);
 	/* the v6 one (ttl 2) expires in the kernel and in the mirror */
 	msleep(1500);
 	assert_int_equal(expires_s("learned6", "2001:db8::7"), -1);
