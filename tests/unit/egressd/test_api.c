@@ -1166,6 +1166,49 @@ test_connections(void **state)
 	roundtrip(f, "GET", "/healthz", NULL, 200, TEXT, "ok");
 }
 
+/* Racing updates (THREATS 15): PATCHes sent at once on many connections
+ * are applied one by one; none is lost, revisions are consecutive. */
+static void
+test_racing_patches(void **state)
+{
+	enum { N = 16 };
+	struct fx *f = *state;
+	int fds[N];
+	char req[512], buf[512], want[64];
+	size_t i;
+	struct resp r;
+
+	for (i = 0; i < N; i++) {
+		char body[96];
+		int bl = snprintf(body, sizeof(body),
+		    "[{\"action\":\"allow\",\"target\":\"r%zu.example.com\"}]",
+		    i);
+		int n = snprintf(req, sizeof(req),
+		    "PATCH /policy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+		    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
+		    "Content-Length: %d\r\n\r\n%s",
+		    bl, body);
+		fds[i] = client_connect(f);
+		spin(f, 1);
+		assert_int_equal(send(fds[i], req, (size_t)n, 0), n);
+	}
+	for (i = 0; i < N; i++) {
+		ssize_t n = read_some(f, fds[i], buf, sizeof(buf) - 1, 3000);
+		assert_true(n > 12);
+		assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+		close(fds[i]);
+	}
+	assert_int_equal(f->commits, N);
+	assert_int_equal(f->cur->revision, N);
+	assert_int_equal(f->cur->nrules, N);
+	call(f, "GET", "/policy", NULL, &r);
+	for (i = 0; i < N; i++) {
+		snprintf(want, sizeof(want), "\"r%zu.example.com\"", i);
+		assert_non_null(strstr(r.body, want));
+	}
+	resp_free(&r);
+}
+
 /* A connection that sends nothing, or not a whole head, is closed after
  * API_TIMEOUT_S and frees its slot. */
 static void
@@ -1347,6 +1390,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connections, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_racing_patches, setup, teardown),
 	    cmocka_unit_test_teardown(test_unix_socket, teardown),
 	    cmocka_unit_test_teardown(test_unix_socket_not_clobbered, teardown),
 	    cmocka_unit_test(test_parse_addr),
