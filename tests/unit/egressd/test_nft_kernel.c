@@ -287,7 +287,7 @@ test_learn_refresh_expire(void **state)
 	assert_int_equal(nft_expire_tick(n), 1);
 	assert_int_equal(nft_learned_count(n), 1);
 	assert_int_equal(st.nft_learned_current, 1);
-	assert_int_equal(st.nft_learned, 3);
+	assert_int_equal(st.nft_learned, 4);
 	nft_free(n);
 }
 
