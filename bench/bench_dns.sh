@@ -1,0 +1,225 @@
+#!/bin/bash
+# bench_dns.sh: egressd's filtering resolver against dnsmasq --nftset doing
+# the same job, and against the upstream alone, in one run. A benchmark,
+# not a test: it prints numbers and compares them with the targets
+# (cached >= dnsmasq, uncached allowed with learning >= 0.8x dnsmasq).
+#
+# Usage (root): EGRESSD_BIN=build/egressd/egressd bench/bench_dns.sh
+#   BENCH_SECONDS  seconds per measurement (default 5)
+#   BENCH_CLIENTS  dnsperf clients (default 4)
+#   BENCH_OUTSTANDING  queries in flight (default 200)
+#
+# Layout (throwaway namespaces joined by one veth, nothing else):
+#   bdu-<id>: the upstream, dnsmasq answering *.bench.test (A 203.0.113.7,
+#             AAAA 2001:db8::7, TTL 300) and NXDOMAIN/REFUSED otherwise.
+#   bds-<id>: the sandbox side: first dnsmasq (127.0.0.1:5300, cache
+#             10000, forwards only bench.test, NXDOMAIN for everything
+#             else, --nftset into an inet table), then egressd (the real
+#             daemon, nft on, policy "allow *.bench.test, deny the rest").
+# dnsperf runs in bds-<id> and reports qps; latency percentiles come from
+# its per-query verbose output.
+#
+# Loads: cached = 100 names asked over and over (after a warm-up);
+# uncached = every query a new name (each one forwarded and, for egressd
+# and dnsmasq, learned into nft); denied = every query a new name outside
+# the allowed domain (answered locally, never forwarded).
+set -u -o pipefail
+
+EGRESSD_BIN=${EGRESSD_BIN:-build/egressd/egressd}
+DUR=${BENCH_SECONDS:-5}
+CLIENTS=${BENCH_CLIENTS:-4}
+OUTST=${BENCH_OUTSTANDING:-200}
+ID=$$
+UP=bdu-$ID
+SBX=bds-$ID
+UP_IP=198.51.100.1
+SBX_IP=198.51.100.2
+DIR=$(mktemp -d /tmp/egressd-bench-dns.XXXXXX)
+PIDS=()
+
+die() { echo "bench_dns: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces)"
+[ -x "$EGRESSD_BIN" ] || die "EGRESSD_BIN not executable: $EGRESSD_BIN"
+command -v dnsperf >/dev/null || die "dnsperf not installed"
+command -v dnsmasq >/dev/null || die "dnsmasq not installed"
+
+cleanup()
+{
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	ip netns del "$SBX" 2>/dev/null
+	ip netns del "$UP" 2>/dev/null
+	rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+
+ip netns add "$UP" || die "ip netns add"
+ip netns add "$SBX" || die "ip netns add"
+ip -n "$SBX" link add vb0 type veth peer name vb1 netns "$UP" ||
+    die "veth"
+ip -n "$SBX" addr add "$SBX_IP/24" dev vb0
+ip -n "$UP" addr add "$UP_IP/24" dev vb1
+for ns in "$SBX" "$UP"; do
+	ip -n "$ns" link set lo up
+done
+ip -n "$SBX" link set vb0 up
+ip -n "$UP" link set vb1 up
+# egressd's start-up self-check sends a datagram off-box: give it a route
+# (to the upstream namespace, which routes nowhere).
+ip -n "$SBX" route add default via "$UP_IP"
+
+wait_udp()
+{
+	local ns=$1 addr=$2 port=$3 i
+	for i in $(seq 100); do
+		ip netns exec "$ns" dig +short +time=1 +tries=1 -p "$port" \
+		    "@$addr" probe.bench.test A >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# --- the upstream ---
+ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
+    --no-hosts --no-poll --user=root --group=root --pid-file= \
+    --bind-interfaces --listen-address="$UP_IP" --port=53 \
+    --address=/bench.test/203.0.113.7 --address=/bench.test/2001:db8::7 \
+    --local-ttl=300 --cache-size=0 --dns-forward-max=10000 \
+    --log-facility=/dev/null >"$DIR/up.err" 2>&1 &
+PIDS+=($!)
+wait_udp "$UP" "$UP_IP" 53 || die "upstream dnsmasq did not start"
+
+# --- query files ---
+python3 - "$DIR" "$DUR" <<'EOF'
+import sys, random
+d, dur = sys.argv[1], int(sys.argv[2])
+n = max(200000, dur * 120000)
+r = random.Random(1)
+with open(d + "/cached.txt", "w") as f:
+    for i in range(100):
+        f.write("c%d.bench.test A\n" % i)
+with open(d + "/uncached.txt", "w") as f:
+    for i in range(n):
+        f.write("u%d-%x.bench.test A\n" % (i, r.getrandbits(32)))
+with open(d + "/denied.txt", "w") as f:
+    for i in range(n):
+        f.write("d%d-%x.denied.test A\n" % (i, r.getrandbits(32)))
+EOF
+
+# run_perf LABEL LOAD ADDR PORT: one measurement; prints "qps p50 p99".
+run_perf()
+{
+	local label=$1 load=$2 addr=$3 port=$4 out="$DIR/$1-$2.out"
+	ip netns exec "$SBX" dnsperf -s "$addr" -p "$port" \
+	    -d "$DIR/$load.txt" -l "$DUR" -c "$CLIENTS" -q "$OUTST" -v \
+	    >"$out" 2>&1
+	python3 - "$out" <<'EOF'
+import re, sys
+qps, lat, codes = None, [], {}
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"\s*Queries per second:\s+([0-9.]+)", line)
+    if m:
+        qps = float(m.group(1))
+    # verbose: "> NOERROR name A 0.000123" (status, name, type, seconds)
+    m = re.match(r"> (\S+) \S+ \S+ ([0-9.]+)$", line.strip())
+    if m:
+        codes[m.group(1)] = codes.get(m.group(1), 0) + 1
+        lat.append(float(m.group(2)))
+lat.sort()
+def pct(p):
+    return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+top = ",".join("%s:%d" % kv for kv in sorted(codes.items(), key=lambda kv: -kv[1])[:2])
+print("%.0f %.3f %.3f %s" % (qps or 0, pct(0.50), pct(0.99), top or "-"))
+EOF
+}
+
+declare -A R
+
+measure()
+{
+	local label=$1 addr=$2 port=$3 load
+	# warm the cache for the cached load
+	ip netns exec "$SBX" dnsperf -s "$addr" -p "$port" -d "$DIR/cached.txt" \
+	    -n 2 -c 1 >/dev/null 2>&1
+	for load in cached uncached denied; do
+		R[$label,$load]=$(run_perf "$label" "$load" "$addr" "$port")
+	done
+}
+
+# --- (a) the upstream alone ---
+measure upstream "$UP_IP" 53
+
+# --- (b) dnsmasq --nftset doing egressd's job ---
+ip netns exec "$SBX" nft -f - <<'EOF' || die "nft for dnsmasq"
+table inet dnsmasqbench {
+	set learned4 { type ipv4_addr; flags timeout; timeout 300s; }
+	set learned6 { type ipv6_addr; flags timeout; timeout 300s; }
+}
+EOF
+ip netns exec "$SBX" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
+    --no-hosts --no-poll --user=root --group=root --pid-file= \
+    --bind-interfaces --listen-address=127.0.0.1 --port=5300 \
+    --server=/bench.test/"$UP_IP" --address=/#/ \
+    --nftset=/bench.test/4#inet#dnsmasqbench#learned4,6#inet#dnsmasqbench#learned6 \
+    --cache-size=10000 --dns-forward-max=10000 --log-facility=/dev/null \
+    >"$DIR/dnsmasq.err" 2>&1 &
+DMQ=$!
+PIDS+=($DMQ)
+wait_udp "$SBX" 127.0.0.1 5300 || die "filter dnsmasq did not start"
+measure dnsmasq 127.0.0.1 5300
+learned_dmq=$(ip netns exec "$SBX" nft list set inet dnsmasqbench learned4 |
+    grep -c 203.0.113.7)
+kill "$DMQ"
+wait "$DMQ" 2>/dev/null
+ip netns exec "$SBX" nft delete table inet dnsmasqbench
+
+# --- (c) egressd ---
+mkdir -p "$DIR/rules"
+cat >"$DIR/policy.yaml" <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: "*.bench.test"}
+EOF
+ip netns exec "$SBX" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+    "$EGRESSD_BIN" --policy "$DIR/policy.yaml" --log-file "$DIR/egressd.log" \
+    --dns-upstream "$UP_IP" --http-addr 127.0.0.1:18080 \
+    --rules-dir "$DIR/rules" >"$DIR/egressd.out" 2>&1 &
+EGD=$!
+PIDS+=($EGD)
+for i in $(seq 100); do
+	grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" 2>/dev/null && break
+	kill -0 "$EGD" 2>/dev/null || die "egressd exited: $(tail -3 "$DIR/egressd.out")"
+	sleep 0.1
+done
+grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" || die "egressd not ready"
+measure egressd 127.0.0.1 15353
+learned_egd=$(ip netns exec "$SBX" nft list set inet egressd learned4 2>/dev/null |
+    grep -c 203.0.113.7)
+
+# --- report ---
+echo
+echo "bench_dns: ${DUR}s per cell, dnsperf -c $CLIENTS -q $OUTST, $(nproc) CPUs"
+printf '%-10s %-9s %10s %9s %9s  %s\n' target load qps p50_ms p99_ms rcodes
+for label in upstream dnsmasq egressd; do
+	for load in cached uncached denied; do
+		read -r q p50 p99 codes <<<"${R[$label,$load]}"
+		printf '%-10s %-9s %10s %9s %9s  %s\n' "$label" "$load" "$q" \
+		    "$p50" "$p99" "$codes"
+	done
+done
+echo "learned into nft: dnsmasq=$learned_dmq egressd=$learned_egd (203.0.113.7 present)"
+
+ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b if b else 0))" "$1" "$2"; }
+read -r eq _ <<<"${R[egressd,cached]}"
+read -r dq _ <<<"${R[dnsmasq,cached]}"
+rc=$(ratio "$eq" "$dq")
+read -r eu _ <<<"${R[egressd,uncached]}"
+read -r du _ <<<"${R[dnsmasq,uncached]}"
+ru=$(ratio "$eu" "$du")
+echo "cached   egressd/dnsmasq = $rc (target >= 1.00)"
+echo "uncached egressd/dnsmasq = $ru (target >= 0.80)"
