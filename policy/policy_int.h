@@ -15,7 +15,7 @@
 
 /* Bounds of the internal structures. */
 #define POLICY_PORTS_MAX 64 /* port entries of one rule */
-#define POLICY_NODES_MAX (8u << 20) /* parse-tree nodes of one document */
+#define POLICY_NODES_MAX (1u << 20) /* parse-tree nodes of one document */
 #define POLICY_SCALAR_MAX 65536 /* bytes of one scalar */
 #define POLICY_FILES_MAX 8 /* distinct file names of one snapshot */
 #define POLICY_LINE_MAX 1024 /* one line of an always-rules file */
