@@ -255,7 +255,16 @@ policy_with_overlays_dir(
 	base->index->cfg->refs++;
 	p = policy_assemble(base->default_action, base->user_empty, rules,
 	    base->nrules, o, base->index->cfg, base->source, base->revision);
-	if (p == NULL)
+	if (p == NULL) {
 		policy_diag_add(d, dir, 0, 0, "out of memory");
+		return NULL;
+	}
+	/* New overlay denies must not uncover a binding. */
+	struct pwalk w = {.name = p->source, .d = d};
+	policy_cred_check(&w, NULL, p);
+	if (w.errs > 0) {
+		policy_unref(p);
+		return NULL;
+	}
 	return p;
 }

@@ -185,6 +185,38 @@ test_bad_lines(void **state)
 	policy_unref(b);
 }
 
+static void
+test_overlay_uncovering_binding_refused(void **state)
+{
+	struct tdir *t = *state;
+	const char *y = "egress: [{action: allow, target: api.github.com}]\n"
+	                "credentials: [{name: c, source: {type: inline, value: "
+	                "v}}]\n"
+	                "bindings:\n  - name: b\n    match: {hosts: "
+	                "[api.github.com]}\n    auth: {type: bearer, "
+	                "credential: c}\n";
+	struct policy_diag d;
+	struct policy *b, *p;
+
+	policy_diag_init(&d);
+	b = policy_parse_yaml(y, strlen(y), "p.yaml", &d);
+	assert_non_null(b);
+	put(t, "deny.always", "api.github.com\n");
+	assert_null(policy_with_overlays_dir(b, t->path, &d));
+	assert_int_equal(d.n, 1);
+	assert_string_equal(d.msgs[0],
+	    "p.yaml:4:5: binding host "
+	    "\"api.github.com\" is not covered by "
+	    "an explicit allow rule");
+	policy_diag_clear(&d);
+	put(t, "deny.always", "other.com\n");
+	p = policy_with_overlays_dir(b, t->path, &d);
+	assert_non_null(p);
+	assert_int_equal(p->nbindings, 1);
+	policy_unref(p);
+	policy_unref(b);
+}
+
 int
 main(void)
 {
@@ -194,6 +226,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_overlays_apply, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_lines, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_overlay_uncovering_binding_refused, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
