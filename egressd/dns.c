@@ -341,9 +341,18 @@ dns_learn(struct dns *d, const char *qname, const struct policy *pol,
 		return -1;
 	}
 	if (memo != NULL) {
+		/*
+		 * The lease nft grants: our TTL + slack, cut to the lease cap
+		 * (dns.ttlMax when set). Never assume more than that.
+		 */
+		uint64_t lease = (uint64_t)min_ttl + DNS_LEARN_SLACK_S;
+		uint32_t cap = pol->dns.ttl_max != 0 ? pol->dns.ttl_max
+		                                     : DNS_LEARN_LEASE_MAX_S;
+
+		if (lease > cap)
+			lease = cap;
 		memo->tag = tag;
-		memo->until_ms =
-		    now + ((uint64_t)min_ttl + DNS_LEARN_SLACK_S) * 1000u;
+		memo->until_ms = now + lease * 1000u;
 	}
 	return 0;
 }

@@ -765,6 +765,31 @@ test_cache_hit_relearns_when_lease_short(void **state)
 }
 
 static void
+test_tiny_ttl_max_learns_every_hit(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	size_t ql;
+
+	/* dns.ttlMax 1: no room for slack; every hit must refresh. */
+	set_policy(c,
+	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+	    "\"target\":\"*.allowed.test\"}],\"dns\":{\"ttlMin\":1,"
+	    "\"ttlMax\":1}}");
+	c->fake_clock = true;
+	c->fake_ms = 7000000;
+	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 300);
+	start_dns(c, fs, 1, 2000, 500);
+	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	c->fake_ms += 300;
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 2);
+	assert_int_equal(c->f1->udp_queries, 1);
+}
+
+static void
 test_long_ttl_clamped_to_lease_max(void **state)
 {
 	struct ctx *c = *state;
@@ -1289,6 +1314,7 @@ main(void)
 	    T(test_cache_hit_no_upstream_ttl_aged),
 	    T(test_cache_hit_relearns_when_lease_short),
 	    T(test_long_ttl_clamped_to_lease_max),
+	    T(test_tiny_ttl_max_learns_every_hit),
 	    T(test_cache_hit_rechecks_policy),
 	    T(test_policy_swap_while_in_flight),
 	    T(test_tc_retry_over_tcp_and_udp_truncation),
