@@ -167,12 +167,16 @@ struct policy *policy_ref(struct policy *p);
 void policy_unref(struct policy *p); /* NULL is a no-op */
 
 /*
- * Loaders. Each returns a new snapshot (refs == 1) or NULL with every error
- * in d. "name" is what error messages call the input.
+ * Loaders. Each returns a new snapshot (refs == 1, revision 1) or NULL with
+ * every error in d. "name" is what error messages call the input.
  *
  * The full schema (docs/policy.md): defaultAction, egress, alwaysDeny,
- * alwaysAllow, infra, dns, proxy, credentials, bindings. JSON and YAML
- * share it; unknown keys are errors.
+ * alwaysAllow, infra, logSkip, dns, proxy, credentials, bindings. JSON and
+ * YAML share it; unknown keys are errors. An empty input, "", null and {}
+ * are the deny-all reset (user_empty). Bindings are checked (references,
+ * coverage, ambiguity) as part of the load. policy_load_file reads the
+ * JSON reader when the first non-blank byte is '{' or '[', else YAML.
+ * policy_new_deny_all has revision 0.
  */
 struct policy *policy_load_file(const char *path, struct policy_diag *d);
 struct policy *policy_parse_yaml(
@@ -182,8 +186,11 @@ struct policy *policy_parse_json(
 
 /*
  * The always-rules directory (deny.always, allow.always, log_skip.always):
- * returns a new snapshot equal to base with its overlays replaced. Missing
- * files mean empty overlays. base is borrowed.
+ * returns a new snapshot equal to base (same revision and source) whose
+ * overlays are base's own file overlays followed by the directory's;
+ * calling it again replaces only the directory's part. Missing files mean
+ * empty lists. Refused (NULL) when a line is bad or the new denies would
+ * uncover a binding. base is borrowed.
  */
 struct policy *policy_with_overlays_dir(
     const struct policy *base, const char *dir, struct policy_diag *d);
@@ -237,15 +244,23 @@ bool policy_addr_explicitly_allowed(
 /* True when name matches a log_skip.always target. */
 bool policy_log_skip(const struct policy *p, const char *name);
 
-/* Normalizes a DNS name into out (lowercase, no trailing dot). */
+/*
+ * Normalizes a DNS name into out (lowercase, no trailing dot): ASCII
+ * letters, digits, '-', '_'; labels 1..63 not starting or ending with
+ * '-'; at most POLICY_NAME_MAX bytes; a leading "*." is kept (targets).
+ * Non-ASCII is refused with a hint to use punycode.
+ */
 int policy_name_normalize(
     const char *in, char *out, size_t outlen, struct err *e);
 
 /*
  * Serialization. User policy as the API returns it:
  * {"defaultAction":..,"egress":[{"action":..,"target":display}, ...]}
- * (newly allocated, caller frees). Canonical YAML of the whole snapshot,
- * secrets never written.
+ * ("ports"/"protocols" only when set; "egress" always present; newly
+ * allocated, caller frees). Canonical YAML of the whole snapshot that
+ * loads back to the same snapshot, except: inline credential values are
+ * written as "[REDACTED]" (never the secret), and overlay rules read from
+ * the always-rules directory are left out (they are re-read from it).
  */
 char *policy_user_to_json(const struct policy *p);
 char *policy_to_yaml(const struct policy *p);
