@@ -186,6 +186,9 @@ rk_action(struct pwalk *w, const struct pnode *v, void *obj)
 	struct ritem *it = obj;
 
 	it->action_at = v;
+	/* "" is how clients with non-omitempty fields say "unset". */
+	if (v->type == PNODE_STR && v->len == 0)
+		return 0;
 	if (action_parse(w, v, "action", &it->r.action) == -1)
 		return -1;
 	it->have_action = true;
@@ -429,6 +432,9 @@ tk_default(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct pbuild *b = obj;
 
+	/* "" means unset (deny), as a missing key does. */
+	if (v->type == PNODE_STR && v->len == 0)
+		return 0;
 	return action_parse(w, v, "defaultAction", &b->def);
 }
 

@@ -208,6 +208,23 @@ test_missing_action_is_deny(void **state)
 }
 
 static void
+test_empty_strings_mean_unset(void **state)
+{
+	struct policy *p = base_of("{\"defaultAction\":\"\",\"egress\":[{"
+	                           "\"action\":\"\",\"target\":\"a.com\"}]}");
+
+	(void)state;
+	assert_int_equal(p->default_action, POLICY_DENY);
+	assert_int_equal(p->rules[0].action, POLICY_DENY);
+	assert_false(p->user_empty);
+	policy_unref(p);
+	p = base_of(
+	    "{\"alwaysAllow\":[{\"action\":\"\",\"target\":\"b.com\"}]}");
+	assert_int_equal(p->always_allow[0].action, POLICY_ALLOW);
+	policy_unref(p);
+}
+
+static void
 test_cap(void **state)
 {
 	struct policy *b = policy_new_deny_all(), *p;
@@ -410,6 +427,7 @@ main(void)
 	    cmocka_unit_test(test_replace_rejects),
 	    cmocka_unit_test(test_all_errors_reported),
 	    cmocka_unit_test(test_missing_action_is_deny),
+	    cmocka_unit_test(test_empty_strings_mean_unset),
 	    cmocka_unit_test(test_cap),
 	    cmocka_unit_test(test_patch_prepends_and_dedups),
 	    cmocka_unit_test(test_patch_errors),
