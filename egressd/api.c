@@ -31,7 +31,6 @@
 #define API_MAGIC 0x41504921u /* "API!" */
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
 #define API_POLICY_ALLOW "GET, POST, PUT, PATCH, DELETE"
-#define API_MSG_MAX 1024 /* bytes of one text/plain answer */
 #define API_PATH_MAX 256 /* raw request target kept for routing */
 #define API_SWEEP_MS 200 /* connection sweep period while paused */
 #define API_RESET_REASON "policy reset to default deny-all"
@@ -80,12 +79,6 @@ struct api_req {
 	const char *path;
 	enum evhttp_cmd_type cmd;
 	int status;
-};
-
-enum api_op {
-	API_OP_REPLACE,
-	API_OP_PATCH,
-	API_OP_DELETE,
 };
 
 static const char *const api_op_names[] = {
@@ -401,116 +394,132 @@ out_decref:
 	return rc;
 }
 
+static void api_verdict_set(
+    struct api_verdict *v, int status, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+api_verdict_set(
+    struct api_verdict *v, int status, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	v->status = status;
+	v->reason = reason;
+	va_start(ap, fmt);
+	(void)vsnprintf(v->msg, sizeof(v->msg), fmt, ap);
+	va_end(ap);
+}
+
+void
+api_policy_decide(const struct policy *cur, enum api_op op, const char *body,
+    size_t len, size_t max_rules, struct api_verdict *v)
+{
+	struct err e;
+	bool over = false;
+	size_t matched = 0;
+
+	memset(v, 0, sizeof(*v));
+	err_clear(&e);
+	v->status = 200;
+	if (len > API_BODY_MAX) {
+		/* evhttp enforces the cap already; never truncate silently. */
+		api_verdict_set(v, 413, "body too large",
+		    "request body larger than %u bytes", API_BODY_MAX);
+		return;
+	}
+	if (body == NULL)
+		len = 0;
+	if (len == 0)
+		body = "";
+	api_trim(&body, &len);
+	if (len == 0 && op != API_OP_REPLACE) {
+		api_verdict_set(v, 400, "empty body", "empty body");
+		return;
+	}
+	switch (op) {
+	case API_OP_REPLACE:
+		v->reset = len == 0;
+		v->next =
+		    policy_replace_json(cur, body, len, max_rules, &over, &e);
+		if (v->next == NULL && over)
+			api_verdict_set(v, 413, "over rule cap", "%s", e.msg);
+		else if (v->next == NULL)
+			api_verdict_set(v, 400, "invalid policy",
+			    "invalid policy: %s", e.msg);
+		return;
+	case API_OP_PATCH:
+		if (api_check_list(body, len, false, &e) == -1) {
+			api_verdict_set(v, 400, "invalid patch rules",
+			    "invalid patch rules: %s", e.msg);
+			return;
+		}
+		v->next =
+		    policy_patch_json(cur, body, len, max_rules, &over, &e);
+		if (v->next == NULL && over)
+			api_verdict_set(v, 413, "over rule cap", "%s", e.msg);
+		else if (v->next == NULL)
+			api_verdict_set(v, 400, "invalid merged policy",
+			    "invalid merged policy: %s", e.msg);
+		return;
+	case API_OP_DELETE:
+		if (api_check_list(body, len, true, &e) == -1) {
+			api_verdict_set(v, 400, "invalid delete targets",
+			    "invalid delete targets: %s", e.msg);
+			return;
+		}
+		v->next = policy_delete_json(cur, body, len, &matched, &e);
+		if (v->next == NULL && matched == 0 &&
+		    strcmp(e.msg, API_NOMATCH_REASON) == 0)
+			v->nomatch = true; /* 200, nothing to apply */
+		else if (v->next == NULL)
+			api_verdict_set(v, 400, "invalid delete targets",
+			    "invalid delete targets: %s", e.msg);
+		return;
+	}
+	api_verdict_set(v, 400, "unknown operation", "unknown operation");
+}
+
 static void
 api_policy_mutate(struct api_req *r, enum api_op op)
 {
 	struct api *a = r->a;
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	size_t len = evbuffer_get_length(in);
-	const char *body;
-	struct policy *cur = NULL, *next = NULL;
+	const char *body = "";
+	struct policy *cur;
+	struct api_verdict v;
 	struct err e;
-	bool over = false, reset = false;
-	size_t matched = 0;
 
-	err_clear(&e);
-	if (len > API_BODY_MAX) {
-		/* evhttp enforces the cap already; never truncate silently. */
-		api_reply_text(
-		    r, 413, "request body larger than %u bytes", API_BODY_MAX);
-		api_log_update_failed(r, op, 413, "body too large", NULL);
-		return;
-	}
-	body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
-	if (body == NULL) {
+	if (len > 0 && len <= API_BODY_MAX &&
+	    (body = (const char *)evbuffer_pullup(in, -1)) == NULL) {
 		api_reply_text(r, 500, "internal error: out of memory");
 		return;
 	}
-	api_trim(&body, &len);
-	if (len == 0 && op != API_OP_REPLACE) {
-		api_reply_text(r, 400, "empty body");
-		api_log_update_failed(r, op, 400, "empty body", NULL);
-		return;
-	}
 	cur = a->h.policy_get(a->h.arg);
-	switch (op) {
-	case API_OP_REPLACE:
-		reset = len == 0;
-		next = policy_replace_json(
-		    cur, body, len, a->max_rules, &over, &e);
-		if (next == NULL && over) {
-			api_reply_text(r, 413, "%s", e.msg);
-			api_log_update_failed(
-			    r, op, 413, "over rule cap", e.msg);
-			goto out_unref;
-		}
-		if (next == NULL) {
-			api_reply_text(r, 400, "invalid policy: %s", e.msg);
-			api_log_update_failed(
-			    r, op, 400, "invalid policy", e.msg);
-			goto out_unref;
-		}
-		break;
-	case API_OP_PATCH:
-		if (api_check_list(body, len, false, &e) == -1) {
-			api_reply_text(
-			    r, 400, "invalid patch rules: %s", e.msg);
-			api_log_update_failed(
-			    r, op, 400, "invalid patch rules", e.msg);
-			goto out_unref;
-		}
-		next =
-		    policy_patch_json(cur, body, len, a->max_rules, &over, &e);
-		if (next == NULL && over) {
-			api_reply_text(r, 413, "%s", e.msg);
-			api_log_update_failed(
-			    r, op, 413, "over rule cap", e.msg);
-			goto out_unref;
-		}
-		if (next == NULL) {
-			api_reply_text(
-			    r, 400, "invalid merged policy: %s", e.msg);
-			api_log_update_failed(
-			    r, op, 400, "invalid merged policy", e.msg);
-			goto out_unref;
-		}
-		break;
-	case API_OP_DELETE:
-		if (api_check_list(body, len, true, &e) == -1) {
-			api_reply_text(
-			    r, 400, "invalid delete targets: %s", e.msg);
-			api_log_update_failed(
-			    r, op, 400, "invalid delete targets", e.msg);
-			goto out_unref;
-		}
-		next = policy_delete_json(cur, body, len, &matched, &e);
-		if (next == NULL && matched == 0 &&
-		    strcmp(e.msg, API_NOMATCH_REASON) == 0) {
-			/* Nothing applied, nothing counted as a failure. */
-			api_reply_json(r, 200,
-			    api_status_body(policy_mode_name(cur),
-			        api_enforcement(a), API_NOMATCH_REASON, NULL));
-			goto out_unref;
-		}
-		if (next == NULL) {
-			api_reply_text(
-			    r, 400, "invalid delete targets: %s", e.msg);
-			api_log_update_failed(
-			    r, op, 400, "invalid delete targets", e.msg);
-			goto out_unref;
-		}
-		break;
+	api_policy_decide(cur, op, body, len, a->max_rules, &v);
+	if (v.status != 200) {
+		api_reply_text(r, v.status, "%s", v.msg);
+		api_log_update_failed(r, op, v.status, v.reason, v.msg);
+		goto out_unref;
 	}
-
+	if (v.nomatch) {
+		/* Nothing applied, nothing counted as a failure. */
+		api_reply_json(r, 200,
+		    api_status_body(policy_mode_name(cur), api_enforcement(a),
+		        API_NOMATCH_REASON, NULL));
+		goto out_unref;
+	}
+	err_clear(&e);
 	if (a->h.policy_vault_check != NULL &&
-	    a->h.policy_vault_check(a->h.arg, next, &e) == -1) {
+	    a->h.policy_vault_check(a->h.arg, v.next, &e) == -1) {
 		api_reply_text(
 		    r, 400, "credential vault policy validation: %s", e.msg);
 		api_log_update_failed(r, op, 400, "vault validation", e.msg);
 		goto out_unref;
 	}
 	err_clear(&e);
-	if (a->h.policy_commit(a->h.arg, next, &e) == -1) {
+	if (a->h.policy_commit(a->h.arg, v.next, &e) == -1) {
 		api_reply_text(r, 500, "%s",
 		    e.msg[0] != '\0' ? e.msg : "failed to apply policy");
 		api_log_update_failed(r, op, 500, "commit failed", e.msg);
@@ -518,18 +527,18 @@ api_policy_mutate(struct api_req *r, enum api_op op)
 	}
 	a->stats->policy_updates_ok++;
 	log_info(a->log, "policy.updated", LOG_S("op", api_op_names[op]),
-	    LOG_U("revision", next->revision),
-	    LOG_S("mode", policy_mode_name(next)), LOG_U("rules", next->nrules),
-	    LOG_B("reset", reset));
-	if (reset)
+	    LOG_U("revision", v.next->revision),
+	    LOG_S("mode", policy_mode_name(v.next)),
+	    LOG_U("rules", v.next->nrules), LOG_B("reset", v.reset));
+	if (v.reset)
 		api_reply_json(r, 200,
 		    api_status_body("deny_all", NULL, API_RESET_REASON, NULL));
 	else
 		api_reply_json(r, 200,
-		    api_status_body(policy_mode_name(next), api_enforcement(a),
-		        NULL, NULL));
+		    api_status_body(policy_mode_name(v.next),
+		        api_enforcement(a), NULL, NULL));
 out_unref:
-	policy_unref(next);
+	policy_unref(v.next);
 	policy_unref(cur);
 }
 

@@ -46,6 +46,7 @@
 #define API_UNIX_MODE 0660 /* mode of the Unix socket */
 #define API_WHY_MAX 256 /* readiness / health explanation */
 #define API_ADDR_MAX 128 /* "[v6]:port" text of one listener */
+#define API_MSG_MAX 1024 /* bytes of one text/plain answer */
 #define API_LOG_ERR_MAX 256 /* bytes of an error message in a log line */
 
 struct event_base;
@@ -113,6 +114,31 @@ void api_free(struct api *a);
 uint16_t api_tcp_port(const struct api *a);
 /* Connections open right now (gauge); not from inside a hook. */
 size_t api_connections(struct api *a);
+
+enum api_op {
+	API_OP_REPLACE, /* POST, PUT */
+	API_OP_PATCH,
+	API_OP_DELETE,
+};
+
+/* What a /policy mutation body means against the current snapshot. */
+struct api_verdict {
+	int status; /* 200, 400 or 413 */
+	struct policy *next; /* 200: the snapshot to commit (caller unrefs);
+			      * NULL when nomatch */
+	bool reset; /* replace with an empty body (deny-all reset) */
+	bool nomatch; /* DELETE named no rule: answer 200, apply nothing */
+	const char *reason; /* fixed category for logs; NULL on 200 */
+	char msg[API_MSG_MAX]; /* error body without its newline */
+};
+
+/*
+ * Pure: validates one mutation (body of len bytes, white space around it
+ * ignored) against cur (borrowed) with contract §6's messages and prefixes.
+ * The vault check and the commit are the caller's (api_policy_mutate).
+ */
+void api_policy_decide(const struct policy *cur, enum api_op op,
+    const char *body, size_t len, size_t max_rules, struct api_verdict *v);
 
 /*
  * Pure: parses "host:port", "[v6]:port" or ":port" (host: IP literal or
