@@ -727,6 +727,7 @@ struct api_route {
 	const char *path;
 	bool prefix; /* path ends in '/' and matches everything below */
 	bool auth; /* token required when one is configured */
+	bool quiet; /* successful requests logged at debug level */
 	void (*handler)(struct api_req *r);
 };
 
@@ -736,11 +737,14 @@ struct api_route {
  * auth order; until then both fall through to 404.
  */
 static const struct api_route api_routes[] = {
-    {"/policy", false, true, api_policy_cb},
-    {"/healthz", false, false, api_healthz_cb},
-    {"/readyz", false, false, api_readyz_cb},
-    {"/metrics", false, true, api_metrics_cb},
-    {"/v1/status", false, true, api_status_cb},
+    {.path = "/policy", .auth = true, .handler = api_policy_cb},
+    {.path = "/healthz", .quiet = true, .handler = api_healthz_cb},
+    {.path = "/readyz", .quiet = true, .handler = api_readyz_cb},
+    {.path = "/metrics",
+        .auth = true,
+        .quiet = true,
+        .handler = api_metrics_cb},
+    {.path = "/v1/status", .auth = true, .handler = api_status_cb},
 };
 
 static const struct api_route *
@@ -948,11 +952,15 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		rt->handler(&r);
 	}
 
-	log_info(a->log, "api.request", LOG_S("method", api_method_name(r.cmd)),
-	    LOG_S("path", r.path != NULL ? r.path : ""),
-	    LOG_I("status", r.status),
-	    LOG_D("ms", (double)(api_now_us() - t0) / 1000.0),
-	    LOG_S("peer", peer));
+	/* Probes and scrapes that succeed are routine: debug, not info. */
+	log_emit(a->log,
+	    rt != NULL && rt->quiet && r.status < 400 ? LOG_DEBUG : LOG_INFO,
+	    "api.request",
+	    (const struct log_field[]){LOG_S("method", api_method_name(r.cmd)),
+	        LOG_S("path", r.path != NULL ? r.path : ""),
+	        LOG_I("status", r.status),
+	        LOG_D("ms", (double)(api_now_us() - t0) / 1000.0),
+	        LOG_S("peer", peer), LOG_END_});
 }
 
 /* ---- listeners ---- */

@@ -1071,10 +1071,15 @@ test_logs(void **state)
 	call_full(f, "GET", "/policy?token=" TOKEN,
 	    "Authorization: Bearer " TOKEN "\r\n", "", 0, &r);
 	resp_free(&r);
+	roundtrip(f, "GET", "/healthz", NULL, 200, TEXT, "ok");
 	logs = fx_logs(f);
 	assert_non_null(strstr(logs,
-	    "\"ev\":\"api.request\",\"method\":\"POST\",\"path\":\"/policy\","
-	    "\"status\":200"));
+	    "\"lvl\":\"info\",\"ev\":\"api.request\",\"method\":\"POST\","
+	    "\"path\":\"/policy\",\"status\":200"));
+	/* Successful probes are routine: debug level. */
+	assert_non_null(strstr(logs,
+	    "\"lvl\":\"debug\",\"ev\":\"api.request\",\"method\":\"GET\","
+	    "\"path\":\"/healthz\",\"status\":200"));
 	assert_non_null(strstr(logs, "\"peer\":\"127.0.0.1:"));
 	assert_non_null(strstr(logs,
 	    "\"ev\":\"policy.updated\",\"op\":\"replace\",\"revision\":1"));
