@@ -231,7 +231,9 @@ size_t nft_learned_count(const struct nft *n);
  * to 127.0.0.1:53 must not (exemption works). fd4 is the resolver's bound
  * 127.0.0.1:dns_port UDP socket, read here before the event loop uses it,
  * or -1: then the check binds that port itself (call before the resolver
- * listens). 0, or -1 with what failed.
+ * listens) and also checks IPv6 (2001:db8::1:53 must arrive on
+ * [::1]:dns_port; skipped without ::1 or without an IPv6 route). 0, or -1
+ * with what failed.
  */
 int nft_selfcheck(struct nft *n, int fd4, struct err *e);
 

@@ -220,28 +220,127 @@ await(int fd, const uint8_t *want, size_t len, int timeout_ms)
 	return false;
 }
 
+/* One datagram to [dst]:53; 0, or -1 with *err_no and e set. */
 static int
-probe_send(uint32_t mark, const char *dst, const uint8_t *msg, size_t len,
-    struct err *e)
+probe_send(int family, uint32_t mark, const char *dst, const uint8_t *msg,
+    size_t len, int *err_no, struct err *e)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(53)};
+	struct sockaddr_storage ss;
+	socklen_t sl;
 	int fd, rc = -1;
 
-	inet_pton(AF_INET, dst, &sin.sin_addr);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(53);
+		inet_pton(AF_INET, dst, &s4->sin_addr);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(53);
+		inet_pton(AF_INET6, dst, &s6->sin6_addr);
+		sl = sizeof(*s6);
+	}
+	*err_no = 0;
+	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
+		*err_no = errno;
 		err_set(e, "nft selfcheck: socket: %s", strerror(errno));
 		return -1;
 	}
 	if (mark != 0 &&
 	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
+		*err_no = errno;
 		err_set(e, "nft selfcheck: SO_MARK: %s", strerror(errno));
 		goto out;
 	}
-	if (sendto(fd, msg, len, 0, (struct sockaddr *)&sin, sizeof(sin)) !=
+	if (sendto(fd, msg, len, 0, (struct sockaddr *)&ss, sl) !=
 	    (ssize_t)len) {
-		err_set(e, "nft selfcheck: sendto %s:53%s: %s", dst,
+		*err_no = errno;
+		err_set(e, "nft selfcheck: sendto %s port 53%s: %s", dst,
 		    mark ? " (marked)" : "", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* A UDP socket bound to the loopback address of family on port. */
+static int
+bind_loopback(int family, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		s6->sin6_addr = in6addr_loopback;
+		sl = sizeof(*s6);
+	}
+	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * IPv6 part (own socket only): an unmarked datagram to 2001:db8::1:53
+ * must arrive on [::1]:port. Skipped when the namespace has no IPv6
+ * (no ::1, or no route: then nothing can leave over IPv6 anyway).
+ */
+static int
+selfcheck6(uint16_t port, uint8_t *msg, size_t len, struct err *e)
+{
+	int fd, err_no, rc = -1;
+
+	fd = bind_loopback(AF_INET6, port);
+	if (fd < 0) {
+		if (errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT)
+			return 0;
+		err_set(e, "nft selfcheck: bind [::1]:%u: %s", port,
+		    strerror(errno));
+		return -1;
+	}
+	msg[13] = '6';
+	if (probe_send(AF_INET6, 0, "2001:db8::1", msg, len, &err_no, e) < 0) {
+		if (err_no == ENETUNREACH || err_no == EHOSTUNREACH) {
+			err_clear(e);
+			rc = 0;
+		} else
+			err_prefix(e, "IPv6 DNS redirect");
+		goto out;
+	}
+	if (!await(fd, msg, len, NFT_SELFCHECK_TIMEOUT_MS)) {
+		err_set(e,
+		    "nft selfcheck: a datagram to [2001:db8::1]:53 did not "
+		    "arrive on [::1]:%u: IPv6 DNS redirect not working",
+		    port);
 		goto out;
 	}
 	rc = 0;
@@ -256,32 +355,25 @@ nft_selfcheck(struct nft *n, int fd4, struct err *e)
 	/* A DNS query header with a random id and "selfcheck" marker. */
 	uint8_t msg[32] = {0, 0, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 'e', 'g',
 	    'r', 'e', 's', 's', 'd', '-', 's', 'e', 'l', 'f', 'c', 'h', 'k'};
-	struct sockaddr_in sin = {.sin_family = AF_INET};
-	int fd = fd4, own = -1, one = 1, rc = -1;
+	uint16_t port = nft_dns_port_(n);
+	int fd = fd4, own = -1, rc = -1, err_no;
 
 	if (getrandom(msg, 2, 0) != 2 || getrandom(msg + 28, 4, 0) != 4) {
 		err_set(e, "nft selfcheck: getrandom: %s", strerror(errno));
 		return -1;
 	}
 	if (fd < 0) {
-		own = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		own = bind_loopback(AF_INET, port);
 		if (own < 0) {
-			err_set(
-			    e, "nft selfcheck: socket: %s", strerror(errno));
+			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s", port,
+			    strerror(errno));
 			return -1;
-		}
-		setsockopt(own, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		sin.sin_port = htons(nft_dns_port_(n));
-		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (bind(own, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s",
-			    nft_dns_port_(n), strerror(errno));
-			goto out;
 		}
 		fd = own;
 	}
 	/* 1. Unmarked, to a documentation address: must be redirected. */
-	if (probe_send(0, "192.0.2.1", msg, sizeof(msg), e) < 0) {
+	if (probe_send(AF_INET, 0, "192.0.2.1", msg, sizeof(msg), &err_no, e) <
+	    0) {
 		err_prefix(e, "DNS redirect");
 		goto out;
 	}
@@ -289,13 +381,14 @@ nft_selfcheck(struct nft *n, int fd4, struct err *e)
 		err_set(e,
 		    "nft selfcheck: a datagram to 192.0.2.1:53 did not "
 		    "arrive on 127.0.0.1:%u: DNS redirect not working",
-		    nft_dns_port_(n));
+		    port);
 		goto out;
 	}
 	/* 2. Marked (egressd's own upstream sockets): must not be. Sent to
 	 * loopback so that nothing leaves the namespace. */
 	msg[12] = 'E';
-	if (probe_send(nft_mark_(n), "127.0.0.1", msg, sizeof(msg), e) < 0)
+	if (probe_send(AF_INET, nft_mark_(n), "127.0.0.1", msg, sizeof(msg),
+	        &err_no, e) < 0)
 		goto out;
 	if (await(fd, msg, sizeof(msg), NFT_SELFCHECK_TIMEOUT_MS / 2)) {
 		err_set(e,
@@ -304,6 +397,9 @@ nft_selfcheck(struct nft *n, int fd4, struct err *e)
 		    nft_mark_(n));
 		goto out;
 	}
+	/* 3. IPv6, when the check owns its sockets. */
+	if (own >= 0 && selfcheck6(port, msg, sizeof(msg), e) < 0)
+		goto out;
 	rc = 0;
 out:
 	if (own >= 0)

@@ -440,6 +440,15 @@ test_selfcheck(void **state)
 	apply(n, p1_json);
 	if (nft_selfcheck(n, -1, &e) != 0)
 		fail_msg("selfcheck: %s", e.msg);
+	/* break only the IPv6 redirect: the check notices */
+	assert_int_equal(system("nft insert rule inet egressd nat_out "
+	                        "meta nfproto ipv6 udp dport 53 accept"),
+	    0);
+	assert_int_equal(nft_selfcheck(n, -1, &e), -1);
+	assert_non_null(strstr(e.msg, "IPv6 DNS redirect"));
+	apply(n, p1_json);
+	if (nft_selfcheck(n, -1, &e) != 0)
+		fail_msg("selfcheck after re-apply: %s", e.msg);
 	/* without the table the redirect is gone and the check says so */
 	assert_int_equal(nft_teardown(n, &e), 0);
 	assert_int_equal(nft_selfcheck(n, -1, &e), -1);
