@@ -53,6 +53,8 @@ struct nft {
 	uint32_t ttl_min, ttl_max;
 	struct lent *buckets[NFT_MIRROR_BUCKETS];
 	size_t nlearned;
+	size_t sndbuf, rcvbuf; /* socket buffer sizes already requested */
+	uint8_t *rbuf; /* NFT_RECV_BUF bytes for answers */
 };
 
 static uint64_t
@@ -204,6 +206,11 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 		goto out_close;
 	}
 	n->seq = (uint32_t)time(NULL);
+	n->rbuf = malloc(NFT_RECV_BUF);
+	if (n->rbuf == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out_close;
+	}
 	return n;
 out_close:
 	mnl_socket_close(n->nl);
@@ -218,6 +225,7 @@ nft_free(struct nft *n)
 	if (n == NULL)
 		return;
 	mirror_clear(n);
+	free(n->rbuf);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
 	n->magic = 0;
@@ -231,16 +239,27 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
 	size_t want;
 	int v;
 
+	/* Grow only: small learn batches then cost no syscall here. */
 	want = sndlen + 4096;
-	v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	if (want > n->sndbuf) {
+		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
+		    0)
+			(void)setsockopt(
+			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		n->sndbuf = want;
+	}
 	want = nmsgs * NFT_RCVBUF_PER_MSG;
 	if (want < NFT_RCVBUF_MIN)
 		want = NFT_RCVBUF_MIN;
-	v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	if (want > n->rcvbuf) {
+		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) <
+		    0)
+			(void)setsockopt(
+			    fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+		n->rcvbuf = want;
+	}
 }
 
 /* The extended-ack text and offset, if the kernel sent them. */
@@ -293,11 +312,7 @@ nft_send(struct nft *n, struct nft_batch *b, struct err *e)
 	n->seq += (uint32_t)nmsgs + 2;
 	nft_batch_set_seq_(b, base);
 	sock_bufs(n, b->len, nmsgs);
-	buf = malloc(NFT_RECV_BUF);
-	if (buf == NULL) {
-		err_set(e, "nft: out of memory");
-		return -1;
-	}
+	buf = n->rbuf;
 	r = mnl_socket_sendto(n->nl, b->buf, b->len);
 	if (r < 0 || (size_t)r != b->len) {
 		err_set(e, "nft: netlink send (%zu bytes): %s", b->len,
@@ -363,7 +378,6 @@ nft_send(struct nft *n, struct nft_batch *b, struct err *e)
 	}
 	rc = 0;
 out:
-	free(buf);
 	if (n->st != NULL) {
 		if (rc == 0)
 			n->st->nft_batches++;
@@ -398,14 +412,9 @@ nft_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb, void *arg,
 	uint32_t seq = n->seq++;
 
 	req->nlmsg_seq = seq;
-	buf = malloc(NFT_RECV_BUF);
-	if (buf == NULL) {
-		err_set(e, "nft: out of memory");
-		return -1;
-	}
+	buf = n->rbuf;
 	if (mnl_socket_sendto(n->nl, req, req->nlmsg_len) < 0) {
 		err_set(e, "nft: %s: send: %s", what, strerror(errno));
-		free(buf);
 		return -1;
 	}
 	for (;;) {
@@ -427,7 +436,6 @@ nft_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb, void *arg,
 			break;
 		}
 	}
-	free(buf);
 	return rc;
 }
 
