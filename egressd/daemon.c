@@ -59,6 +59,42 @@ egressd_read_file(const char *path, size_t max, size_t *len)
 	return buf;
 }
 
+/*
+ * egressd rewrites the policy file after API changes and never writes a
+ * secret, so an inline credential value in that file would be replaced by
+ * "[REDACTED]" on the first change. Refuse it up front.
+ */
+static int
+egressd_check_persistable(
+    const struct config *cfg, const struct policy *p, struct policy_diag *d)
+{
+	char msg[512];
+	char **nv;
+	size_t i;
+
+	if (cfg->policy_file == NULL)
+		return 0;
+	for (i = 0; i < p->ncredentials; i++) {
+		if (policy_credential_source(p->credentials[i]) !=
+		    POLICY_CRED_INLINE)
+			continue;
+		(void)snprintf(msg, sizeof(msg),
+		    "%s: credential \"%s\": inline values cannot live in the "
+		    "policy file egressd rewrites; use source: {type: file, "
+		    "path: ...}",
+		    cfg->policy_file,
+		    policy_credential_name(p->credentials[i]));
+		nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
+		if (nv == NULL)
+			return -1;
+		d->msgs = nv;
+		if ((d->msgs[d->n] = strdup(msg)) != NULL)
+			d->n++;
+		return -1;
+	}
+	return 0;
+}
+
 struct policy *
 egressd_load_policy(const struct config *cfg, struct policy_diag *d)
 {
@@ -74,6 +110,10 @@ egressd_load_policy(const struct config *cfg, struct policy_diag *d)
 		base = policy_new_deny_all();
 	if (base == NULL)
 		return NULL;
+	if (egressd_check_persistable(cfg, base, d) == -1) {
+		policy_unref(base);
+		return NULL;
+	}
 	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
 		return base;
 	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
@@ -601,6 +641,17 @@ egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
 	return egressd_commit(d, next, true, e);
 }
 
+/* A mutation must not leave a binding of the operator's file uncovered. */
+static int
+egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return policy_check_bindings(next, e);
+}
+
 static const char *
 egressd_api_mode_cb(void *arg)
 {
@@ -729,6 +780,7 @@ egressd_start_api(struct egressd *d, struct err *e)
 	o.stats = &d->stats;
 	h.policy_get = egressd_api_policy_get_cb;
 	h.policy_commit = egressd_api_commit_cb;
+	h.policy_vault_check = egressd_api_vault_check_cb;
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;
 	h.enforcement_mode = egressd_api_mode_cb;

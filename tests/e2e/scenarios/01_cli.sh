@@ -84,6 +84,32 @@ rm -f "$dir/rules/allow.always"
 expect "--check with OPENSANDBOX_EGRESS_RULES" 0 '^ok: 1 rules' -- \
     env OPENSANDBOX_EGRESS_RULES='{"defaultAction":"deny","egress":[{"action":"allow","target":"a.test"}]}' \
     "$BIN" --check --rules-dir "$dir/empty"
+cat >"$dir/cred.yaml" <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: api.example.com}
+credentials:
+  - name: k
+    source: {type: inline, value: "sk-live-not-for-logs"}
+bindings:
+  - name: b
+    match: {hosts: [api.example.com]}
+    auth: {type: bearer, credential: k}
+EOF
+expect "inline secrets are refused in the file egressd rewrites" 1 \
+    'credential "k": inline values cannot live in the policy file' -- \
+    "$BIN" --check --policy "$dir/cred.yaml" --rules-dir "$dir/rules"
+out=$("$BIN" --check --policy "$dir/cred.yaml" --rules-dir "$dir/rules" 2>&1)
+if grep -q 'sk-live-not-for-logs' <<<"$out"; then
+	bad "the refusal never shows the secret" "$out"
+else
+	ok "the refusal never shows the secret"
+fi
+sed -i 's|source: {type: inline, value: "sk-live-not-for-logs"}|source: {type: file, path: /run/secrets/k}|' \
+    "$dir/cred.yaml"
+expect "a file credential with a covered binding is fine (+1 always-rule)" 0 \
+    '^ok: 2 rules, 1 bindings$' -- \
+    "$BIN" --check --policy "$dir/cred.yaml" --rules-dir "$dir/rules"
 expect "--version" 0 '^egressd [0-9]+\.[0-9]+\.[0-9]+$' -- "$BIN" --version
 expect "--help" 0 'usage: egressd' -- "$BIN" --help
 
