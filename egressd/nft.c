@@ -28,10 +28,6 @@
 #include "egressd/stats.h"
 
 #define NFT_MAGIC 0x6e667421u
-#define NFT_MIRROR_BUCKETS 4096
-#define NFT_RCVBUF_PER_MSG 1024 /* skb truesize of one ack, roughly */
-#define NFT_RCVBUF_MIN (1u << 20)
-#define NFT_RECV_BUF (1u << 16)
 
 struct lent {
 	struct lent *next;
@@ -862,12 +858,15 @@ size_t
 nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
     const char **names, size_t max)
 {
-	struct lent *l;
+	const struct lent *l;
 	size_t i;
 
 	if (family != 4 && family != 6)
 		return 0;
-	l = *mirror_find((struct nft *)(uintptr_t)n, family, addr);
+	for (l = n->buckets[addr_hash(family, addr)]; l != NULL; l = l->next)
+		if (l->family == family &&
+		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
+			break;
 	if (l == NULL)
 		return 0;
 	for (i = 0; i < l->nnames && i < max; i++)

@@ -36,8 +36,6 @@
 #define LOOPBACK_IFINDEX 1 /* lo is ifindex 1 in every namespace */
 #define NFT_PRIO_NAT_OUT -100
 #define NFT_PRIO_FILTER_OUT 0
-#define NFT_LIMIT_BURST 10
-#define NFT_SETNAME_MAX 32
 
 /* Counter names, in the order of nft_read_counters(). */
 static const char *const counter_names[NFT_NCOUNTERS] = {

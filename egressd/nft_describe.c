@@ -23,8 +23,6 @@
 
 #include "egressd/nft_int.h"
 
-#define DESC_LINE_MAX 4096
-
 static const char *
 msg_name(uint16_t t)
 {
@@ -163,8 +161,8 @@ desc_one(FILE *f, const struct nlmsghdr *nlh, char *line)
 		struct nftnl_rule *x = nftnl_rule_alloc();
 
 		if (x != NULL && nftnl_rule_nlmsg_parse(nlh, x) == 0) {
-			nftnl_rule_snprintf(
-			    line, DESC_LINE_MAX, x, NFTNL_OUTPUT_DEFAULT, 0);
+			nftnl_rule_snprintf(line, NFT_DESC_LINE_MAX, x,
+			    NFTNL_OUTPUT_DEFAULT, 0);
 			/* one line: libnftnl puts each expression on its own */
 			for (p = line; *p != '\0'; p++)
 				if (*p == '\n')
@@ -215,7 +213,7 @@ nft_batch_describe(const struct nft_batch *b)
 	size_t outlen = 0, i;
 	FILE *f;
 
-	line = malloc(DESC_LINE_MAX);
+	line = malloc(NFT_DESC_LINE_MAX);
 	if (line == NULL)
 		return NULL;
 	f = open_memstream(&out, &outlen);

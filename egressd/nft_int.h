@@ -9,8 +9,19 @@
 
 #include "egressd/nft.h"
 
+/* Internal bounds (the public ones are in nft.h). */
 #define NFT_MSG_ROOM 65536 /* free bytes guaranteed before each message */
-#define NFT_LABEL_MAX 64
+#define NFT_LABEL_MAX 64 /* bytes of a message label */
+#define NFT_MIRROR_BUCKETS 4096 /* hash buckets of the learned mirror */
+#define NFT_RCVBUF_PER_MSG 1024 /* skb truesize of one ack, roughly */
+#define NFT_RCVBUF_MIN (1u << 20) /* netlink receive buffer floor */
+#define NFT_RECV_BUF (1u << 16) /* one netlink read */
+#define NFT_CT_MAX_FLOWS 262144 /* conntrack entries read per dump */
+#define NFT_RENEW_MAX 4096 /* addresses refreshed per renew call */
+#define NFT_SELFCHECK_TRIES 16 /* foreign datagrams skipped per probe */
+#define NFT_DESC_LINE_MAX 4096 /* one decoded rule */
+#define NFT_SETNAME_MAX 32 /* generated set names */
+#define NFT_LIMIT_BURST 10 /* kernel log burst for drops */
 
 struct nft_msgdesc {
 	size_t off; /* of the nlmsghdr in buf */

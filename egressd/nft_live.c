@@ -25,11 +25,6 @@
 
 #include "egressd/nft_int.h"
 
-#define NFT_CT_RECV_BUF (1u << 16)
-#define NFT_CT_MAX_FLOWS 262144 /* entries read per dump, bound */
-#define NFT_RENEW_MAX 4096 /* addresses refreshed per call */
-#define NFT_SELFCHECK_TRIES 16 /* foreign datagrams skipped per probe */
-
 struct ct_dump {
 	struct nft *n;
 	uint64_t window_ms;
@@ -144,7 +139,7 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 	/* Long enough to outlive the next timer tick twice over. */
 	d.ttl = nft_ttl_clamp_(n, window_s * 2);
 	d.out = calloc(NFT_RENEW_MAX, sizeof(*d.out));
-	buf = malloc(NFT_CT_RECV_BUF);
+	buf = malloc(NFT_RECV_BUF);
 	if (d.out == NULL || buf == NULL) {
 		err_set(e, "nft: out of memory");
 		goto out;
@@ -163,7 +158,7 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		goto out;
 	}
 	for (;;) {
-		r = mnl_socket_recvfrom(nl, buf, NFT_CT_RECV_BUF);
+		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
 		if (r < 0) {
 			err_set(e, "nft: conntrack dump: %s",
 			    errno == EAGAIN ? "timeout" : strerror(errno));
@@ -183,7 +178,7 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 	if (d.seen > NFT_CT_MAX_FLOWS) {
 		/* drain the rest of the dump so the socket stays usable */
 		do {
-			r = mnl_socket_recvfrom(nl, buf, NFT_CT_RECV_BUF);
+			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
 		} while (r > 0 &&
 		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
 		        MNL_CB_OK);
