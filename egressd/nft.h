@@ -20,9 +20,10 @@
  *     nameserver-exempt :53; protected ports on any local address (fib
  *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
  *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
- *     dport proxy_port; oif lo; DoT tcp 853, QUIC udp 443, DoH-block ->
+ *     dport proxy_port; oif lo; DoT/DoQ 853, QUIC udp 443, DoH-block ->
  *     deny; IP/CIDR rules of the policy layers in precedence order
- *     (always-deny, always-allow, infra), the built-in internal ranges
+ *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6
+ *     form, always-allow, infra), the built-in internal ranges
  *     (metadata, link-local, CGNAT, Teredo, NAT64/6to4 forms) -> deny, the
  *     user IP/CIDR rules; @learned4/@learned6 -> accept; default action.
  *   chain deny (regular): rate-limited log, tcp reset, icmpx
