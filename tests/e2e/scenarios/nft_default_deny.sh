@@ -81,6 +81,8 @@ tb_wait_port "$TB_SBX" tcp 0.0.0.0 18080 || tb_fail "API stand-in did not listen
 nd_fails_fast "sandbox -> 127.0.0.1:18080 (API)" tcp 127.0.0.1 18080
 nd_fails_fast "sandbox -> 127.0.0.2:18080 (API)" tcp 127.0.0.2 18080
 nd_fails_fast "sandbox -> [::1]:18080 (API)" tcp ::1 18080
+nd_fails_fast "sandbox -> 0.0.0.0:18080 (API)" tcp 0.0.0.0 18080
+nd_fails_fast "sandbox -> [::]:18080 (API)" tcp :: 18080
 nd_fails_fast "sandbox -> own veth $TB_SBX_IP4:18080 (API)" tcp "$TB_SBX_IP4" 18080
 nd_fails_fast "sandbox -> own veth [$TB_SBX_IP6]:18080 (API)" tcp "$TB_SBX_IP6" 18080
 tb_check "egressd's marked socket reaches 127.0.0.1:18080" \
