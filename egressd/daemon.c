@@ -1,3 +1,4 @@
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include "egressd/daemon.h"
 #include "egressd/dns.h"
 #include "egressd/nft.h"
+#include "egressd/webhook.h"
 
 static uint64_t
 egressd_hash(const char *s, size_t n)
@@ -551,6 +553,59 @@ egressd_start_nft(struct egressd *d, struct err *e)
 	return 0;
 }
 
+static void
+egressd_on_deny_cb(void *arg, const char *qname, const char *reason)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	webhook_notify(d->webhook, qname, reason);
+}
+
+/*
+ * The deny webhook's target comes from operator configuration only and its
+ * traffic is egressd's own (marked): the sandbox policy neither has to
+ * allow it nor lets the sandbox reach it. Its host must be an IP literal:
+ * egressd does not resolve its own notification target.
+ */
+static int
+egressd_start_webhook(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	struct webhook_url u;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	if (c->deny_webhook == NULL || c->deny_webhook[0] == '\0')
+		return 0;
+	if (webhook_parse_url(c->deny_webhook, &u, e) == -1)
+		goto fail;
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(
+	        AF_INET, u.host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons(u.port);
+		sl = sizeof(struct sockaddr_in);
+	} else if (inet_pton(AF_INET6, u.host,
+	               &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons(u.port);
+		sl = sizeof(struct sockaddr_in6);
+	} else {
+		err_set(e, "host \"%s\" must be an IP address literal", u.host);
+		goto fail;
+	}
+	d->webhook = webhook_new(d->base, &u, (struct sockaddr *)&ss, sl,
+	    c->mark, c->sandbox_id, d->log, e);
+	if (d->webhook == NULL)
+		goto fail;
+	return 0;
+fail:
+	err_prefix(e, "OPENSANDBOX_EGRESS_DENY_WEBHOOK");
+	return -1;
+}
+
 /* Upstreams: flags/env win, then the policy file's dns.upstreams. */
 static int
 egressd_start_dns(struct egressd *d, struct err *e)
@@ -586,6 +641,7 @@ egressd_start_dns(struct egressd *d, struct err *e)
 	o.probe_interval_ms = c->dns_probe_interval_s * 1000;
 	h.policy_get = egressd_policy_get_cb;
 	h.learn = d->nft != NULL ? egressd_learn_cb : NULL;
+	h.on_deny = d->webhook != NULL ? egressd_on_deny_cb : NULL;
 	h.arg = d;
 	if ((d->dns = dns_new(d->base, &o, &h, d->log, &d->stats, e)) == NULL) {
 		err_prefix(e, "resolver");
@@ -895,6 +951,7 @@ egressd_init(
 		        "transparent proxy is not part of this "
 		        "release; no traffic is intercepted"));
 	if (egressd_signals(d, e) == -1 || egressd_start_nft(d, e) == -1 ||
+	    egressd_start_webhook(d, e) == -1 ||
 	    egressd_start_dns(d, e) == -1 || egressd_start_api(d, e) == -1 ||
 	    egressd_watch_files(d, e) == -1)
 		return -1;
@@ -934,6 +991,7 @@ egressd_clear(struct egressd *d)
 		return;
 	api_free(d->api);
 	dns_free(d->dns);
+	webhook_free(d->webhook);
 	if (d->nft != NULL) {
 		if (d->cfg->teardown_on_exit) {
 			if (nft_teardown(d->nft, &e) == -1)

@@ -32,6 +32,7 @@ struct event;
 struct nft;
 struct dns;
 struct api;
+struct webhook;
 
 struct egressd {
 	uint32_t magic;
@@ -45,6 +46,7 @@ struct egressd {
 	struct nft *nft; /* NULL in dns mode */
 	struct dns *dns;
 	struct api *api;
+	struct webhook *webhook; /* deny webhook, NULL when not configured */
 
 	/* Readiness, truthful: each flag says what is really in force. */
 	bool nft_ok, dns_ok, api_ok, selfcheck_ok;

@@ -269,6 +269,14 @@ static void
 dns_log_deny(struct dns *d, const char *qname, uint16_t qtype,
     const char *reason, const char *denied, const struct policy_rule *rule)
 {
+	struct policy *pol;
+
+	/* log_skip.always: expected denials, neither logged nor notified. */
+	pol = d->h.policy_get != NULL ? d->h.policy_get(d->h.arg) : NULL;
+	if (pol != NULL && policy_log_skip(pol, qname))
+		return;
+	if (d->h.on_deny != NULL)
+		d->h.on_deny(d->h.arg, qname, reason);
 	if (!log_limiter_allow(&d->deny_lim, qname, dns_now(d)))
 		return;
 	log_info(d->lg, "dns.deny", LOG_S("name", qname), LOG_U("qtype", qtype),

@@ -88,6 +88,13 @@ struct dns_hooks {
 	    const struct dns_learn_addr *addrs, size_t n, struct err *e);
 	bool (*intercepted)(void *arg, const char *name);
 	uint64_t (*clock_ms)(void *arg);
+	/*
+	 * Called for every denied name (before log rate limiting; names of
+	 * log_skip.always excluded) with a fixed reason string ("policy",
+	 * "cname", "no_policy"). Must not block (the deny webhook queues).
+	 * NULL: nobody listens.
+	 */
+	void (*on_deny)(void *arg, const char *qname, const char *reason);
 	void *arg;
 };
 
