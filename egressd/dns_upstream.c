@@ -60,8 +60,12 @@ struct dns_upstream_attempt {
 	struct dns_upstream *up;
 	struct dns_upstream_req *req; /* NULL: probe, or orphaned */
 	bool probe;
+	bool counted; /* our timer already counted it as failed */
 	uint64_t start_ms;
 };
+
+/* Attempts one request may have outstanding (current + stragglers). */
+#define DNS_UPSTREAM_ATTEMPTS_MAX (DNS_UPSTREAMS_MAX * DNS_UPSTREAM_ROUNDS_MAX)
 
 struct dns_upstream_req {
 	uint32_t magic;
@@ -76,7 +80,14 @@ struct dns_upstream_req {
 	size_t order[DNS_UPSTREAMS_MAX];
 	size_t norder;
 	size_t tried; /* attempts started */
-	struct dns_upstream_attempt *cur;
+	struct dns_upstream_attempt *cur; /* the attempt the timer guards */
+	/*
+	 * Every attempt still in c-ares, cur included: one that timed out
+	 * by our clock stays here as a straggler, and its late answer still
+	 * wins while the request is pending.
+	 */
+	struct dns_upstream_attempt *atts[DNS_UPSTREAM_ATTEMPTS_MAX];
+	size_t natts;
 	struct event *timer;
 	dns_upstream_done_fn done;
 	void *arg;
@@ -739,13 +750,38 @@ dns_upstream_req_unlink(struct dns_upstream_req *r)
 	u->npending--;
 }
 
+/* Forgets a from r's outstanding attempts. */
+static void
+dns_upstream_req_drop_att(
+    struct dns_upstream_req *r, struct dns_upstream_attempt *a)
+{
+	size_t i;
+
+	for (i = 0; i < r->natts; i++)
+		if (r->atts[i] == a) {
+			r->atts[i] = r->atts[--r->natts];
+			break;
+		}
+	if (r->cur == a)
+		r->cur = NULL;
+}
+
+/* Orphans every outstanding attempt: c-ares still owns and frees them. */
+static void
+dns_upstream_req_orphan_all(struct dns_upstream_req *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->natts; i++)
+		r->atts[i]->req = NULL;
+	r->natts = 0;
+	r->cur = NULL;
+}
+
 static void
 dns_upstream_req_free(struct dns_upstream_req *r)
 {
-	if (r->cur != NULL) {
-		r->cur->req = NULL; /* orphan: c-ares still owns it */
-		r->cur = NULL;
-	}
+	dns_upstream_req_orphan_all(r);
 	if (r->timer != NULL)
 		event_free(r->timer);
 	free(r->query);
@@ -801,7 +837,7 @@ dns_upstream_attempt_cb(
 	if (status == ARES_EDESTRUCTION) {
 		/* Channel torn down (reload or free): the request moves on. */
 		if (r != NULL)
-			r->cur = NULL;
+			dns_upstream_req_drop_att(r, a);
 		if (a->probe)
 			a->up->probing = false;
 		free(a);
@@ -829,8 +865,19 @@ dns_upstream_attempt_cb(
 		free(a);
 		return;
 	}
-	dns_upstream_mark(a->up, ok, rtt, dns_upstream_status_reason(status));
-	r->cur = NULL;
+	if (ok || !a->counted)
+		dns_upstream_mark(
+		    a->up, ok, rtt, dns_upstream_status_reason(status));
+	if (!ok && a != r->cur) {
+		/* A straggler gave up; the current attempt may still be on. */
+		dns_upstream_req_drop_att(r, a);
+		free(a);
+		if (r->cur == NULL && r->natts == 0 &&
+		    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX)
+			dns_upstream_req_finish(r, NULL, 0, NULL);
+		return;
+	}
+	dns_upstream_req_drop_att(r, a);
 	if (ok) {
 		dns_upstream_stats_latency(u->st, rtt);
 		dns_upstream_req_finish(
@@ -858,15 +905,20 @@ dns_upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (r->magic != DNS_UPSTREAM_REQ_MAGIC)
 		abort();
+	if (dns_upstream_now(r->set) >= r->deadline_ms) {
+		dns_upstream_req_finish(r, NULL, 0, NULL);
+		return;
+	}
 	if (r->cur != NULL) {
-		/* Attempt timed out by our clock: orphan it, move on. */
-		struct dns_upstream *up = r->cur->up;
-
-		r->cur->req = NULL;
-		r->cur = NULL;
-		dns_upstream_mark(up, false, 0, "timeout");
+		/*
+		 * Attempt timed out by our clock: count it, keep it as a
+		 * straggler (its answer may still come), move on.
+		 */
+		r->cur->counted = true;
+		dns_upstream_mark(r->cur->up, false, 0, "timeout");
 		if (r->set->st != NULL)
 			r->set->st->dns_upstream_failures++;
+		r->cur = NULL;
 	}
 	dns_upstream_req_next(r);
 }
@@ -883,9 +935,21 @@ dns_upstream_req_next(struct dns_upstream_req *r)
 	uint64_t left;
 	unsigned wait;
 
-	if (now >= r->deadline_ms || r->norder == 0 ||
-	    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX) {
+	if (now >= r->deadline_ms || r->norder == 0) {
 		dns_upstream_req_finish(r, NULL, 0, NULL);
+		return;
+	}
+	if (r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX ||
+	    r->natts >= DNS_UPSTREAM_ATTEMPTS_MAX) {
+		/* Nothing left to try: wait for stragglers until the end. */
+		if (r->natts == 0) {
+			dns_upstream_req_finish(r, NULL, 0, NULL);
+			return;
+		}
+		left = r->deadline_ms - now;
+		tv.tv_sec = (time_t)(left / 1000);
+		tv.tv_usec = (long)(left % 1000) * 1000;
+		evtimer_add(r->timer, &tv);
 		return;
 	}
 	up = u->ups[r->order[r->tried % r->norder]];
@@ -900,6 +964,7 @@ dns_upstream_req_next(struct dns_upstream_req *r)
 	a->req = r;
 	a->start_ms = now;
 	r->cur = a;
+	r->atts[r->natts++] = a;
 	c = r->tcp ? &up->tcp : &up->udp;
 	r->in_send = true;
 	ares_send(c->ch, r->query, (int)r->qlen, dns_upstream_attempt_cb, a);
@@ -1166,10 +1231,7 @@ dns_upstreams_replace(struct dns_upstreams *u,
 	for (r = u->reqs; r != NULL; r = r->next) {
 		struct timeval zero = {0, 0};
 
-		if (r->cur != NULL) {
-			r->cur->req = NULL;
-			r->cur = NULL;
-		}
+		dns_upstream_req_orphan_all(r);
 		dns_upstream_req_order(r);
 		evtimer_add(r->timer, &zero);
 	}

@@ -65,6 +65,7 @@ struct fake_upstream {
 	struct fake_rr rr[FAKE_RR_MAX];
 	size_t nrr;
 	bool nxdomain_if_empty; /* NXDOMAIN + SOA when nothing matches */
+	unsigned delay_ms; /* UDP answers leave this much later */
 	/* What it saw. */
 	unsigned udp_queries, tcp_queries;
 	char log[FAKE_LOG_MAX][256]; /* lowercased qnames, in order */
@@ -254,6 +255,26 @@ fake_respond(struct fake_upstream *f, const uint8_t *q, size_t qlen, bool tcp,
 	return o;
 }
 
+struct fake_delayed {
+	int fd;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	size_t len;
+	uint8_t out[4096];
+};
+
+static void
+fake_delayed_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct fake_delayed *dl = arg;
+
+	(void)fd;
+	(void)what;
+	(void)sendto(
+	    dl->fd, dl->out, dl->len, 0, (struct sockaddr *)&dl->ss, dl->sl);
+	free(dl);
+}
+
 static void
 fake_udp_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -269,9 +290,22 @@ fake_udp_cb(evutil_socket_t fd, short what, void *arg)
 	            fd, q, sizeof(q), 0, (struct sockaddr *)&ss, &sl)) > 0) {
 		f->udp_queries++;
 		olen = fake_respond(f, q, (size_t)n, false, out, sizeof(out));
-		if (olen > 0)
+		if (olen > 0 && f->delay_ms > 0) {
+			struct fake_delayed *dl = calloc(1, sizeof(*dl));
+			struct timeval tv = {f->delay_ms / 1000,
+			    (long)(f->delay_ms % 1000) * 1000};
+
+			dl->fd = fd;
+			dl->ss = ss;
+			dl->sl = sl;
+			dl->len = olen;
+			memcpy(dl->out, out, olen);
+			event_base_once(
+			    f->base, -1, EV_TIMEOUT, fake_delayed_cb, dl, &tv);
+		} else if (olen > 0) {
 			(void)sendto(
 			    fd, out, olen, 0, (struct sockaddr *)&ss, sl);
+		}
 		sl = sizeof(ss);
 	}
 }

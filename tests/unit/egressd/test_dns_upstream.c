@@ -458,6 +458,37 @@ test_failover_and_health(void **state)
 }
 
 static void
+test_late_answer_still_wins(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	struct dns_upstreams *u = make_set(c, fs, 1, 2000, NULL);
+	struct result r = {0};
+	uint8_t q[DNS_UPSTREAM_QUERY_MAX];
+	size_t ql = query_for("www.allowed.test", 1, q);
+	uint64_t t0;
+
+	/*
+	 * Answers take 250 ms, attempts time out after 100 ms: the first
+	 * attempt's late answer is used (retries went out meanwhile).
+	 */
+	c->f1->delay_ms = 250;
+	t0 = now_ms();
+	assert_non_null(
+	    dns_upstream_send(u, q, ql, false, 100, 1000, done_cb, &r));
+	run_until(c->base, &r.done, 3000);
+	assert_answer_ip(&r, "203.0.113.10");
+	assert_true(r.at_ms - t0 >= 240);
+	assert_true(r.at_ms - t0 < 400);
+	assert_true(c->f1->udp_queries >= 2);
+	/* Slow but alive: not left marked down. */
+	assert_int_equal(dns_upstreams_healthy(u), 1);
+	run_for(c->base, 400); /* the retries' answers land on orphans */
+	assert_int_equal(dns_upstreams_pending(u), 0);
+	dns_upstreams_free(u);
+}
+
+static void
 test_refused_port_fails_over_fast(void **state)
 {
 	struct ctx *c = *state;
@@ -622,6 +653,8 @@ main(void)
 	        test_failover_and_health, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_refused_port_fails_over_fast, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_late_answer_still_wins, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_probe_restores_health, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
