@@ -17,19 +17,7 @@
 #include "egressd/dns.h"
 #include "egressd/nft.h"
 #include "egressd/webhook.h"
-
-static uint64_t
-egressd_hash(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
+#include "policy/hash.h"
 
 /* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
 static char *
@@ -192,7 +180,7 @@ egressd_persist(const struct policy *p, const char *path, uint64_t *hash,
 		close(dfd);
 	}
 	if (hash != NULL)
-		*hash = egressd_hash(yaml, len);
+		*hash = hash_fnv1a(yaml, len);
 	free(yaml);
 	return 0;
 out_unlink:
@@ -232,7 +220,7 @@ egressd_reload(struct egressd *d, const char *why)
 		bytes = egressd_read_file(
 		    d->cfg->policy_file, POLICY_FILE_MAX, &len);
 		if (bytes != NULL &&
-		    egressd_hash(bytes, len) == d->persisted_hash) {
+		    hash_fnv1a(bytes, len) == d->persisted_hash) {
 			free(bytes);
 			/* Still reload when the rules directory changed. */
 			if (!d->rules_dir_dirty)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "egressd/log.h"
+#include "policy/hash.h"
 
 /*
  * Field keys that, whatever the caller meant, may carry secret material.
@@ -408,13 +409,9 @@ log_emit(struct log *lg, enum log_level lvl, const char *ev,
 static uint64_t
 log_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = hash_fnv1a(s, strlen(s));
 
-	while (*s != '\0') {
-		h ^= (unsigned char)*s++;
-		h *= 1099511628211ULL;
-	}
-	return h ? h : 1;
+	return h ? h : 1; /* 0 marks an empty dedup slot */
 }
 
 void

@@ -19,6 +19,7 @@
 
 #include "egressd/log.h"
 #include "egressd/webhook.h"
+#include "policy/hash.h"
 
 #define WEBHOOK_MAGIC 0x5745424bu /* "WEBK" */
 
@@ -121,13 +122,9 @@ webhook_parse_status(const char *buf, size_t len)
 static uint64_t
 webhook_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = hash_fnv1a(s, strlen(s));
 
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h ? h : 1;
+	return h ? h : 1; /* 0 marks an empty dedup slot */
 }
 
 void
