@@ -365,7 +365,8 @@ dns_learn(struct dns *d, const char *qname, const struct policy *pol,
 	return 0;
 }
 
-static void
+/* Returns false when the answer itself is unusable (do not keep it). */
+static bool
 dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
     const uint8_t *msg, size_t len, struct dns_cache_memo *memo)
@@ -399,7 +400,7 @@ dns_release(struct dns *d, const struct dns_origin *o,
 	if (rr == DNS_REWRITE_ERROR) {
 		dns_log_warn(d, "dns.bad_answer", qname, "rewrite", e.msg);
 		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
-		return;
+		return false;
 	}
 	if (rr == DNS_REWRITE_DENIED) {
 		d->st->dns_cname_denied++;
@@ -407,7 +408,7 @@ dns_release(struct dns *d, const struct dns_origin *o,
 		    rep->denied_name, NULL);
 		dns_send_negative(
 		    d, o, q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
-		return;
+		return true;
 	}
 	stripped = rep->stripped_addrs + rep->stripped_hints;
 	if (stripped > 0) {
@@ -421,10 +422,11 @@ dns_release(struct dns *d, const struct dns_origin *o,
 			dns_log_warn(
 			    d, "dns.learn_failed", qname, "learn", e.msg);
 			dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
-			return;
+			return true;
 		}
 	}
 	dns_send_answer(d, o, q, d->out, outlen);
+	return true;
 }
 
 /* ---- requests in flight ---- */
@@ -507,8 +509,11 @@ dns_upstream_done_cb(
 
 		if (d->cache != NULL && dns_cacheable(ans, len, &ttl))
 			memo = dns_cache_put(d->cache, &r->key, ans, len, ttl);
-		dns_release(
-		    d, &r->from, &r->q, r->qname, r->pol, ans, len, memo);
+		/* A malformed answer is not served again from the cache. */
+		if (!dns_release(
+		        d, &r->from, &r->q, r->qname, r->pol, ans, len, memo) &&
+		    memo != NULL)
+			dns_cache_drop(d->cache, &r->key);
 	}
 	dns_req_free(r);
 	if (c != NULL)
@@ -733,7 +738,8 @@ dns_handle(
 				return;
 			}
 			/* Policy re-run on every hit: it may have changed. */
-			dns_release(d, o, &q, qname, pol, d->hit, hlen, memo);
+			(void)dns_release(
+			    d, o, &q, qname, pol, d->hit, hlen, memo);
 			return;
 		}
 		d->st->dns_cache_misses++;

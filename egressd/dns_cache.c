@@ -245,6 +245,15 @@ dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k, size_t *len,
 }
 
 void
+dns_cache_drop(struct dns_cache *c, const struct dns_cache_key *k)
+{
+	struct dns_cache_entry *en = dns_cache_find(c, k, dns_cache_hash(k));
+
+	if (en != NULL)
+		dns_cache_remove(c, en);
+}
+
+void
 dns_cache_flush(struct dns_cache *c)
 {
 	while (c->head != NULL)

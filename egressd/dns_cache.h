@@ -88,6 +88,8 @@ struct dns_cache_memo *dns_cache_put(struct dns_cache *c,
 const uint8_t *dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k,
     size_t *len, uint32_t *age_s, struct dns_cache_memo **memo);
 
+/* Removes the entry of k, if any. */
+void dns_cache_drop(struct dns_cache *c, const struct dns_cache_key *k);
 void dns_cache_flush(struct dns_cache *c);
 size_t dns_cache_count(const struct dns_cache *c);
 size_t dns_cache_bytes(const struct dns_cache *c);

@@ -34,6 +34,8 @@ enum fake_mode {
 	FAKE_DROP, /* never answer (a dead upstream) */
 	FAKE_TC, /* UDP: TC=1 and no records; TCP: full answer */
 	FAKE_RCODE, /* answer with fake->rcode and no records */
+	FAKE_GARBAGE, /* header and question, then random bytes */
+	FAKE_HOSTILE, /* well-framed random RRs: internal addrs, CNAMEs */
 };
 
 /* One canned RR: owner name, type, TTL, rdata (names given pre-encoded). */
@@ -66,6 +68,7 @@ struct fake_upstream {
 	size_t nrr;
 	bool nxdomain_if_empty; /* NXDOMAIN + SOA when nothing matches */
 	unsigned delay_ms; /* UDP answers leave this much later */
+	uint32_t seed; /* FAKE_GARBAGE's generator */
 	/* What it saw. */
 	unsigned udp_queries, tcp_queries;
 	char log[FAKE_LOG_MAX][256]; /* lowercased qnames, in order */
@@ -162,6 +165,123 @@ fake_put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
+static uint32_t
+fake_rnd(struct fake_upstream *f)
+{
+	f->seed = f->seed * 1103515245u + 12345u;
+	return f->seed >> 8;
+}
+
+/*
+ * Well-framed but hostile answer records after the question at out[o]:
+ * owners on and off the chain, internal and public addresses, CNAMEs and
+ * DNAMEs into allowed, denied and looping names, HTTPS with hints.
+ */
+static size_t
+fake_hostile(struct fake_upstream *f, uint8_t *out, size_t o, size_t cap)
+{
+	static const char *const names[] = {"x.allowed.test", "evil.test",
+	    "loop.allowed.test", "allowed.test", "deep.evil.test"};
+	static const uint8_t v4[][4] = {{10, 1, 2, 3}, {127, 0, 0, 1},
+	    {169, 254, 169, 254}, {192, 168, 0, 1}, {100, 64, 0, 1},
+	    {203, 0, 113, 10}, {198, 51, 100, 7}, {0, 0, 0, 0}};
+	static const uint16_t types[] = {
+	    1, 1, 1, 28, 28, 5, 5, 39, 65, 6, 16, 2, 12};
+	size_t nrr = 1 + fake_rnd(f) % 6, i, k;
+	uint16_t an = 0;
+
+	for (i = 0; i < nrr; i++) {
+		uint8_t rd[300];
+		size_t rdlen = 0, wl;
+		uint16_t type = types[fake_rnd(f) % (sizeof(types) / 2)];
+		uint32_t ttl = fake_rnd(f) % 100000;
+
+		if (o + 300 + 270 > cap)
+			break;
+		if (fake_rnd(f) % 3 != 0) {
+			out[o++] = 0xc0; /* the question name */
+			out[o++] = 12;
+		} else {
+			o += fake_name_wire(names[fake_rnd(f) % 5], out + o);
+		}
+		switch (type) {
+		case 1:
+			if (fake_rnd(f) % 2)
+				memcpy(rd, v4[fake_rnd(f) % 8], 4);
+			else
+				for (k = 0; k < 4; k++)
+					rd[k] = (uint8_t)fake_rnd(f);
+			rdlen = 4;
+			break;
+		case 28:
+			memset(rd, 0, 16);
+			switch (fake_rnd(f) % 4) {
+			case 0: /* ::ffff:10.1.2.3 */
+				rd[10] = rd[11] = 0xff;
+				memcpy(rd + 12, v4[0], 4);
+				break;
+			case 1: /* fd00::1 */
+				rd[0] = 0xfd;
+				rd[15] = 1;
+				break;
+			case 2: /* 2001:db8::10 */
+				rd[0] = 0x20;
+				rd[1] = 0x01;
+				rd[2] = 0x0d;
+				rd[3] = 0xb8;
+				rd[15] = 0x10;
+				break;
+			default:
+				for (k = 0; k < 16; k++)
+					rd[k] = (uint8_t)fake_rnd(f);
+			}
+			rdlen = 16;
+			break;
+		case 5:
+		case 39:
+		case 2:
+		case 12:
+			rdlen = fake_name_wire(names[fake_rnd(f) % 5], rd);
+			break;
+		case 65: /* 1 . ipv4hint=<addr> [ech=0102] */
+			rd[0] = 0;
+			rd[1] = 1;
+			rd[2] = 0;
+			rd[3] = 0;
+			rd[4] = 4;
+			rd[5] = 0;
+			rd[6] = 4;
+			memcpy(rd + 7, v4[fake_rnd(f) % 8], 4);
+			rdlen = 11;
+			if (fake_rnd(f) % 2) {
+				static const uint8_t ech[] = {0, 5, 0, 2, 1, 2};
+
+				memcpy(rd + rdlen, ech, sizeof(ech));
+				rdlen += sizeof(ech);
+			}
+			break;
+		default:
+			rdlen = fake_rnd(f) % 24;
+			for (k = 0; k < rdlen; k++)
+				rd[k] = (uint8_t)fake_rnd(f);
+		}
+		fake_put16(out + o, type);
+		fake_put16(out + o + 2, 1);
+		out[o + 4] = (uint8_t)(ttl >> 24);
+		out[o + 5] = (uint8_t)(ttl >> 16);
+		out[o + 6] = (uint8_t)(ttl >> 8);
+		out[o + 7] = (uint8_t)ttl;
+		fake_put16(out + o + 8, (uint16_t)rdlen);
+		o += 10;
+		memcpy(out + o, rd, rdlen);
+		o += rdlen;
+		an++;
+		(void)wl;
+	}
+	fake_put16(out + 6, an);
+	return o;
+}
+
 /*
  * Builds the answer: header from the query, question copied, then every
  * table RR in the chain of the question name (CNAMEs followed) whose type
@@ -195,6 +315,28 @@ fake_respond(struct fake_upstream *f, const uint8_t *q, size_t qlen, bool tcp,
 	fake_put16(out + 8, 0);
 	fake_put16(out + 10, 0);
 	o = qend;
+	if (f->mode == FAKE_HOSTILE)
+		return fake_hostile(f, out, o, cap);
+	if (f->mode == FAKE_GARBAGE) {
+		size_t gn, gi;
+
+		f->seed = f->seed * 1103515245u + 12345u;
+		gn = (f->seed >> 8) % 300;
+		for (gi = 0; gi < 3; gi++) { /* AN/NS/AR counts, small */
+			f->seed = f->seed * 1103515245u + 12345u;
+			fake_put16(
+			    out + 6 + 2 * gi, (uint16_t)((f->seed >> 9) % 6));
+		}
+		for (gi = 0; gi < gn && o < cap; gi++) {
+			f->seed = f->seed * 1103515245u + 12345u;
+			/* Mostly small bytes: lengths, pointers, types. */
+			out[o++] = (uint8_t)((f->seed >> 16) %
+			    ((f->seed & 0x100) ? 256 : 20));
+		}
+		if ((f->seed & 0x3000) == 0)
+			out[3] |= 3; /* sometimes NXDOMAIN */
+		return o;
+	}
 	if (f->mode == FAKE_RCODE) {
 		out[3] |= (uint8_t)(f->rcode & 0xf);
 		return o;

@@ -276,6 +276,11 @@ test_memo(void **state)
 	m = dns_cache_put(c, &k, msg, sizeof(msg), 60);
 	assert_int_equal(m->tag, 0);
 	assert_null(dns_cache_put(c, &k, msg, sizeof(msg), 0));
+	/* Dropping removes it; dropping again is harmless. */
+	dns_cache_drop(c, &k);
+	assert_null(dns_cache_get(c, &k, &len, &age, NULL));
+	assert_int_equal(dns_cache_count(c), 0);
+	dns_cache_drop(c, &k);
 	dns_cache_free(c);
 }
 

@@ -1017,6 +1017,125 @@ test_formerr_qdcount_2_and_garbage(void **state)
 }
 
 static void
+test_garbage_upstream_answers(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	char name[64];
+	size_t ql, k;
+	ssize_t n;
+	int i, servfail = 0;
+	unsigned before;
+	struct parsed p;
+
+	c->f1->mode = FAKE_GARBAGE;
+	c->f1->seed = 4242;
+	start_dns(c, fs, 1, 1000, 300);
+	for (i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "g%d.allowed.test", i);
+		ql = make_query(q, (uint16_t)i, name, DNS_TYPE_A, i % 2 == 0);
+		n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+		/* Always an answer, always well-formed, always ours. */
+		assert_true(n >= 12);
+		parse_answer(ans, (size_t)n, &p);
+		assert_int_equal(p.m->id, (uint16_t)i);
+		if (p.rcode == DNS_RCODE_SERVFAIL)
+			servfail++;
+		/* Nothing internal ever gets out. */
+		for (k = 0; k < p.m->nrr; k++) {
+			const struct dns_rr *rr = &p.m->rr[k];
+
+			if (rr->type == DNS_TYPE_A && rr->rdlen == 4)
+				assert_false(dns_addr_is_internal(
+				    4, dns_msg_rr_rdata(p.m, k)));
+			if (rr->type == DNS_TYPE_AAAA && rr->rdlen == 16)
+				assert_false(dns_addr_is_internal(
+				    6, dns_msg_rr_rdata(p.m, k)));
+		}
+		parsed_free(&p);
+	}
+	assert_true(servfail > 0);
+	/* A malformed answer is not kept: asking again goes upstream. */
+	c->f1->seed = 4242; /* g0's garbage again */
+	before = c->f1->udp_queries;
+	ql = make_query(q, 1, "g0.allowed.test", DNS_TYPE_A, true);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_true(n >= 12);
+	if ((ans[3] & 0x0f) == DNS_RCODE_SERVFAIL)
+		assert_true(c->f1->udp_queries > before);
+}
+
+static void
+test_hostile_upstream_answers(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[8192];
+	char name[64], pres[DNS_NAME_PRES_MAX];
+	size_t ql, k;
+	ssize_t n;
+	int i, rc[16] = {0}, with_addr = 0;
+	struct parsed p;
+	struct dns_svcb sv;
+	struct err e;
+
+	c->f1->mode = FAKE_HOSTILE;
+	c->f1->seed = 777;
+	start_dns(c, fs, 1, 1000, 300);
+	for (i = 0; i < 400; i++) {
+		uint16_t qt = i % 3 == 0 ? DNS_TYPE_AAAA
+		    : i % 3 == 1         ? DNS_TYPE_A
+		                         : DNS_TYPE_HTTPS;
+
+		snprintf(name, sizeof(name), "h%d.allowed.test", i);
+		ql = make_query(q, (uint16_t)(i + 1), name, qt, i % 2 == 0);
+		n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+		assert_true(n >= 12);
+		parse_answer(ans, (size_t)n, &p);
+		assert_int_equal(p.m->id, (uint16_t)(i + 1));
+		rc[p.rcode & 15]++;
+		for (k = 0; k < p.m->nrr; k++) {
+			const struct dns_rr *rr = &p.m->rr[k];
+			const uint8_t *rd = dns_msg_rr_rdata(p.m, k);
+			struct dns_name nm;
+
+			/* No internal address, in records or hints. */
+			if (rr->type == DNS_TYPE_A) {
+				assert_false(dns_addr_is_internal(4, rd));
+				with_addr++;
+			}
+			if (rr->type == DNS_TYPE_AAAA) {
+				assert_false(dns_addr_is_internal(6, rd));
+				with_addr++;
+			}
+			if (rr->type == DNS_TYPE_HTTPS &&
+			    dns_svcb_parse(rd, rr->rdlen, rr->type, &sv, &e) ==
+			        0 &&
+			    sv.nv4 > 0)
+				assert_false(dns_addr_is_internal(4, sv.v4[0]));
+			/* No alias into a denied name. */
+			if (rr->type == DNS_TYPE_CNAME &&
+			    rr->section == DNS_SEC_ANSWER) {
+				memcpy(nm.wire, rd, rr->rdlen);
+				nm.len = rr->rdlen;
+				assert_true(
+				    dns_name_to_pres(&nm, DNS_PRES_LOWER, pres,
+				        sizeof(pres)) >= 0);
+				assert_null(strstr(pres, "evil.test"));
+			}
+		}
+		parsed_free(&p);
+	}
+	/* The generator reached every outcome. */
+	assert_true(rc[DNS_RCODE_NOERROR] > 0);
+	assert_true(rc[DNS_RCODE_NXDOMAIN] > 0); /* CNAME into evil.test */
+	assert_true(with_addr > 0);
+	assert_true(c->st.dns_private_stripped > 0);
+	assert_true(c->st.dns_cname_denied > 0);
+}
+
+static void
 test_localhost_and_own_ptr_local(void **state)
 {
 	struct ctx *c = *state;
@@ -1321,6 +1440,8 @@ main(void)
 	    T(test_upstream_down_servfail_within_timeout),
 	    T(test_failover_to_second_upstream),
 	    T(test_formerr_qdcount_2_and_garbage),
+	    T(test_garbage_upstream_answers),
+	    T(test_hostile_upstream_answers),
 	    T(test_localhost_and_own_ptr_local),
 	    T(test_tcp_pipelined_out_of_order),
 	    T(test_tcp_caps),
