@@ -63,6 +63,26 @@ hex(FILE *f, const uint8_t *p, uint32_t n)
 		fprintf(f, "%02x", p[i]);
 }
 
+/* Attribute walks without libmnl's macros (they cast away const). */
+static const struct nlattr *
+attr_at(const void *p)
+{
+	return (const struct nlattr *)p;
+}
+
+static bool
+attr_in(const struct nlattr *a, const void *end)
+{
+	return mnl_attr_ok(a, (int)((const uint8_t *)end - (const uint8_t *)a));
+}
+
+static const void *
+nest_end(const struct nlattr *nest)
+{
+	return (const uint8_t *)mnl_attr_get_payload(nest) +
+	    mnl_attr_get_payload_len(nest);
+}
+
 /*
  * Elements parsed by hand: libnftnl's parser accepts only NFTA_LIST_ELEM
  * as the nested type, while builders (libnftnl's own included) number
@@ -74,21 +94,18 @@ desc_elem(FILE *f, const struct nlattr *el)
 	const struct nlattr *a, *k;
 
 	fputc(' ', f);
-	mnl_attr_for_each_nested(a, el)
-	{
-		switch (mnl_attr_get_type(a)) {
-		case NFTA_SET_ELEM_KEY:
-			mnl_attr_for_each_nested(
-			    k, a) if (mnl_attr_get_type(k) == NFTA_DATA_VALUE)
-			    hex(f, mnl_attr_get_payload(k),
-			        mnl_attr_get_payload_len(k));
-			break;
-		default:
-			break;
-		}
+	for (a = attr_at(mnl_attr_get_payload(el)); attr_in(a, nest_end(el));
+	     a = mnl_attr_next(a)) {
+		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_KEY)
+			continue;
+		for (k = attr_at(mnl_attr_get_payload(a));
+		     attr_in(k, nest_end(a)); k = mnl_attr_next(k))
+			if (mnl_attr_get_type(k) == NFTA_DATA_VALUE)
+				hex(f, mnl_attr_get_payload(k),
+				    mnl_attr_get_payload_len(k));
 	}
-	mnl_attr_for_each_nested(a, el)
-	{
+	for (a = attr_at(mnl_attr_get_payload(el)); attr_in(a, nest_end(el));
+	     a = mnl_attr_next(a)) {
 		if (mnl_attr_get_type(a) == NFTA_SET_ELEM_FLAGS &&
 		    mnl_attr_get_payload_len(a) == 4 &&
 		    (ntohl(mnl_attr_get_u32(a)) & NFT_SET_ELEM_INTERVAL_END))
@@ -104,17 +121,19 @@ static void
 desc_elems(FILE *f, const struct nlmsghdr *nlh)
 {
 	const struct nlattr *a, *el;
+	const void *first = (const uint8_t *)mnl_nlmsg_get_payload(nlh) +
+	    MNL_ALIGN(sizeof(struct nfgenmsg));
+	const void *end = (const uint8_t *)nlh + nlh->nlmsg_len;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
-	{
+	for (a = attr_at(first); attr_in(a, end); a = mnl_attr_next(a))
 		if (mnl_attr_get_type(a) == NFTA_SET_ELEM_LIST_SET)
 			fprintf(f, " %s", mnl_attr_get_str(a));
-	}
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
-	{
+	for (a = attr_at(first); attr_in(a, end); a = mnl_attr_next(a)) {
 		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS)
 			continue;
-		mnl_attr_for_each_nested(el, a) desc_elem(f, el);
+		for (el = attr_at(mnl_attr_get_payload(a));
+		     attr_in(el, nest_end(a)); el = mnl_attr_next(el))
+			desc_elem(f, el);
 	}
 }
 
