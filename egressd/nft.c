@@ -23,6 +23,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
+#include <libnftnl/udata.h>
 
 #include "egressd/nft_int.h"
 #include "egressd/stats.h"
@@ -578,6 +579,44 @@ struct elem_dump {
 };
 
 static int
+comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	const struct nftnl_udata **tb = data;
+
+	if (nftnl_udata_type(attr) == NFTNL_UDATA_SET_ELEM_COMMENT)
+		tb[0] = attr;
+	return 0;
+}
+
+/* The learned name stored as the element's comment, if any (checked:
+ * NUL-terminated, a plausible DNS name). */
+static void
+elem_name(struct nftnl_set_elem *el, char *out, size_t outlen)
+{
+	const struct nftnl_udata *tb[1] = {NULL};
+	const void *ud;
+	const char *s;
+	uint32_t len;
+	size_t i, n;
+
+	out[0] = '\0';
+	if (!nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_USERDATA))
+		return;
+	ud = nftnl_set_elem_get(el, NFTNL_SET_ELEM_USERDATA, &len);
+	if (ud == NULL || nftnl_udata_parse(ud, len, comment_cb, tb) < 0 ||
+	    tb[0] == NULL)
+		return;
+	s = nftnl_udata_get(tb[0]);
+	n = nftnl_udata_len(tb[0]);
+	if (n == 0 || n > outlen || s[n - 1] != '\0')
+		return;
+	for (i = 0; i + 1 < n; i++)
+		if (s[i] <= ' ' || s[i] > '~')
+			return;
+	memcpy(out, s, n);
+}
+
+static int
 elem_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	struct elem_dump *d = arg;
@@ -587,6 +626,7 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 	const void *key;
 	uint32_t klen;
 	uint64_t left;
+	char name[NFTNL_UDATA_COMMENT_MAXLEN];
 
 	if (s == NULL)
 		return MNL_CB_ERROR;
@@ -607,7 +647,9 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 		left = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_EXPIRATION)
 		    ? nftnl_set_elem_get_u64(el, NFTNL_SET_ELEM_EXPIRATION)
 		    : 0;
-		if (mirror_put(d->n, d->family, key, d->now + left, NULL) < 0)
+		elem_name(el, name, sizeof(name));
+		if (mirror_put(d->n, d->family, key, d->now + left,
+		        name[0] != '\0' ? name : NULL) < 0)
 			d->err = -1;
 	}
 	nftnl_set_elems_iter_destroy(it);

@@ -181,10 +181,11 @@ void nft_free(struct nft *n); /* leaves the table in force */
 /*
  * Installs the ruleset for p (borrowed) in one batch. The first call
  * adopts a table left by an earlier egressd (learned elements it holds are
- * kept and loaded into the mirror without names). Learned elements the
- * new policy denies (all their names now denied, or the address covered
- * by a deny rule of every port and protocol or an internal range) are
- * removed in the same batch; the others keep their expiry. On -1 nothing
+ * kept and loaded into the mirror, names from their comments). Learned
+ * elements the new policy denies (all their names now denied, or the
+ * address covered by a deny rule of every port and protocol or an
+ * internal range) are removed in the same batch; the others keep their
+ * expiry. On -1 nothing
  * changed in the kernel; the caller must not report ready.
  */
 int nft_apply_policy(struct nft *n, const struct policy *p, struct err *e);

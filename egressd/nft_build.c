@@ -25,6 +25,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
+#include <libnftnl/udata.h>
 
 #include "egressd/nft_int.h"
 
@@ -470,20 +471,47 @@ msg_set(struct bctx *c, uint16_t type, const char *name, uint32_t keytype,
 }
 
 /* One element key with optional flags/timeout, into set s. */
-static int
+static struct nftnl_set_elem *
 elem_add(struct nftnl_set *s, const uint8_t *key, uint32_t klen, uint32_t flags,
     uint64_t timeout_ms)
 {
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 
 	if (el == NULL)
-		return -1;
+		return NULL;
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, klen);
 	if (flags != 0)
 		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_FLAGS, flags);
 	if (timeout_ms != 0)
 		nftnl_set_elem_set_u64(el, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
 	nftnl_set_elem_add(s, el);
+	return el;
+}
+
+/*
+ * The name an address was learned for rides along as the element's
+ * comment (nft's own userdata format, so `nft list` shows it): a
+ * restarted egressd recovers its name map from the kernel.
+ */
+static int
+elem_comment(struct nftnl_set_elem *el, const char *name)
+{
+	struct nftnl_udata_buf *ub;
+	size_t len;
+
+	if (name == NULL || (len = strlen(name)) == 0 ||
+	    len >= NFTNL_UDATA_COMMENT_MAXLEN)
+		return 0; /* too long for a comment: mirror only */
+	ub = nftnl_udata_buf_alloc(NFTNL_UDATA_COMMENT_MAXLEN + 8);
+	if (ub == NULL)
+		return -1;
+	if (!nftnl_udata_put_strz(ub, NFTNL_UDATA_SET_ELEM_COMMENT, name)) {
+		nftnl_udata_buf_free(ub);
+		return -1;
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_USERDATA,
+	    nftnl_udata_buf_data(ub), nftnl_udata_buf_len(ub));
+	nftnl_udata_buf_free(ub);
 	return 0;
 }
 
@@ -583,11 +611,11 @@ msg_interval_elems(
 	for (i = 0; i < n; i++) {
 		if (s == NULL && (s = set_base(set)) == NULL)
 			goto out_nomem;
-		if (elem_add(s, r[i].lo, w, 0, 0) < 0)
+		if (elem_add(s, r[i].lo, w, 0, 0) == NULL)
 			goto out_nomem;
 		memcpy(end, r[i].hi, 16);
 		if (!bytes_inc(end, w) &&
-		    elem_add(s, end, w, NFT_SET_ELEM_INTERVAL_END, 0) < 0)
+		    elem_add(s, end, w, NFT_SET_ELEM_INTERVAL_END, 0) == NULL)
 			goto out_nomem;
 		if (++inmsg == NFT_ELEMS_PER_MSG / 2 || i + 1 == n) {
 			if (msg_elems(c, NFT_MSG_NEWSETELEM, s) < 0)
@@ -1663,6 +1691,7 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family,
 	size_t i, inmsg = 0, last = n;
 	unsigned w = family == 4 ? 4 : 16;
 	uint64_t tmo;
+	struct nftnl_set_elem *el;
 
 	for (i = n; i-- > 0;)
 		if (a[i].family == family) {
@@ -1681,7 +1710,10 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family,
 		tmo = type == NFT_MSG_NEWSETELEM
 		    ? (uint64_t)clamp_ttl(a[i].ttl, lo, hi) * 1000
 		    : 0;
-		if (elem_add(s, a[i].addr, w, 0, tmo) < 0)
+		el = elem_add(s, a[i].addr, w, 0, tmo);
+		if (el == NULL ||
+		    (type == NFT_MSG_NEWSETELEM &&
+		        elem_comment(el, a[i].name) < 0))
 			goto out_nomem;
 		if (++inmsg == NFT_ELEMS_PER_MSG || i == last) {
 			if (msg_elems(&c, type, s) < 0)

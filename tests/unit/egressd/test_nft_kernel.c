@@ -373,6 +373,7 @@ test_adopt_after_crash(void **state)
 	struct nft *n;
 	char *s;
 	uint8_t a7[4] = {203, 0, 113, 7};
+	const char *names[2];
 
 	(void)state;
 	if (!have_netns)
@@ -394,9 +395,13 @@ test_adopt_after_crash(void **state)
 	assert_null(strstr(s, "junk"));
 	assert_non_null(strstr(s, "203.0.113.7")); /* learned kept */
 	free(s);
-	/* adopted into the mirror, without names */
+	/* adopted into the mirror, its name recovered from the comment */
 	assert_int_equal(nft_learned_count(n), 1);
-	assert_int_equal(nft_learned_lookup(n, 4, a7, NULL, 0), 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 1);
+	assert_string_equal(names[0], "a.example");
+	s = run("nft list set inet egressd learned4");
+	assert_non_null(strstr(s, "comment \"a.example\""));
+	free(s);
 	nft_free(n);
 }
 
