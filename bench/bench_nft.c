@@ -156,7 +156,7 @@ print(const char *what, const struct result *r)
 int
 main(int argc, char **argv)
 {
-	struct result l1, l16, f1, f16;
+	struct result l1, l16, lr, f1, f16;
 	struct nft_opts o;
 	struct policy *p;
 	struct nft *n;
@@ -192,9 +192,9 @@ main(int argc, char **argv)
 		return 1;
 	print("nft_learn, 1 address/answer", &l1);
 	print("nft_learn, 16 addresses/answer", &l16);
-	if (bench_learn(n, total, 1, 1, &l1) < 0)
+	if (bench_learn(n, total, 1, 1, &lr) < 0)
 		return 1;
-	print("nft_learn refresh, 1/answer", &l1);
+	print("nft_learn refresh, 1/answer", &lr);
 	if (bench_fork(BENCH_FORK_N, 1, 3, &f1) < 0 ||
 	    bench_fork(BENCH_FORK_N, 16, 4, &f16) < 0) {
 		printf("fork reference unavailable (nft binary?)\n");
