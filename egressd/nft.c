@@ -940,15 +940,19 @@ nft_refresh_(
 }
 
 /* Entries expiring before now + window_ms (for nft_live.c). */
-size_t
-nft_expiring_(
-    struct nft *n, int family, const uint8_t *addr, uint64_t window_ms)
+bool
+nft_expiring_(struct nft *n, int family, const uint8_t *addr,
+    uint64_t window_ms, const char **name)
 {
 	struct lent *l = *mirror_find(n, family, addr);
 
-	if (l == NULL)
-		return 0;
-	return l->expires_ms <= now_ms(n) + window_ms ? 1 : 0;
+	*name = NULL;
+	if (l == NULL || l->expires_ms > now_ms(n) + window_ms)
+		return false;
+	/* the newest name, so the refreshed element keeps its comment */
+	if (l->nnames != 0)
+		*name = l->names[l->nnames - 1];
+	return true;
 }
 
 uint32_t

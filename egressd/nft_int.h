@@ -60,8 +60,10 @@ bool nft_addr_internal_(int family, const uint8_t *addr);
 struct mnl_socket;
 int nft_refresh_(
     struct nft *n, const struct nft_learn_addr *a, size_t na, struct err *e);
-size_t nft_expiring_(
-    struct nft *n, int family, const uint8_t *addr, uint64_t window_ms);
+/* Learned and expiring within window_ms; *name: its newest name or NULL
+ * (borrowed until the mirror changes). */
+bool nft_expiring_(struct nft *n, int family, const uint8_t *addr,
+    uint64_t window_ms, const char **name);
 uint32_t nft_mark_(const struct nft *n);
 uint16_t nft_dns_port_(const struct nft *n);
 uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);

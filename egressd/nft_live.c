@@ -73,12 +73,13 @@ tuple_cb(const struct nlattr *a, void *data)
 static void
 ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
 {
+	const char *name;
 	size_t i;
 	unsigned w = family == 4 ? 4 : 16;
 
 	if (d->nout == NFT_RENEW_MAX)
 		return;
-	if (!nft_expiring_(d->n, family, addr, d->window_ms))
+	if (!nft_expiring_(d->n, family, addr, d->window_ms, &name))
 		return;
 	for (i = 0; i < d->nout; i++)
 		if (d->out[i].family == family &&
@@ -88,6 +89,7 @@ ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
 	d->out[d->nout].family = (uint8_t)family;
 	memcpy(d->out[d->nout].addr, addr, w);
 	d->out[d->nout].ttl = d->ttl;
+	d->out[d->nout].name = name;
 	d->nout++;
 }
 

@@ -490,6 +490,19 @@ test_renew_live(void **state)
 	assert_int_equal(renewed, 1);
 	left = expires_s("learned4", "203.0.113.20");
 	assert_true(left >= 15); /* window 10 -> ttl 20 */
+	{
+		char *out = run("nft list set inet egressd learned4");
+		char *el = strstr(out, "203.0.113.20 "), *end;
+
+		/* the refreshed element keeps its name */
+		assert_non_null(el);
+		end = strpbrk(el, ",}");
+		assert_non_null(end);
+		*end = '\0';
+		assert_non_null(strstr(el, "timeout 20s"));
+		assert_non_null(strstr(el, "comment \"a.example\""));
+		free(out);
+	}
 	left = expires_s("learned4", "203.0.113.21");
 	assert_true(left >= 0 && left <= 3);
 	nft_free(n);
