@@ -693,8 +693,9 @@ test_bad_policy(void **state)
 	    "{\"defaultAction\":\"deny\",\"bogus\":1}",
 	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"a..b\"}]}",
 	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"1.2.3.4/40\"}]}",
-	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\","
-	    "\"extra\":true}]}",
+	    /* Parenthesized: one element split over two lines. */
+	    ("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\","
+	     "\"extra\":true}]}"),
 	    "{\"egress\":[{\"action\":\"permit\",\"target\":\"a.com\"}]}",
 	    "\"text\"",
 	};
