@@ -656,6 +656,23 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 		abort();
 	if (d->nft == NULL)
 		return;
+	/*
+	 * Another root tool in the namespace may flush the ruleset (an
+	 * iptables-nft restore, a careless "nft flush ruleset"): put ours
+	 * back at once rather than leave egress open until the next change.
+	 */
+	if (nft_table_present(d->nft, &e) == 0) {
+		log_error(d->log, "nft.table_missing",
+		    LOG_U("revision", d->policy->revision));
+		if (nft_apply_policy(d->nft, d->policy, &e) == -1)
+			log_error(d->log, "nft.apply_failed",
+			    LOG_S("trigger", "table_missing"),
+			    LOG_S("error", e.msg));
+		else
+			log_warn(d->log, "nft.table_restored",
+			    LOG_U("revision", d->policy->revision));
+		err_clear(&e);
+	}
 	(void)nft_expire_tick(d->nft);
 	if (nft_renew_live(d->nft, EGRESSD_RENEW_WINDOW_S, &renewed, &e) == -1)
 		log_warn(d->log, "nft.renew_failed", LOG_S("error", e.msg));

@@ -541,6 +541,12 @@ table_exists(struct nft *n, struct err *e)
 	return rc < 0 ? -1 : 1;
 }
 
+int
+nft_table_present(struct nft *n, struct err *e)
+{
+	return table_exists(n, e);
+}
+
 static int
 dump_names(struct nft *n, uint16_t type, struct names *out, struct err *e)
 {

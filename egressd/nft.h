@@ -251,6 +251,13 @@ const char *nft_counter_name(size_t i);
 int nft_read_counters(
     struct nft *n, struct nft_counter out[NFT_NCOUNTERS], struct err *e);
 
+/*
+ * 1 when table inet egressd exists, 0 when somebody removed it (another
+ * root tool flushing the ruleset), -1 on error. The daemon checks this
+ * periodically and re-applies its policy when the table is gone.
+ */
+int nft_table_present(struct nft *n, struct err *e);
+
 /* Deletes table inet egressd (--teardown-on-exit). Absent table: 0. */
 int nft_teardown(struct nft *n, struct err *e);
 
