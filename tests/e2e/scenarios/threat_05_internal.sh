@@ -1,0 +1,99 @@
+#!/bin/bash
+# threat_05_internal (THREATS §5, §6): under default allow the cloud
+# metadata service stays closed: by address, through an IPv6 socket, over
+# UDP and ICMP, and through an allowed name that resolves to it (the
+# answer is stripped). Then the user's policy allows every address
+# (0.0.0.0/0, ::/0, the metadata address as a /32) and it is still closed. The ruleset proves the ranges no packet may
+# be sent to (CGNAT, Azure's 168.63.129.16, fd00:ec2::254, link-local,
+# their NAT64/6to4/mapped spellings) sit in the internal sets, judged
+# before every user rule. Only the operator (allow.always) can open it,
+# and taking that away closes it again.
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+. "$(dirname "$0")/../tools/nft_driver.sh"
+tb_setup
+
+pol=$(tb_policy_file policy.yaml <<EOF
+defaultAction: allow
+egress:
+  - {action: allow, target: rebind-meta.test}
+  - {action: allow, target: rebind-cgnat.test}
+EOF
+)
+tb_start_egressd --policy "$pol"
+rules=$TB_DIR/egressd/rules
+dig_s() { tb_sandbox dig +short +time=2 +tries=1 "$@"; }
+
+# --- default allow does not reach metadata ---------------------------------------------
+nd_works "default allow: an origin is open" tcp "$TB_ORIGIN_B4" 80
+tb_check_fails "curl http://$TB_META4/ fails" \
+    tb_sandbox curl -sS --max-time 3 -o /dev/null "http://$TB_META4/"
+nd_fails_fast "metadata, TCP 80" tcp "$TB_META4" 80
+nd_fails_fast "metadata through an IPv6 socket (::ffff:$TB_META4)" \
+    tcp "::ffff:$TB_META4" 80
+nd_fails_fast "metadata, UDP" udpsend "$TB_META4" 7
+nd_fails_fast "metadata, ICMP" icmp "$TB_META4" 0
+tb_expect_eq "rebind-meta.test: the metadata A is stripped" "" \
+    "$(dig_s rebind-meta.test A)"
+tb_expect_eq "and fd00:ec2::254 too" "" "$(dig_s rebind-meta.test AAAA)"
+tb_expect_eq "rebind-cgnat.test: 100.64.0.1 stripped" "" \
+    "$(dig_s rebind-cgnat.test A)"
+tb_check_fails "curl http://rebind-meta.test/ fails" \
+    tb_sandbox curl -sS --max-time 3 -o /dev/null http://rebind-meta.test/
+tb_assert_log "$TB_EGRESSD_LOG" dns.strip name=rebind-meta.test
+tb_assert_no_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_META4"
+tb_check "the kernel counted the internal drops" bash -c \
+    "ip netns exec $TB_SBX nft list counter inet egressd internal |
+    grep -Eq 'packets [1-9]'"
+
+# --- the user allows every address: still closed ---------------------------------------
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+cat >"$pol.new" <<EOF
+defaultAction: allow
+egress:
+  - {action: allow, target: 0.0.0.0/0}
+  - {action: allow, target: "::/0"}
+  - {action: allow, target: $TB_META4}
+  - {action: allow, target: rebind-meta.test}
+EOF
+mv -f "$pol.new" "$pol"
+tb_check "the wider policy is loaded" tb_wait_log_line --since "$m" \
+    --timeout 2 "$TB_EGRESSD_LOG" policy.loaded trigger=inotify
+nd_fails_fast "user allows 0.0.0.0/0 and $TB_META4: metadata still closed" \
+    tcp "$TB_META4" 80
+nd_fails_fast "through an IPv6 socket too" tcp "::ffff:$TB_META4" 80
+tb_check_fails "and by name" \
+    tb_sandbox curl -sS --max-time 3 -o /dev/null http://rebind-meta.test/
+tb_assert_no_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_META4"
+
+# --- the ruleset: what may never be probed with packets ------------------------------
+i4=$(ip netns exec "$TB_SBX" nft list set inet egressd internal4)
+i6=$(ip netns exec "$TB_SBX" nft list set inet egressd internal6)
+for p in 169.254.0.0/16 100.64.0.0/10 168.63.129.16; do
+	tb_expect_match "internal4 holds $p" "$p" "$i4"
+done
+for p in fd00:ec2::254 fe80::/10 "::ffff:169.254.0.0/112" \
+    "64:ff9b::a9fe:0/112" "2002:a9fe::/32" "64:ff9b::6440:0/106" \
+    "::ffff:100.64.0.0/106" "2001::/32"; do
+	tb_expect_match "internal6 holds $p" "$p" "$i6"
+done
+chain=$(ip netns exec "$TB_SBX" nft list chain inet egressd filter_out)
+order=$(echo "$chain" | grep -oE 'counter name "(internal|user_allow|default_allow)"' |
+    sed 's/.*"\(.*\)"/\1/' | uniq | paste -sd' ')
+tb_expect_eq "internal is judged before the user's rules and the default" \
+    "internal user_allow default_allow" "$order"
+
+# --- the operator opens it explicitly, and closes it again -----------------------------
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+printf '# metadata for this sandbox\n%s\n' "$TB_META4" >"$rules/allow.always"
+tb_check "allow.always is loaded" tb_wait_log_line --since "$m" --timeout 2 \
+    "$TB_EGRESSD_LOG" policy.loaded trigger=inotify
+tb_check "with the operator's rule metadata answers" \
+    tb_sandbox curl -sS --max-time 3 -o /dev/null "http://$TB_META4/"
+tb_assert_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_META4"
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+rm -f "$rules/allow.always"
+tb_check "its removal is loaded" tb_wait_log_line --since "$m" --timeout 2 \
+    "$TB_EGRESSD_LOG" policy.loaded trigger=inotify
+nd_fails_fast "and metadata is closed again" tcp "$TB_META4" 80
+tb_finish
