@@ -520,7 +520,7 @@ fake_upstream_new(struct event_base *base, uint16_t port)
 	struct fake_upstream *f = calloc(1, sizeof(*f));
 	struct sockaddr_in sin;
 	socklen_t sl = sizeof(sin);
-	int one = 1;
+	int one = 1, tries;
 	size_t i;
 
 	if (f == NULL)
@@ -534,18 +534,35 @@ fake_upstream_new(struct event_base *base, uint16_t port)
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sin.sin_port = htons(port);
-	f->ufd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (f->ufd < 0 ||
-	    bind(f->ufd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-		abort();
-	getsockname(f->ufd, (struct sockaddr *)&sin, &sl);
-	f->port = ntohs(sin.sin_port);
-	f->tfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	setsockopt(f->tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (f->tfd < 0 ||
-	    bind(f->tfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    listen(f->tfd, 16) < 0)
-		abort();
+	/*
+	 * The ephemeral UDP port may be taken on the TCP side (by another
+	 * test's connection): try again with another one.
+	 */
+	for (tries = 0;; tries++) {
+		if (tries == 64)
+			abort();
+		sin.sin_port = htons(port);
+		f->ufd = socket(
+		    AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (f->ufd < 0 ||
+		    bind(f->ufd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+			abort();
+		sl = sizeof(sin);
+		getsockname(f->ufd, (struct sockaddr *)&sin, &sl);
+		f->port = ntohs(sin.sin_port);
+		f->tfd = socket(
+		    AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (f->tfd < 0)
+			abort();
+		setsockopt(f->tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(f->tfd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+		    listen(f->tfd, 16) == 0)
+			break;
+		close(f->tfd);
+		close(f->ufd);
+		if (port != 0)
+			abort();
+	}
 	f->uev = event_new(base, f->ufd, EV_READ | EV_PERSIST, fake_udp_cb, f);
 	f->tev =
 	    event_new(base, f->tfd, EV_READ | EV_PERSIST, fake_accept_cb, f);
