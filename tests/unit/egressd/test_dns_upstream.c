@@ -451,7 +451,7 @@ test_failover_and_health(void **state)
 		    dns_upstream_send(u, q, ql, false, 150, 2000, done_cb, &r));
 		run_until(c->base, &r.done, 3000);
 		assert_answer_ip(&r, "203.0.113.20");
-		assert_true(r.at_ms - t0 < 100);
+		assert_true(r.at_ms - t0 < 145); /* the dead one costs 150 */
 		assert_int_equal(c->f1->udp_queries, 2);
 	}
 	dns_upstreams_free(u);
@@ -479,7 +479,7 @@ test_late_answer_still_wins(void **state)
 	run_until(c->base, &r.done, 3000);
 	assert_answer_ip(&r, "203.0.113.10");
 	assert_true(r.at_ms - t0 >= 240);
-	assert_true(r.at_ms - t0 < 400);
+	assert_true(r.at_ms - t0 < 950); /* before the 1 s budget */
 	assert_true(c->f1->udp_queries >= 2);
 	/* Slow but alive: not left marked down. */
 	assert_int_equal(dns_upstreams_healthy(u), 1);
@@ -524,7 +524,7 @@ test_refused_port_fails_over_fast(void **state)
 	run_until(c->base, &r.done, 3000);
 	assert_answer_ip(&r, "203.0.113.20");
 	/* ICMP port unreachable ends the attempt well before 1 s. */
-	assert_true(r.at_ms - t0 < 900);
+	assert_true(r.at_ms - t0 < 950);
 	dns_upstreams_free(u);
 }
 
