@@ -854,6 +854,34 @@ egressd_start_api(struct egressd *d, struct err *e)
 	return 0;
 }
 
+/*
+ * The policy file may change dns.upstreams; flags and environment win
+ * over it, so only follow the file when they named none.
+ */
+static void
+egressd_follow_upstreams(
+    struct egressd *d, const struct policy *old, const struct policy *next)
+{
+	struct err e = {""};
+	size_t i;
+	bool same = old->dns.nupstreams == next->dns.nupstreams;
+
+	if (d->dns == NULL || d->cfg->ndns_upstreams > 0)
+		return;
+	for (i = 0; same && i < next->dns.nupstreams; i++)
+		same =
+		    strcmp(old->dns.upstreams[i], next->dns.upstreams[i]) == 0;
+	if (same)
+		return;
+	if (dns_set_upstreams(d->dns, (const char *const *)next->dns.upstreams,
+	        next->dns.nupstreams, &e) == -1)
+		log_error(
+		    d->log, "dns.upstreams_failed", LOG_S("error", e.msg));
+	else
+		log_info(d->log, "dns.upstreams_changed",
+		    LOG_U("count", next->dns.nupstreams));
+}
+
 /* ---- commit, start, run, stop ---------------------------------------- */
 
 static void
@@ -901,6 +929,7 @@ egressd_commit(
 		policy_unref(old);
 		return -1;
 	}
+	egressd_follow_upstreams(d, old, next);
 	if (persist && d->cfg->policy_file != NULL) {
 		d->persisted_valid = true;
 		egressd_failpoint(d, "commit.after_persist");
