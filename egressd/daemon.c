@@ -935,9 +935,20 @@ egressd_commit(
 		egressd_failpoint(d, "commit.after_persist");
 	}
 	policy_unref(old);
-	if (d->nft != NULL)
+	if (d->nft != NULL) {
+		size_t cut = 0;
+
 		log_info(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
+		/* established flows to what is now denied; never fails the
+		 * update: the rules already block new connections */
+		if (nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
+			log_error(d->log, "nft.flows_cut_failed",
+			    LOG_U("cut", cut), LOG_S("error", re.msg));
+		else
+			log_info(d->log, "nft.flows_cut", LOG_U("cut", cut),
+			    LOG_U("revision", next->revision));
+	}
 	return 0;
 }
 

@@ -967,6 +967,20 @@ nft_mark_(const struct nft *n)
 	return n->o.mark;
 }
 
+const struct nft_opts *
+nft_opts_(const struct nft *n)
+{
+	return &n->o;
+}
+
+bool
+nft_is_learned_(struct nft *n, int family, const uint8_t *addr)
+{
+	struct lent *l = *mirror_find(n, family, addr);
+
+	return l != NULL && l->expires_ms > now_ms(n);
+}
+
 uint16_t
 nft_dns_port_(const struct nft *n)
 {

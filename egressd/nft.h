@@ -219,6 +219,61 @@ int nft_renew_live(
     struct nft *n, uint32_t window_s, size_t *renewed, struct err *e);
 
 /*
+ * Cutting established flows after a tightening. The filter chain accepts
+ * "ct state established,related" first, so a policy update that denies a
+ * destination blocks only new connections; deleting the conntrack entry
+ * makes the next packet of the flow NEW, and the deny chain answers it
+ * (TCP reset, ICMP admin-prohibited).
+ */
+#define NFT_CT_DELETE_MAX 4096 /* conntrack entries deleted per update */
+
+/* One conntrack entry, as IPCTNL_MSG_CT_DELETE names it. */
+struct nft_ct_flow {
+	uint8_t family; /* 4 or 6 */
+	uint8_t proto; /* IPPROTO_TCP, _UDP, _ICMP, _ICMPV6 */
+	uint8_t src[16], dst[16]; /* original direction, network order */
+	uint16_t sport, dport; /* TCP/UDP, host order */
+	uint16_t icmp_id; /* ICMP/ICMPv6, host order */
+	uint8_t icmp_type, icmp_code;
+	uint32_t id; /* CTA_ID from the dump (host order); 0 = absent */
+	uint16_t zone; /* CTA_ZONE; 0 = default zone */
+};
+
+/*
+ * PURE: writes one ctnetlink delete request for f (NLM_F_REQUEST |
+ * NLM_F_ACK, sequence seq) into buf. Returns its length, or 0 when f is
+ * not a TCP/UDP/ICMP/ICMPv6 flow of family 4/6 or buflen is too small.
+ */
+size_t nft_build_ct_delete(
+    const struct nft_ct_flow *f, uint32_t seq, void *buf, size_t buflen);
+
+/*
+ * After a successful nft_apply_policy(n, p) that changed a policy in
+ * force (an update): dumps conntrack and deletes the entries of flows
+ * that p now denies, so established connections to newly denied
+ * destinations break too. A flow is cut only when all of:
+ *   - TCP, UDP, ICMP or ICMPv6; original source local, original
+ *     destination not local (inbound connections, such as the operator's
+ *     API connection, are never touched);
+ *   - not DNAT-ed (DNS and proxy redirects go to egressd, not out);
+ *   - ct mark != the own-socket mark (the filter chain copies the mark of
+ *     egressd's own packets into the ct mark);
+ *   - the destination is denied as nft decides it for a NEW packet: the
+ *     rule policy_match_addr() picks for (addr, proto, port) decides;
+ *     when none does, the built-in internal ranges deny, an address still
+ *     in the learned mirror is allowed, else p's default action. An
+ *     address still allowed by another name or a CIDR keeps its flows.
+ * At most NFT_CT_DELETE_MAX deletions; synchronous, bounded by
+ * NFT_ACK_TIMEOUT_MS per receive. *cut (may be NULL) gets the number of
+ * entries deleted (entries that ended meanwhile are not counted). -1 with
+ * e on a dump/delete error or when more than NFT_CT_DELETE_MAX flows were
+ * to cut (the first ones are cut anyway); the caller logs it and keeps
+ * the update: the ruleset already blocks new connections.
+ */
+int nft_cut_denied_flows(
+    struct nft *n, const struct policy *p, size_t *cut, struct err *e);
+
+/*
  * Names an address was learned for (at most max, borrowed until the next
  * nft_* call that changes the mirror). Returns the number stored.
  */

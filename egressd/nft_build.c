@@ -712,6 +712,7 @@ struct rspec {
 	const char *dport_set;
 	bool oif_lo;
 	bool fib_local;
+	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
 	const char *counter;
 	enum verdict v;
 	uint16_t redir_port;
@@ -947,6 +948,19 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 			return -1;
 		u32 = RTN_LOCAL;
 		if (e_cmp(r, NFT_CMP_EQ, &u32, sizeof(u32)) < 0)
+			return -1;
+	}
+	if (s->ct_mark_set) {
+		struct nftnl_expr *x;
+
+		if (e_meta(r, NFT_META_MARK) < 0)
+			return -1;
+		x = nftnl_expr_alloc("ct");
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_MARK);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_SREG, NFT_REG_1);
+		if (add_expr(r, x) < 0)
 			return -1;
 	}
 	if (s->counter != NULL && e_objref(r, s->counter) < 0)
@@ -1530,6 +1544,9 @@ build_ruleset(
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	s.mark = true;
+	/* conntrack cannot see socket marks: nft_cut_denied_flows() knows
+	 * egressd's own flows by this ct mark and leaves them alone */
+	s.ct_mark_set = true;
 	s.counter = "own";
 	s.v = V_ACCEPT;
 	if (msg_rule(c, &s) < 0)

@@ -18,6 +18,9 @@
 #define NFT_RECV_BUF (1u << 16) /* one netlink read */
 #define NFT_CT_MAX_FLOWS 262144 /* conntrack entries read per dump */
 #define NFT_RENEW_MAX 4096 /* addresses refreshed per renew call */
+#define NFT_CT_DEL_PER_SEND 64 /* conntrack deletes per sendto */
+#define NFT_CT_DEL_MSG_MAX 256 /* bytes of one conntrack delete */
+#define NFT_LOCAL_ADDRS_MAX 256 /* local addresses considered */
 #define NFT_SELFCHECK_TRIES 16 /* foreign datagrams skipped per probe */
 #define NFT_DESC_LINE_MAX 4096 /* one decoded rule */
 #define NFT_SETNAME_MAX 32 /* generated set names */
@@ -65,6 +68,9 @@ int nft_refresh_(
 bool nft_expiring_(struct nft *n, int family, const uint8_t *addr,
     uint64_t window_ms, const char **name);
 uint32_t nft_mark_(const struct nft *n);
+const struct nft_opts *nft_opts_(const struct nft *n);
+/* True when addr is in the learned mirror and not expired. */
+bool nft_is_learned_(struct nft *n, int family, const uint8_t *addr);
 uint16_t nft_dns_port_(const struct nft *n);
 uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);
 struct mnl_socket *nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid);

@@ -1,0 +1,543 @@
+/*
+ * nft_ct: cutting established flows that a policy update now denies.
+ * Conntrack is read and edited over ctnetlink with libmnl (no
+ * libnetfilter_conntrack): one dump, then IPCTNL_MSG_CT_DELETE for each
+ * entry to cut, every ack checked.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/netlink.h>
+
+#include <libmnl/libmnl.h>
+
+#include "egressd/nft_int.h"
+
+static bool
+proto_ok(uint8_t proto)
+{
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ||
+	    proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+}
+
+size_t
+nft_build_ct_delete(
+    const struct nft_ct_flow *f, uint32_t seq, void *buf, size_t buflen)
+{
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *g;
+	struct nlattr *tuple, *nest;
+	bool v4 = f->family == 4;
+	size_t w = v4 ? 4 : 16;
+
+	if ((f->family != 4 && f->family != 6) || !proto_ok(f->proto) ||
+	    (f->proto == IPPROTO_ICMP && !v4) ||
+	    (f->proto == IPPROTO_ICMPV6 && v4) || buflen < NFT_CT_DEL_MSG_MAX)
+		return 0;
+	memset(buf, 0, NFT_CT_DEL_MSG_MAX);
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	nlh->nlmsg_seq = seq;
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->nfgen_family = v4 ? AF_INET : AF_INET6;
+	g->version = NFNETLINK_V0;
+	g->res_id = 0;
+	tuple = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+	mnl_attr_put(nlh, v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, w, f->src);
+	mnl_attr_put(nlh, v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST, w, f->dst);
+	mnl_attr_nest_end(nlh, nest);
+	nest = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+	mnl_attr_put_u8(nlh, CTA_PROTO_NUM, f->proto);
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP) {
+		mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(f->sport));
+		mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(f->dport));
+	} else if (f->proto == IPPROTO_ICMP) {
+		mnl_attr_put_u16(nlh, CTA_PROTO_ICMP_ID, htons(f->icmp_id));
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_TYPE, f->icmp_type);
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMP_CODE, f->icmp_code);
+	} else {
+		mnl_attr_put_u16(nlh, CTA_PROTO_ICMPV6_ID, htons(f->icmp_id));
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMPV6_TYPE, f->icmp_type);
+		mnl_attr_put_u8(nlh, CTA_PROTO_ICMPV6_CODE, f->icmp_code);
+	}
+	mnl_attr_nest_end(nlh, nest);
+	mnl_attr_nest_end(nlh, tuple);
+	/* The id makes the kernel refuse (ENOENT) a different entry that
+	 * took the same tuple since the dump. */
+	if (f->id != 0)
+		mnl_attr_put_u32(nlh, CTA_ID, htonl(f->id));
+	if (f->zone != 0)
+		mnl_attr_put_u16(nlh, CTA_ZONE, htons(f->zone));
+	return nlh->nlmsg_len;
+}
+
+/* ---- local addresses ---- */
+
+struct locals {
+	struct policy_prefix a[NFT_LOCAL_ADDRS_MAX];
+	size_t n;
+	bool overflow;
+};
+
+static int
+locals_load(struct locals *lc, struct err *e)
+{
+	struct ifaddrs *ifa, *i;
+
+	lc->n = 0;
+	lc->overflow = false;
+	if (getifaddrs(&ifa) < 0) {
+		err_set(e, "nft: getifaddrs: %s", strerror(errno));
+		return -1;
+	}
+	for (i = ifa; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL)
+			continue;
+		if (lc->n == NFT_LOCAL_ADDRS_MAX) {
+			lc->overflow = true;
+			break;
+		}
+		if (i->ifa_addr->sa_family == AF_INET) {
+			const struct sockaddr_in *s4 =
+			    (const void *)i->ifa_addr;
+
+			lc->a[lc->n].family = 4;
+			memcpy(lc->a[lc->n].addr, &s4->sin_addr, 4);
+			lc->n++;
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			const struct sockaddr_in6 *s6 =
+			    (const void *)i->ifa_addr;
+
+			lc->a[lc->n].family = 6;
+			memcpy(lc->a[lc->n].addr, &s6->sin6_addr, 16);
+			lc->n++;
+		}
+	}
+	freeifaddrs(ifa);
+	return 0;
+}
+
+/* Loopback ranges, or an address of an interface of this namespace. */
+static bool
+is_local(const struct locals *lc, int family, const uint8_t *a)
+{
+	static const uint8_t lo6[16] = {[15] = 1};
+	size_t i;
+
+	if (family == 4 && a[0] == 127)
+		return true;
+	if (family == 6 && memcmp(a, lo6, 16) == 0)
+		return true;
+	for (i = 0; i < lc->n; i++)
+		if (lc->a[i].family == family &&
+		    memcmp(lc->a[i].addr, a, family == 4 ? 4 : 16) == 0)
+			return true;
+	return false;
+}
+
+/* ---- the decision ---- */
+
+/* What the filter chain does with a NEW packet of f (policy part). */
+static bool
+flow_denied(struct nft *n, const struct policy *p, const struct nft_ct_flow *f)
+{
+	const struct nft_opts *o = nft_opts_(n);
+	const struct policy_rule *r = NULL;
+	enum policy_action act;
+	unsigned pbit;
+	uint16_t port = 0;
+	size_t i;
+	bool internal = nft_addr_internal_(f->family, f->dst);
+
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP) {
+		pbit = f->proto == IPPROTO_TCP ? POLICY_PROTO_TCP
+		                               : POLICY_PROTO_UDP;
+		port = f->dport;
+		/* direct DNS to an exempt nameserver is accepted first */
+		for (i = 0; port == 53 && i < o->nns_exempt; i++) {
+			const struct policy_prefix *x = &o->ns_exempt[i];
+			unsigned b;
+
+			if (x->family != f->family)
+				continue;
+			for (b = 0; b < x->len; b++)
+				if (((x->addr[b / 8] ^ f->dst[b / 8]) &
+				        (0x80u >> (b % 8))) != 0)
+					break;
+			if (b == x->len)
+				return false;
+		}
+	} else
+		pbit = POLICY_PROTO_ICMP;
+	if (p->index == NULL)
+		return internal || p->default_action == POLICY_DENY;
+	act = policy_match_addr(p, f->family, f->dst, pbit, port, &r);
+	if (r != NULL) {
+		if (act == POLICY_DENY)
+			return true;
+		/* the internal ranges come after the overlays, before user
+		 * rules */
+		if (r->origin == POLICY_ORIGIN_ALWAYS_ALLOW ||
+		    r->origin == POLICY_ORIGIN_INFRA)
+			return false;
+		return internal;
+	}
+	if (internal)
+		return true;
+	if (nft_is_learned_(n, f->family, f->dst))
+		return false;
+	return p->default_action == POLICY_DENY;
+}
+
+/* ---- the dump ---- */
+
+struct ct_cut {
+	struct nft *n;
+	const struct policy *p;
+	const struct locals *lc;
+	uint32_t mark;
+	struct nft_ct_flow *out;
+	size_t nout;
+	size_t seen;
+	bool more; /* candidates beyond NFT_CT_DELETE_MAX */
+};
+
+static int
+attr_cb(const struct nlattr *a, void *data, unsigned max)
+{
+	const struct nlattr **tb = data;
+
+	if (mnl_attr_type_valid(a, (uint16_t)max) < 0)
+		return MNL_CB_OK;
+	tb[mnl_attr_get_type(a)] = a;
+	return MNL_CB_OK;
+}
+
+static int
+ct_top_cb(const struct nlattr *a, void *data)
+{
+	return attr_cb(a, data, CTA_MAX);
+}
+
+static int
+ct_tuple_cb(const struct nlattr *a, void *data)
+{
+	return attr_cb(a, data, CTA_TUPLE_MAX);
+}
+
+static int
+ct_ip_cb(const struct nlattr *a, void *data)
+{
+	return attr_cb(a, data, CTA_IP_MAX);
+}
+
+static int
+ct_proto_cb(const struct nlattr *a, void *data)
+{
+	return attr_cb(a, data, CTA_PROTO_MAX);
+}
+
+static bool
+attr_bytes(const struct nlattr *a, size_t len, void *out)
+{
+	if (a == NULL || mnl_attr_get_payload_len(a) != len)
+		return false;
+	memcpy(out, mnl_attr_get_payload(a), len);
+	return true;
+}
+
+/* The addresses of one tuple; false when absent or malformed. */
+static bool
+tuple_addrs(const struct nlattr *tuple, int family, uint8_t *src, uint8_t *dst,
+    const struct nlattr **proto)
+{
+	const struct nlattr *tt[CTA_TUPLE_MAX + 1] = {0};
+	const struct nlattr *ti[CTA_IP_MAX + 1] = {0};
+	bool v4 = family == 4;
+	size_t w = v4 ? 4 : 16;
+
+	if (tuple == NULL ||
+	    mnl_attr_parse_nested(tuple, ct_tuple_cb, tt) < 0 ||
+	    tt[CTA_TUPLE_IP] == NULL ||
+	    mnl_attr_parse_nested(tt[CTA_TUPLE_IP], ct_ip_cb, ti) < 0)
+		return false;
+	if (proto != NULL)
+		*proto = tt[CTA_TUPLE_PROTO];
+	return attr_bytes(ti[v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC], w, src) &&
+	    attr_bytes(ti[v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST], w, dst);
+}
+
+static bool
+tuple_proto(const struct nlattr *pa, struct nft_ct_flow *f)
+{
+	const struct nlattr *tp[CTA_PROTO_MAX + 1] = {0};
+	uint16_t be;
+
+	if (pa == NULL || mnl_attr_parse_nested(pa, ct_proto_cb, tp) < 0 ||
+	    !attr_bytes(tp[CTA_PROTO_NUM], 1, &f->proto) || !proto_ok(f->proto))
+		return false;
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP) {
+		if (!attr_bytes(tp[CTA_PROTO_SRC_PORT], 2, &be))
+			return false;
+		f->sport = ntohs(be);
+		if (!attr_bytes(tp[CTA_PROTO_DST_PORT], 2, &be))
+			return false;
+		f->dport = ntohs(be);
+		return true;
+	}
+	if (f->proto == IPPROTO_ICMP)
+		return attr_bytes(tp[CTA_PROTO_ICMP_ID], 2, &be) &&
+		    (f->icmp_id = ntohs(be), true) &&
+		    attr_bytes(tp[CTA_PROTO_ICMP_TYPE], 1, &f->icmp_type) &&
+		    attr_bytes(tp[CTA_PROTO_ICMP_CODE], 1, &f->icmp_code);
+	return attr_bytes(tp[CTA_PROTO_ICMPV6_ID], 2, &be) &&
+	    (f->icmp_id = ntohs(be), true) &&
+	    attr_bytes(tp[CTA_PROTO_ICMPV6_TYPE], 1, &f->icmp_type) &&
+	    attr_bytes(tp[CTA_PROTO_ICMPV6_CODE], 1, &f->icmp_code);
+}
+
+static int
+ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct ct_cut *d = arg;
+	const struct nlattr *tb[CTA_MAX + 1] = {0};
+	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *pa = NULL;
+	struct nft_ct_flow f;
+	uint8_t rsrc[16], rdst[16];
+	uint32_t be32;
+	uint16_t be16;
+
+	if (++d->seen > NFT_CT_MAX_FLOWS)
+		return MNL_CB_STOP;
+	memset(&f, 0, sizeof(f));
+	if (g->nfgen_family == AF_INET)
+		f.family = 4;
+	else if (g->nfgen_family == AF_INET6)
+		f.family = 6;
+	else
+		return MNL_CB_OK;
+	if (mnl_attr_parse(nlh, sizeof(*g), ct_top_cb, tb) < 0)
+		return MNL_CB_OK;
+	if (!tuple_addrs(tb[CTA_TUPLE_ORIG], f.family, f.src, f.dst, &pa) ||
+	    !tuple_proto(pa, &f))
+		return MNL_CB_OK;
+	/* egressd's own flows carry its mark in the ct mark */
+	if (attr_bytes(tb[CTA_MARK], 4, &be32) && ntohl(be32) == d->mark &&
+	    d->mark != 0)
+		return MNL_CB_OK;
+	/* redirected (DNS, proxy): the peer is egressd, not dst */
+	if (attr_bytes(tb[CTA_STATUS], 4, &be32) &&
+	    (ntohl(be32) & IPS_DST_NAT) != 0)
+		return MNL_CB_OK;
+	/* the reply must come from dst itself (no NAT on the way) */
+	if (!tuple_addrs(tb[CTA_TUPLE_REPLY], f.family, rsrc, rdst, NULL) ||
+	    memcmp(rsrc, f.dst, f.family == 4 ? 4 : 16) != 0)
+		return MNL_CB_OK;
+	/* only flows this namespace started, to somewhere else */
+	if (!is_local(d->lc, f.family, f.src) ||
+	    is_local(d->lc, f.family, f.dst))
+		return MNL_CB_OK;
+	if (!flow_denied(d->n, d->p, &f))
+		return MNL_CB_OK;
+	if (attr_bytes(tb[CTA_ID], 4, &be32))
+		f.id = ntohl(be32);
+	if (attr_bytes(tb[CTA_ZONE], 2, &be16))
+		f.zone = ntohs(be16);
+	if (d->nout == NFT_CT_DELETE_MAX) {
+		d->more = true;
+		return MNL_CB_OK;
+	}
+	d->out[d->nout++] = f;
+	return MNL_CB_OK;
+}
+
+static int
+ct_dump(struct ct_cut *d, uint8_t *buf, struct err *e)
+{
+	struct mnl_socket *nl;
+	struct nlmsghdr *nlh;
+	struct nfgenmsg *g;
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	uint32_t seq, portid;
+	ssize_t r;
+	int cb;
+
+	nl = nft_sock_(d->n, &seq, &portid);
+	nlh = mnl_nlmsg_put_header(req);
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = seq;
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->nfgen_family = AF_UNSPEC;
+	g->version = NFNETLINK_V0;
+	g->res_id = 0;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: conntrack dump: %s",
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			return -1;
+		}
+		cb = mnl_cb_run(buf, (size_t)r, seq, portid, ct_cut_cb, d);
+		if (cb == MNL_CB_ERROR) {
+			err_set(e,
+			    "nft: conntrack dump: %s (is "
+			    "nf_conntrack_netlink available?)",
+			    strerror(errno));
+			return -1;
+		}
+		if (cb == MNL_CB_STOP)
+			break;
+	}
+	if (d->seen > NFT_CT_MAX_FLOWS) {
+		/* drain the rest of the dump so the socket stays usable */
+		do {
+			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		} while (r > 0 &&
+		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
+		        MNL_CB_OK);
+	}
+	return 0;
+}
+
+_Static_assert(NFT_CT_DEL_PER_SEND *NFT_CT_DEL_MSG_MAX <= NFT_RECV_BUF,
+    "delete messages fit the buffer");
+
+/*
+ * Sends the deletes of fl[0..nf) in one write and collects one ack each.
+ * *cut counts the entries deleted; ENOENT (ended meanwhile) is no error.
+ */
+static int
+ct_delete(struct nft *n, const struct nft_ct_flow *fl, size_t nf, uint8_t *buf,
+    size_t *cut, int *bad_errno)
+{
+	struct mnl_socket *nl = NULL;
+	uint32_t seq0 = 0, seq, portid = 0;
+	size_t i, len = 0, k, acked = 0;
+	bool got[NFT_CT_DEL_PER_SEND] = {0};
+	ssize_t r;
+
+	for (i = 0; i < nf; i++) {
+		nl = nft_sock_(n, &seq, &portid);
+		if (i == 0)
+			seq0 = seq;
+		k = nft_build_ct_delete(
+		    &fl[i], seq, buf + len, NFT_RECV_BUF - len);
+		if (k == 0) {
+			*bad_errno = EINVAL;
+			return -1;
+		}
+		len += k;
+	}
+	if (mnl_socket_sendto(nl, buf, len) < 0) {
+		*bad_errno = errno;
+		return -1;
+	}
+	while (acked < nf) {
+		const struct nlmsghdr *nlh;
+		int left;
+
+		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			*bad_errno = errno;
+			return -1;
+		}
+		left = (int)r;
+		for (nlh = (const struct nlmsghdr *)buf;
+		     mnl_nlmsg_ok(nlh, left);
+		     nlh = mnl_nlmsg_next(nlh, &left)) {
+			const struct nlmsgerr *me;
+
+			if (nlh->nlmsg_type != NLMSG_ERROR ||
+			    nlh->nlmsg_seq - seq0 >= nf ||
+			    got[nlh->nlmsg_seq - seq0])
+				continue; /* not ours (stale) */
+			got[nlh->nlmsg_seq - seq0] = true;
+			acked++;
+			me = mnl_nlmsg_get_payload(nlh);
+			if (me->error == 0)
+				(*cut)++;
+			else if (me->error != -ENOENT && *bad_errno == 0)
+				*bad_errno = -me->error;
+		}
+	}
+	return 0;
+}
+
+int
+nft_cut_denied_flows(
+    struct nft *n, const struct policy *p, size_t *cut, struct err *e)
+{
+	struct ct_cut d = {.n = n, .p = p, .mark = nft_mark_(n)};
+	struct locals *lc;
+	uint8_t *buf;
+	size_t i, k, ncut = 0;
+	int rc = -1, bad_errno = 0;
+
+	if (cut != NULL)
+		*cut = 0;
+	lc = malloc(sizeof(*lc));
+	buf = malloc(NFT_RECV_BUF);
+	d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*d.out));
+	if (lc == NULL || buf == NULL || d.out == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out;
+	}
+	if (locals_load(lc, e) < 0)
+		goto out;
+	if (lc->overflow) {
+		/* a local address we did not see could be taken for a
+		 * remote one: then cutting could break inbound flows */
+		err_set(e, "nft: more than %d local addresses; flows not cut",
+		    NFT_LOCAL_ADDRS_MAX);
+		goto out;
+	}
+	d.lc = lc;
+	if (ct_dump(&d, buf, e) < 0)
+		goto out;
+	for (i = 0; i < d.nout; i += k) {
+		k = d.nout - i > NFT_CT_DEL_PER_SEND ? NFT_CT_DEL_PER_SEND
+		                                     : d.nout - i;
+		if (ct_delete(n, d.out + i, k, buf, &ncut, &bad_errno) < 0) {
+			err_set(e, "nft: conntrack delete: %s",
+			    bad_errno == EAGAIN ? "timeout"
+			                        : strerror(bad_errno));
+			goto out;
+		}
+	}
+	if (bad_errno != 0) {
+		err_set(e, "nft: conntrack delete: %s", strerror(bad_errno));
+		goto out;
+	}
+	if (d.more || d.seen > NFT_CT_MAX_FLOWS) {
+		err_set(e,
+		    "nft: more than %d flows to cut (or %d conntrack "
+		    "entries read); the first were cut",
+		    NFT_CT_DELETE_MAX, NFT_CT_MAX_FLOWS);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (cut != NULL)
+		*cut = ncut;
+	free(d.out);
+	free(buf);
+	free(lc);
+	return rc;
+}

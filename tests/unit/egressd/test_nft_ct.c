@@ -1,0 +1,458 @@
+/*
+ * nft_ct: the ctnetlink delete builder (pure, golden bytes and a decode),
+ * and nft_cut_denied_flows() against the kernel in a throwaway network
+ * namespace (root only; otherwise the kernel cases skip themselves).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/netlink.h>
+
+#include <cmocka.h>
+#include <libmnl/libmnl.h>
+
+#include "egressd/nft.h"
+#include "policy/policy.h"
+
+static bool have_netns;
+
+/* ---- pure: the delete message ---- */
+
+static void
+hex(const uint8_t *b, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/*
+ * Golden: TCP 198.51.100.2:40000 -> 203.0.113.20:7, id 0x01020304,
+ * zone 0. Decoded by hand: nlmsghdr(len 0x50, type 0x0102 = ctnetlink
+ * DELETE, flags 0x0005 = REQUEST|ACK, seq 0x11223344, pid 0), nfgenmsg
+ * (AF_INET, v0, res 0), CTA_TUPLE_ORIG|NESTED { CTA_TUPLE_IP|NESTED {
+ * V4_SRC, V4_DST }, CTA_TUPLE_PROTO|NESTED { NUM 6, SRC_PORT 0x9c40,
+ * DST_PORT 0x0007 } }, CTA_ID 0x01020304 (big endian).
+ */
+static const char golden_tcp4[] = "50000000020105004433221100000000"
+                                  "02000000"
+                                  "34000180"
+                                  "14000180"
+                                  "0800"
+                                  "0100"
+                                  "c6336402"
+                                  "0800"
+                                  "0200"
+                                  "cb007114"
+                                  "1c000280"
+                                  "0500"
+                                  "0100"
+                                  "06000000"
+                                  "0600"
+                                  "0200"
+                                  "9c400000"
+                                  "0600"
+                                  "0300"
+                                  "00070000"
+                                  "0800"
+                                  "0c00"
+                                  "01020304";
+
+static void
+test_delete_golden(void **state)
+{
+	struct nft_ct_flow f;
+	uint8_t buf[512];
+	char got[1100];
+	size_t n;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.family = 4;
+	f.proto = IPPROTO_TCP;
+	inet_pton(AF_INET, "198.51.100.2", f.src);
+	inet_pton(AF_INET, "203.0.113.20", f.dst);
+	f.sport = 40000;
+	f.dport = 7;
+	f.id = 0x01020304;
+	n = nft_build_ct_delete(&f, 0x11223344, buf, sizeof(buf));
+	assert_int_equal(n, 0x50);
+	hex(buf, n, got);
+	assert_string_equal(got, golden_tcp4);
+}
+
+struct dec {
+	int proto, type, code;
+	uint16_t id16, sport, dport;
+	uint32_t ctid, zone;
+	bool src, dst;
+};
+
+static int
+any_cb(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+
+	tb[mnl_attr_get_type(a) & 0xff] = a;
+	return MNL_CB_OK;
+}
+
+/* Decodes with libmnl, independently of the builder's layout. */
+static void
+decode(const uint8_t *buf, size_t n, int family, struct dec *d)
+{
+	const struct nlmsghdr *nlh = (const void *)buf;
+	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *tb[64] = {0}, *tt[64] = {0}, *ti[64] = {0},
+	                    *tp[64] = {0};
+
+	memset(d, 0, sizeof(*d));
+	assert_true(mnl_nlmsg_ok(nlh, (int)n));
+	assert_int_equal(nlh->nlmsg_len, n);
+	assert_int_equal(nlh->nlmsg_type,
+	    (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE);
+	assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
+	assert_int_equal(g->nfgen_family, family == 4 ? AF_INET : AF_INET6);
+	assert_true(mnl_attr_parse(nlh, sizeof(*g), any_cb, tb) >= 0);
+	assert_non_null(tb[CTA_TUPLE_ORIG]);
+	assert_null(tb[CTA_TUPLE_REPLY]);
+	assert_true(mnl_attr_parse_nested(tb[CTA_TUPLE_ORIG], any_cb, tt) >= 0);
+	assert_true(mnl_attr_parse_nested(tt[CTA_TUPLE_IP], any_cb, ti) >= 0);
+	assert_true(
+	    mnl_attr_parse_nested(tt[CTA_TUPLE_PROTO], any_cb, tp) >= 0);
+	d->src = ti[family == 4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC] != NULL &&
+	    mnl_attr_get_payload_len(
+	        ti[family == 4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC]) ==
+	        (family == 4 ? 4u : 16u);
+	d->dst = ti[family == 4 ? CTA_IP_V4_DST : CTA_IP_V6_DST] != NULL;
+	d->proto = mnl_attr_get_u8(tp[CTA_PROTO_NUM]);
+	if (tp[CTA_PROTO_SRC_PORT] != NULL)
+		d->sport = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_SRC_PORT]));
+	if (tp[CTA_PROTO_DST_PORT] != NULL)
+		d->dport = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_DST_PORT]));
+	if (family == 6 && tp[CTA_PROTO_ICMPV6_ID] != NULL) {
+		d->id16 = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_ICMPV6_ID]));
+		d->type = mnl_attr_get_u8(tp[CTA_PROTO_ICMPV6_TYPE]);
+		d->code = mnl_attr_get_u8(tp[CTA_PROTO_ICMPV6_CODE]);
+	} else if (family == 4 && tp[CTA_PROTO_ICMP_ID] != NULL) {
+		d->id16 = ntohs(mnl_attr_get_u16(tp[CTA_PROTO_ICMP_ID]));
+		d->type = mnl_attr_get_u8(tp[CTA_PROTO_ICMP_TYPE]);
+		d->code = mnl_attr_get_u8(tp[CTA_PROTO_ICMP_CODE]);
+	}
+	if (tb[CTA_ID] != NULL)
+		d->ctid = ntohl(mnl_attr_get_u32(tb[CTA_ID]));
+	if (tb[CTA_ZONE] != NULL)
+		d->zone = ntohs(mnl_attr_get_u16(tb[CTA_ZONE]));
+}
+
+static void
+test_delete_decodes(void **state)
+{
+	struct nft_ct_flow f;
+	struct dec d;
+	uint8_t buf[512];
+	size_t n;
+
+	(void)state;
+	/* UDP over IPv6 with a zone, no id */
+	memset(&f, 0, sizeof(f));
+	f.family = 6;
+	f.proto = IPPROTO_UDP;
+	inet_pton(AF_INET6, "2001:db8:1::2", f.src);
+	inet_pton(AF_INET6, "2001:db8:2::9", f.dst);
+	f.sport = 5353;
+	f.dport = 9;
+	f.zone = 7;
+	n = nft_build_ct_delete(&f, 1, buf, sizeof(buf));
+	assert_true(n > 0);
+	decode(buf, n, 6, &d);
+	assert_true(d.src && d.dst);
+	assert_int_equal(d.proto, IPPROTO_UDP);
+	assert_int_equal(d.sport, 5353);
+	assert_int_equal(d.dport, 9);
+	assert_int_equal(d.ctid, 0);
+	assert_int_equal(d.zone, 7);
+	/* ICMP echo */
+	memset(&f, 0, sizeof(f));
+	f.family = 4;
+	f.proto = IPPROTO_ICMP;
+	f.icmp_id = 0x4242;
+	f.icmp_type = 8;
+	f.id = 99;
+	n = nft_build_ct_delete(&f, 2, buf, sizeof(buf));
+	assert_true(n > 0);
+	decode(buf, n, 4, &d);
+	assert_int_equal(d.proto, IPPROTO_ICMP);
+	assert_int_equal(d.id16, 0x4242);
+	assert_int_equal(d.type, 8);
+	assert_int_equal(d.ctid, 99);
+	/* ICMPv6 echo */
+	f.family = 6;
+	f.proto = IPPROTO_ICMPV6;
+	f.icmp_type = 128;
+	n = nft_build_ct_delete(&f, 3, buf, sizeof(buf));
+	assert_true(n > 0);
+	decode(buf, n, 6, &d);
+	assert_int_equal(d.type, 128);
+	assert_int_equal(d.id16, 0x4242);
+}
+
+static void
+test_delete_refuses(void **state)
+{
+	struct nft_ct_flow f;
+	uint8_t buf[512];
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.family = 4;
+	f.proto = IPPROTO_SCTP;
+	assert_int_equal(nft_build_ct_delete(&f, 1, buf, sizeof(buf)), 0);
+	f.proto = IPPROTO_ICMPV6; /* with family 4 */
+	assert_int_equal(nft_build_ct_delete(&f, 1, buf, sizeof(buf)), 0);
+	f.family = 5;
+	f.proto = IPPROTO_TCP;
+	assert_int_equal(nft_build_ct_delete(&f, 1, buf, sizeof(buf)), 0);
+	f.family = 4;
+	assert_int_equal(nft_build_ct_delete(&f, 1, buf, 64), 0);
+	assert_true(nft_build_ct_delete(&f, 1, buf, sizeof(buf)) > 0);
+}
+
+/* ---- kernel ---- */
+
+static struct policy *
+pol(const char *json)
+{
+	struct policy_diag d;
+	struct policy *p;
+	struct err e;
+
+	policy_diag_init(&d);
+	p = policy_parse_json(json, strlen(json), "test", &d);
+	if (p == NULL) {
+		policy_diag_to_err(&d, &e);
+		fail_msg("policy: %s", e.msg);
+	}
+	policy_diag_clear(&d);
+	return p;
+}
+
+static void
+learn1(struct nft *n, const char *a, const char *name)
+{
+	struct nft_learn_addr la = {.family = 4, .ttl = 60, .name = name};
+	struct err e;
+
+	assert_int_equal(inet_pton(AF_INET, a, la.addr), 1);
+	if (nft_learn(n, &la, 1, &e) != 0)
+		fail_msg("learn %s: %s", a, e.msg);
+}
+
+/* A connected UDP socket (mark 0 = unmarked) that sent one datagram. */
+static int
+udp_flow(const char *dst, uint16_t port, uint32_t mark)
+{
+	struct sockaddr_in sin = {
+	    .sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	if (mark != 0)
+		assert_int_equal(
+		    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)),
+		    0);
+	inet_pton(AF_INET, dst, &sin.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	if (send(fd, "x", 1, 0) != 1)
+		fail_msg("send to %s:%u: %s", dst, port, strerror(errno));
+	return fd;
+}
+
+/*
+ * A datagram "from" dst back to fd's local port, sent through a raw
+ * socket: conntrack takes it as the reply of fd's flow (so its next
+ * packets are ESTABLISHED) and delivers it over lo.
+ */
+static void
+fake_reply(int fd)
+{
+	struct sockaddr_in me, peer;
+	socklen_t sl = sizeof(me);
+	uint8_t pkt[29];
+	int r;
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &sl), 0);
+	sl = sizeof(peer);
+	assert_int_equal(getpeername(fd, (struct sockaddr *)&peer, &sl), 0);
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x45;
+	pkt[2] = 0;
+	pkt[3] = sizeof(pkt);
+	pkt[8] = 64;
+	pkt[9] = IPPROTO_UDP;
+	memcpy(pkt + 12, &peer.sin_addr, 4);
+	memcpy(pkt + 16, &me.sin_addr, 4);
+	memcpy(pkt + 20, &peer.sin_port, 2);
+	memcpy(pkt + 22, &me.sin_port, 2);
+	pkt[25] = 9; /* udp length; checksum 0 = none */
+	pkt[28] = 'r';
+	r = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	assert_true(r >= 0);
+	me.sin_port = 0;
+	assert_int_equal(
+	    sendto(r, pkt, sizeof(pkt), 0, (struct sockaddr *)&me, sizeof(me)),
+	    (ssize_t)sizeof(pkt));
+	close(r);
+	/* the reply arrived: the flow is ESTABLISHED now */
+	assert_int_equal(recv(fd, pkt, sizeof(pkt), 0), 1);
+}
+
+/* 0 when a datagram leaves, else errno (EPERM: the ruleset dropped it). */
+static int
+again(int fd)
+{
+	return send(fd, "y", 1, 0) == 1 ? 0 : errno;
+}
+
+static const char *tight1 =
+    "{\"defaultAction\":\"deny\",\"egress\":["
+    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+    "{\"action\":\"allow\",\"target\":\"b.example\"},"
+    "{\"action\":\"allow\",\"target\":\"203.0.113.5\"}]}";
+/* b.example and the CIDR gone; the local /24 explicitly denied */
+static const char *tight2 =
+    "{\"defaultAction\":\"deny\",\"egress\":["
+    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+    "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"}]}";
+
+static void
+test_cut_on_tighten(void **state)
+{
+	struct policy *p1 = pol(tight1), *p2 = pol(tight2), *p3;
+	struct nft_opts o;
+	struct nft *n;
+	struct err e;
+	size_t cut = 99;
+	int f5, f20, f21, fown, flocal, lis;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	nft_opts_init(&o);
+	n = nft_new(&o, NULL, &e);
+	assert_non_null(n);
+	if (nft_apply_policy(n, p1, &e) != 0)
+		fail_msg("apply 1: %s", e.msg);
+	learn1(n, "203.0.113.20", "b.example");
+	learn1(n, "203.0.113.21", "a.example");
+	f5 = udp_flow("203.0.113.5", 9, 0); /* CIDR rule */
+	f20 = udp_flow("203.0.113.20", 9, 0); /* b.example */
+	f21 = udp_flow("203.0.113.21", 9, 0); /* a.example */
+	fown = udp_flow("203.0.113.20", 10, o.mark); /* egressd's own */
+	{
+		struct sockaddr_in sin = {
+		    .sin_family = AF_INET, .sin_port = htons(9)};
+
+		/* a listener, so the local flow sees no port unreachable */
+		lis = socket(AF_INET, SOCK_DGRAM, 0);
+		inet_pton(AF_INET, "198.51.100.2", &sin.sin_addr);
+		assert_int_equal(
+		    bind(lis, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	}
+	flocal = udp_flow("198.51.100.2", 9, 0); /* to a local address */
+	fake_reply(f5);
+	fake_reply(f20);
+	fake_reply(f21);
+	/* nothing denied yet: nothing cut */
+	if (nft_cut_denied_flows(n, p1, &cut, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL) {
+			print_message(
+			    "conntrack netlink unavailable: %s\n", e.msg);
+			nft_free(n);
+			skip();
+		}
+		fail_msg("cut 1: %s", e.msg);
+	}
+	assert_int_equal(cut, 0);
+	if (nft_apply_policy(n, p2, &e) != 0)
+		fail_msg("apply 2: %s", e.msg);
+	/* the hole this closes: established flows still pass */
+	assert_int_equal(again(f5), 0);
+	assert_int_equal(again(f20), 0);
+	if (nft_cut_denied_flows(n, p2, &cut, &e) != 0)
+		fail_msg("cut 2: %s", e.msg);
+	assert_int_equal(cut, 2); /* .5 and .20 */
+	assert_int_equal(again(f5), EPERM);
+	assert_int_equal(again(f20), EPERM);
+	assert_int_equal(again(f21), 0);
+	assert_int_equal(again(fown), 0);
+	assert_int_equal(again(flocal), 0);
+	/* idempotent: nothing left to cut */
+	assert_int_equal(nft_cut_denied_flows(n, p2, &cut, &e), 0);
+	assert_int_equal(cut, 0);
+	/* a.example gone too: its flow goes, own and local ones stay */
+	p3 = pol("{\"defaultAction\":\"deny\",\"egress\":[]}");
+	if (nft_apply_policy(n, p3, &e) != 0)
+		fail_msg("apply 3: %s", e.msg);
+	assert_int_equal(nft_cut_denied_flows(n, p3, &cut, &e), 0);
+	assert_int_equal(cut, 1);
+	assert_int_equal(again(f21), EPERM);
+	assert_int_equal(again(fown), 0);
+	assert_int_equal(again(flocal), 0);
+	close(f5);
+	close(f20);
+	close(f21);
+	close(fown);
+	close(flocal);
+	close(lis);
+	nft_free(n);
+	policy_unref(p1);
+	policy_unref(p2);
+	policy_unref(p3);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_delete_golden),
+	    cmocka_unit_test(test_delete_decodes),
+	    cmocka_unit_test(test_delete_refuses),
+	    cmocka_unit_test(test_cut_on_tighten),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(
+		    stderr, "test_nft_ct: not root: kernel cases skipped\n");
+	} else if (unshare(CLONE_NEWNET) != 0) {
+		fprintf(stderr,
+		    "test_nft_ct: unshare(CLONE_NEWNET): %s: "
+		    "kernel cases skipped\n",
+		    strerror(errno));
+	} else if (system("ip link set lo up && "
+	                  "ip link add d0 type veth peer name d1 && "
+	                  "ip link set d0 up && ip link set d1 up && "
+	                  "ip addr add 198.51.100.2/24 dev d0 && "
+	                  "ip route add default via 198.51.100.1") != 0 ||
+	    system("nft list ruleset >/dev/null") != 0) {
+		fprintf(stderr,
+		    "test_nft_ct: cannot set up the namespace "
+		    "(ip, nft): kernel cases skipped\n");
+	} else
+		have_netns = true;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
