@@ -5,8 +5,8 @@
 # and a fresh answer opens it again. An operator tightening through the
 # always-rules directory (deny.always) or a policy file edit closes a
 # learned address at once, without waiting for its lease, and the cached
-# answer does not bring it back. (Established connections live on, like
-# the reference: docs/nft.md, filter_out rule 1; not re-tested here.)
+# answer does not bring it back, and a connection already open to it is
+# cut. A connection opened before a lease merely runs out lives on.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -41,11 +41,16 @@ wait_closed() {
 t0=$SECONDS
 tb_expect_eq "short.test resolves (TTL 2 s)" "$TB_ORIGIN_B4" "$(dig_s short.test A)"
 nd_works "its address is open" tcp "$TB_ORIGIN_B4" 80
+tb_sandbox_bg "$TB_DIR/hold_b.out" "$TB_PY" "$ND_PROBE" hold "$TB_ORIGIN_B4" 7 7
+hold_b=$TB_LAST_PID
 tb_check "after the lease (<= 8 s) new connections fail" \
     wait_closed "$TB_ORIGIN_B4" 8
 tb_check "not before the TTL ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -ge 2
 nd_fails_fast "the stale address is closed" tcp "$TB_ORIGIN_B4" 80
 tb_check_fails "and gone from learned4" in_set "$TB_ORIGIN_B4" learned4
+wait "$hold_b"
+tb_expect_match "a connection opened before the expiry kept working" \
+    '^ok [0-9]+ round trips' "$(cat "$TB_DIR/hold_b.out")"
 tb_expect_eq "a fresh answer" "$TB_ORIGIN_B4" "$(dig_s short.test A)"
 nd_works "opens it again" tcp "$TB_ORIGIN_B4" 80
 
@@ -53,6 +58,10 @@ nd_works "opens it again" tcp "$TB_ORIGIN_B4" 80
 tb_expect_eq "c.test resolves (lease 30 s)" "$TB_ORIGIN_C4" "$(dig_s c.test A)"
 tb_expect_eq "and its IPv6 address" "$TB_ORIGIN_C6" "$(dig_s c.test AAAA)"
 nd_works "c.test's address is open" tcp "$TB_ORIGIN_C4" 80
+tb_sandbox_bg "$TB_DIR/hold_c.out" "$TB_PY" "$ND_PROBE" hold "$TB_ORIGIN_C4" 7 4
+hold_c=$TB_LAST_PID
+tb_wait_log_line --timeout 3 "$TB_ECHO_LOG" echo.tcp.accept \
+    server.addr="$TB_ORIGIN_C4" server.port=7 >/dev/null
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 echo c.test >"$rules/deny.always"
 tb_check "deny.always is loaded" tb_wait_log_line --since "$m" --timeout 2 \
@@ -61,6 +70,9 @@ nd_fails_fast "c.test's learned address closes at once" tcp "$TB_ORIGIN_C4" 80
 nd_fails_fast "so does its IPv6 address" tcp "$TB_ORIGIN_C6" 80
 tb_check_fails "it left learned4" in_set "$TB_ORIGIN_C4" learned4
 tb_check_fails "and learned6" in_set "$TB_ORIGIN_C6" learned6
+wait "$hold_c"
+tb_expect_match "the connection open to it was cut (reset)" \
+    'ConnectionResetError|BrokenPipeError|^err ' "$(cat "$TB_DIR/hold_c.out")"
 tb_expect_match "the cached answer does not come back" "status: NXDOMAIN" \
     "$(tb_sandbox dig +time=2 +tries=1 c.test A)"
 nd_fails_fast "nor does the address" tcp "$TB_ORIGIN_C4" 80
