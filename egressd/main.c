@@ -11,6 +11,7 @@
 #include "egressd/config.h"
 #include "egressd/daemon.h"
 #include "egressd/log.h"
+#include "egressd/policyfile.h"
 #include "policy/policy.h"
 
 extern char **environ;
@@ -30,7 +31,7 @@ check_policy(const struct config *cfg)
 	size_t i;
 
 	policy_diag_init(&d);
-	p = egressd_load_policy(cfg, &d);
+	p = policyfile_load(cfg, &d);
 	if (p == NULL) {
 		for (i = 0; i < d.n; i++)
 			fprintf(stderr, "%s\n", d.msgs[i]);

@@ -1,0 +1,175 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "egressd/failpoint.h"
+#include "egressd/policyfile.h"
+#include "policy/hash.h"
+
+/* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
+char *
+policyfile_read(const char *path, size_t max, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return NULL;
+	if (fstat(fd, &st) == -1 || (size_t)st.st_size > max) {
+		close(fd);
+		errno = EFBIG;
+		return NULL;
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	while (off < (size_t)st.st_size &&
+	    (n = read(fd, buf + off, (size_t)st.st_size - off)) > 0)
+		off += (size_t)n;
+	close(fd);
+	buf[off] = '\0';
+	*len = off;
+	return buf;
+}
+
+/*
+ * egressd rewrites the policy file after API changes and never writes a
+ * secret, so an inline credential value in that file would be replaced by
+ * "[REDACTED]" on the first change. Refuse it up front.
+ */
+static int
+policyfile_check_persistable(
+    const struct config *cfg, const struct policy *p, struct policy_diag *d)
+{
+	char msg[512];
+	char **nv;
+	size_t i;
+
+	if (cfg->policy_file == NULL)
+		return 0;
+	for (i = 0; i < p->ncredentials; i++) {
+		if (policy_credential_source(p->credentials[i]) !=
+		    POLICY_CRED_INLINE)
+			continue;
+		(void)snprintf(msg, sizeof(msg),
+		    "%s: credential \"%s\": inline values cannot live in the "
+		    "policy file egressd rewrites; use source: {type: file, "
+		    "path: ...}",
+		    cfg->policy_file,
+		    policy_credential_name(p->credentials[i]));
+		nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
+		if (nv == NULL)
+			return -1;
+		d->msgs = nv;
+		if ((d->msgs[d->n] = strdup(msg)) != NULL)
+			d->n++;
+		return -1;
+	}
+	return 0;
+}
+
+struct policy *
+policyfile_load(const struct config *cfg, struct policy_diag *d)
+{
+	struct policy *base = NULL, *full;
+	struct stat st;
+
+	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0)
+		base = policy_load_file(cfg->policy_file, d);
+	else if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0')
+		base = policy_parse_json(cfg->rules_json,
+		    strlen(cfg->rules_json), "OPENSANDBOX_EGRESS_RULES", d);
+	else
+		base = policy_new_deny_all();
+	if (base == NULL)
+		return NULL;
+	if (policyfile_check_persistable(cfg, base, d) == -1) {
+		policy_unref(base);
+		return NULL;
+	}
+	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
+		return base;
+	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
+	policy_unref(base);
+	return full;
+}
+
+int
+policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
+    const char *failpoint, struct log *lg, struct err *e)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	char *yaml, *slash;
+	size_t len, off = 0;
+	int fd, dfd;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
+	        (long)getpid()) >= sizeof(tmp)) {
+		err_set(e, "%s: path too long", path);
+		return -1;
+	}
+	if ((yaml = policy_to_yaml(p)) == NULL) {
+		err_set(e, "cannot serialize policy");
+		return -1;
+	}
+	len = strlen(yaml);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd == -1) {
+		err_set(e, "%s: %s", tmp, strerror(errno));
+		goto out_free;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, yaml + off, len - off);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err_set(e, "%s: write: %s", tmp, strerror(errno));
+			goto out_unlink;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) == -1) {
+		err_set(e, "%s: fsync: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	close(fd);
+	fd = -1;
+	failpoint_hit(failpoint, "persist.before_rename", lg);
+	if (rename(tmp, path) == -1) {
+		err_set(e, "rename %s: %s", path, strerror(errno));
+		goto out_unlink;
+	}
+	/* The rename is durable only once the directory is synced. */
+	(void)snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		(void)snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	if (hash != NULL)
+		*hash = hash_fnv1a(yaml, len);
+	free(yaml);
+	return 0;
+out_unlink:
+	if (fd != -1)
+		close(fd);
+	unlink(tmp);
+out_free:
+	free(yaml);
+	return -1;
+}
