@@ -772,7 +772,7 @@ egressd_commit(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
 		/* established flows to what is now denied; never fails the
 		 * update: the rules already block new connections */
-		if (0 && nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
+		if (nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
 			log_error(d->log, "nft.flows_cut_failed",
 			    LOG_U("cut", cut), LOG_S("error", re.msg));
 		else
