@@ -16,7 +16,8 @@
  *     tcp/udp dport 53 (any address, v4 and v6) -> redirect to :dns_port;
  *     [proxy_port != 0] tcp dport @intercept to learned -> redirect :proxy.
  *   chain filter_out type filter hook output priority 0, policy drop:
- *     ct established,related; own mark; ICMPv6 ND (133-136, 143);
+ *     ct established,related; own mark (ct mark set meta mark: see
+ *     nft_cut_denied_flows); ICMPv6 ND (133-136, 143);
  *     nameserver-exempt :53; protected ports on any local address (fib
  *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
  *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
