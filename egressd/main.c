@@ -4,6 +4,8 @@
  * in the program holds mutable global state.
  */
 #include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +52,20 @@ check_policy(const struct config *cfg)
 	return 0;
 }
 
+/*
+ * The API token and credentials live in this process: no core dump may
+ * carry them, and no process of the same uid may ptrace us or read
+ * /proc/PID/mem (PR_SET_DUMPABLE 0 also makes /proc/PID root-owned).
+ */
+static void
+harden_process(void)
+{
+	struct rlimit rl = {0, 0};
+
+	(void)setrlimit(RLIMIT_CORE, &rl);
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -59,6 +75,7 @@ main(int argc, char **argv)
 	struct err e = {""};
 	int rc;
 
+	harden_process();
 	config_init(&cfg);
 	if (config_from_env(&cfg, environ, &e) == -1 ||
 	    config_from_args(&cfg, argc, argv, &e) == -1) {
