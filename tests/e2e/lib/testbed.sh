@@ -362,6 +362,9 @@ tb_host()
 # Exits 77 (skip) only when not root or network namespaces are unavailable.
 tb_setup()
 {
+	# egressd refuses policy files others may write: whatever the
+	# caller's umask, files the bed and its scenarios create are 0644.
+	umask 022
 	[ "$(id -u)" -eq 0 ] || tb_skip "end-to-end tests need root (network namespaces)"
 	command -v ip >/dev/null || tb_skip "iproute2 (ip) not installed"
 
@@ -660,7 +663,7 @@ tb_dns_start()
 	[ "${1:-}" = -- ] && shift
 	for a in "${addrs[@]}"; do args+=(--listen-address="$a"); done
 	: >"$TB_DIR/dns/$name.log"
-	ip netns exec "$TB_NET" dnsmasq --keep-in-foreground --no-daemon \
+	ip netns exec "$TB_NET" dnsmasq --keep-in-foreground \
 	    --conf-file="$TB_SERVERS_DIR/zone.dnsmasq.conf" \
 	    --conf-file="$TB_DIR/dns/bulk.conf" \
 	    --no-resolv --no-hosts --no-poll --user=root --group=root \
