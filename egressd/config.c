@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "egressd/config.h"
+#include "egressd/policyfile.h"
 #include "vault/vault_ct.h"
 
 static const char config_usage_text[] =
@@ -34,6 +35,8 @@ static const char config_usage_text[] =
     "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 (15353)\n"
     "  --dns-timeout SECONDS   per-upstream timeout, 1..120 (5)\n"
     "  --mark MARK             SO_MARK of egressd's own sockets (0x1)\n"
+    "  --protect-port PORT     a local port the sandbox may not reach\n"
+    "                          (repeatable; the API port always is)\n"
     "  --teardown-on-exit      remove the nftables table on a clean stop\n"
     "  --sandbox-id ID         added to every log line\n"
     "  --log-level LEVEL       debug, info, warn, error (info)\n"
@@ -446,6 +449,33 @@ config_set_port(uint16_t *dst, const char *s, const char *what, struct err *e)
 	return 0;
 }
 
+/* Replaces the protected ports with a comma-separated list. */
+static int
+config_set_ports(
+    struct config *c, const char *s, const char *what, struct err *e)
+{
+	struct config_strlist l = {NULL, 0};
+	uint16_t ports[CONFIG_PORTS_MAX];
+	size_t i;
+
+	if (config_split(s, &l, what, e) == -1)
+		return -1;
+	if (l.n > CONFIG_PORTS_MAX) {
+		err_set(e, "%s: more than %d ports", what, CONFIG_PORTS_MAX);
+		goto fail;
+	}
+	for (i = 0; i < l.n; i++)
+		if (config_set_port(&ports[i], l.v[i], what, e) == -1)
+			goto fail;
+	memcpy(c->protected_ports, ports, l.n * sizeof(ports[0]));
+	c->nprotected_ports = l.n;
+	config_strlist_clear(&l);
+	return 0;
+fail:
+	config_strlist_clear(&l);
+	return -1;
+}
+
 enum config_key {
 	K_MODE,
 	K_RULES,
@@ -476,6 +506,7 @@ enum config_key {
 	K_TEARDOWN,
 	K_INSECURE_NO_TOKEN,
 	K_FAILPOINT,
+	K_PROTECTED_PORTS,
 };
 
 static int
@@ -568,6 +599,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_parse_bool(v, &c->teardown_on_exit, what, e);
 	case K_INSECURE_NO_TOKEN:
 		return config_parse_bool(v, &c->api_insecure_no_token, what, e);
+	case K_PROTECTED_PORTS:
+		return config_set_ports(c, v, what, e);
 	case K_FAILPOINT:
 		return config_set_str(&c->failpoint, v, what, e);
 	}
@@ -610,6 +643,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_MARK", K_MARK},
     {"EGRESSD_TEARDOWN_ON_EXIT", K_TEARDOWN},
     {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
+    {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
 };
 
 int
@@ -679,6 +713,7 @@ enum {
 	OPT_SANDBOX_ID,
 	OPT_LOG_LEVEL,
 	OPT_LOG_FILE,
+	OPT_PROTECT_PORT,
 	OPT_VERSION,
 	OPT_HELP,
 };
@@ -702,6 +737,7 @@ static const struct option config_opts[] = {
     {"sandbox-id", required_argument, NULL, OPT_SANDBOX_ID},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"log-file", required_argument, NULL, OPT_LOG_FILE},
+    {"protect-port", required_argument, NULL, OPT_PROTECT_PORT},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -711,7 +747,7 @@ int
 config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 {
 	int ch, idx;
-	bool upstream_seen = false;
+	bool upstream_seen = false, protect_seen = false;
 	/* Every --dns-upstream of the command line replaces the env list. */
 	char *ups = NULL;
 	int rc = -1;
@@ -810,6 +846,22 @@ config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 			if (config_set(c, K_LOG_FILE, optarg, whatbuf, e))
 				goto out;
 			break;
+		case OPT_PROTECT_PORT: {
+			/* Repeatable: each flag adds one port. */
+			uint16_t p;
+			if (config_set_port(&p, optarg, whatbuf, e) == -1)
+				goto out;
+			if (!protect_seen)
+				c->nprotected_ports = 0;
+			protect_seen = true;
+			if (c->nprotected_ports == CONFIG_PORTS_MAX) {
+				err_set(e, "--protect-port: more than %d ports",
+				    CONFIG_PORTS_MAX);
+				goto out;
+			}
+			c->protected_ports[c->nprotected_ports++] = p;
+			break;
+		}
 		case OPT_VERSION:
 			c->version = true;
 			break;
@@ -856,6 +908,11 @@ config_read_token_file(struct config *c, struct err *e)
 	}
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 		err_set(e, "%s: not a regular file", c->token_file);
+		close(fd);
+		return -1;
+	}
+	/* Whoever can rewrite the token file can reconfigure egressd. */
+	if (policyfile_check_owner(c->token_file, &st, e) == -1) {
 		close(fd);
 		return -1;
 	}

@@ -30,6 +30,7 @@
 #define CONFIG_LIST_MAX 64 /* entries of any comma-separated list */
 #define CONFIG_TOKEN_MAX 4096 /* bytes of an API token */
 #define CONFIG_VALUE_MAX 4096 /* bytes of any other value */
+#define CONFIG_PORTS_MAX 16 /* --protect-port entries */
 
 enum config_mode {
 	CONFIG_MODE_DNS_NFT = 0, /* default: resolver + nftables */
@@ -74,6 +75,9 @@ struct config {
 
 	/* nft. */
 	uint32_t mark;
+	/* Loopback/local ports only egressd may reach (besides the API's). */
+	uint16_t protected_ports[CONFIG_PORTS_MAX];
+	size_t nprotected_ports;
 	bool teardown_on_exit;
 	bool block_doh_443;
 	struct config_strlist doh_blocklist; /* IPs/CIDRs */

@@ -322,6 +322,12 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 	o->nprotected_ports = 0;
 	if (api_port != 0)
 		o->protected_ports[o->nprotected_ports++] = api_port;
+	for (i = 0;
+	     i < c->nprotected_ports && o->nprotected_ports < NFT_PORTS_MAX;
+	     i++)
+		if (c->protected_ports[i] != api_port)
+			o->protected_ports[o->nprotected_ports++] =
+			    c->protected_ports[i];
 	o->block_doh_443 = c->block_doh_443;
 	if (c->nameserver_exempt.n > NFT_ADDRS_MAX ||
 	    c->doh_blocklist.n > NFT_ADDRS_MAX) {

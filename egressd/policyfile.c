@@ -46,12 +46,46 @@ policyfile_read(const char *path, size_t max, size_t *len)
  * secret, so an inline credential value in that file would be replaced by
  * "[REDACTED]" on the first change. Refuse it up front.
  */
+
+int
+policyfile_check_owner(const char *path, const struct stat *st, struct err *e)
+{
+	if (st->st_uid != 0 && st->st_uid != geteuid()) {
+		err_set(e,
+		    "%s: owned by uid %u; egressd reads policy and secrets "
+		    "only "
+		    "from files owned by root or by itself",
+		    path, (unsigned)st->st_uid);
+		return -1;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		err_set(e,
+		    "%s: writable by group or others (mode %04o); egressd "
+		    "refuses files another user might rewrite",
+		    path, (unsigned)(st->st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/* Adds one message to d; the load then fails. */
+static void
+policyfile_diag_add(struct policy_diag *d, const char *msg)
+{
+	char **nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
+
+	if (nv == NULL)
+		return;
+	d->msgs = nv;
+	if ((d->msgs[d->n] = strdup(msg)) != NULL)
+		d->n++;
+}
+
 static int
 policyfile_check_persistable(
     const struct config *cfg, const struct policy *p, struct policy_diag *d)
 {
 	char msg[512];
-	char **nv;
 	size_t i;
 
 	if (cfg->policy_file == NULL)
@@ -66,15 +100,46 @@ policyfile_check_persistable(
 		    "path: ...}",
 		    cfg->policy_file,
 		    policy_credential_name(p->credentials[i]));
-		nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
-		if (nv == NULL)
-			return -1;
-		d->msgs = nv;
-		if ((d->msgs[d->n] = strdup(msg)) != NULL)
-			d->n++;
+		policyfile_diag_add(d, msg);
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Whoever can write what egressd reads decides the policy: the policy file
+ * and the always-rules must be root's (or egressd's) and not writable by
+ * anybody else. Missing files are fine (they mean "none").
+ */
+static int
+policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
+{
+	static const char *const always[] = {
+	    "deny.always", "allow.always", "log_skip.always"};
+	char path[PATH_MAX];
+	struct stat st;
+	struct err e = {""};
+	size_t i;
+	int rc = 0;
+
+	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0 &&
+	    policyfile_check_owner(cfg->policy_file, &st, &e) == -1) {
+		policyfile_diag_add(d, e.msg);
+		rc = -1;
+	}
+	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
+		return rc;
+	for (i = 0; i < sizeof(always) / sizeof(always[0]); i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+		        cfg->rules_dir, always[i]) >= sizeof(path))
+			continue;
+		if (stat(path, &st) == 0 &&
+		    policyfile_check_owner(path, &st, &e) == -1) {
+			policyfile_diag_add(d, e.msg);
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 struct policy *
@@ -83,6 +148,8 @@ policyfile_load(const struct config *cfg, struct policy_diag *d)
 	struct policy *base = NULL, *full;
 	struct stat st;
 
+	if (policyfile_check_sources(cfg, d) == -1)
+		return NULL;
 	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0)
 		base = policy_load_file(cfg->policy_file, d);
 	else if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0')

@@ -29,6 +29,14 @@ struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d);
 int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
     const char *failpoint, struct log *lg, struct err *e);
 
+/*
+ * 0 when a file egressd takes policy or secrets from is owned by root or
+ * egressd's euid and writable by nobody else; -1 with the reason in e.
+ */
+struct stat;
+int policyfile_check_owner(
+    const char *path, const struct stat *st, struct err *e);
+
 /* Reads a whole file of at most max bytes (NUL-terminated, caller frees);
  * NULL when missing or larger. */
 char *policyfile_read(const char *path, size_t max, size_t *len);

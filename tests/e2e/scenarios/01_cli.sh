@@ -5,6 +5,7 @@
 # Needs no privileges and no namespaces.
 set -u -o pipefail
 BIN=${EGRESSD_BIN:?EGRESSD_BIN not set}
+umask 022 # egressd refuses group/world-writable policy files
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 pass=0 fail=0
@@ -110,6 +111,21 @@ sed -i 's|source: {type: inline, value: "sk-live-not-for-logs"}|source: {type: f
 expect "a file credential with a covered binding is fine (+1 always-rule)" 0 \
     '^ok: 2 rules, 1 bindings$' -- \
     "$BIN" --check --policy "$dir/cred.yaml" --rules-dir "$dir/rules"
+chmod 0666 "$dir/good.yaml"
+expect "a policy file others may write is refused" 1 \
+    'good.yaml: writable by group or others \(mode 0666\)' -- \
+    "$BIN" --check --policy "$dir/good.yaml" --rules-dir "$dir/rules"
+chmod 0644 "$dir/good.yaml"
+chmod 0664 "$dir/rules/deny.always"
+expect "so is a group-writable always-rule" 1 \
+    'deny.always: writable by group or others' -- \
+    "$BIN" --check --policy "$dir/good.yaml" --rules-dir "$dir/rules"
+chmod 0644 "$dir/rules/deny.always"
+chown 65534 "$dir/good.yaml"
+expect "and a policy file owned by another user" 1 \
+    'good.yaml: owned by uid 65534' -- \
+    "$BIN" --check --policy "$dir/good.yaml" --rules-dir "$dir/rules"
+chown 0 "$dir/good.yaml"
 expect "--version" 0 '^egressd [0-9]+\.[0-9]+\.[0-9]+$' -- "$BIN" --version
 expect "--help" 0 'usage: egressd' -- "$BIN" --help
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "egressd/config.h"
@@ -236,12 +237,49 @@ test_token_file(void **state)
 	assert_null(strstr(e.msg, "abc"));
 	config_clear(&c);
 
+	/* A token file others may rewrite is refused. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "tok\n", 4), 4);
+	close(fd);
+	assert_int_equal(chmod(path, 0666), 0);
+	config_init(&c);
+	c.token_file = strdup(path);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "writable by group or others"));
+	config_clear(&c);
+	assert_int_equal(chmod(path, 0600), 0);
+
 	config_init(&c);
 	c.token_file = strdup("/nonexistent/egressd/token");
 	assert_int_equal(config_finish(&c, &e), -1);
 	assert_non_null(strstr(e.msg, "cannot open token file"));
 	config_clear(&c);
 	unlink(path);
+}
+
+static void
+test_protected_ports(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_PROTECTED_PORTS=15000, 9090", NULL};
+	char a0[] = "egressd", a1[] = "--protect-port", a2[] = "7777";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *bad[] = {"EGRESSD_PROTECTED_PORTS=80,http", NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.nprotected_ports, 2);
+	assert_int_equal(c.protected_ports[0], 15000);
+	assert_int_equal(c.protected_ports[1], 9090);
+	/* The command line replaces the environment's list. */
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.nprotected_ports, 1);
+	assert_int_equal(c.protected_ports[0], 7777);
+	assert_int_equal(config_from_env(&c, bad, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROTECTED_PORTS"));
+	config_clear(&c);
 }
 
 static void
@@ -277,6 +315,7 @@ main(void)
 	    cmocka_unit_test(test_args_errors),
 	    cmocka_unit_test(test_token_arg_wiped),
 	    cmocka_unit_test(test_token_file),
+	    cmocka_unit_test(test_protected_ports),
 	    cmocka_unit_test(test_hostport),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
