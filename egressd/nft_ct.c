@@ -180,9 +180,10 @@ flow_denied(struct nft *n, const struct policy *p, const struct nft_ct_flow *f)
 		}
 	} else
 		pbit = POLICY_PROTO_ICMP;
-	if (p->index == NULL)
-		return internal || p->default_action == POLICY_DENY;
-	act = policy_match_addr(p, f->family, f->dst, pbit, port, &r);
+	/* without an index no IP rule can match (learned_denied() agrees) */
+	act = p->index != NULL
+	    ? policy_match_addr(p, f->family, f->dst, pbit, port, &r)
+	    : p->default_action;
 	if (r != NULL) {
 		if (act == POLICY_DENY)
 			return true;
