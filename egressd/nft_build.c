@@ -64,8 +64,9 @@ static const char *const counter_names[NFT_NCOUNTERS] = {
 /*
  * Built-in internal destinations, denied unless an always-allow or infra
  * rule of the operator allows them (THREATS §5): cloud metadata,
- * link-local, CGNAT, and their IPv6 spellings (NAT64 64:ff9b::/96, 6to4
- * 2002::/16, IPv4-compatible and -mapped), Teredo (2001::/32) as a whole.
+ * link-local, CGNAT, Teredo (2001::/32) as a whole. Every IPv4 entry is
+ * also denied in its IPv6 spellings (v6_twin(): NAT64 64:ff9b::/96, 6to4
+ * 2002::/16, IPv4-compatible ::/96 and -mapped ::ffff:0:0/96).
  * ICMPv6 neighbour discovery to fe80::/10 is accepted before these.
  */
 struct builtin_prefix {
@@ -79,13 +80,18 @@ static const struct builtin_prefix internal_prefixes[] = {
     {4, 32, "168.63.129.16"}, /* Azure wire server */
     {6, 10, "fe80::"}, /* link-local */
     {6, 128, "fd00:ec2::254"}, /* AWS IPv6 metadata */
-    {6, 112, "64:ff9b::a9fe:0"}, {6, 106, "64:ff9b::6440:0"},
-    {6, 128, "64:ff9b::a83f:8110"}, {6, 32, "2002:a9fe::"},
-    {6, 26, "2002:6440::"}, {6, 48, "2002:a83f:8110::"}, {6, 112, "::a9fe:0"},
-    {6, 106, "::6440:0"}, {6, 128, "::a83f:8110"}, {6, 112, "::ffff:a9fe:0"},
-    {6, 106, "::ffff:6440:0"}, {6, 128, "::ffff:a83f:8110"},
     {6, 32, "2001::"}, /* Teredo */
 };
+
+/*
+ * The IPv6 spellings of an IPv4 prefix that a translator (or the kernel's
+ * IPv4-compatible handling) can route to it (THREATS §4).
+ */
+#define NFT_V6_FORMS 4
+/* Bound of the expanded internal list (each IPv4 entry and its forms). */
+#define NFT_INTERNAL_MAX                                                       \
+	(sizeof(internal_prefixes) / sizeof(internal_prefixes[0]) *            \
+	    (1 + NFT_V6_FORMS))
 
 const char *
 nft_counter_name(size_t i)
@@ -1190,24 +1196,81 @@ out:
 	return rc;
 }
 
+/*
+ * IPv6 spelling number form (0..NFT_V6_FORMS-1) of the IPv4 prefix in:
+ * NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-mapped ::ffff:0:0/96,
+ * IPv4-compatible ::/96.
+ */
+static void
+v6_twin(const struct policy_prefix *in, size_t form, struct policy_prefix *out)
+{
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	memset(out, 0, sizeof(*out));
+	out->family = 6;
+	switch (form) {
+	case 0:
+		memcpy(out->addr, nat64, 12);
+		memcpy(out->addr + 12, in->addr, 4);
+		out->len = (uint8_t)(96 + in->len);
+		break;
+	case 1:
+		out->addr[0] = 0x20;
+		out->addr[1] = 0x02;
+		memcpy(out->addr + 2, in->addr, 4);
+		out->len = (uint8_t)(16 + in->len);
+		break;
+	case 2:
+		memcpy(out->addr, mapped, 12);
+		memcpy(out->addr + 12, in->addr, 4);
+		out->len = (uint8_t)(96 + in->len);
+		break;
+	default: /* compatible: ::a.b.c.d */
+		memcpy(out->addr + 12, in->addr, 4);
+		out->len = (uint8_t)(96 + in->len);
+		break;
+	}
+}
+
+/* internal_prefixes with the IPv6 forms of its IPv4 entries; -1 if bad. */
+static long
+internal_list(struct policy_prefix out[NFT_INTERNAL_MAX])
+{
+	size_t i, k, n = 0;
+
+	for (i = 0;
+	     i < sizeof(internal_prefixes) / sizeof(internal_prefixes[0]);
+	     i++) {
+		struct policy_prefix *pf = &out[n++];
+
+		memset(pf, 0, sizeof(*pf));
+		pf->family = internal_prefixes[i].family;
+		pf->len = internal_prefixes[i].len;
+		if (inet_pton(pf->family == 4 ? AF_INET : AF_INET6,
+		        internal_prefixes[i].addr, pf->addr) != 1)
+			return -1;
+		if (pf->family == 4)
+			for (k = 0; k < NFT_V6_FORMS; k++, n++)
+				v6_twin(pf, k, &out[n]);
+	}
+	return (long)n;
+}
+
 static int
 emit_internal(struct bctx *c)
 {
-	const struct policy_prefix *p4[16], *p6[32];
-	struct policy_prefix
-	    pf[sizeof(internal_prefixes) / sizeof(internal_prefixes[0])];
+	const struct policy_prefix *p4[NFT_INTERNAL_MAX], *p6[NFT_INTERNAL_MAX];
+	struct policy_prefix pf[NFT_INTERNAL_MAX];
 	size_t i, n4 = 0, n6 = 0;
+	long n = internal_list(pf);
 	struct rspec s;
 
-	for (i = 0; i < sizeof(pf) / sizeof(pf[0]); i++) {
-		memset(&pf[i], 0, sizeof(pf[i]));
-		pf[i].family = internal_prefixes[i].family;
-		pf[i].len = internal_prefixes[i].len;
-		if (inet_pton(pf[i].family == 4 ? AF_INET : AF_INET6,
-		        internal_prefixes[i].addr, pf[i].addr) != 1) {
-			err_set(c->e, "nft: bad built-in prefix");
-			return -1;
-		}
+	if (n < 0) {
+		err_set(c->e, "nft: bad built-in prefix");
+		return -1;
+	}
+	for (i = 0; i < (size_t)n; i++) {
 		if (pf[i].family == 4)
 			p4[n4++] = &pf[i];
 		else
@@ -1224,39 +1287,14 @@ emit_internal(struct bctx *c)
 }
 
 /*
- * An always-denied IPv4 prefix is also denied in the IPv6 spellings that
- * can reach it through a translator (THREATS §4): NAT64 64:ff9b::/96,
- * 6to4 2002::/16, IPv4-mapped ::ffff:0:0/96.
+ * An always-denied IPv4 prefix is also denied in its IPv6 spellings
+ * (v6_twin()), as synthetic rules of the same layer.
  */
-#define NFT_V6_FORMS 3
-
 static void
 v6_form(const struct policy_rule *r, size_t form, struct policy_rule *out)
 {
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
-
 	*out = *r;
-	memset(&out->prefix, 0, sizeof(out->prefix));
-	out->prefix.family = 6;
-	switch (form) {
-	case 0:
-		memcpy(out->prefix.addr, nat64, 12);
-		memcpy(out->prefix.addr + 12, r->prefix.addr, 4);
-		out->prefix.len = (uint8_t)(96 + r->prefix.len);
-		break;
-	case 1:
-		out->prefix.addr[0] = 0x20;
-		out->prefix.addr[1] = 0x02;
-		memcpy(out->prefix.addr + 2, r->prefix.addr, 4);
-		out->prefix.len = (uint8_t)(16 + r->prefix.len);
-		break;
-	default:
-		memcpy(out->prefix.addr, mapped, 12);
-		memcpy(out->prefix.addr + 12, r->prefix.addr, 4);
-		out->prefix.len = (uint8_t)(96 + r->prefix.len);
-		break;
-	}
+	v6_twin(&r->prefix, form, &out->prefix);
 }
 
 static int
@@ -1850,22 +1888,16 @@ nft_build_teardown(struct nft_batch **out, struct err *e)
 bool
 nft_addr_internal_(int family, const uint8_t *addr)
 {
-	struct policy_prefix pf;
-	size_t i;
+	struct policy_prefix pf[NFT_INTERNAL_MAX];
+	long i, n = internal_list(pf);
 	unsigned bits, w;
 
-	for (i = 0;
-	     i < sizeof(internal_prefixes) / sizeof(internal_prefixes[0]);
-	     i++) {
-		if (internal_prefixes[i].family != family)
+	for (i = 0; i < n; i++) {
+		if (pf[i].family != family)
 			continue;
-		memset(&pf, 0, sizeof(pf));
-		if (inet_pton(family == 4 ? AF_INET : AF_INET6,
-		        internal_prefixes[i].addr, pf.addr) != 1)
-			continue;
-		w = internal_prefixes[i].len;
+		w = pf[i].len;
 		for (bits = 0; bits < w; bits++)
-			if (((addr[bits / 8] ^ pf.addr[bits / 8]) &
+			if (((addr[bits / 8] ^ pf[i].addr[bits / 8]) &
 			        (0x80u >> (bits % 8))) != 0)
 				break;
 		if (bits == w)

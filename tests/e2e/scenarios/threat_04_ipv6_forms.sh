@@ -85,6 +85,8 @@ b_hex=${NAT64_B#64:ff9b::}
 tb_expect_match "ruleset: mapped form in an always-deny IPv6 set" \
     "::ffff:$TB_ORIGIN_B4" "$rs"
 tb_expect_match "ruleset: NAT64 form" "64:ff9b::$b_hex" "$rs"
+tb_expect_match "ruleset: IPv4-compatible form ::$TB_ORIGIN_B4" \
+    "(^|[ {	])::${TB_ORIGIN_B4//./\\.}([,} ]|\$)" "$rs"
 tb_expect_match "ruleset: 6to4 form 2002:${b_hex}::/48" \
     "2002:${b_hex}::/48" "$rs"
 tb_expect_match "ruleset: Teredo (2001::/32) is internal as a whole" \

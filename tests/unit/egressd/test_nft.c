@@ -251,7 +251,8 @@ test_elements(void **state)
 	/* 192.0.2.0/24 listed twice: one interval */
 	assert_true(line_of(s, "NEWSETELEM g2_deny4 c0000200 c0000300(end) ",
 	                NULL) >= 0);
-	/* always-deny 192.0.2.0/24 in its 6to4, NAT64 and mapped forms */
+	/* always-deny 192.0.2.0/24 in its 6to4, NAT64, mapped and
+	 * IPv4-compatible (::192.0.2.0/120) forms */
 	assert_true(line_of(s,
 	                "NEWSETELEM g1_deny6 2002c0000200000000000000000"
 	                "00000 2002c000030000000000000000000000(end)",
@@ -262,6 +263,9 @@ test_elements(void **state)
 	assert_true(line_of(s, "g0_deny6",
 	                "00000000000000000000ffffc0000200 "
 	                "00000000000000000000ffffc0000300(end)") >= 0);
+	assert_true(line_of(s, "g0_deny6",
+	                "000000000000000000000000c0000200 "
+	                "000000000000000000000000c0000300(end)") >= 0);
 	/* 0.0.0.0/0 reaches the top of the space: no end element */
 	assert_true(line_of(s, "NEWSETELEM g9_allow4 00000000 [", NULL) >= 0);
 	/* ports 443, 8000-8080, 8080 -> {443, 8000-8080} */
