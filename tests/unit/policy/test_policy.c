@@ -315,17 +315,34 @@ test_addr_ports_protocols(void **state)
 	policy_unref(p);
 }
 
+/*
+ * A name is enforced through learned addresses, which carry no port: a
+ * port or protocol limit on a name would be silently ignored, so it is
+ * refused with its position.
+ */
 static void
-test_restricted_deny_does_not_refuse_name(void **state)
+test_restricted_name_refused(void **state)
 {
-	struct policy *p =
-	    load("{\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[22]},"
-	         "{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	static const char *const bodies[] = {
+	    "{\"egress\":[{\"action\":\"deny\",\"target\":\"a.com\","
+	    "\"ports\":[22],\"protocols\":[\"tcp\"]}]}",
+	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"*.a.com\","
+	    "\"protocols\":[\"udp\"]}]}",
+	};
+	struct policy_diag d;
+	size_t i;
 
 	(void)state;
-	assert_int_equal(dom(p, "a.com", NULL), POLICY_ALLOW);
-	policy_unref(p);
+	for (i = 0; i < 2; i++) {
+		policy_diag_init(&d);
+		assert_null(
+		    policy_parse_json(bodies[i], strlen(bodies[i]), "j", &d));
+		assert_int_equal(d.n, 1);
+		assert_non_null(strstr(d.msgs[0],
+		    "ports and protocols apply to IP and CIDR targets only"));
+		assert_non_null(strstr(d.msgs[0], "j:1:"));
+		policy_diag_clear(&d);
+	}
 }
 
 static void
@@ -390,7 +407,7 @@ main(void)
 	    cmocka_unit_test(test_overlay_precedence),
 	    cmocka_unit_test(test_addr_longest_prefix),
 	    cmocka_unit_test(test_addr_ports_protocols),
-	    cmocka_unit_test(test_restricted_deny_does_not_refuse_name),
+	    cmocka_unit_test(test_restricted_name_refused),
 	    cmocka_unit_test(test_explicitly_allowed),
 	    cmocka_unit_test(test_log_skip_default_empty),
 	    cmocka_unit_test(test_dns_defaults),

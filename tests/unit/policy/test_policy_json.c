@@ -109,15 +109,15 @@ test_accepted_forms(void **state)
 	assert_string_equal(p->rules[0].display, "a.com");
 	policy_unref(p);
 	/* numbers keep their literal form: 443 is a port, 4.43e2 is not */
-	p = OK("{\"egress\":[{\"target\":\"a.com\",\"ports\":[443]}]}");
+	p = OK("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":[443]}]}");
 	assert_int_equal(p->rules[0].ports[0].lo, 443);
 	policy_unref(p);
-	BAD("{\"egress\":[{\"target\":\"a.com\",\"ports\":[4.43e2]}]}",
+	BAD("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":[4.43e2]}]}",
 	    "expected an integer from 1 to 65535, found \"4.43e2\"");
-	BAD("{\"egress\":[{\"target\":\"a.com\",\"ports\":[-1]}]}",
+	BAD("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":[-1]}]}",
 	    "found \"-1\"");
 	/* a port may also be written as a string */
-	p = OK("{\"egress\":[{\"target\":\"a.com\",\"ports\":[\"80\"]}]}");
+	p = OK("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":[\"80\"]}]}");
 	assert_int_equal(p->rules[0].ports[0].hi, 80);
 	policy_unref(p);
 	/* UTF-8 passes the reader and is refused by the name rules */

@@ -156,17 +156,19 @@ test_replace_rejects(void **state)
 	expect_replace_error("{\"egress\":[", "body:1:12: unexpected end");
 	expect_replace_error("[]", "expected a mapping, found a list");
 	expect_replace_error("{\"egress\":{}}", "expected a list");
-	expect_replace_error("{\"egress\":[{\"target\":\"a.com\",\"ports\":"
+	expect_replace_error("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":"
 	                     "[0]}]}",
 	    "expected an integer from 1 to 65535");
-	expect_replace_error("{\"egress\":[{\"target\":\"a.com\",\"ports\":"
+	expect_replace_error("{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":"
 	                     "[\"9-3\"]}]}",
 	    "invalid port range");
-	expect_replace_error("{\"egress\":[{\"target\":\"a.com\",\"protocols\":"
-	                     "[\"sctp\"]}]}",
+	expect_replace_error(
+	    "{\"egress\":[{\"target\":\"192.0.2.1\",\"protocols\":"
+	    "[\"sctp\"]}]}",
 	    "unknown protocol \"sctp\"");
-	expect_replace_error("{\"egress\":[{\"target\":\"a.com\",\"ports\":[1],"
-	                     "\"protocols\":[\"icmp\"]}]}",
+	expect_replace_error(
+	    "{\"egress\":[{\"target\":\"192.0.2.1\",\"ports\":[1],"
+	    "\"protocols\":[\"icmp\"]}]}",
 	    "ports need protocol tcp or udp");
 }
 
@@ -374,14 +376,14 @@ static void
 test_user_json_extensions(void **state)
 {
 	struct policy *p = base_of(
-	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\","
+	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"192.0.2.1\","
 	    "\"ports\":[443,\"8000-8080\"],\"protocols\":[\"udp\",\"tcp\"]}]}");
 	char *s;
 
 	(void)state;
 	assert_user_json(p,
 	    "{\"defaultAction\":\"deny\",\"egress\":[{"
-	    "\"action\":\"allow\",\"target\":\"a.com\","
+	    "\"action\":\"allow\",\"target\":\"192.0.2.1\","
 	    "\"ports\":[443,\"8000-8080\"],"
 	    "\"protocols\":[\"tcp\",\"udp\"]}]}");
 	/* what GET returns, PUT accepts unchanged */

@@ -15,8 +15,9 @@
 static const char everything[] =
     "defaultAction: allow\n"
     "egress:\n"
-    "  - {action: allow, target: API.GitHub.com., ports: [443, '8000-8080'], "
+    "  - {action: allow, target: 198.51.100.0/25, ports: [443, '8000-8080'], "
     "protocols: [udp, tcp]}\n"
+    "  - {action: allow, target: API.GitHub.com.}\n"
     "  - {action: allow, target: '*.example.com'}\n"
     "  - {target: 2001:DB8::/32, protocols: [icmp]}\n"
     "  - {action: deny, target: 203.0.113.7/24}\n"
@@ -90,9 +91,10 @@ test_yaml_round_trip(void **state)
 	assert_int_equal(b->dns.negative_ttl, 0);
 	assert_int_equal(
 	    b->rules[0].protocols, POLICY_PROTO_TCP | POLICY_PROTO_UDP);
-	assert_string_equal(b->rules[0].display, "API.GitHub.com.");
-	assert_string_equal(b->rules[2].target, "2001:db8::/32");
-	assert_string_equal(b->rules[3].target, "203.0.113.0/24");
+	assert_string_equal(b->rules[0].target, "198.51.100.0/25");
+	assert_string_equal(b->rules[1].display, "API.GitHub.com.");
+	assert_string_equal(b->rules[3].target, "2001:db8::/32");
+	assert_string_equal(b->rules[4].target, "203.0.113.0/24");
 	assert_int_equal(b->nbindings, 2);
 	free(ya);
 	free(yb);

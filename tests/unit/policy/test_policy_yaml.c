@@ -62,7 +62,8 @@ static const char full[] =
     "egress:\n"
     "  - action: allow\n"
     "    target: api.github.com\n"
-    "  - {action: allow, target: '*.pypi.org', ports: [443], protocols: "
+    "  - {action: allow, target: '*.pypi.org'}\n"
+    "  - {action: allow, target: 198.51.100.0/24, ports: [443], protocols: "
     "[tcp]}\n"
     "  - action: deny\n"
     "    target: 203.0.113.0/24\n"
@@ -91,10 +92,11 @@ test_full_file(void **state)
 	(void)state;
 	assert_int_equal(p->revision, 1);
 	assert_string_equal(p->source, "p.yaml");
-	assert_int_equal(p->nrules, 3);
+	assert_int_equal(p->nrules, 4);
 	assert_int_equal(p->rules[1].kind, POLICY_TARGET_WILDCARD);
-	assert_int_equal(p->rules[1].nports, 1);
-	assert_int_equal(p->rules[1].protocols, POLICY_PROTO_TCP);
+	assert_int_equal(p->rules[2].kind, POLICY_TARGET_CIDR);
+	assert_int_equal(p->rules[2].nports, 1);
+	assert_int_equal(p->rules[2].protocols, POLICY_PROTO_TCP);
 	assert_string_equal(p->rules[0].loc.file, "p.yaml");
 	assert_int_equal(p->rules[0].loc.line, 4);
 	assert_int_equal(p->rules[0].loc.col, 5);
@@ -122,8 +124,9 @@ test_full_file(void **state)
 static void
 test_json_and_yaml_same_model(void **state)
 {
-	const char *j = "{\"defaultAction\":\"allow\",\"egress\":[{\"action\":"
-	                "\"deny\",\"target\":\"a.com\",\"ports\":[\"1-2\"]}]}";
+	const char *j =
+	    "{\"defaultAction\":\"allow\",\"egress\":[{\"action\":"
+	    "\"deny\",\"target\":\"192.0.2.1\",\"ports\":[\"1-2\"]}]}";
 	struct policy_diag d;
 	struct policy *a, *b;
 	char *sa, *sb;
@@ -376,8 +379,8 @@ test_docs_example(void **state)
 	for (size_t i = 0; p == NULL && i < d.n; i++)
 		print_error("diag: %s\n", d.msgs[i]);
 	assert_non_null(p);
-	assert_int_equal(p->nrules, 4);
-	assert_int_equal(p->rules[3].action, POLICY_DENY);
+	assert_int_equal(p->nrules, 5);
+	assert_int_equal(p->rules[4].action, POLICY_DENY);
 	assert_int_equal(
 	    policy_match_domain(p, "x.pypi.org", NULL), POLICY_ALLOW);
 	assert_int_equal(policy_match_domain(p, "pypi.org", NULL), POLICY_DENY);
