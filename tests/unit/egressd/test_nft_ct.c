@@ -321,6 +321,23 @@ fake_reply(int fd)
 	assert_int_equal(recv(fd, pkt, sizeof(pkt), 0), 1);
 }
 
+/* An unmarked UDP flow over IPv6 (one datagram, no reply). */
+static int
+udp6_flow(const char *dst, uint16_t port)
+{
+	struct sockaddr_in6 sin6 = {
+	    .sin6_family = AF_INET6, .sin6_port = htons(port)};
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET6, dst, &sin6.sin6_addr);
+	assert_int_equal(
+	    connect(fd, (struct sockaddr *)&sin6, sizeof(sin6)), 0);
+	if (send(fd, "x", 1, 0) != 1)
+		fail_msg("send to [%s]:%u: %s", dst, port, strerror(errno));
+	return fd;
+}
+
 /* 0 when a datagram leaves, else errno (EPERM: the ruleset dropped it). */
 static int
 again(int fd)
@@ -332,7 +349,8 @@ static const char *tight1 =
     "{\"defaultAction\":\"deny\",\"egress\":["
     "{\"action\":\"allow\",\"target\":\"a.example\"},"
     "{\"action\":\"allow\",\"target\":\"b.example\"},"
-    "{\"action\":\"allow\",\"target\":\"203.0.113.5\"}]}";
+    "{\"action\":\"allow\",\"target\":\"203.0.113.5\"},"
+    "{\"action\":\"allow\",\"target\":\"2001:db8:2::5\"}]}";
 /* b.example and the CIDR gone; the local /24 explicitly denied */
 static const char *tight2 =
     "{\"defaultAction\":\"deny\",\"egress\":["
@@ -347,7 +365,7 @@ test_cut_on_tighten(void **state)
 	struct nft *n;
 	struct err e;
 	size_t cut = 99;
-	int f5, f20, f21, fown, flocal, lis;
+	int f5, f20, f21, fown, flocal, lis, f6;
 
 	(void)state;
 	if (!have_netns)
@@ -374,6 +392,7 @@ test_cut_on_tighten(void **state)
 		    bind(lis, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	}
 	flocal = udp_flow("198.51.100.2", 9, 0); /* to a local address */
+	f6 = udp6_flow("2001:db8:2::5", 9); /* IPv6 CIDR rule */
 	fake_reply(f5);
 	fake_reply(f20);
 	fake_reply(f21);
@@ -395,7 +414,7 @@ test_cut_on_tighten(void **state)
 	assert_int_equal(again(f20), 0);
 	if (nft_cut_denied_flows(n, p2, &cut, &e) != 0)
 		fail_msg("cut 2: %s", e.msg);
-	assert_int_equal(cut, 2); /* .5 and .20 */
+	assert_int_equal(cut, 3); /* .5, .20 and 2001:db8:2::5 */
 	assert_int_equal(again(f5), EPERM);
 	assert_int_equal(again(f20), EPERM);
 	assert_int_equal(again(f21), 0);
@@ -419,6 +438,7 @@ test_cut_on_tighten(void **state)
 	close(fown);
 	close(flocal);
 	close(lis);
+	close(f6);
 	nft_free(n);
 	policy_unref(p1);
 	policy_unref(p2);
@@ -447,7 +467,9 @@ main(void)
 	                  "ip link add d0 type veth peer name d1 && "
 	                  "ip link set d0 up && ip link set d1 up && "
 	                  "ip addr add 198.51.100.2/24 dev d0 && "
-	                  "ip route add default via 198.51.100.1") != 0 ||
+	                  "ip route add default via 198.51.100.1 && "
+	                  "ip -6 addr add 2001:db8:1::2/64 dev d0 nodad && "
+	                  "ip -6 route add default via 2001:db8:1::1") != 0 ||
 	    system("nft list ruleset >/dev/null") != 0) {
 		fprintf(stderr,
 		    "test_nft_ct: cannot set up the namespace "
