@@ -64,10 +64,15 @@ static const char *const counter_names[NFT_NCOUNTERS] = {
 /*
  * Built-in internal destinations, denied unless an always-allow or infra
  * rule of the operator allows them (THREATS §5): cloud metadata,
- * link-local, CGNAT, Teredo (2001::/32) as a whole. Every IPv4 entry is
- * also denied in its IPv6 spellings (v6_twin(): NAT64 64:ff9b::/96, 6to4
- * 2002::/16, IPv4-compatible ::/96 and -mapped ::ffff:0:0/96).
- * ICMPv6 neighbour discovery to fe80::/10 is accepted before these.
+ * link-local, CGNAT, the node and cluster networks (RFC 1918, ULA), Teredo
+ * (2001::/32) as a whole. Every IPv4 entry is also denied in its IPv6
+ * spellings (v6_twin(): NAT64 64:ff9b::/96, 6to4 2002::/16,
+ * IPv4-compatible ::/96 and -mapped ::ffff:0:0/96). The DNS rebinding
+ * filter (dns_addr_is_internal()) strips all of these from answers, Teredo
+ * when it embeds one of them; its other entries (loopback: rule `oif lo`
+ * decides first; 0/8, 192.0.0/24, 198.18/15, multicast, 240/4,
+ * fec0::/10) are not here. ICMPv6 neighbour discovery to fe80::/10 is
+ * accepted before these.
  */
 struct builtin_prefix {
 	uint8_t family, len;
@@ -78,8 +83,11 @@ static const struct builtin_prefix internal_prefixes[] = {
     {4, 16, "169.254.0.0"}, /* link-local, AWS/GCP metadata */
     {4, 10, "100.64.0.0"}, /* CGNAT, Alibaba 100.100.100.200 */
     {4, 32, "168.63.129.16"}, /* Azure wire server */
+    {4, 8, "10.0.0.0"}, /* RFC 1918: node and cluster networks */
+    {4, 12, "172.16.0.0"}, /* RFC 1918 */
+    {4, 16, "192.168.0.0"}, /* RFC 1918 */
     {6, 10, "fe80::"}, /* link-local */
-    {6, 128, "fd00:ec2::254"}, /* AWS IPv6 metadata */
+    {6, 7, "fc00::"}, /* ULA, incl. AWS IPv6 metadata fd00:ec2::254 */
     {6, 32, "2001::"}, /* Teredo */
 };
 

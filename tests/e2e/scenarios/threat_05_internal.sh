@@ -5,7 +5,8 @@
 # answer is stripped). Then the user's policy allows every address
 # (0.0.0.0/0, ::/0, the metadata address as a /32) and it is still closed. The ruleset proves the ranges no packet may
 # be sent to (CGNAT, Azure's 168.63.129.16, fd00:ec2::254, link-local,
-# their NAT64/6to4/mapped spellings) sit in the internal sets, judged
+# the node and cluster networks 10/8, 172.16/12, 192.168/16, fc00::/7,
+# their NAT64/6to4/mapped/compatible spellings) sit in the internal sets, judged
 # before every user rule. Only the operator (allow.always) can open it,
 # and taking that away closes it again.
 set -u -o pipefail
@@ -69,13 +70,18 @@ tb_assert_no_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_META4"
 # --- the ruleset: what may never be probed with packets ------------------------------
 i4=$(ip netns exec "$TB_SBX" nft list set inet egressd internal4)
 i6=$(ip netns exec "$TB_SBX" nft list set inet egressd internal6)
-for p in 169.254.0.0/16 100.64.0.0/10 168.63.129.16; do
-	tb_expect_match "internal4 holds $p" "$p" "$i4"
+# (node and cluster networks: RFC 1918 and ULA, F4)
+for p in 169.254.0.0/16 100.64.0.0/10 168.63.129.16 10.0.0.0/8 \
+    172.16.0.0/12 192.168.0.0/16; do
+	tb_expect_match "internal4 holds $p" "[ {]${p//./\\.}[,} ]" "$i4"
 done
-for p in fd00:ec2::254 fe80::/10 "::ffff:169.254.0.0/112" \
+for p in "fc00::/7" fe80::/10 "::ffff:169.254.0.0/112" \
     "64:ff9b::a9fe:0/112" "2002:a9fe::/32" "64:ff9b::6440:0/106" \
-    "::ffff:100.64.0.0/106" "2001::/32"; do
-	tb_expect_match "internal6 holds $p" "$p" "$i6"
+    "::ffff:100.64.0.0/106" "2001::/32" "::ffff:10.0.0.0/104" \
+    "::10.0.0.0/104" "64:ff9b::a00:0/104" "2002:a00::/24" \
+    "64:ff9b::ac10:0/108" "2002:ac10::/28" "::ffff:192.168.0.0/112" \
+    "64:ff9b::c0a8:0/112" "2002:c0a8::/32"; do
+	tb_expect_match "internal6 holds $p" "[ {]${p//./\\.}[,} ]" "$i6"
 done
 chain=$(ip netns exec "$TB_SBX" nft list chain inet egressd filter_out)
 order=$(echo "$chain" | grep -oE 'counter name "(internal|user_allow|default_allow)"' |

@@ -19,7 +19,9 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
+#include "egressd/dns_wire.h"
 #include "egressd/nft.h"
+#include "egressd/nft_int.h"
 #include "policy/policy.h"
 
 static struct policy *
@@ -273,14 +275,34 @@ test_elements(void **state)
 	                "NEWSETELEM g7_ports 01bb 01bc(end) 1f40 "
 	                "1f91(end) [",
 	                NULL) >= 0);
-	/* the built-in internal ranges */
+	/* the built-in internal ranges: 10/8, CGNAT, Azure, link-local,
+	 * 172.16/12, 192.168/16 */
 	assert_true(line_of(s,
-	                "NEWSETELEM internal4 64400000 64800000(end) "
-	                "a83f8110 a83f8111(end) a9fe0000 a9ff0000(end)",
+	                "NEWSETELEM internal4 0a000000 0b000000(end) "
+	                "64400000 64800000(end) a83f8110 a83f8111(end) "
+	                "a9fe0000 a9ff0000(end) ac100000 ac200000(end) "
+	                "c0a80000 c0a90000(end) [",
 	                NULL) >= 0);
 	assert_true(line_of(s, "internal6",
 	                "fe800000000000000000000000000000 "
 	                "fec00000000000000000000000000000(end)") >= 0);
+	/* ULA fc00::/7 (covers fd00:ec2::254) */
+	assert_true(line_of(s, "internal6",
+	                "fc000000000000000000000000000000 "
+	                "fe000000000000000000000000000000(end)") >= 0);
+	/* RFC 1918 in the NAT64, 6to4, mapped and compatible forms */
+	assert_true(line_of(s, "internal6",
+	                "0064ff9b00000000000000000a000000 "
+	                "0064ff9b00000000000000000b000000(end)") >= 0);
+	assert_true(line_of(s, "internal6",
+	                "2002ac10000000000000000000000000 "
+	                "2002ac20000000000000000000000000(end)") >= 0);
+	assert_true(line_of(s, "internal6",
+	                "00000000000000000000ffffc0a80000 "
+	                "00000000000000000000ffffc0a90000(end)") >= 0);
+	assert_true(line_of(s, "internal6",
+	                "0000000000000000000000000a000000 "
+	                "0000000000000000000000000b000000(end)") >= 0);
 	assert_true(line_of(s, "protected_ports 46a0 46a1(end)", NULL) >= 0);
 	free(s);
 	policy_unref(p);
@@ -757,6 +779,106 @@ test_precedence_matches_policy(void **state)
 	print_message("%zu queries, %zu decided by a rule\n", checked, decided);
 }
 
+/*
+ * The internal sets and the DNS rebinding classifier agree: every address
+ * nft treats as internal (Teredo aside, internal there as a whole) is one
+ * the resolver strips, and the node/cluster ranges, ULA and the IPv6
+ * spellings of every internal IPv4 address are internal to both.
+ */
+static void
+v6_spellings(const uint8_t v4[4], uint8_t out[4][16])
+{
+	memset(out, 0, 4 * 16);
+	out[0][1] = 0x64; /* NAT64 64:ff9b::/96 */
+	out[0][2] = 0xff;
+	out[0][3] = 0x9b;
+	memcpy(out[0] + 12, v4, 4);
+	out[1][0] = 0x20; /* 6to4 2002::/16 */
+	out[1][1] = 0x02;
+	memcpy(out[1] + 2, v4, 4);
+	out[2][10] = out[2][11] = 0xff; /* mapped */
+	memcpy(out[2] + 12, v4, 4);
+	memcpy(out[3] + 12, v4, 4); /* compatible */
+}
+
+static void
+test_internal_matches_dns_classifier(void **state)
+{
+	static const uint8_t must4[][4] = {{10, 0, 0, 0}, {10, 255, 255, 255},
+	    {172, 16, 0, 1}, {172, 31, 255, 255}, {192, 168, 0, 1},
+	    {192, 168, 255, 255}, {169, 254, 169, 254}, {100, 100, 100, 200},
+	    {168, 63, 129, 16}, {100, 64, 0, 1}};
+	static const uint8_t not4[][4] = {{9, 255, 255, 255}, {11, 0, 0, 0},
+	    {172, 15, 255, 255}, {172, 32, 0, 0}, {192, 167, 255, 255},
+	    {192, 169, 0, 0}, {203, 0, 113, 10}, {198, 51, 100, 1}};
+	uint8_t v6[4][16], a6[16];
+	uint32_t st = 777;
+	size_t i, k, n4 = 0;
+
+	(void)state;
+	for (i = 0; i < sizeof(must4) / sizeof(must4[0]); i++) {
+		assert_true(nft_addr_internal_(4, must4[i]));
+		assert_true(dns_addr_is_internal(4, must4[i]));
+		v6_spellings(must4[i], v6);
+		for (k = 0; k < 4; k++) {
+			assert_true(nft_addr_internal_(6, v6[k]));
+			assert_true(dns_addr_is_internal(6, v6[k]));
+		}
+	}
+	for (i = 0; i < sizeof(not4) / sizeof(not4[0]); i++) {
+		assert_false(nft_addr_internal_(4, not4[i]));
+		v6_spellings(not4[i], v6);
+		for (k = 0; k < 4; k++)
+			assert_false(nft_addr_internal_(6, v6[k]));
+	}
+	/* ULA, incl. AWS's fd00:ec2::254, and fe80::/10 */
+	memset(a6, 0, sizeof(a6));
+	a6[0] = 0xfc;
+	assert_true(nft_addr_internal_(6, a6));
+	a6[0] = 0xfd;
+	a6[1] = 0x00;
+	a6[2] = 0x0e;
+	a6[3] = 0xc2;
+	a6[14] = 0x02;
+	a6[15] = 0x54;
+	assert_true(nft_addr_internal_(6, a6));
+	a6[0] = 0xfe;
+	a6[1] = 0xbf;
+	assert_true(nft_addr_internal_(6, a6));
+	a6[1] = 0xc0; /* fec0:: is not in the sets (site-local, unrouted) */
+	assert_false(nft_addr_internal_(6, a6));
+	/* random addresses: nft internal => DNS internal; each IPv4 address
+	 * and its four IPv6 spellings are judged alike by nft */
+	for (i = 0; i < 200000; i++) {
+		uint8_t a4[4];
+		bool in4;
+
+		for (k = 0; k < 4; k++)
+			a4[k] = (uint8_t)lcg(&st);
+		if (i % 4 == 0) /* bias towards the private ranges */
+			a4[0] = (uint8_t)(i % 8 == 0 ? 10 : 172);
+		in4 = nft_addr_internal_(4, a4);
+		n4 += in4;
+		if (in4)
+			assert_true(dns_addr_is_internal(4, a4));
+		v6_spellings(a4, v6);
+		for (k = 0; k < 4; k++) {
+			assert_int_equal(nft_addr_internal_(6, v6[k]), in4);
+			if (in4)
+				assert_true(dns_addr_is_internal(6, v6[k]));
+		}
+		for (k = 0; k < 16; k++)
+			a6[k] = (uint8_t)lcg(&st);
+		if (i % 2 == 0)
+			a6[0] = (uint8_t)(0xfc | (a6[0] & 1));
+		if (nft_addr_internal_(6, a6) &&
+		    !(a6[0] == 0x20 && a6[1] == 0x01 && a6[2] == 0 &&
+		        a6[3] == 0))
+			assert_true(dns_addr_is_internal(6, a6));
+	}
+	assert_true(n4 > 20000);
+}
+
 int
 main(void)
 {
@@ -771,6 +893,7 @@ main(void)
 	    cmocka_unit_test(test_failed_build_leaves_nothing),
 	    cmocka_unit_test(test_teardown_and_prefix),
 	    cmocka_unit_test(test_counter_names),
+	    cmocka_unit_test(test_internal_matches_dns_classifier),
 	    cmocka_unit_test(test_precedence_matches_policy),
 	};
 
