@@ -1295,9 +1295,21 @@ emit_internal(struct bctx *c)
 }
 
 /*
- * An always-denied IPv4 prefix is also denied in its IPv6 spellings
- * (v6_twin()), as synthetic rules of the same layer.
+ * A denied IPv4 prefix (operator always-deny or a user deny rule) is also
+ * denied in its IPv6 spellings (v6_twin()), as synthetic rules of the same
+ * layer with the same ports and protocols: longest prefix first and deny
+ * before allow then treat them like rules the operator or user wrote
+ * (e.g. a user deny 203.0.113.11 also denies 64:ff9b::cb00:710b/128,
+ * which beats a user allow ::/0 and a learned address, as the IPv4 rule
+ * beats an allow 0.0.0.0/0). IPv4 allow rules get no twins.
  */
+static bool
+v6_twinned(const struct policy_rule *r)
+{
+	return r->action == POLICY_DENY && r->prefix.family == 4 &&
+	    (r->kind == POLICY_TARGET_IP || r->kind == POLICY_TARGET_CIDR);
+}
+
 static void
 v6_form(const struct policy_rule *r, size_t form, struct policy_rule *out)
 {
@@ -1312,17 +1324,20 @@ emit_layers(struct bctx *c, const struct policy *p)
 	    p->always_deny, p->always_allow, p->infra, p->rules};
 	size_t ln[L_COUNT] = {
 	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
-	struct policy_rule *syn = NULL; /* IPv6 forms of always-deny v4 */
+	struct policy_rule *syn = NULL; /* IPv6 forms of IPv4 denies */
 	struct gent *g;
-	size_t n = 0, nsyn = 0, i, j, k;
+	size_t n = 0, nsyn = 0, ntw = 0, i, j, k;
 	unsigned l;
 	int rc = -1;
 	bool internal_done = false;
 
-	for (l = 0; l < L_COUNT; l++)
+	for (l = 0; l < L_COUNT; l++) {
 		n += ln[l];
-	g = calloc(n + NFT_V6_FORMS * p->nalways_deny + 1, sizeof(*g));
-	syn = calloc(NFT_V6_FORMS * p->nalways_deny + 1, sizeof(*syn));
+		for (i = 0; i < ln[l]; i++)
+			ntw += v6_twinned(&lr[l][i]);
+	}
+	g = calloc(n + NFT_V6_FORMS * ntw + 1, sizeof(*g));
+	syn = calloc(NFT_V6_FORMS * ntw + 1, sizeof(*syn));
 	if (g == NULL || syn == NULL) {
 		err_set(c->e, "nft: out of memory");
 		goto out;
@@ -1349,7 +1364,7 @@ emit_layers(struct bctx *c, const struct policy *p)
 			g[n].layer = l;
 			g[n].r = r;
 			n++;
-			if (l == L_ALWAYS_DENY && r->prefix.family == 4)
+			if (v6_twinned(r))
 				for (k = 0; k < NFT_V6_FORMS; k++) {
 					v6_form(r, k, &syn[nsyn]);
 					g[n].layer = l;

@@ -7,8 +7,9 @@
 # operator always-deny of one IPv4 address, its mapped and NAT64 spellings
 # are rejected too (without the synthetic IPv6 rules they would be allowed
 # and vanish into a network with no route: a timeout, not a reject), and
-# the ruleset carries the NAT64, 6to4 and mapped forms plus Teredo as a
-# whole. (6to4 and Teredo are proved through the ruleset only: no packet
+# the ruleset carries the NAT64, 6to4, mapped and compatible forms plus
+# Teredo as a whole. The same holds for a *user* deny of an IPv4 address
+# under default allow: its NAT64 spelling is refused at once (F9). (6to4 and Teredo are proved through the ruleset only: no packet
 # goes to non-documentation addresses.) Nothing reaches the origins.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -96,4 +97,43 @@ tb_expect_match "ruleset: the IPv6 sets are consulted for ip6 daddr" \
 tb_check "the always_deny counter counted the rejects" bash -c \
     "ip netns exec $TB_SBX nft list counter inet egressd always_deny |
     grep -Eq 'packets [1-9]'"
+tb_stop_egressd
+
+# --- default allow, the *user* denies one IPv4 address (F9) ---------------------------
+pol3=$(tb_policy_file user_deny.yaml <<EOF
+defaultAction: allow
+egress:
+  - {action: deny, target: $TB_ORIGIN_B4}
+EOF
+)
+tb_start_egressd --policy "$pol3"
+m=$(tb_log_mark "$TB_ORIGIN_LOG")
+nd_works "default allow: another origin is open" tcp "$TB_ORIGIN_A4" 80
+nd_fails_fast "user-denied $TB_ORIGIN_B4" tcp "$TB_ORIGIN_B4" 80
+tb_check "its NAT64 form $NAT64_B: rejected at once" rejected "$NAT64_B"
+nd_fails_fast "its NAT64 form, UDP" udpsend "$NAT64_B" 7
+curl_nat64() {
+	local rc=0 t0 ms
+	t0=$(date +%s%N)
+	tb_sandbox curl -sS -g --max-time 3 -o /dev/null "http://[$NAT64_B]/" ||
+	    rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	echo "curl exit $rc after $ms ms"
+	[ "$rc" -eq 7 ] && [ "$ms" -lt 1000 ]
+}
+tb_check "curl http://[$NAT64_B]/: exit 7 (refused) within 1 s" curl_nat64
+# control: the NAT64 form of an address nobody denied is let out (and,
+# with no NAT64 gateway in the bed, not refused)
+tb_check_fails "NAT64 form of a non-denied origin is not rejected" \
+    rejected "$NAT64_A"
+tb_assert_no_log --since "$m" "$TB_ORIGIN_LOG" origin.request \
+    server.addr="$TB_ORIGIN_B4"
+rs=$(ip netns exec "$TB_SBX" nft list table inet egressd)
+tb_expect_match "ruleset: a user_deny IPv6 set holds the NAT64 form" \
+    "64:ff9b::$b_hex[,} ]" \
+    "$(echo "$rs" | sed -n '/set g[0-9]*_deny6 {/,/}/p')"
+tb_expect_match "ruleset: and 6to4 2002:${b_hex}::/48" "2002:${b_hex}::/48" \
+    "$rs"
+tb_expect_match "ruleset: consulted under the user_deny counter" \
+    'ip6 daddr @g[0-9]+_deny6 counter name "user_deny"' "$rs"
 tb_finish

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
@@ -216,17 +218,22 @@ test_structure(void **state)
 	aa = line_of(s, "filter_out", "name always_allow");
 	in = line_of(s, "filter_out", "name internal");
 	ud = line_of(s, "filter_out", "name user_deny");
-	ua24 = line_of(s, "filter_out", "set g7_allow4");
-	ua0 = line_of(s, "filter_out", "set g9_allow4");
+	ua24 = line_of(s, "filter_out", "set g9_allow4");
+	ua0 = line_of(s, "filter_out", "set g11_allow4");
 	learned = line_of(s, "filter_out", "name learned");
 	def = line_of(s, "filter_out", "name default_deny");
 	assert_true(est >= 0 && est < mark && mark < nd && nd < api &&
 	    api < dns && dns < lo && lo < dot && dot < ad);
 	/* layers: always-deny, always-allow, internal, user rules */
 	assert_true(ad < aa && aa < in && in < ud);
-	/* user: /32 deny before /32 allow (tie), before /24, before /0 */
-	assert_true(ud == line_of(s, "filter_out", "set g4_deny4"));
-	assert_true(ud < line_of(s, "filter_out", "set g5_allow4"));
+	/* user: the IPv6 twins of deny 203.0.113.9 (/128 and 6to4 /48)
+	 * first, then /32 deny before /32 allow (tie), before /24, before /0
+	 */
+	assert_true(ud == line_of(s, "filter_out", "set g4_deny6"));
+	assert_true(line_of(s, "set g5_deny6", "name user_deny") >= 0);
+	assert_true(line_of(s, "filter_out", "set g6_deny4") <
+	    line_of(s, "filter_out", "set g7_allow4"));
+	assert_true(line_of(s, "set g6_deny4", "name user_deny") >= 0);
 	assert_true(ud < ua24 && ua24 < ua0 && ua0 < learned && learned < def);
 	/* the resolver is accepted by destination, not by oif lo */
 	assert_true(line_of(s, "name dns", "0x0100007f") >= 0);
@@ -268,11 +275,29 @@ test_elements(void **state)
 	assert_true(line_of(s, "g0_deny6",
 	                "000000000000000000000000c0000200 "
 	                "000000000000000000000000c0000300(end)") >= 0);
+	/* user deny 203.0.113.9 in its compatible, mapped, NAT64 and 6to4
+	 * forms (F9) */
+	assert_true(line_of(s,
+	                "NEWSETELEM g4_deny6 "
+	                "000000000000000000000000cb007109 "
+	                "000000000000000000000000cb00710a(end) "
+	                "00000000000000000000ffffcb007109 "
+	                "00000000000000000000ffffcb00710a(end) "
+	                "0064ff9b0000000000000000cb007109 "
+	                "0064ff9b0000000000000000cb00710a(end) [",
+	                NULL) >= 0);
+	assert_true(line_of(s,
+	                "NEWSETELEM g5_deny6 2002cb00710900000000000000000000 "
+	                "2002cb00710a00000000000000000000(end) [",
+	                NULL) >= 0);
+	/* IPv4 allow rules get no twins */
+	assert_int_equal(line_of(s, "allow6", "cb007100"), -1);
+	assert_int_equal(line_of(s, "allow6", "c6336400"), -1);
 	/* 0.0.0.0/0 reaches the top of the space: no end element */
-	assert_true(line_of(s, "NEWSETELEM g9_allow4 00000000 [", NULL) >= 0);
+	assert_true(line_of(s, "NEWSETELEM g11_allow4 00000000 [", NULL) >= 0);
 	/* ports 443, 8000-8080, 8080 -> {443, 8000-8080} */
 	assert_true(line_of(s,
-	                "NEWSETELEM g7_ports 01bb 01bc(end) 1f40 "
+	                "NEWSETELEM g9_ports 01bb 01bc(end) 1f40 "
 	                "1f91(end) [",
 	                NULL) >= 0);
 	/* the built-in internal ranges: 10/8, CGNAT, Azure, link-local,
@@ -879,6 +904,397 @@ test_internal_matches_dns_classifier(void **state)
 	assert_true(n4 > 20000);
 }
 
+/*
+ * ---- property: the IPv6 twins of IPv4 deny rules (F5, F9) ----
+ *
+ * Model: the nft rules decide an IPv6 spelling (NAT64, 6to4, mapped,
+ * compatible) of an IPv4 address like policy_match_addr() decides on the
+ * same policy with each IPv4 deny rule (user or always-deny) written out
+ * again, in its layer, as one IPv6 deny rule per spelling with the same
+ * ports and protocols. IPv6 rules of their own (allows over the NAT64
+ * space, ::/0, ...) compete with the twins by prefix length as usual.
+ * And with no IPv6 rule at all: an IPv4 address a rule denies is denied
+ * in every spelling.
+ */
+#define TWIN_POLICIES 120
+#define TWIN_QUERIES 300
+
+struct pset6 {
+	char name[32];
+	char lo[64][33], hi[64][33]; /* 32 hex digits, inclusive */
+	size_t n;
+};
+
+static void
+hex_dec(char *h)
+{
+	size_t i = 32;
+
+	while (i-- > 0) {
+		if (h[i] == '0') {
+			h[i] = 'f';
+			continue;
+		}
+		h[i] = h[i] == 'a' ? '9' : (char)(h[i] - 1);
+		return;
+	}
+}
+
+/* IPv6 group sets and the filter rules over them, as parse_desc(). */
+static void
+parse_desc6(char *text, struct pset6 *sets, size_t *nsets, struct pset *psets,
+    size_t *npsets, struct prule *rules, size_t *nrules)
+{
+	char *line, *save = NULL, *p, *q;
+
+	*nsets = *npsets = *nrules = 0;
+	for (line = strtok_r(text, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "NEWSETELEM g", 12) == 0) {
+			char name[32];
+			size_t klen;
+
+			p = line + 11;
+			q = strchr(p, ' ');
+			snprintf(name, sizeof(name), "%.*s", (int)(q - p), p);
+			if (strstr(name, "_ports") != NULL) {
+				struct pset *ps = &psets[(*npsets)++];
+
+				assert_true(*npsets <= PROP_SETS);
+				snprintf(
+				    ps->name, sizeof(ps->name), "%s", name);
+				ps->n = 0;
+				for (p = q + 1; *p != '[';) {
+					q = p;
+					while (*q != ' ' && *q != '(')
+						q++;
+					klen = (size_t)(q - p);
+					if (strncmp(q, "(end)", 5) == 0) {
+						ps->hi[ps->n - 1] =
+						    hexval(p, klen) - 1;
+						q += 5;
+					} else {
+						ps->lo[ps->n] = hexval(p, klen);
+						ps->hi[ps->n++] = 0xffffu;
+					}
+					p = q + 1;
+				}
+				continue;
+			}
+			if (name[strlen(name) - 1] != '6')
+				continue;
+			{
+				struct pset6 *ps = &sets[(*nsets)++];
+
+				assert_true(*nsets <= PROP_SETS);
+				snprintf(
+				    ps->name, sizeof(ps->name), "%s", name);
+				ps->n = 0;
+				for (p = q + 1; *p != '[';) {
+					q = p;
+					while (*q != ' ' && *q != '(')
+						q++;
+					assert_int_equal(q - p, 32);
+					if (strncmp(q, "(end)", 5) == 0) {
+						memcpy(
+						    ps->hi[ps->n - 1], p, 32);
+						hex_dec(ps->hi[ps->n - 1]);
+						q += 5;
+					} else {
+						assert_true(ps->n < 64);
+						memcpy(ps->lo[ps->n], p, 32);
+						ps->lo[ps->n][32] = '\0';
+						memset(ps->hi[ps->n], 'f', 32);
+						ps->hi[ps->n++][32] = '\0';
+					}
+					p = q + 1;
+				}
+			}
+			continue;
+		}
+		if (strncmp(line, "NEWRULE inet egressd filter_out", 31) != 0 ||
+		    (p = strstr(line,
+		         "network header + 24 => reg 1 ]   [ "
+		         "lookup reg 1 set g")) == NULL)
+			continue;
+		{
+			struct prule *r = &rules[(*nrules)++];
+			size_t i;
+
+			assert_true(*nrules <= PROP_RULES);
+			p = strstr(p, "set g") + 4;
+			q = strchr(p, ' ');
+			r->aset = -1;
+			for (i = 0; i < *nsets; i++)
+				if (strlen(sets[i].name) == (size_t)(q - p) &&
+				    strncmp(sets[i].name, p, (size_t)(q - p)) ==
+				        0)
+					r->aset = (int)i;
+			assert_true(r->aset >= 0);
+			r->pset = -1;
+			if ((p = strstr(line,
+			         "transport header + 2 => reg 1 ]   "
+			         "[ lookup reg 1 set ")) != NULL) {
+				p = strstr(p, "set ") + 4;
+				q = strchr(p, ' ');
+				r->pset = find_set(
+				    psets, *npsets, p, (size_t)(q - p));
+				assert_true(r->pset >= 0);
+			}
+			r->l4 = 0;
+			if ((p = strstr(line,
+			         "meta load l4proto => reg 1 ]   [ "
+			         "cmp eq reg 1 0x")) != NULL)
+				r->l4 = (int)hexval(strstr(p, "0x") + 2, 8);
+			r->accept = strstr(line, "jump -> deny") == NULL;
+		}
+	}
+}
+
+static bool
+in_set6(const struct pset6 *ps, const char *hex)
+{
+	size_t i;
+
+	for (i = 0; i < ps->n; i++)
+		if (strcmp(hex, ps->lo[i]) >= 0 && strcmp(hex, ps->hi[i]) <= 0)
+			return true;
+	return false;
+}
+
+/* Spelling form (0 NAT64, 1 6to4, 2 mapped, 3 compatible) of v4/len. */
+static void
+twin_of(const uint8_t v4[4], unsigned len, unsigned form, uint8_t a[16],
+    unsigned *len6)
+{
+	memset(a, 0, 16);
+	switch (form) {
+	case 0:
+		a[1] = 0x64;
+		a[2] = 0xff;
+		a[3] = 0x9b;
+		memcpy(a + 12, v4, 4);
+		*len6 = 96 + len;
+		break;
+	case 1:
+		a[0] = 0x20;
+		a[1] = 0x02;
+		memcpy(a + 2, v4, 4);
+		*len6 = 16 + len;
+		break;
+	case 2:
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, v4, 4);
+		*len6 = 96 + len;
+		break;
+	default:
+		memcpy(a + 12, v4, 4);
+		*len6 = 96 + len;
+		break;
+	}
+}
+
+struct trule {
+	bool deny;
+	uint8_t v4[4];
+	unsigned len;
+	char extra[128]; /* ports/protocols JSON */
+};
+
+static void
+trand(uint32_t *st, struct trule *t, bool deny_only)
+{
+	static const unsigned lens[] = {0, 24, 25, 26, 28, 30, 32, 32};
+	unsigned pr = lcg(st) % 8;
+
+	t->deny = deny_only || lcg(st) % 3 != 0;
+	t->len = lens[lcg(st) % 8];
+	t->v4[0] = 203;
+	t->v4[1] = 0;
+	t->v4[2] = 113;
+	t->v4[3] = (uint8_t)(t->len == 0
+	        ? 0
+	        : (lcg(st) % 256) & ~((1u << (32 - t->len)) - 1));
+	if (t->len == 0)
+		memset(t->v4, 0, 4);
+	t->extra[0] = '\0';
+	if (pr == 1)
+		snprintf(t->extra, sizeof(t->extra),
+		    ",\"protocols\":[\"tcp\"],\"ports\":[80,443]");
+	else if (pr == 2)
+		snprintf(t->extra, sizeof(t->extra),
+		    ",\"protocols\":[\"udp\",\"icmp\"]");
+	else if (pr == 3)
+		snprintf(t->extra, sizeof(t->extra),
+		    ",\"protocols\":[\"tcp\",\"udp\"],"
+		    "\"ports\":[\"1000-2000\"]");
+}
+
+/* Appends rule t (and with twins its IPv6 spellings when a deny). */
+static size_t
+tjson(char *buf, size_t len, size_t off, const struct trule *t, bool twins)
+{
+	char a4[INET_ADDRSTRLEN], a6[INET6_ADDRSTRLEN];
+	uint8_t x[16];
+	unsigned f, l6;
+
+	inet_ntop(AF_INET, t->v4, a4, sizeof(a4));
+	off += (size_t)snprintf(buf + off, len - off,
+	    "%s{\"action\":\"%s\",\"target\":\"%s/%u\"%s}",
+	    buf[off - 1] == '[' ? "" : ",", t->deny ? "deny" : "allow", a4,
+	    t->len, t->extra);
+	for (f = 0; twins && t->deny && f < 4; f++) {
+		twin_of(t->v4, t->len, f, x, &l6);
+		inet_ntop(AF_INET6, x, a6, sizeof(a6));
+		off += (size_t)snprintf(buf + off, len - off,
+		    ",{\"action\":\"deny\",\"target\":\"%s/%u\"%s}", a6, l6,
+		    t->extra);
+	}
+	assert_true(off < len);
+	return off;
+}
+
+/* nj: the policy; with twins, the model policy (twins written out). */
+static void
+twin_policy(char *buf, size_t len, bool twins, bool dallow,
+    const struct trule *ur, size_t nur, const char *const *v6, size_t nv6,
+    const struct trule *ad)
+{
+	size_t off, i;
+
+	off =
+	    (size_t)snprintf(buf, len, "{\"defaultAction\":\"%s\",\"egress\":[",
+	        dallow ? "allow" : "deny");
+	for (i = 0; i < nur; i++)
+		off = tjson(buf, len, off, &ur[i], twins);
+	for (i = 0; i < nv6; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+		    buf[off - 1] == '[' ? "" : ",", v6[i]);
+	off += (size_t)snprintf(buf + off, len - off, "],\"alwaysDeny\":[");
+	if (ad != NULL)
+		off = tjson(buf, len, off, ad, twins);
+	off += (size_t)snprintf(buf + off, len - off, "]}");
+	assert_true(off < len);
+}
+
+static void
+test_twins_match_model(void **state)
+{
+	static const char *const v6rules[] = {
+	    "{\"action\":\"allow\",\"target\":\"::/0\"}",
+	    "{\"action\":\"allow\",\"target\":\"64:ff9b::/96\"}",
+	    "{\"action\":\"allow\",\"target\":\"64:ff9b::cb00:7100/120\"}",
+	    "{\"action\":\"allow\",\"target\":\"64:ff9b::cb00:7109/128\"}",
+	    "{\"action\":\"deny\",\"target\":\"64:ff9b::cb00:7180/121\"}",
+	    "{\"action\":\"allow\",\"target\":\"2002::/16\","
+	    "\"protocols\":[\"tcp\"]}",
+	    "{\"action\":\"allow\",\"target\":\"2002:cb00:7100::/40\"}",
+	    "{\"action\":\"allow\",\"target\":\"::ffff:0:0/96\"}",
+	    "{\"action\":\"allow\",\"target\":\"::cb00:7100/120\","
+	    "\"ports\":[443],\"protocols\":[\"tcp\"]}",
+	};
+	static struct pset6 sets[PROP_SETS];
+	static struct pset psets[PROP_SETS];
+	static struct prule rules[PROP_RULES];
+	static const unsigned protos[] = {
+	    POLICY_PROTO_TCP, POLICY_PROTO_UDP, POLICY_PROTO_ICMP};
+	static const int l4of[] = {6, 17, 58};
+	static const uint16_t qports[] = {80, 443, 1500, 7};
+	static char nj[16384], mj[16384];
+	uint32_t st = 4242;
+	struct nft_opts o;
+	size_t it, q, i, nsets, npsets, nrules;
+	size_t checked = 0, denied = 0, v4denied = 0;
+
+	(void)state;
+	nft_opts_init(&o);
+	for (it = 0; it < TWIN_POLICIES; it++) {
+		struct trule ur[10], ad;
+		const char *v6[3];
+		size_t nur = 1 + lcg(&st) % 10, nv6 = 0;
+		bool dallow = lcg(&st) % 4 != 0, has_ad = lcg(&st) % 2;
+		struct policy *p, *m;
+		char *desc;
+
+		for (i = 0; i < nur; i++)
+			trand(&st, &ur[i], false);
+		trand(&st, &ad, true);
+		if (it % 2 == 1)
+			nv6 = 1 + lcg(&st) % 3;
+		for (i = 0; i < nv6; i++)
+			v6[i] = v6rules[lcg(&st) %
+			    (sizeof(v6rules) / sizeof(v6rules[0]))];
+		twin_policy(nj, sizeof(nj), false, dallow, ur, nur, v6, nv6,
+		    has_ad ? &ad : NULL);
+		twin_policy(mj, sizeof(mj), true, dallow, ur, nur, v6, nv6,
+		    has_ad ? &ad : NULL);
+		p = pol(nj);
+		m = pol(mj);
+		desc = describe(p, &o, NULL);
+		parse_desc6(desc, sets, &nsets, psets, &npsets, rules, &nrules);
+		for (q = 0; q < TWIN_QUERIES; q++) {
+			uint8_t a4[4] = {203, 0, 113, (uint8_t)lcg(&st)},
+			        a6[16];
+			unsigned pi = lcg(&st) % 3, form = lcg(&st) % 4, l6;
+			uint16_t port = qports[lcg(&st) % 4];
+			const struct policy_rule *pr = NULL, *r4 = NULL;
+			enum policy_action want, v4;
+			char hex[33];
+			int got = -1;
+
+			twin_of(a4, 32, form, a6, &l6);
+			for (i = 0; i < 16; i++)
+				snprintf(hex + 2 * i, 3, "%02x", a6[i]);
+			want = policy_match_addr(
+			    m, 6, a6, protos[pi], pi == 2 ? 0 : port, &pr);
+			for (i = 0; i < nrules; i++) {
+				const struct prule *r = &rules[i];
+
+				if (r->l4 != 0 && r->l4 != l4of[pi])
+					continue;
+				if (!in_set6(&sets[r->aset], hex))
+					continue;
+				if (r->pset >= 0 &&
+				    (pi == 2 || !in_set(&psets[r->pset], port)))
+					continue;
+				got = r->accept ? 1 : 0;
+				break;
+			}
+			if (pr == NULL ? got != -1
+			               : got != (want == POLICY_ALLOW ? 1 : 0))
+				fail_msg(
+				    "policy %s: %s proto %u port %u: model "
+				    "%s (%s), nft %d",
+				    nj, hex, protos[pi], port,
+				    pr == NULL                 ? "no rule"
+				        : want == POLICY_ALLOW ? "allow"
+				                               : "deny",
+				    pr != NULL ? pr->target : "-", got);
+			denied += got == 0;
+			/* the headline: no IPv6 rule of its own, a rule
+			 * denies the IPv4 address: every spelling denied */
+			v4 = policy_match_addr(
+			    p, 4, a4, protos[pi], pi == 2 ? 0 : port, &r4);
+			if (nv6 == 0 && v4 == POLICY_DENY && r4 != NULL) {
+				v4denied++;
+				if (got != 0)
+					fail_msg("policy %s: %s denied by %s, "
+					         "its spelling %s is not (%d)",
+					    nj, "IPv4", r4->target, hex, got);
+			}
+			checked++;
+		}
+		free(desc);
+		policy_unref(p);
+		policy_unref(m);
+	}
+	assert_true(denied > checked / 5);
+	assert_true(v4denied > checked / 10);
+	print_message("%zu IPv6 spellings, %zu denied, %zu of IPv4 addresses "
+	              "a rule denies\n",
+	    checked, denied, v4denied);
+}
+
 int
 main(void)
 {
@@ -895,6 +1311,7 @@ main(void)
 	    cmocka_unit_test(test_counter_names),
 	    cmocka_unit_test(test_internal_matches_dns_classifier),
 	    cmocka_unit_test(test_precedence_matches_policy),
+	    cmocka_unit_test(test_twins_match_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
