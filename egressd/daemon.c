@@ -34,29 +34,39 @@ egressd_log_diag(
 		log_error(d->log, ev, LOG_S("error", "more errors not shown"));
 }
 
+/* Hash of the policy file's bytes now; false when there is none. */
+static bool
+egressd_file_hash(const struct egressd *d, uint64_t *h)
+{
+	char *bytes;
+	size_t len;
+
+	if (d->cfg->policy_file == NULL ||
+	    (bytes = policyfile_read(
+	         d->cfg->policy_file, POLICY_FILE_MAX, &len)) == NULL)
+		return false;
+	*h = hash_fnv1a(bytes, len);
+	free(bytes);
+	return true;
+}
+
 int
 egressd_reload(struct egressd *d, const char *why)
 {
 	struct policy_diag dg;
 	struct policy *next;
 	struct err e = {""};
-	char *bytes;
-	size_t len;
+	uint64_t h = 0;
+	/* Hash before loading: a change racing the load triggers again. */
+	bool have = egressd_file_hash(d, &h);
 
-	/* Our own rewrite comes back through inotify: skip it once. */
-	if (d->persisted_valid && d->cfg->policy_file != NULL &&
-	    strcmp(why, "inotify") == 0) {
-		bytes =
-		    policyfile_read(d->cfg->policy_file, POLICY_FILE_MAX, &len);
-		if (bytes != NULL &&
-		    hash_fnv1a(bytes, len) == d->persisted_hash) {
-			free(bytes);
-			/* Still reload when the rules directory changed. */
-			if (!d->rules_dir_dirty)
-				return 0;
-		} else
-			free(bytes);
-	}
+	/*
+	 * Our own rewrite, or a touch, comes back through inotify with the
+	 * bytes already in force: not a new policy. SIGHUP always reloads.
+	 */
+	if (strcmp(why, "inotify") == 0 && !d->rules_dir_dirty && have &&
+	    d->file_hash_valid && h == d->file_hash)
+		return 0;
 	d->rules_dir_dirty = false;
 	policy_diag_init(&dg);
 	next = policyfile_load(d->cfg, &dg);
@@ -81,6 +91,8 @@ egressd_reload(struct egressd *d, const char *why)
 		return -1;
 	}
 	d->stats.policy_reloads_ok++;
+	d->file_hash = h;
+	d->file_hash_valid = have;
 	log_info(d->log, "policy.loaded", LOG_S("trigger", why),
 	    LOG_U("revision", next->revision), LOG_U("rules", next->nrules),
 	    LOG_S("mode", policy_mode_name(next)));
@@ -751,7 +763,7 @@ egressd_commit(
 	failpoint_hit(d->cfg->failpoint, "commit.after_swap", d->log);
 	/* 3. Persist; on failure put the old policy back everywhere. */
 	if (persist && d->cfg->policy_file != NULL &&
-	    policyfile_write(next, d->cfg->policy_file, &d->persisted_hash,
+	    policyfile_write(next, d->cfg->policy_file, &d->file_hash,
 	        d->cfg->failpoint, d->log, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
 		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
@@ -766,7 +778,7 @@ egressd_commit(
 	}
 	egressd_follow_upstreams(d, old, next);
 	if (persist && d->cfg->policy_file != NULL) {
-		d->persisted_valid = true;
+		d->file_hash_valid = true;
 		failpoint_hit(
 		    d->cfg->failpoint, "commit.after_persist", d->log);
 	}
@@ -806,6 +818,7 @@ egressd_init(
 		return -1;
 	}
 	policy_diag_init(&dg);
+	d->file_hash_valid = egressd_file_hash(d, &d->file_hash);
 	d->policy = policyfile_load(cfg, &dg);
 	if (d->policy == NULL) {
 		for (i = 0; i < dg.n; i++)

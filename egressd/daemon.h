@@ -58,8 +58,11 @@ struct egressd {
 	char policy_base[4096]; /* file name of the policy inside its dir */
 	bool rules_dir_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
-	uint64_t persisted_hash; /* of the last file we wrote ourselves */
-	bool persisted_valid;
+	/* Hash of the policy file as last loaded or written by egressd: a
+	 * watch event for unchanged bytes (our own rewrite, a touch) is not
+	 * a new policy. */
+	uint64_t file_hash;
+	bool file_hash_valid;
 };
 
 int egressd_init(

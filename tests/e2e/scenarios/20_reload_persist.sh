@@ -110,6 +110,10 @@ tb_check "and it passes --check" "$EGRESSD_BIN" --check --policy "$pol" \
 tb_check_fails "egressd does not reload its own rewrite" \
     tb_wait_log_line --since "$m" --timeout 0.5 "$TB_EGRESSD_LOG" \
     policy.loaded trigger=inotify
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+touch "$pol"
+tb_check_fails "a touch with unchanged bytes is no new policy" \
+    tb_wait_log_line --since "$m" --timeout 0.5 "$TB_EGRESSD_LOG" policy.loaded
 tb_stop_egressd
 tb_start_egressd "${args[@]}"
 tb_expect_eq "c.test still resolves after restart" "203.0.113.12" \
