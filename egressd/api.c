@@ -644,6 +644,8 @@ api_metrics_cb(struct api_req *r)
 		api_reply_405(r, "GET");
 		return;
 	}
+	if (a->h.metrics_refresh != NULL)
+		a->h.metrics_refresh(a->h.arg);
 	if ((b = evbuffer_new()) == NULL ||
 	    metrics_render(a->stats, &info, b) == -1) {
 		if (b != NULL)

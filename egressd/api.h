@@ -81,6 +81,9 @@ struct api_hooks {
 	bool (*ready)(void *arg, char *why, size_t whylen);
 	/* Adds the daemon's fields to the /v1/status object. May be NULL. */
 	void (*status)(void *arg, json_t *out);
+	/* Called right before /metrics renders: refresh stats from the
+	 * kernel (nft counters). May be NULL. */
+	void (*metrics_refresh)(void *arg);
 	/* "dns" or "dns+nft": what is really enforced now. Required. */
 	const char *(*enforcement_mode)(void *arg);
 	void *arg;

@@ -560,6 +560,31 @@ egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 	return policy_check_bindings(next, e);
 }
 
+/* Fresh per-decision nft counters for each scrape (one netlink dump). */
+static void
+egressd_api_metrics_refresh_cb(void *arg)
+{
+	struct egressd *d = arg;
+	struct nft_counter c[NFT_NCOUNTERS];
+	struct err e = {""};
+	size_t i;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (d->nft == NULL)
+		return;
+	if (nft_read_counters(d->nft, c, &e) == -1) {
+		log_warn(d->log, "nft.counters_failed", LOG_S("error", e.msg));
+		return;
+	}
+	for (i = 0; i < NFT_NCOUNTERS && i < STATS_NFT_COUNTERS; i++) {
+		d->stats.nft_rule_names[i] = nft_counter_name(i);
+		d->stats.nft_rule_packets[i] = c[i].packets;
+		d->stats.nft_rule_bytes[i] = c[i].bytes;
+	}
+	d->stats.nft_rule_counters = i;
+}
+
 static const char *
 egressd_api_mode_cb(void *arg)
 {
@@ -692,6 +717,7 @@ egressd_start_api(struct egressd *d, struct err *e)
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;
 	h.enforcement_mode = egressd_api_mode_cb;
+	h.metrics_refresh = egressd_api_metrics_refresh_cb;
 	h.arg = d;
 	if ((d->api = api_new(d->base, &o, &h, e)) == NULL) {
 		err_prefix(e, "control API");

@@ -158,6 +158,29 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	    "Addresses currently in the learned sets.",
 	    st->nft_learned_current);
 
+	/* Counter names are fixed strings of the nft module, never peer
+	 * text, so they need no escaping beyond the label syntax. */
+	if (st->nft_rule_counters > 0) {
+		size_t i;
+
+		metrics_family(o, "egressd_nft_packets_total", "counter",
+		    "Packets counted by each decision of the nft filter "
+		    "chain.");
+		for (i = 0; i < st->nft_rule_counters && i < STATS_NFT_COUNTERS;
+		     i++)
+			metrics_printf(o,
+			    "egressd_nft_packets_total{decision=\"%s\"} "
+			    "%" PRIu64 "\n",
+			    st->nft_rule_names[i], st->nft_rule_packets[i]);
+		metrics_family(o, "egressd_nft_bytes_total", "counter",
+		    "Bytes counted by each decision of the nft filter chain.");
+		for (i = 0; i < st->nft_rule_counters && i < STATS_NFT_COUNTERS;
+		     i++)
+			metrics_printf(o,
+			    "egressd_nft_bytes_total{decision=\"%s\"} %" PRIu64
+			    "\n",
+			    st->nft_rule_names[i], st->nft_rule_bytes[i]);
+	}
 	metrics_gauge(o, "egressd_policy_revision",
 	    "Revision of the policy in force.", st->policy_revision);
 	metrics_family(o, "egressd_policy_reloads_total", "counter",

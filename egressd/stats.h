@@ -39,6 +39,16 @@ struct stats {
 	uint64_t nft_learned; /* addresses added or refreshed */
 	uint64_t nft_learned_current; /* gauge: elements in dynamic sets */
 
+	/*
+	 * Per-decision counters of the nft filter chain, copied from the
+	 * kernel right before each /metrics render (names: nft_counter_name).
+	 */
+#define STATS_NFT_COUNTERS 32
+	uint64_t nft_rule_packets[STATS_NFT_COUNTERS];
+	uint64_t nft_rule_bytes[STATS_NFT_COUNTERS];
+	const char *nft_rule_names[STATS_NFT_COUNTERS]; /* static strings */
+	uint64_t nft_rule_counters; /* entries filled */
+
 	/* Policy. */
 	uint64_t policy_revision; /* gauge */
 	uint64_t policy_reloads_ok;

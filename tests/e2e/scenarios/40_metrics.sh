@@ -73,6 +73,8 @@ tb_host curl -sS --max-time 5 -o /dev/null -H "Authorization: Bearer $tok" \
     -X PATCH --data '[{"action":"allow","target":"b.test"}]' "$api/policy"
 tb_host curl -sS --max-time 5 -o /dev/null -H "Authorization: Bearer $tok" \
     -X PATCH --data '[{"action":"sometimes","target":"b.test"}]' "$api/policy"
+tb_sandbox curl -sS --max-time 3 -o /dev/null "http://$TB_ORIGIN_B4/" # rejected
+tb_sandbox curl -4 -sS --max-time 5 -o /dev/null https://a.test/      # learned
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 printf 'defaultAction: deny\negress:\n  - {action: allow, target: a.test}\n' \
     >"$pol.new" && mv -f "$pol.new" "$pol"
@@ -105,4 +107,8 @@ moved "reload failed" 'egressd_policy_reloads_total{result="failed"}' 1
 moved "API requests" egressd_api_requests_total 3
 moved "API 401" egressd_api_unauthorized_total 1
 moved "log lines" egressd_log_lines_total 5
+moved "nft default deny (direct IP)" 'egressd_nft_packets_total{decision="default_deny"}' 1
+moved "nft learned accept (HTTPS to a.test)" 'egressd_nft_packets_total{decision="learned"}' 1
+moved "nft dns redirect accepted" 'egressd_nft_packets_total{decision="dns"}' 8
+moved "nft bytes too" 'egressd_nft_bytes_total{decision="default_deny"}' 40
 tb_finish
