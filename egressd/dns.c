@@ -261,8 +261,9 @@ dns_addr_allowed_cb(void *arg, int family, const uint8_t *addr)
 		return true;
 	if (!dns_addr_is_internal(family, addr))
 		return true;
-	/* Rebinding defence: only an operator-listed IP/CIDR lets it through. */
-	return policy_addr_explicitly_allowed(p, family, addr);
+	/* Rebinding defence: only an operator-listed IP/CIDR (always-allow
+	 * or infra, never a user rule) lets it through. */
+	return policy_addr_operator_allowed(p, family, addr);
 }
 
 static void

@@ -417,6 +417,21 @@ policy_addr_explicitly_allowed(
 }
 
 bool
+policy_addr_operator_allowed(
+    const struct policy *p, int family, const uint8_t *addr)
+{
+	const struct policy_rule *r = NULL;
+
+	/* proto 0, port 0: every rule of a layer counts, so an always-deny
+	 * rule covering addr for some port decides first (deny). */
+	if (policy_match_addr(p, family, addr, 0, 0, &r) != POLICY_ALLOW ||
+	    r == NULL)
+		return false;
+	return r->origin == POLICY_ORIGIN_ALWAYS_ALLOW ||
+	    r->origin == POLICY_ORIGIN_INFRA;
+}
+
+bool
 policy_log_skip(const struct policy *p, const char *name)
 {
 	char n[POLICY_NAME_MAX + 2];

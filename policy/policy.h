@@ -90,7 +90,7 @@ struct policy_rule {
 };
 
 enum policy_private_answers {
-	POLICY_PRIVATE_DROP = 0, /* default: strip, unless a CIDR allows */
+	POLICY_PRIVATE_DROP = 0, /* default: strip unless operator-allowed */
 	POLICY_PRIVATE_ALLOW, /* operator opted out of rebinding defence */
 };
 
@@ -235,10 +235,20 @@ enum policy_action policy_match_addr(const struct policy *p, int family,
     const uint8_t *addr, unsigned proto, uint16_t port,
     const struct policy_rule **rule);
 /*
- * True when an explicit IP/CIDR allow rule (not the default) covers addr;
- * the resolver keeps private answers only then (rebinding defence).
+ * True when an explicit IP/CIDR allow rule (not the default) of any layer,
+ * the user's included, decides addr (any protocol and port).
  */
 bool policy_addr_explicitly_allowed(
+    const struct policy *p, int family, const uint8_t *addr);
+/*
+ * True when an IP/CIDR allow rule of an OPERATOR layer (always-allow
+ * overlay: alwaysAllow and allow.always; or infra) decides addr, for any
+ * protocol and port: no always-deny rule covers addr (even one restricted
+ * to ports or protocols), and user rules never count. The resolver keeps
+ * internal addresses in answers only then (rebinding defence, THREATS §6).
+ * Same family only: an IPv4 rule does not cover addr's IPv6 spellings.
+ */
+bool policy_addr_operator_allowed(
     const struct policy *p, int family, const uint8_t *addr);
 
 /* True when name matches a log_skip.always target. */

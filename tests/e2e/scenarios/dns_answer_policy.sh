@@ -3,7 +3,8 @@
 # sandbox sees it. An allowed alias of a denied name is NXDOMAIN; internal
 # answers (RFC 1918, ULA, metadata, loopback, CGNAT and their IPv6-embedded
 # forms) of allowed names are stripped, while public addresses of the same
-# RRset survive; an operator CIDR lets a private address through; HTTPS
+# RRset survive; a user CIDR, even 0.0.0.0/0, exempts none of them, only
+# an operator CIDR (allow.always) lets a private address through; HTTPS
 # hints pass the same filter; big answers travel over TCP.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -89,19 +90,54 @@ tb_expect_eq "dig's own fallback to TCP gets all 100" "100" \
 tb_expect_eq "glibc gets them too" "100" \
     "$(tb_sandbox getent ahostsv4 huge.test | awk '$2 == "STREAM"' | wc -l)"
 
-# The fixture really answers internal addresses (so the checks above can
-# fail): an operator CIDR lets one of them back through.
+# A user rule allowing every address exempts no internal answer: only
+# the operator can (F6).
 tb_stop_egressd
 pol=$(tb_policy_file policy2.yaml <<'EOF'
+defaultAction: allow
+egress:
+  - {action: allow, target: 0.0.0.0/0}
+  - {action: allow, target: "::/0"}
+  - {action: allow, target: 10.1.2.3}
+  - {action: allow, target: 169.254.169.254}
+  - {action: allow, target: rebind.test}
+  - {action: allow, target: rebind-meta.test}
+EOF
+)
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+tb_start_egressd --policy "$pol"
+for n in rebind.test rebind-meta.test; do
+	tb_expect_eq "user allows 0.0.0.0/0 and the address: $n A stripped" \
+	    "" "$(dig_s "$n" A)"
+	tb_expect_eq "user allows ::/0: $n AAAA stripped" "" \
+	    "$(dig_s "$n" AAAA)"
+done
+tb_assert_log --since "$m" "$TB_EGRESSD_LOG" dns.strip name=rebind.test
+tb_assert_log --since "$m" "$TB_EGRESSD_LOG" dns.strip \
+    name=rebind-meta.test
+
+# The fixture really answers internal addresses (so the checks above can
+# fail): the operator's allow.always lets one range back through.
+tb_stop_egressd
+mkdir -p "$TB_DIR/egressd/rules"
+printf '# node network this sandbox may reach\n10.1.2.0/24\n' \
+    >"$TB_DIR/egressd/rules/allow.always"
+pol=$(tb_policy_file policy3.yaml <<'EOF'
 defaultAction: deny
 egress:
   - {action: allow, target: rebind.test}
+  - {action: allow, target: rebind-meta.test}
   - {action: allow, target: rebind-mixed.test}
-  - {action: allow, target: 10.1.2.3}
 EOF
 )
 tb_start_egressd --policy "$pol"
-tb_expect_eq "an operator CIDR rule lets that private address through" \
+tb_expect_eq "an operator allow.always CIDR lets that private address through" \
     "10.1.2.3" "$(dig_s rebind.test A)"
-tb_expect_eq "and only that one" "" "$(dig_s rebind.test AAAA)"
+tb_expect_eq "and only that range: fd00::1 stays stripped" "" \
+    "$(dig_s rebind.test AAAA)"
+tb_expect_eq "mixed RRset: public and operator-allowed both kept" \
+    "$(printf '10.1.2.3\n203.0.113.10')" \
+    "$(dig_s rebind-mixed.test A | sort)"
+tb_expect_eq "metadata, outside the operator's range, stays stripped" "" \
+    "$(dig_s rebind-meta.test A)"
 tb_finish

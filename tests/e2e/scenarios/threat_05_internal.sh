@@ -65,6 +65,9 @@ nd_fails_fast "user allows 0.0.0.0/0 and $TB_META4: metadata still closed" \
 nd_fails_fast "through an IPv6 socket too" tcp "::ffff:$TB_META4" 80
 tb_check_fails "and by name" \
     tb_sandbox curl -sS --max-time 3 -o /dev/null http://rebind-meta.test/
+tb_expect_eq "and the user's 0.0.0.0/0 does not exempt the A answer (F6)" \
+    "" "$(dig_s rebind-meta.test A)"
+tb_expect_eq "nor ::/0 the AAAA answer" "" "$(dig_s rebind-meta.test AAAA)"
 tb_assert_no_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_META4"
 
 # --- the ruleset: what may never be probed with packets ------------------------------

@@ -106,8 +106,8 @@ static const char base_policy[] =
     "{\"action\":\"allow\",\"target\":\"allowed.test\"},"
     "{\"action\":\"allow\",\"target\":\"*.allowed.test\"},"
     "{\"action\":\"allow\",\"target\":\"*.cdn.test\"},"
-    "{\"action\":\"allow\",\"target\":\"10.9.9.0/24\"}"
-    "],\"dns\":{\"negativeTtl\":42}}";
+    "{\"action\":\"allow\",\"target\":\"10.8.0.0/16\"}"
+    "],\"alwaysAllow\":[\"10.9.9.0/24\"],\"dns\":{\"negativeTtl\":42}}";
 
 static struct policy *
 make_policy(const char *json)
@@ -555,6 +555,7 @@ test_internal_addresses_stripped(void **state)
 	fake_add_a(c->f1, "rebind.allowed.test", "127.0.0.1", 300);
 	fake_add_a(c->f1, "rebind.allowed.test", "192.168.1.1", 300);
 	fake_add_a(c->f1, "rebind.allowed.test", "10.9.9.9", 300);
+	fake_add_a(c->f1, "rebind.allowed.test", "10.8.1.1", 300);
 	fake_add_a(
 	    c->f1, "rebind6.allowed.test", "::ffff:169.254.169.254", 300);
 	fake_add_a(c->f1, "rebind6.allowed.test", "fd00:ec2::254", 300);
@@ -566,14 +567,16 @@ test_internal_addresses_stripped(void **state)
 	parse_answer(ans, (size_t)n, &p);
 	assert_int_equal(p.rcode, DNS_RCODE_NOERROR);
 	assert_true(has_rr(&p, DNS_TYPE_A, "203.0.113.10"));
-	/* 10.9.9.0/24 is explicitly allowed by a CIDR rule: kept. */
+	/* 10.9.9.0/24 is allowed by the operator (alwaysAllow): kept; the
+	 * user's CIDR allow of 10.8.0.0/16 does not exempt 10.8.1.1. */
 	assert_true(has_rr(&p, DNS_TYPE_A, "10.9.9.9"));
+	assert_false(has_rr(&p, DNS_TYPE_A, "10.8.1.1"));
 	assert_false(has_rr(&p, DNS_TYPE_A, "169.254.169.254"));
 	assert_false(has_rr(&p, DNS_TYPE_A, "127.0.0.1"));
 	assert_false(has_rr(&p, DNS_TYPE_A, "192.168.1.1"));
 	assert_int_equal(p.an, 2);
 	parsed_free(&p);
-	assert_int_equal(c->st.dns_private_stripped, 3);
+	assert_int_equal(c->st.dns_private_stripped, 4);
 	/* Only the kept ones were learned. */
 	assert_int_equal(c->ncalls, 1);
 	assert_int_equal(c->calls[0].n, 2);

@@ -345,6 +345,72 @@ test_restricted_name_refused(void **state)
 	}
 }
 
+/*
+ * The rebinding filter's exception (F6): only an operator layer's IP/CIDR
+ * allow rule keeps an internal address; a user rule, even 0.0.0.0/0 or the
+ * address itself, never does, and always-deny wins over the operator's
+ * allow, even when it is restricted to one port.
+ */
+static void
+test_operator_allowed(void **state)
+{
+	static const uint8_t meta[4] = {169, 254, 169, 254},
+	                     a[4] = {10, 1, 2, 3}, hi[4] = {10, 1, 2, 200},
+	                     p22[4] = {10, 1, 2, 99}, inf[4] = {172, 16, 5, 5},
+	                     other[4] = {10, 1, 3, 1};
+	static const uint8_t ula
+	    [16] = {0xfd, 0x00, 0x00, 0x01, [15] = 5},
+	 ula2[16] = {0xfd, 0x00, 0x00, 0x02, [15] = 5},
+	 mapped[16] = {
+	     [10] = 0xff, [11] = 0xff, [12] = 10, [13] = 1, [14] = 2, [15] = 3};
+	struct policy *u =
+	    load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
+	         "{\"action\":\"allow\",\"target\":\"::/0\"},"
+	         "{\"action\":\"allow\",\"target\":\"169.254.169.254\"},"
+	         "{\"action\":\"allow\",\"target\":\"10.1.2.3\"}]}");
+	struct policy *o =
+	    load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
+	         "{\"action\":\"allow\",\"target\":\"10.1.3.0/24\"}],"
+	         "\"alwaysAllow\":[\"10.1.2.0/24\",\"fd00:1::/32\"],"
+	         "\"infra\":[{\"target\":\"172.16.0.0/12\",\"ports\":[443],"
+	         "\"protocols\":[\"tcp\"]}],"
+	         "\"alwaysDeny\":[\"10.1.2.128/25\",{\"target\":\"10.1.2.99\","
+	         "\"ports\":[22],\"protocols\":[\"tcp\"]}]}");
+	struct policy *d = policy_new_deny_all();
+
+	(void)state;
+	/* user rules: explicitly allowed, but not by the operator */
+	assert_true(policy_addr_explicitly_allowed(u, 4, a));
+	assert_true(policy_addr_explicitly_allowed(u, 4, meta));
+	assert_true(policy_addr_explicitly_allowed(u, 6, ula));
+	assert_false(policy_addr_operator_allowed(u, 4, a));
+	assert_false(policy_addr_operator_allowed(u, 4, meta));
+	assert_false(policy_addr_operator_allowed(u, 6, ula));
+	/* operator layers: always-allow and infra (any port counts) */
+	assert_true(policy_addr_operator_allowed(o, 4, a));
+	assert_true(policy_addr_operator_allowed(o, 4, inf));
+	assert_true(policy_addr_operator_allowed(o, 6, ula));
+	/* always-deny wins, a port-restricted one too */
+	assert_false(policy_addr_operator_allowed(o, 4, hi));
+	assert_false(policy_addr_operator_allowed(o, 4, p22));
+	/* outside the operator's prefixes: user allows do not count */
+	assert_false(policy_addr_operator_allowed(o, 4, other));
+	assert_true(policy_addr_explicitly_allowed(o, 4, other));
+	assert_false(policy_addr_operator_allowed(o, 4, meta));
+	assert_false(policy_addr_operator_allowed(o, 6, ula2));
+	/* same family only: the mapped spelling is not covered */
+	assert_false(policy_addr_operator_allowed(o, 6, mapped));
+	/* no rules, bad input */
+	assert_false(policy_addr_operator_allowed(d, 4, a));
+	assert_false(policy_addr_operator_allowed(NULL, 4, a));
+	assert_false(policy_addr_operator_allowed(o, 5, a));
+	policy_unref(u);
+	policy_unref(o);
+	policy_unref(d);
+}
+
 static void
 test_explicitly_allowed(void **state)
 {
@@ -409,6 +475,7 @@ main(void)
 	    cmocka_unit_test(test_addr_ports_protocols),
 	    cmocka_unit_test(test_restricted_name_refused),
 	    cmocka_unit_test(test_explicitly_allowed),
+	    cmocka_unit_test(test_operator_allowed),
 	    cmocka_unit_test(test_log_skip_default_empty),
 	    cmocka_unit_test(test_dns_defaults),
 	};
