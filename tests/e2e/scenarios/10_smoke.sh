@@ -27,6 +27,25 @@ tb_check_fails "a direct connection to a denied origin fails" \
     tb_sandbox curl -sS --max-time 3 -o /dev/null "https://$TB_ORIGIN_B4/"
 tb_check_fails "metadata address fails" \
     tb_sandbox curl -sS --max-time 3 -o /dev/null "http://$TB_META4/"
+
+# Other real clients: node (its own resolver path through libuv/c-ares
+# for dns.resolve, getaddrinfo for https) and git (libcurl).
+node_get='const https = require("https");
+https.get(process.argv[1], r => { console.log(r.statusCode); r.resume(); })
+  .on("error", e => { console.log(e.code); process.exitCode = 1; });'
+tb_expect_eq "node fetches the allowed name" "200" \
+    "$(tb_sandbox env NODE_EXTRA_CA_CERTS="$TB_CA_CERT" node -e "$node_get" https://www.a.test/)"
+tb_expect_eq "node cannot resolve the denied name" "ENOTFOUND" \
+    "$(tb_sandbox env NODE_EXTRA_CA_CERTS="$TB_CA_CERT" node -e "$node_get" https://b.test/)"
+tb_expect_eq "node dns.resolve4 is filtered too" "ENOTFOUND" \
+    "$(tb_sandbox node -e 'require("dns").resolve4("b.test", (e, a) => console.log(e ? e.code : a.join()))')"
+tb_sandbox env GIT_SSL_CAINFO="$TB_CA_CERT" GIT_TERMINAL_PROMPT=0 \
+    git ls-remote https://a.test/repo.git >/dev/null 2>&1
+tb_check "git reaches the allowed origin (smart-HTTP request seen there)" \
+    tb_wait_log_line --timeout 3 "$TB_ORIGIN_LOG" origin.request \
+    'target~^/repo.git/info/refs'
+tb_expect_match "git cannot resolve the denied name" "Could not resolve host" \
+    "$(tb_sandbox env GIT_TERMINAL_PROMPT=0 git ls-remote https://b.test/repo.git 2>&1)"
 tb_assert_log "$TB_EGRESSD_LOG" dns.deny
 tb_assert_no_log "$TB_ORIGIN_LOG" origin.request server.addr="$TB_ORIGIN_B4"
 tb_finish
