@@ -367,54 +367,7 @@ ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
 static int
 ct_dump(struct ct_cut *d, uint8_t *buf, struct err *e)
 {
-	struct mnl_socket *nl;
-	struct nlmsghdr *nlh;
-	struct nfgenmsg *g;
-	char req[MNL_SOCKET_BUFFER_SIZE];
-	uint32_t seq, portid;
-	ssize_t r;
-	int cb;
-
-	nl = nft_sock_(d->n, &seq, &portid);
-	nlh = mnl_nlmsg_put_header(req);
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
-	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
-	g->nfgen_family = AF_UNSPEC;
-	g->version = NFNETLINK_V0;
-	g->res_id = 0;
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err_set(e, "nft: conntrack dump: %s", strerror(errno));
-		return -1;
-	}
-	for (;;) {
-		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		if (r < 0) {
-			err_set(e, "nft: conntrack dump: %s",
-			    errno == EAGAIN ? "timeout" : strerror(errno));
-			return -1;
-		}
-		cb = mnl_cb_run(buf, (size_t)r, seq, portid, ct_cut_cb, d);
-		if (cb == MNL_CB_ERROR) {
-			err_set(e,
-			    "nft: conntrack dump: %s (is "
-			    "nf_conntrack_netlink available?)",
-			    strerror(errno));
-			return -1;
-		}
-		if (cb == MNL_CB_STOP)
-			break;
-	}
-	if (d->seen > NFT_CT_MAX_FLOWS) {
-		/* drain the rest of the dump so the socket stays usable */
-		do {
-			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		} while (r > 0 &&
-		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
-		        MNL_CB_OK);
-	}
-	return 0;
+	return nft_ct_dump_(d->n, buf, ct_cut_cb, d, &d->seen, e);
 }
 
 _Static_assert(NFT_CT_DEL_PER_SEND *NFT_CT_DEL_MSG_MAX <= NFT_RECV_BUF,

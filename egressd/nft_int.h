@@ -5,6 +5,7 @@
 #define EGRESSD_NFT_INT_H
 
 #include <stddef.h>
+#include <linux/netlink.h>
 #include <stdint.h>
 
 #include "egressd/nft.h"
@@ -74,5 +75,14 @@ bool nft_is_learned_(struct nft *n, int family, const uint8_t *addr);
 uint16_t nft_dns_port_(const struct nft *n);
 uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);
 struct mnl_socket *nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid);
+/*
+ * Dumps the conntrack table over ctnetlink into cb (a libmnl callback,
+ * arg its data). buf holds NFT_RECV_BUF bytes. When *seen (the callback's
+ * entry count) passes NFT_CT_MAX_FLOWS the rest of the dump is drained so
+ * the socket stays usable. 0/-1 with e.
+ */
+int nft_ct_dump_(struct nft *n, uint8_t *buf,
+    int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
+    struct err *e);
 
 #endif

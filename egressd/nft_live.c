@@ -122,17 +122,66 @@ ct_cb(const struct nlmsghdr *nlh, void *arg)
 }
 
 int
-nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
+nft_ct_dump_(struct nft *n, uint8_t *buf,
+    int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
+    struct err *e)
 {
-	struct ct_dump d = {.n = n, .window_ms = (uint64_t)window_s * 1000};
 	struct mnl_socket *nl;
 	struct nlmsghdr *nlh;
 	struct nfgenmsg *g;
 	char req[MNL_SOCKET_BUFFER_SIZE];
-	uint8_t *buf;
 	uint32_t seq, portid;
 	ssize_t r;
-	int rc = -1, cb;
+	int rc;
+
+	nl = nft_sock_(n, &seq, &portid);
+	nlh = mnl_nlmsg_put_header(req);
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = seq;
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->nfgen_family = AF_UNSPEC;
+	g->version = NFNETLINK_V0;
+	g->res_id = 0;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: conntrack dump: %s",
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			return -1;
+		}
+		rc = mnl_cb_run(buf, (size_t)r, seq, portid, cb, arg);
+		if (rc == MNL_CB_ERROR) {
+			err_set(e,
+			    "nft: conntrack dump: %s (is "
+			    "nf_conntrack_netlink available?)",
+			    strerror(errno));
+			return -1;
+		}
+		if (rc == MNL_CB_STOP)
+			break;
+	}
+	if (*seen > NFT_CT_MAX_FLOWS) {
+		/* drain the rest of the dump so the socket stays usable */
+		do {
+			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		} while (r > 0 &&
+		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
+		        MNL_CB_OK);
+	}
+	return 0;
+}
+
+int
+nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
+{
+	struct ct_dump d = {.n = n, .window_ms = (uint64_t)window_s * 1000};
+	uint8_t *buf;
+	int rc = -1;
 
 	if (renewed != NULL)
 		*renewed = 0;
@@ -146,45 +195,8 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
-	nl = nft_sock_(n, &seq, &portid);
-	nlh = mnl_nlmsg_put_header(req);
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
-	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
-	g->nfgen_family = AF_UNSPEC;
-	g->version = NFNETLINK_V0;
-	g->res_id = 0;
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+	if (nft_ct_dump_(n, buf, ct_cb, &d, &d.seen, e) == -1)
 		goto out;
-	}
-	for (;;) {
-		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		if (r < 0) {
-			err_set(e, "nft: conntrack dump: %s",
-			    errno == EAGAIN ? "timeout" : strerror(errno));
-			goto out;
-		}
-		cb = mnl_cb_run(buf, (size_t)r, seq, portid, ct_cb, &d);
-		if (cb == MNL_CB_ERROR) {
-			err_set(e,
-			    "nft: conntrack dump: %s (is "
-			    "nf_conntrack_netlink available?)",
-			    strerror(errno));
-			goto out;
-		}
-		if (cb == MNL_CB_STOP)
-			break;
-	}
-	if (d.seen > NFT_CT_MAX_FLOWS) {
-		/* drain the rest of the dump so the socket stays usable */
-		do {
-			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		} while (r > 0 &&
-		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
-		        MNL_CB_OK);
-	}
 	if (d.nout != 0 && nft_refresh_(n, d.out, d.nout, e) < 0)
 		goto out;
 	if (renewed != NULL)
