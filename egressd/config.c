@@ -912,7 +912,8 @@ config_read_token_file(struct config *c, struct err *e)
 		return -1;
 	}
 	/* Whoever can rewrite the token file can reconfigure egressd. */
-	if (policyfile_check_owner(c->token_file, &st, e) == -1) {
+	if (policyfile_check_owner(&st, e) == -1) {
+		err_prefix(e, "%s", c->token_file);
 		close(fd);
 		return -1;
 	}

@@ -48,44 +48,29 @@ policyfile_read(const char *path, size_t max, size_t *len)
  */
 
 int
-policyfile_check_owner(const char *path, const struct stat *st, struct err *e)
+policyfile_check_owner(const struct stat *st, struct err *e)
 {
 	if (st->st_uid != 0 && st->st_uid != geteuid()) {
 		err_set(e,
-		    "%s: owned by uid %u; egressd reads policy and secrets "
-		    "only "
+		    "owned by uid %u; egressd reads policy and secrets only "
 		    "from files owned by root or by itself",
-		    path, (unsigned)st->st_uid);
+		    (unsigned)st->st_uid);
 		return -1;
 	}
 	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
 		err_set(e,
-		    "%s: writable by group or others (mode %04o); egressd "
+		    "writable by group or others (mode %04o); egressd "
 		    "refuses files another user might rewrite",
-		    path, (unsigned)(st->st_mode & 07777));
+		    (unsigned)(st->st_mode & 07777));
 		return -1;
 	}
 	return 0;
-}
-
-/* Adds one message to d; the load then fails. */
-static void
-policyfile_diag_add(struct policy_diag *d, const char *msg)
-{
-	char **nv = realloc(d->msgs, (d->n + 1) * sizeof(*nv));
-
-	if (nv == NULL)
-		return;
-	d->msgs = nv;
-	if ((d->msgs[d->n] = strdup(msg)) != NULL)
-		d->n++;
 }
 
 static int
 policyfile_check_persistable(
     const struct config *cfg, const struct policy *p, struct policy_diag *d)
 {
-	char msg[512];
 	size_t i;
 
 	if (cfg->policy_file == NULL)
@@ -94,13 +79,11 @@ policyfile_check_persistable(
 		if (policy_credential_source(p->credentials[i]) !=
 		    POLICY_CRED_INLINE)
 			continue;
-		(void)snprintf(msg, sizeof(msg),
-		    "%s: credential \"%s\": inline values cannot live in the "
+		policy_diag_add(d, cfg->policy_file, 0, 0,
+		    "credential \"%s\": inline values cannot live in the "
 		    "policy file egressd rewrites; use source: {type: file, "
 		    "path: ...}",
-		    cfg->policy_file,
 		    policy_credential_name(p->credentials[i]));
-		policyfile_diag_add(d, msg);
 		return -1;
 	}
 	return 0;
@@ -123,8 +106,8 @@ policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
 	int rc = 0;
 
 	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0 &&
-	    policyfile_check_owner(cfg->policy_file, &st, &e) == -1) {
-		policyfile_diag_add(d, e.msg);
+	    policyfile_check_owner(&st, &e) == -1) {
+		policy_diag_add(d, cfg->policy_file, 0, 0, "%s", e.msg);
 		rc = -1;
 	}
 	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
@@ -134,8 +117,8 @@ policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
 		        cfg->rules_dir, always[i]) >= sizeof(path))
 			continue;
 		if (stat(path, &st) == 0 &&
-		    policyfile_check_owner(path, &st, &e) == -1) {
-			policyfile_diag_add(d, e.msg);
+		    policyfile_check_owner(&st, &e) == -1) {
+			policy_diag_add(d, path, 0, 0, "%s", e.msg);
 			rc = -1;
 		}
 	}

@@ -31,11 +31,11 @@ int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 
 /*
  * 0 when a file egressd takes policy or secrets from is owned by root or
- * egressd's euid and writable by nobody else; -1 with the reason in e.
+ * egressd's euid and writable by nobody else; -1 with the reason in e
+ * (without the path: callers name the file).
  */
 struct stat;
-int policyfile_check_owner(
-    const char *path, const struct stat *st, struct err *e);
+int policyfile_check_owner(const struct stat *st, struct err *e);
 
 /* Reads a whole file of at most max bytes (NUL-terminated, caller frees);
  * NULL when missing or larger. */

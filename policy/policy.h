@@ -158,6 +158,10 @@ struct policy_diag {
 
 void policy_diag_init(struct policy_diag *d);
 void policy_diag_clear(struct policy_diag *d);
+/* Adds "NAME:LINE:COL: message" (or "NAME: message" when line is 0),
+ * honouring POLICY_DIAG_MAX. */
+void policy_diag_add(struct policy_diag *d, const char *name, unsigned line,
+    unsigned col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Joins all messages with "; " into e (for one-line API answers). */
 void policy_diag_to_err(const struct policy_diag *d, struct err *e);
 

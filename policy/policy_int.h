@@ -63,9 +63,6 @@ struct pnode *policy_yaml_read(
 int policy_read_file(const char *path, char **out, size_t *outlen,
     bool *missing, struct policy_diag *d);
 
-/* Adds "NAME:LINE:COL: message" (or "NAME: message" when line is 0). */
-void policy_diag_add(struct policy_diag *d, const char *name, unsigned line,
-    unsigned col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void policy_diag_vadd(struct policy_diag *d, const char *name, unsigned line,
     unsigned col, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
