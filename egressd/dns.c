@@ -45,6 +45,7 @@ struct dns_udp {
 	int fd;
 	int family;
 	struct event *ev;
+	uint32_t ovfl_seen; /* last SO_RXQ_OVFL count the kernel reported */
 };
 
 /* Where a query came from and where its answer goes. */
@@ -132,7 +133,15 @@ struct dns {
 	struct dns_msg *scratch;
 	struct dns_rewrite_report rep;
 	struct dns_learn_addr learn[DNS_ANSWER_ADDR_MAX];
-	uint8_t udpbuf[DNS_UDP_RECV_MAX];
+	/* One recvmmsg batch: a buffer, address and control block each. */
+	uint8_t udpbuf[DNS_UDP_BATCH][DNS_UDP_RECV_MAX];
+	struct sockaddr_storage udppeer[DNS_UDP_BATCH];
+	struct iovec udpiov[DNS_UDP_BATCH];
+	struct mmsghdr udpmsg[DNS_UDP_BATCH];
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(uint32_t))];
+	} udpctl[DNS_UDP_BATCH];
 	uint8_t out[DNS_MSG_MAX];
 	uint8_t tmp[DNS_MSG_MAX];
 	uint8_t hit[DNS_MSG_MAX];
@@ -750,32 +759,96 @@ dns_handle(
 
 /* ---- UDP ---- */
 
+/*
+ * The kernel's count of datagrams this socket dropped for want of buffer
+ * space (SO_RXQ_OVFL), carried on every datagram: the difference since the
+ * last one is what the sandbox (or a flood) lost before egressd saw it.
+ */
+static void
+dns_udp_note_drops(struct dns_udp *u, struct msghdr *mh)
+{
+	struct cmsghdr *cm;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+		uint32_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET ||
+		    cm->cmsg_type != SO_RXQ_OVFL ||
+		    cm->cmsg_len < CMSG_LEN(sizeof(n)))
+			continue;
+		memcpy(&n, CMSG_DATA(cm), sizeof(n));
+		u->d->st->dns_udp_rcvbuf_drops += (uint32_t)(n - u->ovfl_seen);
+		u->ovfl_seen = n;
+	}
+}
+
+/*
+ * Up to DNS_UDP_BATCH datagrams per wakeup in one recvmmsg: a burst of
+ * junk from the sandbox costs one system call per batch, not per datagram,
+ * so the socket drains faster than a flood can fill it.
+ */
 static void
 dns_udp_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct dns_udp *u = arg;
 	struct dns *d;
-	int i;
+	int i, n;
 
 	(void)what;
 	if (u == NULL || u->magic != DNS_UDP_MAGIC)
 		abort();
 	d = u->d;
 	for (i = 0; i < DNS_UDP_BATCH; i++) {
-		struct dns_origin o;
-		ssize_t n;
+		struct msghdr *mh = &d->udpmsg[i].msg_hdr;
 
+		d->udpiov[i].iov_base = d->udpbuf[i];
+		d->udpiov[i].iov_len = sizeof(d->udpbuf[i]);
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &d->udppeer[i];
+		mh->msg_namelen = sizeof(d->udppeer[i]);
+		mh->msg_iov = &d->udpiov[i];
+		mh->msg_iovlen = 1;
+		mh->msg_control = d->udpctl[i].buf;
+		mh->msg_controllen = sizeof(d->udpctl[i].buf);
+		d->udpmsg[i].msg_len = 0;
+	}
+	n = recvmmsg(fd, d->udpmsg, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return; /* EAGAIN, or an ICMP error: nothing to do */
+	for (i = 0; i < n; i++) {
+		struct msghdr *mh = &d->udpmsg[i].msg_hdr;
+		struct dns_origin o;
+
+		dns_udp_note_drops(u, mh);
+		if ((mh->msg_flags & MSG_TRUNC) != 0)
+			continue; /* no sane query is that big */
+		if (mh->msg_namelen > sizeof(o.peer))
+			continue;
 		memset(&o, 0, sizeof(o));
 		o.udp = u;
-		o.peerlen = sizeof(o.peer);
-		n = recvfrom(fd, d->udpbuf, sizeof(d->udpbuf), MSG_TRUNC,
-		    (struct sockaddr *)&o.peer, &o.peerlen);
-		if (n < 0)
-			break; /* EAGAIN, or an ICMP error: nothing to do */
-		if ((size_t)n > sizeof(d->udpbuf))
-			continue; /* no sane query is that big */
-		dns_handle(d, &o, d->udpbuf, (size_t)n);
+		memcpy(&o.peer, &d->udppeer[i], mh->msg_namelen);
+		o.peerlen = mh->msg_namelen;
+		dns_handle(d, &o, d->udpbuf[i], d->udpmsg[i].msg_len);
 	}
+}
+
+/*
+ * The default receive buffer (rmem_default, ~200 KiB) holds a few hundred
+ * small datagrams: a burst of junk from the sandbox filled it and the next
+ * real query was dropped by the kernel, so the client waited for its retry
+ * timer. DNS_UDP_RCVBUF absorbs a burst of thousands while egressd drains
+ * it; the memory is charged only while datagrams wait. SO_RCVBUFFORCE
+ * (CAP_NET_ADMIN, which egressd has) passes rmem_max; without it, the
+ * largest size rmem_max allows.
+ */
+static void
+dns_udp_size_rcvbuf(int fd)
+{
+	int sz = DNS_UDP_RCVBUF;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) == 0)
+		return;
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 }
 
 static int
@@ -817,6 +890,8 @@ dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
 	if (family == AF_INET6)
 		(void)setsockopt(
 		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	dns_udp_size_rcvbuf(fd);
+	(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
 		err_set(
 		    e, "bind udp %s port %u: %s", addr, port, strerror(errno));

@@ -45,7 +45,8 @@ struct event_base;
 #define DNS_TCP_INFLIGHT_MAX 32 /* pipelined queries per conn */
 #define DNS_TCP_OUTBUF_MAX (256u << 10) /* stop reading above this */
 #define DNS_INFLIGHT_MAX 4096 /* upstream queries in flight */
-#define DNS_UDP_BATCH 64 /* datagrams read per wakeup */
+#define DNS_UDP_BATCH 64 /* datagrams read per wakeup (one recvmmsg) */
+#define DNS_UDP_RCVBUF (4 << 20) /* bytes; the kernel books twice this */
 #define DNS_UDP_RECV_MAX 4096 /* biggest query datagram read */
 #define DNS_LOCAL_TTL 300 /* TTL of localhost answers */
 #define DNS_DENY_LOG_RATE 20 /* dns.deny lines per second */

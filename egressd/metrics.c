@@ -118,6 +118,10 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 	    "DNS answers served from the cache.", st->dns_cache_hits);
 	metrics_counter(o, "egressd_dns_cache_misses_total",
 	    "DNS lookups that missed the cache.", st->dns_cache_misses);
+	metrics_counter(o, "egressd_dns_udp_receive_drops_total",
+	    "Queries the kernel dropped before egressd read them "
+	    "(socket buffer full).",
+	    st->dns_udp_rcvbuf_drops);
 	metrics_counter(o, "egressd_dns_upstream_failures_total",
 	    "Upstream DNS timeouts, refusals and unreachable servers.",
 	    st->dns_upstream_failures);
