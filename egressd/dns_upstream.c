@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -595,13 +596,63 @@ dns_upstream_sock_state_cb(
 		event_add(f->ev, NULL);
 }
 
+/*
+ * Binds a UDP upstream socket to a free port of DNS_UPSTREAM_SPORT_LO..HI,
+ * starting at a random one (source port randomization stays). The
+ * sandbox cannot have left a conntrack entry on any of them (see the
+ * header), so the flow is egressd's from its first packet. Fails when
+ * every port is taken: a socket on a kernel-chosen port could inherit a
+ * sandbox flow's redirect.
+ */
+static int
+dns_upstream_bind_own_port(ares_socket_t fd)
+{
+	const unsigned n = DNS_UPSTREAM_SPORT_HI - DNS_UPSTREAM_SPORT_LO + 1;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(int);
+	int family = 0;
+	unsigned i, start = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &sl) < 0)
+		return -1;
+	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
+		start = (unsigned)dns_upstream_mono_ms(NULL);
+	for (i = 0; i < n; i++) {
+		uint16_t port =
+		    (uint16_t)(DNS_UPSTREAM_SPORT_LO + (start + i) % n);
+
+		memset(&ss, 0, sizeof(ss));
+		if (family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			s4->sin_family = AF_INET;
+			s4->sin_port = htons(port);
+			sl = sizeof(*s4);
+		} else if (family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			s6->sin6_family = AF_INET6;
+			s6->sin6_port = htons(port);
+			sl = sizeof(*s6);
+		} else {
+			errno = EAFNOSUPPORT;
+			return -1;
+		}
+		if (bind(fd, (struct sockaddr *)&ss, sl) == 0)
+			return 0;
+		if (errno != EADDRINUSE)
+			return -1;
+	}
+	errno = EADDRINUSE;
+	return -1;
+}
+
 static int
 dns_upstream_sock_config_cb(ares_socket_t fd, int type, void *data)
 {
 	struct dns_upstream_chan *c = data;
 	uint32_t mark;
 
-	(void)type;
 	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
 		return -1;
 	mark = c->up->set->o.mark;
@@ -613,6 +664,17 @@ dns_upstream_sock_config_cb(ares_socket_t fd, int type, void *data)
 		 * (or dropped) by the sandbox's own rules: refuse the socket.
 		 */
 		log_error(c->up->set->lg, "dns.upstream.mark_failed",
+		    LOG_S("upstream", c->up->addr.text),
+		    LOG_S("error", strerror(errno)));
+		return -1;
+	}
+	/*
+	 * TCP needs no reserved port: a SYN on a closed conntrack entry
+	 * starts a new flow, and the kernel never reuses the 4-tuple of a
+	 * live socket.
+	 */
+	if (type == SOCK_DGRAM && dns_upstream_bind_own_port(fd) < 0) {
+		log_error(c->up->set->lg, "dns.upstream.bind_failed",
 		    LOG_S("upstream", c->up->addr.text),
 		    LOG_S("error", strerror(errno)));
 		return -1;

@@ -38,6 +38,17 @@ struct event_base;
 
 #define DNS_UPSTREAMS_MAX 8 /* configured upstreams */
 #define DNS_UPSTREAM_PORT_DEFAULT 53
+/*
+ * Source ports of egressd's own UDP sockets (upstream queries), above the
+ * kernel's default ephemeral range (32768-60999). The ruleset drops every
+ * unmarked UDP datagram from these ports, so the sandbox can never leave a
+ * conntrack entry there: conntrack decides NAT once per flow, and a
+ * sandbox flow (redirected to the resolver) that egressd's socket later
+ * happened to reuse the 5-tuple of sent egressd's own queries back to
+ * itself, in a loop.
+ */
+#define DNS_UPSTREAM_SPORT_LO 65280
+#define DNS_UPSTREAM_SPORT_HI 65535
 #define DNS_UPSTREAM_TEXT_MAX 64 /* "[v6]:port" + NUL */
 #define DNS_UPSTREAM_FAILS_UNHEALTHY 2 /* consecutive failures -> down */
 #define DNS_UPSTREAM_ROUNDS_MAX 3 /* passes over the list per query */

@@ -27,6 +27,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 
+#include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
 
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
@@ -724,6 +725,7 @@ struct rspec {
 	const char *daddr_set;
 	uint16_t dport; /* needs l4proto tcp/udp */
 	const char *dport_set;
+	uint16_t sport_lo, sport_hi; /* range; needs l4proto tcp/udp */
 	bool oif_lo;
 	bool fib_local;
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
@@ -932,6 +934,15 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_EQ, s->daddr, v4 ? 4 : 16) < 0)
 			return -1;
 		if (s->daddr_set != NULL && e_lookup(r, s->daddr_set) < 0)
+			return -1;
+	}
+	if (s->sport_hi != 0) {
+		/* Big-endian bytes compare like the numbers they hold. */
+		uint16_t lo = htons(s->sport_lo), hi = htons(s->sport_hi);
+
+		if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 2) < 0 ||
+		    e_cmp(r, NFT_CMP_GTE, &lo, 2) < 0 ||
+		    e_cmp(r, NFT_CMP_LTE, &hi, 2) < 0)
 			return -1;
 	}
 	if (s->dport != 0 || s->dport_set != NULL) {
@@ -1610,6 +1621,16 @@ build_ruleset(
 	s.ct_mark_set = true;
 	s.counter = "own";
 	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* egressd's own UDP source ports: the sandbox may never start a flow
+	 * from one, or egressd's next socket there would inherit its NAT. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.l4proto = IPPROTO_UDP;
+	s.sport_lo = DNS_UPSTREAM_SPORT_LO;
+	s.sport_hi = DNS_UPSTREAM_SPORT_HI;
+	s.v = V_DENY;
 	if (msg_rule(c, &s) < 0)
 		return -1;
 	/* ICMPv6 RS/RA/NS/NA and MLDv2 reports, or IPv6 dies. */
