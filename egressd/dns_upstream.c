@@ -647,6 +647,32 @@ dns_upstream_bind_own_port(ares_socket_t fd)
 	return -1;
 }
 
+/*
+ * The own port range is safe only while the kernel never hands it to the
+ * sandbox's sockets: with an ip_local_port_range reaching into it, their
+ * UDP from a port there is rejected (and logged once here, at start).
+ */
+static void
+dns_upstream_check_ephemeral(struct log *lg)
+{
+	char buf[64];
+	unsigned lo = 0, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	if (f == NULL)
+		return;
+	if (fgets(buf, sizeof(buf), f) != NULL &&
+	    sscanf(buf, "%u %u", &lo, &hi) == 2 &&
+	    hi >= DNS_UPSTREAM_SPORT_LO && lo <= DNS_UPSTREAM_SPORT_HI)
+		log_warn(lg, "dns.own_ports_ephemeral",
+		    LOG_U("ephemeral_lo", lo), LOG_U("ephemeral_hi", hi),
+		    LOG_U("own_lo", DNS_UPSTREAM_SPORT_LO),
+		    LOG_U("own_hi", DNS_UPSTREAM_SPORT_HI),
+		    LOG_S("effect",
+		        "sandbox UDP from ports in both ranges is rejected"));
+	fclose(f);
+}
+
 static int
 dns_upstream_sock_config_cb(ares_socket_t fd, int type, void *data)
 {
@@ -1202,6 +1228,8 @@ dns_upstreams_new(struct event_base *base,
 	if (u->o.clock == NULL)
 		u->o.clock = dns_upstream_mono_ms;
 	u->o.probe_name = NULL;
+	if (u->o.mark != 0)
+		dns_upstream_check_ephemeral(lg);
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
 	if (rc != ARES_SUCCESS) {
 		err_set(e, "ares_library_init: %s", ares_strerror(rc));
