@@ -303,6 +303,51 @@ egressd_learn_cb(void *arg, const char *qname, const struct dns_learn_addr *a,
 	return 0;
 }
 
+/*
+ * The asynchronous learn hook (what the resolver uses): the answer is
+ * released from done once its transaction's ack arrived.
+ */
+static uint64_t
+egressd_learn_submit_cb(void *arg, const char *qname,
+    const struct dns_learn_addr *a, size_t n,
+    void (*done)(void *done_arg, int rc, const char *why), void *done_arg,
+    struct err *e)
+{
+	struct egressd *d = arg;
+	struct nft_learn_addr batch[NFT_LEARN_BATCH_MAX];
+	uint64_t ticket;
+	size_t i;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (n > NFT_LEARN_BATCH_MAX) {
+		err_set(e, "nft: %zu addresses in one answer (max %d)", n,
+		    NFT_LEARN_BATCH_MAX);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		batch[i].family = (uint8_t)a[i].family;
+		memcpy(batch[i].addr, a[i].addr, sizeof(batch[i].addr));
+		batch[i].ttl = a[i].ttl;
+		batch[i].name = qname;
+	}
+	ticket = nft_learn_submit(d->nft, batch, n, qname, done, done_arg, e);
+	if (ticket == 0)
+		log_error(d->log, "nft.learn_failed", LOG_S("name", qname),
+		    LOG_S("error", e->msg));
+	return ticket;
+}
+
+static void
+egressd_learn_cancel_cb(void *arg, uint64_t ticket)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	nft_learn_cancel(d->nft, ticket);
+}
+
 /* The API port the sandbox must never reach, from "host:port"/":port". */
 static uint16_t
 egressd_api_port(const struct config *cfg)
@@ -371,6 +416,8 @@ egressd_start_nft(struct egressd *d, struct err *e)
 	if (egressd_nft_opts(d, &o, e) == -1)
 		return -1;
 	if ((d->nft = nft_new(&o, &d->stats, e)) == NULL)
+		return -1;
+	if (nft_attach(d->nft, d->base, e) == -1)
 		return -1;
 	if (nft_apply_policy(d->nft, d->policy, e) == -1) {
 		err_prefix(e, "nft apply");
@@ -476,6 +523,8 @@ egressd_start_dns(struct egressd *d, struct err *e)
 	o.probe_interval_ms = c->dns_probe_interval_s * 1000;
 	h.policy_get = egressd_policy_get_cb;
 	h.learn = d->nft != NULL ? egressd_learn_cb : NULL;
+	h.learn_submit = d->nft != NULL ? egressd_learn_submit_cb : NULL;
+	h.learn_cancel = d->nft != NULL ? egressd_learn_cancel_cb : NULL;
 	h.on_deny = d->webhook != NULL ? egressd_on_deny_cb : NULL;
 	h.arg = d;
 	if ((d->dns = dns_new(d->base, &o, &h, d->log, &d->stats, e)) == NULL) {

@@ -80,9 +80,10 @@ struct dns_conn {
 enum dns_req_state {
 	DNS_REQ_UPSTREAM = 0, /* waiting for dns_upstream */
 	DNS_REQ_DONE,
+	DNS_REQ_LEARNING, /* answer ready, waiting for its learn ack */
 };
 
-/* A query waiting for its upstream answer. */
+/* A query waiting for its upstream answer, or for its learn. */
 struct dns_req {
 	uint32_t magic;
 	struct dns *d;
@@ -95,6 +96,11 @@ struct dns_req {
 	struct dns_cache_key key;
 	char qname[DNS_NAME_PRES_MAX];
 	struct dns_upstream_req *ureq;
+	/* DNS_REQ_LEARNING: the answer to release, and the memo to write. */
+	uint64_t ticket;
+	uint8_t *ans;
+	size_t anslen;
+	uint64_t memo_entry, memo_tag, memo_until_ms;
 };
 
 struct dns {
@@ -321,18 +327,41 @@ dns_policy_tag(const struct policy *p)
 	return (t ^ (p->revision + 1)) | 1; /* never 0 ("no memo") */
 }
 
+static void dns_req_link(struct dns *d, struct dns_req *r);
+static void dns_req_unlink(struct dns_req *r);
+static void dns_req_free(struct dns_req *r);
+static void dns_learn_done_cb(void *arg, int rc, const char *why);
+
+/* The cache key of a client's query. -1: name too long. */
+static int
+dns_query_key(const struct dns_query *q, struct dns_cache_key *key)
+{
+	unsigned kflags = 0;
+
+	if ((q->flags & DNS_FLAG_CD) != 0)
+		kflags |= DNS_CACHE_KEY_CD;
+	if (q->edns.present && (q->edns.flags & DNS_EDNS_FLAG_DO) != 0)
+		kflags |= DNS_CACHE_KEY_DO;
+	return dns_cache_key_make(key, q->question.name.wire,
+	    q->question.name.len, q->question.qtype, q->question.qclass,
+	    kflags);
+}
+
 /*
  * Learns the addresses of rep unless memo proves they are still learned
- * for at least as long as the client will use this answer. 0/-1.
+ * for at least as long as the client will use this answer. 0: learned (or
+ * nothing to do), release now; 1: queued (learn_submit), the answer in
+ * d->out (outlen bytes) is released by dns_learn_done_cb; -1: failed.
  */
 static int
-dns_learn(struct dns *d, const char *qname, const struct policy *pol,
-    const struct dns_rewrite_report *rep, struct dns_cache_memo *memo,
-    struct err *e)
+dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
+    const char *qname, struct policy *pol, const struct dns_rewrite_report *rep,
+    struct dns_cache_memo *memo, size_t outlen, struct err *e)
 {
-	uint64_t now = dns_now(d), tag = dns_policy_tag(pol);
-	uint32_t min_ttl = UINT32_MAX, max_ttl = 0;
+	uint64_t now = dns_now(d), tag = dns_policy_tag(pol), lease;
+	uint32_t min_ttl = UINT32_MAX, max_ttl = 0, cap;
 	size_t i, n = rep->naddr;
+	struct dns_req *r;
 
 	for (i = 0; i < n; i++) {
 		if (rep->addr[i].ttl < min_ttl)
@@ -353,26 +382,101 @@ dns_learn(struct dns *d, const char *qname, const struct policy *pol,
 		memcpy(d->learn[i].addr, rep->addr[i].addr, 16);
 		d->learn[i].ttl = rep->addr[i].ttl + DNS_LEARN_SLACK_S;
 	}
+	/*
+	 * The lease nft grants: our TTL + slack, cut to the lease cap
+	 * (dns.ttlMax when set). Never assume more than that.
+	 */
+	lease = (uint64_t)min_ttl + DNS_LEARN_SLACK_S;
+	cap = pol->dns.ttl_max != 0 ? pol->dns.ttl_max : DNS_LEARN_LEASE_MAX_S;
+	if (lease > cap)
+		lease = cap;
+	if (d->h.learn_submit != NULL) {
+		r = calloc(1, sizeof(*r));
+		if (r == NULL || (r->ans = malloc(outlen)) == NULL) {
+			free(r);
+			err_set(e, "out of memory");
+			return -1;
+		}
+		r->magic = DNS_REQ_MAGIC;
+		r->d = d;
+		r->state = DNS_REQ_LEARNING;
+		r->from = *o;
+		r->q = *q;
+		(void)snprintf(r->qname, sizeof(r->qname), "%s", qname);
+		memcpy(r->ans, d->out, outlen);
+		r->anslen = outlen;
+		if (memo != NULL && dns_query_key(q, &r->key) == 0)
+			r->memo_entry = memo->entry;
+		r->memo_tag = tag;
+		r->memo_until_ms = now + lease * 1000u;
+		r->ticket = d->h.learn_submit(
+		    d->h.arg, qname, d->learn, n, dns_learn_done_cb, r, e);
+		if (r->ticket == 0) {
+			free(r->ans);
+			free(r);
+			return -1;
+		}
+		r->pol = policy_ref(pol);
+		dns_req_link(d, r);
+		return 1;
+	}
 	if (d->h.learn(d->h.arg, qname, d->learn, n, e) < 0) {
 		if (memo != NULL)
 			memo->tag = 0;
 		return -1;
 	}
 	if (memo != NULL) {
-		/*
-		 * The lease nft grants: our TTL + slack, cut to the lease cap
-		 * (dns.ttlMax when set). Never assume more than that.
-		 */
-		uint64_t lease = (uint64_t)min_ttl + DNS_LEARN_SLACK_S;
-		uint32_t cap = pol->dns.ttl_max != 0 ? pol->dns.ttl_max
-		                                     : DNS_LEARN_LEASE_MAX_S;
-
-		if (lease > cap)
-			lease = cap;
 		memo->tag = tag;
 		memo->until_ms = now + lease * 1000u;
 	}
 	return 0;
+}
+
+/*
+ * The learn of an answer finished: release it (its addresses are in the
+ * allow sets), or SERVFAIL. A policy swapped in meanwhile that denies the
+ * name wins: the answer is not released.
+ */
+static void
+dns_learn_done_cb(void *arg, int rc, const char *why)
+{
+	struct dns_req *r = arg;
+	struct dns *d;
+	struct dns_conn *c;
+	struct policy *now_pol;
+
+	if (r == NULL || r->magic != DNS_REQ_MAGIC ||
+	    r->state != DNS_REQ_LEARNING)
+		abort();
+	d = r->d;
+	c = r->from.conn;
+	r->ticket = 0;
+	dns_req_unlink(r);
+	now_pol = d->h.policy_get != NULL ? d->h.policy_get(d->h.arg) : NULL;
+	if (rc == 0 && now_pol != r->pol &&
+	    (now_pol == NULL ||
+	        policy_match_domain(now_pol, r->qname, NULL) != POLICY_ALLOW)) {
+		rc = -1;
+		why = "policy changed while learning";
+	}
+	if (rc < 0) {
+		dns_log_warn(d, "dns.learn_failed", r->qname, "learn", why);
+		dns_send_error(d, &r->from, &r->q, DNS_RCODE_SERVFAIL);
+	} else {
+		struct dns_cache_memo *m = NULL;
+
+		if (d->cache != NULL && r->memo_entry != 0)
+			m = dns_cache_memo_find(
+			    d->cache, &r->key, r->memo_entry);
+		if (m != NULL && now_pol == r->pol) {
+			m->tag = r->memo_tag;
+			m->until_ms = r->memo_until_ms;
+		}
+		dns_send_answer(d, &r->from, &r->q, r->ans, r->anslen);
+	}
+	dns_req_free(r);
+	if (c != NULL)
+		dns_conn_after_reply(c);
 }
 
 /* Returns false when the answer itself is unusable (do not keep it). */
@@ -425,15 +529,21 @@ dns_release(struct dns *d, const struct dns_origin *o,
 		d->st->dns_private_stripped += stripped;
 		dns_log_warn(d, "dns.strip", qname, "internal_address", NULL);
 	}
-	if (d->h.learn != NULL && rep->naddr > 0) {
+	if ((d->h.learn != NULL || d->h.learn_submit != NULL) &&
+	    rep->naddr > 0) {
+		int lr;
+
 		err_clear(&e);
-		if (dns_learn(d, qname, pol, rep, memo, &e) < 0) {
+		lr = dns_learn(d, o, q, qname, pol, rep, memo, outlen, &e);
+		if (lr < 0) {
 			/* Never release an answer the sandbox cannot use. */
 			dns_log_warn(
 			    d, "dns.learn_failed", qname, "learn", e.msg);
 			dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
 			return true;
 		}
+		if (lr > 0)
+			return true; /* released once learned */
 	}
 	dns_send_answer(d, o, q, d->out, outlen);
 	return true;
@@ -468,9 +578,30 @@ dns_req_unlink(struct dns_req *r)
 	}
 }
 
+/* Into d->reqs and, for TCP, its connection's list (counted in flight). */
+static void
+dns_req_link(struct dns *d, struct dns_req *r)
+{
+	r->next = d->reqs;
+	if (d->reqs != NULL)
+		d->reqs->prev = r;
+	d->reqs = r;
+	d->nreqs++;
+	if (r->from.conn != NULL) {
+		struct dns_conn *c = r->from.conn;
+
+		r->cnext = c->reqs;
+		if (c->reqs != NULL)
+			c->reqs->cprev = r;
+		c->reqs = r;
+		c->inflight++;
+	}
+}
+
 static void
 dns_req_free(struct dns_req *r)
 {
+	free(r->ans);
 	policy_unref(r->pol);
 	r->magic = DNS_DEAD_MAGIC;
 	free(r);
@@ -635,20 +766,7 @@ dns_forward(struct dns *d, const struct dns_origin *o,
 		return;
 	}
 	r->pol = policy_ref(pol);
-	r->next = d->reqs;
-	if (d->reqs != NULL)
-		d->reqs->prev = r;
-	d->reqs = r;
-	d->nreqs++;
-	if (o->conn != NULL) {
-		struct dns_conn *c = o->conn;
-
-		r->cnext = c->reqs;
-		if (c->reqs != NULL)
-			c->reqs->cprev = r;
-		c->reqs = r;
-		c->inflight++;
-	}
+	dns_req_link(d, r);
 }
 
 /* One query from a client, any transport. */
@@ -1439,6 +1557,9 @@ dns_free(struct dns *d)
 		if (r->ureq != NULL)
 			dns_upstream_cancel(r->ureq);
 		r->ureq = NULL;
+		if (r->ticket != 0 && d->h.learn_cancel != NULL)
+			d->h.learn_cancel(d->h.arg, r->ticket);
+		r->ticket = 0;
 		dns_req_unlink(r);
 		dns_req_free(r);
 	}

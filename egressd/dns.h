@@ -19,7 +19,8 @@
  * buffered output.
  *
  * Threading: everything runs in the daemon's event loop; hooks are called
- * from it and must not block for long (learning is a netlink round trip).
+ * from it and must not block for long (learning is a netlink round trip;
+ * with learn_submit the answer waits for it without blocking the loop).
  */
 #ifndef EGRESSD_DNS_H
 #define EGRESSD_DNS_H
@@ -79,6 +80,12 @@ struct dns_learn_addr {
  *    is sent; -1 makes the answer SERVFAIL (an answer whose addresses are
  *    not yet in the allow sets would be unusable and racy). NULL: nothing
  *    to learn (dns-only mode).
+ *  - learn_submit is the asynchronous form (preferred when set): it
+ *    queues the addresses and returns a ticket (> 0); later, from the
+ *    event loop, done(done_arg, 0, NULL) says they are all in the allow
+ *    sets and the answer is released then, done(done_arg, -1, why) makes
+ *    it SERVFAIL. 0 (with e): failed now, SERVFAIL. learn_cancel forgets
+ *    a ticket (dns_free uses it): its done is never called.
  *  - intercepted says whether the credential proxy intercepts name; its
  *    HTTPS/SVCB "ech" keys are then stripped. NULL: never.
  *  - clock_ms is a monotonic millisecond clock (tests); NULL: the real one.
@@ -87,6 +94,11 @@ struct dns_hooks {
 	struct policy *(*policy_get)(void *arg);
 	int (*learn)(void *arg, const char *qname,
 	    const struct dns_learn_addr *addrs, size_t n, struct err *e);
+	uint64_t (*learn_submit)(void *arg, const char *qname,
+	    const struct dns_learn_addr *addrs, size_t n,
+	    void (*done)(void *done_arg, int rc, const char *why),
+	    void *done_arg, struct err *e);
+	void (*learn_cancel)(void *arg, uint64_t ticket);
 	bool (*intercepted)(void *arg, const char *name);
 	uint64_t (*clock_ms)(void *arg);
 	/*

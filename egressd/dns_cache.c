@@ -29,6 +29,7 @@ struct dns_cache {
 	size_t count, bytes;
 	size_t max_entries, max_bytes;
 	uint64_t evictions;
+	uint64_t next_entry; /* memo entry numbers */
 	dns_cache_clock_fn clock;
 	void *clock_arg;
 };
@@ -210,6 +211,7 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	en->expires_ms = now + (uint64_t)ttl_s * 1000u;
 	en->cost = cost;
 	en->len = len;
+	en->memo.entry = ++c->next_entry;
 	memcpy(en->msg, msg, len);
 	en->hnext = c->buckets[hash & (c->nbuckets - 1)];
 	c->buckets[hash & (c->nbuckets - 1)] = en;
@@ -242,6 +244,17 @@ dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k, size_t *len,
 	if (memo != NULL)
 		*memo = &en->memo;
 	return en->msg;
+}
+
+struct dns_cache_memo *
+dns_cache_memo_find(
+    struct dns_cache *c, const struct dns_cache_key *k, uint64_t entry)
+{
+	struct dns_cache_entry *en = dns_cache_find(c, k, dns_cache_hash(k));
+
+	if (en == NULL || en->memo.entry != entry)
+		return NULL;
+	return &en->memo;
 }
 
 void

@@ -48,6 +48,7 @@ struct dns_cache_key {
 struct dns_cache_memo {
 	uint64_t tag; /* what the note is valid for (0: nothing) */
 	uint64_t until_ms; /* monotonic */
+	uint64_t entry; /* set by the cache: which stored answer (never 0) */
 };
 
 struct dns_cache;
@@ -88,6 +89,14 @@ struct dns_cache_memo *dns_cache_put(struct dns_cache *c,
 const uint8_t *dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k,
     size_t *len, uint32_t *age_s, struct dns_cache_memo **memo);
 
+/*
+ * The memo of k's entry when it is still the stored answer the memo
+ * entry number names (an asynchronous learn finishing later: the entry
+ * may have been replaced or evicted meanwhile), else NULL. Changes no
+ * LRU order; same validity as dns_cache_get's.
+ */
+struct dns_cache_memo *dns_cache_memo_find(
+    struct dns_cache *c, const struct dns_cache_key *k, uint64_t entry);
 /* Removes the entry of k, if any. */
 void dns_cache_drop(struct dns_cache *c, const struct dns_cache_key *k);
 void dns_cache_flush(struct dns_cache *c);

@@ -4,6 +4,7 @@
  * kernel state read back with dumps; the learned-element mirror.
  */
 #include <errno.h>
+#include <event2/event.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,13 +31,52 @@
 
 #define NFT_MAGIC 0x6e667421u
 
+/*
+ * The learned mirror: one entry per learned element, in a hash table that
+ * grows with it, and per family in a list from the most to the least
+ * recently learned (the eviction order when a set is full).
+ */
 struct lent {
-	struct lent *next;
+	struct lent *next; /* hash chain */
+	struct lent *newer, *older; /* the family's learn order */
 	uint8_t family;
 	uint8_t addr[16];
 	uint64_t expires_ms;
+	uint64_t pin; /* == nft.pin_gen: part of the transaction being built */
 	char *names[NFT_NAMES_PER_ADDR];
 	unsigned nnames;
+};
+
+struct lru {
+	struct lent *newest, *oldest;
+	size_t n;
+};
+
+/* A resolver answer waiting for its learn transaction. */
+struct nft_waiter {
+	struct nft_waiter *next;
+	uint64_t ticket;
+	nft_learn_done_fn done; /* NULL: cancelled */
+	void *arg;
+	char *name;
+	size_t naddr;
+	struct nft_learn_addr *addr; /* names point at name */
+	int rc;
+	char why[320];
+};
+
+/* One learn transaction: open (gathering), then sent (acks awaited). */
+struct nft_txn {
+	struct nft_txn *next;
+	struct nft_waiter *w, **wtail;
+	struct nft_learn_addr *u; /* unique addresses */
+	size_t nu, capu;
+	uint32_t *slot; /* open addressing over u (index + 1) */
+	size_t nslot;
+	uint32_t base;
+	size_t nmsgs, acked;
+	bool failed;
+	char why[320];
 };
 
 struct nft {
@@ -48,10 +88,27 @@ struct nft {
 	struct stats *st;
 	bool applied; /* our table is in force (by us) */
 	uint32_t ttl_min, ttl_max;
-	struct lent *buckets[NFT_MIRROR_BUCKETS];
+	struct lent **buckets;
+	size_t nbuckets; /* a power of two */
 	size_t nlearned;
+	size_t cap; /* elements per learned set */
+	struct lru lru[2]; /* [0] IPv4, [1] IPv6 */
+	uint64_t pin_gen;
 	size_t sndbuf, rcvbuf; /* socket buffer sizes already requested */
 	uint8_t *rbuf; /* NFT_RECV_BUF bytes for answers */
+
+	/* Asynchronous learning (nft_attach). */
+	struct event_base *base;
+	struct mnl_socket *lnl;
+	uint32_t lportid, lseq;
+	size_t lsndbuf, lrcvbuf;
+	struct event *lread, *lflush, *ldeliver;
+	struct nft_txn *open;
+	struct nft_txn *sent, **senttail;
+	struct nft_waiter *done, **donetail;
+	uint64_t next_ticket;
+	uint64_t last_flush_us;
+	bool flush_armed;
 };
 
 static uint64_t
@@ -65,27 +122,71 @@ now_ms(const struct nft *n)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static unsigned
-addr_hash(int family, const uint8_t *a)
+static uint32_t
+addr_hash32(int family, const uint8_t *a)
 {
 	uint32_t h = 2166136261u;
 	unsigned i, w = family == 4 ? 4 : 16;
 
 	for (i = 0; i < w; i++)
 		h = (h ^ a[i]) * 16777619u;
-	return h % NFT_MIRROR_BUCKETS;
+	return h ^ (h >> 15);
+}
+
+static size_t
+addr_hash(const struct nft *n, int family, const uint8_t *a)
+{
+	return addr_hash32(family, a) & (n->nbuckets - 1);
 }
 
 static struct lent **
 mirror_find(struct nft *n, int family, const uint8_t *a)
 {
-	struct lent **pp = &n->buckets[addr_hash(family, a)];
+	struct lent **pp = &n->buckets[addr_hash(n, family, a)];
 	unsigned w = family == 4 ? 4 : 16;
 
 	for (; *pp != NULL; pp = &(*pp)->next)
 		if ((*pp)->family == family && memcmp((*pp)->addr, a, w) == 0)
 			return pp;
 	return pp; /* *pp == NULL: where to insert */
+}
+
+static struct lru *
+lru_of(struct nft *n, int family)
+{
+	return &n->lru[family == 4 ? 0 : 1];
+}
+
+static void
+lru_unlink(struct nft *n, struct lent *l)
+{
+	struct lru *q = lru_of(n, l->family);
+
+	if (l->newer != NULL)
+		l->newer->older = l->older;
+	else
+		q->newest = l->older;
+	if (l->older != NULL)
+		l->older->newer = l->newer;
+	else
+		q->oldest = l->newer;
+	l->newer = l->older = NULL;
+	q->n--;
+}
+
+static void
+lru_push(struct nft *n, struct lent *l)
+{
+	struct lru *q = lru_of(n, l->family);
+
+	l->newer = NULL;
+	l->older = q->newest;
+	if (q->newest != NULL)
+		q->newest->newer = l;
+	else
+		q->oldest = l;
+	q->newest = l;
+	q->n++;
 }
 
 static void
@@ -104,6 +205,7 @@ mirror_remove(struct nft *n, struct lent **pp)
 	struct lent *l = *pp;
 
 	*pp = l->next;
+	lru_unlink(n, l);
 	lent_free(l);
 	n->nlearned--;
 }
@@ -113,19 +215,49 @@ mirror_clear(struct nft *n)
 {
 	size_t b;
 
-	for (b = 0; b < NFT_MIRROR_BUCKETS; b++)
+	for (b = 0; b < n->nbuckets; b++)
 		while (n->buckets[b] != NULL)
 			mirror_remove(n, &n->buckets[b]);
+}
+
+/* Doubles the hash table when chains get long; failure keeps the old. */
+static void
+mirror_grow(struct nft *n)
+{
+	size_t nb = n->nbuckets * 2, b;
+	struct lent **nt, *l, *next;
+
+	if (n->nlearned < n->nbuckets || nb > ((size_t)1 << 26))
+		return;
+	nt = calloc(nb, sizeof(*nt));
+	if (nt == NULL)
+		return;
+	for (b = 0; b < n->nbuckets; b++)
+		for (l = n->buckets[b]; l != NULL; l = next) {
+			size_t h = addr_hash32(l->family, l->addr) & (nb - 1);
+
+			next = l->next;
+			l->next = nt[h];
+			nt[h] = l;
+		}
+	free(n->buckets);
+	n->buckets = nt;
+	n->nbuckets = nb;
 }
 
 static void
 stats_gauge(struct nft *n)
 {
-	if (n->st != NULL)
+	if (n->st != NULL) {
 		n->st->nft_learned_current = n->nlearned;
+		n->st->nft_learned_set[0] = n->lru[0].n;
+		n->st->nft_learned_set[1] = n->lru[1].n;
+		n->st->nft_learned_capacity = n->cap;
+	}
 }
 
-/* Creates or refreshes an entry; name may be NULL. */
+/* Creates or refreshes an entry (now the most recently learned); name
+ * may be NULL. */
 static int
 mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
     const char *name)
@@ -134,8 +266,6 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	unsigned i;
 
 	if (l == NULL) {
-		if (n->nlearned >= NFT_LEARNED_MAX)
-			return -1;
 		l = calloc(1, sizeof(*l));
 		if (l == NULL)
 			return -1;
@@ -143,6 +273,11 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 		memcpy(l->addr, a, family == 4 ? 4 : 16);
 		*pp = l;
 		n->nlearned++;
+		lru_push(n, l);
+		mirror_grow(n);
+	} else {
+		lru_unlink(n, l);
+		lru_push(n, l);
 	}
 	if (expires > l->expires_ms)
 		l->expires_ms = expires;
@@ -164,6 +299,11 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	return 0;
 }
 
+static void learn_detach(struct nft *n);
+static void learn_drain(struct nft *n);
+static void ext_ack(
+    const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs);
+
 /* ---- socket, send, acks ---- */
 
 struct nft *
@@ -184,6 +324,22 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 	n->st = st;
 	n->ttl_min = o->ttl_min;
 	n->ttl_max = o->ttl_max;
+	n->cap = o->learned_max;
+	if (n->cap < NFT_LEARNED_MAX_MIN)
+		n->cap = o->learned_max == 0 ? NFT_LEARNED_MAX_DEFAULT
+		                             : NFT_LEARNED_MAX_MIN;
+	if (n->cap > NFT_LEARNED_MAX_LIMIT)
+		n->cap = NFT_LEARNED_MAX_LIMIT;
+	n->o.learned_max = (uint32_t)n->cap;
+	n->nbuckets = NFT_MIRROR_BUCKETS;
+	n->buckets = calloc(n->nbuckets, sizeof(*n->buckets));
+	n->senttail = &n->sent;
+	n->donetail = &n->done;
+	if (n->buckets == NULL) {
+		err_set(e, "nft: out of memory");
+		free(n);
+		return NULL;
+	}
 	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (n->nl == NULL) {
 		err_set(e, "nft: netlink socket: %s", strerror(errno));
@@ -212,6 +368,7 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 out_close:
 	mnl_socket_close(n->nl);
 out_free:
+	free(n->buckets);
 	free(n);
 	return NULL;
 }
@@ -221,7 +378,9 @@ nft_free(struct nft *n)
 {
 	if (n == NULL)
 		return;
+	learn_detach(n);
 	mirror_clear(n);
+	free(n->buckets);
 	free(n->rbuf);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
@@ -737,6 +896,10 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	int ex, rc = -1;
 
 	memset(&ks, 0, sizeof(ks));
+	/* Answers judged under the old policy reach the kernel first, so
+	 * this batch removes what the new one denies (their waiters are told
+	 * after it, re-checked against the mirror). */
+	learn_drain(n);
 	ex = table_exists(n, e);
 	if (ex < 0)
 		goto out;
@@ -762,7 +925,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
-	for (bkt = 0; bkt < NFT_MIRROR_BUCKETS; bkt++)
+	for (bkt = 0; bkt < n->nbuckets; bkt++)
 		for (l = n->buckets[bkt]; l != NULL; l = l->next)
 			if (ex == 1 && learned_denied(l, p)) {
 				drop[ndrop].family = l->family;
@@ -776,7 +939,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	if (nft_send(n, b, e) < 0)
 		goto out;
 	/* In force: now the mirror follows. */
-	for (bkt = 0; bkt < NFT_MIRROR_BUCKETS; bkt++)
+	for (bkt = 0; bkt < n->nbuckets; bkt++)
 		for (pp = &n->buckets[bkt]; *pp != NULL;)
 			if (ex == 1 && learned_denied(*pp, p))
 				mirror_remove(n, pp);
@@ -809,33 +972,138 @@ clamp(const struct nft *n, uint32_t ttl)
 	return ttl == 0 ? 1 : ttl;
 }
 
+/*
+ * The batch for unique addresses u[0..nu) (one element once: a repeated
+ * delete would fail): new elements are added, known ones refreshed
+ * (add;delete;add restarts their timeout on every kernel), and when a
+ * set would pass n->cap its least recently learned elements that are not
+ * part of this batch are evicted (removed from the mirror now, deleted in
+ * the same transaction). Shorter TTLs never cut a lease short: u[i].ttl
+ * may be raised to what is left of it.
+ */
+static int
+learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
+    struct nft_batch **out, struct err *e)
+{
+	struct nft_learn_addr *fresh = NULL, *old = NULL, *ev = NULL;
+	size_t i, nf = 0, no = 0, nev = 0, nfam[2] = {0, 0}, over[2], f;
+	uint64_t now = now_ms(n), left;
+	struct nft_batch *b = NULL;
+	struct lent *l, *next;
+	int rc = -1;
+
+	*out = NULL;
+	n->pin_gen++;
+	fresh = calloc(nu + 1, sizeof(*fresh));
+	old = calloc(nu + 1, sizeof(*old));
+	if (fresh == NULL || old == NULL)
+		goto out_nomem;
+	for (i = 0; i < nu; i++) {
+		l = *mirror_find(n, u[i].family, u[i].addr);
+		if (l == NULL) {
+			fresh[nf++] = u[i];
+			nfam[u[i].family == 4 ? 0 : 1]++;
+			continue;
+		}
+		l->pin = n->pin_gen;
+		if (l->expires_ms > now) {
+			left = (l->expires_ms - now + 999) / 1000;
+			if (left > u[i].ttl)
+				u[i].ttl = left > UINT32_MAX ? UINT32_MAX
+				                             : (uint32_t)left;
+		}
+		old[no++] = u[i];
+	}
+	for (f = 0; f < 2; f++) {
+		over[f] = n->lru[f].n + nfam[f] > n->cap
+		    ? n->lru[f].n + nfam[f] - n->cap
+		    : 0;
+		nev += over[f];
+	}
+	if (nev != 0) {
+		ev = calloc(nev, sizeof(*ev));
+		if (ev == NULL)
+			goto out_nomem;
+		nev = 0;
+		for (f = 0; f < 2; f++)
+			for (l = n->lru[f].oldest; l != NULL && over[f] > 0;
+			     l = next) {
+				next = l->newer;
+				if (l->pin == n->pin_gen)
+					continue;
+				ev[nev].family = l->family;
+				memcpy(ev[nev].addr, l->addr, 16);
+				nev++;
+				over[f]--;
+				mirror_remove(
+				    n, mirror_find(n, l->family, l->addr));
+			}
+		if (n->st != NULL)
+			n->st->nft_learned_evicted += nev;
+	}
+	b = nft_batch_new_();
+	if (b == NULL)
+		goto out_nomem;
+	if (nft_batch_begin_(b, e) < 0 ||
+	    (nev != 0 && nft_batch_del_learn_(b, ev, nev, e) < 0) ||
+	    (nf != 0 &&
+	        nft_batch_add_learn_(
+	            b, fresh, nf, n->ttl_min, n->ttl_max, false, e) < 0) ||
+	    (no != 0 &&
+	        nft_batch_add_learn_(
+	            b, old, no, n->ttl_min, n->ttl_max, true, e) < 0) ||
+	    nft_batch_finish_(b, e) < 0)
+		goto out;
+	*out = b;
+	b = NULL;
+	rc = 0;
+	goto out;
+out_nomem:
+	err_set(e, "nft: out of memory");
+out:
+	nft_batch_free(b);
+	free(fresh);
+	free(old);
+	free(ev);
+	stats_gauge(n);
+	return rc;
+}
+
+static int
+check_addrs(const struct nft_learn_addr *a, size_t n_addrs, struct err *e)
+{
+	size_t i;
+
+	if (n_addrs > NFT_LEARN_BATCH_MAX) {
+		err_set(e, "nft: %zu addresses in one answer (max %d)", n_addrs,
+		    NFT_LEARN_BATCH_MAX);
+		return -1;
+	}
+	for (i = 0; i < n_addrs; i++)
+		if (a[i].family != 4 && a[i].family != 6) {
+			err_set(e, "nft: learned address %zu: bad family", i);
+			return -1;
+		}
+	return 0;
+}
+
 int
 nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
     struct err *e)
 {
 	struct nft_learn_addr u[NFT_LEARN_BATCH_MAX];
 	struct nft_batch *b = NULL;
-	size_t i, j, nu = 0, fresh = 0;
-	uint64_t now, left;
-	struct lent *l;
+	size_t i, j, nu = 0;
+	uint64_t now;
 	int rc = -1;
 
 	if (!n->applied) {
 		err_set(e, "nft: learn before the ruleset is applied");
 		return -1;
 	}
-	if (n_addrs > NFT_LEARN_BATCH_MAX) {
-		err_set(e, "nft: %zu addresses in one answer (max %d)", n_addrs,
-		    NFT_LEARN_BATCH_MAX);
+	if (check_addrs(a, n_addrs, e) < 0)
 		return -1;
-	}
-	now = now_ms(n);
-	/* One element once per batch: a repeated delete would fail. */
 	for (i = 0; i < n_addrs; i++) {
-		if (a[i].family != 4 && a[i].family != 6) {
-			err_set(e, "nft: learned address %zu: bad family", i);
-			return -1;
-		}
 		for (j = 0; j < nu; j++)
 			if (u[j].family == a[i].family &&
 			    memcmp(u[j].addr, a[i].addr,
@@ -846,28 +1114,11 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 				u[j].ttl = a[i].ttl;
 			continue;
 		}
-		u[nu] = a[i];
-		l = *mirror_find(n, a[i].family, a[i].addr);
-		if (l == NULL)
-			fresh++;
-		else if (l->expires_ms > now) {
-			/* a shorter TTL never cuts a lease short */
-			left = (l->expires_ms - now + 999) / 1000;
-			if (left > u[nu].ttl)
-				u[nu].ttl = left > UINT32_MAX ? UINT32_MAX
-				                              : (uint32_t)left;
-		}
-		nu++;
+		u[nu++] = a[i];
 	}
 	if (nu == 0)
 		return 0;
-	if (n->nlearned + fresh > NFT_LEARNED_MAX)
-		nft_expire_tick(n);
-	if (n->nlearned + fresh > NFT_LEARNED_MAX) {
-		err_set(e, "nft: learned sets full (%d)", NFT_LEARNED_MAX);
-		return -1;
-	}
-	if (nft_build_learn(u, nu, n->ttl_min, n->ttl_max, &b, e) < 0)
+	if (learn_build(n, u, nu, &b, e) < 0)
 		goto out;
 	if (nft_send(n, b, e) < 0)
 		goto out;
@@ -884,6 +1135,553 @@ out:
 	return rc;
 }
 
+/* ---- asynchronous learning ---- */
+
+static uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void
+waiter_free(struct nft_waiter *w)
+{
+	free(w->name);
+	free(w->addr);
+	free(w);
+}
+
+static void
+txn_free(struct nft_txn *t)
+{
+	struct nft_waiter *w;
+
+	while ((w = t->w) != NULL) {
+		t->w = w->next;
+		waiter_free(w);
+	}
+	free(t->u);
+	free(t->slot);
+	free(t);
+}
+
+static struct nft_txn *
+txn_new(void)
+{
+	struct nft_txn *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		return NULL;
+	t->wtail = &t->w;
+	return t;
+}
+
+/* Adds a to the unique set of t (the longest TTL wins). */
+static int
+txn_add(struct nft_txn *t, const struct nft_learn_addr *a)
+{
+	unsigned w = a->family == 4 ? 4 : 16;
+	size_t i, h;
+
+	if (2 * (t->nu + 1) > t->nslot) {
+		size_t ns = t->nslot == 0 ? 64 : 2 * t->nslot;
+		uint32_t *nsl = calloc(ns, sizeof(*nsl));
+
+		if (nsl == NULL)
+			return -1;
+		for (i = 0; i < t->nu; i++) {
+			h = addr_hash32(t->u[i].family, t->u[i].addr) &
+			    (ns - 1);
+			while (nsl[h] != 0)
+				h = (h + 1) & (ns - 1);
+			nsl[h] = (uint32_t)i + 1;
+		}
+		free(t->slot);
+		t->slot = nsl;
+		t->nslot = ns;
+	}
+	h = addr_hash32(a->family, a->addr) & (t->nslot - 1);
+	for (; t->slot[h] != 0; h = (h + 1) & (t->nslot - 1)) {
+		struct nft_learn_addr *u = &t->u[t->slot[h] - 1];
+
+		if (u->family == a->family &&
+		    memcmp(u->addr, a->addr, w) == 0) {
+			if (a->ttl > u->ttl)
+				u->ttl = a->ttl;
+			return 0;
+		}
+	}
+	if (t->nu == t->capu) {
+		size_t nc = t->capu == 0 ? 64 : 2 * t->capu;
+		struct nft_learn_addr *nv = realloc(t->u, nc * sizeof(*nv));
+
+		if (nv == NULL)
+			return -1;
+		t->u = nv;
+		t->capu = nc;
+	}
+	t->u[t->nu] = *a;
+	t->slot[h] = (uint32_t)++t->nu;
+	return 0;
+}
+
+/* Moves the waiters of t to the delivery list with rc (and why). */
+static void
+txn_settle(struct nft *n, struct nft_txn *t, int rc, const char *why)
+{
+	struct nft_waiter *w;
+	uint64_t now = now_ms(n);
+	size_t i;
+
+	if (rc == 0) {
+		for (w = t->w; w != NULL; w = w->next)
+			for (i = 0; i < w->naddr; i++)
+				(void)mirror_put(n, w->addr[i].family,
+				    w->addr[i].addr,
+				    now +
+				        (uint64_t)clamp(n, w->addr[i].ttl) *
+				            1000,
+				    w->name);
+		if (n->st != NULL)
+			n->st->nft_learned += t->nu;
+		stats_gauge(n);
+	}
+	for (w = t->w; w != NULL; w = w->next) {
+		w->rc = rc;
+		(void)snprintf(w->why, sizeof(w->why), "%s", why ? why : "");
+	}
+	if (t->w != NULL) {
+		*n->donetail = t->w;
+		n->donetail = t->wtail;
+		t->w = NULL;
+		t->wtail = &t->w;
+		event_active(n->ldeliver, EV_TIMEOUT, 0);
+	}
+	txn_free(t);
+}
+
+/* Unlinks t from the sent list (a few entries at most). */
+static void
+sent_unlink(struct nft *n, struct nft_txn *t)
+{
+	struct nft_txn **pp;
+
+	for (pp = &n->sent; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->next = NULL;
+	for (pp = &n->sent; *pp != NULL; pp = &(*pp)->next)
+		;
+	n->senttail = pp;
+}
+
+/* Every transaction in flight fails (lost acks, a dead socket). */
+static void
+sent_fail_all(struct nft *n, const char *why)
+{
+	struct nft_txn *t;
+
+	while ((t = n->sent) != NULL) {
+		sent_unlink(n, t);
+		if (n->st != NULL)
+			n->st->nft_failures++;
+		txn_settle(n, t, -1, why);
+	}
+}
+
+/* Reads the acks queued on the learn socket; false on a socket error. */
+static bool
+learn_read_acks(struct nft *n)
+{
+	char why[320];
+
+	while (n->sent != NULL) {
+		const struct nlmsghdr *nlh;
+		struct nft_txn *t;
+		ssize_t r;
+		int len;
+
+		r = recv(mnl_socket_get_fd(n->lnl), n->rbuf, NFT_RECV_BUF,
+		    MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return true;
+		if (r <= 0) {
+			(void)snprintf(why, sizeof(why), "nft: learn acks: %s",
+			    r < 0 ? strerror(errno) : "socket closed");
+			sent_fail_all(n, why);
+			return false;
+		}
+		len = (int)r;
+		for (nlh = (const struct nlmsghdr *)n->rbuf;
+		     mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+			const struct nlmsgerr *me;
+			uint32_t s = nlh->nlmsg_seq;
+			char kmsg[128];
+			int offs;
+
+			if (nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			me = mnl_nlmsg_get_payload(nlh);
+			for (t = n->sent; t != NULL; t = t->next)
+				if (s >= t->base && s <= t->base + t->nmsgs)
+					break;
+			if (t == NULL)
+				continue; /* not ours (stale) */
+			if (s == t->base || me->error != 0) {
+				ext_ack(nlh, kmsg, sizeof(kmsg), &offs);
+				if (!t->failed)
+					(void)snprintf(t->why, sizeof(t->why),
+					    "nft: kernel refused a learn "
+					    "transaction: %s%s%s",
+					    strerror(-me->error),
+					    kmsg[0] ? ": " : "", kmsg);
+				t->failed = true;
+			}
+			if (s == t->base)
+				t->acked = t->nmsgs; /* the batch as a whole */
+			else
+				t->acked++;
+			if (t->acked < t->nmsgs)
+				continue;
+			sent_unlink(n, t);
+			if (n->st != NULL) {
+				if (t->failed)
+					n->st->nft_failures++;
+				else
+					n->st->nft_batches++;
+			}
+			txn_settle(n, t, t->failed ? -1 : 0, t->why);
+		}
+	}
+	return true;
+}
+
+static void
+learn_bufs(struct nft *n, size_t sndlen)
+{
+	int fd = mnl_socket_get_fd(n->lnl), v;
+
+	if (sndlen + 4096 > n->lsndbuf) {
+		n->lsndbuf = sndlen + 4096;
+		v = n->lsndbuf > (size_t)INT32_MAX / 2 ? INT32_MAX / 2
+		                                       : (int)n->lsndbuf;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
+		    0)
+			(void)setsockopt(
+			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	}
+}
+
+/* Sends the open transaction (if any) and collects the acks queued. */
+static void
+learn_flush(struct nft *n)
+{
+	struct nft_txn *t = n->open;
+	struct nft_batch *b = NULL;
+	struct err e;
+	ssize_t r;
+
+	n->open = NULL;
+	n->last_flush_us = mono_us();
+	if (t == NULL)
+		return;
+	if (t->nu == 0) {
+		txn_settle(n, t, 0, NULL);
+		return;
+	}
+	err_clear(&e);
+	if (learn_build(n, t->u, t->nu, &b, &e) < 0) {
+		txn_settle(n, t, -1, e.msg);
+		return;
+	}
+	t->nmsgs = b->nmsgs;
+	t->base = n->lseq;
+	n->lseq += (uint32_t)b->nmsgs + 2;
+	nft_batch_set_seq_(b, t->base);
+	learn_bufs(n, b->len);
+	r = mnl_socket_sendto(n->lnl, b->buf, b->len);
+	if (r < 0 || (size_t)r != b->len) {
+		err_set(&e, "nft: learn send (%zu bytes): %s", b->len,
+		    r < 0 ? strerror(errno) : "short write");
+		nft_batch_free(b);
+		if (n->st != NULL)
+			n->st->nft_failures++;
+		txn_settle(n, t, -1, e.msg);
+		return;
+	}
+	nft_batch_free(b);
+	if (n->st != NULL)
+		n->st->nft_learn_txns++;
+	*n->senttail = t;
+	n->senttail = &t->next;
+	/* The kernel handles a batch inside sendmsg: its acks are usually
+	 * queued already. The read event takes whatever is not. */
+	(void)learn_read_acks(n);
+}
+
+static void
+learn_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct nft *n = arg;
+
+	(void)fd;
+	(void)what;
+	if (n == NULL || n->magic != NFT_MAGIC)
+		abort();
+	n->flush_armed = false;
+	learn_flush(n);
+}
+
+static void
+learn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct nft *n = arg;
+
+	(void)fd;
+	(void)what;
+	if (n == NULL || n->magic != NFT_MAGIC)
+		abort();
+	(void)learn_read_acks(n);
+}
+
+/* Hands settled waiters their result, re-checking each address: one that
+ * a policy change or an eviction removed meanwhile is not open. */
+static void
+learn_deliver_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct nft *n = arg;
+	struct nft_waiter *list, *w;
+	size_t i;
+
+	(void)fd;
+	(void)what;
+	if (n == NULL || n->magic != NFT_MAGIC)
+		abort();
+	list = n->done;
+	n->done = NULL;
+	n->donetail = &n->done;
+	while ((w = list) != NULL) {
+		list = w->next;
+		if (w->done != NULL && w->rc == 0)
+			for (i = 0; i < w->naddr; i++)
+				if (!nft_is_learned_(n, w->addr[i].family,
+				        w->addr[i].addr)) {
+					w->rc = -1;
+					(void)snprintf(w->why, sizeof(w->why),
+					    "nft: learned address removed "
+					    "before the answer was released "
+					    "(policy change or eviction)");
+					break;
+				}
+		if (w->done != NULL)
+			w->done(w->arg, w->rc, w->rc == 0 ? NULL : w->why);
+		waiter_free(w);
+	}
+}
+
+/*
+ * Before a policy apply: every queued answer goes to the kernel and every
+ * ack is read (bounded by NFT_ACK_TIMEOUT_MS), so the apply sees (and may
+ * remove) all learned elements; the waiters are told after it, re-checked.
+ */
+static void
+learn_drain(struct nft *n)
+{
+	struct pollfd pfd;
+	int rc;
+
+	if (n->lnl == NULL)
+		return;
+	if (n->flush_armed) {
+		event_del(n->lflush);
+		n->flush_armed = false;
+	}
+	learn_flush(n);
+	pfd.fd = mnl_socket_get_fd(n->lnl);
+	pfd.events = POLLIN;
+	while (n->sent != NULL) {
+		rc = poll(&pfd, 1, NFT_ACK_TIMEOUT_MS);
+		if (rc <= 0) {
+			sent_fail_all(n, "nft: learn acks: timeout");
+			return;
+		}
+		if (!learn_read_acks(n))
+			return;
+	}
+}
+
+static void
+learn_detach(struct nft *n)
+{
+	struct nft_txn *t;
+	struct nft_waiter *w;
+
+	if (n->lread != NULL)
+		event_free(n->lread);
+	if (n->lflush != NULL)
+		event_free(n->lflush);
+	if (n->ldeliver != NULL)
+		event_free(n->ldeliver);
+	n->lread = n->lflush = n->ldeliver = NULL;
+	if (n->open != NULL)
+		txn_free(n->open);
+	n->open = NULL;
+	while ((t = n->sent) != NULL) {
+		n->sent = t->next;
+		txn_free(t);
+	}
+	n->senttail = &n->sent;
+	while ((w = n->done) != NULL) {
+		n->done = w->next;
+		waiter_free(w);
+	}
+	n->donetail = &n->done;
+	if (n->lnl != NULL)
+		mnl_socket_close(n->lnl);
+	n->lnl = NULL;
+	n->base = NULL;
+}
+
+int
+nft_attach(struct nft *n, struct event_base *base, struct err *e)
+{
+	int one = 1, v = (int)NFT_RCVBUF_MIN * 4, fd;
+
+	if (n->lnl != NULL) {
+		err_set(e, "nft: already attached");
+		return -1;
+	}
+	n->lnl =
+	    mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (n->lnl == NULL) {
+		err_set(e, "nft: learn netlink socket: %s", strerror(errno));
+		return -1;
+	}
+	if (mnl_socket_bind(n->lnl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err_set(e, "nft: learn netlink bind: %s", strerror(errno));
+		goto out;
+	}
+	n->lportid = mnl_socket_get_portid(n->lnl);
+	n->lseq = (uint32_t)time(NULL) ^ 0x5a5a0000u;
+	mnl_socket_setsockopt(n->lnl, NETLINK_EXT_ACK, &one, sizeof(one));
+	mnl_socket_setsockopt(n->lnl, NETLINK_CAP_ACK, &one, sizeof(one));
+	fd = mnl_socket_get_fd(n->lnl);
+	/* Room for the acks of several transactions of NFT_LEARN_TXN_MAX. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	n->base = base;
+	n->lread = event_new(base, fd, EV_READ | EV_PERSIST, learn_read_cb, n);
+	n->lflush = evtimer_new(base, learn_flush_cb, n);
+	n->ldeliver = event_new(base, -1, 0, learn_deliver_cb, n);
+	if (n->lread == NULL || n->lflush == NULL || n->ldeliver == NULL ||
+	    event_add(n->lread, NULL) < 0) {
+		err_set(e, "nft: learn events: out of memory");
+		goto out;
+	}
+	return 0;
+out:
+	learn_detach(n);
+	return -1;
+}
+
+uint64_t
+nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
+    const char *name, nft_learn_done_fn done, void *arg, struct err *e)
+{
+	struct nft_waiter *w;
+	size_t i;
+	uint64_t since;
+
+	if (n->lnl == NULL) {
+		err_set(e, "nft: learn socket not attached");
+		return 0;
+	}
+	if (!n->applied) {
+		err_set(e, "nft: learn before the ruleset is applied");
+		return 0;
+	}
+	if (check_addrs(a, n_addrs, e) < 0)
+		return 0;
+	if (n->open != NULL && n->open->nu + n_addrs > NFT_LEARN_TXN_MAX)
+		learn_flush(n);
+	if (n->open == NULL && (n->open = txn_new()) == NULL)
+		goto out_nomem;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		goto out_nomem;
+	w->name = strdup(name != NULL ? name : "");
+	w->addr = calloc(n_addrs + 1, sizeof(*w->addr));
+	if (w->name == NULL || w->addr == NULL) {
+		waiter_free(w);
+		goto out_nomem;
+	}
+	for (i = 0; i < n_addrs; i++) {
+		w->addr[i] = a[i];
+		w->addr[i].name = w->name[0] != '\0' ? w->name : NULL;
+		if (txn_add(n->open, &w->addr[i]) < 0) {
+			/* addresses added so far stay: harmless extra work */
+			waiter_free(w);
+			goto out_nomem;
+		}
+	}
+	w->naddr = n_addrs;
+	w->done = done;
+	w->arg = arg;
+	w->ticket = ++n->next_ticket;
+	*n->open->wtail = w;
+	n->open->wtail = &w->next;
+	if (!n->flush_armed) {
+		/* The end of this loop turn, or the window after the last
+		 * transaction: concurrent answers share one. */
+		struct timeval tv = {0, 0};
+
+		since = mono_us() - n->last_flush_us;
+		if (since < NFT_LEARN_WINDOW_US)
+			tv.tv_usec = (suseconds_t)(NFT_LEARN_WINDOW_US - since);
+		if (tv.tv_usec == 0)
+			event_active(n->lflush, EV_TIMEOUT, 0);
+		else
+			evtimer_add(n->lflush, &tv);
+		n->flush_armed = true;
+	}
+	return w->ticket;
+out_nomem:
+	err_set(e, "nft: out of memory");
+	return 0;
+}
+
+void
+nft_learn_cancel(struct nft *n, uint64_t ticket)
+{
+	struct nft_txn *t;
+	struct nft_waiter *w;
+
+	if (ticket == 0)
+		return;
+	for (w = n->done; w != NULL; w = w->next)
+		if (w->ticket == ticket) {
+			w->done = NULL;
+			return;
+		}
+	for (t = n->open; t != NULL; t = NULL)
+		for (w = t->w; w != NULL; w = w->next)
+			if (w->ticket == ticket) {
+				w->done = NULL;
+				return;
+			}
+	for (t = n->sent; t != NULL; t = t->next)
+		for (w = t->w; w != NULL; w = w->next)
+			if (w->ticket == ticket) {
+				w->done = NULL;
+				return;
+			}
+}
+
 size_t
 nft_expire_tick(struct nft *n)
 {
@@ -891,7 +1689,7 @@ nft_expire_tick(struct nft *n)
 	struct lent **pp;
 	size_t b, k = 0;
 
-	for (b = 0; b < NFT_MIRROR_BUCKETS; b++)
+	for (b = 0; b < n->nbuckets; b++)
 		for (pp = &n->buckets[b]; *pp != NULL;)
 			if ((*pp)->expires_ms <= now) {
 				mirror_remove(n, pp);
@@ -911,7 +1709,7 @@ nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
 
 	if (family != 4 && family != 6)
 		return 0;
-	for (l = n->buckets[addr_hash(family, addr)]; l != NULL; l = l->next)
+	for (l = n->buckets[addr_hash(n, family, addr)]; l != NULL; l = l->next)
 		if (l->family == family &&
 		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
 			break;
@@ -926,6 +1724,18 @@ size_t
 nft_learned_count(const struct nft *n)
 {
 	return n->nlearned;
+}
+
+size_t
+nft_learned_count_family(const struct nft *n, int family)
+{
+	return n->lru[family == 4 ? 0 : 1].n;
+}
+
+size_t
+nft_learned_cap(const struct nft *n)
+{
+	return n->cap;
 }
 
 /* Used by nft_live.c: refresh entries to ttl seconds from now. */

@@ -41,9 +41,11 @@
  * is never a moment without the drop policy or the DNS redirect.
  * nft_teardown() is the only way egressd removes it.
  *
- * Threading: none. All calls are synchronous on one netlink socket with a
- * bounded receive timeout (NFT_ACK_TIMEOUT_MS); call them from the event
- * loop. No global state.
+ * Threading: none. All calls but the asynchronous learn path are
+ * synchronous on one netlink socket with a bounded receive timeout
+ * (NFT_ACK_TIMEOUT_MS); call them from the event loop. Learn transactions
+ * of the resolver (nft_learn_submit) go over a second, non-blocking socket
+ * whose acks a libevent read event collects. No global state.
  */
 #ifndef EGRESSD_NFT_H
 #define EGRESSD_NFT_H
@@ -55,6 +57,7 @@
 #include "policy/err.h"
 #include "policy/policy.h"
 
+struct event_base;
 struct stats;
 
 #define NFT_TABLE "egressd"
@@ -67,8 +70,28 @@ struct stats;
 /* Bounds. */
 #define NFT_PORTS_MAX 32 /* protected / intercept ports */
 #define NFT_ADDRS_MAX 64 /* nameserver-exempt, DoH blocklist */
-#define NFT_LEARNED_MAX 65536 /* elements per learned set, mirror */
+/*
+ * Elements per learned set (learned4, learned6, and any later set of
+ * learned elements): the default and the bounds of --learned-max. When a
+ * set is full, learning a new address evicts the least recently learned
+ * one (docs/nft.md). The kernel set is declared with NFT_LEARNED_SLACK
+ * times that size: elements that expired but that the kernel has not
+ * collected yet still count there, and must never make an add fail.
+ */
+#define NFT_LEARNED_MAX_DEFAULT 262144
+#define NFT_LEARNED_MAX_MIN 16
+#define NFT_LEARNED_MAX_LIMIT (16u << 20)
+#define NFT_LEARNED_SLACK 2
 #define NFT_LEARN_BATCH_MAX 256 /* addresses per nft_learn() call */
+/*
+ * Asynchronous learning (nft_learn_submit): answers that arrive together
+ * share one transaction of at most NFT_LEARN_TXN_MAX addresses; a new
+ * transaction starts at the end of the event-loop turn, or at most
+ * NFT_LEARN_WINDOW_US after the previous one (so under load answers
+ * gather, and none waits longer than the window for its transaction).
+ */
+#define NFT_LEARN_TXN_MAX 4096
+#define NFT_LEARN_WINDOW_US 1000
 #define NFT_NAMES_PER_ADDR 8 /* names remembered per learned addr */
 #define NFT_KOBJ_MAX 4096 /* chains/sets found in an adopted table */
 #define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
@@ -101,6 +124,9 @@ struct nft_opts {
 	 * ttl_max]; a policy with dns.ttl_min/ttl_max set overrides. */
 	uint32_t ttl_min, ttl_max;
 	uint32_t log_rate; /* kernel log lines/s for drops; 0 = count only */
+	/* Elements per learned set (NFT_LEARNED_MAX_MIN..LIMIT); the
+	 * least recently learned are evicted beyond it. */
+	uint32_t learned_max;
 	/* Monotonic milliseconds; NULL = CLOCK_MONOTONIC. For tests. */
 	uint64_t (*clock)(void *arg);
 	void *clock_arg;
@@ -165,6 +191,8 @@ int nft_build_ruleset(const struct policy *p, const struct nft_opts *o,
  */
 int nft_build_learn(const struct nft_learn_addr *a, size_t n, uint32_t ttl_min,
     uint32_t ttl_max, struct nft_batch **out, struct err *e);
+/* The size a learned set is declared with for learned_max elements. */
+uint32_t nft_learned_kernel_size(uint32_t learned_max);
 /* PURE: delete table inet egressd. */
 int nft_build_teardown(struct nft_batch **out, struct err *e);
 
@@ -198,6 +226,30 @@ int nft_apply_policy(struct nft *n, const struct policy *p, struct err *e);
  */
 int nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
     struct err *e);
+
+/*
+ * Asynchronous learning, what the resolver uses. nft_attach() opens a
+ * second, non-blocking netlink socket for learn transactions, read by a
+ * libevent read event on base (borrowed; must outlive n).
+ *
+ * nft_learn_submit() queues the addresses of one answer (n_addrs <=
+ * NFT_LEARN_BATCH_MAX; name, the allowed name, is copied) and returns a
+ * ticket (> 0), or 0 with e when it cannot (not attached, not applied,
+ * bad input, out of memory). Later, from the event loop and never from
+ * inside nft_* calls, done(arg, 0, NULL) says every one of these addresses
+ * is in the kernel sets (the ack of its transaction arrived and none was
+ * removed meanwhile: by a policy change or an eviction); done(arg, -1,
+ * why) says they may not be: the answer must not be released. Answers
+ * submitted together share transactions (see NFT_LEARN_WINDOW_US).
+ * nft_learn_cancel() forgets a ticket: its done is never called.
+ * nft_free() drops every pending ticket without calling done.
+ */
+typedef void (*nft_learn_done_fn)(void *arg, int rc, const char *why);
+int nft_attach(struct nft *n, struct event_base *base, struct err *e);
+uint64_t nft_learn_submit(struct nft *n, const struct nft_learn_addr *a,
+    size_t n_addrs, const char *name, nft_learn_done_fn done, void *arg,
+    struct err *e);
+void nft_learn_cancel(struct nft *n, uint64_t ticket);
 
 /*
  * Sends a batch from nft_build_*() as one transaction and checks every
@@ -281,6 +333,9 @@ int nft_cut_denied_flows(
 size_t nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
     const char **names, size_t max);
 size_t nft_learned_count(const struct nft *n);
+/* Elements of one family (4 or 6) in the mirror, and the cap per set. */
+size_t nft_learned_count_family(const struct nft *n, int family);
+size_t nft_learned_cap(const struct nft *n);
 
 /*
  * Startup self-check with real packets, after nft_apply_policy(): a UDP

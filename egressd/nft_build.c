@@ -122,6 +122,17 @@ nft_opts_init(struct nft_opts *o)
 	o->ttl_min = NFT_DEFAULT_TTL_MIN;
 	o->ttl_max = NFT_DEFAULT_TTL_MAX;
 	o->log_rate = NFT_DEFAULT_LOG_RATE;
+	o->learned_max = NFT_LEARNED_MAX_DEFAULT;
+}
+
+uint32_t
+nft_learned_kernel_size(uint32_t learned_max)
+{
+	if (learned_max == 0)
+		learned_max = NFT_LEARNED_MAX_DEFAULT;
+	if (learned_max > NFT_LEARNED_MAX_LIMIT)
+		learned_max = NFT_LEARNED_MAX_LIMIT;
+	return learned_max * NFT_LEARNED_SLACK;
 }
 
 int
@@ -243,8 +254,8 @@ nft_batch_push_(struct nft_batch *b, const char *label, struct err *e)
 	return 0;
 }
 
-static int
-batch_begin(struct nft_batch *b, struct err *e)
+int
+nft_batch_begin_(struct nft_batch *b, struct err *e)
 {
 	void *p = nft_batch_room_(b, e);
 
@@ -1516,10 +1527,12 @@ build_ruleset(
 	for (i = 0; i < NFT_NCOUNTERS; i++)
 		if (msg_counter(c, counter_names[i]) < 0)
 			return -1;
+	/* An adopted set gets the size of this configuration too (kernels
+	 * that cannot resize keep theirs: see nft_apply_policy). */
 	if (msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED4, NFT_TYPE_IPADDR, 4,
-	        NFT_SET_TIMEOUT, NFT_LEARNED_MAX) < 0 ||
+	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
 	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED6, NFT_TYPE_IP6ADDR, 16,
-	        NFT_SET_TIMEOUT, NFT_LEARNED_MAX) < 0)
+	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0)
 		return -1;
 	if (ks != NULL && ks->ndrop != 0 &&
 	    nft_batch_del_learn_(c->b, ks->drop, ks->ndrop, c->e) < 0)
@@ -1758,7 +1771,7 @@ nft_build_ruleset(const struct policy *p, const struct nft_opts *o,
 		err_set(e, "nft: out of memory");
 		return -1;
 	}
-	if (batch_begin(c.b, e) < 0 || build_ruleset(&c, p, ks) < 0 ||
+	if (nft_batch_begin_(c.b, e) < 0 || build_ruleset(&c, p, ks) < 0 ||
 	    nft_batch_finish_(c.b, e) < 0) {
 		nft_batch_free(c.b);
 		return -1;
@@ -1899,7 +1912,7 @@ nft_build_learn(const struct nft_learn_addr *a, size_t n, uint32_t ttl_min,
 		err_set(e, "nft: out of memory");
 		return -1;
 	}
-	if (batch_begin(b, e) < 0 ||
+	if (nft_batch_begin_(b, e) < 0 ||
 	    nft_batch_add_learn_(b, a, n, ttl_min, ttl_max, true, e) < 0 ||
 	    nft_batch_finish_(b, e) < 0) {
 		nft_batch_free(b);
@@ -1920,7 +1933,8 @@ nft_build_teardown(struct nft_batch **out, struct err *e)
 		err_set(e, "nft: out of memory");
 		return -1;
 	}
-	if (batch_begin(c.b, e) < 0 || msg_table(&c, NFT_MSG_DELTABLE) < 0 ||
+	if (nft_batch_begin_(c.b, e) < 0 ||
+	    msg_table(&c, NFT_MSG_DELTABLE) < 0 ||
 	    nft_batch_finish_(c.b, e) < 0) {
 		nft_batch_free(c.b);
 		return -1;

@@ -47,6 +47,8 @@ void *nft_batch_room_(struct nft_batch *b, struct err *e);
 /* Accounts the message just built at the room pointer. */
 int nft_batch_push_(struct nft_batch *b, const char *label, struct err *e);
 int nft_batch_finish_(struct nft_batch *b, struct err *e);
+/* The batch-begin message (then messages, then nft_batch_finish_). */
+int nft_batch_begin_(struct nft_batch *b, struct err *e);
 /* Rewrites sequence numbers: begin = base, message i = base + 1 + i,
  * end = base + 1 + nmsgs. */
 void nft_batch_set_seq_(struct nft_batch *b, uint32_t base);

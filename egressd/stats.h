@@ -39,6 +39,10 @@ struct stats {
 	uint64_t nft_failures; /* batches the kernel refused */
 	uint64_t nft_learned; /* addresses added or refreshed */
 	uint64_t nft_learned_current; /* gauge: elements in dynamic sets */
+	uint64_t nft_learned_set[2]; /* gauge: learned4, learned6 elements */
+	uint64_t nft_learned_capacity; /* gauge: elements per learned set */
+	uint64_t nft_learned_evicted; /* least recently learned, evicted */
+	uint64_t nft_learn_txns; /* learn transactions sent (batched) */
 
 	/*
 	 * Per-decision counters of the nft filter chain, copied from the
