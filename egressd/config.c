@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "egressd/config.h"
+#include "egressd/nft.h"
 #include "egressd/policyfile.h"
 #include "vault/vault_ct.h"
 
@@ -38,6 +39,8 @@ static const char config_usage_text[] =
     "  --protect-port PORT     a local port the sandbox may not reach\n"
     "                          (repeatable; the API port always is)\n"
     "  --teardown-on-exit      remove the nftables table on a clean stop\n"
+    "  --learned-max N         elements per learned set; beyond it the least\n"
+    "                          recently learned are evicted (262144)\n"
     "  --sandbox-id ID         added to every log line\n"
     "  --log-level LEVEL       debug, info, warn, error (info)\n"
     "  --log-file FILE         JSON lines to FILE (reopened on SIGUSR1)\n"
@@ -58,6 +61,7 @@ config_init(struct config *c)
 	c->rules_dir = strdup(CONFIG_DEFAULT_RULES_DIR);
 	c->trust_dir = strdup(CONFIG_DEFAULT_TRUST_DIR);
 	c->max_rules = CONFIG_DEFAULT_MAX_RULES;
+	c->learned_max = NFT_LEARNED_MAX_DEFAULT;
 	c->dns_port = CONFIG_DEFAULT_DNS_PORT;
 	c->dns_timeout_s = CONFIG_DEFAULT_DNS_TIMEOUT_S;
 	c->dns_probe_interval_s = CONFIG_DEFAULT_PROBE_INTERVAL_S;
@@ -503,6 +507,7 @@ enum config_key {
 	K_LOG_FILE,
 	K_DNS_PORT,
 	K_MARK,
+	K_LEARNED_MAX,
 	K_TEARDOWN,
 	K_INSECURE_NO_TOKEN,
 	K_FAILPOINT,
@@ -595,6 +600,12 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 			return -1;
 		c->mark = (uint32_t)n;
 		return 0;
+	case K_LEARNED_MAX:
+		if (config_parse_uint(v, NFT_LEARNED_MAX_MIN,
+		        NFT_LEARNED_MAX_LIMIT, &n, what, e) == -1)
+			return -1;
+		c->learned_max = (uint32_t)n;
+		return 0;
 	case K_TEARDOWN:
 		return config_parse_bool(v, &c->teardown_on_exit, what, e);
 	case K_INSECURE_NO_TOKEN:
@@ -641,6 +652,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_LOG_FILE", K_LOG_FILE},
     {"EGRESSD_DNS_PORT", K_DNS_PORT},
     {"EGRESSD_MARK", K_MARK},
+    {"EGRESSD_LEARNED_MAX", K_LEARNED_MAX},
     {"EGRESSD_TEARDOWN_ON_EXIT", K_TEARDOWN},
     {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
@@ -709,6 +721,7 @@ enum {
 	OPT_DNS_PORT,
 	OPT_DNS_TIMEOUT,
 	OPT_MARK,
+	OPT_LEARNED_MAX,
 	OPT_TEARDOWN,
 	OPT_SANDBOX_ID,
 	OPT_LOG_LEVEL,
@@ -733,6 +746,7 @@ static const struct option config_opts[] = {
     {"dns-port", required_argument, NULL, OPT_DNS_PORT},
     {"dns-timeout", required_argument, NULL, OPT_DNS_TIMEOUT},
     {"mark", required_argument, NULL, OPT_MARK},
+    {"learned-max", required_argument, NULL, OPT_LEARNED_MAX},
     {"teardown-on-exit", no_argument, NULL, OPT_TEARDOWN},
     {"sandbox-id", required_argument, NULL, OPT_SANDBOX_ID},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -829,6 +843,10 @@ config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 			break;
 		case OPT_MARK:
 			if (config_set(c, K_MARK, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_LEARNED_MAX:
+			if (config_set(c, K_LEARNED_MAX, optarg, whatbuf, e))
 				goto out;
 			break;
 		case OPT_TEARDOWN:

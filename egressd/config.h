@@ -79,6 +79,7 @@ struct config {
 	uint16_t protected_ports[CONFIG_PORTS_MAX];
 	size_t nprotected_ports;
 	bool teardown_on_exit;
+	uint32_t learned_max; /* elements per learned set */
 	bool block_doh_443;
 	struct config_strlist doh_blocklist; /* IPs/CIDRs */
 

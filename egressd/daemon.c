@@ -374,6 +374,7 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 	nft_opts_init(o);
 	o->mark = c->mark;
 	o->dns_port = c->dns_port;
+	o->learned_max = c->learned_max;
 	/* No transparent proxy in this release: never install the redirect. */
 	o->proxy_port = 0;
 	o->nprotected_ports = 0;

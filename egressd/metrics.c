@@ -161,6 +161,25 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	metrics_gauge(o, "egressd_nft_learned_addresses",
 	    "Addresses currently in the learned sets.",
 	    st->nft_learned_current);
+	metrics_family(o, "egressd_nft_learned_set_elements", "gauge",
+	    "Elements in each learned set (its fill level against "
+	    "egressd_nft_learned_set_capacity).");
+	metrics_printf(o,
+	    "egressd_nft_learned_set_elements{set=\"learned4\"} %" PRIu64 "\n",
+	    st->nft_learned_set[0]);
+	metrics_printf(o,
+	    "egressd_nft_learned_set_elements{set=\"learned6\"} %" PRIu64 "\n",
+	    st->nft_learned_set[1]);
+	metrics_gauge(o, "egressd_nft_learned_set_capacity",
+	    "Elements a learned set holds before the least recently learned "
+	    "are evicted (--learned-max).",
+	    st->nft_learned_capacity);
+	metrics_counter(o, "egressd_nft_learned_evicted_total",
+	    "Learned elements evicted to make room (least recently learned).",
+	    st->nft_learned_evicted);
+	metrics_counter(o, "egressd_nft_learn_transactions_total",
+	    "Learn transactions sent (answers that arrive together share one).",
+	    st->nft_learn_txns);
 
 	/* Counter names are fixed strings of the nft module, never peer
 	 * text, so they need no escaping beyond the label syntax. */

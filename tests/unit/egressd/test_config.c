@@ -303,6 +303,32 @@ test_hostport(void **state)
 	assert_int_equal(config_parse_hostport("", 53, &hp, &e), -1);
 }
 
+/* The learned-set size: default, env, flag over env, bounds. */
+static void
+test_learned_max(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_LEARNED_MAX=1000", NULL};
+	char *bad_env[] = {"EGRESSD_LEARNED_MAX=15", NULL};
+	char *big_env[] = {"EGRESSD_LEARNED_MAX=16777217", NULL};
+	char a0[] = "egressd", a1[] = "--learned-max", a2[] = "2000000";
+	char *argv[] = {a0, a1, a2, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.learned_max, 262144);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.learned_max, 1000);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.learned_max, 2000000);
+	assert_int_equal(config_from_env(&c, bad_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_LEARNED_MAX"));
+	assert_int_equal(config_from_env(&c, big_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_LEARNED_MAX"));
+	config_clear(&c);
+}
+
 int
 main(void)
 {
@@ -317,6 +343,7 @@ main(void)
 	    cmocka_unit_test(test_token_file),
 	    cmocka_unit_test(test_protected_ports),
 	    cmocka_unit_test(test_hostport),
+	    cmocka_unit_test(test_learned_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
