@@ -524,6 +524,8 @@ dns_release(struct dns *d, const struct dns_origin *o,
 		    d, o, q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
 		return true;
 	}
+	if (rep->stripped_excess > 0)
+		dns_log_warn(d, "dns.strip", qname, "too_many_addresses", NULL);
 	stripped = rep->stripped_addrs + rep->stripped_hints;
 	if (stripped > 0) {
 		d->st->dns_private_stripped += stripped;

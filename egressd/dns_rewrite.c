@@ -2,6 +2,7 @@
  * dns_rewrite: the answer policy as a pure decode-edit-encode step (see
  * dns_rewrite.h for the order of operations and what the caller decides).
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "egressd/dns_rewrite.h"
@@ -95,12 +96,15 @@ svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
 {
 	struct dns_svcb s;
 	struct svcb_edit ed = {0, 0, false, false, false};
-	size_t o2 = 2, w = 0;
+	size_t o2 = 2, w = 0, used;
+	/* Hints beyond the report's room are removed, like A/AAAA. */
+	size_t room = learn >= 0 ? DNS_ANSWER_ADDR_MAX - rep->naddr : SIZE_MAX;
 
 	if (dns_svcb_parse(rd, rdlen, type, &s, e) == -1)
 		return -1;
 	/* First pass: which keys vanish, so "mandatory" can be fixed. */
 	for (size_t pass = 0; pass < 2; pass++) {
+		used = 0;
 		o2 = 2 + s.target.len;
 		if (pass == 1) {
 			memcpy(buf, rd, o2);
@@ -134,6 +138,15 @@ svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
 							ed.hints_removed++;
 						continue;
 					}
+					if (used == room) {
+						if (pass == 0) {
+							rep->stripped_excess++;
+							rep->addr_truncated =
+							    true;
+						}
+						continue;
+					}
+					used++;
 					kept++;
 					if (pass == 1) {
 						memcpy(buf + w, a, alen);
@@ -256,8 +269,16 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 				continue;
 			}
 			rr.ttl = clamp_ttl(o, rr.ttl);
-			if (rr.section == DNS_SEC_ANSWER && ci >= 0)
+			if (rr.section == DNS_SEC_ANSWER && ci >= 0) {
+				/* Only what is reported gets learned: never
+				 * release an address beyond the report. */
+				if (rep->naddr >= DNS_ANSWER_ADDR_MAX) {
+					rep->addr_truncated = true;
+					rep->stripped_excess++;
+					continue;
+				}
 				report_addr(rep, fam, a, rr.ttl, rr.type, ci);
+			}
 		} else if (rr.rclass == DNS_CLASS_IN &&
 		    (rr.type == DNS_TYPE_HTTPS || rr.type == DNS_TYPE_SVCB)) {
 			struct dns_svcb s;
@@ -313,6 +334,7 @@ dns_rewrite(struct dns_msg *m, const uint8_t *msg, size_t len,
 	rep->addr_truncated = false;
 	rep->stripped_addrs = rep->stripped_hints = rep->stripped_ech = 0;
 	rep->stripped_svcb = rep->stripped_unrelated = 0;
+	rep->stripped_excess = 0;
 	rep->ancount = 0;
 	rep->have_ttl = false;
 	rep->ttl = 0;
@@ -347,7 +369,8 @@ dns_rewrite(struct dns_msg *m, const uint8_t *msg, size_t len,
 		return DNS_REWRITE_ERROR;
 
 	bool removed = rep->stripped_addrs || rep->stripped_hints ||
-	    rep->stripped_ech || rep->stripped_svcb || rep->stripped_unrelated;
+	    rep->stripped_excess || rep->stripped_ech || rep->stripped_svcb ||
+	    rep->stripped_unrelated;
 	uint16_t up = m->flags;
 	uint16_t keep = m->flags & (DNS_FLAG_QR | DNS_FLAG_TC | 0x7800u);
 	m->flags =

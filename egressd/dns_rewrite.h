@@ -85,7 +85,10 @@ struct dns_rewrite_report {
 	/* Addresses to learn: kept A/AAAA and hints of chain names. */
 	size_t naddr;
 	struct dns_addr addr[DNS_ANSWER_ADDR_MAX];
-	bool addr_truncated; /* more kept than DNS_ANSWER_ADDR_MAX */
+	/* Addresses beyond DNS_ANSWER_ADDR_MAX (A/AAAA and hints) are
+	 * removed from the answer, never released unlearned. */
+	bool addr_truncated; /* some were */
+	unsigned stripped_excess; /* how many */
 	unsigned stripped_addrs; /* A/AAAA removed by addr_allowed */
 	unsigned stripped_hints; /* hint addresses removed */
 	unsigned stripped_ech; /* ech keys removed */

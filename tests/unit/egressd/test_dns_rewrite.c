@@ -474,6 +474,61 @@ test_https_hints(void **state)
 	    rd + 3, "\x00\x00\x00\x02\x00\x01\x00\x01\x00\x03\x02h2", 13);
 }
 
+/*
+ * More addresses than the report holds: the ones beyond it are removed
+ * from the answer (never released unlearned), A/AAAA and hints alike.
+ */
+static void
+test_addr_cap(void **state)
+{
+	struct fixture *f = *state;
+	struct pk p;
+	struct dns_svcb s;
+	struct err e;
+	size_t i;
+
+	client_query(f, "many.example", DNS_TYPE_A, true, 0);
+	upstream_hdr(&p, "many.example", DNS_TYPE_A, 300, 0, 0);
+	for (i = 0; i < 300; i++)
+		pk_a(&p, 12, 300, 203, 0, (uint8_t)(113 + i / 256),
+		    (uint8_t)(i % 256));
+	assert_int_equal(run(f, &p), DNS_REWRITE_OK);
+	assert_int_equal(f->rep.naddr, DNS_ANSWER_ADDR_MAX);
+	assert_true(f->rep.addr_truncated);
+	assert_int_equal(f->rep.stripped_excess, 300 - DNS_ANSWER_ADDR_MAX);
+	assert_int_equal(f->rep.stripped_addrs, 0);
+	assert_int_equal(
+	    out_count(f, DNS_TYPE_A, DNS_SEC_ANSWER), DNS_ANSWER_ADDR_MAX);
+	/* Exactly the reported ones are released. */
+	for (i = 0; i < f->out_msg->nrr; i++)
+		assert_memory_equal(
+		    dns_msg_rr_rdata(f->out_msg, i), f->rep.addr[i].addr, 4);
+
+	/* An HTTPS record whose hints do not all fit keeps what fits: 255
+	 * A records, then two allowed ipv4hints (10.0.0.1 with the operator
+	 * allow, 203.0.113.9): room for one. */
+	f->allow_10 = true;
+	client_query(f, "svc.example", DNS_TYPE_HTTPS, false, 0);
+	upstream_hdr(&p, "svc.example", DNS_TYPE_HTTPS, 256, 0, 0);
+	for (i = 0; i < DNS_ANSWER_ADDR_MAX - 1; i++)
+		pk_a(&p, 12, 300, 198, 51, 100, (uint8_t)i);
+	pk_https(&p, 12, "");
+	assert_int_equal(run(f, &p), DNS_REWRITE_OK);
+	assert_int_equal(f->rep.naddr, DNS_ANSWER_ADDR_MAX);
+	assert_int_equal(f->rep.stripped_excess, 1);
+	assert_true(f->rep.addr_truncated);
+	assert_memory_equal(
+	    f->rep.addr[DNS_ANSWER_ADDR_MAX - 1].addr, "\x0a\x00\x00\x01", 4);
+	for (i = 0; i < f->out_msg->nrr; i++)
+		if (f->out_msg->rr[i].type == DNS_TYPE_HTTPS)
+			break;
+	assert_true(i < f->out_msg->nrr);
+	assert_int_equal(dns_svcb_parse(dns_msg_rr_rdata(f->out_msg, i),
+	                     f->out_msg->rr[i].rdlen, DNS_TYPE_HTTPS, &s, &e),
+	    0);
+	assert_int_equal(s.nv4, 1); /* the released hint is the learned one */
+}
+
 static void
 test_https_target_policy(void **state)
 {
@@ -552,6 +607,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_other_class, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_case_and_opt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ttl_clamp, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_addr_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_https_hints, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_https_target_policy, setup, teardown),
