@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include <event2/event.h>
+
 #include "egressd/nft.h"
 #include "egressd/stats.h"
 #include "policy/policy.h"
@@ -553,6 +555,195 @@ test_large_policy(void **state)
 	free(json);
 }
 
+/* ---- asynchronous learning ---- */
+
+struct done_rec {
+	int calls, rc;
+	char why[256];
+};
+
+static void
+done_cb(void *arg, int rc, const char *why)
+{
+	struct done_rec *d = arg;
+
+	d->calls++;
+	d->rc = rc;
+	snprintf(d->why, sizeof(d->why), "%s", why != NULL ? why : "");
+}
+
+static uint64_t
+submit1(struct nft *n, const char *a6, const char *name, struct done_rec *d)
+{
+	struct nft_learn_addr la = {.family = 6, .ttl = 30};
+	struct err e;
+	uint64_t t;
+
+	assert_int_equal(inet_pton(AF_INET6, a6, la.addr), 1);
+	t = nft_learn_submit(n, &la, 1, name, done_cb, d, &e);
+	if (t == 0)
+		fail_msg("submit: %s", e.msg);
+	return t;
+}
+
+/* Runs the loop until every record has its callback (bounded). */
+static void
+loop_until(struct event_base *base, struct done_rec *d, size_t nd)
+{
+	size_t i, k;
+
+	for (k = 0; k < 500; k++) {
+		for (i = 0; i < nd && d[i].calls > 0; i++)
+			;
+		if (i == nd)
+			return;
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		msleep(2);
+	}
+	fail_msg("callbacks did not come");
+}
+
+static void
+test_learn_async_batched(void **state)
+{
+	struct stats st;
+	struct event_base *base;
+	struct done_rec d[3];
+	struct nft *n;
+	struct err e;
+	char *s;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	memset(d, 0, sizeof(d));
+	base = event_base_new();
+	assert_non_null(base);
+	n = mk(&st);
+	/* learning needs the socket and a ruleset */
+	{
+		struct nft_learn_addr la = {.family = 6};
+
+		assert_int_equal(
+		    nft_learn_submit(n, &la, 1, "a.example", done_cb, d, &e),
+		    0);
+		assert_non_null(strstr(e.msg, "not attached"));
+	}
+	assert_int_equal(nft_attach(n, base, &e), 0);
+	apply(n, p1_json);
+	/* three answers in one loop turn: one transaction, none released
+	 * before the loop ran (never from inside submit) */
+	submit1(n, "2001:db8:5::1", "a.example", &d[0]);
+	submit1(n, "2001:db8:5::2", "b.example", &d[1]);
+	submit1(n, "2001:db8:5::1", "c.example", &d[2]);
+	assert_int_equal(d[0].calls + d[1].calls + d[2].calls, 0);
+	loop_until(base, d, 3);
+	assert_int_equal(d[0].rc, 0);
+	assert_int_equal(d[1].rc, 0);
+	assert_int_equal(d[2].rc, 0);
+	assert_int_equal(st.nft_learn_txns, 1);
+	assert_int_equal(st.nft_learned, 2); /* duplicates merged */
+	s = run("nft list set inet egressd learned6");
+	assert_non_null(strstr(s, "2001:db8:5::1"));
+	assert_non_null(strstr(s, "2001:db8:5::2"));
+	free(s);
+	{
+		const char *names[4];
+
+		assert_int_equal(nft_learned_lookup(n, 6,
+		                     (const uint8_t *)"\x20\x01\x0d\xb8\x00\x05"
+		                                      "\0\0\0\0\0\0\0\0\0\x01",
+		                     names, 4),
+		    2);
+	}
+
+	/* A policy apply between submit and ack: the answer of a name the
+	 * new policy denies is not released (its address was removed). */
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:5::3", "b.example", &d[0]);
+	submit1(n, "2001:db8:5::4", "a.example", &d[1]);
+	apply(n, p2_json); /* b.example no longer allowed */
+	loop_until(base, d, 2);
+	assert_int_equal(d[0].rc, -1);
+	assert_non_null(strstr(d[0].why, "removed"));
+	assert_int_equal(d[1].rc, 0);
+	s = run("nft list set inet egressd learned6");
+	assert_null(strstr(s, "2001:db8:5::3"));
+	assert_non_null(strstr(s, "2001:db8:5::4"));
+	free(s);
+
+	/* A cancelled ticket is never called back. */
+	memset(d, 0, sizeof(d));
+	nft_learn_cancel(n, submit1(n, "2001:db8:5::5", "a.example", &d[0]));
+	submit1(n, "2001:db8:5::6", "a.example", &d[1]);
+	loop_until(base, &d[1], 1);
+	assert_int_equal(d[0].calls, 0);
+	/* pending tickets at free: no callback, no leak (ASan) */
+	submit1(n, "2001:db8:5::7", "a.example", &d[2]);
+	nft_free(n);
+	assert_int_equal(d[2].calls, 0);
+	event_base_free(base);
+}
+
+/* A full set evicts its least recently learned elements, never fails. */
+static void
+test_learn_evicts(void **state)
+{
+	struct stats st;
+	struct nft_opts o;
+	struct nft *n;
+	struct err e;
+	char a[64];
+	char *s;
+	int i;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	nft_opts_init(&o);
+	o.learned_max = 16;
+	n = nft_new(&o, &st, &e);
+	assert_non_null(n);
+	apply(n, p1_json);
+	s = run("nft list set inet egressd learned4");
+	assert_non_null(strstr(s, "size 32")); /* twice the knob */
+	free(s);
+	for (i = 1; i <= 40; i++) {
+		snprintf(a, sizeof(a), "198.51.100.%d", 100 + i);
+		learn1(n, 4, a, 60, "a.example");
+		/* .101 learned again every 8 steps: always among the
+		 * newest, never evicted */
+		if (i % 8 == 0)
+			learn1(n, 4, "198.51.100.101", 60, "a.example");
+	}
+	assert_int_equal(nft_learned_count_family(n, 4), 16);
+	assert_int_equal(st.nft_learned_set[0], 16);
+	assert_int_equal(st.nft_learned_capacity, 16);
+	assert_int_equal(st.nft_learned_evicted, 24);
+	s = run("nft list set inet egressd learned4");
+	assert_non_null(strstr(s, "198.51.100.140 "));
+	assert_non_null(strstr(s, "198.51.100.126 "));
+	assert_non_null(strstr(s, "198.51.100.101 "));
+	assert_null(strstr(s, "198.51.100.125 "));
+	assert_null(strstr(s, "198.51.100.102 "));
+	free(s);
+	{
+		const char *names[2];
+
+		assert_int_equal(
+		    nft_learned_lookup(
+		        n, 4, (const uint8_t *)"\xc6\x33\x64\x65", names, 2),
+		    1);
+		assert_int_equal(
+		    nft_learned_lookup(
+		        n, 4, (const uint8_t *)"\xc6\x33\x64\x66", names, 2),
+		    0);
+	}
+	nft_free(n);
+}
+
 int
 main(void)
 {
@@ -567,6 +758,8 @@ main(void)
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
 	    cmocka_unit_test_setup(test_large_policy, setup),
+	    cmocka_unit_test_setup(test_learn_async_batched, setup),
+	    cmocka_unit_test_setup(test_learn_evicts, setup),
 	};
 
 	if (geteuid() != 0) {
