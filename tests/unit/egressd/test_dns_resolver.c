@@ -44,6 +44,14 @@ struct ctx {
 	int client_fd; /* the UDP client of ask_udp, -1 outside it */
 	bool fake_clock; /* the resolver's clock: real, or fake_ms */
 	uint64_t fake_ms;
+	/* asynchronous learn hook: one pending submit, completed by a timer */
+	void (*pend_done)(void *, int, const char *);
+	void *pend_arg;
+	uint64_t pend_ticket, cancelled;
+	int async_rc;
+	unsigned submits;
+	bool answer_before_done; /* the client had the answer before done */
+	struct event *pend_ev;
 };
 
 /* ---- hooks ---- */
@@ -80,6 +88,62 @@ hook_learn(void *arg, const char *qname, const struct dns_learn_addr *addrs,
 		    recv(c->client_fd, b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
 	}
 	return 0;
+}
+
+static void
+hook_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctx *c = arg;
+	void (*done)(void *, int, const char *) = c->pend_done;
+
+	(void)fd;
+	(void)what;
+	if (done == NULL)
+		return;
+	if (c->client_fd >= 0) {
+		uint8_t b[1];
+
+		c->answer_before_done =
+		    recv(c->client_fd, b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+	}
+	c->pend_done = NULL;
+	c->pend_ticket = 0;
+	done(c->pend_arg, c->async_rc, c->async_rc ? "nft said no" : NULL);
+}
+
+/* Asynchronous learn: completes 30 ms later from the loop. */
+static uint64_t
+hook_learn_submit(void *arg, const char *qname,
+    const struct dns_learn_addr *addrs, size_t n,
+    void (*done)(void *, int, const char *), void *done_arg, struct err *e)
+{
+	struct ctx *c = arg;
+	struct timeval tv = {0, 30000};
+
+	(void)qname;
+	(void)addrs;
+	(void)n;
+	(void)e;
+	assert_null(c->pend_done); /* one at a time in these tests */
+	c->submits++;
+	c->pend_done = done;
+	c->pend_arg = done_arg;
+	c->pend_ticket = 1000 + c->submits;
+	if (c->pend_ev == NULL)
+		c->pend_ev = evtimer_new(c->base, hook_done_cb, c);
+	evtimer_add(c->pend_ev, &tv);
+	return c->pend_ticket;
+}
+
+static void
+hook_learn_cancel(void *arg, uint64_t ticket)
+{
+	struct ctx *c = arg;
+
+	if (ticket == c->pend_ticket) {
+		c->cancelled = ticket;
+		c->pend_done = NULL;
+	}
 }
 
 static uint64_t now_ms(void);
@@ -166,6 +230,40 @@ start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
 		fail_msg("dns_new: %s", e.msg);
 }
 
+/* start_dns with the asynchronous learn hook instead of learn. */
+static void
+start_dns_async(struct ctx *c, struct fake_upstream **fs, size_t n)
+{
+	char addrs[4][64];
+	const char *v[4];
+	struct dns_opts o;
+	struct dns_hooks h;
+	struct err e;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		fake_upstream_addr(fs[i], addrs[i], sizeof(addrs[i]));
+		v[i] = addrs[i];
+	}
+	memset(&o, 0, sizeof(o));
+	o.listen4 = "127.0.0.1";
+	o.listen6 = "";
+	o.upstreams = v;
+	o.nupstreams = n;
+	o.timeout_ms = 2000;
+	o.attempt_timeout_ms = 500;
+	memset(&h, 0, sizeof(h));
+	h.policy_get = hook_policy;
+	h.learn = hook_learn; /* unused when learn_submit is set */
+	h.learn_submit = hook_learn_submit;
+	h.learn_cancel = hook_learn_cancel;
+	h.clock_ms = hook_clock;
+	h.arg = c;
+	c->dns = dns_new(c->base, &o, &h, &c->lg, &c->st, &e);
+	if (c->dns == NULL)
+		fail_msg("dns_new: %s", e.msg);
+}
+
 static int
 setup(void **state)
 {
@@ -188,6 +286,8 @@ teardown(void **state)
 	struct ctx *c = *state;
 
 	dns_free(c->dns);
+	if (c->pend_ev != NULL)
+		event_free(c->pend_ev);
 	fake_upstream_free(c->f1);
 	fake_upstream_free(c->f2);
 	policy_unref(c->pol);
@@ -1420,6 +1520,88 @@ test_set_upstreams_reload(void **state)
 	assert_int_equal(dns_set_upstreams(c->dns, v, 1, &e), -1);
 }
 
+/* The asynchronous learn hook: the answer leaves only from done. */
+static void
+test_async_learn(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	size_t ql;
+	ssize_t n;
+	struct parsed p;
+
+	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 300);
+	fake_add_a(c->f1, "b.allowed.test", "203.0.113.11", 300);
+	start_dns_async(c, fs, 1);
+	ql = make_query(q, 7, "www.allowed.test", DNS_TYPE_A, false);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_true(n > 0);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(p.rcode, DNS_RCODE_NOERROR);
+	assert_true(has_rr(&p, DNS_TYPE_A, "203.0.113.10"));
+	parsed_free(&p);
+	assert_int_equal(c->submits, 1);
+	assert_false(c->answer_before_done);
+	/* The memo was written from done: a hit needs no learn. */
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_true(n > 0);
+	assert_int_equal(c->submits, 1);
+	/* A failed learn: SERVFAIL, never the answer. */
+	c->async_rc = -1;
+	ql = make_query(q, 8, "b.allowed.test", DNS_TYPE_A, false);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_true(n > 0);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(p.rcode, DNS_RCODE_SERVFAIL);
+	assert_int_equal(p.an, 0);
+	parsed_free(&p);
+	assert_non_null(strstr(log_text(c), "dns.learn_failed"));
+	/* A policy swapped in while learning that denies the name wins. */
+	c->async_rc = 0;
+	ql = make_query(q, 9, "b.allowed.test", DNS_TYPE_A, false);
+	{
+		int fd = client_udp(c);
+		uint64_t end = now_ms() + 2000;
+
+		assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
+		while (c->pend_done == NULL && now_ms() < end)
+			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		assert_non_null(c->pend_done);
+		set_policy(c,
+		    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":"
+		    "\"allow\",\"target\":\"www.allowed.test\"}]}");
+		n = -1;
+		while (now_ms() < end) {
+			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+			n = recv(fd, ans, sizeof(ans), MSG_DONTWAIT);
+			if (n >= 0)
+				break;
+		}
+		close(fd);
+		assert_true(n > 0);
+		parse_answer(ans, (size_t)n, &p);
+		assert_int_equal(p.rcode, DNS_RCODE_SERVFAIL);
+		parsed_free(&p);
+	}
+	/* Pending at shutdown: cancelled, never called back. */
+	ql = make_query(q, 10, "www.allowed.test", DNS_TYPE_AAAA, false);
+	fake_add_a(c->f1, "www.allowed.test", "2001:db8::10", 300);
+	{
+		int fd = client_udp(c);
+		uint64_t end = now_ms() + 2000;
+
+		assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
+		while (c->pend_done == NULL && now_ms() < end)
+			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		assert_non_null(c->pend_done);
+		close(fd);
+	}
+	dns_free(c->dns);
+	c->dns = NULL;
+	assert_int_equal(c->cancelled, 1000 + c->submits);
+}
+
 int
 main(void)
 {
@@ -1429,6 +1611,7 @@ main(void)
 	    T(test_deny_log_deduplicated),
 	    T(test_allowed_forwarded_learn_before_reply),
 	    T(test_learn_fails_servfail),
+	    T(test_async_learn),
 	    T(test_internal_addresses_stripped),
 	    T(test_private_answers_allow),
 	    T(test_cname_to_denied_nxdomain),
