@@ -8,6 +8,7 @@
 #   BENCH_SECONDS  seconds per measurement (default 5)
 #   BENCH_CLIENTS  dnsperf clients (default 4)
 #   BENCH_OUTSTANDING  queries in flight (default 200)
+#   BENCH_LOADS    loads to measure (default "cached uncached unique denied")
 #
 # Layout (throwaway namespaces joined by one veth, nothing else):
 #   bdu-<id>: the upstream, dnsmasq answering *.bench.test (A 203.0.113.7,
@@ -32,6 +33,7 @@ EGRESSD_BIN=${EGRESSD_BIN:-build/egressd/egressd}
 DUR=${BENCH_SECONDS:-5}
 CLIENTS=${BENCH_CLIENTS:-4}
 OUTST=${BENCH_OUTSTANDING:-200}
+LOADS=${BENCH_LOADS:-cached uncached unique denied}
 ID=$$
 UP=bdu-$ID
 SBX=bds-$ID
@@ -155,7 +157,7 @@ measure()
 	# warm the cache for the cached load
 	ip netns exec "$SBX" dnsperf -s "$addr" -p "$port" -d "$DIR/cached.txt" \
 	    -n 2 -c 1 >/dev/null 2>&1
-	for load in cached uncached unique denied; do
+	for load in $LOADS; do
 		R[$label,$load]=$(run_perf "$label" "$load" "$addr" "$port")
 	done
 }
@@ -219,8 +221,8 @@ echo
 echo "bench_dns: ${DUR}s per cell, dnsperf -c $CLIENTS -q $OUTST, $(nproc) CPUs"
 printf '%-10s %-9s %10s %9s %9s  %s\n' target load qps p50_ms p99_ms rcodes
 for label in upstream dnsmasq egressd; do
-	for load in cached uncached unique denied; do
-		read -r q p50 p99 codes <<<"${R[$label,$load]}"
+	for load in $LOADS; do
+		read -r q p50 p99 codes <<<"${R[$label,$load]:-0}"
 		printf '%-10s %-9s %10s %9s %9s  %s\n' "$label" "$load" "$q" \
 		    "$p50" "$p99" "$codes"
 	done
@@ -229,17 +231,17 @@ echo "learned into nft: dnsmasq=$learned_dmq egressd=$learned_egd (203.0.113.7 p
 echo "unique addresses in learned6: dnsmasq=$uniq_dmq egressd=$uniq_egd"
 
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b if b else 0))" "$1" "$2"; }
-read -r eq _ <<<"${R[egressd,cached]}"
-read -r dq _ <<<"${R[dnsmasq,cached]}"
+read -r eq _ <<<"${R[egressd,cached]:-0}"
+read -r dq _ <<<"${R[dnsmasq,cached]:-0}"
 rc=$(ratio "$eq" "$dq")
-read -r eu _ <<<"${R[egressd,uncached]}"
-read -r du _ <<<"${R[dnsmasq,uncached]}"
+read -r eu _ <<<"${R[egressd,uncached]:-0}"
+read -r du _ <<<"${R[dnsmasq,uncached]:-0}"
 ru=$(ratio "$eu" "$du")
-read -r en _ <<<"${R[egressd,unique]}"
-read -r dn _ <<<"${R[dnsmasq,unique]}"
+read -r en _ <<<"${R[egressd,unique]:-0}"
+read -r dn _ <<<"${R[dnsmasq,unique]:-0}"
 rn=$(ratio "$en" "$dn")
-read -r ed _ <<<"${R[egressd,denied]}"
-read -r dd _ <<<"${R[dnsmasq,denied]}"
+read -r ed _ <<<"${R[egressd,denied]:-0}"
+read -r dd _ <<<"${R[dnsmasq,denied]:-0}"
 rd=$(ratio "$ed" "$dd")
 echo "cached   egressd/dnsmasq = $rc (target >= 1.00)"
 echo "uncached egressd/dnsmasq = $ru (shared address; no regression)"

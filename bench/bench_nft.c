@@ -2,12 +2,15 @@
  * bench_nft: nft_learn() latency and throughput (batches of 1 and 16
  * addresses, each one netlink transaction with every ack checked) against
  * the reference implementation's way, a forked `nft add element` per
- * answer. Runs in a private network namespace (root needed); addresses
+ * answer; and the resolver's way, nft_learn_submit() with K answers of
+ * one address each in flight (the daemon's event loop, acks read by an
+ * event, answers sharing transactions). Runs in a private network namespace (root needed); addresses
  * are from 2001:db8::/32 and no packet is sent.
  *
  *   bench_nft [N]      N addresses per run (default 4096)
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "egressd/nft.h"
+#include "egressd/stats.h"
 #include "policy/policy.h"
 
 #define BENCH_N_DEFAULT 4096
@@ -146,6 +152,100 @@ bench_fork(size_t total, size_t batch, unsigned run, struct result *r)
 	return 0;
 }
 
+/* ---- asynchronous: K answers in flight ---- */
+
+struct async_run {
+	struct event_base *base;
+	struct nft *n;
+	size_t total, sent, done, failed, inflight, k;
+	unsigned run;
+	double *t0, *lat;
+};
+
+static int async_submit(struct async_run *a);
+
+struct async_slot {
+	struct async_run *a;
+	size_t i;
+};
+
+static void
+async_done_cb(void *arg, int rc, const char *why)
+{
+	struct async_slot *s = arg;
+	struct async_run *a = s->a;
+
+	(void)why;
+	a->lat[s->i] = now_s() - a->t0[s->i];
+	a->done++;
+	a->inflight--;
+	if (rc != 0)
+		a->failed++;
+	free(s);
+	if (async_submit(a) < 0 || a->done == a->total)
+		event_base_loopbreak(a->base);
+}
+
+/* Keeps k answers in flight until total were submitted. */
+static int
+async_submit(struct async_run *a)
+{
+	struct nft_learn_addr la;
+	struct async_slot *s;
+	struct err e;
+
+	while (a->inflight < a->k && a->sent < a->total) {
+		s = malloc(sizeof(*s));
+		if (s == NULL)
+			return -1;
+		s->a = a;
+		s->i = a->sent;
+		addr_of(a->sent, a->run, &la);
+		la.addr[13] = (uint8_t)(a->sent >> 16);
+		a->t0[a->sent] = now_s();
+		if (nft_learn_submit(
+		        a->n, &la, 1, la.name, async_done_cb, s, &e) == 0) {
+			fprintf(stderr, "submit: %s\n", e.msg);
+			free(s);
+			return -1;
+		}
+		a->sent++;
+		a->inflight++;
+	}
+	return 0;
+}
+
+static int
+bench_async(struct event_base *base, struct nft *n, size_t total, size_t k,
+    unsigned run, struct result *r)
+{
+	struct async_run a = {
+	    .base = base, .n = n, .total = total, .k = k, .run = run};
+	double start;
+	int rc = -1;
+
+	a.t0 = calloc(total, sizeof(*a.t0));
+	a.lat = calloc(total, sizeof(*a.lat));
+	if (a.t0 == NULL || a.lat == NULL)
+		goto out;
+	start = now_s();
+	if (async_submit(&a) < 0)
+		goto out;
+	while (a.done < a.total)
+		if (event_base_loop(base, EVLOOP_ONCE) < 0)
+			goto out;
+	if (a.failed != 0) {
+		fprintf(stderr, "bench_nft: %zu learns failed\n", a.failed);
+		goto out;
+	}
+	summarize(a.lat, total, total, now_s() - start, r);
+	rc = 0;
+out:
+	free(a.t0);
+	free(a.lat);
+	return rc;
+}
+
 static void
 print(const char *what, const struct result *r)
 {
@@ -156,7 +256,9 @@ print(const char *what, const struct result *r)
 int
 main(int argc, char **argv)
 {
-	struct result l1, l16, lr, f1, f16;
+	struct result l1, l16, lr, f1, f16, a1, a64, a512;
+	struct event_base *base;
+	struct stats st;
 	struct nft_opts o;
 	struct policy *p;
 	struct nft *n;
@@ -179,9 +281,13 @@ main(int argc, char **argv)
 	}
 	nft_opts_init(&o);
 	o.ttl_max = 3600;
+	o.learned_max = 1u << 20;
+	memset(&st, 0, sizeof(st));
 	p = policy_new_deny_all();
-	n = nft_new(&o, NULL, &e);
-	if (p == NULL || n == NULL || nft_apply_policy(n, p, &e) < 0) {
+	base = event_base_new();
+	n = nft_new(&o, &st, &e);
+	if (p == NULL || n == NULL || base == NULL ||
+	    nft_attach(n, base, &e) < 0 || nft_apply_policy(n, p, &e) < 0) {
 		fprintf(stderr, "bench_nft: %s\n", e.msg);
 		return 1;
 	}
@@ -209,8 +315,24 @@ main(int argc, char **argv)
 		       "batch 16 x%.1f\n",
 		    f1.p50_ms / l1.p50_ms, f16.p50_ms / l16.p50_ms);
 	}
+	{
+		uint64_t t0 = st.nft_learn_txns;
+
+		if (bench_async(base, n, total, 1, 5, &a1) < 0 ||
+		    bench_async(base, n, total, 64, 6, &a64) < 0 ||
+		    bench_async(base, n, total, 512, 7, &a512) < 0)
+			return 1;
+		print("submit, 1 answer in flight", &a1);
+		print("submit, 64 answers in flight", &a64);
+		print("submit, 512 answers in flight", &a512);
+		printf("async: %zu answers in %" PRIu64 " transactions; x%.1f "
+		       "nft_learn's throughput at 64 in flight\n",
+		    3 * total, st.nft_learn_txns - t0,
+		    a64.addrs_per_s / l1.addrs_per_s);
+	}
 	printf("learned in mirror: %zu\n", nft_learned_count(n));
 	nft_free(n);
+	event_base_free(base);
 	policy_unref(p);
 	return 0;
 }
