@@ -107,7 +107,6 @@ struct nft {
 	struct nft_txn *sent, **senttail;
 	struct nft_waiter *done, **donetail;
 	uint64_t next_ticket;
-	uint64_t last_flush_us;
 	bool flush_armed;
 };
 
@@ -1137,15 +1136,6 @@ out:
 
 /* ---- asynchronous learning ---- */
 
-static uint64_t
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static void
 waiter_free(struct nft_waiter *w)
 {
@@ -1387,7 +1377,6 @@ learn_flush(struct nft *n)
 	ssize_t r;
 
 	n->open = NULL;
-	n->last_flush_us = mono_us();
 	if (t == NULL)
 		return;
 	if (t->nu == 0) {
@@ -1595,8 +1584,6 @@ nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 {
 	struct nft_waiter *w;
 	size_t i;
-	uint64_t since;
-
 	if (n->lnl == NULL) {
 		err_set(e, "nft: learn socket not attached");
 		return 0;
@@ -1636,17 +1623,11 @@ nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 	*n->open->wtail = w;
 	n->open->wtail = &w->next;
 	if (!n->flush_armed) {
-		/* The end of this loop turn, or the window after the last
-		 * transaction: concurrent answers share one. */
-		struct timeval tv = {0, 0};
-
-		since = mono_us() - n->last_flush_us;
-		if (since < NFT_LEARN_WINDOW_US)
-			tv.tv_usec = (suseconds_t)(NFT_LEARN_WINDOW_US - since);
-		if (tv.tv_usec == 0)
-			event_active(n->lflush, EV_TIMEOUT, 0);
-		else
-			evtimer_add(n->lflush, &tv);
+		/* At the end of this loop turn: the answers handled in the
+		 * same turn (a read of many datagrams, many upstream answers
+		 * ready at once) share the transaction, and none waits for a
+		 * timer. */
+		event_active(n->lflush, EV_TIMEOUT, 0);
 		n->flush_armed = true;
 	}
 	return w->ticket;

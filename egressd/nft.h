@@ -84,14 +84,12 @@ struct stats;
 #define NFT_LEARNED_SLACK 2
 #define NFT_LEARN_BATCH_MAX 256 /* addresses per nft_learn() call */
 /*
- * Asynchronous learning (nft_learn_submit): answers that arrive together
- * share one transaction of at most NFT_LEARN_TXN_MAX addresses; a new
- * transaction starts at the end of the event-loop turn, or at most
- * NFT_LEARN_WINDOW_US after the previous one (so under load answers
- * gather, and none waits longer than the window for its transaction).
+ * Asynchronous learning (nft_learn_submit): the answers handled in one
+ * event-loop turn share one transaction of at most NFT_LEARN_TXN_MAX
+ * addresses, sent at the end of that turn (no timer: an answer never
+ * waits for anything but its own transaction).
  */
 #define NFT_LEARN_TXN_MAX 4096
-#define NFT_LEARN_WINDOW_US 1000
 #define NFT_NAMES_PER_ADDR 8 /* names remembered per learned addr */
 #define NFT_KOBJ_MAX 4096 /* chains/sets found in an adopted table */
 #define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
@@ -240,7 +238,7 @@ int nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
  * is in the kernel sets (the ack of its transaction arrived and none was
  * removed meanwhile: by a policy change or an eviction); done(arg, -1,
  * why) says they may not be: the answer must not be released. Answers
- * submitted together share transactions (see NFT_LEARN_WINDOW_US).
+ * submitted in one loop turn share a transaction (NFT_LEARN_TXN_MAX).
  * nft_learn_cancel() forgets a ticket: its done is never called.
  * nft_free() drops every pending ticket without calling done.
  */
