@@ -319,6 +319,19 @@ egressd_api_port(const struct config *cfg)
 	return (*end == '\0' && v > 0 && v <= 65535) ? (uint16_t)v : 0;
 }
 
+/* Adds port to an nft port list unless present (sets refuse duplicates). */
+static void
+egressd_add_port(uint16_t *v, size_t *n, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (v[i] == port)
+			return;
+	if (*n < NFT_PORTS_MAX)
+		v[(*n)++] = port;
+}
+
 static int
 egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 {
@@ -340,6 +353,15 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 		if (c->protected_ports[i] != api_port)
 			o->protected_ports[o->nprotected_ports++] =
 			    c->protected_ports[i];
+	/* pinned inbound ports: the API's own port is one (the lifecycle
+	 * server reaches it on the pod IP; its socket carries no mark) */
+	o->ninbound_ports = 0;
+	for (i = 0; i < c->ninbound_ports; i++)
+		egressd_add_port(
+		    o->inbound_ports, &o->ninbound_ports, c->inbound_ports[i]);
+	if (o->ninbound_ports != 0 && api_port != 0)
+		egressd_add_port(
+		    o->inbound_ports, &o->ninbound_ports, api_port);
 	o->block_doh_443 = c->block_doh_443;
 	if (c->nameserver_exempt.n > NFT_ADDRS_MAX ||
 	    c->doh_blocklist.n > NFT_ADDRS_MAX) {

@@ -87,6 +87,10 @@ struct nft_opts {
 	 * the control API port first (18080), then operator-listed ones. */
 	uint16_t protected_ports[NFT_PORTS_MAX];
 	size_t nprotected_ports;
+	/* Pinned inbound TCP ports: replies of connections a peer started
+	 * leave only from these (listening ports); 0 of them = any port. */
+	uint16_t inbound_ports[NFT_PORTS_MAX];
+	size_t ninbound_ports;
 	/* TCP ports redirected to proxy_port (80, 443 and extra). */
 	uint16_t intercept_ports[NFT_PORTS_MAX];
 	size_t nintercept_ports;
