@@ -16,8 +16,12 @@
  *     tcp/udp dport 53 (any address, v4 and v6) -> redirect to :dns_port;
  *     [proxy_port != 0] tcp dport @intercept to learned -> redirect :proxy.
  *   chain filter_out type filter hook output priority 0, policy drop:
- *     ct established,related; own mark (ct mark set meta mark: see
- *     nft_cut_denied_flows); ICMPv6 ND (133-136, 143);
+ *     IPv4 LSRR/SSRR options and IPv6 routing headers -> deny;
+ *     ct established,related in the original direction; of flows a peer
+ *     started only related (ICMP errors), replies on lo, TCP replies
+ *     [from @inbound_ports when pinned] and echo replies; own mark (ct
+ *     mark set meta mark: see nft_cut_denied_flows); ICMPv6 ND (133-136,
+ *     143);
  *     nameserver-exempt :53; protected ports on any local address (fib
  *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
  *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
