@@ -430,7 +430,7 @@ egressd_cut_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (d->magic != EGRESSD_MAGIC)
 		abort();
-	egressd_cut_pass(d, "continue");
+	egressd_cut_pass(d, d->cut_trigger);
 }
 
 /* A new policy (or the start): judge every live flow again. */
@@ -441,6 +441,7 @@ egressd_cut_flows(struct egressd *d, const char *trigger)
 	 * the newer policy and continues in its turn */
 	(void)event_del(d->ev_cut);
 	d->cut_total = d->cut_passes = 0;
+	d->cut_trigger = trigger;
 	egressd_cut_pass(d, trigger);
 }
 
