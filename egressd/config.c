@@ -38,6 +38,9 @@ static const char config_usage_text[] =
     "  --mark MARK             SO_MARK of egressd's own sockets (0x1)\n"
     "  --protect-port PORT     a local port the sandbox may not reach\n"
     "                          (repeatable; the API port always is)\n"
+    "  --inbound-port PORT     pin a TCP port peers may connect to; replies\n"
+    "                          of inbound connections leave only from the\n"
+    "                          pinned ports and the API port (repeatable)\n"
     "  --teardown-on-exit      remove the nftables table on a clean stop\n"
     "  --learned-max N         elements per learned set; beyond it the least\n"
     "                          recently learned are evicted (262144)\n"
@@ -453,10 +456,10 @@ config_set_port(uint16_t *dst, const char *s, const char *what, struct err *e)
 	return 0;
 }
 
-/* Replaces the protected ports with a comma-separated list. */
+/* Replaces a port list (protected, inbound) with a comma-separated one. */
 static int
 config_set_ports(
-    struct config *c, const char *s, const char *what, struct err *e)
+    uint16_t *dst, size_t *ndst, const char *s, const char *what, struct err *e)
 {
 	struct config_strlist l = {NULL, 0};
 	uint16_t ports[CONFIG_PORTS_MAX];
@@ -471,8 +474,8 @@ config_set_ports(
 	for (i = 0; i < l.n; i++)
 		if (config_set_port(&ports[i], l.v[i], what, e) == -1)
 			goto fail;
-	memcpy(c->protected_ports, ports, l.n * sizeof(ports[0]));
-	c->nprotected_ports = l.n;
+	memcpy(dst, ports, l.n * sizeof(ports[0]));
+	*ndst = l.n;
 	config_strlist_clear(&l);
 	return 0;
 fail:
@@ -512,6 +515,7 @@ enum config_key {
 	K_INSECURE_NO_TOKEN,
 	K_FAILPOINT,
 	K_PROTECTED_PORTS,
+	K_INBOUND_PORTS,
 };
 
 static int
@@ -611,7 +615,11 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_INSECURE_NO_TOKEN:
 		return config_parse_bool(v, &c->api_insecure_no_token, what, e);
 	case K_PROTECTED_PORTS:
-		return config_set_ports(c, v, what, e);
+		return config_set_ports(
+		    c->protected_ports, &c->nprotected_ports, v, what, e);
+	case K_INBOUND_PORTS:
+		return config_set_ports(
+		    c->inbound_ports, &c->ninbound_ports, v, what, e);
 	case K_FAILPOINT:
 		return config_set_str(&c->failpoint, v, what, e);
 	}
@@ -656,6 +664,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_TEARDOWN_ON_EXIT", K_TEARDOWN},
     {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
+    {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
 };
 
 int
@@ -727,6 +736,7 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_LOG_FILE,
 	OPT_PROTECT_PORT,
+	OPT_INBOUND_PORT,
 	OPT_VERSION,
 	OPT_HELP,
 };
@@ -752,6 +762,7 @@ static const struct option config_opts[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"log-file", required_argument, NULL, OPT_LOG_FILE},
     {"protect-port", required_argument, NULL, OPT_PROTECT_PORT},
+    {"inbound-port", required_argument, NULL, OPT_INBOUND_PORT},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -761,7 +772,7 @@ int
 config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 {
 	int ch, idx;
-	bool upstream_seen = false, protect_seen = false;
+	bool upstream_seen = false, protect_seen = false, inbound_seen = false;
 	/* Every --dns-upstream of the command line replaces the env list. */
 	char *ups = NULL;
 	int rc = -1;
@@ -878,6 +889,22 @@ config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 				goto out;
 			}
 			c->protected_ports[c->nprotected_ports++] = p;
+			break;
+		}
+		case OPT_INBOUND_PORT: {
+			/* Repeatable: each flag adds one port. */
+			uint16_t p;
+			if (config_set_port(&p, optarg, whatbuf, e) == -1)
+				goto out;
+			if (!inbound_seen)
+				c->ninbound_ports = 0;
+			inbound_seen = true;
+			if (c->ninbound_ports == CONFIG_PORTS_MAX) {
+				err_set(e, "--inbound-port: more than %d ports",
+				    CONFIG_PORTS_MAX);
+				goto out;
+			}
+			c->inbound_ports[c->ninbound_ports++] = p;
 			break;
 		}
 		case OPT_VERSION:

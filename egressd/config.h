@@ -78,6 +78,9 @@ struct config {
 	/* Loopback/local ports only egressd may reach (besides the API's). */
 	uint16_t protected_ports[CONFIG_PORTS_MAX];
 	size_t nprotected_ports;
+	/* Pinned inbound TCP ports; none = replies from any listening port. */
+	uint16_t inbound_ports[CONFIG_PORTS_MAX];
+	size_t ninbound_ports;
 	bool teardown_on_exit;
 	uint32_t learned_max; /* elements per learned set */
 	bool block_doh_443;

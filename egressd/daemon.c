@@ -364,6 +364,19 @@ egressd_api_port(const struct config *cfg)
 	return (*end == '\0' && v > 0 && v <= 65535) ? (uint16_t)v : 0;
 }
 
+/* Adds port to an nft port list unless present (sets refuse duplicates). */
+static void
+egressd_add_port(uint16_t *v, size_t *n, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (v[i] == port)
+			return;
+	if (*n < NFT_PORTS_MAX)
+		v[(*n)++] = port;
+}
+
 static int
 egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 {
@@ -386,6 +399,15 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 		if (c->protected_ports[i] != api_port)
 			o->protected_ports[o->nprotected_ports++] =
 			    c->protected_ports[i];
+	/* pinned inbound ports: the API's own port is one (the lifecycle
+	 * server reaches it on the pod IP; its socket carries no mark) */
+	o->ninbound_ports = 0;
+	for (i = 0; i < c->ninbound_ports; i++)
+		egressd_add_port(
+		    o->inbound_ports, &o->ninbound_ports, c->inbound_ports[i]);
+	if (o->ninbound_ports != 0 && api_port != 0)
+		egressd_add_port(
+		    o->inbound_ports, &o->ninbound_ports, api_port);
 	o->block_doh_443 = c->block_doh_443;
 	if (c->nameserver_exempt.n > NFT_ADDRS_MAX ||
 	    c->doh_blocklist.n > NFT_ADDRS_MAX) {
@@ -402,6 +424,71 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 		        &o->doh_block[o->ndoh_block++], e) == -1)
 			return -1;
 	return 0;
+}
+
+/*
+ * Established flows to what the policy in force denies are cut in passes
+ * (one conntrack dump, at most NFT_CT_DELETE_MAX deletions each): the
+ * first runs at once, before the update is answered; when candidates
+ * remain, the next passes run from the event loop, one per iteration, so
+ * DNS and the API are served in between, until none remains. Never fails
+ * the update: the rules already block new connections.
+ */
+static void
+egressd_cut_pass(struct egressd *d, const char *trigger)
+{
+	struct err e = {""};
+	size_t cut = 0;
+	bool more = false;
+	struct timeval now = {0, 0};
+
+	if (nft_cut_denied_flows_pass(d->nft, d->policy, &cut, &more, &e) ==
+	    -1) {
+		log_error(d->log, "nft.flows_cut_failed",
+		    LOG_S("trigger", trigger), LOG_U("cut", d->cut_total + cut),
+		    LOG_S("error", e.msg));
+		d->cut_total = d->cut_passes = 0;
+		return;
+	}
+	d->cut_total += cut;
+	d->cut_passes++;
+	if (more && d->cut_passes < NFT_CT_CUT_PASSES_MAX &&
+	    event_add(d->ev_cut, &now) == 0)
+		return;
+	if (more)
+		log_error(d->log, "nft.flows_cut_failed",
+		    LOG_S("trigger", trigger), LOG_U("cut", d->cut_total),
+		    LOG_U("passes", d->cut_passes),
+		    LOG_S("error", "flows still to cut after the last pass"));
+	else
+		log_info(d->log, "nft.flows_cut", LOG_S("trigger", trigger),
+		    LOG_U("cut", d->cut_total), LOG_U("passes", d->cut_passes),
+		    LOG_U("revision", d->policy->revision));
+	d->cut_total = d->cut_passes = 0;
+}
+
+static void
+egressd_cut_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egressd *d = arg;
+
+	(void)fd;
+	(void)what;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	egressd_cut_pass(d, d->cut_trigger);
+}
+
+/* A new policy (or the start): judge every live flow again. */
+static void
+egressd_cut_flows(struct egressd *d, const char *trigger)
+{
+	/* a pending continuation is superseded: this pass judges against
+	 * the newer policy and continues in its turn */
+	(void)event_del(d->ev_cut);
+	d->cut_total = d->cut_passes = 0;
+	d->cut_trigger = trigger;
+	egressd_cut_pass(d, trigger);
 }
 
 static int
@@ -426,6 +513,13 @@ egressd_start_nft(struct egressd *d, struct err *e)
 	}
 	log_info(d->log, "nft.applied", LOG_U("revision", d->policy->revision),
 	    LOG_S("trigger", "start"));
+	/* flows from before this start (a restart, a policy file changed
+	 * while egressd was down) meet the policy in force too */
+	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {
+		err_set(e, "cannot register the flow cut event");
+		return -1;
+	}
+	egressd_cut_flows(d, "start");
 	/* Before the resolver binds: the check binds the port itself. */
 	if (nft_selfcheck(d->nft, -1, e) == -1) {
 		err_prefix(e, "nft self-check");
@@ -860,18 +954,9 @@ egressd_commit(
 	}
 	policy_unref(old);
 	if (d->nft != NULL) {
-		size_t cut = 0;
-
 		log_info(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
-		/* established flows to what is now denied; never fails the
-		 * update: the rules already block new connections */
-		if (nft_cut_denied_flows(d->nft, next, &cut, &re) == -1)
-			log_error(d->log, "nft.flows_cut_failed",
-			    LOG_U("cut", cut), LOG_S("error", re.msg));
-		else
-			log_info(d->log, "nft.flows_cut", LOG_U("cut", cut),
-			    LOG_U("revision", next->revision));
+		egressd_cut_flows(d, "update");
 	}
 	return 0;
 }
@@ -974,6 +1059,8 @@ egressd_clear(struct egressd *d)
 	}
 	if (d->ev_renew != NULL)
 		event_free(d->ev_renew);
+	if (d->ev_cut != NULL)
+		event_free(d->ev_cut);
 	if (d->ev_reload != NULL)
 		event_free(d->ev_reload);
 	if (d->ev_inotify != NULL)

@@ -58,6 +58,10 @@ struct egressd {
 	char policy_base[4096]; /* file name of the policy inside its dir */
 	bool rules_dir_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
+	/* Flow cutting left for later slices (more than one pass). */
+	struct event *ev_cut;
+	size_t cut_total, cut_passes;
+	const char *cut_trigger; /* static string: "update", "start" */
 	/* Hash of the policy file as last loaded or written by egressd: a
 	 * watch event for unchanged bytes (our own rewrite, a touch) is not
 	 * a new policy. */

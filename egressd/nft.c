@@ -863,7 +863,8 @@ adopt_learned(struct nft *n, const struct names *sets, struct err *e)
 /* ---- policy ---- */
 
 static bool
-learned_denied(const struct lent *l, const struct policy *p)
+learned_denied(
+    const struct lent *l, const struct policy *p, struct nft_twins *tw)
 {
 	const struct policy_rule *r = NULL;
 	unsigned i, denied = 0;
@@ -871,7 +872,8 @@ learned_denied(const struct lent *l, const struct policy *p)
 	if (nft_addr_internal_(l->family, l->addr))
 		return true;
 	if (p->index != NULL &&
-	    policy_match_addr(p, l->family, l->addr, 0, 0, &r) == POLICY_DENY &&
+	    nft_twins_match_(tw, p, l->family, l->addr, 0, 0, &r) ==
+	        POLICY_DENY &&
 	    r != NULL && r->nports == 0 &&
 	    (r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL)
 		return true;
@@ -890,6 +892,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	struct nft_kstate ks;
 	struct nft_learn_addr *drop = NULL;
 	struct nft_batch *b = NULL;
+	struct nft_twins *tw = NULL;
 	struct lent *l, **pp;
 	size_t ndrop = 0, bkt;
 	int ex, rc = -1;
@@ -920,13 +923,14 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	/* Learned elements the new policy denies go in the same batch. */
 	nft_expire_tick(n);
 	drop = calloc(n->nlearned + 1, sizeof(*drop));
-	if (drop == NULL) {
+	tw = nft_twins_new_();
+	if (drop == NULL || tw == NULL) {
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
 	for (bkt = 0; bkt < n->nbuckets; bkt++)
 		for (l = n->buckets[bkt]; l != NULL; l = l->next)
-			if (ex == 1 && learned_denied(l, p)) {
+			if (ex == 1 && learned_denied(l, p, tw)) {
 				drop[ndrop].family = l->family;
 				memcpy(drop[ndrop].addr, l->addr, 16);
 				ndrop++;
@@ -940,7 +944,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	/* In force: now the mirror follows. */
 	for (bkt = 0; bkt < n->nbuckets; bkt++)
 		for (pp = &n->buckets[bkt]; *pp != NULL;)
-			if (ex == 1 && learned_denied(*pp, p))
+			if (ex == 1 && learned_denied(*pp, p, tw))
 				mirror_remove(n, pp);
 			else
 				pp = &(*pp)->next;
@@ -952,6 +956,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	stats_gauge(n);
 	rc = 0;
 out:
+	nft_twins_free_(tw);
 	nft_batch_free(b);
 	free(drop);
 	names_clear(&chains);

@@ -16,8 +16,12 @@
  *     tcp/udp dport 53 (any address, v4 and v6) -> redirect to :dns_port;
  *     [proxy_port != 0] tcp dport @intercept to learned -> redirect :proxy.
  *   chain filter_out type filter hook output priority 0, policy drop:
- *     ct established,related; own mark (ct mark set meta mark: see
- *     nft_cut_denied_flows); ICMPv6 ND (133-136, 143);
+ *     IPv4 LSRR/SSRR options and IPv6 routing headers -> deny;
+ *     ct established,related in the original direction; of flows a peer
+ *     started only related (ICMP errors), replies on lo, TCP replies
+ *     [from @inbound_ports when pinned] and echo replies; own mark (ct
+ *     mark set meta mark: see nft_cut_denied_flows); ICMPv6 ND (133-136,
+ *     143);
  *     nameserver-exempt :53; protected ports on any local address (fib
  *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
  *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
@@ -108,6 +112,10 @@ struct nft_opts {
 	 * the control API port first (18080), then operator-listed ones. */
 	uint16_t protected_ports[NFT_PORTS_MAX];
 	size_t nprotected_ports;
+	/* Pinned inbound TCP ports: replies of connections a peer started
+	 * leave only from these (listening ports); 0 of them = any port. */
+	uint16_t inbound_ports[NFT_PORTS_MAX];
+	size_t ninbound_ports;
 	/* TCP ports redirected to proxy_port (80, 443 and extra). */
 	uint16_t intercept_ports[NFT_PORTS_MAX];
 	size_t nintercept_ports;
@@ -276,7 +284,8 @@ int nft_renew_live(
  * makes the next packet of the flow NEW, and the deny chain answers it
  * (TCP reset, ICMP admin-prohibited).
  */
-#define NFT_CT_DELETE_MAX 4096 /* conntrack entries deleted per update */
+#define NFT_CT_DELETE_MAX 4096 /* conntrack entries deleted per pass */
+#define NFT_CT_CUT_PASSES_MAX 256 /* passes (dumps) of one cut */
 
 /* One conntrack entry, as IPCTNL_MSG_CT_DELETE names it. */
 struct nft_ct_flow {
@@ -314,15 +323,26 @@ size_t nft_build_ct_delete(
  *     when none does, the built-in internal ranges deny, an address still
  *     in the learned mirror is allowed, else p's default action. An
  *     address still allowed by another name or a CIDR keeps its flows.
- * At most NFT_CT_DELETE_MAX deletions; synchronous, bounded by
+ * Every conntrack entry is read and judged (no cap: padding the table
+ * with other flows hides nothing). One pass is one dump and at most
+ * NFT_CT_DELETE_MAX deletions; nft_cut_denied_flows() repeats passes
+ * until one finds no candidate beyond what it deleted (at most
+ * NFT_CT_CUT_PASSES_MAX passes); synchronous, bounded by
  * NFT_ACK_TIMEOUT_MS per receive. *cut (may be NULL) gets the number of
  * entries deleted (entries that ended meanwhile are not counted). -1 with
- * e on a dump/delete error or when more than NFT_CT_DELETE_MAX flows were
- * to cut (the first ones are cut anyway); the caller logs it and keeps
- * the update: the ruleset already blocks new connections.
+ * e on a dump/delete error or when flows remain after the last pass (the
+ * others are cut anyway); the caller logs it and keeps the update: the
+ * ruleset already blocks new connections.
  */
 int nft_cut_denied_flows(
     struct nft *n, const struct policy *p, size_t *cut, struct err *e);
+/*
+ * One pass of the above, for a caller that runs passes from its event
+ * loop (slices): *more (may be NULL) is true when candidates were left
+ * for a next pass. 0/-1 with e.
+ */
+int nft_cut_denied_flows_pass(struct nft *n, const struct policy *p,
+    size_t *cut, bool *more, struct err *e);
 
 /*
  * Names an address was learned for (at most max, borrowed until the next

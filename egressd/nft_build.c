@@ -727,16 +727,22 @@ enum verdict {
 /* What a rule matches, in evaluation order; zero = don't care. */
 struct rspec {
 	const char *chain;
-	bool ct_estrel;
+	bool ct_estrel; /* ct state established,related */
+	uint32_t ct_state; /* other ct state bits (NF_CT_STATE_BIT), 0 = none */
+	uint8_t ct_dir; /* 0 = any, else 1 + IP_CT_DIR_ORIGINAL/REPLY */
+	uint8_t ip4_option; /* IPv4 option type present (needs nfproto) */
+	bool ip6_rthdr; /* IPv6 routing header present (needs nfproto) */
 	bool mark;
 	uint8_t nfproto; /* NFPROTO_IPV4/6 */
 	uint8_t l4proto; /* IPPROTO_* */
-	uint8_t icmp6_lo, icmp6_hi;
+	uint8_t icmp6_lo, icmp6_hi; /* ICMP/ICMPv6 type range */
+	bool icmp_type; /* compare the type even when icmp6_hi is 0 */
 	const uint8_t *daddr; /* exact, needs nfproto */
 	const char *daddr_set;
 	uint16_t dport; /* needs l4proto tcp/udp */
 	const char *dport_set;
 	uint16_t sport_lo, sport_hi; /* range; needs l4proto tcp/udp */
+	const char *sport_set; /* needs l4proto tcp/udp */
 	bool oif_lo;
 	bool fib_local;
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
@@ -893,12 +899,14 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 	uint8_t u8;
 	uint16_t be16;
 
-	if (s->ct_estrel) {
+	if (s->ct_estrel || s->ct_state != 0) {
 		struct nftnl_expr *x = nftnl_expr_alloc("ct");
-		uint32_t mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
-		    NF_CT_STATE_BIT(IP_CT_RELATED);
+		uint32_t mask = s->ct_state;
 		uint32_t zero = 0;
 
+		if (s->ct_estrel)
+			mask |= NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+			    NF_CT_STATE_BIT(IP_CT_RELATED);
 		if (x == NULL)
 			return -1;
 		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
@@ -917,6 +925,19 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
+	if (s->ct_dir != 0) {
+		struct nftnl_expr *x = nftnl_expr_alloc("ct");
+
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_DIRECTION);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+		if (add_expr(r, x) < 0)
+			return -1;
+		u8 = (uint8_t)(s->ct_dir - 1);
+		if (e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
+			return -1;
+	}
 	if (s->nfproto != 0) {
 		u8 = s->nfproto;
 		if (e_meta(r, NFT_META_NFPROTO) < 0 ||
@@ -929,7 +950,27 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
 			return -1;
 	}
-	if (s->icmp6_hi != 0) {
+	if (s->ip4_option != 0 || s->ip6_rthdr) {
+		struct nftnl_expr *x = nftnl_expr_alloc("exthdr");
+
+		if (x == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_DREG, NFT_REG_1);
+		nftnl_expr_set_u8(x, NFTNL_EXPR_EXTHDR_TYPE,
+		    s->ip6_rthdr ? IPPROTO_ROUTING : s->ip4_option);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_OFFSET, 0);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_LEN, 1);
+		nftnl_expr_set_u32(
+		    x, NFTNL_EXPR_EXTHDR_FLAGS, NFT_EXTHDR_F_PRESENT);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_OP,
+		    s->ip6_rthdr ? NFT_EXTHDR_OP_IPV6 : NFT_EXTHDR_OP_IPV4);
+		if (add_expr(r, x) < 0)
+			return -1;
+		u8 = 1;
+		if (e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
+			return -1;
+	}
+	if (s->icmp6_hi != 0 || s->icmp_type) {
 		if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1) < 0 ||
 		    e_cmp(r, NFT_CMP_GTE, &s->icmp6_lo, 1) < 0 ||
 		    e_cmp(r, NFT_CMP_LTE, &s->icmp6_hi, 1) < 0)
@@ -963,6 +1004,11 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		if (s->dport != 0 && e_cmp(r, NFT_CMP_EQ, &be16, 2) < 0)
 			return -1;
 		if (s->dport_set != NULL && e_lookup(r, s->dport_set) < 0)
+			return -1;
+	}
+	if (s->sport_set != NULL) {
+		if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 2) < 0 ||
+		    e_lookup(r, s->sport_set) < 0)
 			return -1;
 	}
 	if (s->oif_lo) {
@@ -1480,6 +1526,7 @@ check_opts(const struct nft_opts *o, struct err *e)
 	}
 	if (o->nprotected_ports > NFT_PORTS_MAX ||
 	    o->nintercept_ports > NFT_PORTS_MAX ||
+	    o->ninbound_ports > NFT_PORTS_MAX ||
 	    o->nns_exempt > NFT_ADDRS_MAX || o->ndoh_block > NFT_ADDRS_MAX) {
 		err_set(e, "nft: option list over its bound");
 		return -1;
@@ -1543,6 +1590,12 @@ build_ruleset(
 		for (i = 0; i < o->nprotected_ports; i++)
 			pr[i].lo = pr[i].hi = o->protected_ports[i];
 		if (port_set(c, "protected_ports", pr, o->nprotected_ports) < 0)
+			return -1;
+	}
+	if (o->ninbound_ports != 0) {
+		for (i = 0; i < o->ninbound_ports; i++)
+			pr[i].lo = pr[i].hi = o->inbound_ports[i];
+		if (port_set(c, "inbound_ports", pr, o->ninbound_ports) < 0)
 			return -1;
 	}
 	if (o->proxy_port != 0 && o->nintercept_ports != 0) {
@@ -1620,10 +1673,70 @@ build_ruleset(
 	}
 
 	/* filter_out, in order. */
+	/* Source routing (IPv4 LSRR/SSRR, any IPv6 routing header): the
+	 * header's destination is a hop, the final one hides in the
+	 * option, so the rules below would judge the wrong address. Any
+	 * user may set IP_OPTIONS and IPV6_RTHDR. Before the ct rules: an
+	 * established flow may not grow a route either. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.v = V_DENY;
+	s.nfproto = NFPROTO_IPV4;
+	s.ip4_option = 131; /* IPOPT_LSRR */
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.ip4_option = 137; /* IPOPT_SSRR */
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.ip4_option = 0;
+	s.nfproto = NFPROTO_IPV6;
+	s.ip6_rthdr = true;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* Flows the sandbox started: every packet, original direction. */
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	s.ct_estrel = true;
+	s.ct_dir = 1 + IP_CT_DIR_ORIGINAL;
 	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* What is left of established/related goes in the reply direction
+	 * of a flow a peer started. ICMP errors about inbound packets (the
+	 * kernel's; no unprivileged socket sends them) and replies inside
+	 * the pod (oif lo) pass; so do replies of inbound TCP connections,
+	 * a listening socket's (the sandbox's services: execd, reached on
+	 * the pod IP), only from the operator's inbound ports when pinned.
+	 * Inbound-started UDP and ICMP "flows" (a peer's one datagram that
+	 * the sandbox would answer for ever) fall through to the policy:
+	 * an answer leaves only where the sandbox may send anyway. */
+	memset(&s, 0, sizeof(s));
+	s.chain = NFT_CHAIN_FILTER;
+	s.ct_state = NF_CT_STATE_BIT(IP_CT_RELATED);
+	s.v = V_ACCEPT;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
+	s.oif_lo = true;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.oif_lo = false;
+	s.l4proto = IPPROTO_TCP;
+	s.sport_set = o->ninbound_ports != 0 ? "inbound_ports" : NULL;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	/* the kernel's echo replies to a peer's ping (they carry the
+	 * peer's payload; no unprivileged socket sends a reply) */
+	s.sport_set = NULL;
+	s.nfproto = NFPROTO_IPV4;
+	s.l4proto = IPPROTO_ICMP;
+	s.icmp6_lo = s.icmp6_hi = 0; /* echo-reply */
+	s.icmp_type = true;
+	if (msg_rule(c, &s) < 0)
+		return -1;
+	s.nfproto = NFPROTO_IPV6;
+	s.l4proto = IPPROTO_ICMPV6;
+	s.icmp6_lo = s.icmp6_hi = 129; /* echo-reply */
 	if (msg_rule(c, &s) < 0)
 		return -1;
 	memset(&s, 0, sizeof(s));

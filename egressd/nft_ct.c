@@ -84,29 +84,41 @@ nft_build_ct_delete(
 
 /* ---- local addresses ---- */
 
-struct locals {
+struct nft_locals {
 	struct policy_prefix a[NFT_LOCAL_ADDRS_MAX];
 	size_t n;
-	bool overflow;
 };
 
-static int
-locals_load(struct locals *lc, struct err *e)
+struct nft_locals *
+nft_locals_load_(struct err *e)
 {
+	struct nft_locals *lc;
 	struct ifaddrs *ifa, *i;
 
-	lc->n = 0;
-	lc->overflow = false;
+	if ((lc = calloc(1, sizeof(*lc))) == NULL) {
+		err_set(e, "nft: out of memory");
+		return NULL;
+	}
 	if (getifaddrs(&ifa) < 0) {
 		err_set(e, "nft: getifaddrs: %s", strerror(errno));
-		return -1;
+		free(lc);
+		return NULL;
 	}
 	for (i = ifa; i != NULL; i = i->ifa_next) {
 		if (i->ifa_addr == NULL)
 			continue;
+		if (i->ifa_addr->sa_family != AF_INET &&
+		    i->ifa_addr->sa_family != AF_INET6)
+			continue;
 		if (lc->n == NFT_LOCAL_ADDRS_MAX) {
-			lc->overflow = true;
-			break;
+			/* a local address we did not see could be taken
+			 * for a remote one: then cutting could break
+			 * inbound flows */
+			freeifaddrs(ifa);
+			free(lc);
+			err_set(e, "nft: more than %d local addresses",
+			    NFT_LOCAL_ADDRS_MAX);
+			return NULL;
 		}
 		if (i->ifa_addr->sa_family == AF_INET) {
 			const struct sockaddr_in *s4 =
@@ -114,23 +126,28 @@ locals_load(struct locals *lc, struct err *e)
 
 			lc->a[lc->n].family = 4;
 			memcpy(lc->a[lc->n].addr, &s4->sin_addr, 4);
-			lc->n++;
-		} else if (i->ifa_addr->sa_family == AF_INET6) {
+		} else {
 			const struct sockaddr_in6 *s6 =
 			    (const void *)i->ifa_addr;
 
 			lc->a[lc->n].family = 6;
 			memcpy(lc->a[lc->n].addr, &s6->sin6_addr, 16);
-			lc->n++;
 		}
+		lc->n++;
 	}
 	freeifaddrs(ifa);
-	return 0;
+	return lc;
+}
+
+void
+nft_locals_free_(struct nft_locals *lc)
+{
+	free(lc);
 }
 
 /* Loopback ranges, or an address of an interface of this namespace. */
 static bool
-is_local(const struct locals *lc, int family, const uint8_t *a)
+is_local(const struct nft_locals *lc, int family, const uint8_t *a)
 {
 	static const uint8_t lo6[16] = {[15] = 1};
 	size_t i;
@@ -150,7 +167,8 @@ is_local(const struct locals *lc, int family, const uint8_t *a)
 
 /* What the filter chain does with a NEW packet of f (policy part). */
 static bool
-flow_denied(struct nft *n, const struct policy *p, const struct nft_ct_flow *f)
+flow_denied(struct nft *n, const struct policy *p, struct nft_twins *tw,
+    const struct nft_ct_flow *f)
 {
 	const struct nft_opts *o = nft_opts_(n);
 	const struct policy_rule *r = NULL;
@@ -180,9 +198,11 @@ flow_denied(struct nft *n, const struct policy *p, const struct nft_ct_flow *f)
 		}
 	} else
 		pbit = POLICY_PROTO_ICMP;
-	/* without an index no IP rule can match (learned_denied() agrees) */
+	/* without an index no IP rule can match (learned_denied() agrees);
+	 * an IPv6 spelling of a denied IPv4 prefix is denied as in the
+	 * chain (nft_twins_match_()) */
 	act = p->index != NULL
-	    ? policy_match_addr(p, f->family, f->dst, pbit, port, &r)
+	    ? nft_twins_match_(tw, p, f->family, f->dst, pbit, port, &r)
 	    : p->default_action;
 	if (r != NULL) {
 		if (act == POLICY_DENY)
@@ -206,11 +226,12 @@ flow_denied(struct nft *n, const struct policy *p, const struct nft_ct_flow *f)
 struct ct_cut {
 	struct nft *n;
 	const struct policy *p;
-	const struct locals *lc;
+	const struct nft_locals *lc;
+	struct nft_twins *tw;
 	uint32_t mark;
 	struct nft_ct_flow *out;
 	size_t nout;
-	size_t seen;
+	size_t seen; /* entries read */
 	bool more; /* candidates beyond NFT_CT_DELETE_MAX */
 };
 
@@ -308,54 +329,74 @@ tuple_proto(const struct nlattr *pa, struct nft_ct_flow *f)
 	    attr_bytes(tp[CTA_PROTO_ICMPV6_CODE], 1, &f->icmp_code);
 }
 
-static int
-ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
+bool
+nft_ct_outbound_(const struct nlmsghdr *nlh, uint32_t mark,
+    const struct nft_locals *lc, bool any_proto, struct nft_ct_flow *f)
 {
-	struct ct_cut *d = arg;
 	const struct nlattr *tb[CTA_MAX + 1] = {0};
 	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
 	const struct nlattr *pa = NULL;
-	struct nft_ct_flow f;
 	uint8_t rsrc[16], rdst[16];
 	uint32_t be32;
 	uint16_t be16;
 
-	if (++d->seen > NFT_CT_MAX_FLOWS)
-		return MNL_CB_STOP;
-	memset(&f, 0, sizeof(f));
+	memset(f, 0, sizeof(*f));
 	if (g->nfgen_family == AF_INET)
-		f.family = 4;
+		f->family = 4;
 	else if (g->nfgen_family == AF_INET6)
-		f.family = 6;
+		f->family = 6;
 	else
-		return MNL_CB_OK;
+		return false;
 	if (mnl_attr_parse(nlh, sizeof(*g), ct_top_cb, tb) < 0)
-		return MNL_CB_OK;
-	if (!tuple_addrs(tb[CTA_TUPLE_ORIG], f.family, f.src, f.dst, &pa) ||
-	    !tuple_proto(pa, &f))
-		return MNL_CB_OK;
+		return false;
+	if (!tuple_addrs(tb[CTA_TUPLE_ORIG], f->family, f->src, f->dst, &pa))
+		return false;
+	if (!tuple_proto(pa, f)) {
+		const struct nlattr *tp[CTA_PROTO_MAX + 1] = {0};
+
+		/* renewal counts any protocol (SCTP, GRE, ...) */
+		if (!any_proto || pa == NULL ||
+		    mnl_attr_parse_nested(pa, ct_proto_cb, tp) < 0 ||
+		    !attr_bytes(tp[CTA_PROTO_NUM], 1, &f->proto))
+			return false;
+	}
 	/* egressd's own flows carry its mark in the ct mark */
-	if (attr_bytes(tb[CTA_MARK], 4, &be32) && ntohl(be32) == d->mark &&
-	    d->mark != 0)
-		return MNL_CB_OK;
+	if (attr_bytes(tb[CTA_MARK], 4, &be32) && ntohl(be32) == mark &&
+	    mark != 0)
+		return false;
 	/* redirected (DNS, proxy): the peer is egressd, not dst */
 	if (attr_bytes(tb[CTA_STATUS], 4, &be32) &&
 	    (ntohl(be32) & IPS_DST_NAT) != 0)
-		return MNL_CB_OK;
+		return false;
 	/* the reply must come from dst itself (no NAT on the way) */
-	if (!tuple_addrs(tb[CTA_TUPLE_REPLY], f.family, rsrc, rdst, NULL) ||
-	    memcmp(rsrc, f.dst, f.family == 4 ? 4 : 16) != 0)
-		return MNL_CB_OK;
+	if (!tuple_addrs(tb[CTA_TUPLE_REPLY], f->family, rsrc, rdst, NULL) ||
+	    memcmp(rsrc, f->dst, f->family == 4 ? 4 : 16) != 0)
+		return false;
 	/* only flows this namespace started, to somewhere else */
-	if (!is_local(d->lc, f.family, f.src) ||
-	    is_local(d->lc, f.family, f.dst))
-		return MNL_CB_OK;
-	if (!flow_denied(d->n, d->p, &f))
-		return MNL_CB_OK;
+	if (!is_local(lc, f->family, f->src) || is_local(lc, f->family, f->dst))
+		return false;
 	if (attr_bytes(tb[CTA_ID], 4, &be32))
-		f.id = ntohl(be32);
+		f->id = ntohl(be32);
 	if (attr_bytes(tb[CTA_ZONE], 2, &be16))
-		f.zone = ntohs(be16);
+		f->zone = ntohs(be16);
+	return true;
+}
+
+/*
+ * Every entry of the dump is judged: no count stops the reading, so
+ * conntrack padded with other flows (loopback, inbound) cannot hide one
+ * to cut. Only the candidates kept per pass are bounded.
+ */
+static int
+ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct ct_cut *d = arg;
+	struct nft_ct_flow f;
+
+	d->seen++;
+	if (!nft_ct_outbound_(nlh, d->mark, d->lc, false, &f) ||
+	    !flow_denied(d->n, d->p, d->tw, &f))
+		return MNL_CB_OK;
 	if (d->nout == NFT_CT_DELETE_MAX) {
 		d->more = true;
 		return MNL_CB_OK;
@@ -367,7 +408,9 @@ ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
 static int
 ct_dump(struct ct_cut *d, uint8_t *buf, struct err *e)
 {
-	return nft_ct_dump_(d->n, buf, ct_cut_cb, d, &d->seen, e);
+	static const size_t never = 0; /* never stop early, never drain */
+
+	return nft_ct_dump_(d->n, buf, ct_cut_cb, d, &never, e);
 }
 
 _Static_assert(NFT_CT_DEL_PER_SEND *NFT_CT_DEL_MSG_MAX <= NFT_RECV_BUF,
@@ -435,31 +478,28 @@ ct_delete(struct nft *n, const struct nft_ct_flow *fl, size_t nf, uint8_t *buf,
 }
 
 int
-nft_cut_denied_flows(
-    struct nft *n, const struct policy *p, size_t *cut, struct err *e)
+nft_cut_denied_flows_pass(struct nft *n, const struct policy *p, size_t *cut,
+    bool *more, struct err *e)
 {
 	struct ct_cut d = {.n = n, .p = p, .mark = nft_mark_(n)};
-	struct locals *lc;
+	struct nft_locals *lc = NULL;
 	uint8_t *buf;
 	size_t i, k, ncut = 0;
 	int rc = -1, bad_errno = 0;
 
 	if (cut != NULL)
 		*cut = 0;
-	lc = malloc(sizeof(*lc));
+	if (more != NULL)
+		*more = false;
 	buf = malloc(NFT_RECV_BUF);
 	d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*d.out));
-	if (lc == NULL || buf == NULL || d.out == NULL) {
+	d.tw = nft_twins_new_();
+	if (buf == NULL || d.out == NULL || d.tw == NULL) {
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
-	if (locals_load(lc, e) < 0)
-		goto out;
-	if (lc->overflow) {
-		/* a local address we did not see could be taken for a
-		 * remote one: then cutting could break inbound flows */
-		err_set(e, "nft: more than %d local addresses; flows not cut",
-		    NFT_LOCAL_ADDRS_MAX);
+	if ((lc = nft_locals_load_(e)) == NULL) {
+		err_prefix(e, "flows not cut");
 		goto out;
 	}
 	d.lc = lc;
@@ -479,19 +519,41 @@ nft_cut_denied_flows(
 		err_set(e, "nft: conntrack delete: %s", strerror(bad_errno));
 		goto out;
 	}
-	if (d.more || d.seen > NFT_CT_MAX_FLOWS) {
-		err_set(e,
-		    "nft: more than %d flows to cut (or %d conntrack "
-		    "entries read); the first were cut",
-		    NFT_CT_DELETE_MAX, NFT_CT_MAX_FLOWS);
-		goto out;
-	}
+	if (more != NULL)
+		*more = d.more;
 	rc = 0;
 out:
 	if (cut != NULL)
 		*cut = ncut;
+	nft_twins_free_(d.tw);
+	nft_locals_free_(lc);
 	free(d.out);
 	free(buf);
-	free(lc);
+	return rc;
+}
+
+int
+nft_cut_denied_flows(
+    struct nft *n, const struct policy *p, size_t *cut, struct err *e)
+{
+	size_t total = 0, k, pass;
+	bool more = true;
+	int rc = 0;
+
+	for (pass = 0; more && pass < NFT_CT_CUT_PASSES_MAX; pass++) {
+		rc = nft_cut_denied_flows_pass(n, p, &k, &more, e);
+		total += k;
+		if (rc < 0)
+			break;
+	}
+	if (cut != NULL)
+		*cut = total;
+	if (rc == 0 && more) {
+		err_set(e,
+		    "nft: flows still to cut after %d passes of %d "
+		    "deletions",
+		    NFT_CT_CUT_PASSES_MAX, NFT_CT_DELETE_MAX);
+		rc = -1;
+	}
 	return rc;
 }

@@ -87,4 +87,36 @@ int nft_ct_dump_(struct nft *n, uint8_t *buf,
     int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
     struct err *e);
 
+/* The addresses of this namespace's interfaces (nft_ct.c). NULL with e
+ * when getifaddrs fails or there are more than NFT_LOCAL_ADDRS_MAX. */
+struct nft_locals;
+struct nft_locals *nft_locals_load_(struct err *e);
+void nft_locals_free_(struct nft_locals *lc);
+/*
+ * True when the conntrack entry nlh (a dump message) is a flow this
+ * namespace started to a remote destination that really is its peer:
+ * original source local, destination not local, not DNAT-ed (the DNS and
+ * proxy redirects reach egressd, not dst), the reply coming from dst,
+ * ct mark other than egressd's mark (its own flows). f gets the tuple,
+ * CTA_ID and zone. TCP/UDP/ICMP/ICMPv6 only unless any_proto (then f's
+ * ports are zero for other protocols).
+ */
+bool nft_ct_outbound_(const struct nlmsghdr *nlh, uint32_t mark,
+    const struct nft_locals *lc, bool any_proto, struct nft_ct_flow *f);
+
+/*
+ * policy_match_addr() as the filter chain decides: for an IPv6 address
+ * that spells an IPv4 one (NAT64, 6to4, mapped, compatible) the IPv4 deny
+ * prefixes of each layer take part as IPv6 rules of that layer (the
+ * builder's twins). tw caches the index over calls with the same p; NULL
+ * tw = plain policy_match_addr(). *rule gets the deciding rule (for a
+ * twin: the IPv4 deny rule).
+ */
+struct nft_twins;
+struct nft_twins *nft_twins_new_(void);
+void nft_twins_free_(struct nft_twins *tw);
+enum policy_action nft_twins_match_(struct nft_twins *tw,
+    const struct policy *p, int family, const uint8_t *addr, unsigned proto,
+    uint16_t port, const struct policy_rule **rule);
+
 #endif

@@ -27,48 +27,14 @@
 
 struct ct_dump {
 	struct nft *n;
+	const struct nft_locals *lc;
+	uint32_t mark;
 	uint64_t window_ms;
 	struct nft_learn_addr *out;
 	size_t nout;
 	size_t seen;
 	uint32_t ttl;
 };
-
-static int
-ct_attr_cb(const struct nlattr *a, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(a);
-
-	if (mnl_attr_type_valid(a, CTA_MAX) < 0)
-		return MNL_CB_OK;
-	tb[type] = a;
-	return MNL_CB_OK;
-}
-
-static int
-tuple_ip_cb(const struct nlattr *a, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(a);
-
-	if (mnl_attr_type_valid(a, CTA_IP_MAX) < 0)
-		return MNL_CB_OK;
-	tb[type] = a;
-	return MNL_CB_OK;
-}
-
-static int
-tuple_cb(const struct nlattr *a, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(a);
-
-	if (mnl_attr_type_valid(a, CTA_TUPLE_MAX) < 0)
-		return MNL_CB_OK;
-	tb[type] = a;
-	return MNL_CB_OK;
-}
 
 static void
 ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
@@ -93,31 +59,21 @@ ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
 	d->nout++;
 }
 
+/*
+ * Only a flow that really goes to the address renews it: not one
+ * redirected to egressd (a datagram to X:53 reaches the resolver, never
+ * X), not egressd's own, not an inbound one (nft_ct_outbound_()).
+ */
 static int
 ct_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	struct ct_dump *d = arg;
-	const struct nlattr *tb[CTA_MAX + 1] = {0};
-	const struct nlattr *tt[CTA_TUPLE_MAX + 1] = {0};
-	const struct nlattr *ti[CTA_IP_MAX + 1] = {0};
-	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+	struct nft_ct_flow f;
 
 	if (++d->seen > NFT_CT_MAX_FLOWS)
 		return MNL_CB_STOP;
-	if (mnl_attr_parse(nlh, sizeof(*g), ct_attr_cb, tb) < 0 ||
-	    tb[CTA_TUPLE_ORIG] == NULL)
-		return MNL_CB_OK;
-	if (mnl_attr_parse_nested(tb[CTA_TUPLE_ORIG], tuple_cb, tt) < 0 ||
-	    tt[CTA_TUPLE_IP] == NULL)
-		return MNL_CB_OK;
-	if (mnl_attr_parse_nested(tt[CTA_TUPLE_IP], tuple_ip_cb, ti) < 0)
-		return MNL_CB_OK;
-	if (g->nfgen_family == AF_INET && ti[CTA_IP_V4_DST] != NULL &&
-	    mnl_attr_get_payload_len(ti[CTA_IP_V4_DST]) == 4)
-		ct_consider(d, 4, mnl_attr_get_payload(ti[CTA_IP_V4_DST]));
-	else if (g->nfgen_family == AF_INET6 && ti[CTA_IP_V6_DST] != NULL &&
-	    mnl_attr_get_payload_len(ti[CTA_IP_V6_DST]) == 16)
-		ct_consider(d, 6, mnl_attr_get_payload(ti[CTA_IP_V6_DST]));
+	if (nft_ct_outbound_(nlh, d->mark, d->lc, true, &f))
+		ct_consider(d, f.family, f.dst);
 	return MNL_CB_OK;
 }
 
@@ -179,7 +135,10 @@ nft_ct_dump_(struct nft *n, uint8_t *buf,
 int
 nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 {
-	struct ct_dump d = {.n = n, .window_ms = (uint64_t)window_s * 1000};
+	struct ct_dump d = {.n = n,
+	    .mark = nft_mark_(n),
+	    .window_ms = (uint64_t)window_s * 1000};
+	struct nft_locals *lc = NULL;
 	uint8_t *buf;
 	int rc = -1;
 
@@ -195,6 +154,11 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
+	if ((lc = nft_locals_load_(e)) == NULL) {
+		err_prefix(e, "nothing renewed");
+		goto out;
+	}
+	d.lc = lc;
 	if (nft_ct_dump_(n, buf, ct_cb, &d, &d.seen, e) == -1)
 		goto out;
 	if (d.nout != 0 && nft_refresh_(n, d.out, d.nout, e) < 0)
@@ -203,6 +167,7 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		*renewed = d.nout;
 	rc = 0;
 out:
+	nft_locals_free_(lc);
 	free(d.out);
 	free(buf);
 	return rc;

@@ -258,6 +258,40 @@ test_token_file(void **state)
 }
 
 static void
+test_inbound_ports(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_INBOUND_PORTS=44772, 8080", NULL};
+	char a0[] = "egressd", a1[] = "--inbound-port", a2[] = "7777",
+	     a3[] = "--inbound-port", a4[] = "7778";
+	char *argv[] = {a0, a1, a2, a3, a4, NULL};
+	char *bad[] = {"EGRESSD_INBOUND_PORTS=0", NULL};
+	char b0[] = "egressd", b1[] = "--inbound-port", b2[] = "65536";
+	char *badargv[] = {b0, b1, b2, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.ninbound_ports, 0); /* default: not pinned */
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.ninbound_ports, 2);
+	assert_int_equal(c.inbound_ports[0], 44772);
+	assert_int_equal(c.inbound_ports[1], 8080);
+	/* The command line replaces the environment's list. */
+	assert_int_equal(config_from_args(&c, 5, argv, &e), 0);
+	assert_int_equal(c.ninbound_ports, 2);
+	assert_int_equal(c.inbound_ports[0], 7777);
+	assert_int_equal(c.inbound_ports[1], 7778);
+	assert_int_equal(config_from_env(&c, bad, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_INBOUND_PORTS"));
+	config_clear(&c);
+	config_init(&c);
+	assert_int_equal(config_from_args(&c, 3, badargv, &e), -1);
+	assert_non_null(strstr(e.msg, "--inbound-port"));
+	config_clear(&c);
+}
+
+static void
 test_protected_ports(void **state)
 {
 	struct config c;
@@ -342,6 +376,7 @@ main(void)
 	    cmocka_unit_test(test_token_arg_wiped),
 	    cmocka_unit_test(test_token_file),
 	    cmocka_unit_test(test_protected_ports),
+	    cmocka_unit_test(test_inbound_ports),
 	    cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_learned_max),
 	};

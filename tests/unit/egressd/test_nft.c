@@ -1204,7 +1204,8 @@ test_twins_match_model(void **state)
 	uint32_t st = 4242;
 	struct nft_opts o;
 	size_t it, q, i, nsets, npsets, nrules;
-	size_t checked = 0, denied = 0, v4denied = 0;
+	size_t checked = 0, denied = 0, v4denied = 0, twins_checked = 0;
+	struct nft_twins *tw;
 
 	(void)state;
 	nft_opts_init(&o);
@@ -1232,6 +1233,8 @@ test_twins_match_model(void **state)
 		m = pol(mj);
 		desc = describe(p, &o, NULL);
 		parse_desc6(desc, sets, &nsets, psets, &npsets, rules, &nrules);
+		tw = nft_twins_new_();
+		assert_non_null(tw);
 		for (q = 0; q < TWIN_QUERIES; q++) {
 			uint8_t a4[4] = {203, 0, 113, (uint8_t)lcg(&st)},
 			        a6[16];
@@ -1271,6 +1274,22 @@ test_twins_match_model(void **state)
 				                               : "deny",
 				    pr != NULL ? pr->target : "-", got);
 			denied += got == 0;
+			/* the flow cut and the pruning judge with
+			 * nft_twins_match_(): the same decision as the
+			 * model (and so the chain), rule for rule */
+			{
+				const struct policy_rule *tr = NULL;
+				enum policy_action ta = nft_twins_match_(tw, p,
+				    6, a6, protos[pi], pi == 2 ? 0 : port, &tr);
+
+				if (ta != want || (tr == NULL) != (pr == NULL))
+					fail_msg("policy %s: %s proto %u port "
+					         "%u: model %d, "
+					         "nft_twins_match_ %d",
+					    nj, hex, protos[pi], port, want,
+					    ta);
+				twins_checked++;
+			}
 			/* the headline: no IPv6 rule of its own, a rule
 			 * denies the IPv4 address: every spelling denied */
 			v4 = policy_match_addr(
@@ -1284,10 +1303,12 @@ test_twins_match_model(void **state)
 			}
 			checked++;
 		}
+		nft_twins_free_(tw);
 		free(desc);
 		policy_unref(p);
 		policy_unref(m);
 	}
+	assert_int_equal(twins_checked, checked);
 	assert_true(denied > checked / 5);
 	assert_true(v4denied > checked / 10);
 	print_message("%zu IPv6 spellings, %zu denied, %zu of IPv4 addresses "

@@ -1,0 +1,228 @@
+/*
+ * nft_twins: the address decision of the filter chain, for the code that
+ * judges addresses outside the kernel (the flow cut, learned-address
+ * pruning). The chain denies every IPv4 deny prefix also in its IPv6
+ * spellings (nft_build.c v6_twin(): NAT64 64:ff9b::/96, 6to4 2002::/16,
+ * mapped ::ffff:0:0/96, compatible ::/96), as synthetic IPv6 rules of the
+ * same layer; policy_match_addr() knows IPv6 rules only, so alone it
+ * would keep a flow to 64:ff9b::cb00:710b after 203.0.113.11 is denied.
+ * The IPv4 deny prefixes are indexed once per use (lazily: only when an
+ * address of a twin range comes up), sorted, and looked up by prefix
+ * length, longest first.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "egressd/nft_int.h"
+
+enum { TW_ALWAYS_DENY, TW_ALWAYS_ALLOW, TW_INFRA, TW_USER, TW_LAYERS };
+
+struct twin_ent {
+	uint32_t a4; /* host order, host bits zero */
+	uint8_t len;
+	const struct policy_rule *r;
+};
+
+struct nft_twins {
+	bool built;
+	struct twin_ent *e[TW_LAYERS];
+	size_t n[TW_LAYERS];
+};
+
+struct nft_twins *
+nft_twins_new_(void)
+{
+	return calloc(1, sizeof(struct nft_twins));
+}
+
+void
+nft_twins_free_(struct nft_twins *tw)
+{
+	unsigned l;
+
+	if (tw == NULL)
+		return;
+	for (l = 0; l < TW_LAYERS; l++)
+		free(tw->e[l]);
+	free(tw);
+}
+
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct twin_ent *x = a, *y = b;
+
+	if (x->a4 != y->a4)
+		return x->a4 < y->a4 ? -1 : 1;
+	return (int)x->len - (int)y->len;
+}
+
+static uint32_t
+get4(const uint8_t *a)
+{
+	return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 |
+	    (uint32_t)a[2] << 8 | a[3];
+}
+
+static uint32_t
+mask4(unsigned len)
+{
+	return len == 0 ? 0 : 0xffffffffu << (32 - len);
+}
+
+/* The IPv4 IP/CIDR deny rules of each layer (what v6_twinned() twins). */
+static int
+twins_build(struct nft_twins *tw, const struct policy *p)
+{
+	const struct policy_rule *lr[TW_LAYERS] = {
+	    p->always_deny, p->always_allow, p->infra, p->rules};
+	size_t ln[TW_LAYERS] = {
+	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
+	unsigned l;
+	size_t i, k;
+
+	for (l = 0; l < TW_LAYERS; l++) {
+		for (i = 0, k = 0; i < ln[l]; i++)
+			k += lr[l][i].action == POLICY_DENY &&
+			    lr[l][i].prefix.family == 4 &&
+			    (lr[l][i].kind == POLICY_TARGET_IP ||
+			        lr[l][i].kind == POLICY_TARGET_CIDR);
+		if (k == 0)
+			continue;
+		if ((tw->e[l] = calloc(k, sizeof(*tw->e[l]))) == NULL)
+			return -1;
+		for (i = 0; i < ln[l]; i++) {
+			const struct policy_rule *r = &lr[l][i];
+			struct twin_ent *t;
+
+			if (r->action != POLICY_DENY || r->prefix.family != 4 ||
+			    r->prefix.len > 32 ||
+			    (r->kind != POLICY_TARGET_IP &&
+			        r->kind != POLICY_TARGET_CIDR))
+				continue;
+			t = &tw->e[l][tw->n[l]++];
+			t->len = r->prefix.len;
+			t->a4 = get4(r->prefix.addr) & mask4(t->len);
+			t->r = r;
+		}
+		qsort(tw->e[l], tw->n[l], sizeof(*tw->e[l]), ent_cmp);
+	}
+	tw->built = true;
+	return 0;
+}
+
+/* policy_rule_port_ok() of the policy library, which is not exported. */
+static bool
+rule_ok(const struct policy_rule *r, unsigned proto, uint16_t port)
+{
+	size_t i;
+
+	if (proto != 0 && (r->protocols & proto) == 0)
+		return false;
+	if (port == 0 || r->nports == 0 || proto == POLICY_PROTO_ICMP)
+		return true;
+	for (i = 0; i < r->nports; i++)
+		if (port >= r->ports[i].lo && port <= r->ports[i].hi)
+			return true;
+	return false;
+}
+
+/* The longest deny prefix of layer l covering a4 that applies; NULL. */
+static const struct policy_rule *
+layer_deny4(const struct nft_twins *tw, unsigned l, uint32_t a4, unsigned proto,
+    uint16_t port, unsigned *len)
+{
+	const struct twin_ent *v = tw->e[l];
+	size_t n = tw->n[l];
+	int k;
+
+	for (k = 32; k >= 0 && n > 0; k--) {
+		struct twin_ent key = {a4 & mask4((unsigned)k), (uint8_t)k, 0};
+		size_t lo = 0, hi = n;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ent_cmp(&v[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < n && ent_cmp(&v[lo], &key) == 0; lo++)
+			if (rule_ok(v[lo].r, proto, port)) {
+				*len = (unsigned)k;
+				return v[lo].r;
+			}
+	}
+	return NULL;
+}
+
+/* The IPv4 address an IPv6 address spells, and the spelling's length. */
+static bool
+twin_of(const uint8_t *a6, uint32_t *a4, unsigned *base)
+{
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+	static const uint8_t compat[12] = {0};
+
+	if (memcmp(a6, nat64, 12) == 0 || memcmp(a6, mapped, 12) == 0 ||
+	    memcmp(a6, compat, 12) == 0) {
+		*a4 = get4(a6 + 12);
+		*base = 96;
+		return true;
+	}
+	if (a6[0] == 0x20 && a6[1] == 0x02) {
+		*a4 = get4(a6 + 2);
+		*base = 16;
+		return true;
+	}
+	return false;
+}
+
+static unsigned
+layer_of(const struct policy_rule *r)
+{
+	switch (r->origin) {
+	case POLICY_ORIGIN_ALWAYS_DENY:
+		return TW_ALWAYS_DENY;
+	case POLICY_ORIGIN_ALWAYS_ALLOW:
+		return TW_ALWAYS_ALLOW;
+	case POLICY_ORIGIN_INFRA:
+		return TW_INFRA;
+	default:
+		return TW_USER;
+	}
+}
+
+enum policy_action
+nft_twins_match_(struct nft_twins *tw, const struct policy *p, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port,
+    const struct policy_rule **rule)
+{
+	const struct policy_rule *r6 = NULL, *t;
+	enum policy_action act;
+	unsigned base, l, l6, len;
+	uint32_t a4;
+
+	act = policy_match_addr(p, family, addr, proto, port, &r6);
+	if (rule != NULL)
+		*rule = r6;
+	if (family != 6 || tw == NULL || !twin_of(addr, &a4, &base))
+		return act;
+	if (!tw->built && twins_build(tw, p) < 0)
+		return POLICY_DENY; /* out of memory: fail closed */
+	/* the first layer with a match decides (IPv6 rule or twin); in
+	 * the layer of the IPv6 rule the longer prefix wins, deny at a
+	 * tie (a twin is a deny) */
+	l6 = r6 != NULL ? layer_of(r6) : TW_LAYERS;
+	for (l = 0; l < TW_LAYERS && l <= l6; l++) {
+		if ((t = layer_deny4(tw, l, a4, proto, port, &len)) == NULL)
+			continue;
+		if (l == l6 && base + len < r6->prefix.len)
+			break;
+		if (rule != NULL)
+			*rule = t;
+		return POLICY_DENY;
+	}
+	return act;
+}
