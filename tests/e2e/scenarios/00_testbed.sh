@@ -332,7 +332,8 @@ tb_expect_eq "inner bed (tb_die) exits 1" 1 "$?"
 check_gone die
 inner_bed term &
 inner=$!
-tb_wait_file "$TB_DIR/inner.term.pid" 10 || tb_fail "inner bed did not come up"
+# a whole tb_setup + tb_host_setup: seconds on a loaded machine
+tb_wait_file "$TB_DIR/inner.term.pid" 60 || tb_fail "inner bed did not come up"
 kill -TERM "$(cat "$TB_DIR/inner.term.pid")"
 wait "$inner"
 tb_expect_eq "inner bed (SIGTERM) exits 143" 143 "$?"
