@@ -54,6 +54,9 @@ struct dns_upstream {
 	uint64_t queries, failures;
 	uint64_t last_ok_ms, last_fail_ms;
 	unsigned last_rtt_ms;
+	/* Smoothed round trip and its variation (RFC 6298 style), ms. */
+	bool have_rtt;
+	unsigned srtt_ms, rttvar_ms;
 };
 
 struct dns_upstream_attempt {
@@ -61,7 +64,9 @@ struct dns_upstream_attempt {
 	struct dns_upstream *up;
 	struct dns_upstream_req *req; /* NULL: probe, or orphaned */
 	bool probe;
+	bool tcp; /* on the upstream's TCP channel (TCP query or TC retry) */
 	bool counted; /* our timer already counted it as failed */
+	bool hedged; /* our timer fires before the attempt timeout */
 	uint64_t start_ms;
 };
 
@@ -81,6 +86,7 @@ struct dns_upstream_req {
 	size_t order[DNS_UPSTREAMS_MAX];
 	size_t norder;
 	size_t tried; /* attempts started */
+	bool send_failed; /* an ares_send under in_send failed at once */
 	struct dns_upstream_attempt *cur; /* the attempt the timer guards */
 	/*
 	 * Every attempt still in c-ares, cur included: one that timed out
@@ -473,6 +479,18 @@ dns_upstream_mark(
 		up->last_ok_ms = now;
 		up->last_rtt_ms = rtt_ms;
 		up->consecutive_failures = 0;
+		if (!up->have_rtt) {
+			up->have_rtt = true;
+			up->srtt_ms = rtt_ms;
+			up->rttvar_ms = rtt_ms / 2;
+		} else {
+			unsigned d = rtt_ms > up->srtt_ms
+			    ? rtt_ms - up->srtt_ms
+			    : up->srtt_ms - rtt_ms;
+
+			up->rttvar_ms = (3 * up->rttvar_ms + d) / 4;
+			up->srtt_ms = (7 * up->srtt_ms + rtt_ms) / 8;
+		}
 		if (!up->healthy) {
 			up->healthy = true;
 			log_info(u->lg, "dns.upstream.up",
@@ -483,6 +501,8 @@ dns_upstream_mark(
 	}
 	up->failures++;
 	up->last_fail_ms = now;
+	if (u->st != NULL)
+		u->st->dns_upstream_failures++;
 	if (up->consecutive_failures < 1000000u)
 		up->consecutive_failures++;
 	if (up->healthy &&
@@ -729,7 +749,9 @@ dns_upstream_chan_init(struct dns_upstream_chan *c, struct dns_upstream *up,
 	}
 	memset(&ao, 0, sizeof(ao));
 	ao.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES |
-	    ARES_FLAG_STAYOPEN | ARES_FLAG_EDNS | (tcp ? ARES_FLAG_USEVC : 0);
+	    ARES_FLAG_STAYOPEN | ARES_FLAG_EDNS |
+	    /* TC=1 comes back to us: the retry over TCP is ours, counted. */
+	    (tcp ? ARES_FLAG_USEVC : ARES_FLAG_IGNTC);
 	ao.timeout = (int)u->o.attempt_timeout_ms;
 	ao.tries = 1;
 	ao.ednspsz = DNS_UPSTREAM_EDNS_SIZE;
@@ -822,6 +844,8 @@ dns_upstream_create(
 /* ---- requests ---- */
 
 static void dns_upstream_req_next(struct dns_upstream_req *r);
+static void dns_upstream_attempt_cb(
+    void *arg, int status, int timeouts, unsigned char *abuf, int alen);
 
 static void
 dns_upstream_req_unlink(struct dns_upstream_req *r)
@@ -907,6 +931,62 @@ dns_upstream_req_order(struct dns_upstream_req *r)
 	r->tried = 0;
 }
 
+/*
+ * How long the request waits on the attempt it is starting (try index t,
+ * upstream up) before it starts the next one. While another upstream
+ * still waits for its first try, that is a hedge: the upstream's RTO
+ * (srtt + 4 rttvar, DNS_UPSTREAM_RTO_MIN_MS at least; DNS_UPSTREAM_RTO_
+ * INIT_MS before the first answer), never more than the attempt timeout
+ * and never more than an equal share of the budget left for the
+ * upstreams not tried yet, so one silent upstream can never spend the
+ * budget of a lookup another one can answer. Once every upstream had its
+ * try, further attempts are retransmissions: the attempt timeout, as a
+ * plain stub resolver would wait.
+ */
+static unsigned
+dns_upstream_attempt_wait(const struct dns_upstream_req *r,
+    const struct dns_upstream *up, size_t t, uint64_t left, bool *hedged)
+{
+	uint64_t wait = r->attempt_ms;
+
+	*hedged = false;
+	if (t + 1 < r->norder) {
+		uint64_t rto = DNS_UPSTREAM_RTO_INIT_MS;
+		uint64_t share = left / (r->norder - t);
+
+		if (up->have_rtt) {
+			rto = (uint64_t)up->srtt_ms + 4u * up->rttvar_ms;
+			if (rto < DNS_UPSTREAM_RTO_MIN_MS)
+				rto = DNS_UPSTREAM_RTO_MIN_MS;
+		}
+		if (rto < wait)
+			wait = rto;
+		if (share < wait)
+			wait = share;
+		*hedged = wait < r->attempt_ms;
+	}
+	if (wait > left)
+		wait = left;
+	return (unsigned)wait;
+}
+
+/* Sends r's query on c for attempt a; false if it failed at once. */
+static bool
+dns_upstream_att_send(struct dns_upstream_req *r, struct dns_upstream_chan *c,
+    struct dns_upstream_attempt *a)
+{
+	bool failed;
+
+	r->in_send = true;
+	r->send_failed = false;
+	ares_send(c->ch, r->query, (int)r->qlen, dns_upstream_attempt_cb, a);
+	r->in_send = false;
+	failed = r->send_failed;
+	r->send_failed = false;
+	dns_upstream_chan_rearm(c);
+	return !failed;
+}
+
 static void
 dns_upstream_attempt_cb(
     void *arg, int status, int timeouts, unsigned char *abuf, int alen)
@@ -915,7 +995,7 @@ dns_upstream_attempt_cb(
 	struct dns_upstream_req *r;
 	struct dns_upstreams *u;
 	unsigned rtt;
-	bool ok;
+	bool ok, was_cur;
 
 	(void)timeouts;
 	if (a == NULL || a->magic != DNS_UPSTREAM_ATT_MAGIC)
@@ -934,6 +1014,20 @@ dns_upstream_attempt_cb(
 	u = a->up->set;
 	ok = status == ARES_SUCCESS && abuf != NULL && alen >= 12;
 	rtt = (unsigned)(dns_upstream_now(u) - a->start_ms);
+	if (ok && !a->tcp && (abuf[2] & 0x02) != 0 && r != NULL) {
+		/*
+		 * TC=1 over UDP: ask the same upstream again over TCP, as the
+		 * same attempt (the request's timers keep running).
+		 */
+		if (u->st != NULL)
+			u->st->dns_upstream_tc_retries++;
+		a->magic = DNS_UPSTREAM_ATT_MAGIC;
+		a->tcp = true;
+		if (!dns_upstream_att_send(r, &a->up->tcp, a) &&
+		    r->cur == NULL && !r->in_send)
+			dns_upstream_req_next(r);
+		return;
+	}
 	if (a->probe) {
 		/*
 		 * A probe asks "is anybody there": any answer but SERVFAIL
@@ -948,23 +1042,26 @@ dns_upstream_attempt_cb(
 		free(a);
 		return;
 	}
-	if (r == NULL) {
-		/* Orphaned: our attempt timer already counted it. */
-		free(a);
-		return;
-	}
+	/*
+	 * Health follows what the attempt itself came to, whether or not the
+	 * request still waits for it: a hedged attempt answered late proves
+	 * the upstream alive, one that ran into c-ares' timeout counts as a
+	 * failure (unless our timer counted it already).
+	 */
 	if (ok || !a->counted)
 		dns_upstream_mark(
 		    a->up, ok, rtt, dns_upstream_status_reason(status));
-	if (!ok && a != r->cur) {
-		/* A straggler gave up; the current attempt may still be on. */
-		dns_upstream_req_drop_att(r, a);
+	if (!ok)
+		log_debug(u->lg, "dns.upstream.fail",
+		    LOG_S("upstream", a->up->addr.text),
+		    LOG_S("reason", dns_upstream_status_reason(status)),
+		    LOG_B("pending", r != NULL));
+	if (r == NULL) {
+		/* Orphaned: the request finished, moved on or was cancelled. */
 		free(a);
-		if (r->cur == NULL && r->natts == 0 &&
-		    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX)
-			dns_upstream_req_finish(r, NULL, 0, NULL);
 		return;
 	}
+	was_cur = a == r->cur;
 	dns_upstream_req_drop_att(r, a);
 	if (ok) {
 		dns_upstream_stats_latency(u->st, rtt);
@@ -973,14 +1070,19 @@ dns_upstream_attempt_cb(
 		free(a);
 		return;
 	}
-	if (u->st != NULL)
-		u->st->dns_upstream_failures++;
-	log_debug(u->lg, "dns.upstream.fail",
-	    LOG_S("upstream", a->up->addr.text),
-	    LOG_S("reason", dns_upstream_status_reason(status)));
 	free(a);
-	if (r->in_send)
-		return; /* dns_upstream_req_next sees cur == NULL */
+	if (r->in_send) {
+		/* Failed inside ares_send: the sender moves on. */
+		r->send_failed = true;
+		return;
+	}
+	if (!was_cur) {
+		/* A straggler gave up; the current attempt may still be on. */
+		if (r->cur == NULL && r->natts == 0 &&
+		    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX)
+			dns_upstream_req_finish(r, NULL, 0, NULL);
+		return;
+	}
 	dns_upstream_req_next(r);
 }
 
@@ -999,13 +1101,18 @@ dns_upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (r->cur != NULL) {
 		/*
-		 * Attempt timed out by our clock: count it, keep it as a
-		 * straggler (its answer may still come), move on.
+		 * The attempt outlived its wait: it stays as a straggler (its
+		 * answer may still come and wins while we are pending) and the
+		 * next upstream is asked. Only a full attempt timeout counts
+		 * against the upstream's health; a hedge leaves that to the
+		 * attempt's own outcome.
 		 */
-		r->cur->counted = true;
-		dns_upstream_mark(r->cur->up, false, 0, "timeout");
-		if (r->set->st != NULL)
-			r->set->st->dns_upstream_failures++;
+		if (!r->cur->hedged) {
+			r->cur->counted = true;
+			dns_upstream_mark(r->cur->up, false, 0, "timeout");
+		} else
+			log_debug(r->set->lg, "dns.upstream.hedge",
+			    LOG_S("upstream", r->cur->up->addr.text));
 		r->cur = NULL;
 	}
 	dns_upstream_req_next(r);
@@ -1018,10 +1125,11 @@ dns_upstream_req_next(struct dns_upstream_req *r)
 	uint64_t now = dns_upstream_now(u);
 	struct dns_upstream_attempt *a;
 	struct dns_upstream *up;
-	struct dns_upstream_chan *c;
 	struct timeval tv;
 	uint64_t left;
 	unsigned wait;
+	size_t t;
+	bool hedged;
 
 	if (now >= r->deadline_ms || r->norder == 0) {
 		dns_upstream_req_finish(r, NULL, 0, NULL);
@@ -1040,33 +1148,25 @@ dns_upstream_req_next(struct dns_upstream_req *r)
 		evtimer_add(r->timer, &tv);
 		return;
 	}
-	up = u->ups[r->order[r->tried % r->norder]];
-	r->tried++;
+	t = r->tried++;
+	up = u->ups[r->order[t % r->norder]];
 	a = calloc(1, sizeof(*a));
 	if (a == NULL) {
 		dns_upstream_req_finish(r, NULL, 0, NULL);
 		return;
 	}
+	left = r->deadline_ms - now;
+	wait = dns_upstream_attempt_wait(r, up, t, left, &hedged);
 	a->magic = DNS_UPSTREAM_ATT_MAGIC;
 	a->up = up;
 	a->req = r;
+	a->tcp = r->tcp;
+	a->hedged = hedged;
 	a->start_ms = now;
 	r->cur = a;
 	r->atts[r->natts++] = a;
-	c = r->tcp ? &up->tcp : &up->udp;
-	r->in_send = true;
-	ares_send(c->ch, r->query, (int)r->qlen, dns_upstream_attempt_cb, a);
-	r->in_send = false;
-	dns_upstream_chan_rearm(c);
-	left = r->deadline_ms - now;
-	if (r->cur == NULL) {
-		/* Failed synchronously (no socket): next attempt next turn. */
-		wait = 0;
-	} else {
-		wait = r->attempt_ms;
-		if (wait > left)
-			wait = (unsigned)left;
-	}
+	if (!dns_upstream_att_send(r, r->tcp ? &up->tcp : &up->udp, a))
+		wait = 0; /* failed at once (no socket): next one next turn */
 	tv.tv_sec = wait / 1000;
 	tv.tv_usec = (long)(wait % 1000) * 1000;
 	evtimer_add(r->timer, &tv);

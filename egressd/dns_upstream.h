@@ -3,17 +3,24 @@
  * daemon's libevent loop.
  *
  * Each upstream gets two single-server c-ares channels, one for UDP (EDNS
- * buffer DNS_EDNS_UDP_SIZE; c-ares retries a TC=1 or oversized answer over
- * TCP by itself) and one with ARES_FLAG_USEVC for queries that came in
- * over TCP. Failover, the per-query time budget and health are ours, not
- * c-ares': one request walks the upstreams, healthy ones first in the
- * configured order, one attempt at a time, each bounded by the attempt
- * timeout and all by the budget; when the budget is spent or every
- * attempt failed the caller hears "failed" (and answers SERVFAIL).
+ * buffer DNS_EDNS_UDP_SIZE; a TC=1 answer is handed back to us and asked
+ * again over the same upstream's TCP channel, counted in
+ * dns_upstream_tc_retries) and one with ARES_FLAG_USEVC for queries that
+ * came in over TCP. Failover, the per-query time budget and health are
+ * ours, not c-ares': one request walks the upstreams, healthy ones first
+ * in the configured order. While an upstream has not had its first try,
+ * the current attempt is hedged: after the current upstream's RTO (or an
+ * equal share of the budget left, whichever is shorter) the next upstream
+ * is asked as well, and the first answer wins. Once all were tried,
+ * further attempts are retransmissions after the attempt timeout. The
+ * budget bounds everything; when it is spent or every attempt failed the
+ * caller hears "failed" (and answers SERVFAIL).
  * An upstream is marked down after DNS_UPSTREAM_FAILS_UNHEALTHY failed
- * attempts in a row and up again by any success, including the periodic
- * probe (the configured name's A, or ". NS"; any answer but SERVFAIL
- * proves a probed upstream alive).
+ * attempts in a row (an attempt fails by error, by c-ares' timeout or by
+ * outliving a full attempt timeout; a hedge alone is not a failure) and
+ * up again by any answer, a late one included, or the periodic probe
+ * (the configured name's A, or ". NS"; any answer but SERVFAIL proves a
+ * probed upstream alive).
  *
  * Every socket c-ares creates gets SO_MARK (when a mark is set) before it
  * connects, so egressd's own queries are exempt from the sandbox's nft
@@ -54,6 +61,14 @@ struct event_base;
 #define DNS_UPSTREAM_ROUNDS_MAX 3 /* passes over the list per query */
 #define DNS_UPSTREAM_ATTEMPT_MS_DEFAULT 2000
 #define DNS_UPSTREAM_BUDGET_MS_DEFAULT 5000
+/*
+ * Hedging: how long an attempt may go unanswered before the next upstream
+ * is asked too (the first attempt keeps running). An upstream that never
+ * answered yet gets RTO_INIT; one that did, srtt + 4 rttvar, at least
+ * RTO_MIN.
+ */
+#define DNS_UPSTREAM_RTO_INIT_MS 400
+#define DNS_UPSTREAM_RTO_MIN_MS 150
 #define DNS_UPSTREAM_PROBE_MS_DEFAULT 30000
 #define DNS_UPSTREAM_PROBE_QTYPE_NAME 1 /* A of the configured name */
 #define DNS_UPSTREAM_PROBE_QTYPE_ROOT 2 /* ". NS" when none is set */

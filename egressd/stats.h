@@ -30,6 +30,7 @@ struct stats {
 	uint64_t dns_local; /* localhost/own PTR answered locally */
 	uint64_t dns_upstream_failures; /* timeouts, refused, unreachable */
 	uint64_t dns_udp_rcvbuf_drops; /* dropped by the kernel: buffer full */
+	uint64_t dns_upstream_tc_retries; /* TC=1 over UDP, asked over TCP */
 	uint64_t dns_upstream_lat_bucket[STATS_LAT_BUCKETS + 1];
 	uint64_t dns_upstream_lat_count;
 	double dns_upstream_lat_sum_s;

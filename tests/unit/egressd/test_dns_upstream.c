@@ -381,6 +381,7 @@ test_tc_retries_over_tcp(void **state)
 	assert_int_equal(r.ans[2] & 0x02, 0); /* not truncated */
 	assert_int_equal(c->f1->udp_queries, 1);
 	assert_int_equal(c->f1->tcp_queries, 1);
+	assert_int_equal(c->st.dns_upstream_tc_retries, 1);
 	dns_upstreams_free(u);
 }
 
@@ -454,6 +455,105 @@ test_failover_and_health(void **state)
 		assert_true(r.at_ms - t0 < 145); /* the dead one costs 150 */
 		assert_int_equal(c->f1->udp_queries, 2);
 	}
+	dns_upstreams_free(u);
+}
+
+/*
+ * Issue #16 item 2: a silent first upstream, attempt timeout (the policy's
+ * timeoutMs, 5 s by default) longer than the 2 s budget. The lookup must
+ * still be answered by the second upstream, well inside the budget.
+ */
+static void
+test_silent_first_hedges_within_budget(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1, c->f2};
+	struct dns_upstreams *u = make_set(c, fs, 2, 2000, NULL);
+	uint8_t q[DNS_UPSTREAM_QUERY_MAX];
+	size_t ql = query_for("www.allowed.test", 1, q);
+	int i;
+
+	c->f1->mode = FAKE_DROP;
+	for (i = 0; i < 2; i++) {
+		struct result r = {0};
+		uint64_t t0 = now_ms();
+
+		assert_non_null(dns_upstream_send(
+		    u, q, ql, false, 5000, 2000, done_cb, &r));
+		run_until(c->base, &r.done, 3000);
+		assert_answer_ip(&r, "203.0.113.20");
+		/* The hedge: RTO_INIT, not the attempt timeout or budget. */
+		assert_true(r.at_ms - t0 >= DNS_UPSTREAM_RTO_INIT_MS - 10);
+		assert_true(r.at_ms - t0 < 1900);
+	}
+	/* A hedge is no failure by itself; c-ares' own timeout is. */
+	run_for(c->base, 2200);
+	assert_int_equal(dns_upstreams_healthy(u), 1);
+	assert_true(c->st.dns_upstream_failures >= 2);
+	dns_upstreams_free(u);
+}
+
+/* Eight upstreams, seven silent, a 1 s budget: each gets a fair share. */
+static void
+test_budget_shared_by_all_upstreams(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[8];
+	struct dns_upstreams *u;
+	struct result r = {0};
+	uint8_t q[DNS_UPSTREAM_QUERY_MAX];
+	size_t ql = query_for("www.allowed.test", 1, q), i;
+
+	for (i = 0; i < 7; i++) {
+		fs[i] = fake_upstream_new(c->base, 0);
+		fs[i]->mode = FAKE_DROP;
+	}
+	fs[7] = c->f2;
+	u = make_set(c, fs, 8, 5000, NULL);
+	assert_non_null(
+	    dns_upstream_send(u, q, ql, false, 5000, 1000, done_cb, &r));
+	run_until(c->base, &r.done, 3000);
+	assert_answer_ip(&r, "203.0.113.20");
+	for (i = 0; i < 7; i++)
+		assert_int_equal(fs[i]->udp_queries, 1);
+	dns_upstreams_free(u);
+	for (i = 0; i < 7; i++)
+		fake_upstream_free(fs[i]);
+}
+
+/*
+ * An upstream known to answer fast that goes silent costs its RTO (about
+ * DNS_UPSTREAM_RTO_MIN_MS), not the attempt timeout; its late answer,
+ * when it comes, proves it alive.
+ */
+static void
+test_rtt_hedge_and_late_answer_alive(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1, c->f2};
+	struct dns_upstreams *u = make_set(c, fs, 2, 2000, NULL);
+	struct dns_upstream_status st[DNS_UPSTREAMS_MAX];
+	uint8_t q[DNS_UPSTREAM_QUERY_MAX];
+	size_t ql = query_for("www.allowed.test", 1, q);
+	struct result r = {0}, r2 = {0};
+	uint64_t t0;
+
+	assert_non_null(
+	    dns_upstream_send(u, q, ql, false, 2000, 3000, done_cb, &r));
+	run_until(c->base, &r.done, 3000);
+	assert_answer_ip(&r, "203.0.113.10");
+	c->f1->delay_ms = 700;
+	t0 = now_ms();
+	assert_non_null(
+	    dns_upstream_send(u, q, ql, false, 2000, 3000, done_cb, &r2));
+	run_until(c->base, &r2.done, 3000);
+	assert_answer_ip(&r2, "203.0.113.20");
+	assert_true(r2.at_ms - t0 < 650);
+	run_for(c->base, 900); /* f1's late answer lands on an orphan */
+	assert_int_equal(dns_upstreams_status(u, st, DNS_UPSTREAMS_MAX), 2);
+	assert_true(st[0].healthy);
+	assert_int_equal(st[0].consecutive_failures, 0);
+	assert_int_equal(st[0].failures, 0);
 	dns_upstreams_free(u);
 }
 
@@ -655,6 +755,12 @@ main(void)
 	        test_refused_port_fails_over_fast, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_late_answer_still_wins, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_silent_first_hedges_within_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_budget_shared_by_all_upstreams, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rtt_hedge_and_late_answer_alive, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_probe_restores_health, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
