@@ -91,7 +91,7 @@ struct dns_req {
 	struct dns_origin from;
 	struct dns_req *cprev, *cnext; /* conn->reqs */
 	struct dns_req *prev, *next; /* d->reqs */
-	struct policy *pol; /* own reference */
+	struct policy *pol; /* DNS_REQ_LEARNING: learned under; own ref */
 	struct dns_query q;
 	struct dns_cache_key key;
 	char qname[DNS_NAME_PRES_MAX];
@@ -627,6 +627,36 @@ dns_cacheable(const uint8_t *ans, size_t len, uint32_t *ttl)
 	return *ttl > 0;
 }
 
+/*
+ * The policy in force for qname right now, or NULL after answering the
+ * client NXDOMAIN because there is none or it denies the name.
+ */
+static struct policy *
+dns_policy_now(struct dns *d, const char *qname, const struct dns_query *q,
+    const struct dns_origin *o)
+{
+	const struct policy_rule *rule = NULL;
+	struct policy *pol;
+
+	pol = d->h.policy_get != NULL ? d->h.policy_get(d->h.arg) : NULL;
+	if (pol == NULL) {
+		/* No policy in force: fail closed, tell nobody upstream. */
+		d->st->dns_denied++;
+		dns_log_deny(
+		    d, qname, q->question.qtype, "no_policy", NULL, NULL);
+		dns_send_negative(d, o, q, DNS_RCODE_NXDOMAIN, 0);
+		return NULL;
+	}
+	if (policy_match_domain(pol, qname, &rule) != POLICY_ALLOW) {
+		d->st->dns_denied++;
+		dns_log_deny(d, qname, q->question.qtype, "policy", NULL, rule);
+		dns_send_negative(
+		    d, o, q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
+		return NULL;
+	}
+	return pol;
+}
+
 static void
 dns_upstream_done_cb(
     void *arg, const uint8_t *ans, size_t len, const char *upstream)
@@ -649,12 +679,23 @@ dns_upstream_done_cb(
 		dns_send_error(d, &r->from, &r->q, DNS_RCODE_SERVFAIL);
 	} else {
 		struct dns_cache_memo *memo = NULL;
+		struct policy *pol;
 
+		/* The raw answer is the upstream's: cache it whatever we say. */
 		if (d->cache != NULL && dns_cacheable(ans, len, &ttl))
 			memo = dns_cache_put(d->cache, &r->key, ans, len, ttl);
+		/*
+		 * Judged by the policy in force now, not the one the query
+		 * was sent under: a tightening that came while the answer
+		 * was in flight has already pruned the learned sets and
+		 * answered its caller, so releasing (and learning) under the
+		 * old snapshot would reopen what it closed.
+		 */
+		pol = dns_policy_now(d, r->qname, &r->q, &r->from);
 		/* A malformed answer is not served again from the cache. */
-		if (!dns_release(
-		        d, &r->from, &r->q, r->qname, r->pol, ans, len, memo) &&
+		if (pol != NULL &&
+		    !dns_release(
+		        d, &r->from, &r->q, r->qname, pol, ans, len, memo) &&
 		    memo != NULL)
 			dns_cache_drop(d->cache, &r->key);
 	}
@@ -767,7 +808,10 @@ dns_forward(struct dns *d, const struct dns_origin *o,
 		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
 		return;
 	}
-	r->pol = policy_ref(pol);
+	/*
+	 * No policy reference: the answer is judged by the policy in force
+	 * when it comes back (dns_upstream_done_cb).
+	 */
 	dns_req_link(d, r);
 }
 
@@ -781,7 +825,6 @@ dns_handle(
 	char qname[DNS_NAME_PRES_MAX];
 	struct dns_cache_key key;
 	struct policy *pol;
-	const struct policy_rule *rule = NULL;
 	unsigned kflags = 0;
 
 	memset(&q, 0, sizeof(q));
@@ -825,22 +868,8 @@ dns_handle(
 	if (dns_answer_local(d, o, &q))
 		return;
 
-	pol = d->h.policy_get != NULL ? d->h.policy_get(d->h.arg) : NULL;
-	if (pol == NULL) {
-		/* No policy in force: fail closed, tell nobody upstream. */
-		d->st->dns_denied++;
-		dns_log_deny(
-		    d, qname, q.question.qtype, "no_policy", NULL, NULL);
-		dns_send_negative(d, o, &q, DNS_RCODE_NXDOMAIN, 0);
+	if ((pol = dns_policy_now(d, qname, &q, o)) == NULL)
 		return;
-	}
-	if (policy_match_domain(pol, qname, &rule) != POLICY_ALLOW) {
-		d->st->dns_denied++;
-		dns_log_deny(d, qname, q.question.qtype, "policy", NULL, rule);
-		dns_send_negative(
-		    d, o, &q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
-		return;
-	}
 	d->st->dns_allowed++;
 
 	if ((q.flags & DNS_FLAG_CD) != 0)

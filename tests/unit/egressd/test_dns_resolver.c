@@ -971,6 +971,61 @@ test_policy_swap_while_in_flight(void **state)
 	assert_true(n > 0);
 }
 
+/*
+ * Issue #16 item 12: an answer in flight while the policy tightens is
+ * judged by the policy in force when it comes back: NXDOMAIN, nothing
+ * learned. (An answer allowed by both is released as usual.)
+ */
+static void
+test_tightening_while_in_flight(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	size_t ql;
+	ssize_t n = -1;
+	struct parsed p;
+	int fd;
+	uint64_t end;
+
+	fake_add_a(c->f1, "www.allowed.test", "203.0.113.10", 300);
+	fake_add_a(c->f1, "x.cdn.test", "203.0.113.11", 300);
+	start_dns(c, fs, 1, 2000, 3000);
+	c->f1->delay_ms = 300; /* the answer is on its way meanwhile */
+	fd = client_udp(c);
+	ql = make_query(q, 7, "www.allowed.test", DNS_TYPE_A, false);
+	assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
+	ql = make_query(q, 8, "x.cdn.test", DNS_TYPE_A, false);
+	assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
+	end = now_ms() + 100;
+	while (now_ms() < end)
+		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	assert_int_equal(c->f1->udp_queries, 2);
+	set_policy(c,
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"*.cdn.test\"}]}");
+	while (n < 0 || ans[1] != 7) {
+		end = now_ms() + 2000;
+		n = -1;
+		while (now_ms() < end && n < 0) {
+			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+			n = recv(fd, ans, sizeof(ans), MSG_DONTWAIT);
+		}
+		assert_true(n > 0);
+		parse_answer(ans, (size_t)n, &p);
+		if (ans[1] == 8)
+			assert_int_equal(p.rcode, DNS_RCODE_NOERROR);
+		else
+			assert_int_equal(p.rcode, DNS_RCODE_NXDOMAIN);
+		parsed_free(&p);
+	}
+	close(fd);
+	/* At most the still-allowed name was learned, never the other. */
+	assert_true(c->ncalls <= 1);
+	if (c->ncalls == 1)
+		assert_string_equal(c->calls[0].qname, "x.cdn.test");
+}
+
 static void
 test_tc_retry_over_tcp_and_udp_truncation(void **state)
 {
@@ -1622,6 +1677,7 @@ main(void)
 	    T(test_tiny_ttl_max_learns_every_hit),
 	    T(test_cache_hit_rechecks_policy),
 	    T(test_policy_swap_while_in_flight),
+	    T(test_tightening_while_in_flight),
 	    T(test_tc_retry_over_tcp_and_udp_truncation),
 	    T(test_upstream_down_servfail_within_timeout),
 	    T(test_failover_to_second_upstream),
