@@ -375,8 +375,10 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 	 * nft round trip can be skipped: this is what makes cache hits cheap.
 	 */
 	if (memo != NULL && memo->tag == tag &&
-	    memo->until_ms >= now + (uint64_t)max_ttl * 1000u)
+	    memo->until_ms >= now + (uint64_t)max_ttl * 1000u) {
+		d->st->dns_learn_memo_skips++;
 		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		d->learn[i].family = rep->addr[i].family;
 		memcpy(d->learn[i].addr, rep->addr[i].addr, 16);
@@ -776,6 +778,7 @@ dns_forward(struct dns *d, const struct dns_origin *o,
 	struct dns_req *r;
 
 	if (d->nreqs >= DNS_INFLIGHT_MAX) {
+		d->st->dns_overload++;
 		dns_log_warn(d, "dns.overload", qname, "inflight_cap", NULL);
 		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
 		return;

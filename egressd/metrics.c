@@ -125,6 +125,17 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 	metrics_counter(o, "egressd_dns_upstream_failures_total",
 	    "Upstream DNS timeouts, refusals and unreachable servers.",
 	    st->dns_upstream_failures);
+	metrics_counter(o, "egressd_dns_upstream_tc_retries_total",
+	    "Truncated (TC=1) upstream answers over UDP, asked again over TCP.",
+	    st->dns_upstream_tc_retries);
+	metrics_counter(o, "egressd_dns_overload_total",
+	    "DNS queries refused (SERVFAIL) because the in-flight cap was "
+	    "reached.",
+	    st->dns_overload);
+	metrics_counter(o, "egressd_dns_learn_memo_skips_total",
+	    "Cache hits whose nft learn was skipped: the addresses were still "
+	    "learned for longer than the answer's TTL.",
+	    st->dns_learn_memo_skips);
 
 	metrics_family(o, "egressd_dns_upstream_duration_seconds", "histogram",
 	    "Round trip time of upstream DNS queries.");

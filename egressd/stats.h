@@ -28,6 +28,8 @@ struct stats {
 	uint64_t dns_cache_hits;
 	uint64_t dns_cache_misses;
 	uint64_t dns_local; /* localhost/own PTR answered locally */
+	uint64_t dns_overload; /* SERVFAIL: DNS_INFLIGHT_MAX queries waiting */
+	uint64_t dns_learn_memo_skips; /* hits whose learn the memo skipped */
 	uint64_t dns_upstream_failures; /* timeouts, refused, unreachable */
 	uint64_t dns_udp_rcvbuf_drops; /* dropped by the kernel: buffer full */
 	uint64_t dns_upstream_tc_retries; /* TC=1 over UDP, asked over TCP */

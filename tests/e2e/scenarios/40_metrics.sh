@@ -15,6 +15,7 @@ egress:
   - {action: allow, target: cname-bad.test}
   - {action: allow, target: rebind.test}
   - {action: allow, target: c.test}
+  - {action: allow, target: huge.test}
 EOF
 )
 tb_start_egressd --policy "$pol" --api-token-file "$TB_DIR/token" \
@@ -50,7 +51,8 @@ tb_expect_eq "build info" 1 "$(val "$TB_DIR/m.before" 'egressd_build_info{versio
 tb_expect_eq "enforcement info" 1 "$(val "$TB_DIR/m.before" 'egressd_enforcement_info{mode="dns+nft"}')"
 
 q a.test A                      # allowed, upstream, learned
-q a.test A                      # cache hit
+q a.test A                      # cache hit, its learn skipped (memo)
+q huge.test A                   # upstream TC=1 over UDP: retried over TCP
 q b.test A                      # denied
 q cname-bad.test A              # CNAME into a denied name
 q rebind.test A                 # private answer stripped
@@ -95,6 +97,9 @@ moved "rebinding strip" egressd_dns_private_answers_stripped_total 1
 moved "cache hit" egressd_dns_cache_hits_total 1
 moved "cache miss" egressd_dns_cache_misses_total 1
 moved "upstream failure" egressd_dns_upstream_failures_total 1
+moved "upstream TC retry over TCP" egressd_dns_upstream_tc_retries_total 1
+moved "learn skipped by the cache memo" egressd_dns_learn_memo_skips_total 1
+tb_expect_eq "no overload" 0 "$(val "$TB_DIR/m.after" egressd_dns_overload_total)"
 moved "upstream latency observed" egressd_dns_upstream_duration_seconds_count 1
 moved "nft batches (learn, PATCH, reload)" egressd_nft_batches_total 3
 moved "addresses learned" egressd_nft_learned_total 1

@@ -851,12 +851,15 @@ test_cache_hit_relearns_when_lease_short(void **state)
 	assert_int_equal(c->calls[0].a[0].ttl, 10);
 	/* 1.5 s later the 10 s lease still outlives a new 8 s answer. */
 	c->fake_ms += 1500;
+	assert_int_equal(c->st.dns_learn_memo_skips, 0);
 	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
 	assert_int_equal(c->ncalls, 1);
+	assert_int_equal(c->st.dns_learn_memo_skips, 1);
 	/* 2.5 s after the learn it would not: learned again. */
 	c->fake_ms += 1000;
 	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
 	assert_int_equal(c->ncalls, 2);
+	assert_int_equal(c->st.dns_learn_memo_skips, 1);
 	/* A new policy snapshot: learned again even within the lease. */
 	set_policy(c,
 	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
@@ -969,6 +972,47 @@ test_policy_swap_while_in_flight(void **state)
 	close(fd);
 	/* c-ares retransmitted after the attempt timeout, or failed over. */
 	assert_true(n > 0);
+}
+
+/*
+ * More queries waiting for upstreams than DNS_INFLIGHT_MAX: the excess is
+ * SERVFAIL at once and counted in dns_overload.
+ */
+static void
+test_inflight_cap_counts_overload(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[512];
+	size_t ql, i, servfail = 0;
+	int fd, j;
+	char name[64];
+
+	start_dns(c, fs, 1, 5000, 5000);
+	c->f1->mode = FAKE_DROP; /* everything stays in flight */
+	fd = client_udp(c);
+	for (i = 0; i < DNS_INFLIGHT_MAX + 40; i++) {
+		snprintf(name, sizeof(name), "q%zu.allowed.test", i);
+		ql = make_query(q, (uint16_t)i, name, DNS_TYPE_A, false);
+		assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
+		/* Keep the resolver's socket buffer from overflowing. */
+		if (i % 16 == 15)
+			for (j = 0; j < 4; j++)
+				event_base_loop(
+				    c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		while (recv(fd, ans, sizeof(ans), MSG_DONTWAIT) >= 12)
+			if ((ans[3] & 0x0f) == DNS_RCODE_SERVFAIL)
+				servfail++;
+	}
+	for (j = 0; j < 50; j++)
+		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	while (recv(fd, ans, sizeof(ans), MSG_DONTWAIT) >= 12)
+		if ((ans[3] & 0x0f) == DNS_RCODE_SERVFAIL)
+			servfail++;
+	close(fd);
+	assert_true(c->st.dns_overload > 0);
+	assert_true(c->st.dns_overload <= 40);
+	assert_int_equal(servfail, c->st.dns_overload);
 }
 
 /*
@@ -1678,6 +1722,7 @@ main(void)
 	    T(test_cache_hit_rechecks_policy),
 	    T(test_policy_swap_while_in_flight),
 	    T(test_tightening_while_in_flight),
+	    T(test_inflight_cap_counts_overload),
 	    T(test_tc_retry_over_tcp_and_udp_truncation),
 	    T(test_upstream_down_servfail_within_timeout),
 	    T(test_failover_to_second_upstream),

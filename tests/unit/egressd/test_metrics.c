@@ -51,6 +51,9 @@ fill(struct stats *st)
 	st->dns_formerr = 2;
 	st->dns_servfail = 1;
 	st->dns_upstream_failures = 7;
+	st->dns_upstream_tc_retries = 71;
+	st->dns_overload = 72;
+	st->dns_learn_memo_skips = 73;
 	for (i = 0; i <= STATS_LAT_BUCKETS; i++)
 		st->dns_upstream_lat_bucket[i] = i + 1;
 	st->dns_upstream_lat_count =
@@ -108,6 +111,9 @@ test_values(void **state)
 	has_line(s, "egressd_dns_queries_total{decision=\"denied\"} 30");
 	has_line(s, "egressd_dns_queries_total{decision=\"cname_denied\"} 4");
 	has_line(s, "egressd_dns_upstream_failures_total 7");
+	has_line(s, "egressd_dns_upstream_tc_retries_total 71");
+	has_line(s, "egressd_dns_overload_total 72");
+	has_line(s, "egressd_dns_learn_memo_skips_total 73");
 	/* Cumulative buckets: 1, 1+2, ..., and +Inf equals the count. */
 	has_line(
 	    s, "egressd_dns_upstream_duration_seconds_bucket{le=\"0.001\"} 1");
