@@ -22,6 +22,7 @@
 #include "egressd/dns_cache.h"
 #include "egressd/dns_rewrite.h"
 #include "egressd/dns_wire.h"
+#include "egressd/log_agg.h"
 
 #define DNS_MAGIC 0x444e5352u /* "DNSR" */
 #define DNS_UDP_MAGIC 0x444e5544u /* "DNUD" */
@@ -133,7 +134,9 @@ struct dns {
 	struct dns_req *reqs;
 	size_t nreqs;
 
-	struct log_limiter deny_lim, warn_lim;
+	struct log_agg deny_agg; /* dns.deny lines, per-name aggregated */
+	struct event *deny_flush;
+	struct log_limiter warn_lim;
 
 	/* Scratch for the hot path (one query at a time). */
 	struct dns_msg *scratch;
@@ -281,11 +284,26 @@ dns_addr_allowed_cb(void *arg, int family, const uint8_t *addr)
 	return policy_addr_operator_allowed(p, family, addr);
 }
 
+/* One dns.deny line; count = the denials of that name it stands for. */
+static void
+dns_deny_emit_cb(void *arg, const struct log_agg_rec *r, uint64_t count)
+{
+	struct dns *d = arg;
+
+	log_info(d->lg, "dns.deny", LOG_S("name", r->name),
+	    LOG_U("qtype", r->qtype), LOG_S("reason", r->reason),
+	    r->denied[0] != '\0' ? LOG_S("denied", r->denied) : LOG_BEGIN_,
+	    r->rule[0] != '\0' ? LOG_S("rule", r->rule) : LOG_BEGIN_,
+	    LOG_U("count", count));
+}
+
 static void
 dns_log_deny(struct dns *d, const char *qname, uint16_t qtype,
     const char *reason, const char *denied, const struct policy_rule *rule)
 {
+	struct log_agg_rec rec;
 	struct policy *pol;
+	uint64_t count;
 
 	/* log_skip.always: expected denials, neither logged nor notified. */
 	pol = d->h.policy_get != NULL ? d->h.policy_get(d->h.arg) : NULL;
@@ -293,12 +311,30 @@ dns_log_deny(struct dns *d, const char *qname, uint16_t qtype,
 		return;
 	if (d->h.on_deny != NULL)
 		d->h.on_deny(d->h.arg, qname, reason);
-	if (!log_limiter_allow(&d->deny_lim, qname, dns_now(d)))
-		return;
-	log_info(d->lg, "dns.deny", LOG_S("name", qname), LOG_U("qtype", qtype),
-	    LOG_S("reason", reason),
-	    denied != NULL ? LOG_S("denied", denied) : LOG_BEGIN_,
-	    rule != NULL ? LOG_S("rule", rule->display) : LOG_BEGIN_);
+	/*
+	 * Rate-limited per name, never dropped by name: what the limit
+	 * holds back is written by the next flush (dns_deny_flush_cb).
+	 */
+	log_agg_rec_set(&rec, qname, qtype, reason, denied,
+	    rule != NULL ? rule->display : NULL);
+	if (log_agg_event(&d->deny_agg, &rec, dns_now(d), &count))
+		dns_deny_emit_cb(d, &rec, count);
+}
+
+static void
+dns_deny_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns *d = arg;
+	struct log_agg_summary sum;
+
+	(void)fd;
+	(void)what;
+	if (d == NULL || d->magic != DNS_MAGIC)
+		abort();
+	log_agg_flush(&d->deny_agg, dns_now(d), dns_deny_emit_cb, d, &sum);
+	if (sum.names > 0 || sum.events > 0)
+		log_warn(d->lg, "dns.deny_summary", LOG_S("reason", "flood"),
+		    LOG_U("names", sum.names), LOG_U("events", sum.events));
 }
 
 static void
@@ -322,9 +358,15 @@ dns_log_warn(struct dns *d, const char *ev, const char *qname,
 static uint64_t
 dns_policy_tag(const struct policy *p)
 {
-	uint64_t t = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+	/*
+	 * Pointer and revision both count: a new snapshot may get the old
+	 * one's address. (x ^ (rev + 1)) | 1 made revisions 2k-1 and 2k the
+	 * same tag.
+	 */
+	uint64_t t = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull +
+	    (p->revision + 1) * 0xc2b2ae3d27d4eb4full;
 
-	return (t ^ (p->revision + 1)) | 1; /* never 0 ("no memo") */
+	return t != 0 ? t : 1; /* never 0 ("no memo") */
 }
 
 static void dns_req_link(struct dns *d, struct dns_req *r);
@@ -1474,15 +1516,23 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 	    o->tcp_inflight_max ? o->tcp_inflight_max : DNS_TCP_INFLIGHT_MAX;
 	d->resolv_conf = strdup(
 	    o->resolv_conf != NULL ? o->resolv_conf : DNS_RESOLV_CONF_DEFAULT);
-	log_limiter_init(&d->deny_lim, DNS_DENY_LOG_RATE, DNS_DENY_LOG_BURST,
+	log_agg_init(&d->deny_agg, DNS_DENY_LOG_RATE, DNS_DENY_LOG_BURST,
 	    DNS_DENY_LOG_DEDUP_MS);
 	log_limiter_init(&d->warn_lim, DNS_DENY_LOG_RATE, DNS_DENY_LOG_BURST,
 	    DNS_DENY_LOG_DEDUP_MS);
 	d->scratch = dns_msg_new();
 	d->reaper = event_new(base, -1, 0, dns_reaper_cb, d);
-	if (d->resolv_conf == NULL || d->scratch == NULL || d->reaper == NULL) {
+	d->deny_flush = event_new(base, -1, EV_PERSIST, dns_deny_flush_cb, d);
+	if (d->resolv_conf == NULL || d->scratch == NULL || d->reaper == NULL ||
+	    d->deny_flush == NULL) {
 		err_set(e, "out of memory");
 		goto out_free;
+	}
+	{
+		struct timeval tv = {DNS_DENY_LOG_FLUSH_MS / 1000,
+		    (DNS_DENY_LOG_FLUSH_MS % 1000) * 1000};
+
+		event_add(d->deny_flush, &tv);
 	}
 	if (!o->cache_disable) {
 		d->cache = dns_cache_new(o->cache_entries_max,
@@ -1609,6 +1659,11 @@ dns_free(struct dns *d)
 	if (d->reaper != NULL) {
 		dns_reaper_cb(-1, 0, d);
 		event_free(d->reaper);
+	}
+	if (d->deny_flush != NULL) {
+		/* What the rate limit still holds is written, not lost. */
+		dns_deny_flush_cb(-1, 0, d);
+		event_free(d->deny_flush);
 	}
 	dns_cache_free(d->cache);
 	dns_msg_free(d->scratch);

@@ -53,6 +53,7 @@ struct event_base;
 #define DNS_DENY_LOG_RATE 20 /* dns.deny lines per second */
 #define DNS_DENY_LOG_BURST 100
 #define DNS_DENY_LOG_DEDUP_MS 10000 /* same name logged once per */
+#define DNS_DENY_LOG_FLUSH_MS 1000 /* held dns.deny lines written (log_agg) */
 /*
  * Learned leases and the TTLs clients see. Answers are clamped to the
  * lease maximum minus DNS_LEARN_SLACK_S, and addresses are learned for

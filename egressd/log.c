@@ -428,16 +428,18 @@ log_limiter_init(struct log_limiter *l, uint32_t rate_per_sec, uint32_t burst,
 bool
 log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
 {
-	if (key != NULL && l->window_ms > 0) {
-		uint64_t h = log_hash(key);
-		size_t slot = h % LOG_DEDUP_SLOTS;
+	uint64_t h = 0;
+	size_t slot = 0;
+	bool dedup = key != NULL && l->window_ms > 0;
+
+	if (dedup) {
+		h = log_hash(key);
+		slot = h % LOG_DEDUP_SLOTS;
 		if (l->slots[slot].hash == h &&
 		    now_ms - l->slots[slot].seen_ms < l->window_ms) {
 			l->suppressed++;
 			return false;
 		}
-		l->slots[slot].hash = h;
-		l->slots[slot].seen_ms = now_ms;
 	}
 	if (now_ms > l->last_ms) {
 		l->tokens +=
@@ -447,9 +449,17 @@ log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
 	}
 	l->last_ms = now_ms;
 	if (l->tokens < 1.0) {
+		/*
+		 * Not logged: not "seen" either, or a key refused during a
+		 * flood would stay silent for its whole window.
+		 */
 		l->suppressed++;
 		return false;
 	}
 	l->tokens -= 1.0;
+	if (dedup) {
+		l->slots[slot].hash = h;
+		l->slots[slot].seen_ms = now_ms;
+	}
 	return true;
 }
