@@ -133,34 +133,102 @@ webhook_queue_init(struct webhook_queue *q)
 	memset(q, 0, sizeof(*q));
 }
 
+static struct webhook_event *
+webhook_queue_append(struct webhook_queue *q, uint64_t now_ms, uint64_t wall_ms)
+{
+	struct webhook_event *ev;
+
+	ev = &q->ev[(q->head + q->len) % WEBHOOK_QUEUE_MAX];
+	memset(ev, 0, sizeof(*ev));
+	ev->created_ms = wall_ms;
+	ev->not_before_ms = now_ms;
+	q->len++;
+	return ev;
+}
+
+/* Queues the summary of what was collapsed, when there is room. */
+static void
+webhook_queue_summarise(struct webhook_queue *q, uint64_t now_ms)
+{
+	struct webhook_event *ev;
+
+	if (q->sum.names == 0 || q->len == WEBHOOK_QUEUE_MAX)
+		return;
+	ev = webhook_queue_append(q, now_ms, q->sum.wall_ms);
+	(void)snprintf(ev->name, sizeof(ev->name), "%s", WEBHOOK_SUMMARY_NAME);
+	(void)snprintf(ev->reason, sizeof(ev->reason), "flood");
+	ev->names = q->sum.names;
+	ev->count = q->sum.events;
+	memset(&q->sum, 0, sizeof(q->sum));
+	q->enqueued++;
+}
+
+/*
+ * Full queue: the oldest event not being sent goes into the summary, and
+ * its name may be reported again (its dedup mark is lifted).
+ */
+static void
+webhook_queue_collapse(struct webhook_queue *q, uint64_t wall_ms)
+{
+	size_t k = q->inflight ? 1 : 0, at = (q->head + k) % WEBHOOK_QUEUE_MAX;
+	struct webhook_event *ev = &q->ev[at];
+	size_t slot = ev->hash % WEBHOOK_DEDUP_SLOTS;
+
+	if (q->sum.names == 0)
+		q->sum.wall_ms = wall_ms;
+	q->sum.names += ev->names != 0 ? ev->names : 1;
+	q->sum.events += ev->count;
+	if (ev->names == 0 && q->dedup[slot].hash == ev->hash)
+		q->dedup[slot].hash = 0;
+	if (k == 1) /* the event in flight moves up into the freed slot */
+		q->ev[at] = q->ev[q->head];
+	q->head = (q->head + 1) % WEBHOOK_QUEUE_MAX;
+	q->len--;
+	q->collapsed++;
+}
+
 bool
 webhook_queue_push(struct webhook_queue *q, const char *name,
     const char *reason, uint64_t now_ms, uint64_t wall_ms)
 {
 	uint64_t h = webhook_hash(name);
-	size_t slot = h % WEBHOOK_DEDUP_SLOTS;
+	size_t slot = h % WEBHOOK_DEDUP_SLOTS, k;
 	struct webhook_event *ev;
 
+	/* Waiting already (not being sent): one more denial of it. */
+	for (k = q->inflight ? 1 : 0; k < q->len; k++) {
+		ev = &q->ev[(q->head + k) % WEBHOOK_QUEUE_MAX];
+		if (ev->names == 0 && ev->hash == h &&
+		    strcmp(ev->name, name) == 0) {
+			ev->count++;
+			q->aggregated++;
+			return false;
+		}
+	}
 	if (q->dedup[slot].hash == h &&
 	    now_ms - q->dedup[slot].seen_ms < WEBHOOK_DEDUP_MS) {
 		q->deduplicated++;
 		return false;
 	}
-	if (q->len == WEBHOOK_QUEUE_MAX) {
-		q->dropped_full++;
-		return false;
-	}
+	if (q->len == WEBHOOK_QUEUE_MAX)
+		webhook_queue_collapse(q, wall_ms);
 	q->dedup[slot].hash = h;
 	q->dedup[slot].seen_ms = now_ms;
-	ev = &q->ev[(q->head + q->len) % WEBHOOK_QUEUE_MAX];
-	memset(ev, 0, sizeof(*ev));
+	ev = webhook_queue_append(q, now_ms, wall_ms);
 	(void)snprintf(ev->name, sizeof(ev->name), "%s", name);
 	(void)snprintf(ev->reason, sizeof(ev->reason), "%s", reason);
-	ev->created_ms = wall_ms;
-	ev->not_before_ms = now_ms;
-	q->len++;
+	ev->hash = h;
+	ev->count = 1;
 	q->enqueued++;
+	webhook_queue_summarise(q, now_ms);
 	return true;
+}
+
+void
+webhook_queue_begin(struct webhook_queue *q)
+{
+	if (q->len > 0)
+		q->inflight = true;
 }
 
 struct webhook_event *
@@ -200,6 +268,7 @@ webhook_queue_done(
 {
 	struct webhook_event *ev;
 
+	q->inflight = false;
 	if (q->len == 0)
 		return;
 	ev = &q->ev[q->head];
@@ -213,6 +282,7 @@ webhook_queue_done(
 	} else
 		ev->not_before_ms = now_ms +
 		    ((uint64_t)WEBHOOK_RETRY_BASE_MS << (ev->attempts - 1));
+	webhook_queue_summarise(q, now_ms);
 }
 
 /* ---- runtime ------------------------------------------------------- */
@@ -341,10 +411,14 @@ webhook_request(
 
 	gmtime_r(&secs, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	j = json_pack("{s:s, s:s, s:s, s:s}", "hostname", ev->name, "reason",
-	    ev->reason, "timestamp", ts, "source", "egressd");
+	j = json_pack("{s:s, s:s, s:s, s:s, s:I}", "hostname", ev->name,
+	    "reason", ev->reason, "timestamp", ts, "source", "egressd", "count",
+	    (json_int_t)ev->count);
 	if (j == NULL)
 		return -1;
+	if (ev->names != 0)
+		json_object_set_new(
+		    j, "names", json_integer((json_int_t)ev->names));
 	if (w->sandbox_id != NULL)
 		json_object_set_new(j, "sandboxId", json_string(w->sandbox_id));
 	body = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -447,8 +521,10 @@ webhook_kick(struct webhook *w)
 	if (w->state != WEBHOOK_IDLE)
 		return;
 	while ((ev = webhook_queue_due(&w->q, now)) != NULL) {
-		if (webhook_start(w, ev) == 0)
+		if (webhook_start(w, ev) == 0) {
+			webhook_queue_begin(&w->q);
 			return;
+		}
 		log_warn(w->log, "webhook.failed", LOG_S("name", ev->name),
 		    LOG_S("reason", "socket"));
 		webhook_queue_done(&w->q, false, true, now);

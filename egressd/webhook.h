@@ -2,11 +2,16 @@
  * webhook: the deny webhook (OPENSANDBOX_EGRESS_DENY_WEBHOOK).
  *
  * Every denied name is offered to webhook_notify(); it never blocks and
- * never fails the caller. Events are deduplicated (the same name within
- * WEBHOOK_DEDUP_MS is sent once), queued in a bounded ring (overflow is
- * counted and dropped, oldest kept), and delivered one at a time as
+ * never fails the caller. Events are aggregated per name: a name already
+ * waiting in the queue only counts up ("count"), and one sent within
+ * WEBHOOK_DEDUP_MS is not sent again. The queue is a bounded ring; when
+ * it is full the oldest waiting event (never the one being sent) is
+ * collapsed into a summary and the new name is queued, so a flood of
+ * distinct names cannot keep a later real one out: the flood ends up as
+ * one summary event {"hostname":"*","reason":"flood","names":N,
+ * "count":M} queued as soon as there is room. Delivery is one at a time:
  *   POST <url>  Content-Type: application/json
- *   {"hostname":"evil.test","sandboxId":"…","reason":"policy",
+ *   {"hostname":"evil.test","sandboxId":"…","reason":"policy","count":1,
  *    "timestamp":"2026-12-02T20:00:00Z","source":"egressd"}
  * over a fresh connection (Connection: close) from a socket carrying
  * egressd's SO_MARK, so the nft filter treats it as egressd's own traffic.
@@ -38,6 +43,7 @@
 #define WEBHOOK_NAME_MAX 255
 #define WEBHOOK_URL_MAX 2048
 #define WEBHOOK_RESPONSE_HEAD_MAX 4096
+#define WEBHOOK_SUMMARY_NAME "*" /* hostname of a flood summary event */
 
 struct event_base;
 struct log;
@@ -63,6 +69,9 @@ int webhook_parse_status(const char *buf, size_t len);
 struct webhook_event {
 	char name[WEBHOOK_NAME_MAX + 1];
 	char reason[32];
+	uint64_t hash; /* of name */
+	uint64_t count; /* denials this event stands for */
+	uint64_t names; /* summary: distinct names collapsed; 0: one name */
 	uint64_t created_ms; /* wall clock ms, for the timestamp */
 	unsigned attempts;
 	uint64_t not_before_ms; /* monotonic ms of the next try */
@@ -71,16 +80,27 @@ struct webhook_event {
 struct webhook_queue {
 	struct webhook_event ev[WEBHOOK_QUEUE_MAX];
 	size_t head, len;
+	bool inflight; /* the head event is being sent */
 	struct {
 		uint64_t hash, seen_ms;
 	} dedup[WEBHOOK_DEDUP_SLOTS];
-	uint64_t enqueued, deduplicated, dropped_full, delivered, failed;
+	struct {
+		uint64_t names, events, wall_ms;
+	} sum; /* collapsed, not yet queued as a summary event */
+	uint64_t enqueued, deduplicated, aggregated, collapsed, delivered,
+	    failed;
 };
 
 void webhook_queue_init(struct webhook_queue *q);
-/* false when deduplicated or the queue is full (counted either way). */
+/*
+ * false when the name was aggregated into a waiting event or
+ * deduplicated (counted either way); true when queued (which on a full
+ * queue collapses the oldest waiting event into the summary).
+ */
 bool webhook_queue_push(struct webhook_queue *q, const char *name,
     const char *reason, uint64_t now_ms, uint64_t wall_ms);
+/* The head event goes out now: it is neither collapsed nor aggregated. */
+void webhook_queue_begin(struct webhook_queue *q);
 /* The head event when due at now_ms, else NULL (borrowed). */
 struct webhook_event *webhook_queue_due(
     struct webhook_queue *q, uint64_t now_ms);

@@ -70,28 +70,36 @@ test_queue_dedup_full_backoff(void **state)
 	struct webhook_event *ev;
 	char name[32];
 	int i;
+	const uint64_t t = 1000 + WEBHOOK_DEDUP_MS;
 	(void)state;
 
 	webhook_queue_init(&q);
 	assert_true(webhook_queue_push(&q, "evil.test", "policy", 1000, 5));
+	/* Still waiting: one more denial of the same event. */
 	assert_false(webhook_queue_push(&q, "evil.test", "policy", 2000, 5));
+	assert_int_equal(q.aggregated, 1);
+	assert_int_equal(q.len, 1);
+	assert_int_equal(webhook_queue_due(&q, 2000)->count, 2);
+	/* Sent: the same name within the window is not sent again. */
+	webhook_queue_begin(&q);
+	webhook_queue_done(&q, true, false, 2000);
+	assert_false(webhook_queue_push(&q, "evil.test", "policy", 3000, 5));
 	assert_int_equal(q.deduplicated, 1);
 	/* After the window the same name is news again. */
-	assert_true(webhook_queue_push(
-	    &q, "evil.test", "policy", 1000 + WEBHOOK_DEDUP_MS, 5));
+	assert_true(webhook_queue_push(&q, "evil.test", "policy", t, 5));
+	assert_true(webhook_queue_push(&q, "other.test", "policy", t, 5));
 	assert_int_equal(q.len, 2);
 
 	/* Retry with exponential backoff, then give up. */
-	ev = webhook_queue_due(&q, 1000);
+	ev = webhook_queue_due(&q, t);
 	assert_non_null(ev);
-	webhook_queue_done(&q, false, true, 1000);
-	assert_null(webhook_queue_due(&q, 1000 + WEBHOOK_RETRY_BASE_MS - 1));
-	assert_int_equal(
-	    webhook_queue_wait_ms(&q, 1000), WEBHOOK_RETRY_BASE_MS);
-	assert_non_null(webhook_queue_due(&q, 1000 + WEBHOOK_RETRY_BASE_MS));
-	webhook_queue_done(&q, false, true, 2000);
+	webhook_queue_done(&q, false, true, t);
+	assert_null(webhook_queue_due(&q, t + WEBHOOK_RETRY_BASE_MS - 1));
+	assert_int_equal(webhook_queue_wait_ms(&q, t), WEBHOOK_RETRY_BASE_MS);
+	assert_non_null(webhook_queue_due(&q, t + WEBHOOK_RETRY_BASE_MS));
+	webhook_queue_done(&q, false, true, t + 1000);
 	assert_null(
-	    webhook_queue_due(&q, 2000 + 2 * WEBHOOK_RETRY_BASE_MS - 1));
+	    webhook_queue_due(&q, t + 1000 + 2 * WEBHOOK_RETRY_BASE_MS - 1));
 	for (i = 2; i < WEBHOOK_ATTEMPTS; i++)
 		webhook_queue_done(&q, false, true, 100000);
 	assert_int_equal(q.failed, 1);
@@ -102,15 +110,70 @@ test_queue_dedup_full_backoff(void **state)
 	assert_int_equal(q.len, 0);
 	assert_int_equal(webhook_queue_wait_ms(&q, 0), -1);
 
-	/* Bounded: overflow is counted, never grows. */
+	/* Bounded: a full queue collapses its oldest into a summary. */
 	for (i = 0; i < WEBHOOK_QUEUE_MAX + 10; i++) {
 		snprintf(name, sizeof(name), "n%d.test", i);
-		webhook_queue_push(&q, name, "policy", 500000, 5);
+		assert_true(webhook_queue_push(&q, name, "policy", 500000, 5));
 	}
 	assert_int_equal(q.len, WEBHOOK_QUEUE_MAX);
-	assert_int_equal(q.dropped_full, 10);
-	webhook_queue_done(&q, true, false, 0);
-	assert_int_equal(q.delivered, 1);
+	assert_int_equal(q.collapsed, 10);
+	assert_string_equal(webhook_queue_due(&q, 500000)->name, "n10.test");
+	/* A collapsed name is not "sent": reported again if it comes back. */
+	assert_true(webhook_queue_push(&q, "n0.test", "policy", 500001, 5));
+	webhook_queue_begin(&q);
+	webhook_queue_done(&q, true, false, 500002);
+	assert_int_equal(q.delivered, 2);
+	/* Room again: the summary is queued, behind every named event. */
+	assert_int_equal(q.len, WEBHOOK_QUEUE_MAX);
+	ev = &q.ev[(q.head + q.len - 1) % WEBHOOK_QUEUE_MAX];
+	assert_string_equal(ev->name, WEBHOOK_SUMMARY_NAME);
+	assert_string_equal(ev->reason, "flood");
+	assert_int_equal(ev->names, 11);
+	assert_int_equal(ev->count, 11);
+}
+
+/*
+ * The flood then the real name (issue #16 item 17): while the head is
+ * being sent, 5000 distinct names, then the real one. The real one is
+ * queued (never dropped), the event being sent is untouched, and the
+ * flood is one summary with its count.
+ */
+static void
+test_queue_flood_keeps_real_name(void **state)
+{
+	static struct webhook_queue q;
+	char name[32];
+	size_t i, k;
+	bool real = false;
+	uint64_t names = 0;
+	(void)state;
+
+	webhook_queue_init(&q);
+	assert_true(webhook_queue_push(&q, "first.test", "policy", 1000, 5));
+	webhook_queue_begin(&q);
+	for (i = 0; i < 5000; i++) {
+		snprintf(name, sizeof(name), "x%zu.exfil.test", i);
+		webhook_queue_push(&q, name, "policy", 1000, 5);
+	}
+	assert_true(webhook_queue_push(&q, "real.evil.test", "cname", 1001, 5));
+	assert_int_equal(q.len, WEBHOOK_QUEUE_MAX);
+	assert_string_equal(q.ev[q.head].name, "first.test");
+	for (k = 0; k < q.len; k++)
+		real |= strcmp(q.ev[(q.head + k) % WEBHOOK_QUEUE_MAX].name,
+		            "real.evil.test") == 0;
+	assert_true(real);
+	/* Drain: every event is sent; the summary counts the rest. */
+	while (q.len > 0) {
+		struct webhook_event *ev = webhook_queue_due(&q, 2000);
+
+		assert_non_null(ev);
+		if (strcmp(ev->name, WEBHOOK_SUMMARY_NAME) == 0)
+			names += ev->names;
+		webhook_queue_begin(&q);
+		webhook_queue_done(&q, true, false, 2000);
+	}
+	assert_int_equal(names, 5000 - (WEBHOOK_QUEUE_MAX - 2));
+	assert_int_equal(q.delivered, 1 + 5000 + 1 - names + 1);
 }
 
 /* An in-process receiver: first answer 503, then 204. */
@@ -206,6 +269,7 @@ main(void)
 	    cmocka_unit_test(test_parse_url),
 	    cmocka_unit_test(test_parse_status),
 	    cmocka_unit_test(test_queue_dedup_full_backoff),
+	    cmocka_unit_test(test_queue_flood_keeps_real_name),
 	    cmocka_unit_test(test_delivery_with_retry),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
