@@ -269,9 +269,10 @@ int nft_send_batch(struct nft *n, struct nft_batch *b, struct err *e);
 size_t nft_expire_tick(struct nft *n);
 
 /*
- * Long-lived connections: dumps conntrack (ctnetlink) for unmarked flows
- * whose original destination is a learned address expiring within
- * window_s and refreshes those elements (to ttl_max) in one batch.
+ * Long-lived connections: dumps conntrack (ctnetlink) for flows this
+ * namespace started that really go to a learned address expiring within
+ * window_s (not DNAT-ed to egressd, reply from that address, not ct-marked
+ * as egressd's own) and refreshes those elements in one batch.
  * *renewed (may be NULL) gets the count. Call from a timer.
  */
 int nft_renew_live(

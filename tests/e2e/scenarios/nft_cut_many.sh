@@ -109,6 +109,9 @@ cut=$(printf '%s\n' "$line" | grep '"ev":"nft.flows_cut"' |
     sed -n 's/.*"cut":\([0-9]*\).*/\1/p')
 tb_check "one nft.flows_cut for the update, cut ${cut:-?} >= $N" \
     test "${cut:-0}" -ge "$N"
+passes=$(printf '%s\n' "$line" | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')
+tb_check "in passes of at most 4096: ${passes:-?} (the later ones as event-loop slices)" \
+    test "${passes:-0}" -ge 2
 tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" nft.flows_cut_failed
 tb_sandbox touch "$go"
 tb_check "the sandbox tried every socket again" tb_wait_line "$out" '^sent ' 60
