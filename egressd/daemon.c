@@ -426,6 +426,11 @@ egressd_start_nft(struct egressd *d, struct err *e)
 	}
 	log_info(d->log, "nft.applied", LOG_U("revision", d->policy->revision),
 	    LOG_S("trigger", "start"));
+	if (nft_learned_cap(d->nft) < d->cfg->learned_max)
+		log_warn(d->log, "nft.learned_size",
+		    LOG_U("want", d->cfg->learned_max),
+		    LOG_U("kernel", nft_learned_cap(d->nft)),
+		    LOG_S("reason", "kernel_kept_set_size"));
 	/* Before the resolver binds: the check binds the port itself. */
 	if (nft_selfcheck(d->nft, -1, e) == -1) {
 		err_prefix(e, "nft self-check");
