@@ -513,6 +513,11 @@ egressd_start_nft(struct egressd *d, struct err *e)
 	}
 	log_info(d->log, "nft.applied", LOG_U("revision", d->policy->revision),
 	    LOG_S("trigger", "start"));
+	if (nft_learned_cap(d->nft) < d->cfg->learned_max)
+		log_warn(d->log, "nft.learned_size",
+		    LOG_U("want", d->cfg->learned_max),
+		    LOG_U("kernel", nft_learned_cap(d->nft)),
+		    LOG_S("reason", "kernel_kept_set_size"));
 	/* flows from before this start (a restart, a policy file changed
 	 * while egressd was down) meet the policy in force too */
 	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {

@@ -673,6 +673,59 @@ null_cb(const struct nlmsghdr *nlh, void *arg)
 	return MNL_CB_OK;
 }
 
+static int
+set_size_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	uint32_t *size = arg;
+
+	if (s == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_set_nlmsg_parse(nlh, s) == 0 &&
+	    nftnl_set_is_set(s, NFTNL_SET_DESC_SIZE))
+		*size = nftnl_set_get_u32(s, NFTNL_SET_DESC_SIZE);
+	nftnl_set_free(s);
+	return MNL_CB_OK;
+}
+
+/*
+ * The size the kernel gives a learned set (0: unknown). A kernel that
+ * cannot resize an adopted set keeps its old size: the cap follows it,
+ * so eviction still keeps every add within the kernel's limit.
+ */
+static void
+learned_size_check(struct nft *n)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nftnl_set *s;
+	struct nlmsghdr *nlh;
+	struct err e;
+	uint32_t size = 0;
+	int f;
+
+	for (f = 4; f <= 6; f += 2) {
+		s = nftnl_set_alloc();
+		if (s == NULL)
+			return;
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+		nftnl_set_set_str(s, NFTNL_SET_NAME,
+		    f == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6);
+		nlh = nftnl_nlmsg_build_hdr(
+		    buf, NFT_MSG_GETSET, NFPROTO_INET, NLM_F_ACK, 0);
+		nftnl_set_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		size = 0;
+		if (nft_request(n, nlh, set_size_cb, &size, &e, "get set") <
+		        0 ||
+		    size == 0)
+			continue;
+		if (size / NFT_LEARNED_SLACK < n->cap)
+			n->cap = size / NFT_LEARNED_SLACK > 0
+			    ? size / NFT_LEARNED_SLACK
+			    : 1;
+	}
+}
+
 /* 1 = our table exists, 0 = not, -1 = error. */
 static int
 table_exists(struct nft *n, struct err *e)
@@ -953,6 +1006,8 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 	if (n->ttl_max < n->ttl_min)
 		n->ttl_max = n->ttl_min;
 	n->applied = true;
+	n->cap = n->o.learned_max;
+	learned_size_check(n);
 	stats_gauge(n);
 	rc = 0;
 out:

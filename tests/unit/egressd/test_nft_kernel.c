@@ -702,6 +702,11 @@ test_learn_evicts(void **state)
 	if (!have_netns)
 		skip();
 	memset(&st, 0, sizeof(st));
+	/* an adopted set declared with another size gets this one */
+	assert_int_equal(system("nft add table inet egressd && nft add set "
+	                        "inet egressd learned4 '{ type ipv4_addr; "
+	                        "flags timeout; size 8; }'"),
+	    0);
 	nft_opts_init(&o);
 	o.learned_max = 16;
 	n = nft_new(&o, &st, &e);
@@ -710,6 +715,9 @@ test_learn_evicts(void **state)
 	s = run("nft list set inet egressd learned4");
 	assert_non_null(strstr(s, "size 32")); /* twice the knob */
 	free(s);
+	/* the kernel took the size: the cap is the knob (a kernel keeping
+	 * 8 would make it 4) */
+	assert_int_equal(nft_learned_cap(n), 16);
 	for (i = 1; i <= 40; i++) {
 		snprintf(a, sizeof(a), "198.51.100.%d", 100 + i);
 		learn1(n, 4, a, 60, "a.example");
