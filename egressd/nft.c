@@ -1654,7 +1654,11 @@ nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 	}
 	if (check_addrs(a, n_addrs, e) < 0)
 		return 0;
-	if (n->open != NULL && n->open->nu + n_addrs > NFT_LEARN_TXN_MAX)
+	/* A transaction never holds more than a set: the kernel's room
+	 * (NFT_LEARNED_SLACK times the cap) then always fits it. */
+	if (n->open != NULL && n->open->nu > 0 &&
+	    (n->open->nu + n_addrs > NFT_LEARN_TXN_MAX ||
+	        n->open->nu + n_addrs > n->cap))
 		learn_flush(n);
 	if (n->open == NULL && (n->open = txn_new()) == NULL)
 		goto out_nomem;
