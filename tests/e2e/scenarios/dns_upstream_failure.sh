@@ -26,7 +26,9 @@ TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_LOG_LEVEL=debug
 tb_start_egressd --policy "$pol" --dns-upstream "$TB_DNS1_IP4" \
     --dns-upstream "$TB_DNS2_IP4"
 
-ms() { echo $(($(date +%s%N) / 1000000)); }
+# dig's own "Query time" (sent to answered): no process start-up in it,
+# which on a loaded machine alone can take hundreds of milliseconds.
+qtime() { sed -n 's/^;; Query time: \([0-9]*\) msec.*/\1/p' <<<"$1"; }
 
 tb_expect_eq "both upstreams up: answered" "203.0.113.10" \
     "$(tb_sandbox dig +short +time=3 +tries=1 a.test A)"
@@ -35,12 +37,12 @@ tb_assert_dns_query dns1 'a\.test'
 # dns1 goes silent: the next query is hedged to dns2 after dns1's RTO
 # (at most one attempt, 400 ms), well inside the 2 s budget.
 tb_dns_blackhole dns1 on
-t0=$(ms)
-got=$(tb_sandbox dig +short +time=4 +tries=1 www.a.test A)
-t1=$(ms)
-tb_expect_eq "silent first upstream: failover answers" "203.0.113.10" "$got"
-tb_expect_match "within the budget (took $((t1 - t0)) ms)" '^1$' \
-    "$(( t1 - t0 < 2000 ))"
+out=$(tb_sandbox dig +time=4 +tries=1 www.a.test A)
+qt=$(qtime "$out")
+tb_expect_match "silent first upstream: failover answers" \
+    "IN[[:space:]]+A[[:space:]]+203\.0\.113\.10" "$out"
+tb_expect_match "within the budget (dig: ${qt:-?} ms)" '^1$' \
+    "$(( ${qt:-99999} < 2000 ))"
 tb_assert_dns_query dns2 'www\.a\.test'
 # A second failure in a row marks it down (one lost packet does not);
 # a hedged attempt fails when it runs out of time (the 2 s attempt
@@ -70,15 +72,11 @@ tb_check "probe marks the first upstream up again" \
 # Everything down: SERVFAIL within the budget, over UDP and TCP.
 tb_dns_blackhole dns1 on
 tb_dns_stop dns2
-t0=$(ms)
 out=$(tb_sandbox dig +time=5 +tries=1 c.test A)
-t1=$(ms)
+qt=$(qtime "$out")
 tb_expect_match "all upstreams down: SERVFAIL" "status: SERVFAIL" "$out"
-# The SERVFAIL itself proves egressd answered before dig's 5 s; the bound
-# below only says "not at the client's timeout": the wall clock includes
-# starting dig, seconds on a loaded machine, so it is no test of the 2 s.
-tb_expect_match "before the client gave up (took $((t1 - t0)) ms)" '^1$' \
-    "$(( t1 - t0 < 4500 ))"
+tb_expect_match "within the 2 s budget (dig: ${qt:-?} ms)" '^1$' \
+    "$(( ${qt:-99999} < 2600 ))"
 tb_expect_match "over TCP as well" "status: SERVFAIL" \
     "$(tb_sandbox dig +tcp +time=5 +tries=1 b.test AAAA)"
 tb_assert_log "$TB_EGRESSD_LOG" dns.servfail name=c.test reason=upstream
