@@ -169,6 +169,31 @@ for t in ("dnsmasq", "egressd", "egressd-redir"):
         t, " ".join("%.0f" % f for f in firsts),
         statistics.median(firsts), max(firsts), sent, refused, lost))
     worst[t] = (max(firsts), lost)
+# Where egressd's start goes: its log lines, ms after exec (median).
+import datetime
+evs = ("policy.loaded", "dns.start", "nft.applied", "nft.selfcheck_passed",
+       "egressd.ready")
+log = []
+for line in open(d + "/egressd.log"):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    ts = datetime.datetime.strptime(j["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    ts = ts.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000.0
+    log.append((ts, j["ev"]))
+phase = {e: [] for e in evs}
+for t in ("egressd", "egressd-redir"):
+    for n in range(1, rounds + 1):
+        x = json.load(open("%s/%s.%d.json" % (d, t, n)))["exec_unix_ms"]
+        for e in evs:
+            ts = [a for a, b in log if b == e and a >= x - 1]
+            if ts:
+                phase[e].append(min(ts) - x)
+print("egressd log, ms after exec (median of %d starts, 1 ms log "
+      "resolution): %s" % (2 * rounds, ", ".join(
+          "%s %.0f" % (e, statistics.median(v)) for e, v in phase.items()
+          if v)))
 for t in ("egressd", "egressd-redir"):
     f, l = worst[t]
     print("%-14s exec -> first answer, worst %.1f ms (target < 100): %s;"

@@ -122,6 +122,7 @@ def main():
         now = time.monotonic()
         if child is None and a.cmd and now - t0 >= a.exec_after_ms / 1000.0:
             t_exec = time.monotonic()
+            t_exec_wall = time.time()
             child = subprocess.Popen(a.cmd, stdin=subprocess.DEVNULL)
         if sending:
             if (counts["sent"] >= a.max_queries or
@@ -200,6 +201,7 @@ def main():
     out["first_rcode_ms"] = {k: rel(v[1]) for k, v in first_rcode.items()}
     if child is not None:
         out["exec_after_ms"] = round((t_exec - t0) * 1000.0, 1)
+        out["exec_unix_ms"] = round(t_exec_wall * 1000.0, 1)
         out["child_status"] = child.returncode
     print(json.dumps(out, sort_keys=True))
     return 0
