@@ -556,13 +556,6 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 		    LOG_U("want", d->cfg->learned_max),
 		    LOG_U("kernel", nft_learned_cap(d->nft)),
 		    LOG_S("reason", "kernel_kept_set_size"));
-	/* flows from before this start (a restart, a policy file changed
-	 * while egressd was down) meet the policy in force too */
-	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {
-		err_set(e, "cannot register the flow cut event");
-		return -1;
-	}
-	egressd_cut_flows(d, "start");
 	/*
 	 * On the resolver's own sockets: what the sandbox sent since the
 	 * apply is in them, ahead of the probes, and is answered, not lost.
@@ -588,6 +581,15 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 	            (t1.tv_nsec - t0.tv_nsec) / 1000)),
 	    LOG_B("ipv4", io.fd4 >= 0), LOG_B("ipv6", io.fd6 >= 0),
 	    LOG_U("queries", held.n));
+	/* Flows from before this start (a restart, a policy file changed
+	 * while egressd was down) meet the policy in force too. After the
+	 * check: a conntrack dump takes milliseconds, the queries held in the
+	 * resolver's sockets need not wait for it. */
+	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {
+		err_set(e, "cannot register the flow cut event");
+		return -1;
+	}
+	egressd_cut_flows(d, "start");
 	d->selfcheck_ok = true;
 	d->nft_ok = true;
 	return 0;
