@@ -74,8 +74,8 @@ for ns in "$SBX" "$UP"; do
 done
 ip -n "$SBX" link set vb0 up
 ip -n "$UP" link set vb1 up
-# egressd's start-up self-check sends a datagram off-box: give it a route
-# (to the upstream namespace, which routes nowhere).
+# A default route (to the upstream namespace, which routes nowhere), as a
+# pod has one; egressd's start-up self-check itself needs none.
 ip -n "$SBX" route add default via "$UP_IP"
 
 wait_udp()

@@ -491,8 +491,16 @@ egressd_cut_flows(struct egressd *d, const char *trigger)
 	egressd_cut_pass(d, trigger);
 }
 
+/*
+ * nftables in two steps around the resolver's start: the netlink handle
+ * first (the resolver's learn hook needs it), the ruleset only once the
+ * resolver's sockets are bound, so that a query redirected the instant
+ * the ruleset is in force queues in a socket instead of meeting a closed
+ * port. Until the apply nothing is redirected, and nothing is filtered by
+ * egressd either: that is the namespace as egressd found it.
+ */
 static int
-egressd_start_nft(struct egressd *d, struct err *e)
+egressd_open_nft(struct egressd *d, struct err *e)
 {
 	struct nft_opts o;
 
@@ -507,6 +515,36 @@ egressd_start_nft(struct egressd *d, struct err *e)
 		return -1;
 	if (nft_attach(d->nft, d->base, e) == -1)
 		return -1;
+	return 0;
+}
+
+/* The self-check's hand-over: queries that arrived with its probes. */
+struct egressd_held {
+	struct egressd *d;
+	size_t n;
+};
+
+static void
+egressd_selfcheck_query_cb(void *arg, int family, const uint8_t *msg,
+    size_t len, const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct egressd_held *h = arg;
+
+	if (h->d->magic != EGRESSD_MAGIC)
+		abort();
+	h->n++;
+	dns_udp_input(h->d->dns, family, msg, len, peer, peerlen);
+}
+
+static int
+egressd_enforce_nft(struct egressd *d, struct err *e)
+{
+	struct egressd_held held = {.d = d};
+	struct nft_selfcheck_io io;
+	struct timespec t0, t1;
+
+	if (d->nft == NULL)
+		return 0;
 	if (nft_apply_policy(d->nft, d->policy, e) == -1) {
 		err_prefix(e, "nft apply");
 		return -1;
@@ -518,18 +556,40 @@ egressd_start_nft(struct egressd *d, struct err *e)
 		    LOG_U("want", d->cfg->learned_max),
 		    LOG_U("kernel", nft_learned_cap(d->nft)),
 		    LOG_S("reason", "kernel_kept_set_size"));
-	/* flows from before this start (a restart, a policy file changed
-	 * while egressd was down) meet the policy in force too */
+	/*
+	 * On the resolver's own sockets: what the sandbox sent since the
+	 * apply is in them, ahead of the probes, and is answered, not lost.
+	 */
+	memset(&io, 0, sizeof(io));
+	io.fd4 = dns_udp_fd(d->dns, AF_INET);
+	io.fd6 = dns_udp_fd(d->dns, AF_INET6);
+	io.foreign = egressd_selfcheck_query_cb;
+	io.arg = &held;
+	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (io.fd4 < 0 && io.fd6 < 0) {
+		err_set(e, "nft self-check: no resolver UDP socket");
+		return -1;
+	}
+	if (nft_selfcheck(d->nft, &io, e) == -1) {
+		err_prefix(e, "nft self-check");
+		return -1;
+	}
+	(void)clock_gettime(CLOCK_MONOTONIC, &t1);
+	log_info(d->log, "nft.selfcheck_passed",
+	    LOG_U("us",
+	        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+	            (t1.tv_nsec - t0.tv_nsec) / 1000)),
+	    LOG_B("ipv4", io.fd4 >= 0), LOG_B("ipv6", io.fd6 >= 0),
+	    LOG_U("queries", held.n));
+	/* Flows from before this start (a restart, a policy file changed
+	 * while egressd was down) meet the policy in force too. After the
+	 * check: a conntrack dump takes milliseconds, the queries held in the
+	 * resolver's sockets need not wait for it. */
 	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {
 		err_set(e, "cannot register the flow cut event");
 		return -1;
 	}
 	egressd_cut_flows(d, "start");
-	/* Before the resolver binds: the check binds the port itself. */
-	if (nft_selfcheck(d->nft, -1, e) == -1) {
-		err_prefix(e, "nft self-check");
-		return -1;
-	}
 	d->selfcheck_ok = true;
 	d->nft_ok = true;
 	return 0;
@@ -1010,9 +1070,10 @@ egressd_init(
 		    LOG_S("detail",
 		        "transparent proxy is not part of this "
 		        "release; no traffic is intercepted"));
-	if (egressd_signals(d, e) == -1 || egressd_start_nft(d, e) == -1 ||
-	    egressd_start_webhook(d, e) == -1 ||
-	    egressd_start_dns(d, e) == -1 || egressd_start_api(d, e) == -1 ||
+	/* Order: the resolver binds before the ruleset redirects to it. */
+	if (egressd_signals(d, e) == -1 || egressd_start_webhook(d, e) == -1 ||
+	    egressd_open_nft(d, e) == -1 || egressd_start_dns(d, e) == -1 ||
+	    egressd_enforce_nft(d, e) == -1 || egressd_start_api(d, e) == -1 ||
 	    egressd_watch_files(d, e) == -1)
 		return -1;
 	if ((d->ev_renew = event_new(

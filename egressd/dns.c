@@ -1045,6 +1045,34 @@ dns_udp_size_rcvbuf(int fd)
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 }
 
+int
+dns_udp_fd(const struct dns *d, int family)
+{
+	if (d == NULL)
+		return -1;
+	return family == AF_INET6 ? d->udp6.fd : d->udp4.fd;
+}
+
+void
+dns_udp_input(struct dns *d, int family, const uint8_t *msg, size_t len,
+    const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct dns_origin o;
+	struct dns_udp *u = family == AF_INET6 ? &d->udp6 : &d->udp4;
+
+	if (d->magic != DNS_MAGIC)
+		abort();
+	/* What a read would have skipped, skipped too. */
+	if (u->fd < 0 || len > DNS_UDP_RECV_MAX || peerlen > sizeof(o.peer) ||
+	    peer->sa_family != family)
+		return;
+	memset(&o, 0, sizeof(o));
+	o.udp = u;
+	memcpy(&o.peer, peer, peerlen);
+	o.peerlen = peerlen;
+	dns_handle(d, &o, msg, len);
+}
+
 static int
 dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
     uint16_t port, struct err *e)

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "egressd/dns_upstream.h"
 #include "egressd/log.h"
@@ -164,6 +165,19 @@ void dns_flush_cache(struct dns *d);
 
 /* The bound port (useful with opts.port == 0). */
 uint16_t dns_port(const struct dns *d);
+
+/*
+ * The UDP listener of family (AF_INET, AF_INET6), or -1. Bound from
+ * dns_new() on, so datagrams queue in it before the event loop runs.
+ */
+int dns_udp_fd(const struct dns *d, int family);
+/*
+ * One datagram read from that listener by someone else (the start-up
+ * self-check, before the event loop): handled exactly as if the resolver
+ * had read it. msg is borrowed.
+ */
+void dns_udp_input(struct dns *d, int family, const uint8_t *msg, size_t len,
+    const struct sockaddr *peer, socklen_t peerlen);
 
 struct dns_status {
 	uint16_t port;

@@ -57,6 +57,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "policy/err.h"
 #include "policy/policy.h"
@@ -102,7 +103,7 @@ struct stats;
 #define NFT_DEFAULT_TTL_MIN 30 /* seconds */
 #define NFT_DEFAULT_TTL_MAX 3600 /* seconds */
 #define NFT_DEFAULT_LOG_RATE 5 /* kernel log lines/s for drops */
-#define NFT_SELFCHECK_TIMEOUT_MS 500 /* per probe datagram */
+#define NFT_SELFCHECK_TIMEOUT_MS 500 /* per probe datagram (failure only) */
 
 struct nft_opts {
 	uint32_t mark; /* SO_MARK of egressd's own sockets (0x1) */
@@ -357,17 +358,34 @@ size_t nft_learned_count_family(const struct nft *n, int family);
 size_t nft_learned_cap(const struct nft *n);
 
 /*
- * Startup self-check with real packets, after nft_apply_policy(): a UDP
- * datagram from an unmarked socket to 192.0.2.1:53 must arrive on the
- * resolver's port (redirect works) and one from a socket carrying the mark
- * to 127.0.0.1:53 must not (exemption works). fd4 is the resolver's bound
- * 127.0.0.1:dns_port UDP socket, read here before the event loop uses it,
- * or -1: then the check binds that port itself (call before the resolver
- * listens) and also checks IPv6 (2001:db8::1:53 must arrive on
- * [::1]:dns_port; skipped without ::1 or without an IPv6 route). 0, or -1
- * with what failed.
+ * The resolver's UDP sockets for nft_selfcheck(), and where the datagrams
+ * on them that are not the check's go: queries the sandbox sent once the
+ * redirect was in force are handed over in arrival order, never dropped.
+ * foreign may be NULL (they are then discarded; test drivers only).
  */
-int nft_selfcheck(struct nft *n, int fd4, struct err *e);
+struct nft_selfcheck_io {
+	int fd4; /* bound 127.0.0.1:dns_port, or -1 */
+	int fd6; /* bound [::1]:dns_port, or -1 */
+	void (*foreign)(void *arg, int family, const uint8_t *msg, size_t len,
+	    const struct sockaddr *peer, socklen_t peerlen);
+	void *arg;
+};
+
+/*
+ * Startup self-check with real packets, after nft_apply_policy(), on
+ * loopback only, so that it needs no route and nothing leaves the
+ * namespace: for each family with a resolver socket, a datagram from an
+ * unmarked socket to the family's loopback port 53 (127.0.0.1:53,
+ * [::1]:53) must arrive on the resolver's port (the redirect works), and
+ * one from a socket carrying the mark to a sink the check binds on a
+ * loopback port 53 must arrive there and not on the resolver's port (the
+ * exemption works). No step waits for something not to happen unless no
+ * sink can be bound. io NULL (or both fds -1): the check binds the ports
+ * itself (call before the resolver listens); IPv4 is then required and
+ * IPv6 checked when the namespace has ::1. 0, or -1 with what failed.
+ */
+int nft_selfcheck(
+    struct nft *n, const struct nft_selfcheck_io *io, struct err *e);
 
 /* Per-decision counters of the filter chain (named nft counters). */
 #define NFT_COUNTER_NAME_MAX 32

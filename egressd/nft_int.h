@@ -22,7 +22,8 @@
 #define NFT_CT_DEL_PER_SEND 64 /* conntrack deletes per sendto */
 #define NFT_CT_DEL_MSG_MAX 256 /* bytes of one conntrack delete */
 #define NFT_LOCAL_ADDRS_MAX 256 /* local addresses considered */
-#define NFT_SELFCHECK_TRIES 16 /* foreign datagrams skipped per probe */
+#define NFT_SELFCHECK_SINK_TRIES 4 /* random 127/8 sink addresses tried */
+#define NFT_SELFCHECK_BUF 65536 /* one datagram read by the self-check */
 #define NFT_DESC_LINE_MAX 4096 /* one decoded rule */
 #define NFT_SETNAME_MAX 32 /* generated set names */
 #define NFT_LIMIT_BURST 10 /* kernel log burst for drops */

@@ -3,7 +3,7 @@
  * the conntrack table over ctnetlink (libmnl, no libnetfilter_conntrack)
  * and refreshes learned addresses that live flows still use;
  * nft_selfcheck() proves the DNS redirect and the mark exemption with
- * real datagrams.
+ * real datagrams on loopback (no route needed, nothing leaves).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,67 +175,140 @@ out:
 
 /* ---- self-check ---- */
 
-/* Waits for a datagram equal to want on fd; true if it came. */
-static bool
-await(int fd, const uint8_t *want, size_t len, int timeout_ms)
-{
-	uint8_t buf[512];
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int i;
-	ssize_t r;
+/* A socket one wait watches; the resolver's hand on what is not ours. */
+struct sc_fd {
+	int fd;
+	int family;
+	bool resolver;
+};
 
-	for (i = 0; i < NFT_SELFCHECK_TRIES; i++) {
-		if (poll(&pfd, 1, timeout_ms) <= 0)
-			return false;
-		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (r == (ssize_t)len && memcmp(buf, want, len) == 0)
-			return true;
-	}
-	return false;
+struct sc {
+	const struct nft_selfcheck_io *io; /* NULL: foreign datagrams dropped */
+	uint8_t *buf; /* NFT_SELFCHECK_BUF bytes */
+	uint32_t mark;
+	uint16_t port;
+	bool mark_proven; /* by one family: the mark rule is family-blind */
+};
+
+static int64_t
+sc_now_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One datagram to [dst]:53; 0, or -1 with *err_no and e set. */
+/*
+ * Until timeout_ms: the index in w of the socket on which a datagram equal
+ * to want arrived, or -1. Every other datagram on a resolver socket is a
+ * query of the sandbox, redirected like the probe: it is handed over in
+ * arrival order (the probe queues behind it, so a burst delays the check
+ * but cannot fail it); on the check's own sockets it is dropped.
+ */
 static int
-probe_send(int family, uint32_t mark, const char *dst, const uint8_t *msg,
-    size_t len, int *err_no, struct err *e)
+sc_await(const struct sc *c, const struct sc_fd *w, size_t nw,
+    const uint8_t *want, size_t len, int timeout_ms)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int fd, rc = -1;
+	struct pollfd pfd[2];
+	int64_t end = sc_now_ms() + timeout_ms, left;
+	size_t i;
+	int r;
 
-	memset(&ss, 0, sizeof(ss));
+	for (i = 0; i < nw && i < 2; i++) {
+		pfd[i].fd = w[i].fd;
+		pfd[i].events = POLLIN;
+	}
+	while ((left = end - sc_now_ms()) > 0) {
+		r = poll(pfd, (nfds_t)i, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		for (i = 0; i < nw && i < 2; i++) {
+			struct sockaddr_storage peer;
+			socklen_t pl;
+			ssize_t n;
+
+			if (pfd[i].revents == 0)
+				continue;
+			for (;;) {
+				pl = sizeof(peer);
+				n = recvfrom(pfd[i].fd, c->buf,
+				    NFT_SELFCHECK_BUF, MSG_DONTWAIT | MSG_TRUNC,
+				    (struct sockaddr *)&peer, &pl);
+				if (n < 0)
+					break; /* EAGAIN: back to poll */
+				if ((size_t)n == len &&
+				    memcmp(c->buf, want, len) == 0)
+					return (int)i;
+				if (w[i].resolver && c->io != NULL &&
+				    c->io->foreign != NULL &&
+				    (size_t)n <= NFT_SELFCHECK_BUF)
+					c->io->foreign(c->io->arg, w[i].family,
+					    c->buf, (size_t)n,
+					    (struct sockaddr *)&peer, pl);
+			}
+		}
+	}
+	return -1;
+}
+
+/* addr is 4 or 16 bytes by family. */
+static socklen_t
+sc_sockaddr(
+    struct sockaddr_storage *ss, int family, const uint8_t *addr, uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
 	if (family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
 
 		s4->sin_family = AF_INET;
-		s4->sin_port = htons(53);
-		inet_pton(AF_INET, dst, &s4->sin_addr);
-		sl = sizeof(*s4);
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, addr, 4);
+		return sizeof(*s4);
 	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
 
 		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(53);
-		inet_pton(AF_INET6, dst, &s6->sin6_addr);
-		sl = sizeof(*s6);
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, addr, 16);
+		return sizeof(*s6);
 	}
-	*err_no = 0;
+}
+
+static const char *
+sc_text(int family, const uint8_t *addr, char *buf, size_t len)
+{
+	if (inet_ntop(family, addr, buf, (socklen_t)len) == NULL)
+		(void)snprintf(buf, len, "?");
+	return buf;
+}
+
+/* One datagram from a fresh socket (a new conntrack flow); 0 or -1. */
+static int
+probe_send(int family, uint32_t mark, const uint8_t *dst, uint16_t port,
+    const uint8_t *msg, size_t len, struct err *e)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sc_sockaddr(&ss, family, dst, port);
+	char text[INET6_ADDRSTRLEN];
+	int fd, rc = -1;
+
 	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		*err_no = errno;
 		err_set(e, "nft selfcheck: socket: %s", strerror(errno));
 		return -1;
 	}
 	if (mark != 0 &&
 	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
-		*err_no = errno;
 		err_set(e, "nft selfcheck: SO_MARK: %s", strerror(errno));
 		goto out;
 	}
 	if (sendto(fd, msg, len, 0, (struct sockaddr *)&ss, sl) !=
 	    (ssize_t)len) {
-		*err_no = errno;
-		err_set(e, "nft selfcheck: sendto %s port 53%s: %s", dst,
+		err_set(e, "nft selfcheck: sendto %s port %u%s: %s",
+		    sc_text(family, dst, text, sizeof(text)), port,
 		    mark ? " (marked)" : "", strerror(errno));
 		goto out;
 	}
@@ -245,37 +318,23 @@ out:
 	return rc;
 }
 
-/* A UDP socket bound to the loopback address of family on port. */
+/* A UDP socket bound to addr:port of family; -1 with errno. */
 static int
-bind_loopback(int family, uint16_t port)
+sc_bind(int family, const uint8_t *addr, uint16_t port)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl;
-	int fd, one = 1;
+	socklen_t sl = sc_sockaddr(&ss, family, addr, port);
+	int fd, one = 1, saved;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		s6->sin6_addr = in6addr_loopback;
-		sl = sizeof(*s6);
-	}
 	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (family == AF_INET6)
+		(void)setsockopt(
+		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-		int saved = errno;
-
+		saved = errno;
 		close(fd);
 		errno = saved;
 		return -1;
@@ -283,100 +342,158 @@ bind_loopback(int family, uint16_t port)
 	return fd;
 }
 
+static const uint8_t sc_lo4[4] = {127, 0, 0, 1};
+static const uint8_t sc_lo6[16] = {[15] = 1};
+
 /*
- * IPv6 part (own socket only): an unmarked datagram to 2001:db8::1:53
- * must arrive on [::1]:port. Skipped when the namespace has no IPv6
- * (no ::1, or no route: then nothing can leave over IPv6 anyway).
+ * Where a marked probe can land and be seen: port 53 of a random 127/8
+ * address (IPv4; every one is local on lo), or of ::1. -1 when taken (a
+ * DNS server of the pod on the wildcard address, say).
  */
 static int
-selfcheck6(uint16_t port, uint8_t *msg, size_t len, struct err *e)
+sc_sink(int family, uint8_t *addr)
 {
-	int fd, err_no, rc = -1;
+	uint8_t r[3];
+	int i, fd;
 
-	fd = bind_loopback(AF_INET6, port);
-	if (fd < 0) {
-		if (errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT)
-			return 0;
-		err_set(e, "nft selfcheck: bind [::1]:%u: %s", port,
-		    strerror(errno));
+	if (family == AF_INET6) {
+		memcpy(addr, sc_lo6, 16);
+		return sc_bind(AF_INET6, addr, 53);
+	}
+	for (i = 0; i < NFT_SELFCHECK_SINK_TRIES; i++) {
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -1;
+		addr[0] = 127;
+		addr[1] = (uint8_t)(1 + r[0] % 254); /* never 127.0.0.1 */
+		addr[2] = r[1];
+		addr[3] = (uint8_t)(1 + r[2] % 254);
+		if ((fd = sc_bind(AF_INET, addr, 53)) >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+/*
+ * One family: 1. an unmarked datagram to loopback port 53 arrives on the
+ * resolver's socket rfd (the redirect); 2. a marked one to a sink's port
+ * 53 arrives there (the exemption). Both are positive proofs, so a working
+ * ruleset is confirmed as fast as loopback delivers.
+ */
+static int
+sc_family(
+    struct sc *c, int family, int rfd, uint8_t *msg, size_t len, struct err *e)
+{
+	const char *fam = family == AF_INET ? "IPv4" : "IPv6";
+	const uint8_t *lo = family == AF_INET ? sc_lo4 : sc_lo6;
+	struct sc_fd w[2] = {{rfd, family, true}, {-1, family, false}};
+	char text[INET6_ADDRSTRLEN], lotext[INET6_ADDRSTRLEN];
+	uint8_t sink_addr[16];
+	int got, rc = -1;
+
+	(void)sc_text(family, lo, lotext, sizeof(lotext));
+	msg[12] = family == AF_INET ? '4' : '6';
+	if (probe_send(family, 0, lo, 53, msg, len, e) < 0) {
+		err_prefix(e, "%s DNS redirect", fam);
 		return -1;
 	}
-	msg[13] = '6';
-	if (probe_send(AF_INET6, 0, "2001:db8::1", msg, len, &err_no, e) < 0) {
-		if (err_no == ENETUNREACH || err_no == EHOSTUNREACH) {
-			err_clear(e);
-			rc = 0;
-		} else
-			err_prefix(e, "IPv6 DNS redirect");
-		goto out;
-	}
-	if (!await(fd, msg, len, NFT_SELFCHECK_TIMEOUT_MS)) {
+	if (sc_await(c, w, 1, msg, len, NFT_SELFCHECK_TIMEOUT_MS) != 0) {
 		err_set(e,
-		    "nft selfcheck: a datagram to [2001:db8::1]:53 did not "
-		    "arrive on [::1]:%u: IPv6 DNS redirect not working",
-		    port);
+		    "nft selfcheck: a datagram to %s port 53 did not arrive "
+		    "on the resolver's port %u: %s DNS redirect not working",
+		    lotext, c->port, fam);
+		return -1;
+	}
+
+	msg[12] = family == AF_INET ? 'M' : 'N';
+	w[1].fd = sc_sink(family, sink_addr);
+	if (w[1].fd < 0) {
+		/* No sink: one family's proof covers both; else prove the
+		 * absence the slow way (the only wait in the check). */
+		if (c->mark_proven)
+			return 0;
+		if (probe_send(family, c->mark, lo, 53, msg, len, e) < 0)
+			return -1;
+		if (sc_await(c, w, 1, msg, len, NFT_SELFCHECK_TIMEOUT_MS / 2) ==
+		    0) {
+			err_set(e,
+			    "nft selfcheck: a datagram with mark 0x%x was "
+			    "redirected: mark exemption not working",
+			    c->mark);
+			return -1;
+		}
+		c->mark_proven = true;
+		return 0;
+	}
+	if (probe_send(family, c->mark, sink_addr, 53, msg, len, e) < 0)
+		goto out;
+	got = sc_await(c, w, 2, msg, len, NFT_SELFCHECK_TIMEOUT_MS);
+	if (got == 0) {
+		err_set(e,
+		    "nft selfcheck: a datagram with mark 0x%x was "
+		    "redirected: mark exemption not working",
+		    c->mark);
 		goto out;
 	}
+	if (got != 1) {
+		err_set(e,
+		    "nft selfcheck: a datagram with mark 0x%x to %s port 53 "
+		    "was not delivered: own-traffic exemption not working",
+		    c->mark, sc_text(family, sink_addr, text, sizeof(text)));
+		goto out;
+	}
+	c->mark_proven = true;
 	rc = 0;
 out:
-	close(fd);
+	close(w[1].fd);
 	return rc;
 }
 
 int
-nft_selfcheck(struct nft *n, int fd4, struct err *e)
+nft_selfcheck(struct nft *n, const struct nft_selfcheck_io *io, struct err *e)
 {
 	/* A DNS query header with a random id and "selfcheck" marker. */
 	uint8_t msg[32] = {0, 0, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 'e', 'g',
 	    'r', 'e', 's', 's', 'd', '-', 's', 'e', 'l', 'f', 'c', 'h', 'k'};
-	uint16_t port = nft_dns_port_(n);
-	int fd = fd4, own = -1, rc = -1, err_no;
+	struct sc c;
+	bool own = io == NULL || (io->fd4 < 0 && io->fd6 < 0);
+	int fd4 = own ? -1 : io->fd4, fd6 = own ? -1 : io->fd6, rc = -1;
 
+	memset(&c, 0, sizeof(c));
+	c.io = own ? NULL : io;
+	c.mark = nft_mark_(n);
+	c.port = nft_dns_port_(n);
 	if (getrandom(msg, 2, 0) != 2 || getrandom(msg + 28, 4, 0) != 4) {
 		err_set(e, "nft selfcheck: getrandom: %s", strerror(errno));
 		return -1;
 	}
-	if (fd < 0) {
-		own = bind_loopback(AF_INET, port);
-		if (own < 0) {
-			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s", port,
-			    strerror(errno));
-			return -1;
+	if ((c.buf = malloc(NFT_SELFCHECK_BUF)) == NULL) {
+		err_set(e, "nft selfcheck: out of memory");
+		return -1;
+	}
+	if (own) {
+		if ((fd4 = sc_bind(AF_INET, sc_lo4, c.port)) < 0) {
+			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s",
+			    c.port, strerror(errno));
+			goto out;
 		}
-		fd = own;
+		/* Without ::1 nothing can be redirected over IPv6 anyway. */
+		if ((fd6 = sc_bind(AF_INET6, sc_lo6, c.port)) < 0 &&
+		    errno != EADDRNOTAVAIL && errno != EAFNOSUPPORT) {
+			err_set(e, "nft selfcheck: bind [::1]:%u: %s", c.port,
+			    strerror(errno));
+			goto out;
+		}
 	}
-	/* 1. Unmarked, to a documentation address: must be redirected. */
-	if (probe_send(AF_INET, 0, "192.0.2.1", msg, sizeof(msg), &err_no, e) <
-	    0) {
-		err_prefix(e, "DNS redirect");
+	if (fd4 >= 0 && sc_family(&c, AF_INET, fd4, msg, sizeof(msg), e) < 0)
 		goto out;
-	}
-	if (!await(fd, msg, sizeof(msg), NFT_SELFCHECK_TIMEOUT_MS)) {
-		err_set(e,
-		    "nft selfcheck: a datagram to 192.0.2.1:53 did not "
-		    "arrive on 127.0.0.1:%u: DNS redirect not working",
-		    port);
-		goto out;
-	}
-	/* 2. Marked (egressd's own upstream sockets): must not be. Sent to
-	 * loopback so that nothing leaves the namespace. */
-	msg[12] = 'E';
-	if (probe_send(AF_INET, nft_mark_(n), "127.0.0.1", msg, sizeof(msg),
-	        &err_no, e) < 0)
-		goto out;
-	if (await(fd, msg, sizeof(msg), NFT_SELFCHECK_TIMEOUT_MS / 2)) {
-		err_set(e,
-		    "nft selfcheck: a datagram with mark 0x%x was "
-		    "redirected: mark exemption not working",
-		    nft_mark_(n));
-		goto out;
-	}
-	/* 3. IPv6, when the check owns its sockets. */
-	if (own >= 0 && selfcheck6(port, msg, sizeof(msg), e) < 0)
+	if (fd6 >= 0 && sc_family(&c, AF_INET6, fd6, msg, sizeof(msg), e) < 0)
 		goto out;
 	rc = 0;
 out:
-	if (own >= 0)
-		close(own);
+	if (own && fd4 >= 0)
+		close(fd4);
+	if (own && fd6 >= 0)
+		close(fd6);
+	free(c.buf);
 	return rc;
 }

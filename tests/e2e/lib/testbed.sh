@@ -65,6 +65,7 @@ TB_ECHO_TCP_PORTS="7 53 853 9000"
 TB_ECHO_UDP_PORTS="7 53 443 853"
 : "${TB_DNS_TTL:=30}"		# TTL of the test zone (short.test: 2 s)
 : "${TB_SBX_USER:=egressd-sbx}"
+: "${TB_SBX_IPV6_ONLY:=0}"	# 1: sbx has no IPv4 beyond loopback
 
 # --- results ----------------------------------------------------------------
 TB_PASS=0
@@ -492,7 +493,10 @@ tb__links()
 	    netns "$TB_NET" || tb_die "veth sbx<->net"
 	ip -n "$TB_SBX" link set lo up
 	ip -n "$TB_NET" link set lo up
-	ip -n "$TB_SBX" addr add "$TB_SBX_IP4/24" dev vsbx0
+	# TB_SBX_IPV6_ONLY=1: the pod has IPv4 on loopback only (no
+	# address on its link, no IPv4 route), as an IPv6-only cluster's pods.
+	[ "$TB_SBX_IPV6_ONLY" = 1 ] ||
+	    ip -n "$TB_SBX" addr add "$TB_SBX_IP4/24" dev vsbx0
 	ip -n "$TB_SBX" addr add "$TB_SBX_IP6/64" dev vsbx0 nodad
 	ip -n "$TB_NET" addr add "$TB_NET_IP4/24" dev vnet0
 	ip -n "$TB_NET" addr add "$TB_NET_IP6/64" dev vnet0 nodad
@@ -510,7 +514,8 @@ tb__links()
 	done
 	ip -n "$TB_SBX" link set vsbx0 up
 	ip -n "$TB_NET" link set vnet0 up
-	ip -n "$TB_SBX" route add default via "$TB_NET_IP4" dev vsbx0
+	[ "$TB_SBX_IPV6_ONLY" = 1 ] ||
+	    ip -n "$TB_SBX" route add default via "$TB_NET_IP4" dev vsbx0
 	ip -n "$TB_SBX" -6 route add default via "$TB_NET_IP6" dev vsbx0
 	# An ordinary process may open ICMP datagram sockets (most distros
 	# allow this), so the sandbox can ping and egressd must stop it.
@@ -523,8 +528,13 @@ tb__links()
 tb__resolv_conf()
 {
 	mkdir -p "/etc/netns/$TB_SBX"
-	printf 'nameserver %s\nnameserver %s\noptions timeout:1 attempts:2\n' \
-	    "$TB_DNS1_IP4" "$TB_DNS1_IP6" >"/etc/netns/$TB_SBX/resolv.conf"
+	if [ "$TB_SBX_IPV6_ONLY" = 1 ]; then
+		printf 'nameserver %s\noptions timeout:1 attempts:2\n' \
+		    "$TB_DNS1_IP6" >"/etc/netns/$TB_SBX/resolv.conf"
+	else
+		printf 'nameserver %s\nnameserver %s\noptions timeout:1 attempts:2\n' \
+		    "$TB_DNS1_IP4" "$TB_DNS1_IP6" >"/etc/netns/$TB_SBX/resolv.conf"
+	fi
 	printf '127.0.0.1 localhost\n::1 localhost\n' \
 	    >"/etc/netns/$TB_SBX/hosts"
 }
@@ -542,7 +552,8 @@ tb_host_setup()
 	ip -n "$TB_HOST" link set lo up
 	ip -n "$TB_HOST" addr add "$TB_HOST_IP4/24" dev vhost0
 	ip -n "$TB_HOST" addr add "$TB_HOST_IP6/64" dev vhost0 nodad
-	ip -n "$TB_SBX" addr add "$TB_SBX_HOST_IP4/24" dev vpod0
+	[ "$TB_SBX_IPV6_ONLY" = 1 ] ||
+	    ip -n "$TB_SBX" addr add "$TB_SBX_HOST_IP4/24" dev vpod0
 	ip -n "$TB_SBX" addr add "$TB_SBX_HOST_IP6/64" dev vpod0 nodad
 	ip -n "$TB_HOST" link set vhost0 up
 	ip -n "$TB_SBX" link set vpod0 up
@@ -819,7 +830,10 @@ tb_start_egressd()
 		done
 		[ "$given" -eq 1 ] && continue
 		case $flag in
-		--dns-upstream) val=$TB_DNS1_IP4 ;;
+		--dns-upstream)
+			val=$TB_DNS1_IP4
+			[ "$TB_SBX_IPV6_ONLY" = 1 ] && val=$TB_DNS1_IP6
+			;;
 		--http-addr) val=$TB_EGRESSD_HTTP ;;
 		--rules-dir) val="$TB_DIR/egressd/rules" ;;
 		esac

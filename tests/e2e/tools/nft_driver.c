@@ -290,8 +290,14 @@ main(int argc, char **argv)
 		err_set(&e, "stub resolver: %s", strerror(errno));
 		goto out_fail;
 	}
-	if (nft_selfcheck(d.n, d.udp4, &e) < 0)
-		goto out_fail;
+	{
+		/* The stub's own sockets; what arrives with the probes is
+		 * dropped (the driver answers nothing before it is ready). */
+		struct nft_selfcheck_io io = {.fd4 = d.udp4, .fd6 = d.udp6};
+
+		if (nft_selfcheck(d.n, &io, &e) < 0)
+			goto out_fail;
+	}
 	d.ctl = -1;
 	if (ctlf != NULL && (d.ctl = open(ctlf, O_RDWR | O_NONBLOCK)) < 0) {
 		err_set(&e, "%s: %s", ctlf, strerror(errno));

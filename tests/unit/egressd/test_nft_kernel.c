@@ -445,21 +445,171 @@ test_selfcheck(void **state)
 		skip();
 	n = mk(NULL);
 	apply(n, p1_json);
-	if (nft_selfcheck(n, -1, &e) != 0)
+	if (nft_selfcheck(n, NULL, &e) != 0)
 		fail_msg("selfcheck: %s", e.msg);
 	/* break only the IPv6 redirect: the check notices */
 	assert_int_equal(system("nft insert rule inet egressd nat_out "
 	                        "meta nfproto ipv6 udp dport 53 accept"),
 	    0);
-	assert_int_equal(nft_selfcheck(n, -1, &e), -1);
+	assert_int_equal(nft_selfcheck(n, NULL, &e), -1);
 	assert_non_null(strstr(e.msg, "IPv6 DNS redirect"));
 	apply(n, p1_json);
-	if (nft_selfcheck(n, -1, &e) != 0)
+	if (nft_selfcheck(n, NULL, &e) != 0)
 		fail_msg("selfcheck after re-apply: %s", e.msg);
 	/* without the table the redirect is gone and the check says so */
 	assert_int_equal(nft_teardown(n, &e), 0);
-	assert_int_equal(nft_selfcheck(n, -1, &e), -1);
+	assert_int_equal(nft_selfcheck(n, NULL, &e), -1);
 	assert_non_null(strstr(e.msg, "redirect"));
+	nft_free(n);
+}
+
+/* Without any route (IPv6-only pods, routes that come late) too. */
+static void
+test_selfcheck_no_route(void **state)
+{
+	struct nft *n;
+	struct err e;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	assert_int_equal(system("ip route del default && "
+	                        "ip -6 route del default"),
+	    0);
+	if (nft_selfcheck(n, NULL, &e) != 0)
+		fail_msg("selfcheck without routes: %s", e.msg);
+	assert_int_equal(system("ip route add default via 198.51.100.1 && "
+	                        "ip -6 route add default via 2001:db8:1::1"),
+	    0);
+	nft_free(n);
+}
+
+/* A redirect that also catches egressd's own marked sockets is refused. */
+static void
+test_selfcheck_mark(void **state)
+{
+	struct nft *n;
+	struct err e;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, p1_json);
+	assert_int_equal(
+	    system("nft insert rule inet egressd nat_out "
+	           "meta mark 0x1 udp dport 53 redirect to :15353"),
+	    0);
+	assert_int_equal(nft_selfcheck(n, NULL, &e), -1);
+	assert_non_null(strstr(e.msg, "mark exemption"));
+	apply(n, p1_json);
+	if (nft_selfcheck(n, NULL, &e) != 0)
+		fail_msg("selfcheck after re-apply: %s", e.msg);
+	nft_free(n);
+}
+
+struct held {
+	size_t n;
+	char first[32];
+	int family;
+};
+
+static void
+held_cb(void *arg, int family, const uint8_t *msg, size_t len,
+    const struct sockaddr *peer, socklen_t peerlen)
+{
+	struct held *h = arg;
+
+	(void)peerlen;
+	assert_int_equal(peer->sa_family, family);
+	if (h->n++ == 0) {
+		h->family = family;
+		(void)snprintf(h->first, sizeof(h->first), "%.*s",
+		    (int)(len < 31 ? len : 31), (const char *)msg);
+	}
+}
+
+static int
+udp_bound(int family, const char *addr, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		inet_pton(AF_INET, addr, &s4->sin_addr);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		inet_pton(AF_INET6, addr, &s6->sin6_addr);
+		sl = sizeof(*s6);
+	}
+	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	assert_true(fd >= 0);
+	if (family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	assert_int_equal(bind(fd, (struct sockaddr *)&ss, sl), 0);
+	return fd;
+}
+
+/*
+ * On the resolver's sockets, queries that were redirected before (and
+ * while) the check runs are handed over in order, none dropped, none
+ * left behind unread ahead of the probes.
+ */
+static void
+test_selfcheck_hands_over(void **state)
+{
+	struct nft *n;
+	struct err e;
+	struct held h;
+	struct nft_selfcheck_io io;
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(53)};
+	char q[32];
+	int fd4, fd6, c, i;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&h, 0, sizeof(h));
+	fd4 = udp_bound(AF_INET, "127.0.0.1", 15353);
+	fd6 = udp_bound(AF_INET6, "::1", 15353);
+	n = mk(NULL);
+	apply(n, p1_json);
+	/* a client asking "the resolver" 198.51.100.1, no one reading yet */
+	inet_pton(AF_INET, "198.51.100.1", &to.sin_addr);
+	c = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(c >= 0);
+	for (i = 0; i < 100; i++) {
+		int k = snprintf(q, sizeof(q), "client-query-%03d", i);
+
+		assert_int_equal(sendto(c, q, (size_t)k, 0,
+		                     (struct sockaddr *)&to, sizeof(to)),
+		    k);
+	}
+	memset(&io, 0, sizeof(io));
+	io.fd4 = fd4;
+	io.fd6 = fd6;
+	io.foreign = held_cb;
+	io.arg = &h;
+	if (nft_selfcheck(n, &io, &e) != 0)
+		fail_msg("selfcheck on the resolver's sockets: %s", e.msg);
+	assert_int_equal(h.n, 100);
+	assert_int_equal(h.family, AF_INET);
+	assert_string_equal(h.first, "client-query-000");
+	close(c);
+	close(fd4);
+	close(fd6);
 	nft_free(n);
 }
 
@@ -764,6 +914,9 @@ main(void)
 	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
+	    cmocka_unit_test_setup(test_selfcheck_no_route, setup),
+	    cmocka_unit_test_setup(test_selfcheck_mark, setup),
+	    cmocka_unit_test_setup(test_selfcheck_hands_over, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
 	    cmocka_unit_test_setup(test_large_policy, setup),
 	    cmocka_unit_test_setup(test_learn_async_batched, setup),
