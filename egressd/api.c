@@ -304,17 +304,41 @@ api_authorized(const struct api *a, struct evhttp_request *req)
 
 /* ---- /policy ---- */
 
+/*
+ * Copies at most API_LOG_ERR_MAX bytes of msg into cut, never splitting a
+ * UTF-8 sequence (the message may quote a peer's target); true when bytes
+ * were left out, so the log line can say so.
+ */
+static bool
+api_log_cut(const char *msg, char cut[API_LOG_ERR_MAX + 1])
+{
+	size_t n = msg != NULL ? strlen(msg) : 0;
+	bool cutting = n > API_LOG_ERR_MAX;
+
+	if (cutting) {
+		n = API_LOG_ERR_MAX;
+		/* Back up to the first byte of the sequence the cut falls in. */
+		while (n > 0 && ((unsigned char)msg[n] & 0xc0) == 0x80)
+			n--;
+	}
+	if (n > 0)
+		memcpy(cut, msg, n);
+	cut[n] = '\0';
+	return cutting;
+}
+
 static void
 api_log_update_failed(struct api_req *r, enum api_op op, int code,
     const char *reason, const char *msg)
 {
 	char cut[API_LOG_ERR_MAX + 1];
+	bool cutting = api_log_cut(msg, cut);
 
 	r->a->stats->policy_updates_failed++;
-	snprintf(cut, sizeof(cut), "%s", msg != NULL ? msg : "");
 	log_warn(r->a->log, "policy.update_failed",
 	    LOG_S("op", api_op_names[op]), LOG_I("status", code),
-	    LOG_S("reason", reason), LOG_S("error", cut));
+	    LOG_S("reason", reason), LOG_S("error", cut),
+	    cutting ? LOG_B("error_cut", true) : LOG_BEGIN_);
 }
 
 static void
