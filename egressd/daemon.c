@@ -59,7 +59,7 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 
 	if (d->cfg->policy_file == NULL ||
 	    (bytes = policyfile_read(
-	         d->cfg->policy_file, POLICY_FILE_MAX, &len)) == NULL)
+	         d->cfg->policy_file, d->cfg->policy_file_max, &len)) == NULL)
 		return false;
 	*h = hash_fnv1a(bytes, len);
 	free(bytes);

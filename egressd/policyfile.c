@@ -147,7 +147,8 @@ policyfile_load(const struct config *cfg, struct policy_diag *d,
 		    have_rules ? "OPENSANDBOX_EGRESS_RULES" : "deny-all";
 	}
 	if (cfg->policy_file != NULL && !info->file_missing)
-		base = policy_load_file(cfg->policy_file, d);
+		base = policy_load_file_max(
+		    cfg->policy_file, cfg->policy_file_max, d);
 	else if (have_rules)
 		base = policy_parse_json(cfg->rules_json,
 		    strlen(cfg->rules_json), "OPENSANDBOX_EGRESS_RULES", d);

@@ -426,6 +426,12 @@ rule_list(struct pwalk *w, const struct pnode *v, enum rlist l, struct rvec *rv)
 		return 0;
 	if (!pw_is(w, v, PNODE_SEQ))
 		return -1;
+	if (v->nkids > POLICY_FILE_RULES_MAX - w->nrules) {
+		pw_err(w, v, "more than %u rules in one policy",
+		    POLICY_FILE_RULES_MAX);
+		return -1;
+	}
+	w->nrules += v->nkids;
 	for (i = 0; i < v->nkids; i++) {
 		if (rule_item(w, v->kids[i], l, &r) == -1)
 			continue;
