@@ -364,9 +364,17 @@ api_peer_key(const struct sockaddr *sa, uint8_t key[17])
 	key[0] = (uint8_t)sa->sa_family;
 	if (sa->sa_family == AF_INET)
 		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	else if (sa->sa_family == AF_INET6)
-		memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-		    8); /* the /64 */
+	else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 =
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		/* IPv4 peers on a dual-stack listener: their own address,
+		 * not the /64 every IPv4 peer shares (::ffff:0:0/64). */
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			key[0] = AF_INET;
+			memcpy(key + 1, a6->s6_addr + 12, 4);
+		} else
+			memcpy(key + 1, a6->s6_addr, 8); /* the /64 */
+	}
 }
 
 static struct api_peer *
