@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -23,6 +24,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "egressd/api.h"
+#include "egressd/api_frame.h"
 #include "egressd/log.h"
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
@@ -39,6 +41,45 @@
 #ifndef EGRESSD_VERSION
 #define EGRESSD_VERSION "unknown"
 #endif
+
+struct api;
+
+/*
+ * A peer that sent wrong tokens: after API_AUTH_FREE_FAILS of them, its
+ * requests to authenticated routes are answered 429 without looking at
+ * the token for a backoff that doubles from API_AUTH_BACKOFF_MS to
+ * API_AUTH_BACKOFF_MAX_MS; a request refused so counts as one more
+ * failure. IPv6 peers are keyed by their /64 (one host has many
+ * addresses), Unix socket peers share one key. A right token clears the
+ * entry; API_AUTH_FORGET_S without failures forgets it.
+ */
+struct api_peer {
+	bool used;
+	uint8_t key[17]; /* family, then the address (IPv6: /64) */
+	uint32_t fails;
+	uint64_t until_us, last_us;
+};
+
+/*
+ * One accepted connection, from the bufferevent we create for it until
+ * api_sweep finds evhttp has freed that bufferevent. Every byte that
+ * arrives passes api_conn_input_cb (an evbuffer callback on the input,
+ * run before evhttp reads the bytes), which frames it (api_frame) to run
+ * the head and body deadlines and to answer oversized requests itself.
+ */
+#define API_CONN_MAGIC 0x41504943u /* "APIC" */
+
+struct api_conn {
+	uint32_t magic;
+	struct api *a;
+	struct bufferevent *bev;
+	struct api_frame fr;
+	uint64_t seq; /* fr.seq the deadline was armed for */
+	struct event *deadline;
+	bool slot; /* holds one of the API_CONNS_MAX slots */
+	bool refused; /* our own answer sent: input dropped until close */
+	bool closing; /* read side shut: evhttp sees EOF and frees it */
+};
 
 struct api {
 	uint32_t magic;
@@ -66,10 +107,14 @@ struct api {
 	 * At API_CONNS_MAX the listeners pause (new connections wait in the
 	 * kernel backlog) and a timer sweeps until a slot frees.
 	 */
-	struct bufferevent *conns[API_CONNS_MAX];
-	size_t nconns;
+	struct api_conn *conns[API_CONNS_MAX + 1]; /* +1: past the cap */
+	size_t nall; /* entries of conns */
+	size_t nconns; /* of them holding a slot */
 	bool paused;
 	struct event *ev_sweep;
+
+	/* Peers that sent wrong tokens (api_auth_*). */
+	struct api_peer peers[API_AUTH_PEERS];
 };
 
 /* One request being answered. */
@@ -101,10 +146,16 @@ api_reason_phrase(int code)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 412:
 		return "Precondition Failed";
 	case 413:
 		return "Request Entity Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
 	case 500:
 		return "Internal Server Error";
 	case 503:
@@ -302,19 +353,147 @@ api_authorized(const struct api *a, struct evhttp_request *req)
 	return ok;
 }
 
+/* ---- wrong tokens back off, per peer ---- */
+
+static void
+api_peer_key(const struct sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	if (sa == NULL)
+		return;
+	key[0] = (uint8_t)sa->sa_family;
+	if (sa->sa_family == AF_INET)
+		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 =
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		/* IPv4 peers on a dual-stack listener: their own address,
+		 * not the /64 every IPv4 peer shares (::ffff:0:0/64). */
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			key[0] = AF_INET;
+			memcpy(key + 1, a6->s6_addr + 12, 4);
+		} else
+			memcpy(key + 1, a6->s6_addr, 8); /* the /64 */
+	}
+}
+
+static struct api_peer *
+api_peer_find(struct api *a, const uint8_t key[17], uint64_t now)
+{
+	size_t i;
+
+	for (i = 0; i < API_AUTH_PEERS; i++) {
+		struct api_peer *p = &a->peers[i];
+		if (!p->used)
+			continue;
+		if (now - p->last_us > (uint64_t)API_AUTH_FORGET_S * 1000000u &&
+		    now >= p->until_us) {
+			p->used = false; /* quiet long enough: forgotten */
+			continue;
+		}
+		if (memcmp(p->key, key, 17) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+/* Seconds left of the peer's backoff, 0 when it may try a token. */
+static unsigned
+api_auth_backoff_s(struct api *a, const uint8_t key[17], uint64_t now)
+{
+	struct api_peer *p = api_peer_find(a, key, now);
+
+	if (p == NULL || now >= p->until_us)
+		return 0;
+	return (unsigned)((p->until_us - now + 999999u) / 1000000u);
+}
+
+static void
+api_auth_failed(
+    struct api *a, const uint8_t key[17], uint64_t now, const char *peer)
+{
+	struct api_peer *p = api_peer_find(a, key, now);
+	uint64_t ms;
+	size_t i;
+
+	if (p == NULL) {
+		/* A free entry, else the one quiet the longest. */
+		p = &a->peers[0];
+		for (i = 0; i < API_AUTH_PEERS; i++) {
+			if (!a->peers[i].used) {
+				p = &a->peers[i];
+				break;
+			}
+			if (a->peers[i].last_us < p->last_us)
+				p = &a->peers[i];
+		}
+		memset(p, 0, sizeof(*p));
+		p->used = true;
+		memcpy(p->key, key, 17);
+	}
+	if (p->fails < UINT32_MAX)
+		p->fails++;
+	p->last_us = now;
+	if (p->fails <= API_AUTH_FREE_FAILS)
+		return;
+	ms = API_AUTH_BACKOFF_MS;
+	for (i = API_AUTH_FREE_FAILS + 1;
+	     i < p->fails && ms < API_AUTH_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	if (ms > API_AUTH_BACKOFF_MAX_MS)
+		ms = API_AUTH_BACKOFF_MAX_MS;
+	p->until_us = now + ms * 1000u;
+	if (p->fails == API_AUTH_FREE_FAILS + 1)
+		log_warn(a->log, "api.auth_backoff", LOG_S("peer", peer),
+		    LOG_U("failures", p->fails), LOG_U("backoff_ms", ms));
+}
+
+static void
+api_auth_ok(struct api *a, const uint8_t key[17], uint64_t now)
+{
+	struct api_peer *p = api_peer_find(a, key, now);
+
+	if (p != NULL)
+		p->used = false;
+}
+
 /* ---- /policy ---- */
+
+/*
+ * Copies at most API_LOG_ERR_MAX bytes of msg into cut, never splitting a
+ * UTF-8 sequence (the message may quote a peer's target); true when bytes
+ * were left out, so the log line can say so.
+ */
+static bool
+api_log_cut(const char *msg, char cut[API_LOG_ERR_MAX + 1])
+{
+	size_t n = msg != NULL ? strlen(msg) : 0;
+	bool cutting = n > API_LOG_ERR_MAX;
+
+	if (cutting) {
+		n = API_LOG_ERR_MAX;
+		/* Back up to the first byte of the sequence the cut falls in. */
+		while (n > 0 && ((unsigned char)msg[n] & 0xc0) == 0x80)
+			n--;
+	}
+	if (n > 0)
+		memcpy(cut, msg, n);
+	cut[n] = '\0';
+	return cutting;
+}
 
 static void
 api_log_update_failed(struct api_req *r, enum api_op op, int code,
     const char *reason, const char *msg)
 {
 	char cut[API_LOG_ERR_MAX + 1];
+	bool cutting = api_log_cut(msg, cut);
 
 	r->a->stats->policy_updates_failed++;
-	snprintf(cut, sizeof(cut), "%s", msg != NULL ? msg : "");
 	log_warn(r->a->log, "policy.update_failed",
 	    LOG_S("op", api_op_names[op]), LOG_I("status", code),
-	    LOG_S("reason", reason), LOG_S("error", cut));
+	    LOG_S("reason", reason), LOG_S("error", cut),
+	    cutting ? LOG_B("error_cut", true) : LOG_BEGIN_);
 }
 
 static void
@@ -765,9 +944,18 @@ api_route_find(const char *path)
 	return NULL;
 }
 
+static uint64_t
+api_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 struct api_sweep_ctx {
 	struct api *a;
-	bool live[API_CONNS_MAX];
+	bool live[API_CONNS_MAX + 1];
 };
 
 static int
@@ -779,10 +967,21 @@ api_sweep_event_cb(
 	size_t i;
 
 	(void)base;
-	for (i = 0; i < c->a->nconns; i++)
-		if (c->a->conns[i] == cbarg)
+	for (i = 0; i < c->a->nall; i++)
+		if (c->a->conns[i]->bev == cbarg)
 			c->live[i] = true;
 	return 0;
+}
+
+static void
+api_conn_free(struct api_conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->deadline != NULL)
+		event_free(c->deadline);
+	c->magic = 0;
+	free(c);
 }
 
 /* Drops the connections evhttp has freed. Never call it from inside a
@@ -794,13 +993,19 @@ api_sweep(struct api *a)
 	struct api_sweep_ctx c = {.a = a};
 	size_t i, n = 0;
 
-	if (a->nconns == 0)
+	if (a->nall == 0)
 		return;
 	(void)event_base_foreach_event(a->base, api_sweep_event_cb, &c);
-	for (i = 0; i < a->nconns; i++)
-		if (c.live[i])
+	for (i = 0; i < a->nall; i++) {
+		if (c.live[i]) {
 			a->conns[n++] = a->conns[i];
-	a->nconns = n;
+			continue;
+		}
+		if (a->conns[i]->slot)
+			a->nconns--;
+		api_conn_free(a->conns[i]);
+	}
+	a->nall = n;
 }
 
 static void
@@ -839,20 +1044,236 @@ api_sweep_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static void
+api_conn_arm(struct api_conn *c, unsigned ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+	(void)event_add(c->deadline, &tv);
+}
+
+/* The deadline of what the framer reads now: the head's from its first
+ * byte, the body's from the end of the head; none between requests
+ * (evhttp's idle timeout, API_TIMEOUT_S, covers that). */
+static void
+api_conn_rearm(struct api_conn *c)
+{
+	c->seq = c->fr.seq;
+	switch (c->fr.state) {
+	case API_FRAME_HEAD:
+		api_conn_arm(c, API_HEAD_TIMEOUT_MS);
+		break;
+	case API_FRAME_BODY:
+	case API_FRAME_CHUNKED:
+		api_conn_arm(c, API_BODY_TIMEOUT_MS);
+		break;
+	default:
+		(void)event_del(c->deadline);
+	}
+}
+
+static void
+api_conn_peer(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "";
+
+	buf[0] = '\0';
+	if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) == -1)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(s4->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 =
+		    (const struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(s6->sin6_port));
+	}
+}
+
+/*
+ * Answers the connection ourselves (evhttp has not seen, and never sees,
+ * the request) and closes it: the answer is written straight to the
+ * socket when nothing of evhttp's is still queued, the write side shut
+ * (the client sees the answer, then EOF), and what the client still
+ * sends is read and dropped for API_LINGER_MS, so a client busy sending
+ * its body reads the answer instead of a reset. Then the read side is
+ * shut: evhttp reads EOF and frees the connection.
+ */
+static void
+api_conn_refuse(
+    struct api_conn *c, int code, const char *reason, const char *text)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	int fd = bufferevent_getfd(c->bev);
+	char resp[512], peer[API_ADDR_MAX];
+	int n;
+
+	c->refused = true;
+	c->a->stats->api_requests++;
+	(void)evbuffer_drain(in, evbuffer_get_length(in));
+	n = snprintf(resp, sizeof(resp),
+	    "HTTP/1.1 %d %s\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\n"
+	    "X-Content-Type-Options: nosniff\r\n"
+	    "Connection: close\r\n"
+	    "Content-Length: %zu\r\n"
+	    "\r\n"
+	    "%s\n",
+	    code, api_reason_phrase(code), strlen(text) + 1, text);
+	if (fd >= 0 && n > 0 && (size_t)n < sizeof(resp) &&
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		(void)send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (fd >= 0)
+		(void)shutdown(fd, SHUT_WR);
+	api_conn_peer(fd, peer, sizeof(peer));
+	log_info(c->a->log, "api.refused", LOG_I("status", code),
+	    LOG_S("reason", reason), LOG_S("peer", peer));
+	api_conn_arm(c, API_LINGER_MS);
+}
+
+static void
+api_conn_close(struct api_conn *c)
+{
+	int fd = bufferevent_getfd(c->bev);
+
+	c->closing = true;
+	if (fd >= 0)
+		(void)shutdown(fd, SHUT_RDWR);
+	/* Should EOF not come (data keeps arriving), look again. */
+	api_conn_arm(c, API_LINGER_MS);
+}
+
+static void
+api_conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct api_conn *c = arg;
+	struct api *a;
+	size_t i;
+	bool mine = false;
+
+	(void)fd;
+	(void)what;
+	if (c == NULL || c->magic != API_CONN_MAGIC)
+		abort();
+	a = c->a;
+	/* evhttp may have freed the bufferevent (the client left): drop
+	 * such connections first, and then only touch c if it is still
+	 * one of ours (the sweep may just have freed it). */
+	api_sweep(a);
+	for (i = 0; i < a->nall; i++)
+		mine |= a->conns[i] == c;
+	if (!mine)
+		return;
+	if (c->refused || c->closing) {
+		api_conn_close(c);
+		return;
+	}
+	switch (c->fr.state) {
+	case API_FRAME_HEAD:
+		api_conn_refuse(c, 408, "head deadline", "request timeout");
+		break;
+	case API_FRAME_BODY:
+	case API_FRAME_CHUNKED:
+		api_conn_refuse(c, 408, "body deadline", "request timeout");
+		break;
+	default:
+		/* Connected and silent since accept. */
+		api_conn_close(c);
+	}
+}
+
+static void
+api_conn_input_cb(
+    struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct api_conn *c = arg;
+	struct evbuffer_ptr pos;
+	struct evbuffer_iovec v[16];
+	size_t len = evbuffer_get_length(buf), added = info->n_added;
+	enum api_frame_error fe = API_FRAME_OK;
+	int i, nv;
+
+	if (c == NULL || c->magic != API_CONN_MAGIC)
+		abort();
+	if (added == 0)
+		return;
+	if (c->refused || c->closing) {
+		(void)evbuffer_drain(buf, len);
+		return;
+	}
+	if (added > len)
+		added = len; /* cannot happen: we run before evhttp reads */
+	while (added > 0 && fe == API_FRAME_OK) {
+		if (evbuffer_ptr_set(
+		        buf, &pos, len - added, EVBUFFER_PTR_SET) == -1)
+			break;
+		nv = evbuffer_peek(buf, (ev_ssize_t)added, &pos, v, 16);
+		if (nv <= 0)
+			break;
+		for (i = 0; i < nv && i < 16 && added > 0 && fe == API_FRAME_OK;
+		     i++) {
+			size_t k = v[i].iov_len < added ? v[i].iov_len : added;
+			fe = api_frame_feed(&c->fr, v[i].iov_base, k);
+			added -= k;
+		}
+	}
+	switch (fe) {
+	case API_FRAME_OK:
+		break;
+	case API_FRAME_HEAD_TOO_LARGE:
+		api_conn_refuse(c, 431, "head too large",
+		    "request header fields too large");
+		return;
+	case API_FRAME_BODY_TOO_LARGE:
+		api_conn_refuse(
+		    c, 413, "body too large", "request body too large");
+		return;
+	case API_FRAME_BAD:
+		api_conn_refuse(c, 400, "bad framing", "bad request");
+		return;
+	}
+	if (c->fr.seq != c->seq)
+		api_conn_rearm(c);
+}
+
 static struct bufferevent *
 api_bev_cb(struct event_base *base, void *arg)
 {
 	struct api *a = arg;
 	struct bufferevent *bev;
+	struct api_conn *c;
 
 	if (a == NULL || a->magic != API_MAGIC)
 		abort();
 	api_sweep(a);
 	bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	/* One accepted past the cap (a burst in one listener callback) is
-	 * left untracked; api_request_cb answers it 503. */
-	if (bev != NULL && a->nconns < API_CONNS_MAX)
-		a->conns[a->nconns++] = bev;
+	if (bev == NULL)
+		return NULL;
+	/* Listeners pause at the cap, so at most one arrives past it (a
+	 * burst in one listener callback); api_request_cb answers it 503
+	 * unless a slot has freed by then. */
+	if (a->nall > API_CONNS_MAX || (c = calloc(1, sizeof(*c))) == NULL)
+		return bev;
+	c->magic = API_CONN_MAGIC;
+	c->a = a;
+	c->bev = bev;
+	api_frame_init(&c->fr, API_HEADERS_MAX, API_BODY_MAX);
+	if ((c->deadline = evtimer_new(base, api_conn_deadline_cb, c)) ==
+	        NULL ||
+	    evbuffer_add_cb(bufferevent_get_input(bev), api_conn_input_cb, c) ==
+	        NULL) {
+		api_conn_free(c);
+		return bev;
+	}
+	c->slot = a->nconns < API_CONNS_MAX;
+	a->nconns += c->slot;
+	a->conns[a->nall++] = c;
+	/* From accept, the first head must be complete in time too. */
+	api_conn_arm(c, API_HEAD_TIMEOUT_MS);
 	if (a->nconns >= API_CONNS_MAX && !a->paused) {
 		struct timeval tv = {0, API_SWEEP_MS * 1000};
 		a->paused = true;
@@ -865,9 +1286,8 @@ api_bev_cb(struct event_base *base, void *arg)
 }
 
 /*
- * Whether the connection holds a slot. One that lost its slot to a sweep
- * (it should not happen: a live connection always has an event added) or
- * came in past the cap gets one now if any is free; otherwise false.
+ * Whether the connection holds a slot. One that came in past the cap gets
+ * one now if any is free; otherwise false.
  */
 static bool
 api_conn_admit(struct api *a, struct evhttp_connection *evcon)
@@ -875,22 +1295,17 @@ api_conn_admit(struct api *a, struct evhttp_connection *evcon)
 	struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
 	size_t i;
 
-	for (i = 0; i < a->nconns; i++)
-		if (a->conns[i] == bev)
-			return true;
-	if (bev == NULL || a->nconns >= API_CONNS_MAX)
-		return false;
-	a->conns[a->nconns++] = bev;
-	return true;
-}
-
-static uint64_t
-api_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	for (i = 0; i < a->nall; i++) {
+		struct api_conn *c = a->conns[i];
+		if (c->bev != bev)
+			continue;
+		if (!c->slot && a->nconns < API_CONNS_MAX) {
+			c->slot = true;
+			a->nconns++;
+		}
+		return c->slot;
+	}
+	return false;
 }
 
 /*
@@ -926,6 +1341,9 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	char rawpath[API_PATH_MAX];
 	char *host = NULL;
 	ev_uint16_t port = 0;
+	uint8_t key[17] = {0};
+	unsigned wait_s = 0;
+	bool guarded;
 
 	if (a == NULL || a->magic != API_MAGIC)
 		abort();
@@ -940,17 +1358,34 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		    (unsigned)port);
 	}
 
+	if (evcon != NULL)
+		api_peer_key(evhttp_connection_get_addr(evcon), key);
 	rt = api_route_find(r.path);
+	guarded = rt != NULL && rt->auth && a->token != NULL;
 	if (evcon != NULL && !api_conn_admit(a, evcon)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
 		    "Connection", "close");
 		api_reply_text(&r, 503, "too many connections");
 	} else if (rt == NULL) {
 		api_reply_text(&r, 404, "404 page not found");
+	} else if (guarded && (wait_s = api_auth_backoff_s(a, key, t0)) > 0) {
+		char ra[16];
+		/* The token is not even compared; the try still counts. */
+		a->stats->api_unauthorized++;
+		api_auth_failed(a, key, t0, peer);
+		snprintf(ra, sizeof(ra), "%u", api_auth_backoff_s(a, key, t0));
+		evhttp_add_header(
+		    evhttp_request_get_output_headers(req), "Retry-After", ra);
+		api_reply_text(
+		    &r, 429, "too many failed authentication attempts");
 	} else if (rt->auth && !api_authorized(a, req)) {
 		a->stats->api_unauthorized++;
+		if (guarded)
+			api_auth_failed(a, key, t0, peer);
 		api_reply_text(&r, 401, "unauthorized");
 	} else {
+		if (guarded)
+			api_auth_ok(a, key, t0);
 		rt->handler(&r);
 	}
 
@@ -1217,8 +1652,10 @@ api_new(struct event_base *base, const struct api_opts *o,
 	}
 	/* Every method reaches api_request_cb so /policy can answer 405. */
 	evhttp_set_allowed_methods(a->http, 0xffff);
-	evhttp_set_max_body_size(a->http, API_BODY_MAX);
-	evhttp_set_max_headers_size(a->http, API_HEADERS_MAX);
+	/* api_frame enforces the real bounds, answering in our format;
+	 * evhttp's (twice as large) are only a backstop. */
+	evhttp_set_max_body_size(a->http, 2 * (ev_ssize_t)API_BODY_MAX);
+	evhttp_set_max_headers_size(a->http, 2 * (ev_ssize_t)API_HEADERS_MAX);
 	evhttp_set_timeout(a->http, API_TIMEOUT_S);
 	/* Read (and drop) an oversized body before answering 413, so the
 	 * client sees the answer instead of a reset. */
@@ -1268,6 +1705,8 @@ api_free(struct api *a)
 	/* Frees every connection and closes the listeners. */
 	if (a->http != NULL)
 		evhttp_free(a->http);
+	while (a->nall > 0)
+		api_conn_free(a->conns[--a->nall]);
 	if (a->unix_path != NULL) {
 		if (a->unx != NULL)
 			unlink(a->unix_path);

@@ -41,6 +41,17 @@
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
 #define API_HEADERS_MAX (16u << 10) /* bytes of request line + headers */
 #define API_TIMEOUT_S 10 /* idle read/write timeout per connection */
+/* Deadlines (api_frame): a client that drips bytes holds a slot no
+ * longer than these; 408 "request timeout" then. */
+#define API_HEAD_TIMEOUT_MS 5000 /* from accept or a head's first byte */
+#define API_BODY_TIMEOUT_MS 10000 /* from the end of the head */
+#define API_LINGER_MS 1000 /* input dropped after our own refusal */
+/* Wrong tokens back off per peer (IPv6: per /64). */
+#define API_AUTH_FREE_FAILS 3 /* failures before any backoff */
+#define API_AUTH_BACKOFF_MS 1000u /* first backoff, doubled per failure */
+#define API_AUTH_BACKOFF_MAX_MS 60000u
+#define API_AUTH_PEERS 256 /* peers remembered (oldest replaced) */
+#define API_AUTH_FORGET_S 600 /* quiet this long: forgotten */
 #define API_CONNS_MAX 64 /* connections at once; then accept pauses */
 #define API_BACKLOG 64 /* listen(2) backlog */
 #define API_UNIX_MODE 0660 /* mode of the Unix socket */

@@ -32,6 +32,7 @@ static const char config_usage_text[] =
     "  --api-token TOKEN       API token (wiped from the process arguments)\n"
     "  --api-insecure-no-token allow mutations without a token\n"
     "  --max-rules N           cap on egress rules, 0 = none (4096)\n"
+    "  --policy-file-max BYTES largest policy file (256000000)\n"
     "  --dns-upstream ADDR     upstream resolver IP[:port] (repeatable)\n"
     "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 (15353)\n"
     "  --dns-timeout SECONDS   per-upstream timeout, 1..120 (5)\n"
@@ -65,6 +66,7 @@ config_init(struct config *c)
 	c->trust_dir = strdup(CONFIG_DEFAULT_TRUST_DIR);
 	c->max_rules = CONFIG_DEFAULT_MAX_RULES;
 	c->learned_max = NFT_LEARNED_MAX_DEFAULT;
+	c->policy_file_max = POLICY_FILE_MAX;
 	c->dns_port = CONFIG_DEFAULT_DNS_PORT;
 	c->dns_timeout_s = CONFIG_DEFAULT_DNS_TIMEOUT_S;
 	c->dns_probe_interval_s = CONFIG_DEFAULT_PROBE_INTERVAL_S;
@@ -490,6 +492,7 @@ enum config_key {
 	K_HTTP_ADDR,
 	K_TOKEN,
 	K_MAX_RULES,
+	K_POLICY_FILE_MAX,
 	K_NS_EXEMPT,
 	K_WEBHOOK,
 	K_SANDBOX_ID,
@@ -536,9 +539,16 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_TOKEN:
 		return config_set_token(c, v, what, e);
 	case K_MAX_RULES:
-		if (config_parse_uint(v, 0, 1000000, &n, what, e) == -1)
+		if (config_parse_uint(
+		        v, 0, POLICY_FILE_RULES_MAX, &n, what, e) == -1)
 			return -1;
 		c->max_rules = (size_t)n;
+		return 0;
+	case K_POLICY_FILE_MAX:
+		if (config_parse_uint(
+		        v, 1024, POLICY_FILE_CEILING, &n, what, e) == -1)
+			return -1;
+		c->policy_file_max = (size_t)n;
 		return 0;
 	case K_NS_EXEMPT:
 		return config_set_ip_list(
@@ -665,6 +675,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
     {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
+    {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
 };
 
 int
@@ -726,6 +737,7 @@ enum {
 	OPT_TOKEN,
 	OPT_INSECURE,
 	OPT_MAX_RULES,
+	OPT_POLICY_FILE_MAX,
 	OPT_UPSTREAM,
 	OPT_DNS_PORT,
 	OPT_DNS_TIMEOUT,
@@ -752,6 +764,7 @@ static const struct option config_opts[] = {
     {"api-token", required_argument, NULL, OPT_TOKEN},
     {"api-insecure-no-token", no_argument, NULL, OPT_INSECURE},
     {"max-rules", required_argument, NULL, OPT_MAX_RULES},
+    {"policy-file-max", required_argument, NULL, OPT_POLICY_FILE_MAX},
     {"dns-upstream", required_argument, NULL, OPT_UPSTREAM},
     {"dns-port", required_argument, NULL, OPT_DNS_PORT},
     {"dns-timeout", required_argument, NULL, OPT_DNS_TIMEOUT},
@@ -827,6 +840,11 @@ config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 			break;
 		case OPT_MAX_RULES:
 			if (config_set(c, K_MAX_RULES, optarg, whatbuf, e))
+				goto out;
+			break;
+		case OPT_POLICY_FILE_MAX:
+			if (config_set(
+			        c, K_POLICY_FILE_MAX, optarg, whatbuf, e))
 				goto out;
 			break;
 		case OPT_UPSTREAM: {

@@ -63,6 +63,9 @@ struct config {
 	char *token_file;
 	bool api_insecure_no_token;
 	size_t max_rules; /* 0 = no cap */
+	/* Bytes of the policy file (operator's, trusted): --policy-file-max,
+	 * default POLICY_FILE_MAX (sized from the rule cap). */
+	size_t policy_file_max;
 
 	/* DNS. */
 	uint16_t dns_port;

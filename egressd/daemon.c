@@ -34,6 +34,22 @@ egressd_log_diag(
 		log_error(d->log, ev, LOG_S("error", "more errors not shown"));
 }
 
+/*
+ * A --policy path with a typo would otherwise start deny-all in silence:
+ * say which file is missing and what is in force instead, at every load.
+ */
+static void
+egressd_note_policy_file(
+    struct egressd *d, const struct policyfile_info *info, const char *why)
+{
+	d->policy_file_missing = info->file_missing;
+	d->policy_fallback = info->fallback;
+	if (info->file_missing)
+		log_warn(d->log, "policy.file_missing",
+		    LOG_S("path", d->cfg->policy_file), LOG_S("trigger", why),
+		    LOG_S("fallback", info->fallback));
+}
+
 /* Hash of the policy file's bytes now; false when there is none. */
 static bool
 egressd_file_hash(const struct egressd *d, uint64_t *h)
@@ -43,7 +59,7 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 
 	if (d->cfg->policy_file == NULL ||
 	    (bytes = policyfile_read(
-	         d->cfg->policy_file, POLICY_FILE_MAX, &len)) == NULL)
+	         d->cfg->policy_file, d->cfg->policy_file_max, &len)) == NULL)
 		return false;
 	*h = hash_fnv1a(bytes, len);
 	free(bytes);
@@ -53,6 +69,7 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 int
 egressd_reload(struct egressd *d, const char *why)
 {
+	struct policyfile_info info;
 	struct policy_diag dg;
 	struct policy *next;
 	struct err e = {""};
@@ -69,7 +86,7 @@ egressd_reload(struct egressd *d, const char *why)
 		return 0;
 	d->rules_dir_dirty = false;
 	policy_diag_init(&dg);
-	next = policyfile_load(d->cfg, &dg);
+	next = policyfile_load(d->cfg, &dg, &info);
 	if (next == NULL) {
 		d->stats.policy_reloads_failed++;
 		egressd_log_diag(d, "policy.reload_failed", &dg);
@@ -91,6 +108,7 @@ egressd_reload(struct egressd *d, const char *why)
 		return -1;
 	}
 	d->stats.policy_reloads_ok++;
+	egressd_note_policy_file(d, &info, why);
 	d->file_hash = h;
 	d->file_hash_valid = have;
 	log_info(d->log, "policy.loaded", LOG_S("trigger", why),
@@ -868,6 +886,14 @@ egressd_api_status_cb(void *arg, json_t *out)
 	if (d->cfg->policy_file != NULL)
 		json_object_set_new(
 		    pol, "file", json_string(d->cfg->policy_file));
+	if (d->policy_file_missing) {
+		char w[EGRESSD_WHY_MAX + PATH_MAX];
+		(void)snprintf(w, sizeof(w),
+		    "policy file %s does not exist; in force: %s",
+		    d->cfg->policy_file, d->policy_fallback);
+		json_object_set_new(pol, "fileMissing", json_true());
+		json_object_set_new(pol, "warning", json_string(w));
+	}
 	json_object_set_new(out, "policy", pol);
 
 	if (d->dns != NULL) {
@@ -1014,6 +1040,7 @@ egressd_commit(
 	egressd_follow_upstreams(d, old, next);
 	if (persist && d->cfg->policy_file != NULL) {
 		d->file_hash_valid = true;
+		d->policy_file_missing = false; /* it exists now */
 		failpoint_hit(
 		    d->cfg->failpoint, "commit.after_persist", d->log);
 	}
@@ -1030,6 +1057,7 @@ int
 egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e)
 {
+	struct policyfile_info info;
 	struct policy_diag dg;
 	struct timeval renew = {EGRESSD_RENEW_INTERVAL_S, 0};
 	size_t i;
@@ -1045,7 +1073,7 @@ egressd_init(
 	}
 	policy_diag_init(&dg);
 	d->file_hash_valid = egressd_file_hash(d, &d->file_hash);
-	d->policy = policyfile_load(cfg, &dg);
+	d->policy = policyfile_load(cfg, &dg, &info);
 	if (d->policy == NULL) {
 		for (i = 0; i < dg.n; i++)
 			log_error(lg, "policy.load_failed",
@@ -1062,6 +1090,7 @@ egressd_init(
 	    LOG_U("revision", d->policy->revision),
 	    LOG_U("rules", d->policy->nrules),
 	    LOG_S("mode", policy_mode_name(d->policy)));
+	egressd_note_policy_file(d, &info, "start");
 	for (i = 0; i < cfg->unknown_env.n; i++)
 		log_warn(lg, "config.unknown_variable",
 		    LOG_S("name", cfg->unknown_env.v[i]));

@@ -67,6 +67,10 @@ struct egressd {
 	 * a new policy. */
 	uint64_t file_hash;
 	bool file_hash_valid;
+	/* The configured policy file did not exist at the last load: what
+	 * is in force came from policy_fallback (shown in /v1/status). */
+	bool policy_file_missing;
+	const char *policy_fallback;
 };
 
 int egressd_init(

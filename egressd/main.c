@@ -28,12 +28,18 @@ count_bindings(const struct policy *p)
 static int
 check_policy(const struct config *cfg)
 {
+	struct policyfile_info info;
 	struct policy_diag d;
 	struct policy *p;
 	size_t i;
 
 	policy_diag_init(&d);
-	p = policyfile_load(cfg, &d);
+	p = policyfile_load(cfg, &d, &info);
+	if (info.file_missing)
+		fprintf(stderr,
+		    "egressd: warning: policy file %s does not exist; "
+		    "egressd would start from %s\n",
+		    cfg->policy_file, info.fallback);
 	if (p == NULL) {
 		for (i = 0; i < d.n; i++)
 			fprintf(stderr, "%s\n", d.msgs[i]);

@@ -126,16 +126,30 @@ policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
 }
 
 struct policy *
-policyfile_load(const struct config *cfg, struct policy_diag *d)
+policyfile_load(const struct config *cfg, struct policy_diag *d,
+    struct policyfile_info *info)
 {
 	struct policy *base = NULL, *full;
+	struct policyfile_info dummy;
 	struct stat st;
+	bool have_rules = cfg->rules_json != NULL && cfg->rules_json[0] != '\0';
 
+	if (info == NULL)
+		info = &dummy;
+	info->file_missing = false;
+	info->fallback = NULL;
 	if (policyfile_check_sources(cfg, d) == -1)
 		return NULL;
-	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0)
-		base = policy_load_file(cfg->policy_file, d);
-	else if (cfg->rules_json != NULL && cfg->rules_json[0] != '\0')
+	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == -1 &&
+	    (errno == ENOENT || errno == ENOTDIR)) {
+		info->file_missing = true;
+		info->fallback =
+		    have_rules ? "OPENSANDBOX_EGRESS_RULES" : "deny-all";
+	}
+	if (cfg->policy_file != NULL && !info->file_missing)
+		base = policy_load_file_max(
+		    cfg->policy_file, cfg->policy_file_max, d);
+	else if (have_rules)
 		base = policy_parse_json(cfg->rules_json,
 		    strlen(cfg->rules_json), "OPENSANDBOX_EGRESS_RULES", d);
 	else

@@ -11,6 +11,7 @@
 #ifndef EGRESSD_POLICYFILE_H
 #define EGRESSD_POLICYFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,8 +19,26 @@
 #include "egressd/log.h"
 #include "policy/policy.h"
 
-/* New snapshot (refs 1), or NULL with every error in d. */
-struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d);
+/*
+ * What policyfile_load fell back to. The reference starts from
+ * OPENSANDBOX_EGRESS_RULES (or deny-all) when the policy file does not
+ * exist; egressd does the same, but a typo in --policy must not block
+ * everything silently, so the caller learns it and warns.
+ */
+struct policyfile_info {
+	bool file_missing; /* policy_file configured, but not there */
+	const char *fallback; /* then: "OPENSANDBOX_EGRESS_RULES" or
+			       * "deny-all" (static strings) */
+};
+
+/*
+ * New snapshot (refs 1), or NULL with every error in d. info (may be
+ * NULL) says whether a configured policy file was missing. Only a file
+ * that does not exist (ENOENT, ENOTDIR) falls back; one that cannot be
+ * read is an error.
+ */
+struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d,
+    struct policyfile_info *info);
 
 /*
  * Writes p to path. *hash (may be NULL) gets the hash of the bytes

@@ -28,7 +28,19 @@
 #include "policy/err.h"
 
 /* Bounds (named so tests and docs can cite them). */
-#define POLICY_FILE_MAX (4u << 20) /* bytes of one policy file */
+/*
+ * Operator files (policy file, OPENSANDBOX_EGRESS_RULES) are owner-checked
+ * and trusted: their bounds follow from the rule cap, not from hostile
+ * input. A file holds at most POLICY_FILE_RULES_MAX rules (all lists; the
+ * same ceiling as OPENSANDBOX_EGRESS_MAX_RULES), and by default
+ * POLICY_FILE_RULE_BYTES per rule of them: POLICY_FILE_MAX, which
+ * --policy-file-max can change (up to POLICY_FILE_CEILING). API bodies are
+ * hostile input and keep their own small bound, POLICY_BODY_MAX.
+ */
+#define POLICY_FILE_RULES_MAX 1000000u /* rules of one policy file */
+#define POLICY_FILE_RULE_BYTES 256u /* default byte budget per rule */
+#define POLICY_FILE_MAX (POLICY_FILE_RULES_MAX * POLICY_FILE_RULE_BYTES)
+#define POLICY_FILE_CEILING (1u << 30) /* largest --policy-file-max */
 #define POLICY_BODY_MAX (1u << 20) /* bytes of one API body */
 #define POLICY_DEPTH_MAX 16 /* nesting of YAML/JSON */
 #define POLICY_NAME_MAX 253 /* DNS name, presentation form */
@@ -183,6 +195,10 @@ void policy_unref(struct policy *p); /* NULL is a no-op */
  * policy_new_deny_all has revision 0.
  */
 struct policy *policy_load_file(const char *path, struct policy_diag *d);
+/* Same, refusing files larger than max_bytes (0: POLICY_FILE_MAX; at most
+ * POLICY_FILE_CEILING). */
+struct policy *policy_load_file_max(
+    const char *path, size_t max_bytes, struct policy_diag *d);
 struct policy *policy_parse_yaml(
     const char *buf, size_t len, const char *name, struct policy_diag *d);
 struct policy *policy_parse_json(

@@ -57,10 +57,11 @@ struct pnode *policy_yaml_read(
     const char *buf, size_t len, const char *name, struct policy_diag *d);
 
 /*
- * Reads a regular file of at most POLICY_FILE_MAX bytes (NUL-terminated
- * copy in *out). A missing file sets *missing and adds no diagnostic.
+ * Reads a regular file of at most max bytes (NUL-terminated copy in *out;
+ * the buffer is sized by the file, not by max). A missing file sets
+ * *missing and adds no diagnostic.
  */
-int policy_read_file(const char *path, char **out, size_t *outlen,
+int policy_read_file(const char *path, size_t max, char **out, size_t *outlen,
     bool *missing, struct policy_diag *d);
 
 void policy_diag_vadd(struct policy_diag *d, const char *name, unsigned line,
@@ -166,6 +167,7 @@ struct pwalk {
 	const char *name;
 	struct policy_diag *d;
 	size_t errs;
+	size_t nrules; /* items of every rule list so far (the rule cap) */
 };
 
 /* One entry of a keyword table: the key and what to do with its value. */

@@ -132,9 +132,11 @@ policy_parse_json(
 	struct pnode *root;
 	struct policy *p;
 
-	if (len > POLICY_FILE_MAX) {
+	/* Readers bound what they pass (files, bodies); this is the last
+	 * line, far above any of them. */
+	if (len > POLICY_FILE_CEILING) {
 		policy_diag_add(
-		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_MAX);
+		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_CEILING);
 		return NULL;
 	}
 	if ((root = policy_json_read(buf, len, name, d)) == NULL)

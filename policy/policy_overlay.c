@@ -127,7 +127,8 @@ ov_file(const char *dir, const struct ovfile *f, struct ovlist *out, char *path,
 		policy_diag_add(d, dir, 0, 0, "path too long");
 		return -1;
 	}
-	if (policy_read_file(path, &buf, &len, &missing, d) == -1)
+	if (policy_read_file(path, POLICY_FILE_MAX, &buf, &len, &missing, d) ==
+	    -1)
 		return missing ? 0 : -1;
 	while (off < len) {
 		const char *nl = memchr(buf + off, '\n', len - off);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy/policy_int.h"
 
@@ -162,15 +163,38 @@ rvec_push(struct rvec *rv, const struct policy_rule *r)
 	return 0;
 }
 
+/*
+ * An action as the reference reads it (strings.ToLower(strings.TrimSpace)):
+ * "ALLOW", "Deny " and " deny" are allow and deny, so its users' JSON
+ * loads unchanged; what is written back is always the lower-case form.
+ * *blank is set (and nothing else) when only white space is left, which
+ * callers treat as unset.
+ */
 static int
 action_parse(struct pwalk *w, const struct pnode *v, const char *what,
-    enum policy_action *out)
+    enum policy_action *out, bool *blank)
 {
+	const char *s;
+	size_t n;
+
+	*blank = false;
 	if (!pw_is(w, v, PNODE_STR))
 		return -1;
-	if (strcmp(v->str, "allow") == 0)
+	s = v->str;
+	n = v->len;
+	while (n > 0 && strchr(" \t\n\v\f\r", s[0]) != NULL) {
+		s++;
+		n--;
+	}
+	while (n > 0 && strchr(" \t\n\v\f\r", s[n - 1]) != NULL)
+		n--;
+	if (n == 0) {
+		*blank = true;
+		return 0;
+	}
+	if (n == 5 && strncasecmp(s, "allow", 5) == 0)
 		*out = POLICY_ALLOW;
-	else if (strcmp(v->str, "deny") == 0)
+	else if (n == 4 && strncasecmp(s, "deny", 4) == 0)
 		*out = POLICY_DENY;
 	else {
 		pw_err(
@@ -184,13 +208,15 @@ static int
 rk_action(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct ritem *it = obj;
+	bool blank;
 
 	it->action_at = v;
-	/* "" is how clients with non-omitempty fields say "unset". */
-	if (v->type == PNODE_STR && v->len == 0)
-		return 0;
-	if (action_parse(w, v, "action", &it->r.action) == -1)
+	/* "" (or blanks) is how clients with non-omitempty fields say
+	 * "unset". */
+	if (action_parse(w, v, "action", &it->r.action, &blank) == -1)
 		return -1;
+	if (blank)
+		return 0;
 	it->have_action = true;
 	return 0;
 }
@@ -400,6 +426,12 @@ rule_list(struct pwalk *w, const struct pnode *v, enum rlist l, struct rvec *rv)
 		return 0;
 	if (!pw_is(w, v, PNODE_SEQ))
 		return -1;
+	if (v->nkids > POLICY_FILE_RULES_MAX - w->nrules) {
+		pw_err(w, v, "more than %u rules in one policy",
+		    POLICY_FILE_RULES_MAX);
+		return -1;
+	}
+	w->nrules += v->nkids;
 	for (i = 0; i < v->nkids; i++) {
 		if (rule_item(w, v->kids[i], l, &r) == -1)
 			continue;
@@ -444,11 +476,15 @@ static int
 tk_default(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct pbuild *b = obj;
+	enum policy_action a;
+	bool blank;
 
-	/* "" means unset (deny), as a missing key does. */
-	if (v->type == PNODE_STR && v->len == 0)
-		return 0;
-	return action_parse(w, v, "defaultAction", &b->def);
+	/* "" (or blanks) means unset (deny), as a missing key does. */
+	if (action_parse(w, v, "defaultAction", &a, &blank) == -1)
+		return -1;
+	if (!blank)
+		b->def = a;
+	return 0;
 }
 
 static int

@@ -304,9 +304,11 @@ policy_parse_yaml(
 	struct pnode *root;
 	struct policy *p;
 
-	if (len > POLICY_FILE_MAX) {
+	/* Readers bound what they pass (files, bodies); this is the last
+	 * line, far above any of them. */
+	if (len > POLICY_FILE_CEILING) {
 		policy_diag_add(
-		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_MAX);
+		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_CEILING);
 		return NULL;
 	}
 	if ((root = policy_yaml_read(buf, len, name, d)) == NULL)
@@ -316,14 +318,13 @@ policy_parse_yaml(
 	return p;
 }
 
-/* Reads at most POLICY_FILE_MAX bytes of a regular file. */
 int
-policy_read_file(const char *path, char **out, size_t *outlen, bool *missing,
-    struct policy_diag *d)
+policy_read_file(const char *path, size_t max, char **out, size_t *outlen,
+    bool *missing, struct policy_diag *d)
 {
 	struct stat st;
 	char *buf = NULL;
-	size_t n = 0;
+	size_t n = 0, cap;
 	ssize_t r;
 	int fd;
 
@@ -339,12 +340,16 @@ policy_read_file(const char *path, char **out, size_t *outlen, bool *missing,
 		policy_diag_add(d, path, 0, 0, "not a regular file");
 		goto out_close;
 	}
-	if ((buf = malloc(POLICY_FILE_MAX + 1)) == NULL) {
+	if ((uint64_t)st.st_size > max)
+		goto out_big;
+	/* Sized by the file (it may still grow while we read: one byte
+	 * more than max tells). */
+	cap = (size_t)st.st_size + 1;
+	if ((buf = malloc(cap + 1)) == NULL) {
 		policy_diag_add(d, path, 0, 0, "out of memory");
 		goto out_close;
 	}
-	while (n <= POLICY_FILE_MAX &&
-	    (r = read(fd, buf + n, POLICY_FILE_MAX + 1 - n)) != 0) {
+	while (n < cap && (r = read(fd, buf + n, cap - n)) != 0) {
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1) {
@@ -354,16 +359,18 @@ policy_read_file(const char *path, char **out, size_t *outlen, bool *missing,
 		}
 		n += (size_t)r;
 	}
-	if (n > POLICY_FILE_MAX) {
-		policy_diag_add(
-		    d, path, 0, 0, "larger than %u bytes", POLICY_FILE_MAX);
-		goto out_free;
-	}
+	if (n > max || n == cap)
+		goto out_big;
 	buf[n] = '\0';
 	close(fd);
 	*out = buf;
 	*outlen = n;
 	return 0;
+out_big:
+	policy_diag_add(d, path, 0, 0,
+	    "larger than %zu bytes (the policy file limit; see "
+	    "--policy-file-max)",
+	    max);
 out_free:
 	free(buf);
 out_close:
@@ -372,14 +379,18 @@ out_close:
 }
 
 struct policy *
-policy_load_file(const char *path, struct policy_diag *d)
+policy_load_file_max(const char *path, size_t max, struct policy_diag *d)
 {
 	struct policy *p;
 	bool missing;
 	char *buf;
 	size_t len, i;
 
-	if (policy_read_file(path, &buf, &len, &missing, d) == -1) {
+	if (max == 0)
+		max = POLICY_FILE_MAX;
+	if (max > POLICY_FILE_CEILING)
+		max = POLICY_FILE_CEILING;
+	if (policy_read_file(path, max, &buf, &len, &missing, d) == -1) {
 		if (missing)
 			policy_diag_add(d, path, 0, 0, "no such file");
 		return NULL;
@@ -393,4 +404,10 @@ policy_load_file(const char *path, struct policy_diag *d)
 		p = policy_parse_yaml(buf, len, path, d);
 	free(buf);
 	return p;
+}
+
+struct policy *
+policy_load_file(const char *path, struct policy_diag *d)
+{
+	return policy_load_file_max(path, POLICY_FILE_MAX, d);
 }

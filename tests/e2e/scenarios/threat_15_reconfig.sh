@@ -3,8 +3,8 @@
 # egressd. It cannot touch the files egressd reads (policy file, rules
 # directory, token file) even where it can reach their directory, and
 # egressd's own rewrite of the policy file after an API change keeps it
-# root-only; guessed tokens from the node are refused, counted in the
-# metrics and change nothing; concurrent PATCHes from the operator are
+# root-only; guessed tokens from the node are refused (then held back per
+# peer), counted in the metrics and change nothing; concurrent PATCHes from the operator are
 # serialized: none is lost. (The API port itself is closed to the sandbox
 # on every address: api_unreachable.)
 set -u -o pipefail
@@ -28,9 +28,11 @@ tb_start_egressd --policy "$pol" --api-token-file "$tokf" --http-addr ":18080"
 chmod 711 "$TB_DIR/egressd"
 URL="http://$TB_SBX_HOST_IP4:18080"
 
-# api TOKEN METHOD PATH [BODY]: from the node; prints the status.
+# api TOKEN METHOD PATH [BODY]: from the node; prints the status. With
+# FROM set, from that address of the node (another peer).
 api() {
 	tb_host curl -sS --max-time 5 -o "$TB_DIR/api.out" -w '%{http_code}' \
+	    ${FROM:+--interface "$FROM"} \
 	    -H "OPENSANDBOX-EGRESS-AUTH: $1" -X "$2" ${4:+--data-binary "$4"} \
 	    "$URL$3" 2>/dev/null
 }
@@ -75,12 +77,20 @@ tok=$TB_EGRESSD_TOKEN
 guesses=("" x "${tok:0:${#tok}-1}" "${tok}x" "${tok^^}" "Bearer $tok" \
     "${tok:1}" "$(printf '%s' "$tok" | rev)" "$tok$tok")
 for i in $(seq 1 30); do guesses+=("tok-$TB_ID-$RANDOM$RANDOM$RANDOM"); done
+# The guesser is another address of the node: wrong tokens back off per
+# peer (401s; from the 4th failure on, 429 without the token even being
+# compared), and
+# the operator's own address below is not held back.
+ip -n "$TB_HOST" addr add 192.0.2.3/24 dev vhost0
 codes=""
 for g in "${guesses[@]}"; do
-	codes+="$(api "$g" POST /policy '{"defaultAction":"allow"}') "
+	codes+="$(FROM=192.0.2.3 api "$g" POST /policy '{"defaultAction":"allow"}') "
 done
-tb_expect_eq "${#guesses[@]} guessed tokens (near misses included): all 401" \
-    "$(printf '401 %.0s' "${guesses[@]}")" "$codes"
+tb_expect_eq "${#guesses[@]} guessed tokens (near misses included): 4 x 401, then 429" \
+    "401 401 401 401 $(printf '429 %.0s' "${guesses[@]:4}")" "$codes"
+tb_expect_eq "the right token from the guesser is held back too" 429 \
+    "$(FROM=192.0.2.3 api "$tok" POST /policy '{"defaultAction":"allow"}')"
+guesses+=("(the right one, held back)")
 tb_expect_eq "each one counted in egressd_api_unauthorized_total" \
     $((unauth0 + ${#guesses[@]})) "$(metric egressd_api_unauthorized_total)"
 tb_expect_eq "the policy revision did not move" "$rev0" \

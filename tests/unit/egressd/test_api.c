@@ -467,6 +467,8 @@ test_auth(void **state)
 	    "", 0, &r);
 	expect_text(&r, 401, "unauthorized\n");
 	resp_free(&r);
+	/* (The right token now, before the fourth failure backs off.) */
+	roundtrip(f, "GET", "/policy", NULL, 200, JSON, NULL);
 	call_full(f, "GET", "/policy",
 	    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "x\r\n", "", 0, &r);
 	expect_text(&r, 401, "unauthorized\n");
@@ -503,6 +505,7 @@ test_auth(void **state)
 	expect_text(&r, 401, "unauthorized\n");
 	resp_free(&r);
 	assert_int_equal(f->commits, 0);
+	roundtrip(f, "GET", "/policy", NULL, 200, JSON, NULL);
 
 	/* /healthz and /readyz never need it; /metrics and /v1/status do. */
 	call_full(f, "GET", "/healthz", NULL, "", 0, &r);
@@ -912,10 +915,21 @@ test_body_cap(void **state)
 	big[n] = '}';
 	call_full(f, "POST", "/policy",
 	    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n", big, n + 1, &r);
-	assert_int_equal(r.status, 413);
+	expect_text(&r, 413, "request body too large\n");
 	resp_free(&r);
 	assert_int_equal(f->commits, 1);
 	free(big);
+	/* Far over every bound (libevent's too): still our answer, at the
+	 * head, before any of the body is sent. */
+	{
+		static const char req[] =
+		    "POST /policy HTTP/1.1\r\nHost: x\r\n"
+		    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
+		    "Content-Length: 104857600\r\n\r\n";
+		exchange(f, client_connect(f), req, sizeof(req) - 1, &r);
+		expect_text(&r, 413, "request body too large\n");
+		resp_free(&r);
+	}
 }
 
 static void
@@ -931,7 +945,8 @@ test_header_cap(void **state)
 	memset(h + 7, 'a', n);
 	memcpy(h + 7 + n, "\r\n", 3);
 	call_full(f, "GET", "/policy", h, "", 0, &r);
-	assert_int_equal(r.status, 400);
+	/* Answered in the API's own format, not libevent's HTML. */
+	expect_text(&r, 431, "request header fields too large\n");
 	resp_free(&r);
 	free(h);
 	/* Still serving. */
@@ -1215,14 +1230,15 @@ test_racing_patches(void **state)
 	resp_free(&r);
 }
 
-/* A connection that sends nothing, or not a whole head, is closed after
- * API_TIMEOUT_S and frees its slot. */
+/* A connection that sends nothing is closed after API_HEAD_TIMEOUT_MS; one
+ * that sends not a whole head is answered 408 (text) and closed. */
 static void
 test_idle_timeout(void **state)
 {
 	struct fx *f = *state;
-	char buf[64];
+	char buf[256];
 	int silent, partial;
+	ssize_t n;
 
 	silent = client_connect(f);
 	partial = client_connect(f);
@@ -1231,12 +1247,161 @@ test_idle_timeout(void **state)
 	spin(f, 50);
 	assert_int_equal(api_connections(f->api), 2);
 	assert_int_equal(
-	    read_some(f, silent, buf, sizeof(buf), (API_TIMEOUT_S + 2) * 1000),
+	    read_some(f, silent, buf, sizeof(buf), API_HEAD_TIMEOUT_MS + 2000),
 	    0);
-	assert_true(read_some(f, partial, buf, sizeof(buf), 1000) <= 0);
+	n = read_some(f, partial, buf, sizeof(buf) - 1, 2000);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_int_equal(strncmp(buf, "HTTP/1.1 408 ", 13), 0);
+	assert_non_null(strstr(buf, "\r\n\r\nrequest timeout\n"));
+	assert_non_null(strstr(buf, "Content-Type: text/plain; charset=utf-8"));
+	spin(f, API_LINGER_MS + 500);
 	assert_int_equal(api_connections(f->api), 0);
 	close(silent);
 	close(partial);
+}
+
+/*
+ * Slowloris: every byte restarts evhttp's idle timer, so a client that
+ * drips its head (or its body) would hold its slot for ever; the head and
+ * body deadlines end it, with a 408, and the slot frees.
+ */
+static void
+drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
+{
+	uint64_t t0 = now_ms(), end = t0 + (uint64_t)deadline_ms + 3000;
+	int fd = client_connect(f);
+	char buf[512];
+	ssize_t n = -1;
+	size_t k = 0;
+
+	spin(f, 20);
+	assert_int_equal(
+	    send(fd, prefix, strlen(prefix), 0), (ssize_t)strlen(prefix));
+	while (now_ms() < end) {
+		/* one byte every 400 ms: well inside API_TIMEOUT_S */
+		if (send(fd, drop + (k++ % strlen(drop)), 1,
+		        MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+			break;
+		if ((n = read_some(f, fd, buf, sizeof(buf) - 1, 400)) > 0)
+			break;
+	}
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_int_equal(strncmp(buf, "HTTP/1.1 408 ", 13), 0);
+	/* ended by the deadline, not by evhttp's idle timeout */
+	assert_true(now_ms() - t0 >= (uint64_t)deadline_ms - 100);
+	assert_true(now_ms() - t0 <
+	    (uint64_t)API_TIMEOUT_S * 1000 + (uint64_t)deadline_ms);
+	close(fd);
+	spin(f, API_LINGER_MS + 500);
+	assert_int_equal(api_connections(f->api), 0);
+}
+
+static void
+test_drip_head(void **state)
+{
+	drip(*state, "GET /policy HTTP/1.1\r\n", "X-Drip: aaaa\r\n",
+	    API_HEAD_TIMEOUT_MS);
+}
+
+static void
+test_drip_body(void **state)
+{
+	drip(*state,
+	    "POST /policy HTTP/1.1\r\nHost: x\r\n"
+	    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
+	    "Content-Length: 1000\r\n\r\n",
+	    " ", API_BODY_TIMEOUT_MS);
+	assert_int_equal(((struct fx *)*state)->commits, 0);
+}
+
+/* A chunked body over the cap is refused as it arrives, in text. */
+static void
+test_chunked_cap(void **state)
+{
+	struct fx *f = *state;
+	size_t chunk = 64 << 10, nchunks = API_BODY_MAX / chunk + 2, i, o;
+	size_t cap = nchunks * (chunk + 16) + 512;
+	char *req = malloc(cap);
+	struct resp r;
+
+	assert_non_null(req);
+	o = (size_t)snprintf(req, cap,
+	    "POST /policy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+	    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n");
+	for (i = 0; i < nchunks; i++) {
+		o += (size_t)snprintf(req + o, cap - o, "%zx\r\n", chunk);
+		memset(req + o, ' ', chunk);
+		o += chunk;
+		o += (size_t)snprintf(req + o, cap - o, "\r\n");
+	}
+	o += (size_t)snprintf(req + o, cap - o, "0\r\n\r\n");
+	exchange(f, client_connect(f), req, o, &r);
+	expect_text(&r, 413, "request body too large\n");
+	resp_free(&r);
+	assert_int_equal(f->commits, 0);
+	free(req);
+	/* A small chunked body is read as before. */
+	{
+		static const char ok[] =
+		    "POST /policy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+		    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
+		    "Transfer-Encoding: chunked\r\n\r\n"
+		    "5\r\n{\"def\r\n"
+		    "14 ext=1\r\naultAction\":\"allow\"}\r\n0\r\n\r\n";
+		exchange(f, client_connect(f), ok, sizeof(ok) - 1, &r);
+		expect(&r, 200, JSON, NULL);
+		resp_free(&r);
+	}
+	assert_int_equal(f->commits, 1);
+	roundtrip(f, "GET", "/healthz", NULL, 200, TEXT, "ok");
+}
+
+/* Wrong tokens back off per peer; tries during the backoff count too. */
+static void
+test_auth_backoff(void **state)
+{
+	struct fx *f = *state;
+	struct resp r;
+	char ra[16];
+	int i;
+
+	for (i = 0; i < API_AUTH_FREE_FAILS + 1; i++) {
+		call_full(f, "GET", "/policy",
+		    "OPENSANDBOX-EGRESS-AUTH: wrong\r\n", "", 0, &r);
+		expect_text(&r, 401, "unauthorized\n");
+		resp_free(&r);
+	}
+	/* Backing off: even the right token is not looked at. */
+	call(f, "GET", "/policy", NULL, &r);
+	expect_text(&r, 429, "too many failed authentication attempts\n");
+	assert_non_null(header(&r, "Retry-After", ra, sizeof(ra)));
+	assert_true(atoi(ra) >= 1 && atoi(ra) <= 3);
+	resp_free(&r);
+	call(f, "POST", "/policy", "{}", &r);
+	assert_int_equal(r.status, 429);
+	resp_free(&r);
+	assert_int_equal(f->commits, 0);
+	assert_int_equal(f->stats.api_unauthorized, API_AUTH_FREE_FAILS + 3);
+	/* Unauthenticated routes are not affected. */
+	roundtrip(f, "GET", "/healthz", NULL, 200, TEXT, "ok");
+	{
+		char *logs = fx_logs(f);
+		assert_non_null(strstr(logs, "\"ev\":\"api.auth_backoff\""));
+		free(logs);
+	}
+	/* After the backoff (doubled per try: 4 s now), the right token
+	 * works and clears the record. */
+	spin(f, 4200);
+	call(f, "GET", "/policy", NULL, &r);
+	expect(&r, 200, JSON, NULL);
+	resp_free(&r);
+	call_full(f, "GET", "/policy", "OPENSANDBOX-EGRESS-AUTH: wrong\r\n", "",
+	    0, &r);
+	expect_text(&r, 401, "unauthorized\n");
+	resp_free(&r);
 }
 
 static void
@@ -1395,6 +1560,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_routes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connections, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drip_head, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drip_body, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_chunked_cap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_auth_backoff, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_racing_patches, setup, teardown),

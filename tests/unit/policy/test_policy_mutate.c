@@ -125,8 +125,11 @@ test_replace_rejects(void **state)
 	/* §5.5: unknown defaultAction and malformed targets are errors */
 	expect_replace_error("{\"defaultAction\":\"block\"}",
 	    "body:1:18: unknown defaultAction \"block\"");
+	/* case and blanks are folded (below), other words stay errors */
 	expect_replace_error(
-	    "{\"defaultAction\":\"Allow\"}", "unknown defaultAction");
+	    "{\"defaultAction\":\"Allowed\"}", "unknown defaultAction");
+	expect_replace_error(
+	    "{\"defaultAction\":\"al low\"}", "unknown defaultAction");
 	expect_replace_error("{\"egress\":[{\"action\":\"allow\",\"target\":"
 	                     "\"a..com\"}]}",
 	    "malformed target \"a..com\"");
@@ -224,6 +227,45 @@ test_empty_strings_mean_unset(void **state)
 	    "{\"alwaysAllow\":[{\"action\":\"\",\"target\":\"b.com\"}]}");
 	assert_int_equal(p->always_allow[0].action, POLICY_ALLOW);
 	policy_unref(p);
+}
+
+/* The reference lowercases and trims actions; GET shows the normal form. */
+static void
+test_actions_fold_case_and_blanks(void **state)
+{
+	struct policy *b = base_of("{}"), *p;
+	bool oc = true;
+	struct err e;
+
+	(void)state;
+	p = replace(b,
+	    "{\"defaultAction\":\" DENY\\t\",\"egress\":["
+	    "{\"action\":\"ALLOW\",\"target\":\"a.com\"},"
+	    "{\"action\":\"Deny \",\"target\":\"b.com\"},"
+	    "{\"action\":\"  \",\"target\":\"c.com\"}]}",
+	    0, &oc, &e);
+	if (p == NULL)
+		fail_msg("%s", e.msg);
+	assert_int_equal(p->default_action, POLICY_DENY);
+	assert_int_equal(policy_match_domain(p, "a.com", NULL), POLICY_ALLOW);
+	assert_int_equal(policy_match_domain(p, "b.com", NULL), POLICY_DENY);
+	assert_int_equal(p->rules[2].action, POLICY_DENY); /* blank: unset */
+	assert_user_json(p,
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.com\"},"
+	    "{\"action\":\"deny\",\"target\":\"b.com\"},"
+	    "{\"action\":\"deny\",\"target\":\"c.com\"}]}");
+	policy_unref(p);
+	p = replace(b, "{\"defaultAction\":\"Allow\"}", 0, &oc, &e);
+	assert_non_null(p);
+	assert_int_equal(p->default_action, POLICY_ALLOW);
+	policy_unref(p);
+	/* overlays: the folded action must still agree with the list */
+	policy_unref(b);
+	b = base_of("{\"alwaysAllow\":[{\"action\":\"ALLOW\",\"target\":"
+	            "\"d.com\"}]}");
+	assert_int_equal(b->always_allow[0].action, POLICY_ALLOW);
+	policy_unref(b);
 }
 
 static void
@@ -429,6 +471,7 @@ main(void)
 	    cmocka_unit_test(test_replace_rejects),
 	    cmocka_unit_test(test_all_errors_reported),
 	    cmocka_unit_test(test_missing_action_is_deny),
+	    cmocka_unit_test(test_actions_fold_case_and_blanks),
 	    cmocka_unit_test(test_empty_strings_mean_unset),
 	    cmocka_unit_test(test_cap),
 	    cmocka_unit_test(test_patch_prepends_and_dedups),

@@ -300,12 +300,14 @@ test_load_file(void **state)
 	policy_diag_clear(&d);
 }
 
+/* The limit is the caller's (--policy-file-max), checked on the bytes. */
 static void
 test_file_too_large(void **state)
 {
-	size_t n = POLICY_FILE_MAX + 1;
+	size_t n = 64 << 10;
 	char *big = malloc(n);
 	struct policy_diag d;
+	struct policy *p;
 	char *path;
 
 	(void)state;
@@ -313,15 +315,75 @@ test_file_too_large(void **state)
 	memset(big, '#', n);
 	path = write_tmp(big, n);
 	policy_diag_init(&d);
-	assert_null(policy_load_file(path, &d));
-	assert_non_null(strstr(d.msgs[0], "larger than"));
+	assert_null(policy_load_file_max(path, n - 1, &d));
+	assert_non_null(strstr(d.msgs[0], "larger than 65535 bytes"));
 	policy_diag_clear(&d);
-	assert_null(policy_parse_yaml(big, n, "big", &d));
-	assert_non_null(strstr(d.msgs[0], "larger than"));
+	p = policy_load_file_max(path, n, &d); /* exactly the limit: loads */
+	assert_non_null(p);
+	policy_unref(p);
 	policy_diag_clear(&d);
 	unlink(path);
 	free(path);
 	free(big);
+}
+
+/* The rule cap of a file counts every list, before any item is built. */
+static void
+test_file_rule_cap(void **state)
+{
+	size_t n = POLICY_FILE_RULES_MAX + 1, cap = 2 * n + 32, o = 0, i;
+	char *buf = malloc(cap);
+	struct policy_diag d;
+
+	(void)state;
+	assert_non_null(buf);
+	o += (size_t)snprintf(buf + o, cap - o, "{\"logSkip\":[");
+	for (i = 0; i < n; i++) {
+		buf[o++] = '0';
+		buf[o++] = i + 1 < n ? ',' : ']';
+	}
+	buf[o++] = '}';
+	policy_diag_init(&d);
+	assert_null(policy_parse_json(buf, o, "many.json", &d));
+	assert_int_equal(d.n, 1);
+	assert_non_null(strstr(d.msgs[0], "more than 1000000 rules"));
+	policy_diag_clear(&d);
+	free(buf);
+}
+
+/* A 100000-rule file of realistic names is more than 4 MiB; it loads. */
+static void
+test_file_100k_rules(void **state)
+{
+	size_t n = 100000, cap = n * 96 + 64, o = 0, i;
+	char *buf = malloc(cap);
+	struct policy_diag d;
+	struct policy *p;
+	char *path;
+
+	(void)state;
+	assert_non_null(buf);
+	o += (size_t)snprintf(buf + o, cap - o, "egress:\n");
+	for (i = 0; i < n; i++)
+		o += (size_t)snprintf(buf + o, cap - o,
+		    "  - action: ALLOW\n    target: api-%06zu.service.example."
+		    "com\n",
+		    i);
+	assert_true(o > (4u << 20));
+	path = write_tmp(buf, o);
+	policy_diag_init(&d);
+	p = policy_load_file(path, &d);
+	if (p == NULL)
+		fail_msg("%s", d.n > 0 ? d.msgs[0] : "?");
+	assert_int_equal(p->nrules, n);
+	assert_int_equal(
+	    policy_match_domain(p, "api-099999.service.example.com", NULL),
+	    POLICY_ALLOW);
+	policy_unref(p);
+	policy_diag_clear(&d);
+	unlink(path);
+	free(path);
+	free(buf);
 }
 
 static void
@@ -405,6 +467,8 @@ main(void)
 	    cmocka_unit_test(test_yes_no_are_strings),
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_file_too_large),
+	    cmocka_unit_test(test_file_100k_rules),
+	    cmocka_unit_test(test_file_rule_cap),
 	    cmocka_unit_test(test_diag_cap),
 	    cmocka_unit_test(test_docs_example),
 	};
