@@ -749,15 +749,18 @@ comment_cb(const struct nftnl_udata *attr, void *data)
 
 	if (nftnl_udata_type(attr) == NFTNL_UDATA_SET_ELEM_COMMENT)
 		tb[0] = attr;
+	else if (nftnl_udata_type(attr) == NFT_UDATA_PACKED_NAME)
+		tb[1] = attr;
 	return 0;
 }
 
-/* The learned name stored as the element's comment, if any (checked:
- * NUL-terminated, a plausible DNS name). */
+/* The learned name stored with the element (its comment, or packed when
+ * longer, see elem_comment in nft_build.c), if any; checked:
+ * NUL-terminated, a plausible DNS name. */
 static void
 elem_name(struct nftnl_set_elem *el, char *out, size_t outlen)
 {
-	const struct nftnl_udata *tb[1] = {NULL};
+	const struct nftnl_udata *tb[2] = {NULL, NULL};
 	const void *ud;
 	const char *s;
 	uint32_t len;
@@ -767,8 +770,15 @@ elem_name(struct nftnl_set_elem *el, char *out, size_t outlen)
 	if (!nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_USERDATA))
 		return;
 	ud = nftnl_set_elem_get(el, NFTNL_SET_ELEM_USERDATA, &len);
-	if (ud == NULL || nftnl_udata_parse(ud, len, comment_cb, tb) < 0 ||
-	    tb[0] == NULL)
+	if (ud == NULL || nftnl_udata_parse(ud, len, comment_cb, tb) < 0)
+		return;
+	if (tb[0] == NULL && tb[1] != NULL) {
+		if (nft_name_unpack_(nftnl_udata_get(tb[1]),
+		        nftnl_udata_len(tb[1]), out, outlen) < 0)
+			out[0] = '\0';
+		return;
+	}
+	if (tb[0] == NULL)
 		return;
 	s = nftnl_udata_get(tb[0]);
 	n = nftnl_udata_len(tb[0]);
@@ -790,7 +800,7 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 	const void *key;
 	uint32_t klen;
 	uint64_t left;
-	char name[NFTNL_UDATA_COMMENT_MAXLEN];
+	char name[POLICY_NAME_MAX + 2];
 
 	if (s == NULL)
 		return MNL_CB_ERROR;

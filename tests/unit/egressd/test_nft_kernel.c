@@ -407,6 +407,78 @@ test_adopt_after_crash(void **state)
 	nft_free(n);
 }
 
+/*
+ * Item 16 of issue 16: a name of 128 bytes or more kept no element
+ * comment, so after a restart its address had no name and a tightening
+ * that denied the name did not prune it. Now every valid name (up to 253
+ * bytes) rides in the comment.
+ */
+static void
+test_adopt_long_name(void **state)
+{
+	static const char *allow_json =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"*.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	char mid[254], lng[254], deny_json[1024], *s;
+	uint8_t a7[4] = {203, 0, 113, 7}, a8[4] = {203, 0, 113, 8},
+	        a9[4] = {203, 0, 113, 9};
+	const char *names[2];
+	struct nft *n;
+	size_t i;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	/* 3 labels of 61, then "x.y.z.example": 199 bytes (a comment);
+	 * then "q." prefixes up to 253 bytes (packed) */
+	memset(mid, 0, sizeof(mid));
+	for (i = 0; i < 3; i++) {
+		memset(mid + i * 62, 'a' + (char)i, 61);
+		mid[i * 62 + 61] = '.';
+	}
+	strcat(mid, "x.y.z.example");
+	assert_int_equal(strlen(mid), 199);
+	memcpy(lng, mid, sizeof(lng));
+	while (strlen(lng) < 253) {
+		memmove(lng + 2, lng, strlen(lng) + 1);
+		lng[0] = 'q';
+		lng[1] = '.';
+	}
+	assert_int_equal(strlen(lng), 253);
+	snprintf(deny_json, sizeof(deny_json),
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"%s\"},"
+	    "{\"action\":\"deny\",\"target\":\"%s\"},"
+	    "{\"action\":\"allow\",\"target\":\"*.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}",
+	    mid, lng);
+	n = mk(NULL);
+	apply(n, allow_json);
+	learn1(n, 4, "203.0.113.7", 50, mid);
+	learn1(n, 4, "203.0.113.8", 50, "short.example");
+	learn1(n, 4, "203.0.113.9", 50, lng);
+	nft_free(n); /* restart: only the kernel remembers */
+	n = mk(NULL);
+	apply(n, allow_json);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 1);
+	assert_string_equal(names[0], mid);
+	assert_int_equal(nft_learned_lookup(n, 4, a9, names, 2), 1);
+	assert_string_equal(names[0], lng);
+	s = run("nft list set inet egressd learned4");
+	assert_non_null(strstr(s, mid)); /* readable comment */
+	free(s);
+	/* the tightening denies both long names: their addresses go */
+	apply(n, deny_json);
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_int_equal(expires_s("learned4", "203.0.113.9"), -1);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a9, names, 2), 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a8, names, 2), 1);
+	nft_free(n);
+}
+
 static void
 test_teardown(void **state)
 {
@@ -754,6 +826,7 @@ main(void)
 	    cmocka_unit_test_setup(test_policy_update_prunes, setup),
 	    cmocka_unit_test_setup(test_failed_apply_keeps_old, setup),
 	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
+	    cmocka_unit_test_setup(test_adopt_long_name, setup),
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
