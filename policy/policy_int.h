@@ -96,6 +96,12 @@ long policy_layer_match_name(const struct policy_layer *l, const char *name,
     size_t len, enum policy_action *act);
 long policy_layer_match_addr(const struct policy_layer *l, int family,
     const uint8_t *addr, unsigned proto, uint16_t port);
+/* Name rules restricted to ports or protocols in l. */
+size_t policy_layer_nrestricted(const struct policy_layer *l);
+/* Calls fn with the index of every rule of l matching name (normalized),
+ * in list order, until fn returns false. Returns the number of calls. */
+size_t policy_layer_each_name(const struct policy_layer *l, const char *name,
+    size_t len, bool (*fn)(void *arg, size_t i), void *arg);
 
 /*
  * Operator configuration shared (by reference) between a snapshot and
