@@ -1286,10 +1286,12 @@ msg_rule_limited(struct bctx *c, int family, enum policy_action def)
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, NFT_CHAIN_FILTER);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	if (e_meta(r, NFT_META_NFPROTO) < 0 || e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
+	if (e_meta(r, NFT_META_NFPROTO) < 0 ||
+	    e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
 	    e_load(r, "payload", NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
 	        family == 4 ? 16 : 24, w * 4, 0) < 0 ||
-	    e_load(r, "meta", NFT_REG32_00 + w, 0, 0, 0, NFT_META_L4PROTO) < 0 ||
+	    e_load(r, "meta", NFT_REG32_00 + w, 0, 0, 0, NFT_META_L4PROTO) <
+	        0 ||
 	    e_load(r, "payload", NFT_REG32_00 + w + 1,
 	        NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, 0) < 0)
 		goto out_nomem_rule;
@@ -2112,8 +2114,8 @@ clamp_ttl(uint32_t ttl, uint32_t lo, uint32_t hi)
 
 /* A limited-set key: address, l4proto, port, each in 32-bit words. */
 static uint32_t
-limited_key(int family, const uint8_t *addr, uint8_t proto, uint16_t port,
-    uint8_t *key)
+limited_key(
+    int family, const uint8_t *addr, uint8_t proto, uint16_t port, uint8_t *key)
 {
 	unsigned w = family == 4 ? 4 : 16;
 
@@ -2215,8 +2217,8 @@ check_learn(const struct nft_learn_addr *a, size_t n, struct err *e)
 		for (k = 0; k < a[i].nlim; k++)
 			if (a[i].lim[k].plo > a[i].lim[k].phi ||
 			    a[i].lim[k].lo > a[i].lim[k].hi) {
-				err_set(e, "nft: learned address %zu: bad limit",
-				    i);
+				err_set(e,
+				    "nft: learned address %zu: bad limit", i);
 				return -1;
 			}
 	}
@@ -2238,8 +2240,8 @@ nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 				return -1;
 			if (!refresh)
 				continue;
-			if (learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0, 0,
-			        e) < 0 ||
+			if (learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
+			        0, e) < 0 ||
 			    learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n,
 			        ttl_min, ttl_max, e) < 0)
 				return -1;
@@ -2258,10 +2260,10 @@ nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 	/* add-then-delete: never ENOENT for an element that just expired */
 	for (f = 4; f <= 6; f += 2)
 		for (lim = 0; lim <= 1; lim++)
-			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n, 1, 1,
-			        e) < 0 ||
-			    learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0, 0,
-			        e) < 0)
+			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n, 1,
+			        1, e) < 0 ||
+			    learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
+			        0, e) < 0)
 				return -1;
 	return 0;
 }
@@ -2292,7 +2294,8 @@ lim_ports(struct nft_limit *out, size_t max, size_t *n, uint8_t proto,
 
 	for (i = 0; i < nv; i++) {
 		if (!complement) {
-			if (!lim_push(out, max, n, proto, proto, v[i].lo, v[i].hi))
+			if (!lim_push(
+			        out, max, n, proto, proto, v[i].lo, v[i].hi))
 				return false;
 			continue;
 		}

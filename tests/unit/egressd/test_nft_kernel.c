@@ -479,6 +479,118 @@ test_adopt_long_name(void **state)
 	nft_free(n);
 }
 
+/* Whether `nft list set inet egressd SET` mentions needle. */
+static bool
+set_has(const char *set, const char *needle)
+{
+	char cmd[128], *out;
+	bool has;
+
+	snprintf(cmd, sizeof(cmd), "nft list set inet egressd %s", set);
+	out = run(cmd);
+	has = strstr(out, needle) != NULL;
+	free(out);
+	return has;
+}
+
+/*
+ * Ports on name rules (issue 16 item 7): the addresses of a name with
+ * limits go to limited4/6 as addr . l4proto . port; only listed ports
+ * open; a policy update moves them between the sets or changes the
+ * elements; a restart recovers them with their names.
+ */
+static void
+test_name_ports(void **state)
+{
+	static const char *lim9 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *lim10 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":"
+	    "[\"10-11\"],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *open_all =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *deny_a = "{\"defaultAction\":\"deny\",\"egress\":["
+	                            "{\"action\":\"allow\",\"target\":"
+	                            "\"b.example\"}],"
+	                            "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *allow_but_9 =
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	uint8_t a7[4] = {203, 0, 113, 7};
+	const char *names[2];
+	struct nft *n;
+	long left;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, lim9);
+	learn1(n, 4, "203.0.113.7", 30, "a.example");
+	learn1(n, 4, "203.0.113.8", 30, "b.example");
+	learn1(n, 6, "2001:db8::7", 30, "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_true(set_has("limited4", "comment \"a.example\""));
+	assert_true(set_has("limited6", "2001:db8::7 . udp . 9 "));
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	/* only the listed port and protocol open */
+	assert_int_equal(udp_send("203.0.113.7", 9), 0);
+	assert_int_equal(udp_send("203.0.113.7", 10), EPERM);
+	assert_int_equal(udp_send("203.0.113.8", 10), 0); /* no limit */
+	/* the limits change: the elements follow, the lease stays */
+	apply(n, lim10);
+	assert_false(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	assert_int_equal(udp_send("203.0.113.7", 11), 0);
+	/* renewal re-learns into the limited set too */
+	learn1(n, 4, "203.0.113.7", 40, "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	/* a restart recovers the limited elements and their names */
+	nft_free(n);
+	n = mk(NULL);
+	apply(n, lim10);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 1);
+	assert_string_equal(names[0], "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	assert_int_equal(udp_send("203.0.113.7", 11), 0);
+	/* the limit goes: the address moves to the plain set */
+	apply(n, open_all);
+	left = expires_s("learned4", "203.0.113.7");
+	assert_true(left > 0 && left <= 40);
+	assert_false(set_has("limited4", "203.0.113.7"));
+	assert_int_equal(udp_send("203.0.113.7", 12), 0);
+	/* and back, then default allow with a denied port */
+	apply(n, lim9);
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	apply(n, allow_but_9);
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	assert_int_equal(udp_send("203.0.113.7", 10), 0);
+	/* a.example denied: its elements go, b.example's stay */
+	apply(n, deny_a);
+	assert_false(set_has("limited4", "203.0.113.7"));
+	assert_false(set_has("limited6", "2001:db8::7"));
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 0);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	nft_free(n);
+}
+
 static void
 test_teardown(void **state)
 {
@@ -827,6 +939,7 @@ main(void)
 	    cmocka_unit_test_setup(test_failed_apply_keeps_old, setup),
 	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
 	    cmocka_unit_test_setup(test_adopt_long_name, setup),
+	    cmocka_unit_test_setup(test_name_ports, setup),
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
