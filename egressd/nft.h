@@ -30,7 +30,9 @@
  *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6
  *     form, always-allow, infra), the built-in internal ranges
  *     (metadata, link-local, CGNAT, Teredo, NAT64/6to4 forms) -> deny, the
- *     user IP/CIDR rules; @learned4/@learned6 -> accept; default action.
+ *     user IP/CIDR rules; @learned4/@learned6 -> accept; addr . l4proto .
+ *     port @limited4/@limited6 (names with port/protocol limits) ->
+ *     accept (default deny) or deny (default allow); default action.
  *   chain deny (regular): rate-limited log, tcp reset, icmpx
  *     admin-prohibited. Every decision counts in a named counter.
  * Precedence of IP/CIDR rules equals policy_match_addr(): rules are sorted
@@ -358,9 +360,11 @@ size_t nft_build_ct_delete(
  *     egressd's own packets into the ct mark);
  *   - the destination is denied as nft decides it for a NEW packet: the
  *     rule policy_match_addr() picks for (addr, proto, port) decides;
- *     when none does, the built-in internal ranges deny, an address still
- *     in the learned mirror is allowed, else p's default action. An
- *     address still allowed by another name or a CIDR keeps its flows.
+ *     when none does, the built-in internal ranges deny, then the
+ *     learned rules as the chain has them (the plain element, or a
+ *     limited element covering the flow's protocol and port), else p's
+ *     default action. An address still allowed by another name or a CIDR
+ *     keeps its flows; one on a port its names no longer list does not.
  * Every conntrack entry is read and judged (no cap: padding the table
  * with other flows hides nothing). One pass is one dump and at most
  * NFT_CT_DELETE_MAX deletions; nft_cut_denied_flows() repeats passes
