@@ -694,6 +694,43 @@ test_renew_live(void **state)
 	nft_free(n);
 }
 
+/* Renewal of an address in use whose name has limits: the limited
+ * elements are refreshed, with their name, not a plain element added. */
+static void
+test_renew_limited(void **state)
+{
+	static const char *lim9 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	struct nft *n;
+	struct err e;
+	size_t renewed = 0;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, lim9);
+	learn1(n, 4, "203.0.113.22", 3, "a.example");
+	assert_true(set_has("limited4", "203.0.113.22 . udp . 9 timeout 3s"));
+	assert_int_equal(udp_send("203.0.113.22", 9), 0);
+	if (nft_renew_live(n, 10, &renewed, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL) {
+			nft_free(n);
+			skip();
+		}
+		fail_msg("renew: %s", e.msg);
+	}
+	assert_int_equal(renewed, 1);
+	assert_true(set_has("limited4", "203.0.113.22 . udp . 9 timeout 20s"));
+	assert_true(set_has("limited4", "comment \"a.example\""));
+	assert_int_equal(expires_s("learned4", "203.0.113.22"), -1);
+	assert_int_equal(udp_send("203.0.113.22", 10), EPERM);
+	nft_free(n);
+}
+
 static void
 test_large_policy(void **state)
 {
@@ -943,6 +980,7 @@ main(void)
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
+	    cmocka_unit_test_setup(test_renew_limited, setup),
 	    cmocka_unit_test_setup(test_large_policy, setup),
 	    cmocka_unit_test_setup(test_learn_async_batched, setup),
 	    cmocka_unit_test_setup(test_learn_evicts, setup),
