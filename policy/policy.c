@@ -564,6 +564,7 @@ match_domain(const struct policy *p, const char *name,
 	const struct policy_rule *r = NULL;
 	struct policy_reach *tmp = NULL;
 	enum policy_action act = POLICY_DENY;
+	bool lim = false;
 	size_t len;
 	long i;
 
@@ -577,18 +578,22 @@ match_domain(const struct policy *p, const char *name,
 	ix = p->index;
 	len = strlen(n);
 	/* The first matching rule decides everything unless it has a limit:
-	 * one lookup per label, as before there were limits on names. */
-	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len, &act)) >= 0)
+	 * one lookup per label, as before there were limits on names, and
+	 * the rule itself is not read (its action and limit bit ride in the
+	 * table). */
+	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len, &act, &lim)) >=
+	    0)
 		r = &ix->ov->deny[i];
-	else if ((i = policy_layer_match_name(ix->ov->lallow, n, len, &act)) >=
-	    0)
+	else if ((i = policy_layer_match_name(
+	              ix->ov->lallow, n, len, &act, &lim)) >= 0)
 		r = &ix->ov->allow[i];
-	else if ((i = policy_layer_match_name(ix->cfg->linfra, n, len, &act)) >=
-	    0)
+	else if ((i = policy_layer_match_name(
+	              ix->cfg->linfra, n, len, &act, &lim)) >= 0)
 		r = &ix->cfg->infra[i];
-	else if ((i = policy_layer_match_name(ix->user, n, len, &act)) >= 0)
+	else if ((i = policy_layer_match_name(ix->user, n, len, &act, &lim)) >=
+	    0)
 		r = &p->rules[i];
-	if (r == NULL || !policy_rule_restricted(r)) {
+	if (r == NULL || !lim) {
 		if (r == NULL)
 			act = p->default_action;
 		if (reach != NULL)
@@ -726,5 +731,5 @@ policy_log_skip(const struct policy *p, const char *name)
 	        -1)
 		return false;
 	return policy_layer_match_name(
-	           p->index->ov->llog_skip, n, strlen(n), NULL) >= 0;
+	           p->index->ov->llog_skip, n, strlen(n), NULL, NULL) >= 0;
 }

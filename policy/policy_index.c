@@ -151,11 +151,11 @@ dtab_put(struct policy_layer *l, struct dtab *t, const char *key, long idx)
 	size_t klen = strlen(key);
 	uint32_t h = hash_rev(key, klen);
 	struct dent *d = dtab_find(t, key, klen, h);
-	uint32_t i = (uint32_t)(idx >> 1), head;
+	uint32_t i = (uint32_t)(idx >> 2), head;
 
 	l->next[i] = CHAIN_END;
 	if (d->key != NULL) {
-		head = d->idx >> 1;
+		head = d->idx >> 2;
 		l->next[l->tail[head]] = i;
 		l->tail[head] = i;
 		return;
@@ -258,11 +258,13 @@ policy_layer_free(struct policy_layer *l)
 	free(l);
 }
 
-/* Table value: rule index and action bit (indexes stay below 2^31). */
+/* Table value: rule index, a "has limits" bit and the action bit
+ * (indexes stay below 2^30), so a lookup never touches the rule. */
 static long
 entry_val(const struct policy_rule *r, size_t i)
 {
-	return (long)(i << 1) | (r->action == POLICY_ALLOW);
+	return (long)(i << 2) | (long)policy_rule_restricted(r) << 1 |
+	    (r->action == POLICY_ALLOW);
 }
 
 static int
@@ -320,7 +322,7 @@ out_free:
 
 long
 policy_layer_match_name(const struct policy_layer *l, const char *name,
-    size_t len, enum policy_action *act)
+    size_t len, enum policy_action *act, bool *restricted)
 {
 	uint32_t h = FNV_OFF;
 	long best = -1, v;
@@ -337,13 +339,15 @@ policy_layer_match_name(const struct policy_layer *l, const char *name,
 			v = dtab_get(&l->wild, name + i, len - i, h);
 		else
 			continue;
-		if (v >= 0 && (best < 0 || v >> 1 < best >> 1))
+		if (v >= 0 && (best < 0 || v >> 2 < best >> 2))
 			best = v;
 	}
 	/* The action travels in the entry: no access to the rule itself. */
 	if (best >= 0 && act != NULL)
 		*act = (best & 1) ? POLICY_ALLOW : POLICY_DENY;
-	return best < 0 ? -1 : best >> 1;
+	if (best >= 0 && restricted != NULL)
+		*restricted = (best & 2) != 0;
+	return best < 0 ? -1 : best >> 2;
 }
 
 size_t
@@ -372,7 +376,7 @@ policy_layer_each_name(const struct policy_layer *l, const char *name,
 		else
 			continue;
 		if (v >= 0 && ncur < sizeof(cur) / sizeof(cur[0]))
-			cur[ncur++] = (uint32_t)(v >> 1);
+			cur[ncur++] = (uint32_t)(v >> 2);
 	}
 	/* merge the chains: lowest index first = list order */
 	while (ncur > 0) {
