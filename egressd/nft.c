@@ -284,7 +284,64 @@ lim_has(const struct nft_limit *v, size_t n, const struct nft_limit *x)
 	return false;
 }
 
-/* Adds the limits not held yet (at most NFT_ADDR_LIMITS_MAX). */
+static int
+lim_cmp(const void *pa, const void *pb)
+{
+	const struct nft_limit *a = pa, *b = pb;
+
+	if (a->plo != b->plo)
+		return a->plo < b->plo ? -1 : 1;
+	if (a->phi != b->phi)
+		return a->phi < b->phi ? -1 : 1;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->hi < b->hi ? -1 : a->hi > b->hi;
+}
+
+/*
+ * Sorts and merges v in place: the kernel refuses an interval element
+ * whose start or end lies inside another (EEXIST), so the limited
+ * elements of one address are kept disjoint. Protocol ranges come from
+ * one fixed partition (tcp, udp, icmp, the ranges between), so only port
+ * ranges of the same protocol range need merging.
+ */
+static size_t
+lim_norm(struct nft_limit *v, size_t n)
+{
+	size_t i, o = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), lim_cmp);
+	for (i = 1; i < n; i++)
+		if (v[i].plo == v[o].plo && v[i].phi == v[o].phi &&
+		    (unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
+			if (v[i].hi > v[o].hi)
+				v[o].hi = v[i].hi;
+		} else
+			v[++o] = v[i];
+	return o + 1;
+}
+
+/* Every limit of a lies inside an element of v (v normalized). */
+static bool
+lim_covered(
+    const struct nft_limit *v, size_t n, const struct nft_limit *a, size_t na)
+{
+	size_t i, j;
+
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < n; j++)
+			if (v[j].plo <= a[i].plo && v[j].phi >= a[i].phi &&
+			    v[j].lo <= a[i].lo && v[j].hi >= a[i].hi)
+				break;
+		if (j == n)
+			return false;
+	}
+	return true;
+}
+
+/* Adds the limits not held yet (at most NFT_ADDR_LIMITS_MAX), merged. */
 static int
 lent_add_lim(struct lent *l, const struct nft_limit *lim, size_t nlim)
 {
@@ -292,7 +349,7 @@ lent_add_lim(struct lent *l, const struct nft_limit *lim, size_t nlim)
 	size_t i, cap;
 
 	for (i = 0; i < nlim; i++) {
-		if (lim_has(l->lim, l->nlim, &lim[i]) ||
+		if (lim_covered(l->lim, l->nlim, &lim[i], 1) ||
 		    l->nlim == NFT_ADDR_LIMITS_MAX)
 			continue;
 		if (l->nlim == l->limcap) {
@@ -307,6 +364,7 @@ lent_add_lim(struct lent *l, const struct nft_limit *lim, size_t nlim)
 			l->limcap = cap;
 		}
 		l->lim[l->nlim++] = lim[i];
+		l->nlim = lim_norm(l->lim, l->nlim);
 	}
 	return 0;
 }
@@ -1075,6 +1133,7 @@ lent_want(const struct lent *l, const struct policy *p, struct nft_twins *tw,
 			    *nlim < NFT_ADDR_LIMITS_MAX)
 				lim[(*nlim)++] = tmp[j];
 	}
+	*nlim = lim_norm(lim, *nlim);
 }
 
 static uint32_t
@@ -1348,9 +1407,12 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
     struct nft_batch **out, struct err *e)
 {
 	struct nft_learn_addr *fresh = NULL, *old = NULL, *ev = NULL;
-	struct limpool evlim = {0};
-	long *evat = NULL;
-	size_t i, nf = 0, no = 0, nev = 0, nfam[2] = {0, 0}, over[2], f;
+	struct nft_learn_addr *mg = NULL;
+	struct limpool evlim = {0}, mpool = {0};
+	long *evat = NULL, *mgat = NULL, *oldat = NULL;
+	struct nft_limit *want = NULL;
+	size_t i, j, nf = 0, no = 0, nev = 0, nmg = 0, nfam[2] = {0, 0},
+	             over[2], f, nw;
 	uint64_t now = now_ms(n), left, until;
 	struct nft_batch *b = NULL;
 	struct lent *l, *next;
@@ -1360,7 +1422,12 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 	n->pin_gen++;
 	fresh = calloc(nu + 1, sizeof(*fresh));
 	old = calloc(nu + 1, sizeof(*old));
-	if (fresh == NULL || old == NULL)
+	mg = calloc(nu + 1, sizeof(*mg));
+	mgat = calloc(nu + 1, sizeof(*mgat));
+	oldat = calloc(nu + 1, sizeof(*oldat));
+	want = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*want));
+	if (fresh == NULL || old == NULL || mg == NULL || mgat == NULL ||
+	    oldat == NULL || want == NULL)
 		goto out_nomem;
 	for (i = 0; i < nu; i++) {
 		l = *mirror_find(n, u[i].family, u[i].addr);
@@ -1377,8 +1444,47 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 				u[i].ttl = left > UINT32_MAX ? UINT32_MAX
 				                             : (uint32_t)left;
 		}
-		old[no++] = u[i];
+		old[no] = u[i];
+		oldat[no] = -1;
+		if (u[i].nlim != 0 && l->lim_ms > now && l->nlim != 0) {
+			/* the address keeps disjoint limited elements: the new
+			 * ones merge with those it holds, and the ones merged
+			 * away leave first */
+			memcpy(want, l->lim, l->nlim * sizeof(*want));
+			memcpy(want + l->nlim, u[i].lim,
+			    u[i].nlim * sizeof(*want));
+			nw = lim_norm(want, l->nlim + u[i].nlim);
+			if (nw > NFT_ADDR_LIMITS_MAX)
+				nw = NFT_ADDR_LIMITS_MAX;
+			if ((oldat[no] = limpool_add(&mpool, want, nw)) < 0)
+				goto out_nomem;
+			old[no].nlim = nw;
+			for (j = 0; j < l->nlim; j++)
+				if (!lim_has(want, nw, &l->lim[j]))
+					break;
+			if (j < l->nlim) {
+				size_t ng = 0;
+				struct nft_limit *g =
+				    want + NFT_ADDR_LIMITS_MAX;
+
+				for (j = 0; j < l->nlim; j++)
+					if (!lim_has(want, nw, &l->lim[j]))
+						g[ng++] = l->lim[j];
+				mg[nmg] = u[i];
+				mg[nmg].nlim = ng;
+				if ((mgat[nmg++] = limpool_add(&mpool, g, ng)) <
+				    0)
+					goto out_nomem;
+			}
+		}
+		no++;
 	}
+	/* the pool no longer moves */
+	for (i = 0; i < no; i++)
+		if (oldat[i] >= 0)
+			old[i].lim = mpool.v + oldat[i];
+	for (i = 0; i < nmg; i++)
+		mg[i].lim = mpool.v + mgat[i];
 	for (f = 0; f < 2; f++) {
 		over[f] = n->lru[f].n + nfam[f] > n->cap
 		    ? n->lru[f].n + nfam[f] - n->cap
@@ -1427,6 +1533,7 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 		goto out_nomem;
 	if (nft_batch_begin_(b, e) < 0 ||
 	    (nev != 0 && nft_batch_del_learn_(b, ev, nev, e) < 0) ||
+	    (nmg != 0 && nft_batch_del_learn_(b, mg, nmg, e) < 0) ||
 	    (nf != 0 &&
 	        nft_batch_add_learn_(
 	            b, fresh, nf, n->ttl_min, n->ttl_max, false, e) < 0) ||
@@ -1435,6 +1542,17 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 	            b, old, no, n->ttl_min, n->ttl_max, true, e) < 0) ||
 	    nft_batch_finish_(b, e) < 0)
 		goto out;
+	/* The mirror holds what the kernel will: merged limited elements
+	 * now (a transaction built before this one's acks must not add an
+	 * overlapping element); expiries and names when the acks came. */
+	for (i = 0; i < no; i++)
+		if (oldat[i] >= 0) {
+			l = *mirror_find(n, old[i].family, old[i].addr);
+			if (l != NULL) {
+				l->nlim = 0;
+				(void)lent_add_lim(l, old[i].lim, old[i].nlim);
+			}
+		}
 	*out = b;
 	b = NULL;
 	rc = 0;
@@ -1448,6 +1566,11 @@ out:
 	free(ev);
 	free(evat);
 	free(evlim.v);
+	free(mg);
+	free(mgat);
+	free(oldat);
+	free(want);
+	free(mpool.v);
 	stats_gauge(n);
 	return rc;
 }
@@ -1628,8 +1751,10 @@ txn_merge_lim(struct nft_txn *t, size_t k, const struct nft_learn_addr *a)
 		u->lim = t->own[k];
 	}
 	for (i = 0; i < a->nlim && u->nlim < NFT_ADDR_LIMITS_MAX; i++)
-		if (!lim_has(u->lim, u->nlim, &a->lim[i]))
+		if (!lim_covered(u->lim, u->nlim, &a->lim[i], 1)) {
 			t->own[k][u->nlim++] = a->lim[i];
+			u->nlim = lim_norm(t->own[k], u->nlim);
+		}
 	return 0;
 }
 
@@ -1928,10 +2053,8 @@ learned_open(struct nft *n, const struct nft_learn_addr *a)
 		return true;
 	if (a->nlim == 0 || l->lim_ms <= now)
 		return false;
-	for (i = 0; i < a->nlim; i++)
-		if (!lim_has(l->lim, l->nlim, &a->lim[i]))
-			return false;
-	return true;
+	(void)i;
+	return lim_covered(l->lim, l->nlim, a->lim, a->nlim);
 }
 
 /* Hands settled waiters their result, re-checking each address: one that

@@ -907,6 +907,94 @@ test_learn_async_batched(void **state)
 	event_base_free(base);
 }
 
+/*
+ * Names with limits in one asynchronous transaction: one address learned
+ * for a name without limits and two with limits (merged, overlapping)
+ * lands in both sets once; a policy apply in between that limits the
+ * plain name keeps an answer that is still open, fails one that is not.
+ */
+static void
+test_learn_async_limited(void **state)
+{
+	static const char *lim =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\","
+	    "\"ports\":[9,10],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\","
+	    "\"ports\":[10,11],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"c.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *lim_c = "{\"defaultAction\":\"deny\",\"egress\":["
+	                           "{\"action\":\"allow\",\"target\":"
+	                           "\"*.example\",\"ports\":[9],"
+	                           "\"protocols\":[\"udp\"]}],"
+	                           "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	struct event_base *base;
+	struct done_rec d[3];
+	struct stats st;
+	struct nft *n;
+	struct err e;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	memset(d, 0, sizeof(d));
+	base = event_base_new();
+	assert_non_null(base);
+	n = mk(&st);
+	assert_int_equal(nft_attach(n, base, &e), 0);
+	apply(n, lim);
+	submit1(n, "2001:db8:6::1", "a.example", &d[0]);
+	submit1(n, "2001:db8:6::1", "c.example", &d[1]);
+	submit1(n, "2001:db8:6::9", "a.example", &d[2]);
+	loop_until(base, d, 3);
+	if (d[0].rc != 0 || d[1].rc != 0 || d[2].rc != 0)
+		fail_msg("rc %d %d %d: %s|%s|%s", d[0].rc, d[1].rc, d[2].rc,
+		    d[0].why, d[1].why, d[2].why);
+	assert_int_equal(st.nft_learn_txns, 1);
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9-10 "));
+	assert_true(expires_s("learned6", "2001:db8:6::1") > 0);
+	/* b.example's 10-11 overlaps a.example's 9-10, in a later
+	 * transaction and twice in one: the kernel takes no overlapping
+	 * interval, so the address holds one merged element */
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::1", "b.example", &d[0]);
+	submit1(n, "2001:db8:6::9", "b.example", &d[1]);
+	loop_until(base, d, 2);
+	if (d[0].rc != 0 || d[1].rc != 0)
+		fail_msg(
+		    "rc %d %d: %s|%s", d[0].rc, d[1].rc, d[0].why, d[1].why);
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9-11 "));
+	assert_false(set_has("limited6", "2001:db8:6::1 . udp . 9-10 "));
+	assert_true(set_has("limited6", "2001:db8:6::9 . udp . 9-11 "));
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::7", "a.example", &d[0]);
+	submit1(n, "2001:db8:6::7", "b.example", &d[1]);
+	loop_until(base, d, 2);
+	assert_int_equal(d[0].rc, 0);
+	assert_int_equal(d[1].rc, 0);
+	assert_true(set_has("limited6", "2001:db8:6::7 . udp . 9-11 "));
+	/* between submit and ack the plain name gets a limit: the answer
+	 * for the limited name is still open, the plain one's is not */
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::2", "c.example", &d[0]);
+	submit1(n, "2001:db8:6::3", "a.example", &d[1]);
+	apply(n, lim_c);
+	loop_until(base, d, 2);
+	assert_int_equal(d[0].rc, -1);
+	assert_int_equal(expires_s("learned6", "2001:db8:6::2"), -1);
+	assert_true(set_has("limited6", "2001:db8:6::2 . udp . 9 "));
+	assert_int_equal(d[1].rc, -1); /* its udp 10 went with the apply */
+	assert_true(set_has("limited6", "2001:db8:6::3 . udp . 9 "));
+	assert_false(set_has("limited6", "2001:db8:6::3 . udp . 9-10 "));
+	/* and the merged element of ::1 became udp 9 alone */
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9 "));
+	assert_false(set_has("limited6", "2001:db8:6::1 . udp . 9-11 "));
+	nft_free(n);
+	event_base_free(base);
+}
+
 /* A full set evicts its least recently learned elements, never fails. */
 static void
 test_learn_evicts(void **state)
@@ -983,6 +1071,7 @@ main(void)
 	    cmocka_unit_test_setup(test_renew_limited, setup),
 	    cmocka_unit_test_setup(test_large_policy, setup),
 	    cmocka_unit_test_setup(test_learn_async_batched, setup),
+	    cmocka_unit_test_setup(test_learn_async_limited, setup),
 	    cmocka_unit_test_setup(test_learn_evicts, setup),
 	};
 
