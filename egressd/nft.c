@@ -41,10 +41,15 @@ struct lent {
 	struct lent *newer, *older; /* the family's learn order */
 	uint8_t family;
 	uint8_t addr[16];
-	uint64_t expires_ms;
+	uint64_t expires_ms; /* the later of plain_ms and lim_ms */
+	uint64_t plain_ms; /* expiry of the plain-set element, 0 = none */
+	uint64_t lim_ms; /* latest expiry of its limited-set elements */
 	uint64_t pin; /* == nft.pin_gen: part of the transaction being built */
 	char *names[NFT_NAMES_PER_ADDR];
 	unsigned nnames;
+	struct nft_limit *lim; /* limited-set elements held */
+	size_t nlim, limcap;
+	bool gone; /* swept after an apply */
 };
 
 struct lru {
@@ -61,6 +66,9 @@ struct nft_waiter {
 	char *name;
 	size_t naddr;
 	struct nft_learn_addr *addr; /* names point at name */
+	struct nft_limit *lim[2]; /* [v4, v6]: the name's limited elements */
+	size_t nlim[2];
+	bool decided[2];
 	int rc;
 	char why[320];
 };
@@ -69,7 +77,8 @@ struct nft_waiter {
 struct nft_txn {
 	struct nft_txn *next;
 	struct nft_waiter *w, **wtail;
-	struct nft_learn_addr *u; /* unique addresses */
+	struct nft_learn_addr *u; /* unique (address, set) */
+	struct nft_limit **own; /* per u: merged limits owned, or NULL */
 	size_t nu, capu;
 	uint32_t *slot; /* open addressing over u (index + 1) */
 	size_t nslot;
@@ -81,6 +90,7 @@ struct nft_txn {
 
 struct nft {
 	uint32_t magic;
+	struct policy *pol; /* in force (ours); names are judged by it */
 	struct mnl_socket *nl;
 	uint32_t portid;
 	uint32_t seq;
@@ -195,6 +205,7 @@ lent_free(struct lent *l)
 
 	for (i = 0; i < l->nnames; i++)
 		free(l->names[i]);
+	free(l->lim);
 	free(l);
 }
 
@@ -255,11 +266,117 @@ stats_gauge(struct nft *n)
 	}
 }
 
-/* Creates or refreshes an entry (now the most recently learned); name
- * may be NULL. */
+static bool
+lim_eq(const struct nft_limit *a, const struct nft_limit *b)
+{
+	return a->plo == b->plo && a->phi == b->phi && a->lo == b->lo &&
+	    a->hi == b->hi;
+}
+
+static bool
+lim_has(const struct nft_limit *v, size_t n, const struct nft_limit *x)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (lim_eq(&v[i], x))
+			return true;
+	return false;
+}
+
+static int
+lim_cmp(const void *pa, const void *pb)
+{
+	const struct nft_limit *a = pa, *b = pb;
+
+	if (a->plo != b->plo)
+		return a->plo < b->plo ? -1 : 1;
+	if (a->phi != b->phi)
+		return a->phi < b->phi ? -1 : 1;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->hi < b->hi ? -1 : a->hi > b->hi;
+}
+
+/*
+ * Sorts and merges v in place: the kernel refuses an interval element
+ * whose start or end lies inside another (EEXIST), so the limited
+ * elements of one address are kept disjoint. Protocol ranges come from
+ * one fixed partition (tcp, udp, icmp, the ranges between), so only port
+ * ranges of the same protocol range need merging.
+ */
+static size_t
+lim_norm(struct nft_limit *v, size_t n)
+{
+	size_t i, o = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), lim_cmp);
+	for (i = 1; i < n; i++)
+		if (v[i].plo == v[o].plo && v[i].phi == v[o].phi &&
+		    (unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
+			if (v[i].hi > v[o].hi)
+				v[o].hi = v[i].hi;
+		} else
+			v[++o] = v[i];
+	return o + 1;
+}
+
+/* Every limit of a lies inside an element of v (v normalized). */
+static bool
+lim_covered(
+    const struct nft_limit *v, size_t n, const struct nft_limit *a, size_t na)
+{
+	size_t i, j;
+
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < n; j++)
+			if (v[j].plo <= a[i].plo && v[j].phi >= a[i].phi &&
+			    v[j].lo <= a[i].lo && v[j].hi >= a[i].hi)
+				break;
+		if (j == n)
+			return false;
+	}
+	return true;
+}
+
+/* Adds the limits not held yet (at most NFT_ADDR_LIMITS_MAX), merged. */
+static int
+lent_add_lim(struct lent *l, const struct nft_limit *lim, size_t nlim)
+{
+	struct nft_limit *nv;
+	size_t i, cap;
+
+	for (i = 0; i < nlim; i++) {
+		if (lim_covered(l->lim, l->nlim, &lim[i], 1) ||
+		    l->nlim == NFT_ADDR_LIMITS_MAX)
+			continue;
+		if (l->nlim == l->limcap) {
+			/* most names have a few: grow in small steps */
+			cap = l->limcap ? 2 * l->limcap : 4;
+			if (cap > NFT_ADDR_LIMITS_MAX)
+				cap = NFT_ADDR_LIMITS_MAX;
+			nv = realloc(l->lim, cap * sizeof(*nv));
+			if (nv == NULL)
+				return -1;
+			l->lim = nv;
+			l->limcap = cap;
+		}
+		l->lim[l->nlim++] = lim[i];
+		l->nlim = lim_norm(l->lim, l->nlim);
+	}
+	return 0;
+}
+
+/*
+ * Creates or refreshes an entry (now the most recently learned); name
+ * may be NULL. nlim == 0: the plain element, else limited elements (all
+ * expiring at expires).
+ */
 static int
 mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
-    const char *name)
+    const char *name, const struct nft_limit *lim, size_t nlim)
 {
 	struct lent **pp = mirror_find(n, family, a), *l = *pp;
 	unsigned i;
@@ -280,6 +397,16 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	}
 	if (expires > l->expires_ms)
 		l->expires_ms = expires;
+	if (nlim == 0 && expires > l->plain_ms)
+		l->plain_ms = expires;
+	if (nlim != 0) {
+		if (l->lim_ms <= now_ms(n))
+			l->nlim = 0; /* those expired in the kernel */
+		if (expires > l->lim_ms)
+			l->lim_ms = expires;
+		if (lent_add_lim(l, lim, nlim) < 0)
+			return -1;
+	}
 	if (name == NULL)
 		return 0;
 	for (i = 0; i < l->nnames; i++)
@@ -379,6 +506,7 @@ nft_free(struct nft *n)
 		return;
 	learn_detach(n);
 	mirror_clear(n);
+	policy_unref(n->pol);
 	free(n->buckets);
 	free(n->rbuf);
 	if (n->nl != NULL)
@@ -791,6 +919,7 @@ out_nomem:
 struct elem_dump {
 	struct nft *n;
 	int family;
+	bool limited; /* a limited set: addr . l4proto . port intervals */
 	uint64_t now;
 	int err;
 };
@@ -802,15 +931,18 @@ comment_cb(const struct nftnl_udata *attr, void *data)
 
 	if (nftnl_udata_type(attr) == NFTNL_UDATA_SET_ELEM_COMMENT)
 		tb[0] = attr;
+	else if (nftnl_udata_type(attr) == NFT_UDATA_PACKED_NAME)
+		tb[1] = attr;
 	return 0;
 }
 
-/* The learned name stored as the element's comment, if any (checked:
- * NUL-terminated, a plausible DNS name). */
+/* The learned name stored with the element (its comment, or packed when
+ * longer, see elem_comment in nft_build.c), if any; checked:
+ * NUL-terminated, a plausible DNS name. */
 static void
 elem_name(struct nftnl_set_elem *el, char *out, size_t outlen)
 {
-	const struct nftnl_udata *tb[1] = {NULL};
+	const struct nftnl_udata *tb[2] = {NULL, NULL};
 	const void *ud;
 	const char *s;
 	uint32_t len;
@@ -820,8 +952,15 @@ elem_name(struct nftnl_set_elem *el, char *out, size_t outlen)
 	if (!nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_USERDATA))
 		return;
 	ud = nftnl_set_elem_get(el, NFTNL_SET_ELEM_USERDATA, &len);
-	if (ud == NULL || nftnl_udata_parse(ud, len, comment_cb, tb) < 0 ||
-	    tb[0] == NULL)
+	if (ud == NULL || nftnl_udata_parse(ud, len, comment_cb, tb) < 0)
+		return;
+	if (tb[0] == NULL && tb[1] != NULL) {
+		if (nft_name_unpack_(nftnl_udata_get(tb[1]),
+		        nftnl_udata_len(tb[1]), out, outlen) < 0)
+			out[0] = '\0';
+		return;
+	}
+	if (tb[0] == NULL)
 		return;
 	s = nftnl_udata_get(tb[0]);
 	n = nftnl_udata_len(tb[0]);
@@ -843,7 +982,7 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 	const void *key;
 	uint32_t klen;
 	uint64_t left;
-	char name[NFTNL_UDATA_COMMENT_MAXLEN];
+	char name[POLICY_NAME_MAX + 2];
 
 	if (s == NULL)
 		return MNL_CB_ERROR;
@@ -858,15 +997,33 @@ elem_cb(const struct nlmsghdr *nlh, void *arg)
 	}
 	/* iter_next returns the current element, then advances */
 	while ((el = nftnl_set_elems_iter_next(it)) != NULL) {
+		unsigned w = d->family == 4 ? 4u : 16u;
+		struct nft_limit lim = {0, 0, 0, 0};
+		const uint8_t *kend;
+		uint32_t elen;
+
 		key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &klen);
-		if (key == NULL || klen != (d->family == 4 ? 4u : 16u))
+		if (key == NULL || klen != (d->limited ? w + 8 : w))
 			continue;
 		left = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_EXPIRATION)
 		    ? nftnl_set_elem_get_u64(el, NFTNL_SET_ELEM_EXPIRATION)
 		    : 0;
 		elem_name(el, name, sizeof(name));
+		if (d->limited) {
+			const uint8_t *k = key;
+
+			kend = nftnl_set_elem_get(
+			    el, NFTNL_SET_ELEM_KEY_END, &elen);
+			if (kend == NULL || elen != klen)
+				continue;
+			lim.plo = k[w];
+			lim.phi = kend[w];
+			lim.lo = (uint16_t)(k[w + 4] << 8 | k[w + 5]);
+			lim.hi = (uint16_t)(kend[w + 4] << 8 | kend[w + 5]);
+		}
 		if (mirror_put(d->n, d->family, key, d->now + left,
-		        name[0] != '\0' ? name : NULL) < 0)
+		        name[0] != '\0' ? name : NULL, &lim,
+		        d->limited ? 1 : 0) < 0)
 			d->err = -1;
 	}
 	nftnl_set_elems_iter_destroy(it);
@@ -885,8 +1042,10 @@ adopt_learned(struct nft *n, const struct names *sets, struct err *e)
 	size_t i;
 	int f;
 
-	for (f = 4; f <= 6; f += 2) {
-		const char *name = f == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6;
+	for (f = 0; f < 4; f++) {
+		static const char *const set_names[4] = {NFT_SET_LEARNED4,
+		    NFT_SET_LEARNED6, NFT_SET_LIMITED4, NFT_SET_LIMITED6};
+		const char *name = set_names[f];
 		bool present = false;
 
 		for (i = 0; i < sets->n; i++)
@@ -905,7 +1064,8 @@ adopt_learned(struct nft *n, const struct names *sets, struct err *e)
 		    buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP, 0);
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		nftnl_set_free(s);
-		d.family = f;
+		d.family = f % 2 == 0 ? 4 : 6;
+		d.limited = f >= 2;
 		if (nft_request(n, nlh, elem_cb, &d, e, "list learned") < 0)
 			return -1;
 	}
@@ -915,45 +1075,311 @@ adopt_learned(struct nft *n, const struct names *sets, struct err *e)
 
 /* ---- policy ---- */
 
+/* A growable pool of limits that learn records point into. */
+struct limpool {
+	struct nft_limit *v;
+	size_t n, cap;
+};
+
+static long
+limpool_add(struct limpool *lp, const struct nft_limit *lim, size_t n)
+{
+	size_t at = lp->n;
+
+	if (lp->n + n > lp->cap) {
+		size_t cap = lp->cap ? lp->cap : 256;
+		struct nft_limit *nv;
+
+		while (cap < lp->n + n)
+			cap *= 2;
+		nv = realloc(lp->v, cap * sizeof(*nv));
+		if (nv == NULL)
+			return -1;
+		lp->v = nv;
+		lp->cap = cap;
+	}
+	memcpy(lp->v + lp->n, lim, n * sizeof(*lim));
+	lp->n += n;
+	return (long)at;
+}
+
+/* The address itself is denied: internal, or an IP/CIDR deny rule of
+ * every port and protocol covers it (restricted denies stay enforced by
+ * the ordered rules above the learned sets). */
 static bool
-learned_denied(
-    const struct lent *l, const struct policy *p, struct nft_twins *tw)
+addr_denied(const struct lent *l, const struct policy *p, struct nft_twins *tw)
 {
 	const struct policy_rule *r = NULL;
-	unsigned i, denied = 0;
 
 	if (nft_addr_internal_(l->family, l->addr))
 		return true;
-	if (p->index != NULL &&
+	return p->index != NULL &&
 	    nft_twins_match_(tw, p, l->family, l->addr, 0, 0, &r) ==
-	        POLICY_DENY &&
+	    POLICY_DENY &&
 	    r != NULL && r->nports == 0 &&
-	    (r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL)
-		return true;
-	if (p->index == NULL)
-		return false;
-	for (i = 0; i < l->nnames; i++)
-		if (policy_match_domain(p, l->names[i], NULL) == POLICY_DENY)
-			denied++;
-	return l->nnames != 0 && denied == l->nnames;
+	    (r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL;
+}
+
+/*
+ * Which set(s) a name's addresses go to under p: *plain (no limit), or
+ * the limited elements (into lim, NFT_LIMITS_MAX), or neither (denied).
+ */
+static size_t
+name_limits(const struct policy *p, const char *name, int family, bool *plain,
+    bool *denied, struct nft_limit *lim)
+{
+	struct policy_reach *rc;
+	bool over;
+	size_t k;
+
+	*plain = true;
+	*denied = false;
+	if (p == NULL || p->index == NULL || name == NULL)
+		return 0;
+	rc = malloc(sizeof(*rc));
+	if (rc == NULL) {
+		*plain = false;
+		*denied = true; /* fail closed */
+		return 0;
+	}
+	(void)policy_match_domain_reach(p, name, NULL, rc);
+	*plain = rc->all;
+	*denied = rc->none;
+	k = nft_reach_limits(
+	    rc, p->default_action, family, lim, NFT_LIMITS_MAX, &over);
+	free(rc);
+	return k;
+}
+
+/*
+ * What l should hold under p: the plain element, limited elements (into
+ * lim, NFT_ADDR_LIMITS_MAX), or nothing. An entry without names (an
+ * element without comment) keeps what it holds unless the address
+ * itself is denied.
+ */
+static void
+lent_want(const struct lent *l, const struct policy *p, struct nft_twins *tw,
+    uint64_t now, bool *plain, struct nft_limit *lim, size_t *nlim,
+    struct nft_limit *tmp)
+{
+	unsigned i;
+	size_t k, j;
+	bool pl, den;
+
+	*plain = false;
+	*nlim = 0;
+	if (addr_denied(l, p, tw))
+		return;
+	if (l->nnames == 0) {
+		*plain = l->plain_ms > now;
+		if (l->lim_ms > now) {
+			memcpy(lim, l->lim, l->nlim * sizeof(*lim));
+			*nlim = l->nlim;
+		}
+		return;
+	}
+	for (i = 0; i < l->nnames; i++) {
+		k = name_limits(p, l->names[i], l->family, &pl, &den, tmp);
+		*plain |= pl;
+		for (j = 0; j < k; j++)
+			if (!lim_has(lim, *nlim, &tmp[j]) &&
+			    *nlim < NFT_ADDR_LIMITS_MAX)
+				lim[(*nlim)++] = tmp[j];
+	}
+	*nlim = lim_norm(lim, *nlim);
+}
+
+static uint32_t
+left_s(uint64_t until, uint64_t now)
+{
+	uint64_t s = until > now ? (until - now + 999) / 1000 : 1;
+
+	return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+}
+
+/* One change to the learned elements of an entry, kept for the mirror. */
+struct lchange {
+	struct lent *l;
+	bool plain;
+	long lim_at; /* in the pool */
+	size_t nlim;
+};
+
+struct lplan {
+	struct nft_learn_addr *drop, *add;
+	size_t ndrop, nadd;
+	struct lchange *ch;
+	size_t nch;
+	struct limpool pool;
+	long *drop_at, *add_at; /* pool offsets until the pool stops moving */
+};
+
+static void
+lplan_clear(struct lplan *pl)
+{
+	free(pl->drop);
+	free(pl->add);
+	free(pl->ch);
+	free(pl->pool.v);
+	free(pl->drop_at);
+	free(pl->add_at);
+	memset(pl, 0, sizeof(*pl));
+}
+
+static void
+lrec(struct nft_learn_addr *r, const struct lent *l, uint32_t ttl,
+    const char *name)
+{
+	memset(r, 0, sizeof(*r));
+	r->family = l->family;
+	memcpy(r->addr, l->addr, 16);
+	r->ttl = ttl;
+	r->name = name;
+}
+
+/*
+ * Re-judges every learned entry under p: what leaves the kernel (drop),
+ * what enters it (add, with the entry's remaining lease), and what the
+ * mirror holds afterwards (ch).
+ */
+static int
+lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
+    struct lplan *pl)
+{
+	struct nft_limit *want = NULL, *tmp = NULL, *gone = NULL, *fresh;
+	uint64_t now = now_ms(n);
+	size_t bkt, nw, i, ng, nf;
+	struct lent *l;
+	bool wplain, cplain;
+	int rc = -1;
+
+	memset(pl, 0, sizeof(*pl));
+	pl->drop = calloc(2 * n->nlearned + 1, sizeof(*pl->drop));
+	pl->add = calloc(2 * n->nlearned + 1, sizeof(*pl->add));
+	pl->drop_at = calloc(2 * n->nlearned + 1, sizeof(*pl->drop_at));
+	pl->add_at = calloc(2 * n->nlearned + 1, sizeof(*pl->add_at));
+	pl->ch = calloc(n->nlearned + 1, sizeof(*pl->ch));
+	want = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*want));
+	tmp = calloc(NFT_LIMITS_MAX, sizeof(*tmp));
+	gone = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*gone));
+	if (pl->drop == NULL || pl->add == NULL || pl->ch == NULL ||
+	    pl->drop_at == NULL || pl->add_at == NULL || want == NULL ||
+	    tmp == NULL || gone == NULL)
+		goto out;
+	fresh = gone + NFT_ADDR_LIMITS_MAX;
+	for (bkt = 0; bkt < n->nbuckets; bkt++)
+		for (l = n->buckets[bkt]; l != NULL; l = l->next) {
+			const char *nm =
+			    l->nnames ? l->names[l->nnames - 1] : NULL;
+			uint32_t ttl = left_s(l->expires_ms, now);
+			size_t ncur = l->lim_ms > now ? l->nlim : 0;
+
+			lent_want(l, p, tw, now, &wplain, want, &nw, tmp);
+			cplain = l->plain_ms > now;
+			for (i = ng = 0; i < ncur; i++)
+				if (!lim_has(want, nw, &l->lim[i]))
+					gone[ng++] = l->lim[i];
+			for (i = nf = 0; i < nw; i++)
+				if (!lim_has(l->lim, ncur, &want[i]))
+					fresh[nf++] = want[i];
+			if (cplain == wplain && ng == 0 && nf == 0)
+				continue;
+			if (cplain && !wplain)
+				lrec(&pl->drop[pl->ndrop++], l, 0, NULL);
+			if (!cplain && wplain)
+				lrec(&pl->add[pl->nadd++], l, ttl, nm);
+			if (ng != 0) {
+				pl->drop_at[pl->ndrop] =
+				    limpool_add(&pl->pool, gone, ng);
+				if (pl->drop_at[pl->ndrop] < 0)
+					goto out;
+				lrec(&pl->drop[pl->ndrop], l, 0, NULL);
+				pl->drop[pl->ndrop++].nlim = ng;
+			}
+			if (nf != 0) {
+				pl->add_at[pl->nadd] =
+				    limpool_add(&pl->pool, fresh, nf);
+				if (pl->add_at[pl->nadd] < 0)
+					goto out;
+				lrec(&pl->add[pl->nadd], l, ttl, nm);
+				pl->add[pl->nadd++].nlim = nf;
+			}
+			pl->ch[pl->nch].l = l;
+			pl->ch[pl->nch].plain = wplain;
+			pl->ch[pl->nch].nlim = nw;
+			pl->ch[pl->nch].lim_at =
+			    nw ? limpool_add(&pl->pool, want, nw) : 0;
+			if (pl->ch[pl->nch].lim_at < 0)
+				goto out;
+			pl->nch++;
+		}
+	/* the pool no longer moves: point the records into it */
+	for (i = 0; i < pl->ndrop; i++)
+		if (pl->drop[i].nlim != 0)
+			pl->drop[i].lim = pl->pool.v + pl->drop_at[i];
+	for (i = 0; i < pl->nadd; i++)
+		if (pl->add[i].nlim != 0)
+			pl->add[i].lim = pl->pool.v + pl->add_at[i];
+	rc = 0;
+out:
+	free(want);
+	free(tmp);
+	free(gone);
+	return rc;
+}
+
+/* The batch is in force: the mirror follows the plan. */
+static void
+lplan_commit(struct nft *n, const struct lplan *pl)
+{
+	uint64_t now = now_ms(n);
+	struct lent **pp;
+	size_t i, b;
+
+	for (i = 0; i < pl->nch; i++) {
+		struct lent *l = pl->ch[i].l;
+
+		if (!pl->ch[i].plain)
+			l->plain_ms = 0;
+		else if (l->plain_ms <= now)
+			l->plain_ms = l->expires_ms;
+		if (pl->ch[i].nlim == 0) {
+			l->lim_ms = 0;
+			l->nlim = l->limcap = 0;
+			free(l->lim);
+			l->lim = NULL;
+		} else {
+			l->nlim = 0;
+			if (lent_add_lim(l, pl->pool.v + pl->ch[i].lim_at,
+			        pl->ch[i].nlim) < 0)
+				l->nlim = 0;
+			l->lim_ms = l->expires_ms;
+		}
+		l->gone = !pl->ch[i].plain && pl->ch[i].nlim == 0;
+	}
+	for (b = 0; b < n->nbuckets; b++)
+		for (pp = &n->buckets[b]; *pp != NULL;)
+			if ((*pp)->gone)
+				mirror_remove(n, pp);
+			else
+				pp = &(*pp)->next;
 }
 
 int
-nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
+nft_apply_policy(struct nft *n, struct policy *p, struct err *e)
 {
 	struct names chains = {0}, sets = {0};
 	struct nft_kstate ks;
-	struct nft_learn_addr *drop = NULL;
 	struct nft_batch *b = NULL;
+	struct lplan plan;
 	struct nft_twins *tw = NULL;
-	struct lent *l, **pp;
-	size_t ndrop = 0, bkt;
 	int ex, rc = -1;
 
 	memset(&ks, 0, sizeof(ks));
+	memset(&plan, 0, sizeof(plan));
 	/* Answers judged under the old policy reach the kernel first, so
-	 * this batch removes what the new one denies (their waiters are told
-	 * after it, re-checked against the mirror). */
+	 * this batch re-judges them too (their waiters are told after it,
+	 * re-checked against the mirror). */
 	learn_drain(n);
 	ex = table_exists(n, e);
 	if (ex < 0)
@@ -973,34 +1399,25 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 		/* someone deleted our table: start over, mirror is stale */
 		mirror_clear(n);
 	}
-	/* Learned elements the new policy denies go in the same batch. */
+	/* Learned elements the new policy changes go in the same batch. */
 	nft_expire_tick(n);
-	drop = calloc(n->nlearned + 1, sizeof(*drop));
 	tw = nft_twins_new_();
-	if (drop == NULL || tw == NULL) {
+	if (tw == NULL || (ex == 1 && lplan_build(n, p, tw, &plan) < 0)) {
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
-	for (bkt = 0; bkt < n->nbuckets; bkt++)
-		for (l = n->buckets[bkt]; l != NULL; l = l->next)
-			if (ex == 1 && learned_denied(l, p, tw)) {
-				drop[ndrop].family = l->family;
-				memcpy(drop[ndrop].addr, l->addr, 16);
-				ndrop++;
-			}
-	ks.drop = drop;
-	ks.ndrop = ndrop;
+	ks.drop = plan.drop;
+	ks.ndrop = plan.ndrop;
+	ks.add = plan.add;
+	ks.nadd = plan.nadd;
 	if (nft_build_ruleset(p, &n->o, &ks, &b, e) < 0)
 		goto out;
 	if (nft_send(n, b, e) < 0)
 		goto out;
 	/* In force: now the mirror follows. */
-	for (bkt = 0; bkt < n->nbuckets; bkt++)
-		for (pp = &n->buckets[bkt]; *pp != NULL;)
-			if (ex == 1 && learned_denied(*pp, p, tw))
-				mirror_remove(n, pp);
-			else
-				pp = &(*pp)->next;
+	lplan_commit(n, &plan);
+	policy_unref(n->pol);
+	n->pol = policy_ref(p);
 	n->ttl_min = p->dns.ttl_min != 0 ? p->dns.ttl_min : n->o.ttl_min;
 	n->ttl_max = p->dns.ttl_max != 0 ? p->dns.ttl_max : n->o.ttl_max;
 	if (n->ttl_max < n->ttl_min)
@@ -1013,7 +1430,7 @@ nft_apply_policy(struct nft *n, const struct policy *p, struct err *e)
 out:
 	nft_twins_free_(tw);
 	nft_batch_free(b);
-	free(drop);
+	lplan_clear(&plan);
 	names_clear(&chains);
 	names_clear(&sets);
 	return rc;
@@ -1045,8 +1462,13 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
     struct nft_batch **out, struct err *e)
 {
 	struct nft_learn_addr *fresh = NULL, *old = NULL, *ev = NULL;
-	size_t i, nf = 0, no = 0, nev = 0, nfam[2] = {0, 0}, over[2], f;
-	uint64_t now = now_ms(n), left;
+	struct nft_learn_addr *mg = NULL;
+	struct limpool evlim = {0}, mpool = {0};
+	long *evat = NULL, *mgat = NULL, *oldat = NULL;
+	struct nft_limit *want = NULL;
+	size_t i, j, nf = 0, no = 0, nev = 0, nmg = 0, nfam[2] = {0, 0},
+	             over[2], f, nw;
+	uint64_t now = now_ms(n), left, until;
 	struct nft_batch *b = NULL;
 	struct lent *l, *next;
 	int rc = -1;
@@ -1055,7 +1477,12 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 	n->pin_gen++;
 	fresh = calloc(nu + 1, sizeof(*fresh));
 	old = calloc(nu + 1, sizeof(*old));
-	if (fresh == NULL || old == NULL)
+	mg = calloc(nu + 1, sizeof(*mg));
+	mgat = calloc(nu + 1, sizeof(*mgat));
+	oldat = calloc(nu + 1, sizeof(*oldat));
+	want = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*want));
+	if (fresh == NULL || old == NULL || mg == NULL || mgat == NULL ||
+	    oldat == NULL || want == NULL)
 		goto out_nomem;
 	for (i = 0; i < nu; i++) {
 		l = *mirror_find(n, u[i].family, u[i].addr);
@@ -1065,14 +1492,54 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 			continue;
 		}
 		l->pin = n->pin_gen;
-		if (l->expires_ms > now) {
-			left = (l->expires_ms - now + 999) / 1000;
+		until = u[i].nlim != 0 ? l->lim_ms : l->plain_ms;
+		if (until > now) {
+			left = (until - now + 999) / 1000;
 			if (left > u[i].ttl)
 				u[i].ttl = left > UINT32_MAX ? UINT32_MAX
 				                             : (uint32_t)left;
 		}
-		old[no++] = u[i];
+		old[no] = u[i];
+		oldat[no] = -1;
+		if (u[i].nlim != 0 && l->lim_ms > now && l->nlim != 0) {
+			/* the address keeps disjoint limited elements: the new
+			 * ones merge with those it holds, and the ones merged
+			 * away leave first */
+			memcpy(want, l->lim, l->nlim * sizeof(*want));
+			memcpy(want + l->nlim, u[i].lim,
+			    u[i].nlim * sizeof(*want));
+			nw = lim_norm(want, l->nlim + u[i].nlim);
+			if (nw > NFT_ADDR_LIMITS_MAX)
+				nw = NFT_ADDR_LIMITS_MAX;
+			if ((oldat[no] = limpool_add(&mpool, want, nw)) < 0)
+				goto out_nomem;
+			old[no].nlim = nw;
+			for (j = 0; j < l->nlim; j++)
+				if (!lim_has(want, nw, &l->lim[j]))
+					break;
+			if (j < l->nlim) {
+				size_t ng = 0;
+				struct nft_limit *g =
+				    want + NFT_ADDR_LIMITS_MAX;
+
+				for (j = 0; j < l->nlim; j++)
+					if (!lim_has(want, nw, &l->lim[j]))
+						g[ng++] = l->lim[j];
+				mg[nmg] = u[i];
+				mg[nmg].nlim = ng;
+				if ((mgat[nmg++] = limpool_add(&mpool, g, ng)) <
+				    0)
+					goto out_nomem;
+			}
+		}
+		no++;
 	}
+	/* the pool no longer moves */
+	for (i = 0; i < no; i++)
+		if (oldat[i] >= 0)
+			old[i].lim = mpool.v + oldat[i];
+	for (i = 0; i < nmg; i++)
+		mg[i].lim = mpool.v + mgat[i];
 	for (f = 0; f < 2; f++) {
 		over[f] = n->lru[f].n + nfam[f] > n->cap
 		    ? n->lru[f].n + nfam[f] - n->cap
@@ -1080,8 +1547,12 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 		nev += over[f];
 	}
 	if (nev != 0) {
-		ev = calloc(nev, sizeof(*ev));
-		if (ev == NULL)
+		size_t nent = 0;
+
+		/* an evicted address leaves both sets */
+		ev = calloc(2 * nev, sizeof(*ev));
+		evat = calloc(2 * nev, sizeof(*evat));
+		if (ev == NULL || evat == NULL)
 			goto out_nomem;
 		nev = 0;
 		for (f = 0; f < 2; f++)
@@ -1092,19 +1563,32 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 					continue;
 				ev[nev].family = l->family;
 				memcpy(ev[nev].addr, l->addr, 16);
-				nev++;
+				evat[nev++] = -1;
+				if (l->nlim != 0) {
+					ev[nev] = ev[nev - 1];
+					ev[nev].nlim = l->nlim;
+					evat[nev] = limpool_add(
+					    &evlim, l->lim, l->nlim);
+					if (evat[nev++] < 0)
+						goto out_nomem;
+				}
+				nent++;
 				over[f]--;
 				mirror_remove(
 				    n, mirror_find(n, l->family, l->addr));
 			}
+		for (i = 0; i < nev; i++)
+			if (evat[i] >= 0)
+				ev[i].lim = evlim.v + evat[i];
 		if (n->st != NULL)
-			n->st->nft_learned_evicted += nev;
+			n->st->nft_learned_evicted += nent;
 	}
 	b = nft_batch_new_();
 	if (b == NULL)
 		goto out_nomem;
 	if (nft_batch_begin_(b, e) < 0 ||
 	    (nev != 0 && nft_batch_del_learn_(b, ev, nev, e) < 0) ||
+	    (nmg != 0 && nft_batch_del_learn_(b, mg, nmg, e) < 0) ||
 	    (nf != 0 &&
 	        nft_batch_add_learn_(
 	            b, fresh, nf, n->ttl_min, n->ttl_max, false, e) < 0) ||
@@ -1113,6 +1597,17 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 	            b, old, no, n->ttl_min, n->ttl_max, true, e) < 0) ||
 	    nft_batch_finish_(b, e) < 0)
 		goto out;
+	/* The mirror holds what the kernel will: merged limited elements
+	 * now (a transaction built before this one's acks must not add an
+	 * overlapping element); expiries and names when the acks came. */
+	for (i = 0; i < no; i++)
+		if (oldat[i] >= 0) {
+			l = *mirror_find(n, old[i].family, old[i].addr);
+			if (l != NULL) {
+				l->nlim = 0;
+				(void)lent_add_lim(l, old[i].lim, old[i].nlim);
+			}
+		}
 	*out = b;
 	b = NULL;
 	rc = 0;
@@ -1124,6 +1619,13 @@ out:
 	free(fresh);
 	free(old);
 	free(ev);
+	free(evat);
+	free(evlim.v);
+	free(mg);
+	free(mgat);
+	free(oldat);
+	free(want);
+	free(mpool.v);
 	stats_gauge(n);
 	return rc;
 }
@@ -1146,13 +1648,50 @@ check_addrs(const struct nft_learn_addr *a, size_t n_addrs, struct err *e)
 	return 0;
 }
 
+/* Limits of one (name, family) in a learn call, computed once. */
+struct lcache {
+	const char *name;
+	int family;
+	bool plain, denied;
+	struct nft_limit *lim;
+	size_t nlim;
+};
+
+#define LCACHE_MAX 8 /* distinct (name, family) per learn call */
+
+static const struct lcache *
+lcache_get(
+    struct nft *n, struct lcache *c, size_t *nc, const char *name, int family)
+{
+	size_t i;
+
+	for (i = 0; i < *nc; i++)
+		if (c[i].family == family &&
+		    (c[i].name == name ||
+		        (c[i].name != NULL && name != NULL &&
+		            strcmp(c[i].name, name) == 0)))
+			return &c[i];
+	if (*nc == LCACHE_MAX)
+		return NULL;
+	c[*nc].name = name;
+	c[*nc].family = family;
+	c[*nc].lim = calloc(NFT_LIMITS_MAX, sizeof(*c[*nc].lim));
+	if (c[*nc].lim == NULL)
+		return NULL;
+	c[*nc].nlim = name_limits(
+	    n->pol, name, family, &c[*nc].plain, &c[*nc].denied, c[*nc].lim);
+	return &c[(*nc)++];
+}
+
 int
 nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
     struct err *e)
 {
 	struct nft_learn_addr u[NFT_LEARN_BATCH_MAX];
+	struct lcache cache[LCACHE_MAX];
+	const struct lcache *lc;
 	struct nft_batch *b = NULL;
-	size_t i, j, nu = 0;
+	size_t i, j, nu = 0, nc = 0;
 	uint64_t now;
 	int rc = -1;
 
@@ -1173,24 +1712,40 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 				u[j].ttl = a[i].ttl;
 			continue;
 		}
-		u[nu++] = a[i];
+		/* which set: what the name may reach under the policy (a
+		 * name it denies entirely is the resolver's business, as
+		 * before limits existed: the plain set) */
+		lc = lcache_get(n, cache, &nc, a[i].name, a[i].family);
+		if (lc == NULL) {
+			err_set(e, "nft: out of memory");
+			goto out;
+		}
+		u[nu] = a[i];
+		u[nu].lim = lc->plain || lc->denied ? NULL : lc->lim;
+		u[nu].nlim = lc->plain || lc->denied ? 0 : lc->nlim;
+		nu++;
 	}
+	rc = 0;
 	if (nu == 0)
-		return 0;
+		goto out;
+	rc = -1;
 	if (learn_build(n, u, nu, &b, e) < 0)
 		goto out;
 	if (nft_send(n, b, e) < 0)
 		goto out;
 	now = now_ms(n);
-	for (i = 0; i < n_addrs; i++)
-		(void)mirror_put(n, a[i].family, a[i].addr,
-		    now + (uint64_t)clamp(n, a[i].ttl) * 1000, a[i].name);
+	for (i = 0; i < nu; i++)
+		(void)mirror_put(n, u[i].family, u[i].addr,
+		    now + (uint64_t)clamp(n, u[i].ttl) * 1000, u[i].name,
+		    u[i].lim, u[i].nlim);
 	if (n->st != NULL)
 		n->st->nft_learned += nu;
 	stats_gauge(n);
 	rc = 0;
 out:
 	nft_batch_free(b);
+	for (i = 0; i < nc; i++)
+		free(cache[i].lim);
 	return rc;
 }
 
@@ -1201,6 +1756,8 @@ waiter_free(struct nft_waiter *w)
 {
 	free(w->name);
 	free(w->addr);
+	free(w->lim[0]);
+	free(w->lim[1]);
 	free(w);
 }
 
@@ -1208,11 +1765,15 @@ static void
 txn_free(struct nft_txn *t)
 {
 	struct nft_waiter *w;
+	size_t i;
 
 	while ((w = t->w) != NULL) {
 		t->w = w->next;
 		waiter_free(w);
 	}
+	for (i = 0; i < t->nu; i++)
+		free(t->own[i]);
+	free(t->own);
 	free(t->u);
 	free(t->slot);
 	free(t);
@@ -1229,7 +1790,33 @@ txn_new(void)
 	return t;
 }
 
-/* Adds a to the unique set of t (the longest TTL wins). */
+/* u (limited) takes the limits of a it does not hold yet, into an array
+ * the transaction owns: one element once per batch. */
+static int
+txn_merge_lim(struct nft_txn *t, size_t k, const struct nft_learn_addr *a)
+{
+	struct nft_learn_addr *u = &t->u[k];
+	size_t i;
+
+	if (t->own[k] == NULL) {
+		t->own[k] = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*t->own[k]));
+		if (t->own[k] == NULL)
+			return -1;
+		memcpy(t->own[k], u->lim, u->nlim * sizeof(*u->lim));
+		u->lim = t->own[k];
+	}
+	for (i = 0; i < a->nlim && u->nlim < NFT_ADDR_LIMITS_MAX; i++)
+		if (!lim_covered(u->lim, u->nlim, &a->lim[i], 1)) {
+			t->own[k][u->nlim++] = a->lim[i];
+			u->nlim = lim_norm(t->own[k], u->nlim);
+		}
+	return 0;
+}
+
+/*
+ * Adds a to the unique set of t, keyed by address and set (plain or
+ * limited; limited ones merge their limits); the longest TTL wins.
+ */
 static int
 txn_add(struct nft_txn *t, const struct nft_learn_addr *a)
 {
@@ -1255,25 +1842,33 @@ txn_add(struct nft_txn *t, const struct nft_learn_addr *a)
 	}
 	h = addr_hash32(a->family, a->addr) & (t->nslot - 1);
 	for (; t->slot[h] != 0; h = (h + 1) & (t->nslot - 1)) {
-		struct nft_learn_addr *u = &t->u[t->slot[h] - 1];
+		size_t k = t->slot[h] - 1;
+		struct nft_learn_addr *u = &t->u[k];
 
 		if (u->family == a->family &&
-		    memcmp(u->addr, a->addr, w) == 0) {
+		    memcmp(u->addr, a->addr, w) == 0 &&
+		    (u->nlim != 0) == (a->nlim != 0)) {
 			if (a->ttl > u->ttl)
 				u->ttl = a->ttl;
-			return 0;
+			return a->nlim != 0 ? txn_merge_lim(t, k, a) : 0;
 		}
 	}
 	if (t->nu == t->capu) {
 		size_t nc = t->capu == 0 ? 64 : 2 * t->capu;
 		struct nft_learn_addr *nv = realloc(t->u, nc * sizeof(*nv));
+		struct nft_limit **no;
 
 		if (nv == NULL)
 			return -1;
 		t->u = nv;
+		no = realloc(t->own, nc * sizeof(*no));
+		if (no == NULL)
+			return -1;
+		t->own = no;
 		t->capu = nc;
 	}
 	t->u[t->nu] = *a;
+	t->own[t->nu] = NULL;
 	t->slot[h] = (uint32_t)++t->nu;
 	return 0;
 }
@@ -1294,7 +1889,7 @@ txn_settle(struct nft *n, struct nft_txn *t, int rc, const char *why)
 				    now +
 				        (uint64_t)clamp(n, w->addr[i].ttl) *
 				            1000,
-				    w->name);
+				    w->name, w->addr[i].lim, w->addr[i].nlim);
 		if (n->st != NULL)
 			n->st->nft_learned += t->nu;
 		stats_gauge(n);
@@ -1498,6 +2093,25 @@ learn_read_cb(evutil_socket_t fd, short what, void *arg)
 	(void)learn_read_acks(n);
 }
 
+/* The elements a learned address of an answer needs are still held:
+ * the plain one, or (a name with limits) its limited ones or the plain. */
+static bool
+learned_open(struct nft *n, const struct nft_learn_addr *a)
+{
+	struct lent *l = *mirror_find(n, a->family, a->addr);
+	uint64_t now = now_ms(n);
+	size_t i;
+
+	if (l == NULL)
+		return false;
+	if (l->plain_ms > now)
+		return true;
+	if (a->nlim == 0 || l->lim_ms <= now)
+		return false;
+	(void)i;
+	return lim_covered(l->lim, l->nlim, a->lim, a->nlim);
+}
+
 /* Hands settled waiters their result, re-checking each address: one that
  * a policy change or an eviction removed meanwhile is not open. */
 static void
@@ -1518,8 +2132,7 @@ learn_deliver_cb(evutil_socket_t fd, short what, void *arg)
 		list = w->next;
 		if (w->done != NULL && w->rc == 0)
 			for (i = 0; i < w->naddr; i++)
-				if (!nft_is_learned_(n, w->addr[i].family,
-				        w->addr[i].addr)) {
+				if (!learned_open(n, &w->addr[i])) {
 					w->rc = -1;
 					(void)snprintf(w->why, sizeof(w->why),
 					    "nft: learned address removed "
@@ -1672,8 +2285,29 @@ nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 		goto out_nomem;
 	}
 	for (i = 0; i < n_addrs; i++) {
+		int f = a[i].family == 4 ? 0 : 1;
+
 		w->addr[i] = a[i];
 		w->addr[i].name = w->name[0] != '\0' ? w->name : NULL;
+		/* which set: what the name may reach under the policy in
+		 * force, once per family (a name it denies entirely is the
+		 * resolver's business: the plain set, as before limits) */
+		if (!w->decided[f]) {
+			bool plain, denied;
+
+			w->lim[f] = calloc(NFT_LIMITS_MAX, sizeof(*w->lim[f]));
+			if (w->lim[f] == NULL) {
+				waiter_free(w);
+				goto out_nomem;
+			}
+			w->nlim[f] = name_limits(n->pol, w->addr[i].name,
+			    a[i].family, &plain, &denied, w->lim[f]);
+			if (plain || denied)
+				w->nlim[f] = 0;
+			w->decided[f] = true;
+		}
+		w->addr[i].lim = w->nlim[f] != 0 ? w->lim[f] : NULL;
+		w->addr[i].nlim = w->nlim[f];
 		if (txn_add(n->open, &w->addr[i]) < 0) {
 			/* addresses added so far stay: harmless extra work */
 			waiter_free(w);
@@ -1783,21 +2417,91 @@ nft_learned_cap(const struct nft *n)
 	return n->cap;
 }
 
-/* Used by nft_live.c: refresh entries to ttl seconds from now. */
+/*
+ * Used by nft_live.c: refresh entries to ttl seconds from now, each with
+ * what all its names may reach under the policy in force (plain element,
+ * limited elements or both), as one learn batch per NFT_LEARN_BATCH_MAX
+ * records.
+ */
 int
 nft_refresh_(
     struct nft *n, const struct nft_learn_addr *a, size_t na, struct err *e)
 {
-	size_t i, k;
-	int rc;
+	struct nft_learn_addr *r = NULL;
+	struct nft_limit *tmp = NULL, *want = NULL;
+	struct limpool pool = {0};
+	long *at = NULL;
+	struct nft_batch *b = NULL;
+	struct nft_twins *tw = NULL;
+	uint64_t now = now_ms(n);
+	size_t i, k, nr = 0, nw;
+	bool plain;
+	int rc = -1;
 
-	for (i = 0; i < na; i += k) {
-		k = na - i > NFT_LEARN_BATCH_MAX ? NFT_LEARN_BATCH_MAX : na - i;
-		rc = nft_learn(n, a + i, k, e);
-		if (rc < 0)
-			return -1;
+	tw = nft_twins_new_();
+	r = calloc(2 * na + 1, sizeof(*r));
+	at = calloc(2 * na + 1, sizeof(*at));
+	tmp = calloc(NFT_LIMITS_MAX, sizeof(*tmp));
+	want = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*want));
+	if (tw == NULL || r == NULL || at == NULL || tmp == NULL ||
+	    want == NULL)
+		goto out_nomem;
+	for (i = 0; i < na; i++) {
+		struct lent *l = *mirror_find(n, a[i].family, a[i].addr);
+		const char *nm;
+
+		if (l == NULL || n->pol == NULL)
+			continue;
+		nm = l->nnames ? l->names[l->nnames - 1] : NULL;
+		lent_want(l, n->pol, tw, now, &plain, want, &nw, tmp);
+		if (plain) {
+			lrec(&r[nr], l, a[i].ttl, nm);
+			at[nr++] = -1;
+		}
+		if (nw != 0) {
+			lrec(&r[nr], l, a[i].ttl, nm);
+			r[nr].nlim = nw;
+			if ((at[nr++] = limpool_add(&pool, want, nw)) < 0)
+				goto out_nomem;
+		}
 	}
-	return 0;
+	for (i = 0; i < nr; i++)
+		if (at[i] >= 0)
+			r[i].lim = pool.v + at[i];
+	for (i = 0; i < nr; i += k) {
+		size_t j;
+
+		k = nr - i > NFT_LEARN_BATCH_MAX ? NFT_LEARN_BATCH_MAX : nr - i;
+		/* both records of an address in one batch */
+		if (i + k < nr && k > 1 &&
+		    memcmp(r[i + k - 1].addr, r[i + k].addr, 16) == 0 &&
+		    r[i + k - 1].family == r[i + k].family)
+			k--;
+		if (nft_build_learn(r + i, k, n->ttl_min, n->ttl_max, &b, e) <
+		        0 ||
+		    nft_send(n, b, e) < 0)
+			goto out;
+		nft_batch_free(b);
+		b = NULL;
+		now = now_ms(n);
+		for (j = i; j < i + k; j++)
+			(void)mirror_put(n, r[j].family, r[j].addr,
+			    now + (uint64_t)clamp(n, r[j].ttl) * 1000, NULL,
+			    r[j].lim, r[j].nlim);
+	}
+	rc = 0;
+	goto out;
+out_nomem:
+	err_set(e, "nft: out of memory");
+out:
+	nft_twins_free_(tw);
+	nft_batch_free(b);
+	free(r);
+	free(at);
+	free(tmp);
+	free(want);
+	free(pool.v);
+	return rc;
 }
 
 /* Entries expiring before now + window_ms (for nft_live.c). */
@@ -1834,6 +2538,27 @@ nft_is_learned_(struct nft *n, int family, const uint8_t *addr)
 	struct lent *l = *mirror_find(n, family, addr);
 
 	return l != NULL && l->expires_ms > now_ms(n);
+}
+
+int
+nft_learned_verdict_(struct nft *n, int family, const uint8_t *addr,
+    uint8_t l4proto, uint16_t port)
+{
+	struct lent *l = *mirror_find(n, family, addr);
+	uint64_t now = now_ms(n);
+	size_t i;
+
+	if (l == NULL)
+		return 0;
+	if (l->plain_ms > now)
+		return 1;
+	if (l->lim_ms <= now || n->pol == NULL)
+		return 0;
+	for (i = 0; i < l->nlim; i++)
+		if (l4proto >= l->lim[i].plo && l4proto <= l->lim[i].phi &&
+		    port >= l->lim[i].lo && port <= l->lim[i].hi)
+			return n->pol->default_action == POLICY_DENY ? 1 : -1;
+	return 0;
 }
 
 uint16_t

@@ -30,7 +30,9 @@
  *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6
  *     form, always-allow, infra), the built-in internal ranges
  *     (metadata, link-local, CGNAT, Teredo, NAT64/6to4 forms) -> deny, the
- *     user IP/CIDR rules; @learned4/@learned6 -> accept; default action.
+ *     user IP/CIDR rules; @learned4/@learned6 -> accept; addr . l4proto .
+ *     port @limited4/@limited6 (names with port/protocol limits) ->
+ *     accept (default deny) or deny (default allow); default action.
  *   chain deny (regular): rate-limited log, tcp reset, icmpx
  *     admin-prohibited. Every decision counts in a named counter.
  * Precedence of IP/CIDR rules equals policy_match_addr(): rules are sorted
@@ -71,6 +73,10 @@ struct stats;
 #define NFT_CHAIN_DENY "deny"
 #define NFT_SET_LEARNED4 "learned4"
 #define NFT_SET_LEARNED6 "learned6"
+/* Addresses of names whose rules limit ports or protocols:
+ * addr . l4proto . port intervals (docs/nft.md). */
+#define NFT_SET_LIMITED4 "limited4"
+#define NFT_SET_LIMITED6 "limited6"
 
 /* Bounds. */
 #define NFT_PORTS_MAX 32 /* protected / intercept ports */
@@ -96,6 +102,8 @@ struct stats;
  */
 #define NFT_LEARN_TXN_MAX 4096
 #define NFT_NAMES_PER_ADDR 8 /* names remembered per learned addr */
+#define NFT_LIMITS_MAX 272 /* limited-set elements of one name */
+#define NFT_ADDR_LIMITS_MAX 512 /* ... of one address (all its names) */
 #define NFT_KOBJ_MAX 4096 /* chains/sets found in an adopted table */
 #define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
 #define NFT_ACK_TIMEOUT_MS 5000 /* per recv while waiting for acks */
@@ -142,13 +150,40 @@ struct nft_opts {
 /* Defaults of contract §1: mark 0x1, dns 15353, API 18080 protected. */
 void nft_opts_init(struct nft_opts *o);
 
+/*
+ * One element of a limited set: with the address, l4proto plo..phi and
+ * destination port lo..hi (ICMP and protocols without ports: 0..65535).
+ */
+struct nft_limit {
+	uint8_t plo, phi;
+	uint16_t lo, hi;
+};
+
 /* One address of a DNS answer for nft_learn(). */
 struct nft_learn_addr {
 	uint8_t family; /* 4 or 6 */
 	uint8_t addr[16]; /* network byte order */
 	uint32_t ttl; /* seconds, from the answer; clamped */
 	const char *name; /* the allowed name it was learned for; borrowed */
+	/* Which set: nlim == 0 the plain learned set (every port), else
+	 * these elements of the limited set (borrowed). nft_learn() fills
+	 * them itself from the name and the policy in force. */
+	const struct nft_limit *lim;
+	size_t nlim;
 };
+
+/*
+ * PURE: the limited-set elements of a name whose reach (policy.h) is
+ * neither all nor none, for family 4/6: what it may reach when the
+ * policy's default action is deny (the rule accepts them), what it may
+ * not when the default is allow (the rule denies them). Returns the
+ * count (at most max, never 0 unless reach is all or none; fail closed:
+ * past max, under default deny the extra elements are left out, under
+ * default allow the one element is "every protocol and port", and
+ * *overflow is set).
+ */
+size_t nft_reach_limits(const struct policy_reach *r, enum policy_action def,
+    int family, struct nft_limit *out, size_t max, bool *overflow);
 
 /*
  * What the kernel already holds in our table, for the builder: the names
@@ -163,6 +198,8 @@ struct nft_kstate {
 	size_t nsets;
 	const struct nft_learn_addr *drop; /* learned elements to remove */
 	size_t ndrop;
+	const struct nft_learn_addr *add; /* learned elements to add */
+	size_t nadd;
 };
 
 /* An opaque netlink batch: begin, messages (each NLM_F_ACK), end. */
@@ -215,16 +252,19 @@ struct nft *nft_new(const struct nft_opts *o, struct stats *st, struct err *e);
 void nft_free(struct nft *n); /* leaves the table in force */
 
 /*
- * Installs the ruleset for p (borrowed) in one batch. The first call
+ * Installs the ruleset for p in one batch and keeps a reference to p
+ * (nft_learn judges names by it). The first call
  * adopts a table left by an earlier egressd (learned elements it holds are
- * kept and loaded into the mirror, names from their comments). Learned
- * elements the new policy denies (all their names now denied, or the
- * address covered by a deny rule of every port and protocol or an
- * internal range) are removed in the same batch; the others keep their
- * expiry. On -1 nothing
- * changed in the kernel; the caller must not report ready.
+ * kept and loaded into the mirror, names from their comments). Every
+ * learned address is re-judged in the same batch: removed when the new
+ * policy denies it (all its names now denied, or the address covered by
+ * a deny rule of every port and protocol or an internal range), moved
+ * between the plain and the limited sets, or given other limited
+ * elements, when what its names may reach changed (new elements get the
+ * address's remaining lease); the others keep their expiry. On -1
+ * nothing changed in the kernel; the caller must not report ready.
  */
-int nft_apply_policy(struct nft *n, const struct policy *p, struct err *e);
+int nft_apply_policy(struct nft *n, struct policy *p, struct err *e);
 
 /*
  * Adds/refreshes the addresses of one DNS answer in one batch and waits
@@ -322,9 +362,11 @@ size_t nft_build_ct_delete(
  *     egressd's own packets into the ct mark);
  *   - the destination is denied as nft decides it for a NEW packet: the
  *     rule policy_match_addr() picks for (addr, proto, port) decides;
- *     when none does, the built-in internal ranges deny, an address still
- *     in the learned mirror is allowed, else p's default action. An
- *     address still allowed by another name or a CIDR keeps its flows.
+ *     when none does, the built-in internal ranges deny, then the
+ *     learned rules as the chain has them (the plain element, or a
+ *     limited element covering the flow's protocol and port), else p's
+ *     default action. An address still allowed by another name or a CIDR
+ *     keeps its flows; one on a port its names no longer list does not.
  * Every conntrack entry is read and judged (no cap: padding the table
  * with other flows hides nothing). One pass is one dump and at most
  * NFT_CT_DELETE_MAX deletions; nft_cut_denied_flows() repeats passes

@@ -33,7 +33,9 @@
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
 #define NFT_TYPE_IPADDR 7
 #define NFT_TYPE_IP6ADDR 8
+#define NFT_TYPE_INET_PROTO 12
 #define NFT_TYPE_INET_SERVICE 13
+#define NFT_TYPE_BITS 6 /* nft's concatenated type: (a << 6 | b) << 6 | c */
 
 #define LOOPBACK_IFINDEX 1 /* lo is ifindex 1 in every namespace */
 #define NFT_PRIO_NAT_OUT -100
@@ -481,6 +483,13 @@ msg_set(struct bctx *c, uint16_t type, const char *name, uint32_t keytype,
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
 		if (size != 0)
 			nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
+		if (flags & NFT_SET_CONCAT) {
+			/* addr . l4proto . port, each field in 32-bit words */
+			uint8_t fl[3] = {(uint8_t)(keylen - 8), 1, 2};
+
+			nftnl_set_set_data(
+			    s, NFTNL_SET_DESC_CONCAT, fl, sizeof(fl));
+		}
 		/* The kernel requires a transaction-local id on NEWSET. */
 		nftnl_set_set_u32(s, NFTNL_SET_ID, ++c->set_id);
 	}
@@ -515,23 +524,114 @@ elem_add(struct nftnl_set *s, const uint8_t *key, uint32_t klen, uint32_t flags,
 }
 
 /*
+ * Long names, packed: 40 symbols (end, a-z, 0-9, '-', '_', '.'), three
+ * per 16-bit word (40^3 = 64000), so 253 bytes take 170. Pure; unit
+ * tested against every symbol.
+ */
+static const char name_sym[41] = "\0abcdefghijklmnopqrstuvwxyz0123456789-_.";
+
+static int
+sym_of(char ch)
+{
+	const char *p;
+
+	if (ch == '\0')
+		return -1;
+	p = memchr(name_sym + 1, ch, 39);
+	return p == NULL ? -1 : (int)(p - name_sym);
+}
+
+size_t
+nft_name_pack_(const char *name, uint8_t *out, size_t outlen)
+{
+	size_t len = strlen(name), i, k, o = 0;
+
+	if (len == 0 || len > POLICY_NAME_MAX)
+		return 0;
+	for (i = 0; i < len; i += 3) {
+		unsigned v = 0;
+
+		for (k = 0; k < 3; k++) {
+			int c = i + k < len ? sym_of(name[i + k]) : 0;
+
+			if (c < 0)
+				return 0;
+			v = v * 40 + (unsigned)c;
+		}
+		if (o + 2 > outlen)
+			return 0;
+		out[o++] = (uint8_t)(v >> 8);
+		out[o++] = (uint8_t)v;
+	}
+	return o;
+}
+
+int
+nft_name_unpack_(const uint8_t *in, size_t len, char *out, size_t outlen)
+{
+	size_t i, o = 0;
+	bool ended = false;
+
+	if (len == 0 || len % 2 != 0)
+		return -1;
+	for (i = 0; i < len; i += 2) {
+		unsigned v = (unsigned)in[i] << 8 | in[i + 1], c[3];
+		int k;
+
+		if (v >= 40 * 40 * 40)
+			return -1;
+		c[2] = v % 40;
+		c[1] = v / 40 % 40;
+		c[0] = v / 1600;
+		for (k = 0; k < 3; k++) {
+			if (c[k] == 0) {
+				ended = true;
+				continue;
+			}
+			if (ended || o + 1 >= outlen)
+				return -1; /* a symbol after the end */
+			out[o++] = name_sym[c[k]];
+		}
+	}
+	if (o == 0)
+		return -1;
+	out[o] = '\0';
+	return 0;
+}
+
+/*
  * The name an address was learned for rides along as the element's
  * comment (nft's own userdata format, so `nft list` shows it): a
- * restarted egressd recovers its name map from the kernel.
+ * restarted egressd recovers its name map from the kernel, and pruning
+ * on a tightening judges the names. The kernel keeps at most 254 bytes
+ * of userdata per element (the 128 of NFTNL_UDATA_COMMENT_MAXLEN is only
+ * what the nft tool accepts as input; it prints longer ones): a comment
+ * holds names up to NFT_COMMENT_NAME_MAX bytes, a longer name (at most
+ * 253) goes packed into a record of egressd's own type, which nft skips.
  */
 static int
 elem_comment(struct nftnl_set_elem *el, const char *name)
 {
 	struct nftnl_udata_buf *ub;
-	size_t len;
+	uint8_t packed[NFT_PACKED_NAME_MAX];
+	size_t len, plen;
+	bool ok;
 
-	if (name == NULL || (len = strlen(name)) == 0 ||
-	    len >= NFTNL_UDATA_COMMENT_MAXLEN)
-		return 0; /* too long for a comment: mirror only */
-	ub = nftnl_udata_buf_alloc(NFTNL_UDATA_COMMENT_MAXLEN + 8);
+	if (name == NULL || (len = strlen(name)) == 0)
+		return 0;
+	ub = nftnl_udata_buf_alloc(NFT_USERDATA_MAX);
 	if (ub == NULL)
 		return -1;
-	if (!nftnl_udata_put_strz(ub, NFTNL_UDATA_SET_ELEM_COMMENT, name)) {
+	if (len <= NFT_COMMENT_NAME_MAX)
+		ok = nftnl_udata_put_strz(
+		    ub, NFTNL_UDATA_SET_ELEM_COMMENT, name);
+	else if ((plen = nft_name_pack_(name, packed, sizeof(packed))) != 0)
+		ok = nftnl_udata_put(ub, NFT_UDATA_PACKED_NAME, plen, packed);
+	else {
+		nftnl_udata_buf_free(ub);
+		return 0; /* not a DNS name: mirror only */
+	}
+	if (!ok) {
 		nftnl_udata_buf_free(ub);
 		return -1;
 	}
@@ -1136,6 +1236,92 @@ msg_rule_46(struct bctx *c, struct rspec s, const uint8_t *a4,
 	return 0;
 }
 
+static uint32_t
+limited_type(int family)
+{
+	uint32_t a = family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR;
+
+	return ((a << NFT_TYPE_BITS | NFT_TYPE_INET_PROTO) << NFT_TYPE_BITS) |
+	    NFT_TYPE_INET_SERVICE;
+}
+
+static int
+e_load(struct nftnl_rule *r, const char *kind, uint32_t dreg, uint32_t base,
+    uint32_t off, uint32_t len, uint32_t key)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc(kind);
+
+	if (x == NULL)
+		return -1;
+	if (strcmp(kind, "meta") == 0) {
+		nftnl_expr_set_u32(x, NFTNL_EXPR_META_KEY, key);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_META_DREG, dreg);
+	} else {
+		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_BASE, base);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_LEN, len);
+	}
+	return add_expr(r, x);
+}
+
+/*
+ * "ip daddr . meta l4proto . th dport @limited4" (or ip6): the address in
+ * the first 32-bit registers, then l4proto, then the port, one lookup.
+ * Under default allow the verdict is deny (counted as user_deny).
+ */
+static int
+msg_rule_limited(struct bctx *c, int family, enum policy_action def)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nftnl_expr *x;
+	struct nlmsghdr *nlh;
+	char label[NFT_LABEL_MAX];
+	uint8_t nfp = family == 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+	uint32_t w = family == 4 ? 1 : 4; /* address in 32-bit words */
+	const char *counter = def == POLICY_DENY ? "learned" : "user_deny";
+
+	if (r == NULL)
+		goto out_nomem;
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, NFT_CHAIN_FILTER);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	if (e_meta(r, NFT_META_NFPROTO) < 0 ||
+	    e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
+	    e_load(r, "payload", NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
+	        family == 4 ? 16 : 24, w * 4, 0) < 0 ||
+	    e_load(r, "meta", NFT_REG32_00 + w, 0, 0, 0, NFT_META_L4PROTO) <
+	        0 ||
+	    e_load(r, "payload", NFT_REG32_00 + w + 1,
+	        NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, 0) < 0)
+		goto out_nomem_rule;
+	x = nftnl_expr_alloc("lookup");
+	if (x == NULL)
+		goto out_nomem_rule;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+	nftnl_expr_set_str(x, NFTNL_EXPR_LOOKUP_SET,
+	    family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6);
+	if (add_expr(r, x) < 0 || e_objref(r, counter) < 0 ||
+	    (def == POLICY_DENY ? e_verdict(r, NF_ACCEPT, NULL)
+	                        : e_verdict(r, NFT_JUMP, NFT_CHAIN_DENY)) < 0)
+		goto out_nomem_rule;
+	nlh = hdr(c, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+	if (nlh == NULL) {
+		nftnl_rule_free(r);
+		return -1;
+	}
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", NFT_CHAIN_FILTER,
+	    c->b->nmsgs, counter);
+	return nft_batch_push_(c->b, label, c->e);
+out_nomem_rule:
+	nftnl_rule_free(r);
+out_nomem:
+	err_set(c->e, "nft: out of memory");
+	return -1;
+}
+
 /* ---- policy layers -> ordered groups ---- */
 
 enum { L_ALWAYS_DENY, L_ALWAYS_ALLOW, L_INFRA, L_USER, L_COUNT };
@@ -1559,7 +1745,9 @@ build_ruleset(
 				return -1;
 		for (i = 0; i < ks->nsets; i++) {
 			if (strcmp(ks->sets[i], NFT_SET_LEARNED4) == 0 ||
-			    strcmp(ks->sets[i], NFT_SET_LEARNED6) == 0)
+			    strcmp(ks->sets[i], NFT_SET_LEARNED6) == 0 ||
+			    strcmp(ks->sets[i], NFT_SET_LIMITED4) == 0 ||
+			    strcmp(ks->sets[i], NFT_SET_LIMITED6) == 0)
 				continue;
 			if (msg_set(
 			        c, NFT_MSG_DELSET, ks->sets[i], 0, 0, 0, 0) < 0)
@@ -1579,10 +1767,23 @@ build_ruleset(
 	if (msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED4, NFT_TYPE_IPADDR, 4,
 	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
 	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED6, NFT_TYPE_IP6ADDR, 16,
-	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0)
+	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
+	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED4, limited_type(4), 12,
+	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
+	        NFT_LIMITED_PER_ADDR * nft_learned_kernel_size(o->learned_max)) <
+	        0 ||
+	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED6, limited_type(6), 24,
+	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
+	        NFT_LIMITED_PER_ADDR * nft_learned_kernel_size(o->learned_max)) <
+	        0)
 		return -1;
 	if (ks != NULL && ks->ndrop != 0 &&
 	    nft_batch_del_learn_(c->b, ks->drop, ks->ndrop, c->e) < 0)
+		return -1;
+	/* what a policy update opens (names whose limits changed) */
+	if (ks != NULL && ks->nadd != 0 &&
+	    nft_batch_add_learn_(
+	        c->b, ks->add, ks->nadd, 1, UINT32_MAX, false, c->e) < 0)
 		return -1;
 
 	/* Static sets. */
@@ -1858,6 +2059,12 @@ build_ruleset(
 	if (msg_rule_46(c, s, NULL, NULL, NFT_SET_LEARNED4, NFT_SET_LEARNED6) <
 	    0)
 		return -1;
+	/* Names with port/protocol limits: their elements are the exceptions
+	 * to the default, what they may reach under default deny, what they
+	 * may not under default allow. */
+	if (msg_rule_limited(c, 4, p->default_action) < 0 ||
+	    msg_rule_limited(c, 6, p->default_action) < 0)
+		return -1;
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	if (p->default_action == POLICY_ALLOW) {
@@ -1905,47 +2112,82 @@ clamp_ttl(uint32_t ttl, uint32_t lo, uint32_t hi)
 	return ttl == 0 ? 1 : ttl;
 }
 
-/* Elements of one family into set messages of at most NFT_ELEMS_PER_MSG. */
+/* A limited-set key: address, l4proto, port, each in 32-bit words. */
+static uint32_t
+limited_key(
+    int family, const uint8_t *addr, uint8_t proto, uint16_t port, uint8_t *key)
+{
+	unsigned w = family == 4 ? 4 : 16;
+
+	memset(key, 0, w + 8);
+	memcpy(key, addr, w);
+	key[w] = proto;
+	key[w + 4] = (uint8_t)(port >> 8);
+	key[w + 5] = (uint8_t)port;
+	return w + 8;
+}
+
+/*
+ * Elements of one family into set messages of at most NFT_ELEMS_PER_MSG:
+ * the plain set (addresses without limits) or the limited set (one
+ * element per limit of each address that has them).
+ */
 static int
-learn_msgs(struct nft_batch *b, uint16_t type, int family,
+learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
     const struct nft_learn_addr *a, size_t n, uint32_t lo, uint32_t hi,
     struct err *e)
 {
 	struct bctx c = {.b = b, .e = e};
 	struct nftnl_set *s = NULL;
-	size_t i, inmsg = 0, last = n;
+	size_t i, k, inmsg = 0, total = 0, done = 0;
 	unsigned w = family == 4 ? 4 : 16;
+	uint8_t key[24], kend[24];
+	uint32_t klen;
 	uint64_t tmo;
 	struct nftnl_set_elem *el;
+	const char *set = limited
+	    ? (family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6)
+	    : (family == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6);
 
-	for (i = n; i-- > 0;)
-		if (a[i].family == family) {
-			last = i;
-			break;
-		}
-	if (last == n)
+	for (i = 0; i < n; i++)
+		if (a[i].family == family && (a[i].nlim != 0) == limited)
+			total += limited ? a[i].nlim : 1;
+	if (total == 0)
 		return 0;
-	for (i = 0; i <= last; i++) {
-		if (a[i].family != family)
+	for (i = 0; i < n; i++) {
+		if (a[i].family != family || (a[i].nlim != 0) != limited)
 			continue;
-		if (s == NULL &&
-		    (s = set_base(family == 4 ? NFT_SET_LEARNED4
-		                              : NFT_SET_LEARNED6)) == NULL)
-			goto out_nomem;
 		tmo = type == NFT_MSG_NEWSETELEM
 		    ? (uint64_t)clamp_ttl(a[i].ttl, lo, hi) * 1000
 		    : 0;
-		el = elem_add(s, a[i].addr, w, 0, tmo);
-		if (el == NULL ||
-		    (type == NFT_MSG_NEWSETELEM &&
-		        elem_comment(el, a[i].name) < 0))
-			goto out_nomem;
-		if (++inmsg == NFT_ELEMS_PER_MSG || i == last) {
-			if (msg_elems(&c, type, s) < 0)
-				goto out_free;
-			nftnl_set_free(s);
-			s = NULL;
-			inmsg = 0;
+		for (k = 0; k < (limited ? a[i].nlim : 1); k++) {
+			if (s == NULL && (s = set_base(set)) == NULL)
+				goto out_nomem;
+			if (limited) {
+				const struct nft_limit *l = &a[i].lim[k];
+
+				klen = limited_key(
+				    family, a[i].addr, l->plo, l->lo, key);
+				(void)limited_key(
+				    family, a[i].addr, l->phi, l->hi, kend);
+				el = elem_add(s, key, klen, 0, tmo);
+				if (el != NULL)
+					nftnl_set_elem_set(el,
+					    NFTNL_SET_ELEM_KEY_END, kend, klen);
+			} else
+				el = elem_add(s, a[i].addr, w, 0, tmo);
+			if (el == NULL ||
+			    (type == NFT_MSG_NEWSETELEM &&
+			        elem_comment(el, a[i].name) < 0))
+				goto out_nomem;
+			done++;
+			if (++inmsg == NFT_ELEMS_PER_MSG || done == total) {
+				if (msg_elems(&c, type, s) < 0)
+					goto out_free;
+				nftnl_set_free(s);
+				s = NULL;
+				inmsg = 0;
+			}
 		}
 	}
 	return 0;
@@ -1959,14 +2201,27 @@ out_free:
 static int
 check_learn(const struct nft_learn_addr *a, size_t n, struct err *e)
 {
-	size_t i;
+	size_t i, k;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (a[i].family != 4 && a[i].family != 6) {
 			err_set(e, "nft: learned address %zu: bad family %u", i,
 			    a[i].family);
 			return -1;
 		}
+		if (a[i].nlim > NFT_ADDR_LIMITS_MAX) {
+			err_set(e, "nft: learned address %zu: %zu limits", i,
+			    a[i].nlim);
+			return -1;
+		}
+		for (k = 0; k < a[i].nlim; k++)
+			if (a[i].lim[k].plo > a[i].lim[k].phi ||
+			    a[i].lim[k].lo > a[i].lim[k].hi) {
+				err_set(e,
+				    "nft: learned address %zu: bad limit", i);
+				return -1;
+			}
+	}
 	return 0;
 }
 
@@ -1974,21 +2229,23 @@ int
 nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e)
 {
-	int f;
+	int f, lim;
 
 	if (check_learn(a, n, e) < 0)
 		return -1;
-	for (f = 4; f <= 6; f += 2) {
-		if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, ttl_min, ttl_max,
-		        e) < 0)
-			return -1;
-		if (!refresh)
-			continue;
-		if (learn_msgs(b, NFT_MSG_DELSETELEM, f, a, n, 0, 0, e) < 0 ||
-		    learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, ttl_min, ttl_max,
-		        e) < 0)
-			return -1;
-	}
+	for (f = 4; f <= 6; f += 2)
+		for (lim = 0; lim <= 1; lim++) {
+			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n,
+			        ttl_min, ttl_max, e) < 0)
+				return -1;
+			if (!refresh)
+				continue;
+			if (learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
+			        0, e) < 0 ||
+			    learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n,
+			        ttl_min, ttl_max, e) < 0)
+				return -1;
+		}
 	return 0;
 }
 
@@ -1996,16 +2253,102 @@ int
 nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, struct err *e)
 {
-	int f;
+	int f, lim;
 
 	if (check_learn(a, n, e) < 0)
 		return -1;
 	/* add-then-delete: never ENOENT for an element that just expired */
 	for (f = 4; f <= 6; f += 2)
-		if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, a, n, 1, 1, e) < 0 ||
-		    learn_msgs(b, NFT_MSG_DELSETELEM, f, a, n, 0, 0, e) < 0)
-			return -1;
+		for (lim = 0; lim <= 1; lim++)
+			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n, 1,
+			        1, e) < 0 ||
+			    learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
+			        0, e) < 0)
+				return -1;
 	return 0;
+}
+
+/* ---- limits of a name ---- */
+
+static bool
+lim_push(struct nft_limit *out, size_t max, size_t *n, unsigned plo,
+    unsigned phi, unsigned lo, unsigned hi)
+{
+	if (*n == max)
+		return false;
+	out[*n].plo = (uint8_t)plo;
+	out[*n].phi = (uint8_t)phi;
+	out[*n].lo = (uint16_t)lo;
+	out[*n].hi = (uint16_t)hi;
+	(*n)++;
+	return true;
+}
+
+/* The port ranges of v (sorted, disjoint), or their complement. */
+static bool
+lim_ports(struct nft_limit *out, size_t max, size_t *n, uint8_t proto,
+    const struct policy_port_range *v, size_t nv, bool complement)
+{
+	unsigned cur = 0;
+	size_t i;
+
+	for (i = 0; i < nv; i++) {
+		if (!complement) {
+			if (!lim_push(
+			        out, max, n, proto, proto, v[i].lo, v[i].hi))
+				return false;
+			continue;
+		}
+		if (v[i].lo > cur &&
+		    !lim_push(out, max, n, proto, proto, cur, v[i].lo - 1u))
+			return false;
+		cur = (unsigned)v[i].hi + 1;
+	}
+	if (complement && cur <= 65535 &&
+	    !lim_push(out, max, n, proto, proto, cur, 65535))
+		return false;
+	return true;
+}
+
+size_t
+nft_reach_limits(const struct policy_reach *r, enum policy_action def,
+    int family, struct nft_limit *out, size_t max, bool *overflow)
+{
+	uint8_t icmp = family == 4 ? IPPROTO_ICMP : IPPROTO_ICMPV6;
+	/* protocols policy has no name for, as ranges between the named */
+	uint8_t named[3] = {icmp < IPPROTO_TCP ? icmp : IPPROTO_TCP,
+	    icmp < IPPROTO_TCP ? IPPROTO_TCP : IPPROTO_UDP,
+	    icmp < IPPROTO_TCP ? IPPROTO_UDP : icmp};
+	bool cpl = def == POLICY_ALLOW, ok;
+	unsigned cur = 0;
+	size_t n = 0, i;
+
+	*overflow = false;
+	if (r->all || r->none)
+		return 0;
+	ok = lim_ports(out, max, &n, IPPROTO_TCP, r->tcp, r->ntcp, cpl) &&
+	    lim_ports(out, max, &n, IPPROTO_UDP, r->udp, r->nudp, cpl);
+	if (ok && r->icmp != cpl)
+		ok = lim_push(out, max, &n, icmp, icmp, 0, 65535);
+	if (ok && r->other != cpl) {
+		for (i = 0; ok && i < 3; i++) {
+			if (named[i] > cur)
+				ok = lim_push(
+				    out, max, &n, cur, named[i] - 1u, 0, 65535);
+			cur = named[i] + 1u;
+		}
+		if (ok)
+			ok = lim_push(out, max, &n, cur, 255, 0, 65535);
+	}
+	if (!ok) {
+		*overflow = true;
+		/* a denial left out would open it: deny the whole address */
+		if (cpl) {
+			n = 0;
+			(void)lim_push(out, max, &n, 0, 255, 0, 65535);
+		}
+	}
+	return n;
 }
 
 int

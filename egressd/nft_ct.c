@@ -216,8 +216,15 @@ flow_denied(struct nft *n, const struct policy *p, struct nft_twins *tw,
 	}
 	if (internal)
 		return true;
-	if (nft_is_learned_(n, f->family, f->dst))
+	/* the learned rules: plain set, then the limited set, whose
+	 * elements name protocol and port (a learned address on a port its
+	 * names do not list is not open) */
+	switch (nft_learned_verdict_(n, f->family, f->dst, f->proto, port)) {
+	case 1:
 		return false;
+	case -1:
+		return true;
+	}
 	return p->default_action == POLICY_DENY;
 }
 

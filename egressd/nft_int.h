@@ -27,6 +27,11 @@
 #define NFT_DESC_LINE_MAX 4096 /* one decoded rule */
 #define NFT_SETNAME_MAX 32 /* generated set names */
 #define NFT_LIMIT_BURST 10 /* kernel log burst for drops */
+#define NFT_LIMITED_PER_ADDR 4 /* limited set size: x the learned set's */
+#define NFT_USERDATA_MAX 256 /* kernel's NFT_USERDATA_MAXLEN per element */
+#define NFT_COMMENT_NAME_MAX 240 /* names kept as a plain element comment */
+#define NFT_PACKED_NAME_MAX 170 /* a 253-byte name, 3 symbols in 2 bytes */
+#define NFT_UDATA_PACKED_NAME 0xe5 /* element userdata record: packed name */
 
 struct nft_msgdesc {
 	size_t off; /* of the nlmsghdr in buf */
@@ -60,6 +65,15 @@ int nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, struct err *e);
 
+/*
+ * Element names longer than NFT_COMMENT_NAME_MAX: packed into out (at
+ * least NFT_PACKED_NAME_MAX bytes); returns the length, 0 when name is
+ * not a DNS name of at most POLICY_NAME_MAX bytes. Unpack: 0, or -1 when
+ * in is not a packed name; out gets at least POLICY_NAME_MAX + 1 bytes.
+ */
+size_t nft_name_pack_(const char *name, uint8_t *out, size_t outlen);
+int nft_name_unpack_(const uint8_t *in, size_t len, char *out, size_t outlen);
+
 /* True when addr lies in the built-in internal (always denied) ranges. */
 bool nft_addr_internal_(int family, const uint8_t *addr);
 
@@ -75,6 +89,14 @@ uint32_t nft_mark_(const struct nft *n);
 const struct nft_opts *nft_opts_(const struct nft *n);
 /* True when addr is in the learned mirror and not expired. */
 bool nft_is_learned_(struct nft *n, int family, const uint8_t *addr);
+/*
+ * What the learned rules of the filter chain do with a NEW packet to
+ * addr (l4proto, destination port; for protocols without ports any
+ * value): 1 accept (plain element, or a limited one under default deny),
+ * -1 deny (a limited element under default allow), 0 none matches.
+ */
+int nft_learned_verdict_(struct nft *n, int family, const uint8_t *addr,
+    uint8_t l4proto, uint16_t port);
 uint16_t nft_dns_port_(const struct nft *n);
 uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);
 struct mnl_socket *nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid);

@@ -341,12 +341,275 @@ deny_invalid(const struct policy_rule **rule)
 	return POLICY_DENY;
 }
 
-static enum policy_action
-decide_at(const struct policy_rule *rules, long i, enum policy_action act,
-    const struct policy_rule **rule)
+/* ---- what a name may reach (rules with ports or protocols) ---- */
+
+#define REACH_UND_MAX 512 /* undecided ranges per protocol during a walk */
+
+struct rset {
+	struct policy_port_range v[REACH_UND_MAX];
+	size_t n;
+};
+
+struct rwalk {
+	const struct policy_rule *rules; /* of the layer being walked */
+	struct policy_reach *out;
+	struct rset und[2]; /* tcp, udp: not decided yet */
+	struct rset dec; /* scratch */
+	bool und_icmp, und_other;
+	const struct policy_rule *first[2]; /* [action]: first deciding */
+};
+
+static void
+rset_push(struct rset *s, unsigned lo, unsigned hi)
 {
+	/* full: the range stays undecided or unallowed, never opened */
+	if (s->n == REACH_UND_MAX)
+		return;
+	s->v[s->n].lo = (uint16_t)lo;
+	s->v[s->n].hi = (uint16_t)hi;
+	s->n++;
+}
+
+static int
+prange_cmp(const void *a, const void *b)
+{
+	const struct policy_port_range *x = a, *y = b;
+
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+/* Sorts and merges v in place (overlapping or adjacent ranges). */
+static size_t
+prange_norm(struct policy_port_range *v, size_t n)
+{
+	size_t i, o = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), prange_cmp);
+	for (i = 1; i < n; i++)
+		if ((unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
+			if (v[i].hi > v[o].hi)
+				v[o].hi = v[i].hi;
+		} else
+			v[++o] = v[i];
+	return o + 1;
+}
+
+/* und minus c stays in und; und and c goes to dec. c sorted, merged. */
+static void
+rset_split(struct rset *und, const struct policy_port_range *c, size_t nc,
+    struct rset *dec)
+{
+	struct policy_port_range u[REACH_UND_MAX];
+	size_t i, j, n = und->n;
+
+	memcpy(u, und->v, n * sizeof(u[0]));
+	und->n = 0;
+	dec->n = 0;
+	for (i = 0; i < n; i++) {
+		unsigned cur = u[i].lo, hi = u[i].hi;
+
+		for (j = 0; j < nc && cur <= hi; j++) {
+			unsigned a, b;
+
+			if (c[j].hi < cur)
+				continue;
+			if (c[j].lo > hi)
+				break;
+			if (c[j].lo > cur)
+				rset_push(und, cur, c[j].lo - 1u);
+			a = c[j].lo > cur ? c[j].lo : cur;
+			b = c[j].hi < hi ? c[j].hi : hi;
+			rset_push(dec, a, b);
+			cur = b + 1;
+		}
+		if (cur <= hi)
+			rset_push(und, cur, hi);
+	}
+}
+
+static void
+reach_add(struct policy_reach *r, int k, unsigned lo, unsigned hi)
+{
+	struct policy_port_range *v = k == 0 ? r->tcp : r->udp;
+	size_t *n = k == 0 ? &r->ntcp : &r->nudp;
+
+	if (*n == POLICY_REACH_RANGES_MAX) {
+		*n = prange_norm(v, *n);
+		if (*n == POLICY_REACH_RANGES_MAX)
+			return; /* left out: fail closed */
+	}
+	v[*n].lo = (uint16_t)lo;
+	v[*n].hi = (uint16_t)hi;
+	(*n)++;
+}
+
+static bool
+rwalk_open(const struct rwalk *w)
+{
+	return w->und[0].n != 0 || w->und[1].n != 0 || w->und_icmp ||
+	    w->und_other;
+}
+
+static bool
+reach_rule_cb(void *arg, size_t i)
+{
+	static const unsigned bit[2] = {POLICY_PROTO_TCP, POLICY_PROTO_UDP};
+	struct rwalk *w = arg;
+	const struct policy_rule *r = &w->rules[i];
+	struct policy_port_range c[POLICY_PORTS_MAX], all = {0, 65535};
+	const struct policy_port_range *cv = &all;
+	bool allow = r->action == POLICY_ALLOW, decided = false;
+	size_t nc = 1, k, j;
+
+	if (r->nports != 0 && r->nports <= POLICY_PORTS_MAX) {
+		memcpy(c, r->ports, r->nports * sizeof(c[0]));
+		nc = prange_norm(c, r->nports);
+		cv = c;
+	}
+	for (k = 0; k < 2; k++) {
+		if (!(r->protocols & bit[k]) || w->und[k].n == 0)
+			continue;
+		rset_split(&w->und[k], cv, nc, &w->dec);
+		decided |= w->dec.n != 0;
+		for (j = 0; allow && j < w->dec.n; j++)
+			reach_add(
+			    w->out, (int)k, w->dec.v[j].lo, w->dec.v[j].hi);
+	}
+	if ((r->protocols & POLICY_PROTO_ICMP) && w->und_icmp) {
+		w->und_icmp = false;
+		w->out->icmp = allow;
+		decided = true;
+	}
+	if ((r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL &&
+	    r->nports == 0 && w->und_other) {
+		w->und_other = false;
+		w->out->other = allow;
+		decided = true;
+	}
+	if (decided && w->first[r->action] == NULL)
+		w->first[r->action] = r;
+	return rwalk_open(w);
+}
+
+static void
+reach_set(struct policy_reach *r, bool all)
+{
+	r->all = all;
+	r->none = !all;
+	r->ntcp = r->nudp = all ? 1 : 0;
+	r->tcp[0].lo = r->udp[0].lo = 0;
+	r->tcp[0].hi = r->udp[0].hi = 65535;
+	r->icmp = r->other = all;
+}
+
+/* The whole walk: every matching rule of every layer, then the default. */
+static enum policy_action
+reach_walk(const struct policy *p, const char *n, size_t len,
+    const struct policy_rule **rule, struct policy_reach *out)
+{
+	const struct policy_index *ix = p->index;
+	const struct policy_layer *lv[4] = {
+	    ix->ov->ldeny, ix->ov->lallow, ix->cfg->linfra, ix->user};
+	const struct policy_rule *rv[4] = {
+	    ix->ov->deny, ix->ov->allow, ix->cfg->infra, p->rules};
+	struct rwalk *w = calloc(1, sizeof(*w));
+	enum policy_action act;
+	size_t l, k, j;
+
+	if (w == NULL) {
+		reach_set(out, false);
+		return deny_invalid(rule);
+	}
+	memset(out, 0, sizeof(*out));
+	w->out = out;
+	for (k = 0; k < 2; k++)
+		rset_push(&w->und[k], 0, 65535);
+	w->und_icmp = w->und_other = true;
+	for (l = 0; l < 4 && rwalk_open(w); l++) {
+		w->rules = rv[l];
+		(void)policy_layer_each_name(lv[l], n, len, reach_rule_cb, w);
+	}
+	if (p->default_action == POLICY_ALLOW) {
+		for (k = 0; k < 2; k++)
+			for (j = 0; j < w->und[k].n; j++)
+				reach_add(out, (int)k, w->und[k].v[j].lo,
+				    w->und[k].v[j].hi);
+		out->icmp |= w->und_icmp;
+		out->other |= w->und_other;
+	}
+	out->ntcp = prange_norm(out->tcp, out->ntcp);
+	out->nudp = prange_norm(out->udp, out->nudp);
+	out->none =
+	    out->ntcp == 0 && out->nudp == 0 && !out->icmp && !out->other;
+	out->all = out->ntcp == 1 && out->tcp[0].lo == 0 &&
+	    out->tcp[0].hi == 65535 && out->nudp == 1 && out->udp[0].lo == 0 &&
+	    out->udp[0].hi == 65535 && out->icmp && out->other;
+	act = out->none ? POLICY_DENY : POLICY_ALLOW;
 	if (rule != NULL)
-		*rule = &rules[i];
+		*rule = w->first[act];
+	free(w);
+	return act;
+}
+
+static enum policy_action
+match_domain(const struct policy *p, const char *name,
+    const struct policy_rule **rule, struct policy_reach *reach)
+{
+	char n[POLICY_NAME_MAX + 2];
+	const struct policy_index *ix;
+	const struct policy_rule *r = NULL;
+	struct policy_reach *tmp = NULL;
+	enum policy_action act = POLICY_DENY;
+	bool lim = false;
+	size_t len;
+	long i;
+
+	if (p == NULL || name == NULL ||
+	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
+	        -1) {
+		if (reach != NULL)
+			reach_set(reach, false);
+		return deny_invalid(rule);
+	}
+	ix = p->index;
+	len = strlen(n);
+	/* The first matching rule decides everything unless it has a limit:
+	 * one lookup per label, as before there were limits on names, and
+	 * the rule itself is not read (its action and limit bit ride in the
+	 * table). */
+	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len, &act, &lim)) >=
+	    0)
+		r = &ix->ov->deny[i];
+	else if ((i = policy_layer_match_name(
+	              ix->ov->lallow, n, len, &act, &lim)) >= 0)
+		r = &ix->ov->allow[i];
+	else if ((i = policy_layer_match_name(
+	              ix->cfg->linfra, n, len, &act, &lim)) >= 0)
+		r = &ix->cfg->infra[i];
+	else if ((i = policy_layer_match_name(ix->user, n, len, &act, &lim)) >=
+	    0)
+		r = &p->rules[i];
+	if (r == NULL || !lim) {
+		if (r == NULL)
+			act = p->default_action;
+		if (reach != NULL)
+			reach_set(reach, act == POLICY_ALLOW);
+		if (rule != NULL)
+			*rule = r;
+		return act;
+	}
+	if (reach == NULL) {
+		tmp = malloc(sizeof(*tmp));
+		if (tmp == NULL)
+			return deny_invalid(rule);
+		reach = tmp;
+	}
+	act = reach_walk(p, n, len, rule, reach);
+	free(tmp);
 	return act;
 }
 
@@ -354,29 +617,56 @@ enum policy_action
 policy_match_domain(
     const struct policy *p, const char *name, const struct policy_rule **rule)
 {
-	char n[POLICY_NAME_MAX + 2];
-	const struct policy_index *ix;
-	enum policy_action act = POLICY_DENY;
-	size_t len;
-	long i;
+	return match_domain(p, name, rule, NULL);
+}
 
-	if (p == NULL || name == NULL ||
-	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
-	        -1)
-		return deny_invalid(rule);
-	ix = p->index;
-	len = strlen(n);
-	if ((i = policy_layer_match_name(ix->ov->ldeny, n, len, &act)) >= 0)
-		return decide_at(ix->ov->deny, i, act, rule);
-	if ((i = policy_layer_match_name(ix->ov->lallow, n, len, &act)) >= 0)
-		return decide_at(ix->ov->allow, i, act, rule);
-	if ((i = policy_layer_match_name(ix->cfg->linfra, n, len, &act)) >= 0)
-		return decide_at(ix->cfg->infra, i, act, rule);
-	if ((i = policy_layer_match_name(ix->user, n, len, &act)) >= 0)
-		return decide_at(p->rules, i, act, rule);
-	if (rule != NULL)
-		*rule = NULL;
-	return p->default_action;
+enum policy_action
+policy_match_domain_reach(const struct policy *p, const char *name,
+    const struct policy_rule **rule, struct policy_reach *reach)
+{
+	return match_domain(p, name, rule, reach);
+}
+
+static bool
+ranges_have(const struct policy_port_range *v, size_t n, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (port >= v[i].lo && port <= v[i].hi)
+			return true;
+	return false;
+}
+
+bool
+policy_reach_allows(
+    const struct policy_reach *reach, unsigned proto, uint16_t port)
+{
+	if (reach->all)
+		return true;
+	if (reach->none)
+		return false;
+	switch (proto) {
+	case POLICY_PROTO_TCP:
+		return ranges_have(reach->tcp, reach->ntcp, port);
+	case POLICY_PROTO_UDP:
+		return ranges_have(reach->udp, reach->nudp, port);
+	case POLICY_PROTO_ICMP:
+		return reach->icmp;
+	default:
+		return reach->other;
+	}
+}
+
+bool
+policy_reach_equal(const struct policy_reach *a, const struct policy_reach *b)
+{
+	if (a->all || b->all || a->none || b->none)
+		return a->all == b->all && a->none == b->none;
+	return a->icmp == b->icmp && a->other == b->other &&
+	    a->ntcp == b->ntcp && a->nudp == b->nudp &&
+	    memcmp(a->tcp, b->tcp, a->ntcp * sizeof(a->tcp[0])) == 0 &&
+	    memcmp(a->udp, b->udp, a->nudp * sizeof(a->udp[0])) == 0;
 }
 
 enum policy_action
@@ -441,5 +731,5 @@ policy_log_skip(const struct policy *p, const char *name)
 	        -1)
 		return false;
 	return policy_layer_match_name(
-	           p->index->ov->llog_skip, n, strlen(n), NULL) >= 0;
+	           p->index->ov->llog_skip, n, strlen(n), NULL, NULL) >= 0;
 }

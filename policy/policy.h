@@ -242,10 +242,52 @@ struct policy *policy_delete_json(const struct policy *base, const char *body,
  * Matching. Overlays first, then infra, then user rules in list order, then
  * the default action. *rule (may be NULL) gets the deciding rule or NULL
  * when the default decided. Names are matched case-insensitively, a
- * trailing dot ignored; invalid names are denied.
+ * trailing dot ignored; invalid names are denied. A name rule with ports
+ * or protocols decides only those (see policy_match_domain_reach): a name
+ * is allowed when any protocol or port of it is.
  */
 enum policy_action policy_match_domain(
     const struct policy *p, const char *name, const struct policy_rule **rule);
+/*
+ * What a name may reach on the addresses it resolves to, when rules
+ * restrict ports or protocols. Decided per (protocol, port) as for IP
+ * rules: the first rule (overlays, infra, user rules in list order) that
+ * matches the name AND the protocol and port decides; the default action
+ * decides what no rule matches. Ports restrict TCP and UDP; ICMP ignores
+ * them; protocols policy has no name for ("other") are matched only by a
+ * rule with every protocol and no ports.
+ */
+#define POLICY_REACH_RANGES_MAX 128 /* port ranges per protocol */
+
+struct policy_reach {
+	bool all; /* every protocol and port: no limit */
+	bool none; /* nothing: the name is denied */
+	/* else: allowed port ranges (sorted, disjoint, 0..65535) */
+	struct policy_port_range tcp[POLICY_REACH_RANGES_MAX];
+	struct policy_port_range udp[POLICY_REACH_RANGES_MAX];
+	size_t ntcp, nudp;
+	bool icmp, other;
+};
+
+/*
+ * policy_match_domain with what the name may reach: ALLOW when anything
+ * is allowed (reach->none false). *rule (may be NULL) gets the first rule
+ * that decided a part with the returned action, NULL when only the
+ * default did. Ranges beyond POLICY_REACH_RANGES_MAX are left out (fail
+ * closed). Costs one hash lookup per label when the deciding rule has no
+ * limit (reach->all or ->none set at once).
+ */
+enum policy_action policy_match_domain_reach(const struct policy *p,
+    const char *name, const struct policy_rule **rule,
+    struct policy_reach *reach);
+/* True when (proto: one POLICY_PROTO_* bit, or 0 for other protocols;
+ * port: TCP/UDP) lies in reach. */
+bool policy_reach_allows(
+    const struct policy_reach *reach, unsigned proto, uint16_t port);
+/* True when a and b allow exactly the same. */
+bool policy_reach_equal(
+    const struct policy_reach *a, const struct policy_reach *b);
+
 /*
  * IP decision for family 4/6, addr in network byte order; proto is one
  * POLICY_PROTO_* bit and port 0 means "any port". Longest matching prefix

@@ -14,8 +14,10 @@
  * the deepest node with an applicable rule (longest prefix), deny before
  * allow at equal length.
  *
- * Deny rules restricted to ports or protocols are not entered in the name
- * tables: a name is only refused in DNS when it is refused on every port.
+ * A key can name several rules (the same name with different ports or
+ * protocols): the table keeps the first, and next[] chains the others in
+ * list order, for policy_layer_each_name (the walk that computes what a
+ * name may reach when rules restrict ports or protocols).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,11 +64,16 @@ struct trie {
 	size_t nl, cl;
 };
 
+#define CHAIN_END UINT32_MAX
+
 struct policy_layer {
 	const struct policy_rule *rules;
 	size_t nrules;
 	struct dtab exact, wild;
 	struct trie t4, t6;
+	uint32_t *next; /* next rule of the same name key, or CHAIN_END */
+	uint32_t *tail; /* while building: last rule of a key's chain */
+	size_t nrestricted; /* name rules restricted to ports/protocols */
 };
 
 static uint32_t
@@ -137,16 +144,23 @@ dtab_find(const struct dtab *t, const char *key, size_t klen, uint32_t h)
 	}
 }
 
-/* Keeps the first (lowest) index of a key. */
+/* Keeps the first (lowest) index of a key; later ones are chained. */
 static void
-dtab_put(struct dtab *t, const char *key, long idx)
+dtab_put(struct policy_layer *l, struct dtab *t, const char *key, long idx)
 {
 	size_t klen = strlen(key);
 	uint32_t h = hash_rev(key, klen);
 	struct dent *d = dtab_find(t, key, klen, h);
+	uint32_t i = (uint32_t)(idx >> 2), head;
 
-	if (d->key != NULL)
+	l->next[i] = CHAIN_END;
+	if (d->key != NULL) {
+		head = d->idx >> 2;
+		l->next[l->tail[head]] = i;
+		l->tail[head] = i;
 		return;
+	}
+	l->tail[i] = i;
 	d->key = key;
 	d->hash = h;
 	d->idx = (uint32_t)idx;
@@ -239,14 +253,18 @@ policy_layer_free(struct policy_layer *l)
 	free(l->t4.links);
 	free(l->t6.nodes);
 	free(l->t6.links);
+	free(l->next);
+	free(l->tail);
 	free(l);
 }
 
-/* Table value: rule index and action bit (indexes stay below 2^31). */
+/* Table value: rule index, a "has limits" bit and the action bit
+ * (indexes stay below 2^30), so a lookup never touches the rule. */
 static long
 entry_val(const struct policy_rule *r, size_t i)
 {
-	return (long)(i << 1) | (r->action == POLICY_ALLOW);
+	return (long)(i << 2) | (long)policy_rule_restricted(r) << 1 |
+	    (r->action == POLICY_ALLOW);
 }
 
 static int
@@ -256,14 +274,12 @@ layer_add(struct policy_layer *l, size_t i)
 
 	switch (r->kind) {
 	case POLICY_TARGET_DOMAIN:
-		if (r->action == POLICY_DENY && policy_rule_restricted(r))
-			return 0;
-		dtab_put(&l->exact, r->target, entry_val(r, i));
+		l->nrestricted += policy_rule_restricted(r);
+		dtab_put(l, &l->exact, r->target, entry_val(r, i));
 		return 0;
 	case POLICY_TARGET_WILDCARD:
-		if (r->action == POLICY_DENY && policy_rule_restricted(r))
-			return 0;
-		dtab_put(&l->wild, r->target + 2, entry_val(r, i));
+		l->nrestricted += policy_rule_restricted(r);
+		dtab_put(l, &l->wild, r->target + 2, entry_val(r, i));
 		return 0;
 	case POLICY_TARGET_IP:
 	case POLICY_TARGET_CIDR:
@@ -287,12 +303,17 @@ policy_layer_build(const struct policy_rule *rules, size_t n)
 		nd += rules[i].kind == POLICY_TARGET_DOMAIN;
 		nw += rules[i].kind == POLICY_TARGET_WILDCARD;
 	}
-	if (dtab_init(&l->exact, nd) == -1 || dtab_init(&l->wild, nw) == -1 ||
+	l->next = calloc(n + 1, sizeof(*l->next));
+	l->tail = calloc(n + 1, sizeof(*l->tail));
+	if (l->next == NULL || l->tail == NULL ||
+	    dtab_init(&l->exact, nd) == -1 || dtab_init(&l->wild, nw) == -1 ||
 	    trie_init(&l->t4) == -1 || trie_init(&l->t6) == -1)
 		goto out_free;
 	for (i = 0; i < n; i++)
 		if (layer_add(l, i) == -1)
 			goto out_free;
+	free(l->tail);
+	l->tail = NULL;
 	return l;
 out_free:
 	policy_layer_free(l);
@@ -301,7 +322,7 @@ out_free:
 
 long
 policy_layer_match_name(const struct policy_layer *l, const char *name,
-    size_t len, enum policy_action *act)
+    size_t len, enum policy_action *act, bool *restricted)
 {
 	uint32_t h = FNV_OFF;
 	long best = -1, v;
@@ -318,13 +339,60 @@ policy_layer_match_name(const struct policy_layer *l, const char *name,
 			v = dtab_get(&l->wild, name + i, len - i, h);
 		else
 			continue;
-		if (v >= 0 && (best < 0 || v >> 1 < best >> 1))
+		if (v >= 0 && (best < 0 || v >> 2 < best >> 2))
 			best = v;
 	}
 	/* The action travels in the entry: no access to the rule itself. */
 	if (best >= 0 && act != NULL)
 		*act = (best & 1) ? POLICY_ALLOW : POLICY_DENY;
-	return best < 0 ? -1 : best >> 1;
+	if (best >= 0 && restricted != NULL)
+		*restricted = (best & 2) != 0;
+	return best < 0 ? -1 : best >> 2;
+}
+
+size_t
+policy_layer_nrestricted(const struct policy_layer *l)
+{
+	return l == NULL ? 0 : l->nrestricted;
+}
+
+size_t
+policy_layer_each_name(const struct policy_layer *l, const char *name,
+    size_t len, bool (*fn)(void *arg, size_t i), void *arg)
+{
+	uint32_t cur[POLICY_NAME_MAX / 2 + 2], h = FNV_OFF;
+	size_t i, k, ncur = 0, calls = 0;
+	long v;
+
+	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
+		return 0;
+	for (i = len; i-- > 0;) {
+		h ^= (unsigned char)name[i];
+		h *= FNV_PRIME;
+		if (i == 0)
+			v = dtab_get(&l->exact, name, len, h);
+		else if (name[i - 1] == '.')
+			v = dtab_get(&l->wild, name + i, len - i, h);
+		else
+			continue;
+		if (v >= 0 && ncur < sizeof(cur) / sizeof(cur[0]))
+			cur[ncur++] = (uint32_t)(v >> 2);
+	}
+	/* merge the chains: lowest index first = list order */
+	while (ncur > 0) {
+		size_t m = 0;
+
+		for (k = 1; k < ncur; k++)
+			if (cur[k] < cur[m])
+				m = k;
+		calls++;
+		if (!fn(arg, cur[m]))
+			break;
+		cur[m] = l->next[cur[m]];
+		if (cur[m] == CHAIN_END)
+			cur[m] = cur[--ncur];
+	}
+	return calls;
 }
 
 /* Deny before allow, then list order, among applicable rules of a node. */

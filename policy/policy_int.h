@@ -91,12 +91,19 @@ struct policy_layer; /* domain hash tables + prefix tries of one rule list */
 struct policy_layer *policy_layer_build(
     const struct policy_rule *rules, size_t n);
 void policy_layer_free(struct policy_layer *l);
-/* Index of the deciding rule or -1 (and its action in *act). name is
+/* Index of the first matching rule or -1 (its action in *act, whether it
+ * has port/protocol limits in *restricted; both may be NULL). name is
  * normalized. */
 long policy_layer_match_name(const struct policy_layer *l, const char *name,
-    size_t len, enum policy_action *act);
+    size_t len, enum policy_action *act, bool *restricted);
 long policy_layer_match_addr(const struct policy_layer *l, int family,
     const uint8_t *addr, unsigned proto, uint16_t port);
+/* Name rules restricted to ports or protocols in l. */
+size_t policy_layer_nrestricted(const struct policy_layer *l);
+/* Calls fn with the index of every rule of l matching name (normalized),
+ * in list order, until fn returns false. Returns the number of calls. */
+size_t policy_layer_each_name(const struct policy_layer *l, const char *name,
+    size_t len, bool (*fn)(void *arg, size_t i), void *arg);
 
 /*
  * Operator configuration shared (by reference) between a snapshot and

@@ -364,19 +364,6 @@ ritem_finish(
 	if (it->r.nports > 0 &&
 	    (it->r.protocols & (POLICY_PROTO_TCP | POLICY_PROTO_UDP)) == 0)
 		pw_err(w, it->ports_at, "ports need protocol tcp or udp");
-	/*
-	 * A name is enforced through its learned addresses, which carry no
-	 * port: a port limit on a name would be silently ignored by nft.
-	 * Refuse it rather than promise what is not enforced.
-	 */
-	if (l != RL_LOG_SKIP && it->target_at != NULL &&
-	    (it->r.kind == POLICY_TARGET_DOMAIN ||
-	        it->r.kind == POLICY_TARGET_WILDCARD) &&
-	    policy_rule_restricted(&it->r))
-		pw_err(w, it->target_at,
-		    "ports and protocols apply to IP and CIDR targets only "
-		    "(a name is enforced through its learned addresses, which "
-		    "carry no port)");
 }
 
 /* One list item: a rule mapping, or (outside egress) a bare target. */

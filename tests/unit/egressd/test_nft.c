@@ -525,6 +525,48 @@ test_teardown_and_prefix(void **state)
 	assert_int_equal(nft_parse_prefix("1.2.3.4/x", &pf, &e), -1);
 }
 
+/* Long element names (issue 16 item 16): packed and back, every symbol. */
+static void
+test_name_pack(void **state)
+{
+	static const char *const ok[] = {"a", "ab", "abc", "abcd",
+	    "xn--bcher-kva.example", "_srv._tcp.a-b.0123456789.z",
+	    "abcdefghijklmnopqrstuvwxyz0123456789-_."};
+	char name[POLICY_NAME_MAX + 1], back[POLICY_NAME_MAX + 2];
+	uint8_t buf[NFT_PACKED_NAME_MAX];
+	size_t i, len;
+
+	(void)state;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		len = nft_name_pack_(ok[i], buf, sizeof(buf));
+		assert_int_equal(len, (strlen(ok[i]) + 2) / 3 * 2);
+		assert_int_equal(
+		    nft_name_unpack_(buf, len, back, sizeof(back)), 0);
+		assert_string_equal(back, ok[i]);
+	}
+	memset(name, 'z', POLICY_NAME_MAX);
+	name[POLICY_NAME_MAX] = '\0';
+	len = nft_name_pack_(name, buf, sizeof(buf));
+	assert_int_equal(len, NFT_PACKED_NAME_MAX);
+	assert_int_equal(nft_name_unpack_(buf, len, back, sizeof(back)), 0);
+	assert_string_equal(back, name);
+	/* not names: refused, never truncated */
+	assert_int_equal(nft_name_pack_("A.example", buf, sizeof(buf)), 0);
+	assert_int_equal(nft_name_pack_("a b", buf, sizeof(buf)), 0);
+	assert_int_equal(nft_name_pack_("", buf, sizeof(buf)), 0);
+	assert_int_equal(nft_name_pack_("abcd", buf, 3), 0);
+	/* bad packed input: odd length, out of range, symbol after end */
+	buf[0] = 0xff;
+	buf[1] = 0xff;
+	assert_int_equal(nft_name_unpack_(buf, 2, back, sizeof(back)), -1);
+	assert_int_equal(nft_name_unpack_(buf, 1, back, sizeof(back)), -1);
+	buf[0] = 0;
+	buf[1] = 1; /* "\0\0a" */
+	assert_int_equal(nft_name_unpack_(buf, 2, back, sizeof(back)), -1);
+	buf[1] = 0;
+	assert_int_equal(nft_name_unpack_(buf, 2, back, sizeof(back)), -1);
+}
+
 static void
 test_counter_names(void **state)
 {
@@ -1329,6 +1371,7 @@ main(void)
 	    cmocka_unit_test(test_learn_batch),
 	    cmocka_unit_test(test_failed_build_leaves_nothing),
 	    cmocka_unit_test(test_teardown_and_prefix),
+	    cmocka_unit_test(test_name_pack),
 	    cmocka_unit_test(test_counter_names),
 	    cmocka_unit_test(test_internal_matches_dns_classifier),
 	    cmocka_unit_test(test_precedence_matches_policy),

@@ -445,6 +445,59 @@ test_cut_on_tighten(void **state)
 	policy_unref(p3);
 }
 
+/*
+ * Ports on a name (issue 16 item 7): a tightening from "a.example" to
+ * "a.example, udp 9 only" cuts the flow to its learned address on port
+ * 10 and keeps the one on port 9.
+ */
+static void
+test_cut_unlisted_port(void **state)
+{
+	struct policy *p1 = pol("{\"defaultAction\":\"deny\",\"egress\":["
+	                        "{\"action\":\"allow\",\"target\":"
+	                        "\"a.example\"}]}"),
+	              *p2 =
+	                  pol("{\"defaultAction\":\"deny\",\"egress\":["
+	                      "{\"action\":\"allow\",\"target\":\"a.example\","
+	                      "\"ports\":[9],\"protocols\":[\"udp\"]}]}");
+	struct nft_opts o;
+	struct nft *n;
+	struct err e;
+	size_t cut = 99;
+	int f9, f10;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	nft_opts_init(&o);
+	n = nft_new(&o, NULL, &e);
+	assert_non_null(n);
+	if (nft_apply_policy(n, p1, &e) != 0)
+		fail_msg("apply 1: %s", e.msg);
+	learn1(n, "203.0.113.22", "a.example");
+	f9 = udp_flow("203.0.113.22", 9, 0);
+	f10 = udp_flow("203.0.113.22", 10, 0);
+	fake_reply(f9);
+	fake_reply(f10);
+	if (nft_apply_policy(n, p2, &e) != 0)
+		fail_msg("apply 2: %s", e.msg);
+	if (nft_cut_denied_flows(n, p2, &cut, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL) {
+			nft_free(n);
+			skip();
+		}
+		fail_msg("cut: %s", e.msg);
+	}
+	assert_int_equal(cut, 1);
+	assert_int_equal(again(f10), EPERM);
+	assert_int_equal(again(f9), 0);
+	close(f9);
+	close(f10);
+	nft_free(n);
+	policy_unref(p1);
+	policy_unref(p2);
+}
+
 int
 main(void)
 {
@@ -453,6 +506,7 @@ main(void)
 	    cmocka_unit_test(test_delete_decodes),
 	    cmocka_unit_test(test_delete_refuses),
 	    cmocka_unit_test(test_cut_on_tighten),
+	    cmocka_unit_test(test_cut_unlisted_port),
 	};
 
 	if (geteuid() != 0) {

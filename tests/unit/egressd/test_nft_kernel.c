@@ -407,6 +407,190 @@ test_adopt_after_crash(void **state)
 	nft_free(n);
 }
 
+/*
+ * Item 16 of issue 16: a name of 128 bytes or more kept no element
+ * comment, so after a restart its address had no name and a tightening
+ * that denied the name did not prune it. Now every valid name (up to 253
+ * bytes) rides in the comment.
+ */
+static void
+test_adopt_long_name(void **state)
+{
+	static const char *allow_json =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"*.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	char mid[254], lng[254], deny_json[1024], *s;
+	uint8_t a7[4] = {203, 0, 113, 7}, a8[4] = {203, 0, 113, 8},
+	        a9[4] = {203, 0, 113, 9};
+	const char *names[2];
+	struct nft *n;
+	size_t i;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	/* 3 labels of 61, then "x.y.z.example": 199 bytes (a comment);
+	 * then "q." prefixes up to 253 bytes (packed) */
+	memset(mid, 0, sizeof(mid));
+	for (i = 0; i < 3; i++) {
+		memset(mid + i * 62, 'a' + (char)i, 61);
+		mid[i * 62 + 61] = '.';
+	}
+	strcat(mid, "x.y.z.example");
+	assert_int_equal(strlen(mid), 199);
+	memcpy(lng, mid, sizeof(lng));
+	while (strlen(lng) < 253) {
+		memmove(lng + 2, lng, strlen(lng) + 1);
+		lng[0] = 'q';
+		lng[1] = '.';
+	}
+	assert_int_equal(strlen(lng), 253);
+	snprintf(deny_json, sizeof(deny_json),
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"%s\"},"
+	    "{\"action\":\"deny\",\"target\":\"%s\"},"
+	    "{\"action\":\"allow\",\"target\":\"*.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}",
+	    mid, lng);
+	n = mk(NULL);
+	apply(n, allow_json);
+	learn1(n, 4, "203.0.113.7", 50, mid);
+	learn1(n, 4, "203.0.113.8", 50, "short.example");
+	learn1(n, 4, "203.0.113.9", 50, lng);
+	nft_free(n); /* restart: only the kernel remembers */
+	n = mk(NULL);
+	apply(n, allow_json);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 1);
+	assert_string_equal(names[0], mid);
+	assert_int_equal(nft_learned_lookup(n, 4, a9, names, 2), 1);
+	assert_string_equal(names[0], lng);
+	s = run("nft list set inet egressd learned4");
+	assert_non_null(strstr(s, mid)); /* readable comment */
+	free(s);
+	/* the tightening denies both long names: their addresses go */
+	apply(n, deny_json);
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_int_equal(expires_s("learned4", "203.0.113.9"), -1);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a9, names, 2), 0);
+	assert_int_equal(nft_learned_lookup(n, 4, a8, names, 2), 1);
+	nft_free(n);
+}
+
+/* Whether `nft list set inet egressd SET` mentions needle. */
+static bool
+set_has(const char *set, const char *needle)
+{
+	char cmd[128], *out;
+	bool has;
+
+	snprintf(cmd, sizeof(cmd), "nft list set inet egressd %s", set);
+	out = run(cmd);
+	has = strstr(out, needle) != NULL;
+	free(out);
+	return has;
+}
+
+/*
+ * Ports on name rules (issue 16 item 7): the addresses of a name with
+ * limits go to limited4/6 as addr . l4proto . port; only listed ports
+ * open; a policy update moves them between the sets or changes the
+ * elements; a restart recovers them with their names.
+ */
+static void
+test_name_ports(void **state)
+{
+	static const char *lim9 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *lim10 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":"
+	    "[\"10-11\"],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *open_all =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\"},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *deny_a = "{\"defaultAction\":\"deny\",\"egress\":["
+	                            "{\"action\":\"allow\",\"target\":"
+	                            "\"b.example\"}],"
+	                            "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *allow_but_9 =
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	uint8_t a7[4] = {203, 0, 113, 7};
+	const char *names[2];
+	struct nft *n;
+	long left;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, lim9);
+	learn1(n, 4, "203.0.113.7", 30, "a.example");
+	learn1(n, 4, "203.0.113.8", 30, "b.example");
+	learn1(n, 6, "2001:db8::7", 30, "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_true(set_has("limited4", "comment \"a.example\""));
+	assert_true(set_has("limited6", "2001:db8::7 . udp . 9 "));
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	/* only the listed port and protocol open */
+	assert_int_equal(udp_send("203.0.113.7", 9), 0);
+	assert_int_equal(udp_send("203.0.113.7", 10), EPERM);
+	assert_int_equal(udp_send("203.0.113.8", 10), 0); /* no limit */
+	/* the limits change: the elements follow, the lease stays */
+	apply(n, lim10);
+	assert_false(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	assert_int_equal(udp_send("203.0.113.7", 11), 0);
+	/* renewal re-learns into the limited set too */
+	learn1(n, 4, "203.0.113.7", 40, "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	/* a restart recovers the limited elements and their names */
+	nft_free(n);
+	n = mk(NULL);
+	apply(n, lim10);
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 1);
+	assert_string_equal(names[0], "a.example");
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 10-11 "));
+	assert_int_equal(udp_send("203.0.113.7", 11), 0);
+	/* the limit goes: the address moves to the plain set */
+	apply(n, open_all);
+	left = expires_s("learned4", "203.0.113.7");
+	assert_true(left > 0 && left <= 40);
+	assert_false(set_has("limited4", "203.0.113.7"));
+	assert_int_equal(udp_send("203.0.113.7", 12), 0);
+	/* and back, then default allow with a denied port */
+	apply(n, lim9);
+	assert_int_equal(expires_s("learned4", "203.0.113.7"), -1);
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	apply(n, allow_but_9);
+	assert_true(set_has("limited4", "203.0.113.7 . udp . 9 "));
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	assert_int_equal(udp_send("203.0.113.7", 10), 0);
+	/* a.example denied: its elements go, b.example's stay */
+	apply(n, deny_a);
+	assert_false(set_has("limited4", "203.0.113.7"));
+	assert_false(set_has("limited6", "2001:db8::7"));
+	assert_int_equal(nft_learned_lookup(n, 4, a7, names, 2), 0);
+	assert_true(expires_s("learned4", "203.0.113.8") > 0);
+	assert_int_equal(udp_send("203.0.113.7", 9), EPERM);
+	nft_free(n);
+}
+
 static void
 test_teardown(void **state)
 {
@@ -660,6 +844,43 @@ test_renew_live(void **state)
 	nft_free(n);
 }
 
+/* Renewal of an address in use whose name has limits: the limited
+ * elements are refreshed, with their name, not a plain element added. */
+static void
+test_renew_limited(void **state)
+{
+	static const char *lim9 =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\",\"ports\":[9],"
+	    "\"protocols\":[\"udp\"]}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	struct nft *n;
+	struct err e;
+	size_t renewed = 0;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = mk(NULL);
+	apply(n, lim9);
+	learn1(n, 4, "203.0.113.22", 3, "a.example");
+	assert_true(set_has("limited4", "203.0.113.22 . udp . 9 timeout 3s"));
+	assert_int_equal(udp_send("203.0.113.22", 9), 0);
+	if (nft_renew_live(n, 10, &renewed, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL) {
+			nft_free(n);
+			skip();
+		}
+		fail_msg("renew: %s", e.msg);
+	}
+	assert_int_equal(renewed, 1);
+	assert_true(set_has("limited4", "203.0.113.22 . udp . 9 timeout 20s"));
+	assert_true(set_has("limited4", "comment \"a.example\""));
+	assert_int_equal(expires_s("learned4", "203.0.113.22"), -1);
+	assert_int_equal(udp_send("203.0.113.22", 10), EPERM);
+	nft_free(n);
+}
+
 static void
 test_large_policy(void **state)
 {
@@ -836,6 +1057,94 @@ test_learn_async_batched(void **state)
 	event_base_free(base);
 }
 
+/*
+ * Names with limits in one asynchronous transaction: one address learned
+ * for a name without limits and two with limits (merged, overlapping)
+ * lands in both sets once; a policy apply in between that limits the
+ * plain name keeps an answer that is still open, fails one that is not.
+ */
+static void
+test_learn_async_limited(void **state)
+{
+	static const char *lim =
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.example\","
+	    "\"ports\":[9,10],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"b.example\","
+	    "\"ports\":[10,11],\"protocols\":[\"udp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"c.example\"}],"
+	    "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	static const char *lim_c = "{\"defaultAction\":\"deny\",\"egress\":["
+	                           "{\"action\":\"allow\",\"target\":"
+	                           "\"*.example\",\"ports\":[9],"
+	                           "\"protocols\":[\"udp\"]}],"
+	                           "\"dns\":{\"ttlMin\":1,\"ttlMax\":60}}";
+	struct event_base *base;
+	struct done_rec d[3];
+	struct stats st;
+	struct nft *n;
+	struct err e;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	memset(d, 0, sizeof(d));
+	base = event_base_new();
+	assert_non_null(base);
+	n = mk(&st);
+	assert_int_equal(nft_attach(n, base, &e), 0);
+	apply(n, lim);
+	submit1(n, "2001:db8:6::1", "a.example", &d[0]);
+	submit1(n, "2001:db8:6::1", "c.example", &d[1]);
+	submit1(n, "2001:db8:6::9", "a.example", &d[2]);
+	loop_until(base, d, 3);
+	if (d[0].rc != 0 || d[1].rc != 0 || d[2].rc != 0)
+		fail_msg("rc %d %d %d: %s|%s|%s", d[0].rc, d[1].rc, d[2].rc,
+		    d[0].why, d[1].why, d[2].why);
+	assert_int_equal(st.nft_learn_txns, 1);
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9-10 "));
+	assert_true(expires_s("learned6", "2001:db8:6::1") > 0);
+	/* b.example's 10-11 overlaps a.example's 9-10, in a later
+	 * transaction and twice in one: the kernel takes no overlapping
+	 * interval, so the address holds one merged element */
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::1", "b.example", &d[0]);
+	submit1(n, "2001:db8:6::9", "b.example", &d[1]);
+	loop_until(base, d, 2);
+	if (d[0].rc != 0 || d[1].rc != 0)
+		fail_msg(
+		    "rc %d %d: %s|%s", d[0].rc, d[1].rc, d[0].why, d[1].why);
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9-11 "));
+	assert_false(set_has("limited6", "2001:db8:6::1 . udp . 9-10 "));
+	assert_true(set_has("limited6", "2001:db8:6::9 . udp . 9-11 "));
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::7", "a.example", &d[0]);
+	submit1(n, "2001:db8:6::7", "b.example", &d[1]);
+	loop_until(base, d, 2);
+	assert_int_equal(d[0].rc, 0);
+	assert_int_equal(d[1].rc, 0);
+	assert_true(set_has("limited6", "2001:db8:6::7 . udp . 9-11 "));
+	/* between submit and ack the plain name gets a limit: the answer
+	 * for the limited name is still open, the plain one's is not */
+	memset(d, 0, sizeof(d));
+	submit1(n, "2001:db8:6::2", "c.example", &d[0]);
+	submit1(n, "2001:db8:6::3", "a.example", &d[1]);
+	apply(n, lim_c);
+	loop_until(base, d, 2);
+	assert_int_equal(d[0].rc, -1);
+	assert_int_equal(expires_s("learned6", "2001:db8:6::2"), -1);
+	assert_true(set_has("limited6", "2001:db8:6::2 . udp . 9 "));
+	assert_int_equal(d[1].rc, -1); /* its udp 10 went with the apply */
+	assert_true(set_has("limited6", "2001:db8:6::3 . udp . 9 "));
+	assert_false(set_has("limited6", "2001:db8:6::3 . udp . 9-10 "));
+	/* and the merged element of ::1 became udp 9 alone */
+	assert_true(set_has("limited6", "2001:db8:6::1 . udp . 9 "));
+	assert_false(set_has("limited6", "2001:db8:6::1 . udp . 9-11 "));
+	nft_free(n);
+	event_base_free(base);
+}
+
 /* A full set evicts its least recently learned elements, never fails. */
 static void
 test_learn_evicts(void **state)
@@ -912,14 +1221,18 @@ main(void)
 	    cmocka_unit_test_setup(test_policy_update_prunes, setup),
 	    cmocka_unit_test_setup(test_failed_apply_keeps_old, setup),
 	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
+	    cmocka_unit_test_setup(test_adopt_long_name, setup),
+	    cmocka_unit_test_setup(test_name_ports, setup),
 	    cmocka_unit_test_setup(test_teardown, setup),
 	    cmocka_unit_test_setup(test_selfcheck, setup),
 	    cmocka_unit_test_setup(test_selfcheck_no_route, setup),
 	    cmocka_unit_test_setup(test_selfcheck_mark, setup),
 	    cmocka_unit_test_setup(test_selfcheck_hands_over, setup),
 	    cmocka_unit_test_setup(test_renew_live, setup),
+	    cmocka_unit_test_setup(test_renew_limited, setup),
 	    cmocka_unit_test_setup(test_large_policy, setup),
 	    cmocka_unit_test_setup(test_learn_async_batched, setup),
+	    cmocka_unit_test_setup(test_learn_async_limited, setup),
 	    cmocka_unit_test_setup(test_learn_evicts, setup),
 	};
 

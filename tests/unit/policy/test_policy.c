@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -316,32 +317,251 @@ test_addr_ports_protocols(void **state)
 }
 
 /*
- * A name is enforced through learned addresses, which carry no port: a
- * port or protocol limit on a name would be silently ignored, so it is
- * refused with its position.
+ * Ports and protocols on name rules (issue 16 item 7): decided per
+ * (protocol, port) as for IP rules, the first matching rule in order,
+ * then the default.
  */
 static void
-test_restricted_name_refused(void **state)
+test_name_reach(void **state)
 {
-	static const char *const bodies[] = {
-	    "{\"egress\":[{\"action\":\"deny\",\"target\":\"a.com\","
-	    "\"ports\":[22],\"protocols\":[\"tcp\"]}]}",
-	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"*.a.com\","
-	    "\"protocols\":[\"udp\"]}]}",
-	};
-	struct policy_diag d;
-	size_t i;
+	struct policy_reach rc;
+	const struct policy_rule *r;
+	struct policy *p;
 
 	(void)state;
-	for (i = 0; i < 2; i++) {
-		policy_diag_init(&d);
-		assert_null(
-		    policy_parse_json(bodies[i], strlen(bodies[i]), "j", &d));
-		assert_int_equal(d.n, 1);
-		assert_non_null(strstr(d.msgs[0],
-		    "ports and protocols apply to IP and CIDR targets only"));
-		assert_non_null(strstr(d.msgs[0], "j:1:"));
-		policy_diag_clear(&d);
+	/* "this name, only 443": allowed, limited; other names default */
+	p = load("{\"defaultAction\":\"deny\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"api.example.com\","
+	         "\"ports\":[443]},"
+	         "{\"action\":\"allow\",\"target\":\"*.cdn.example.com\","
+	         "\"ports\":[\"8000-8080\",443],\"protocols\":[\"tcp\"]}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "API.example.com.", &r, &rc),
+	    POLICY_ALLOW);
+	assert_string_equal(r->target, "api.example.com");
+	assert_false(rc.all);
+	assert_false(rc.none);
+	assert_int_equal(rc.ntcp, 1);
+	assert_int_equal(rc.tcp[0].lo, 443);
+	assert_int_equal(rc.tcp[0].hi, 443);
+	assert_int_equal(rc.nudp, 1); /* no protocols: tcp and udp 443 */
+	assert_true(rc.icmp); /* ICMP ignores ports */
+	assert_false(rc.other);
+	assert_true(policy_reach_allows(&rc, POLICY_PROTO_TCP, 443));
+	assert_false(policy_reach_allows(&rc, POLICY_PROTO_TCP, 80));
+	assert_true(policy_reach_allows(&rc, POLICY_PROTO_UDP, 443));
+	assert_false(policy_reach_allows(&rc, 0, 0));
+	assert_int_equal(dom(p, "api.example.com", NULL), POLICY_ALLOW);
+	assert_int_equal(
+	    policy_match_domain_reach(p, "x.cdn.example.com", NULL, &rc),
+	    POLICY_ALLOW);
+	assert_int_equal(rc.ntcp, 2);
+	assert_int_equal(rc.tcp[0].lo, 443);
+	assert_int_equal(rc.tcp[1].lo, 8000);
+	assert_int_equal(rc.tcp[1].hi, 8080);
+	assert_int_equal(rc.nudp, 0);
+	assert_false(rc.icmp);
+	assert_int_equal(dom(p, "other.example.com", NULL), POLICY_DENY);
+	assert_int_equal(
+	    policy_match_domain_reach(p, "other.example.com", &r, &rc),
+	    POLICY_DENY);
+	assert_true(rc.none);
+	assert_null(r);
+	policy_unref(p);
+
+	/* the same name with ports in one rule, without in a later one: the
+	 * later rule decides the other ports (union, as for CIDRs) */
+	p = load("{\"defaultAction\":\"deny\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443]},"
+	         "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "a.com", NULL, &rc), POLICY_ALLOW);
+	assert_true(rc.all);
+	policy_unref(p);
+	/* a deny with ports first: every port but 22 */
+	p = load("{\"defaultAction\":\"deny\",\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[22],"
+	         "\"protocols\":[\"tcp\"]},"
+	         "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_ALLOW);
+	assert_string_equal(r->target, "*.com");
+	assert_false(rc.all);
+	assert_int_equal(rc.ntcp, 2);
+	assert_int_equal(rc.tcp[0].hi, 21);
+	assert_int_equal(rc.tcp[1].lo, 23);
+	assert_int_equal(rc.tcp[1].hi, 65535);
+	assert_int_equal(rc.nudp, 1);
+	assert_true(rc.icmp && rc.other);
+	assert_int_equal(dom(p, "b.com", NULL), POLICY_ALLOW);
+	policy_unref(p);
+	/* a plain deny first wins whatever follows */
+	p = load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
+	         "{\"action\":\"allow\",\"target\":\"x.a.com\",\"ports\":[443]}"
+	         "]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "x.a.com", &r, &rc), POLICY_DENY);
+	assert_true(rc.none);
+	assert_string_equal(r->target, "*.a.com");
+	policy_unref(p);
+	/* denied on every port by restricted denies: the name is denied */
+	p = load("{\"defaultAction\":\"deny\",\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[443]},"
+	         "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443],"
+	         "\"protocols\":[\"tcp\"]}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_DENY);
+	assert_true(rc.none);
+	assert_string_equal(r->target, "a.com");
+	assert_int_equal(r->action, POLICY_DENY);
+	policy_unref(p);
+	/* default allow with a deny on one port: everything else */
+	p = load("{\"defaultAction\":\"allow\",\"egress\":["
+	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[25]}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_ALLOW);
+	assert_null(r); /* only the default allowed */
+	assert_false(rc.all);
+	assert_false(policy_reach_allows(&rc, POLICY_PROTO_TCP, 25));
+	assert_false(policy_reach_allows(&rc, POLICY_PROTO_UDP, 25));
+	assert_true(policy_reach_allows(&rc, POLICY_PROTO_TCP, 26));
+	/* ICMP ignores ports: the deny (every protocol) covers it, as an IP
+	 * rule's would; other protocols only meet port-less rules */
+	assert_false(policy_reach_allows(&rc, POLICY_PROTO_ICMP, 0));
+	assert_true(policy_reach_allows(&rc, 0, 0));
+	policy_unref(p);
+	/* an always-deny overlay restricted to a port beats a user allow */
+	p = load("{\"defaultAction\":\"deny\",\"egress\":["
+	         "{\"action\":\"allow\",\"target\":\"a.com\"}],"
+	         "\"alwaysDeny\":[{\"target\":\"a.com\",\"ports\":[80]}]}");
+	assert_int_equal(
+	    policy_match_domain_reach(p, "a.com", NULL, &rc), POLICY_ALLOW);
+	assert_false(policy_reach_allows(&rc, POLICY_PROTO_TCP, 80));
+	assert_true(policy_reach_allows(&rc, POLICY_PROTO_TCP, 81));
+	policy_unref(p);
+}
+
+/* The walk against a brute-force model on random policies of names. */
+static bool
+model_name_match(const struct policy_rule *r, const char *name)
+{
+	size_t ln = strlen(name), lt;
+
+	if (r->kind == POLICY_TARGET_DOMAIN)
+		return strcmp(r->target, name) == 0;
+	lt = strlen(r->target + 2);
+	return ln > lt + 1 && strcmp(name + ln - lt, r->target + 2) == 0 &&
+	    name[ln - lt - 1] == '.';
+}
+
+static bool
+model_rule_hits(const struct policy_rule *r, unsigned proto, uint16_t port)
+{
+	size_t i;
+
+	if (proto == 0)
+		return (r->protocols & POLICY_PROTO_ALL) == POLICY_PROTO_ALL &&
+		    r->nports == 0;
+	if (!(r->protocols & proto))
+		return false;
+	if (proto == POLICY_PROTO_ICMP || r->nports == 0)
+		return true;
+	for (i = 0; i < r->nports; i++)
+		if (port >= r->ports[i].lo && port <= r->ports[i].hi)
+			return true;
+	return false;
+}
+
+static void
+test_name_reach_model(void **state)
+{
+	static const char *const names[] = {
+	    "a.com", "x.a.com", "y.x.a.com", "b.com", "x.b.com"};
+	static const char *const targets[] = {"a.com", "*.a.com", "x.a.com",
+	    "*.x.a.com", "*.com", "b.com", "*.b.com"};
+	static const char *const ports[] = {"22", "80", "443", "\"20-30\"",
+	    "\"440-450\"", "1", "65535", "\"1-65535\""};
+	static const char *const protos[] = {"", ",\"protocols\":[\"tcp\"]",
+	    ",\"protocols\":[\"udp\"]", ",\"protocols\":[\"icmp\"]",
+	    ",\"protocols\":[\"tcp\",\"icmp\"]"};
+	static const uint16_t probe[] = {0, 1, 2, 19, 20, 21, 22, 23, 30, 31,
+	    79, 80, 81, 439, 440, 443, 450, 451, 8080, 65534, 65535};
+	static const unsigned pbits[] = {
+	    POLICY_PROTO_TCP, POLICY_PROTO_UDP, POLICY_PROTO_ICMP, 0};
+	char json[4096];
+	unsigned seed = 12345, it;
+	size_t i, k, b, o;
+
+	(void)state;
+	for (it = 0; it < 300; it++) {
+		struct policy *p;
+		size_t nr = 1 + rand_r(&seed) % 6;
+
+		o = (size_t)snprintf(json, sizeof(json),
+		    "{\"defaultAction\":\"%s\",\"egress\":[",
+		    rand_r(&seed) % 2 ? "allow" : "deny");
+		for (i = 0; i < nr; i++) {
+			unsigned np = (unsigned)(rand_r(&seed) % 3), pr;
+			const char *proto = protos[rand_r(&seed) % 5];
+
+			o += (size_t)snprintf(json + o, sizeof(json) - o,
+			    "%s{\"action\":\"%s\",\"target\":\"%s\"",
+			    i ? "," : "", rand_r(&seed) % 2 ? "allow" : "deny",
+			    targets[rand_r(&seed) % 7]);
+			if (np != 0 && strstr(proto, "icmp\"]") != NULL &&
+			    strstr(proto, "tcp") == NULL)
+				np = 0; /* ports need tcp or udp */
+			for (pr = 0; pr < np; pr++)
+				o +=
+				    (size_t)snprintf(json + o, sizeof(json) - o,
+				        "%s%s", pr ? "," : ",\"ports\":[",
+				        ports[rand_r(&seed) % 8]);
+			o += (size_t)snprintf(json + o, sizeof(json) - o,
+			    "%s%s}", np ? "]" : "", proto);
+		}
+		snprintf(json + o, sizeof(json) - o, "]}");
+		p = load(json);
+		for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+			struct policy_reach rc;
+			enum policy_action a;
+			bool any = false;
+
+			a = policy_match_domain_reach(p, names[k], NULL, &rc);
+			for (b = 0; b < 4; b++)
+				for (i = 0;
+				     i < sizeof(probe) / sizeof(probe[0]);
+				     i++) {
+					enum policy_action want =
+					    p->default_action;
+					size_t j;
+
+					for (j = 0; j < p->nrules; j++)
+						if (model_name_match(
+						        &p->rules[j],
+						        names[k]) &&
+						    model_rule_hits(
+						        &p->rules[j], pbits[b],
+						        probe[i])) {
+							want =
+							    p->rules[j].action;
+							break;
+						}
+					any |= want == POLICY_ALLOW;
+					if (policy_reach_allows(
+					        &rc, pbits[b], probe[i]) !=
+					    (want == POLICY_ALLOW))
+						fail_msg(
+						    "%s %s proto %u port %u",
+						    json, names[k], pbits[b],
+						    probe[i]);
+				}
+			/* allowed exactly when some probe is (the probes hit
+			 * every range edge used) */
+			assert_int_equal(a == POLICY_ALLOW, any);
+			assert_int_equal(dom(p, names[k], NULL), a);
+		}
+		policy_unref(p);
 	}
 }
 
@@ -473,7 +693,8 @@ main(void)
 	    cmocka_unit_test(test_overlay_precedence),
 	    cmocka_unit_test(test_addr_longest_prefix),
 	    cmocka_unit_test(test_addr_ports_protocols),
-	    cmocka_unit_test(test_restricted_name_refused),
+	    cmocka_unit_test(test_name_reach),
+	    cmocka_unit_test(test_name_reach_model),
 	    cmocka_unit_test(test_explicitly_allowed),
 	    cmocka_unit_test(test_operator_allowed),
 	    cmocka_unit_test(test_log_skip_default_empty),

@@ -21,7 +21,11 @@ static const char everything[] =
     "  - {action: allow, target: '*.example.com'}\n"
     "  - {target: 2001:DB8::/32, protocols: [icmp]}\n"
     "  - {action: deny, target: 203.0.113.7/24}\n"
-    "alwaysDeny: [metadata.internal, {target: 169.254.0.0/16}]\n"
+    "  - {action: allow, target: Git.Example.org, ports: [22], "
+    "protocols: [tcp]}\n"
+    "  - {action: allow, target: '*.cdn.example.org', ports: ['8000-8080']}\n"
+    "alwaysDeny: [metadata.internal, {target: 169.254.0.0/16}, "
+    "{target: mail.example.org, ports: [25]}]\n"
     "alwaysAllow: [status.example.org]\n"
     "infra: [198.51.100.53]\n"
     "logSkip: ['*.noisy.org']\n"
@@ -85,7 +89,17 @@ test_yaml_round_trip(void **state)
 	assert_string_equal(ja, jb);
 	/* spot checks of the model itself */
 	assert_int_equal(b->nrules, a->nrules);
-	assert_int_equal(b->nalways_deny, 2);
+	assert_int_equal(b->nalways_deny, 3);
+	/* limits on names survive both forms (issue 16 item 7) */
+	assert_non_null(strstr(ja,
+	    "{\"action\":\"allow\",\"target\":\"Git.Example.org\","
+	    "\"ports\":[22],\"protocols\":[\"tcp\"]}"));
+	assert_non_null(strstr(ja,
+	    "{\"action\":\"allow\",\"target\":\"*.cdn.example.org\","
+	    "\"ports\":[\"8000-8080\"]}"));
+	assert_int_equal(b->rules[5].nports, 1);
+	assert_int_equal(b->rules[5].ports[0].lo, 22);
+	assert_int_equal(b->always_deny[2].ports[0].lo, 25);
 	assert_int_equal(b->nlog_skip, 1);
 	assert_true(policy_log_skip(b, "a.noisy.org"));
 	assert_int_equal(b->dns.negative_ttl, 0);
