@@ -1770,12 +1770,12 @@ build_ruleset(
 	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
 	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED4, limited_type(4), 12,
 	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
-	        NFT_LIMITED_PER_ADDR * nft_learned_kernel_size(o->learned_max)) <
-	        0 ||
+	        NFT_LIMITED_PER_ADDR *
+	            nft_learned_kernel_size(o->learned_max)) < 0 ||
 	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED6, limited_type(6), 24,
 	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
-	        NFT_LIMITED_PER_ADDR * nft_learned_kernel_size(o->learned_max)) <
-	        0)
+	        NFT_LIMITED_PER_ADDR *
+	            nft_learned_kernel_size(o->learned_max)) < 0)
 		return -1;
 	if (ks != NULL && ks->ndrop != 0 &&
 	    nft_batch_del_learn_(c->b, ks->drop, ks->ndrop, c->e) < 0)
