@@ -861,16 +861,23 @@ add_expr(struct nftnl_rule *r, struct nftnl_expr *x)
 	return 0;
 }
 
+/* Loads meta key into dreg (concatenations use several registers). */
 static int
-e_meta(struct nftnl_rule *r, uint32_t key)
+e_meta_reg(struct nftnl_rule *r, uint32_t dreg, uint32_t key)
 {
 	struct nftnl_expr *x = nftnl_expr_alloc("meta");
 
 	if (x == NULL)
 		return -1;
 	nftnl_expr_set_u32(x, NFTNL_EXPR_META_KEY, key);
-	nftnl_expr_set_u32(x, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_META_DREG, dreg);
 	return add_expr(r, x);
+}
+
+static int
+e_meta(struct nftnl_rule *r, uint32_t key)
+{
+	return e_meta_reg(r, NFT_REG_1, key);
 }
 
 static int
@@ -887,17 +894,24 @@ e_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len)
 }
 
 static int
-e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len)
+e_payload_reg(struct nftnl_rule *r, uint32_t dreg, uint32_t base, uint32_t off,
+    uint32_t len)
 {
 	struct nftnl_expr *x = nftnl_expr_alloc("payload");
 
 	if (x == NULL)
 		return -1;
-	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_DREG, dreg);
 	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_BASE, base);
 	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_OFFSET, off);
 	nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_LEN, len);
 	return add_expr(r, x);
+}
+
+static int
+e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len)
+{
+	return e_payload_reg(r, NFT_REG_1, base, off, len);
 }
 
 static int
@@ -1245,26 +1259,6 @@ limited_type(int family)
 	    NFT_TYPE_INET_SERVICE;
 }
 
-static int
-e_load(struct nftnl_rule *r, const char *kind, uint32_t dreg, uint32_t base,
-    uint32_t off, uint32_t len, uint32_t key)
-{
-	struct nftnl_expr *x = nftnl_expr_alloc(kind);
-
-	if (x == NULL)
-		return -1;
-	if (strcmp(kind, "meta") == 0) {
-		nftnl_expr_set_u32(x, NFTNL_EXPR_META_KEY, key);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_META_DREG, dreg);
-	} else {
-		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_DREG, dreg);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_BASE, base);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_OFFSET, off);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_PAYLOAD_LEN, len);
-	}
-	return add_expr(r, x);
-}
-
 /*
  * "ip daddr . meta l4proto . th dport @limited4" (or ip6): the address in
  * the first 32-bit registers, then l4proto, then the port, one lookup.
@@ -1288,12 +1282,11 @@ msg_rule_limited(struct bctx *c, int family, enum policy_action def)
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
 	if (e_meta(r, NFT_META_NFPROTO) < 0 ||
 	    e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
-	    e_load(r, "payload", NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
-	        family == 4 ? 16 : 24, w * 4, 0) < 0 ||
-	    e_load(r, "meta", NFT_REG32_00 + w, 0, 0, 0, NFT_META_L4PROTO) <
-	        0 ||
-	    e_load(r, "payload", NFT_REG32_00 + w + 1,
-	        NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, 0) < 0)
+	    e_payload_reg(r, NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
+	        family == 4 ? 16 : 24, w * 4) < 0 ||
+	    e_meta_reg(r, NFT_REG32_00 + w, NFT_META_L4PROTO) < 0 ||
+	    e_payload_reg(r, NFT_REG32_00 + w + 1, NFT_PAYLOAD_TRANSPORT_HEADER,
+	        2, 2) < 0)
 		goto out_nomem_rule;
 	x = nftnl_expr_alloc("lookup");
 	if (x == NULL)
