@@ -410,8 +410,16 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	if (name == NULL)
 		return 0;
 	for (i = 0; i < l->nnames; i++)
-		if (strcmp(l->names[i], name) == 0)
+		if (strcmp(l->names[i], name) == 0) {
+			/* the newest name is what the kernel's comments now
+			 * carry (lplan_build keeps that true) */
+			char *nm = l->names[i];
+
+			memmove(&l->names[i], &l->names[i + 1],
+			    (l->nnames - i - 1) * sizeof(l->names[0]));
+			l->names[l->nnames - 1] = nm;
 			return 0;
+		}
 	if (l->nnames == NFT_NAMES_PER_ADDR) {
 		/* keep the newest names: they are what clients ask for now */
 		free(l->names[0]);
@@ -1153,19 +1161,23 @@ name_limits(const struct policy *p, const char *name, int family, bool *plain,
 
 /*
  * What l should hold under p: the plain element, limited elements (into
- * lim, NFT_ADDR_LIMITS_MAX), or nothing. An entry without names (an
+ * lim, NFT_ADDR_LIMITS_MAX), or nothing; *alive (may be NULL) gets one bit
+ * per name p still lets reach something. An entry without names (an
  * element without comment) keeps what it holds unless the address
  * itself is denied.
  */
 static void
 lent_want(const struct lent *l, const struct policy *p, struct nft_twins *tw,
     uint64_t now, bool *plain, struct nft_limit *lim, size_t *nlim,
-    struct nft_limit *tmp)
+    struct nft_limit *tmp, unsigned *alive)
 {
-	unsigned i;
+	unsigned i, dummy;
 	size_t k, j;
 	bool pl, den;
 
+	if (alive == NULL)
+		alive = &dummy;
+	*alive = 0;
 	*plain = false;
 	*nlim = 0;
 	if (addr_denied(l, p, tw))
@@ -1180,6 +1192,8 @@ lent_want(const struct lent *l, const struct policy *p, struct nft_twins *tw,
 	}
 	for (i = 0; i < l->nnames; i++) {
 		k = name_limits(p, l->names[i], l->family, &pl, &den, tmp);
+		if (!den)
+			*alive |= 1u << i;
 		*plain |= pl;
 		for (j = 0; j < k; j++)
 			if (!lim_has(lim, *nlim, &tmp[j]) &&
@@ -1203,6 +1217,8 @@ struct lchange {
 	bool plain;
 	long lim_at; /* in the pool */
 	size_t nlim;
+	unsigned alive; /* the names kept (bit i: names[i]) */
+	bool names_only; /* the kernel's elements stay as they are */
 };
 
 struct lplan {
@@ -1269,24 +1285,48 @@ lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
 	fresh = gone + NFT_ADDR_LIMITS_MAX;
 	for (bkt = 0; bkt < n->nbuckets; bkt++)
 		for (l = n->buckets[bkt]; l != NULL; l = l->next) {
-			const char *nm =
-			    l->nnames ? l->names[l->nnames - 1] : NULL;
+			const char *nm = NULL;
 			uint32_t ttl = left_s(l->expires_ms, now);
 			size_t ncur = l->lim_ms > now ? l->nlim : 0;
+			unsigned alive, all;
+			bool recomment;
+			int top;
 
-			lent_want(l, p, tw, now, &wplain, want, &nw, tmp);
+			lent_want(
+			    l, p, tw, now, &wplain, want, &nw, tmp, &alive);
+			all = l->nnames ? (1u << l->nnames) - 1 : 0;
+			for (top = (int)l->nnames - 1;
+			     top >= 0 && !(alive & (1u << top)); top--)
+				;
+			if (top >= 0)
+				nm = l->names[top];
+			/* The kernel's comments name the newest name (what a
+			 * restart adopts the elements under): when p denies it
+			 * but keeps the address for an older one, the elements
+			 * kept are re-added under that one, else a restart
+			 * would prune what p allows. */
+			recomment = top >= 0 && top != (int)l->nnames - 1;
 			cplain = l->plain_ms > now;
 			for (i = ng = 0; i < ncur; i++)
-				if (!lim_has(want, nw, &l->lim[i]))
+				if (recomment || !lim_has(want, nw, &l->lim[i]))
 					gone[ng++] = l->lim[i];
 			for (i = nf = 0; i < nw; i++)
-				if (!lim_has(l->lim, ncur, &want[i]))
+				if (recomment ||
+				    !lim_has(l->lim, ncur, &want[i]))
 					fresh[nf++] = want[i];
-			if (cplain == wplain && ng == 0 && nf == 0)
+			if (cplain == wplain && ng == 0 && nf == 0 &&
+			    !recomment) {
+				if (alive == all || top < 0)
+					continue;
+				/* only names leave: the mirror forgets them */
+				pl->ch[pl->nch].l = l;
+				pl->ch[pl->nch].alive = alive;
+				pl->ch[pl->nch++].names_only = true;
 				continue;
-			if (cplain && !wplain)
+			}
+			if (cplain && (!wplain || recomment))
 				lrec(&pl->drop[pl->ndrop++], l, 0, NULL);
-			if (!cplain && wplain)
+			if (wplain && (!cplain || recomment))
 				lrec(&pl->add[pl->nadd++], l, ttl, nm);
 			if (ng != 0) {
 				pl->drop_at[pl->ndrop] =
@@ -1305,6 +1345,7 @@ lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
 				pl->add[pl->nadd++].nlim = nf;
 			}
 			pl->ch[pl->nch].l = l;
+			pl->ch[pl->nch].alive = top >= 0 ? alive : all;
 			pl->ch[pl->nch].plain = wplain;
 			pl->ch[pl->nch].nlim = nw;
 			pl->ch[pl->nch].lim_at =
@@ -1338,7 +1379,16 @@ lplan_commit(struct nft *n, const struct lplan *pl)
 
 	for (i = 0; i < pl->nch; i++) {
 		struct lent *l = pl->ch[i].l;
+		unsigned j, k;
 
+		for (j = k = 0; j < l->nnames; j++)
+			if (pl->ch[i].alive & (1u << j))
+				l->names[k++] = l->names[j];
+			else
+				free(l->names[j]);
+		l->nnames = k;
+		if (pl->ch[i].names_only)
+			continue;
 		if (!pl->ch[i].plain)
 			l->plain_ms = 0;
 		else if (l->plain_ms <= now)
@@ -2453,7 +2503,7 @@ nft_refresh_(
 		if (l == NULL || n->pol == NULL)
 			continue;
 		nm = l->nnames ? l->names[l->nnames - 1] : NULL;
-		lent_want(l, n->pol, tw, now, &plain, want, &nw, tmp);
+		lent_want(l, n->pol, tw, now, &plain, want, &nw, tmp, NULL);
 		if (plain) {
 			lrec(&r[nr], l, a[i].ttl, nm);
 			at[nr++] = -1;

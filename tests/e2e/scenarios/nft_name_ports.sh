@@ -7,7 +7,9 @@
 # without limits); a tightening through the API prunes the ports at once,
 # cuts a live connection on a port no longer listed, and GET /policy shows
 # the limits; after kill -9 and a restart the limited elements are
-# adopted with their names, and a later tightening still prunes them.
+# adopted with their names, and a later tightening still prunes them;
+# an element kept for one name after another sharing the address is
+# denied is re-added under the name still allowed.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -163,6 +165,12 @@ nd_fails_fast "c.test's address: tcp 80 refused (shared-a.test gone)" \
 nd_works "c.test's address: udp echo 7 still open" udp "$TB_ORIGIN_C4" 7
 nd_fails_fast "a.test's address: tcp 8080 refused (*.a.test gone)" \
     tcp "$TB_ORIGIN_A4" 8080
+# The element was last learned for www.a.test, which is denied now: it is
+# kept for a.test and must say so, or a restart would adopt it under the
+# denied name and prune what the policy allows.
+tb_check "limited4 now names a.test for its address, not www.a.test" bash -c \
+    "ip netns exec $TB_SBX nft list set inet egressd limited4 |
+        grep -q '$TB_ORIGIN_A4 . tcp . 443 .*comment \"a.test\"'"
 opens "b.test https 443 by name (a new answer, into the limited set)" 6 \
     https://b.test/
 closed "b.test http 80 by name stays closed" 6 http://b.test/
