@@ -1713,19 +1713,18 @@ check_opts(const struct nft_opts *o, struct err *e)
 	return 0;
 }
 
+/* Which optional static sets exist (the rules that use them follow). */
+struct static_sets {
+	bool ns4, ns6, doh4, doh6;
+};
+
+/* The table; on adopt, the old contents go in the same transaction. */
 static int
-build_ruleset(
-    struct bctx *c, const struct policy *p, const struct nft_kstate *ks)
+emit_table(struct bctx *c, const struct nft_kstate *ks)
 {
 	static const char *const our_chains[] = {
 	    NFT_CHAIN_FILTER, NFT_CHAIN_NAT, NFT_CHAIN_DENY};
-	static const uint8_t lo4[4] = {127, 0, 0, 1};
-	static const uint8_t lo6[16] = {[15] = 1};
-	const struct nft_opts *o = c->o;
-	struct policy_port_range pr[NFT_PORTS_MAX];
-	struct rspec s;
 	size_t i;
-	bool ns4, ns6, doh4, doh6;
 
 	if (msg_table(c, NFT_MSG_NEWTABLE) < 0)
 		return -1;
@@ -1752,6 +1751,16 @@ build_ruleset(
 			        NULL, 0, 0) < 0)
 				return -1;
 	}
+	return 0;
+}
+
+/* The named counters and the learned/limited sets with their changes. */
+static int
+emit_learned_sets(struct bctx *c, const struct nft_kstate *ks)
+{
+	const struct nft_opts *o = c->o;
+	size_t i;
+
 	for (i = 0; i < NFT_NCOUNTERS; i++)
 		if (msg_counter(c, counter_names[i]) < 0)
 			return -1;
@@ -1779,6 +1788,17 @@ build_ruleset(
 	        c->b, ks->add, ks->nadd, 1, UINT32_MAX, false, c->e) < 0)
 		return -1;
 
+	return 0;
+}
+
+/* Port and address sets of the options. */
+static int
+emit_static_sets(struct bctx *c, struct static_sets *ss)
+{
+	const struct nft_opts *o = c->o;
+	struct policy_port_range pr[NFT_PORTS_MAX];
+	size_t i;
+
 	/* Static sets. */
 	if (o->nprotected_ports != 0) {
 		for (i = 0; i < o->nprotected_ports; i++)
@@ -1798,15 +1818,21 @@ build_ruleset(
 		if (port_set(c, "intercept_ports", pr, o->nintercept_ports) < 0)
 			return -1;
 	}
-	if (emit_prefix_list_set(
-	        c, "ns_exempt", o->ns_exempt, o->nns_exempt, &ns4, &ns6) < 0)
+	if (emit_prefix_list_set(c, "ns_exempt", o->ns_exempt, o->nns_exempt,
+	        &ss->ns4, &ss->ns6) < 0)
 		return -1;
-	doh4 = doh6 = false;
 	if (o->block_doh_443 &&
-	    emit_prefix_list_set(
-	        c, "doh", o->doh_block, o->ndoh_block, &doh4, &doh6) < 0)
+	    emit_prefix_list_set(c, "doh", o->doh_block, o->ndoh_block,
+	        &ss->doh4, &ss->doh6) < 0)
 		return -1;
 
+	return 0;
+}
+
+/* The three chains. */
+static int
+emit_chains(struct bctx *c)
+{
 	/* Chains (no-ops when adopted; the filter policy is re-asserted). */
 	if (msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_DENY, -1, NULL, 0, 0) <
 	        0 ||
@@ -1815,6 +1841,16 @@ build_ruleset(
 	    msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_FILTER, NF_INET_LOCAL_OUT,
 	        "filter", NFT_PRIO_FILTER_OUT, NF_DROP) < 0)
 		return -1;
+
+	return 0;
+}
+
+/* Chain deny. */
+static int
+emit_deny_chain(struct bctx *c)
+{
+	const struct nft_opts *o = c->o;
+	struct rspec s;
 
 	/* deny: log (rate limited), then fail fast. */
 	memset(&s, 0, sizeof(s));
@@ -1834,6 +1870,16 @@ build_ruleset(
 	if (msg_rule(c, &s) < 0)
 		return -1;
 
+	return 0;
+}
+
+/* Chain nat_out. */
+static int
+emit_nat_chain(struct bctx *c, const struct static_sets *ss)
+{
+	const struct nft_opts *o = c->o;
+	struct rspec s;
+
 	/* nat_out: own sockets exempt, then every port 53 to the resolver. */
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_NAT;
@@ -1843,8 +1889,8 @@ build_ruleset(
 		return -1;
 	s.mark = false;
 	s.dport = 53;
-	if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
-	        ns6 ? "ns_exempt6" : NULL) < 0)
+	if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
+	        ss->ns6 ? "ns_exempt6" : NULL) < 0)
 		return -1;
 	/* th dport is only read after an l4proto match. */
 	s.dport = 53;
@@ -1866,7 +1912,15 @@ build_ruleset(
 			return -1;
 	}
 
-	/* filter_out, in order. */
+	return 0;
+}
+
+/* filter_out, 1: source-routed packets. */
+static int
+filter_source_route(struct bctx *c)
+{
+	struct rspec s;
+
 	/* Source routing (IPv4 LSRR/SSRR, any IPv6 routing header): the
 	 * header's destination is a hop, the final one hides in the
 	 * option, so the rules below would judge the wrong address. Any
@@ -1887,6 +1941,16 @@ build_ruleset(
 	s.ip6_rthdr = true;
 	if (msg_rule(c, &s) < 0)
 		return -1;
+	return 0;
+}
+
+/* filter_out, 2: established and related flows. */
+static int
+filter_conntrack(struct bctx *c)
+{
+	const struct nft_opts *o = c->o;
+	struct rspec s;
+
 	/* Flows the sandbox started: every packet, original direction. */
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
@@ -1933,6 +1997,15 @@ build_ruleset(
 	s.icmp6_lo = s.icmp6_hi = 129; /* echo-reply */
 	if (msg_rule(c, &s) < 0)
 		return -1;
+	return 0;
+}
+
+/* filter_out, 3: egressd's own packets, its source ports, ICMPv6 ND. */
+static int
+filter_own(struct bctx *c)
+{
+	struct rspec s;
+
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	s.mark = true;
@@ -1967,20 +2040,33 @@ build_ruleset(
 	s.icmp6_lo = s.icmp6_hi = 143;
 	if (msg_rule(c, &s) < 0)
 		return -1;
+	return 0;
+}
+
+/* filter_out, 4: exempt nameservers, protected ports, resolver, proxy,
+ * loopback. */
+static int
+filter_local(struct bctx *c, const struct static_sets *ss)
+{
+	static const uint8_t lo4[4] = {127, 0, 0, 1};
+	static const uint8_t lo6[16] = {[15] = 1};
+	const struct nft_opts *o = c->o;
+	struct rspec s;
+
 	/* Operator-exempt nameservers (not redirected above). */
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
 	s.dport = 53;
 	s.counter = "ns_exempt";
 	s.v = V_ACCEPT;
-	if (ns4 || ns6) {
+	if (ss->ns4 || ss->ns6) {
 		s.l4proto = IPPROTO_UDP;
-		if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
-		        ns6 ? "ns_exempt6" : NULL) < 0)
+		if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
+		        ss->ns6 ? "ns_exempt6" : NULL) < 0)
 			return -1;
 		s.l4proto = IPPROTO_TCP;
-		if (msg_rule_46(c, s, NULL, NULL, ns4 ? "ns_exempt4" : NULL,
-		        ns6 ? "ns_exempt6" : NULL) < 0)
+		if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
+		        ss->ns6 ? "ns_exempt6" : NULL) < 0)
 			return -1;
 	}
 	/* Control API and operator ports: no unmarked socket reaches them on
@@ -2021,6 +2107,15 @@ build_ruleset(
 	s.v = V_ACCEPT;
 	if (msg_rule(c, &s) < 0)
 		return -1;
+	return 0;
+}
+
+/* filter_out, 5: channels that bypass the resolver. */
+static int
+filter_channels(struct bctx *c, const struct static_sets *ss)
+{
+	struct rspec s;
+
 	/* Alternate resolvers and channels egressd cannot see. */
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
@@ -2034,14 +2129,23 @@ build_ruleset(
 	s.counter = "quic";
 	if (msg_rule(c, &s) < 0)
 		return -1;
-	if (doh4 || doh6) {
+	if (ss->doh4 || ss->doh6) {
 		s.l4proto = IPPROTO_TCP;
 		s.dport = 443;
 		s.counter = "doh";
-		if (msg_rule_46(c, s, NULL, NULL, doh4 ? "doh4" : NULL,
-		        doh6 ? "doh6" : NULL) < 0)
+		if (msg_rule_46(c, s, NULL, NULL, ss->doh4 ? "doh4" : NULL,
+		        ss->doh6 ? "doh6" : NULL) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* filter_out, 6: the policy layers, learned sets, the default. */
+static int
+filter_policy(struct bctx *c, const struct policy *p)
+{
+	struct rspec s;
+
 	/* Policy IP/CIDR layers with the internal ranges before user rules. */
 	if (emit_layers(c, p) < 0)
 		return -1;
@@ -2068,6 +2172,31 @@ build_ruleset(
 		s.v = V_DENY;
 	}
 	return msg_rule(c, &s);
+}
+
+/* Chain filter_out, in order. */
+static int
+emit_filter_chain(
+    struct bctx *c, const struct policy *p, const struct static_sets *ss)
+{
+	if (filter_source_route(c) < 0 || filter_conntrack(c) < 0 ||
+	    filter_own(c) < 0 || filter_local(c, ss) < 0 ||
+	    filter_channels(c, ss) < 0)
+		return -1;
+	return filter_policy(c, p);
+}
+
+static int
+build_ruleset(
+    struct bctx *c, const struct policy *p, const struct nft_kstate *ks)
+{
+	struct static_sets ss = {false, false, false, false};
+
+	if (emit_table(c, ks) < 0 || emit_learned_sets(c, ks) < 0 ||
+	    emit_static_sets(c, &ss) < 0 || emit_chains(c) < 0 ||
+	    emit_deny_chain(c) < 0 || emit_nat_chain(c, &ss) < 0)
+		return -1;
+	return emit_filter_chain(c, p, &ss);
 }
 
 int
