@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "egressd/dns_wire.h"
+#include "egressd/special_ranges.h"
 
 /* Names compressed against per encoded message. */
 #define DNS_COMPRESS_MAX 256
@@ -1904,47 +1905,7 @@ dns_tcp_prefix(uint8_t out[DNS_TCP_PREFIX_LEN], size_t len)
 	return 0;
 }
 
-/* ---- address classification ---- */
-
-struct v4net {
-	uint8_t a, b, c, d;
-	uint8_t len;
-};
-
-/* egressd's own list; see dns_wire.h for why each is here. */
-static const struct v4net internal_v4[] = {
-    {0, 0, 0, 0, 8}, /* "this network" */
-    {10, 0, 0, 0, 8}, /* RFC 1918 */
-    {100, 64, 0, 0, 10}, /* CGNAT, incl. 100.100.100.200 */
-    {127, 0, 0, 0, 8}, /* loopback */
-    {169, 254, 0, 0, 16}, /* link-local, incl. metadata */
-    {172, 16, 0, 0, 12}, /* RFC 1918 */
-    {192, 0, 0, 0, 24}, /* IETF protocol assignments */
-    {192, 168, 0, 0, 16}, /* RFC 1918 */
-    {198, 18, 0, 0, 15}, /* benchmarking, fake-IP DNS */
-    {224, 0, 0, 0, 4}, /* multicast */
-    {240, 0, 0, 0, 4}, /* reserved, incl. broadcast */
-    {168, 63, 129, 16, 32}, /* Azure wireserver */
-};
-
-static bool
-v4_internal(const uint8_t *a)
-{
-	uint32_t x = rd32(a);
-
-	for (size_t i = 0; i < sizeof(internal_v4) / sizeof(internal_v4[0]);
-	     i++) {
-		const struct v4net *n = &internal_v4[i];
-		uint32_t net = ((uint32_t)n->a << 24) | ((uint32_t)n->b << 16) |
-		    ((uint32_t)n->c << 8) | n->d;
-		uint32_t mask = n->len == 0 ? 0 : ~0u << (32 - n->len);
-		if ((x & mask) == net)
-			return true;
-	}
-	return false;
-}
-
-static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
+/* ---- address classification (the table: special_ranges.c) ---- */
 
 static bool
 all_zero(const uint8_t *p, size_t n)
@@ -1958,30 +1919,13 @@ all_zero(const uint8_t *p, size_t n)
 size_t
 dns_addr_embedded_v4(const uint8_t a[16], uint8_t v4[DNS_EMBEDDED_V4_MAX][4])
 {
-	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
-	static const uint8_t siit[12] = {[8] = 0xff, [9] = 0xff};
-	static const uint8_t nat64[12] = {0x00, 0x64, 0xff, 0x9b};
+	unsigned base;
+	int form = special_v4_of(a, SPECIAL_FORMS, v4[0], &base);
 
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, siit, 12) == 0 ||
-	    memcmp(a, nat64, 12) == 0) {
-		memcpy(v4[0], a + 12, 4);
+	if (form == SPECIAL_FORM_COMPAT && all_zero(a + 12, 3) && a[15] <= 1)
+		return 0; /* :: and ::1 are classified on their own */
+	if (form >= 0)
 		return 1;
-	}
-	if (all_zero(a, 12)) {
-		/* ::/96 compatible; :: and ::1 are classified on their own. */
-		if (all_zero(a + 12, 3) && a[15] <= 1)
-			return 0;
-		memcpy(v4[0], a + 12, 4);
-		return 1;
-	}
-	if (memcmp(a, nat64_local, 6) == 0 && all_zero(a + 6, 6)) {
-		memcpy(v4[0], a + 12, 4); /* the /96 form */
-		return 1;
-	}
-	if (a[0] == 0x20 && a[1] == 0x02) { /* 6to4 */
-		memcpy(v4[0], a + 2, 4);
-		return 1;
-	}
 	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
 		/* Teredo: server, then the client with its bits inverted. */
 		memcpy(v4[0], a + 4, 4);
@@ -1995,28 +1939,9 @@ dns_addr_embedded_v4(const uint8_t a[16], uint8_t v4[DNS_EMBEDDED_V4_MAX][4])
 bool
 dns_addr_is_internal(int family, const uint8_t *addr)
 {
-	uint8_t v4[DNS_EMBEDDED_V4_MAX][4];
-
-	if (family == 4 || family == AF_INET)
-		return v4_internal(addr);
-	if (family != 6 && family != AF_INET6)
-		return true; /* unknown: fail closed */
-	if (all_zero(addr, 15) && addr[15] <= 1)
-		return true; /* :: and ::1 */
-	if (addr[0] == 0xfe && (addr[1] & 0xc0) == 0x80)
-		return true; /* fe80::/10 */
-	if (addr[0] == 0xfe && (addr[1] & 0xc0) == 0xc0)
-		return true; /* fec0::/10 */
-	if ((addr[0] & 0xfe) == 0xfc)
-		return true; /* fc00::/7 */
-	if (addr[0] == 0xff)
-		return true; /* multicast */
-	/* Local-use NAT64 with an unknown prefix length: fail closed. */
-	if (memcmp(addr, nat64_local, 6) == 0 && !all_zero(addr + 6, 6))
-		return true;
-	size_t n = dns_addr_embedded_v4(addr, v4);
-	for (size_t i = 0; i < n; i++)
-		if (v4_internal(v4[i]))
-			return true;
-	return false;
+	if (family == AF_INET)
+		family = 4;
+	else if (family == AF_INET6)
+		family = 6;
+	return (special_addr_flags(family, addr) & SPECIAL_STRIP) != 0;
 }

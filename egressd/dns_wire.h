@@ -445,24 +445,18 @@ enum dns_tcp_frame dns_tcp_frame(
 int dns_tcp_prefix(uint8_t out[DNS_TCP_PREFIX_LEN], size_t len);
 
 /*
- * Address classification: egressd's own explicit list of "internal"
- * destinations that DNS answers must not point at unless the operator
- * allows them (rebinding defence). Documentation ranges (192.0.2/24,
- * 198.51.100/24, 203.0.113/24, 2001:db8::/32) are NOT internal.
- *
- * IPv4: 0/8, 10/8, 100.64/10 (CGNAT; covers 100.100.100.200), 127/8,
- *   169.254/16, 172.16/12, 192.0.0/24, 192.168/16, 198.18/15 (benchmarking:
- *   not routed on the internet and used by fake-IP DNS proxies, so
- *   internal), 224/4, 240/4 (covers 255.255.255.255), 168.63.129.16/32.
- * IPv6: ::/128, ::1/128, fe80::/10, fec0::/10 (deprecated site-local),
- *   fc00::/7 (ULA, covers fd00:ec2::254), ff00::/8, and these forms
- *   classified by the IPv4 address they embed: ::ffff:0:0/96 (mapped),
- *   ::/96 (compatible), ::ffff:0:0:0/96 (SIIT), 64:ff9b::/96 (NAT64),
- *   64:ff9b:1::/96 (local-use NAT64 in its /96 form; the rest of
- *   64:ff9b:1::/48 has an unknown prefix length and is internal),
- *   2002::/16 (6to4), 2001::/32 (Teredo: internal if the server or the
- *   de-obfuscated client IPv4 is).
- * family is 4 or 6 (AF_INET/AF_INET6 are accepted too).
+ * Address classification for the rebinding defence: true iff the one
+ * table of special-purpose ranges (egressd/special_ranges.c, the same
+ * table the nft internal sets come from) strips answers pointing at addr
+ * (SPECIAL_STRIP): private, loopback, link-local, CGNAT, benchmarking,
+ * multicast, reserved, cloud metadata, and the IPv6 spellings of those
+ * IPv4 ranges (mapped, compatible, SIIT, NAT64 /96, local-use NAT64 /96,
+ * 6to4; the rest of 64:ff9b:1::/48 has an unknown prefix length and is
+ * stripped; Teredo when the server or the de-obfuscated client IPv4 is).
+ * Documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24,
+ * 2001:db8::/32, 3fff::/20) are NOT internal. The operator opens a range
+ * with an always-allow or infra IP/CIDR rule (dns.c).
+ * family is 4 or 6 (AF_INET/AF_INET6 are accepted too); others: true.
  */
 bool dns_addr_is_internal(int family, const uint8_t *addr);
 /*

@@ -29,6 +29,7 @@
 
 #include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
+#include "egressd/special_ranges.h"
 
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
 #define NFT_TYPE_IPADDR 7
@@ -65,44 +66,11 @@ static const char *const counter_names[NFT_NCOUNTERS] = {
 };
 
 /*
- * Built-in internal destinations, denied unless an always-allow or infra
- * rule of the operator allows them (THREATS §5): cloud metadata,
- * link-local, CGNAT, the node and cluster networks (RFC 1918, ULA), Teredo
- * (2001::/32) as a whole. Every IPv4 entry is also denied in its IPv6
- * spellings (v6_twin(): NAT64 64:ff9b::/96, 6to4 2002::/16,
- * IPv4-compatible ::/96 and -mapped ::ffff:0:0/96). The DNS rebinding
- * filter (dns_addr_is_internal()) strips all of these from answers, Teredo
- * when it embeds one of them; its other entries (loopback: rule `oif lo`
- * decides first; 0/8, 192.0.0/24, 198.18/15, multicast, 240/4,
- * fec0::/10) are not here. ICMPv6 neighbour discovery to fe80::/10 is
- * accepted before these.
- */
-struct builtin_prefix {
-	uint8_t family, len;
-	const char *addr;
-};
-
-static const struct builtin_prefix internal_prefixes[] = {
-    {4, 16, "169.254.0.0"}, /* link-local, AWS/GCP metadata */
-    {4, 10, "100.64.0.0"}, /* CGNAT, Alibaba 100.100.100.200 */
-    {4, 32, "168.63.129.16"}, /* Azure wire server */
-    {4, 8, "10.0.0.0"}, /* RFC 1918: node and cluster networks */
-    {4, 12, "172.16.0.0"}, /* RFC 1918 */
-    {4, 16, "192.168.0.0"}, /* RFC 1918 */
-    {6, 10, "fe80::"}, /* link-local */
-    {6, 7, "fc00::"}, /* ULA, incl. AWS IPv6 metadata fd00:ec2::254 */
-    {6, 32, "2001::"}, /* Teredo */
-};
-
-/*
  * The IPv6 spellings of an IPv4 prefix that a translator (or the kernel's
- * IPv4-compatible handling) can route to it (THREATS §4).
+ * IPv4-compatible handling) can route to it (THREATS §4) and that an IPv4
+ * deny rule is also denied in (special_ranges.h).
  */
-#define NFT_V6_FORMS 4
-/* Bound of the expanded internal list (each IPv4 entry and its forms). */
-#define NFT_INTERNAL_MAX                                                       \
-	(sizeof(internal_prefixes) / sizeof(internal_prefixes[0]) *            \
-	    (1 + NFT_V6_FORMS))
+#define NFT_V6_FORMS SPECIAL_FORMS_RULE
 
 const char *
 nft_counter_name(size_t i)
@@ -1454,85 +1422,71 @@ out:
 /*
  * IPv6 spelling number form (0..NFT_V6_FORMS-1) of the IPv4 prefix in:
  * NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-mapped ::ffff:0:0/96,
- * IPv4-compatible ::/96.
+ * IPv4-compatible ::/96 (special_v6_form()).
  */
 static void
 v6_twin(const struct policy_prefix *in, size_t form, struct policy_prefix *out)
 {
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
-
 	memset(out, 0, sizeof(*out));
 	out->family = 6;
-	switch (form) {
-	case 0:
-		memcpy(out->addr, nat64, 12);
-		memcpy(out->addr + 12, in->addr, 4);
-		out->len = (uint8_t)(96 + in->len);
-		break;
-	case 1:
-		out->addr[0] = 0x20;
-		out->addr[1] = 0x02;
-		memcpy(out->addr + 2, in->addr, 4);
-		out->len = (uint8_t)(16 + in->len);
-		break;
-	case 2:
-		memcpy(out->addr, mapped, 12);
-		memcpy(out->addr + 12, in->addr, 4);
-		out->len = (uint8_t)(96 + in->len);
-		break;
-	default: /* compatible: ::a.b.c.d */
-		memcpy(out->addr + 12, in->addr, 4);
-		out->len = (uint8_t)(96 + in->len);
-		break;
-	}
+	special_v6_form(in->addr, in->len, form, out->addr, &out->len);
 }
 
-/* internal_prefixes with the IPv6 forms of its IPv4 entries; -1 if bad. */
-static long
-internal_list(struct policy_prefix out[NFT_INTERNAL_MAX])
+/*
+ * One interval set of the addresses of family that the table of special
+ * ranges drops (special_drop_spans()).
+ */
+static int
+internal_set(struct bctx *c, const char *name, int family)
 {
-	size_t i, k, n = 0;
+	unsigned w = family == 4 ? 4 : 16;
+	struct special_span *sp;
+	struct rng *r;
+	long i, n;
+	int rc = -1;
 
-	for (i = 0;
-	     i < sizeof(internal_prefixes) / sizeof(internal_prefixes[0]);
-	     i++) {
-		struct policy_prefix *pf = &out[n++];
-
-		memset(pf, 0, sizeof(*pf));
-		pf->family = internal_prefixes[i].family;
-		pf->len = internal_prefixes[i].len;
-		if (inet_pton(pf->family == 4 ? AF_INET : AF_INET6,
-		        internal_prefixes[i].addr, pf->addr) != 1)
-			return -1;
-		if (pf->family == 4)
-			for (k = 0; k < NFT_V6_FORMS; k++, n++)
-				v6_twin(pf, k, &out[n]);
+	sp = calloc(SPECIAL_SPANS_MAX, sizeof(*sp));
+	r = calloc(SPECIAL_SPANS_MAX, sizeof(*r));
+	if (sp == NULL || r == NULL) {
+		err_set(c->e, "nft: out of memory");
+		goto out;
 	}
-	return (long)n;
+	n = special_drop_spans(family, sp, SPECIAL_SPANS_MAX);
+	if (n < 0) {
+		err_set(c->e, "nft: bad table of special ranges");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(r[i].lo, sp[i].lo, sizeof(r[i].lo));
+		memcpy(r[i].hi, sp[i].hi, sizeof(r[i].hi));
+	}
+	if (msg_set(c, NFT_MSG_NEWSET, name,
+	        family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR, w,
+	        NFT_SET_INTERVAL, 0) < 0)
+		goto out;
+	rc = msg_interval_elems(c, name, r, (size_t)n, w);
+out:
+	free(sp);
+	free(r);
+	return rc;
 }
 
+/*
+ * The built-in internal destinations (special_ranges.c: every row with
+ * SPECIAL_DROP and the IPv6 spellings of its IPv4 rows), denied unless an
+ * always-allow or infra rule of the operator allows them (THREATS §5):
+ * after those layers, before user rules. The resolver strips the same
+ * addresses from answers (dns_addr_is_internal()), Teredo when it embeds
+ * one of them. Loopback is accepted by `oif lo` and ICMPv6 neighbour
+ * discovery and MLD reports by the nd rule before these.
+ */
 static int
 emit_internal(struct bctx *c)
 {
-	const struct policy_prefix *p4[NFT_INTERNAL_MAX], *p6[NFT_INTERNAL_MAX];
-	struct policy_prefix pf[NFT_INTERNAL_MAX];
-	size_t i, n4 = 0, n6 = 0;
-	long n = internal_list(pf);
 	struct rspec s;
 
-	if (n < 0) {
-		err_set(c->e, "nft: bad built-in prefix");
-		return -1;
-	}
-	for (i = 0; i < (size_t)n; i++) {
-		if (pf[i].family == 4)
-			p4[n4++] = &pf[i];
-		else
-			p6[n6++] = &pf[i];
-	}
-	if (addr_set(c, "internal4", 4, p4, n4) < 0 ||
-	    addr_set(c, "internal6", 6, p6, n6) < 0)
+	if (internal_set(c, "internal4", 4) < 0 ||
+	    internal_set(c, "internal6", 6) < 0)
 		return -1;
 	memset(&s, 0, sizeof(s));
 	s.chain = NFT_CHAIN_FILTER;
@@ -2524,20 +2478,5 @@ nft_build_teardown(struct nft_batch **out, struct err *e)
 bool
 nft_addr_internal_(int family, const uint8_t *addr)
 {
-	struct policy_prefix pf[NFT_INTERNAL_MAX];
-	long i, n = internal_list(pf);
-	unsigned bits, w;
-
-	for (i = 0; i < n; i++) {
-		if (pf[i].family != family)
-			continue;
-		w = pf[i].len;
-		for (bits = 0; bits < w; bits++)
-			if (((addr[bits / 8] ^ pf[i].addr[bits / 8]) &
-			        (0x80u >> (bits % 8))) != 0)
-				break;
-		if (bits == w)
-			return true;
-	}
-	return false;
+	return (special_addr_flags(family, addr) & SPECIAL_DROP) != 0;
 }

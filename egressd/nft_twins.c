@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "egressd/nft_int.h"
+#include "egressd/special_ranges.h"
 
 enum { TW_ALWAYS_DENY, TW_ALWAYS_ALLOW, TW_INFRA, TW_USER, TW_LAYERS };
 
@@ -157,26 +158,17 @@ layer_deny4(const struct nft_twins *tw, unsigned l, uint32_t a4, unsigned proto,
 	return NULL;
 }
 
-/* The IPv4 address an IPv6 address spells, and the spelling's length. */
+/* The IPv4 address an IPv6 address spells, and the spelling's length:
+ * the forms nft_build.c twins a deny rule in. */
 static bool
 twin_of(const uint8_t *a6, uint32_t *a4, unsigned *base)
 {
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
-	static const uint8_t compat[12] = {0};
+	uint8_t v4[4];
 
-	if (memcmp(a6, nat64, 12) == 0 || memcmp(a6, mapped, 12) == 0 ||
-	    memcmp(a6, compat, 12) == 0) {
-		*a4 = get4(a6 + 12);
-		*base = 96;
-		return true;
-	}
-	if (a6[0] == 0x20 && a6[1] == 0x02) {
-		*a4 = get4(a6 + 2);
-		*base = 16;
-		return true;
-	}
-	return false;
+	if (special_v4_of(a6, SPECIAL_FORMS_RULE, v4, base) < 0)
+		return false;
+	*a4 = get4(v4);
+	return true;
 }
 
 static unsigned

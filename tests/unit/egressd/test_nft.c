@@ -300,17 +300,22 @@ test_elements(void **state)
 	                "NEWSETELEM g9_ports 01bb 01bc(end) 1f40 "
 	                "1f91(end) [",
 	                NULL) >= 0);
-	/* the built-in internal ranges: 10/8, CGNAT, Azure, link-local,
-	 * 172.16/12, 192.168/16 */
+	/* the built-in internal ranges (special_ranges.c): 0/8, 10/8,
+	 * CGNAT, 127/8, Azure, link-local, 172.16/12, 192.0.0/24,
+	 * 192.168/16, 198.18/15, 224/4 and 240/4 up to the top */
 	assert_true(line_of(s,
-	                "NEWSETELEM internal4 0a000000 0b000000(end) "
-	                "64400000 64800000(end) a83f8110 a83f8111(end) "
+	                "NEWSETELEM internal4 00000000 01000000(end) "
+	                "0a000000 0b000000(end) "
+	                "64400000 64800000(end) 7f000000 80000000(end) "
+	                "a83f8110 a83f8111(end) "
 	                "a9fe0000 a9ff0000(end) ac100000 ac200000(end) "
-	                "c0a80000 c0a90000(end) [",
+	                "c0000000 c0000100(end) "
+	                "c0a80000 c0a90000(end) c6120000 c6140000(end) "
+	                "e0000000 [",
 	                NULL) >= 0);
-	assert_true(line_of(s, "internal6",
-	                "fe800000000000000000000000000000 "
-	                "fec00000000000000000000000000000(end)") >= 0);
+	/* fe80::/10, fec0::/10 and ff00::/8: up to the top */
+	assert_true(
+	    line_of(s, "internal6", "fe800000000000000000000000000000 [") >= 0);
 	/* ULA fc00::/7 (covers fd00:ec2::254) */
 	assert_true(line_of(s, "internal6",
 	                "fc000000000000000000000000000000 "
@@ -847,7 +852,8 @@ test_precedence_matches_policy(void **state)
 }
 
 /*
- * The internal sets and the DNS rebinding classifier agree: every address
+ * The internal sets and the DNS rebinding classifier agree (both come from
+ * special_ranges.c; test_special_ranges.c walks the table): every address
  * nft treats as internal (Teredo aside, internal there as a whole) is one
  * the resolver strips, and the node/cluster ranges, ULA and the IPv6
  * spellings of every internal IPv4 address are internal to both.
@@ -912,7 +918,9 @@ test_internal_matches_dns_classifier(void **state)
 	a6[0] = 0xfe;
 	a6[1] = 0xbf;
 	assert_true(nft_addr_internal_(6, a6));
-	a6[1] = 0xc0; /* fec0:: is not in the sets (site-local, unrouted) */
+	a6[1] = 0xc0; /* fec0::/10, deprecated site-local */
+	assert_true(nft_addr_internal_(6, a6));
+	a6[0] = 0xfb; /* below ULA */
 	assert_false(nft_addr_internal_(6, a6));
 	/* random addresses: nft internal => DNS internal; each IPv4 address
 	 * and its four IPv6 spellings are judged alike by nft */
