@@ -34,23 +34,6 @@
 
 static bool have_netns;
 
-static struct policy *
-pol(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-	struct err e;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "test", &d);
-	if (p == NULL) {
-		policy_diag_to_err(&d, &e);
-		fail_msg("policy: %s", e.msg);
-	}
-	policy_diag_clear(&d);
-	return p;
-}
-
 static unsigned
 width(int family)
 {
@@ -173,10 +156,10 @@ in_set(const struct ivl *v, size_t n, const uint8_t *a, unsigned w)
 	return false;
 }
 
+/* The batch of p, decoded. */
 static char *
-describe_policy(const char *json)
+describe(const struct policy *p)
 {
-	struct policy *p = pol(json);
 	struct nft_batch *b;
 	struct nft_opts o;
 	struct err e;
@@ -188,15 +171,18 @@ describe_policy(const char *json)
 	s = nft_batch_describe(b);
 	assert_non_null(s);
 	nft_batch_free(b);
-	policy_unref(p);
 	return s;
 }
 
 static void
 load_internal(struct sets *st)
 {
-	char *s = describe_policy("{\"defaultAction\":\"deny\"}");
+	struct policy *p = policy_new_deny_all();
+	char *s;
 
+	assert_non_null(p);
+	s = describe(p);
+	policy_unref(p);
 	parse_set(s, "internal4", 4, &st->v[0], &st->n[0]);
 	parse_set(s, "internal6", 16, &st->v[1], &st->n[1]);
 	assert_true(st->n[0] > 0 && st->n[1] > 0);
@@ -444,6 +430,7 @@ test_operator_opens(void **state)
 	for (i = 0; i < special_nranges; i++) {
 		const struct special_range *r = &special_ranges[i];
 		char json[256], set[32], *s, *line, *at;
+		struct policy_diag d;
 		uint8_t smp[NSAMPLES][16];
 		struct ivl *v;
 		struct policy *p;
@@ -455,13 +442,17 @@ test_operator_opens(void **state)
 		snprintf(json, sizeof(json),
 		    "{\"defaultAction\":\"deny\",\"alwaysAllow\":[\"%s\"]}",
 		    r->text);
-		p = pol(json);
+		policy_diag_init(&d);
+		p = policy_parse_json(json, strlen(json), "test", &d);
+		if (p == NULL)
+			fail_msg("%s: does not load", json);
+		policy_diag_clear(&d);
 		samples(r, smp);
 		for (j = 0; j < NSAMPLES; j++)
 			assert_true(
 			    policy_addr_operator_allowed(p, r->family, smp[j]));
+		s = describe(p);
 		policy_unref(p);
-		s = describe_policy(json);
 		/* the always_allow rule's set, and the rule order */
 		line = strstr(s, "name always_allow");
 		assert_non_null(line);
@@ -484,20 +475,6 @@ test_operator_opens(void **state)
 }
 
 /* ---- the live kernel table ---- */
-
-static struct nft *
-mk(struct stats *st)
-{
-	struct nft_opts o;
-	struct nft *n;
-	struct err e;
-
-	nft_opts_init(&o);
-	n = nft_new(&o, st, &e);
-	if (n == NULL)
-		fail_msg("nft_new: %s", e.msg);
-	return n;
-}
 
 /* `nft get element` of one address: true if the set holds it. */
 static bool
@@ -526,6 +503,7 @@ kernel_check(const struct special_range *r, int family, const uint8_t *a)
 static void
 test_kernel_sets(void **state)
 {
+	struct nft_opts o;
 	struct stats st;
 	struct policy *p;
 	struct nft *n;
@@ -538,8 +516,11 @@ test_kernel_sets(void **state)
 	if (system("nft delete table inet egressd 2>/dev/null") == -1)
 		fail_msg("system");
 	memset(&st, 0, sizeof(st));
-	n = mk(&st);
-	p = pol("{\"defaultAction\":\"deny\"}");
+	nft_opts_init(&o);
+	if ((n = nft_new(&o, &st, &e)) == NULL)
+		fail_msg("nft_new: %s", e.msg);
+	p = policy_new_deny_all();
+	assert_non_null(p);
 	if (nft_apply_policy(n, p, &e) != 0)
 		fail_msg("apply: %s", e.msg);
 	policy_unref(p);
