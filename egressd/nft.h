@@ -29,7 +29,8 @@
  *     deny; IP/CIDR rules of the policy layers in precedence order
  *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6
  *     form, always-allow, infra), the built-in internal ranges
- *     (metadata, link-local, CGNAT, Teredo, NAT64/6to4 forms) -> deny, the
+ *     (special_ranges.c rows marked drop, with the IPv6 spellings of the
+ *     IPv4 ones) -> deny, the
  *     user IP/CIDR rules; @learned4/@learned6 -> accept; addr . l4proto .
  *     port @limited4/@limited6 (names with port/protocol limits) ->
  *     accept (default deny) or deny (default allow); default action.

@@ -74,7 +74,8 @@ int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 size_t nft_name_pack_(const char *name, uint8_t *out, size_t outlen);
 int nft_name_unpack_(const uint8_t *in, size_t len, char *out, size_t outlen);
 
-/* True when addr lies in the built-in internal (always denied) ranges. */
+/* True when addr lies in the built-in internal (always denied) ranges:
+ * special_addr_flags() & SPECIAL_DROP, what internal4/6 hold. */
 bool nft_addr_internal_(int family, const uint8_t *addr);
 
 /* nft.c internals used by nft_live.c. */
