@@ -1,0 +1,90 @@
+/*
+ * Fuzz target for egressd/http_chunk.c. The input is a chunked body (and
+ * whatever follows it). Invariants (abort on violation):
+ *  - fed whole or one byte at a time or in pieces of 7, the decoder gives
+ *    the same outcome, the same data bytes and stops at the same offset:
+ *    segment boundaries never change what egressd forwards;
+ *  - data spans lie inside the input and add up to what it counts;
+ *  - it never decodes more data than it consumed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egressd/http_chunk.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define check(x)                                                               \
+	do {                                                                   \
+		if (!(x)) {                                                    \
+			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
+			    __FILE__, __LINE__, #x);                           \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+
+struct outcome {
+	enum http_chunk_rc rc;
+	size_t end; /* input offset where it stopped */
+	size_t ndata;
+	uint64_t total;
+};
+
+static struct outcome
+run(const uint8_t *in, size_t size, size_t piece, uint8_t *out)
+{
+	struct http_chunk c;
+	struct outcome o = {HTTP_CHUNK_AGAIN, 0, 0, 0};
+	struct err e;
+	size_t off = 0;
+
+	http_chunk_init(&c);
+	while (off < size) {
+		size_t lim = piece && size - off > piece ? piece : size - off;
+		size_t used = 0, nd;
+		const uint8_t *d;
+		enum http_chunk_rc rc =
+		    http_chunk_feed(&c, in + off, lim, &used, &d, &nd, &e);
+
+		check(used <= lim);
+		if (rc == HTTP_CHUNK_DATA) {
+			check(nd > 0 && d >= in + off &&
+			    d + nd <= in + off + used);
+			memcpy(out + o.ndata, d, nd);
+			o.ndata += nd;
+		}
+		off += used;
+		if (rc == HTTP_CHUNK_DONE || rc == HTTP_CHUNK_BAD) {
+			o.rc = rc;
+			break;
+		}
+		check(rc == HTTP_CHUNK_DATA || used == lim);
+	}
+	o.end = off;
+	o.total = c.total;
+	check(o.total == o.ndata && o.ndata <= o.end);
+	return o;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *a = malloc(size + 1), *b = malloc(size + 1);
+	struct outcome w, p;
+	size_t pieces[] = {1, 7};
+	size_t i;
+
+	check(a != NULL && b != NULL);
+	w = run(data, size, 0, a);
+	for (i = 0; i < 2; i++) {
+		p = run(data, size, pieces[i], b);
+		check(p.rc == w.rc && p.ndata == w.ndata && p.total == w.total);
+		check(memcmp(a, b, w.ndata) == 0);
+		check(p.end == w.end);
+	}
+	free(a);
+	free(b);
+	return 0;
+}

@@ -1,0 +1,324 @@
+/*
+ * http_head and http_chunk: each head of fuzz/corpus/http_head/ (real
+ * curl, python, node and git requests, and the smuggling shapes of
+ * fuzz/http_corpus_gen.py) with the verdict and status it must get, and
+ * chunked bodies decoded whole and byte by byte.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "egressd/http_chunk.h"
+#include "egressd/http_head.h"
+
+static size_t
+load(const char *dir, const char *name, char *buf, size_t cap)
+{
+	const char *src = getenv("EGRESSD_SRCDIR");
+	char path[1024];
+	FILE *f;
+	size_t n;
+
+	assert_non_null(src);
+	snprintf(path, sizeof(path), "%s/fuzz/corpus/%s/%s", src, dir, name);
+	if ((f = fopen(path, "rb")) == NULL)
+		fail_msg("cannot open %s", path);
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	return n;
+}
+
+struct want {
+	const char *file;
+	enum http_rc rc;
+	int status; /* reject status for BAD */
+	enum http_body body;
+	uint64_t len;
+};
+
+static const struct want reqs[] = {
+    {"real_curl_get", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_curl_post", HTTP_OK, 0, HTTP_BODY_LENGTH, 7},
+    {"real_curl_chunked", HTTP_OK, 0, HTTP_BODY_CHUNKED, 0},
+    {"real_curl_proxyform", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_python_urllib", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_node_fetch", HTTP_OK, 0, HTTP_BODY_LENGTH, 2},
+    {"real_git", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_get", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_post_cl", HTTP_OK, 0, HTTP_BODY_LENGTH, 5},
+    {"ok_chunked", HTTP_OK, 0, HTTP_BODY_CHUNKED, 0},
+    {"ok_http10", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_absolute", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_absolute_port", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_options_star", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_expect", HTTP_OK, 0, HTTP_BODY_LENGTH, 3},
+    {"ok_websocket", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_pipelined", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_ows_value", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_ipv6_host", HTTP_OK, 0, HTTP_BODY_NONE, 0},
+    {"more_partial", HTTP_MORE, 0, HTTP_BODY_NONE, 0},
+    {"bad_cl_te", HTTP_BAD, 400, 0, 0},
+    {"bad_te_cl", HTTP_BAD, 400, 0, 0},
+    {"bad_te_te_obfuscated", HTTP_BAD, 501, 0, 0},
+    {"bad_te_xchunked", HTTP_BAD, 501, 0, 0},
+    {"bad_te_gzip_chunked", HTTP_BAD, 501, 0, 0},
+    {"bad_te_space_colon", HTTP_BAD, 400, 0, 0},
+    {"bad_te_http10", HTTP_BAD, 400, 0, 0},
+    {"bad_two_cl", HTTP_BAD, 400, 0, 0},
+    {"bad_two_cl_same", HTTP_BAD, 400, 0, 0},
+    {"bad_cl_list", HTTP_BAD, 400, 0, 0},
+    {"bad_cl_plus", HTTP_BAD, 400, 0, 0},
+    {"bad_cl_hex", HTTP_BAD, 400, 0, 0},
+    {"bad_obs_fold", HTTP_BAD, 400, 0, 0},
+    {"bad_bare_cr", HTTP_BAD, 400, 0, 0},
+    {"bad_bare_lf", HTTP_BAD, 400, 0, 0},
+    {"bad_nul", HTTP_BAD, 400, 0, 0},
+    {"bad_two_host", HTTP_BAD, 400, 0, 0},
+    {"bad_no_host", HTTP_BAD, 400, 0, 0},
+    {"bad_host_userinfo", HTTP_BAD, 400, 0, 0},
+    {"bad_absolute_other_host", HTTP_BAD, 400, 0, 0},
+    {"bad_absolute_ftp", HTTP_BAD, 400, 0, 0},
+    {"bad_two_spaces", HTTP_BAD, 400, 0, 0},
+    {"bad_space_in_target", HTTP_BAD, 400, 0, 0},
+    {"bad_http2_preface", HTTP_BAD, 505, 0, 0},
+    {"bad_http09", HTTP_BAD, 400, 0, 0},
+    {"bad_version_12", HTTP_BAD, 505, 0, 0},
+    {"bad_expect", HTTP_BAD, 417, 0, 0},
+    {"bad_fragment", HTTP_BAD, 400, 0, 0},
+    {"bad_star_get", HTTP_BAD, 400, 0, 0},
+    {"bad_long_line", HTTP_BAD, 414, 0, 0},
+    {"bad_many_headers", HTTP_BAD, 431, 0, 0},
+    {"bad_big_head", HTTP_BAD, 431, 0, 0},
+    {"bad_ctl_value", HTTP_BAD, 400, 0, 0},
+};
+
+static char buf[1 << 17];
+
+static void
+test_request_corpus(void **state)
+{
+	struct http_head h;
+	struct err e;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		const struct want *w = &reqs[i];
+		enum http_rc rc;
+
+		n = load("http_head", w->file, buf, sizeof(buf));
+		err_clear(&e);
+		rc = http_parse_request(buf, n, &h, &e);
+		if (rc != w->rc)
+			fail_msg("%s: rc %d, want %d (%s)", w->file, rc, w->rc,
+			    e.msg);
+		if (rc == HTTP_BAD && h.reject_status != w->status)
+			fail_msg("%s: status %d, want %d (%s)", w->file,
+			    h.reject_status, w->status, e.msg);
+		if (rc == HTTP_OK &&
+		    (h.body != w->body || h.content_length != w->len))
+			fail_msg("%s: body %d/%llu", w->file, h.body,
+			    (unsigned long long)h.content_length);
+	}
+}
+
+static void
+test_request_fields(void **state)
+{
+	struct http_head h;
+	struct http_span host;
+	unsigned port;
+	struct err e;
+	size_t n;
+
+	(void)state;
+	n = load("http_head", "real_curl_proxyform", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(h.form, HTTP_TARGET_ABSOLUTE);
+	assert_true(http_span_ieq(&h.authority, "api.example.com"));
+	assert_true(http_span_ieq(&h.path, "/v1/models"));
+	n = load("http_head", "ok_pipelined", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_true(http_span_ieq(&h.host, "a.test"));
+	/* the second request is judged on its own */
+	assert_int_equal(
+	    http_parse_request(buf + h.head_len, n - h.head_len, &h, &e),
+	    HTTP_OK);
+	assert_true(http_span_ieq(&h.host, "evil.test"));
+	n = load("http_head", "ok_ipv6_host", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_authority_split(&h.host, 80, &host, &port), 0);
+	assert_true(http_span_ieq(&host, "2001:db8::1"));
+	assert_int_equal(port, 8080);
+	n = load("http_head", "ok_ows_value", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_true(http_span_ieq(&h.host, "a.test"));
+	assert_true(http_span_ieq(http_header_get(&h, "x-a", NULL), "1"));
+	n = load("http_head", "ok_websocket", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_true(h.conn_upgrade);
+	n = load("http_head", "ok_http10", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_true(h.conn_close);
+	n = load("http_head", "ok_expect", buf, sizeof(buf));
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_true(h.expect_continue);
+}
+
+static void
+test_find_end_linear(void **state)
+{
+	const char *req = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\nrest";
+	size_t cursor = 0, end = 0, i, n = strlen(req);
+
+	(void)state;
+	/* dripped one byte at a time, the end shows up exactly once */
+	for (i = 1; i < n; i++)
+		if (http_head_find_end(req, i, &cursor, &end))
+			break;
+	assert_int_equal(end, n - 4);
+	assert_int_equal(i, n - 4);
+}
+
+static void
+test_responses(void **state)
+{
+	static const struct http_span get = {"GET", 3}, head = {"HEAD", 4};
+	struct http_head h;
+	struct err e;
+	size_t n;
+
+	(void)state;
+	n = load("http_head", "resp_ok", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(h.status, 200);
+	assert_int_equal(h.body, HTTP_BODY_LENGTH);
+	assert_int_equal(http_parse_response(buf, n, &head, &h, &e), HTTP_OK);
+	assert_int_equal(h.body, HTTP_BODY_NONE);
+	n = load("http_head", "resp_chunked", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(h.body, HTTP_BODY_CHUNKED);
+	n = load("http_head", "resp_close", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(h.body, HTTP_BODY_CLOSE);
+	assert_true(h.conn_close);
+	n = load("http_head", "resp_204", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(h.body, HTTP_BODY_NONE);
+	n = load("http_head", "resp_101", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_true(h.conn_upgrade);
+	n = load("http_head", "resp_no_reason", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(h.reason.n, 0);
+	/* a request is not a response */
+	n = load("http_head", "ok_get", buf, sizeof(buf));
+	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_BAD);
+}
+
+struct cwant {
+	const char *file;
+	enum http_chunk_rc rc;
+	const char *data;
+	size_t rest; /* bytes after the body (DONE) */
+};
+
+static const struct cwant chunks[] = {
+    {"ok_simple", HTTP_CHUNK_DONE, "hello", 0},
+    {"ok_ext", HTTP_CHUNK_DONE, "hello", 0},
+    {"ok_trailer", HTTP_CHUNK_DONE, "abc", 0},
+    {"ok_upper_hex", HTTP_CHUNK_DONE, "0123456789", 16},
+    {"ok_leading_zeros", HTTP_CHUNK_DONE, "hello", 0},
+    {"bad_no_digits", HTTP_CHUNK_BAD, "", 0},
+    {"bad_0x", HTTP_CHUNK_BAD, "", 0},
+    {"bad_space_before", HTTP_CHUNK_BAD, "", 0},
+    {"bad_neg", HTTP_CHUNK_BAD, "", 0},
+    {"bad_overflow", HTTP_CHUNK_BAD, "", 0},
+    {"bad_bare_lf", HTTP_CHUNK_BAD, "", 0},
+    {"bad_data_longer", HTTP_CHUNK_BAD, "hel", 0},
+    {"bad_ctl_ext", HTTP_CHUNK_BAD, "", 0},
+    {"bad_trailer_fold", HTTP_CHUNK_BAD, "", 0},
+    {"bad_unterminated_quote", HTTP_CHUNK_BAD, "", 0},
+};
+
+/* Decodes in pieces of step bytes (0 = whole). */
+static enum http_chunk_rc
+decode(
+    const char *in, size_t n, size_t step, char *out, size_t *nout, size_t *end)
+{
+	struct http_chunk c;
+	struct err e;
+	size_t off = 0;
+
+	http_chunk_init(&c);
+	*nout = 0;
+	while (off < n) {
+		size_t lim = step && n - off > step ? step : n - off, used, nd;
+		const uint8_t *d;
+		enum http_chunk_rc rc = http_chunk_feed(
+		    &c, (const uint8_t *)in + off, lim, &used, &d, &nd, &e);
+
+		if (rc == HTTP_CHUNK_DATA) {
+			memcpy(out + *nout, d, nd);
+			*nout += nd;
+		}
+		off += used;
+		if (rc == HTTP_CHUNK_DONE || rc == HTTP_CHUNK_BAD) {
+			*end = off;
+			return rc;
+		}
+	}
+	*end = off;
+	return HTTP_CHUNK_AGAIN;
+}
+
+static void
+test_chunked(void **state)
+{
+	char out[4096];
+	size_t i, s, n, nout, end;
+	static const size_t steps[] = {0, 1, 2, 5};
+
+	(void)state;
+	for (i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		const struct cwant *w = &chunks[i];
+
+		n = load("http_chunk", w->file, buf, sizeof(buf));
+		for (s = 0; s < 4; s++) {
+			enum http_chunk_rc rc =
+			    decode(buf, n, steps[s], out, &nout, &end);
+
+			if (rc != w->rc)
+				fail_msg("%s step %zu: rc %d, want %d", w->file,
+				    steps[s], rc, w->rc);
+			if (nout != strlen(w->data) ||
+			    memcmp(out, w->data, nout) != 0)
+				fail_msg("%s step %zu: data differs", w->file,
+				    steps[s]);
+			if (rc == HTTP_CHUNK_DONE && n - end != w->rest)
+				fail_msg("%s: %zu bytes after the body, want "
+				         "%zu",
+				    w->file, n - end, w->rest);
+		}
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_request_corpus),
+	    cmocka_unit_test(test_request_fields),
+	    cmocka_unit_test(test_find_end_linear),
+	    cmocka_unit_test(test_responses),
+	    cmocka_unit_test(test_chunked),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
