@@ -182,7 +182,10 @@ tb_expect_eq()
 # tb_expect_match DESC ERE STRING
 tb_expect_match()
 {
-	if printf '%s' "$3" | grep -Eq -- "$2"; then
+	# A here-string, not a pipe: bash's printf writes line by line, and
+	# when grep -q exits at an early line the next write gets SIGPIPE,
+	# which pipefail turns into a false "does not match".
+	if grep -Eq -- "$2" <<<"$3"; then
 		tb_pass "$1"
 		return 0
 	fi

@@ -26,7 +26,8 @@ rules=$TB_DIR/egressd/rules
 tb_start_egressd --policy "$pol"
 dig_s() { tb_sandbox dig +short +time=2 +tries=1 "$@"; }
 in_set() { # ADDR SET: the address is an element of the learned set
-	ip netns exec "$TB_SBX" nft list set inet egressd "$2" | grep -qF "$1"
+	# not "| grep -q": an early exit would SIGPIPE nft (see tb_expect_match)
+	grep -qF "$1" <<<"$(ip netns exec "$TB_SBX" nft list set inet egressd "$2")"
 }
 # wait_closed ADDR SECONDS: poll until a TCP connect to ADDR:80 fails.
 wait_closed() {
