@@ -533,6 +533,8 @@ egressd_open_nft(struct egressd *d, struct err *e)
 		return -1;
 	if (nft_attach(d->nft, d->base, e) == -1)
 		return -1;
+	if ((d->renew = nft_renew_new(d->nft, d->base, e)) == NULL)
+		return -1;
 	return 0;
 }
 
@@ -718,11 +720,21 @@ egressd_start_dns(struct egressd *d, struct err *e)
 #define EGRESSD_RENEW_WINDOW_S 30
 
 static void
+egressd_renewed_cb(void *arg, int rc, size_t renewed, const char *why)
+{
+	struct egressd *d = arg;
+
+	if (rc == -1)
+		log_warn(d->log, "nft.renew_failed", LOG_S("error", why));
+	else if (renewed > 0)
+		log_debug(d->log, "nft.renewed", LOG_U("count", renewed));
+}
+
+static void
 egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct egressd *d = arg;
 	struct err e = {""};
-	size_t renewed = 0;
 
 	(void)fd;
 	(void)what;
@@ -748,10 +760,12 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 		err_clear(&e);
 	}
 	(void)nft_expire_tick(d->nft);
-	if (nft_renew_live(d->nft, EGRESSD_RENEW_WINDOW_S, &renewed, &e) == -1)
+	/* a dump still under way (a huge table) covers this tick too */
+	if (d->renew == NULL || nft_renew_busy(d->renew))
+		return;
+	if (nft_renew_start(d->renew, EGRESSD_RENEW_WINDOW_S,
+	        egressd_renewed_cb, d, &e) == -1)
 		log_warn(d->log, "nft.renew_failed", LOG_S("error", e.msg));
-	else if (renewed > 0)
-		log_debug(d->log, "nft.renewed", LOG_U("count", renewed));
 }
 
 /* ---- control API hooks ----------------------------------------------- */
@@ -1142,6 +1156,7 @@ egressd_clear(struct egressd *d)
 	api_free(d->api);
 	dns_free(d->dns);
 	webhook_free(d->webhook);
+	nft_renew_free(d->renew);
 	if (d->nft != NULL) {
 		if (d->cfg->teardown_on_exit) {
 			if (nft_teardown(d->nft, &e) == -1)

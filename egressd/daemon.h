@@ -58,6 +58,7 @@ struct egressd {
 	char policy_base[4096]; /* file name of the policy inside its dir */
 	bool rules_dir_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
+	struct nft_renew *renew; /* conntrack renew, sliced on the loop */
 	/* Flow cutting left for later slices (more than one pass). */
 	struct event *ev_cut;
 	size_t cut_total, cut_passes;

@@ -321,6 +321,30 @@ int nft_renew_live(
     struct nft *n, uint32_t window_s, size_t *renewed, struct err *e);
 
 /*
+ * nft_renew_live() without blocking the loop, what the daemon uses: the
+ * conntrack dump goes over a third netlink socket of its own (its own
+ * sequence numbers; never interleaved with a batch), non-blocking, read
+ * on readability in slices of at most NFT_CT_SLICE_RECVS reads per loop
+ * turn. A dump that makes no progress for NFT_ACK_TIMEOUT_MS, loses
+ * messages (ENOBUFS) or fails ends with done(arg, -1, 0, why): nothing
+ * renewed, the socket is closed and the next start opens a fresh one.
+ * Otherwise the addresses found are refreshed as nft_renew_live() does
+ * and done(arg, 0, renewed, NULL) is called (from the loop; when nothing
+ * is learned, at once from inside nft_renew_start). One dump at a time:
+ * nft_renew_start() fails while nft_renew_busy(). Free before the nft.
+ */
+#define NFT_CT_SLICE_RECVS 2 /* dump reads (<= 64 KiB each) per turn */
+struct nft_renew;
+typedef void (*nft_renew_done_fn)(
+    void *arg, int rc, size_t renewed, const char *why);
+struct nft_renew *nft_renew_new(
+    struct nft *n, struct event_base *base, struct err *e);
+void nft_renew_free(struct nft_renew *r);
+bool nft_renew_busy(const struct nft_renew *r);
+int nft_renew_start(struct nft_renew *r, uint32_t window_s,
+    nft_renew_done_fn done, void *arg, struct err *e);
+
+/*
  * Cutting established flows after a tightening. The filter chain accepts
  * "ct state established,related" first, so a policy update that denies a
  * destination blocks only new connections; deleting the conntrack entry
