@@ -963,7 +963,14 @@ config_read_token_file(struct config *c, struct err *e)
 	ssize_t n;
 	int fd;
 
-	fd = open(c->token_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* Through links: a Kubernetes Secret's files are links into its
+	 * ..data directory. The target, and the directories holding the
+	 * link and the target, pass the owner check instead. */
+	if (policyfile_check_dirs(c->token_file, e) == -1) {
+		err_prefix(e, "%s: cannot open token file", c->token_file);
+		return -1;
+	}
+	fd = open(c->token_file, O_RDONLY | O_CLOEXEC);
 	if (fd == -1) {
 		err_set(e, "%s: cannot open token file: %s", c->token_file,
 		    strerror(errno));

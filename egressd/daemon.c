@@ -151,14 +151,20 @@ egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 		char *p = buf;
 		while (p < buf + n) {
 			const struct inotify_event *ev = (void *)p;
+			/* a Kubernetes volume update swaps the ..data link
+			 * the files point through */
+			bool kswap =
+			    ev->len > 0 && strcmp(ev->name, "..data") == 0;
+
 			if (ev->wd == d->wd_rules) {
 				if (ev->len > 0 &&
-				    strstr(ev->name, ".always") != NULL) {
+				    (kswap ||
+				        strstr(ev->name, ".always") != NULL)) {
 					relevant = true;
 					d->rules_dir_dirty = true;
 				}
 			} else if (ev->wd == d->wd_policy && ev->len > 0 &&
-			    strcmp(ev->name, d->policy_base) == 0)
+			    (kswap || strcmp(ev->name, d->policy_base) == 0))
 				relevant = true;
 			p += sizeof(*ev) + ev->len;
 		}

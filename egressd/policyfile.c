@@ -68,6 +68,66 @@ policyfile_check_owner(const struct stat *st, struct err *e)
 }
 
 static int
+check_dir(const char *dir, struct err *e)
+{
+	struct stat st;
+
+	if (stat(dir, &st) == -1) {
+		err_set(e, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		err_set(e,
+		    "%s: directory owned by uid %u; egressd reads policy and "
+		    "secrets only from directories owned by root or by itself",
+		    dir, (unsigned)st.st_uid);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		err_set(e,
+		    "%s: directory writable by group or others (mode %04o) "
+		    "and not sticky; another user could replace the file",
+		    dir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+int
+policyfile_check_dirs(const char *path, struct err *e)
+{
+	char buf[PATH_MAX], *slash;
+	char *real;
+	int rc;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		err_set(e, "path too long");
+		return -1;
+	}
+	slash = strrchr(buf, '/');
+	if (slash == NULL)
+		snprintf(buf, sizeof(buf), ".");
+	else if (slash == buf)
+		buf[1] = '\0';
+	else
+		*slash = '\0';
+	if (check_dir(buf, e) == -1)
+		return -1;
+	if ((real = realpath(path, NULL)) == NULL) {
+		err_set(e, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	slash = strrchr(real, '/');
+	if (slash == real)
+		real[1] = '\0';
+	else
+		*slash = '\0';
+	rc = check_dir(real, e);
+	free(real);
+	return rc;
+}
+
+static int
 policyfile_check_persistable(
     const struct config *cfg, const struct policy *p, struct policy_diag *d)
 {

@@ -56,6 +56,15 @@ int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 struct stat;
 int policyfile_check_owner(const struct stat *st, struct err *e);
 
+/*
+ * The directory holding path and, if path is a link, the directory of what
+ * it resolves to: each owned by root or egressd's user and writable by no
+ * one else, unless sticky (Kubernetes mounts Secret and ConfigMap volumes
+ * 1777; the sticky bit keeps others from replacing root's ..data link).
+ * -1 and e (naming the directory) otherwise, or if the link dangles.
+ */
+int policyfile_check_dirs(const char *path, struct err *e);
+
 /* Reads a whole file of at most max bytes (NUL-terminated, caller frees);
  * NULL when missing or larger. */
 char *policyfile_read(const char *path, size_t max, size_t *len);
