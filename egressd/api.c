@@ -1695,6 +1695,35 @@ out_free:
 	return NULL;
 }
 
+int
+api_set_token(struct api *a, const char *token, struct err *e)
+{
+	size_t n = strlen(token);
+	char *t;
+
+	if (n == 0) {
+		err_set(e, "api: an empty token would turn auth off");
+		return -1;
+	}
+	if ((t = strdup(token)) == NULL) {
+		err_set(e, "api: out of memory");
+		return -1;
+	}
+	if (a->token != NULL) {
+		vault_wipe(a->token, a->tokenlen);
+		free(a->token);
+	}
+	a->token = t;
+	a->tokenlen = n;
+	return 0;
+}
+
+bool
+api_token_is(const struct api *a, const char *token)
+{
+	return a->token != NULL && api_token_matches(a, token);
+}
+
 void
 api_free(struct api *a)
 {

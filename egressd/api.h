@@ -122,6 +122,13 @@ struct api;
 struct api *api_new(struct event_base *base, const struct api_opts *o,
     const struct api_hooks *h, struct err *e);
 /* Closes the listeners and every connection; NULL is a no-op. */
+/*
+ * Replaces the API token (a rotated Secret): token is copied, the old one
+ * wiped. An empty token is refused (-1): a rotation never turns auth off.
+ */
+int api_set_token(struct api *a, const char *token, struct err *e);
+/* True if token is the one in force (constant time). */
+bool api_token_is(const struct api *a, const char *token);
 void api_free(struct api *a);
 
 /* Port the TCP listener got (useful with port 0), or 0 without one. */

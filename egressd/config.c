@@ -954,48 +954,50 @@ out:
 	return rc;
 }
 
-/* Reads the token file: one line, trailing newline stripped. */
-static int
-config_read_token_file(struct config *c, struct err *e)
+int
+config_token_read(const char *path, char *buf, size_t cap, struct err *e)
 {
-	char buf[CONFIG_TOKEN_MAX + 2];
 	struct stat st;
 	ssize_t n;
 	int fd;
 
+	if (cap < 2) {
+		err_set(e, "%s: no room for a token", path);
+		return -1;
+	}
 	/* Through links: a Kubernetes Secret's files are links into its
 	 * ..data directory. The target, and the directories holding the
 	 * link and the target, pass the owner check instead. */
-	if (policyfile_check_dirs(c->token_file, e) == -1) {
-		err_prefix(e, "%s: cannot open token file", c->token_file);
+	if (policyfile_check_dirs(path, e) == -1) {
+		err_prefix(e, "%s: cannot open token file", path);
 		return -1;
 	}
-	fd = open(c->token_file, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd == -1) {
-		err_set(e, "%s: cannot open token file: %s", c->token_file,
-		    strerror(errno));
+		err_set(
+		    e, "%s: cannot open token file: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		err_set(e, "%s: not a regular file", c->token_file);
+		err_set(e, "%s: not a regular file", path);
 		close(fd);
 		return -1;
 	}
 	/* Whoever can rewrite the token file can reconfigure egressd. */
 	if (policyfile_check_owner(&st, e) == -1) {
-		err_prefix(e, "%s", c->token_file);
+		err_prefix(e, "%s", path);
 		close(fd);
 		return -1;
 	}
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, cap - 1);
 	close(fd);
 	if (n < 0) {
-		err_set(e, "%s: read failed", c->token_file);
+		err_set(e, "%s: read failed", path);
 		return -1;
 	}
-	if ((size_t)n > CONFIG_TOKEN_MAX) {
-		vault_wipe(buf, sizeof(buf));
-		err_set(e, "%s: token longer than %d bytes", c->token_file,
+	if ((size_t)n > CONFIG_TOKEN_MAX || (size_t)n == cap - 1) {
+		vault_wipe(buf, cap);
+		err_set(e, "%s: token longer than %d bytes", path,
 		    CONFIG_TOKEN_MAX);
 		return -1;
 	}
@@ -1003,12 +1005,23 @@ config_read_token_file(struct config *c, struct err *e)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
 	if (n == 0 || memchr(buf, '\n', (size_t)n) != NULL) {
-		vault_wipe(buf, sizeof(buf));
-		err_set(e, "%s: token file must hold one non-empty line",
-		    c->token_file);
+		vault_wipe(buf, cap);
+		err_set(e, "%s: token file must hold one non-empty line", path);
 		return -1;
 	}
-	int rc = config_set_token(c, buf, "--api-token-file", e);
+	return (int)n;
+}
+
+/* Reads the token file: one line, trailing newline stripped. */
+static int
+config_read_token_file(struct config *c, struct err *e)
+{
+	char buf[CONFIG_TOKEN_MAX + 2];
+	int rc;
+
+	if (config_token_read(c->token_file, buf, sizeof(buf), e) < 0)
+		return -1;
+	rc = config_set_token(c, buf, "--api-token-file", e);
 	vault_wipe(buf, sizeof(buf));
 	return rc;
 }

@@ -130,6 +130,14 @@ int config_from_args(
  * Cross-field checks and the token file. Run once after both sources.
  */
 int config_finish(struct config *c, struct err *e);
+/*
+ * Reads an API token file into buf (cap >= CONFIG_TOKEN_MAX + 2): one
+ * non-empty line, through links, with the owner checks of
+ * policyfile_check_dirs() and policyfile_check_owner(). Returns its length;
+ * -1 and e (never holding the token) otherwise, buf wiped. The caller
+ * wipes buf after use.
+ */
+int config_token_read(const char *path, char *buf, size_t cap, struct err *e);
 
 /* Parses "IP", "IP:port", "[IPv6]:port"; default_port when absent. */
 int config_parse_hostport(const char *s, uint16_t default_port,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "egressd/api.h"
+#include "vault/vault_ct.h"
 #include "egressd/daemon.h"
 #include "egressd/dns.h"
 #include "egressd/failpoint.h"
@@ -66,6 +67,36 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 	return true;
 }
 
+/*
+ * A rotated token file (a Secret update) takes effect at the next reload;
+ * a file that cannot be read now keeps the token in force (fail closed:
+ * auth never turns off), and says so.
+ */
+static void
+egressd_reload_token(struct egressd *d, const char *why)
+{
+	char buf[CONFIG_TOKEN_MAX + 2];
+	struct err e = {""};
+
+	if (d->cfg->token_file == NULL || d->api == NULL)
+		return;
+	if (config_token_read(d->cfg->token_file, buf, sizeof(buf), &e) < 0) {
+		log_error(d->log, "api.token_reload_failed",
+		    LOG_S("trigger", why), LOG_S("error", e.msg));
+		return;
+	}
+	if (!api_token_is(d->api, buf)) {
+		if (api_set_token(d->api, buf, &e) < 0)
+			log_error(d->log, "api.token_reload_failed",
+			    LOG_S("trigger", why), LOG_S("error", e.msg));
+		else
+			log_info(d->log, "api.token_rotated",
+			    LOG_S("trigger", why),
+			    LOG_S("path", d->cfg->token_file));
+	}
+	vault_wipe(buf, sizeof(buf));
+}
+
 int
 egressd_reload(struct egressd *d, const char *why)
 {
@@ -75,7 +106,10 @@ egressd_reload(struct egressd *d, const char *why)
 	struct err e = {""};
 	uint64_t h = 0;
 	/* Hash before loading: a change racing the load triggers again. */
-	bool have = egressd_file_hash(d, &h);
+	bool have;
+
+	egressd_reload_token(d, why);
+	have = egressd_file_hash(d, &h);
 
 	/*
 	 * Our own rewrite, or a touch, comes back through inotify with the
@@ -156,15 +190,18 @@ egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 			bool kswap =
 			    ev->len > 0 && strcmp(ev->name, "..data") == 0;
 
-			if (ev->wd == d->wd_rules) {
-				if (ev->len > 0 &&
-				    (kswap ||
-				        strstr(ev->name, ".always") != NULL)) {
-					relevant = true;
-					d->rules_dir_dirty = true;
-				}
-			} else if (ev->wd == d->wd_policy && ev->len > 0 &&
+			/* not else-if: the files may share a directory (one
+			 * watch, one wd) */
+			if (ev->wd == d->wd_rules && ev->len > 0 &&
+			    (kswap || strstr(ev->name, ".always") != NULL)) {
+				relevant = true;
+				d->rules_dir_dirty = true;
+			}
+			if (ev->wd == d->wd_policy && ev->len > 0 &&
 			    (kswap || strcmp(ev->name, d->policy_base) == 0))
+				relevant = true;
+			if (ev->wd == d->wd_token && ev->len > 0 &&
+			    (kswap || strcmp(ev->name, d->token_base) == 0))
 				relevant = true;
 			p += sizeof(*ev) + ev->len;
 		}
@@ -181,7 +218,7 @@ egressd_watch_files(struct egressd *d, struct err *e)
 	char dir[PATH_MAX];
 	char *slash;
 
-	d->wd_policy = d->wd_rules = -1;
+	d->wd_policy = d->wd_rules = d->wd_token = -1;
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->inotify_fd == -1) {
 		err_set(e, "inotify: %s", strerror(errno));
@@ -205,6 +242,23 @@ egressd_watch_files(struct egressd *d, struct err *e)
 		d->wd_policy = inotify_add_watch(d->inotify_fd, dir, mask);
 		if (d->wd_policy == -1)
 			log_warn(d->log, "policy.watch_failed",
+			    LOG_S("path", dir),
+			    LOG_S("error", strerror(errno)));
+	}
+	if (d->cfg->token_file != NULL) {
+		(void)snprintf(dir, sizeof(dir), "%s", d->cfg->token_file);
+		slash = strrchr(dir, '/');
+		(void)snprintf(d->token_base, sizeof(d->token_base), "%s",
+		    slash ? slash + 1 : dir);
+		if (slash == NULL)
+			(void)snprintf(dir, sizeof(dir), ".");
+		else if (slash == dir)
+			dir[1] = '\0';
+		else
+			*slash = '\0';
+		d->wd_token = inotify_add_watch(d->inotify_fd, dir, mask);
+		if (d->wd_token == -1)
+			log_warn(d->log, "api.token_watch_failed",
 			    LOG_S("path", dir),
 			    LOG_S("error", strerror(errno)));
 	}

@@ -54,8 +54,9 @@ struct egressd {
 	char dns_why[EGRESSD_WHY_MAX];
 
 	struct event *ev_term, *ev_int, *ev_hup, *ev_usr1;
-	int inotify_fd, wd_policy, wd_rules;
+	int inotify_fd, wd_policy, wd_rules, wd_token;
 	char policy_base[4096]; /* file name of the policy inside its dir */
+	char token_base[4096]; /* file name of the token file inside its dir */
 	bool rules_dir_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
 	struct nft_renew *renew; /* conntrack renew, sliced on the loop */

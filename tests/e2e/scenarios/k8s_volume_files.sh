@@ -5,7 +5,8 @@
 # data directory, "..data" linking to it, and every file a link through
 # "..data". egressd starts (it used to exit 2: "Too many levels of symbolic
 # links"), and an update (a new data directory, "..data" swapped by
-# rename) reloads the policy without a signal. Links into a directory
+# rename) reloads the policy and rotates the token without a signal (an
+# unreadable token keeps the one in force). Links into a directory
 # others may rewrite, or dangling ones, are refused with a clear error.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -16,11 +17,12 @@ TOKEN="k8s-$TB_ID-$RANDOM$RANDOM"
 VOL=$TB_DIR/vol
 API_BODY=$TB_DIR/api.body
 mkdir -p "$VOL" && chmod 1777 "$VOL"
-# PUBLISH NAME POLICY-TARGET: a new data directory, "..data" swapped to it
+# PUBLISH NAME POLICY-TARGET [TOKEN]: a new data directory, "..data"
+# swapped to it
 publish() {
 	local d="..2026_12_03_$1"
 	mkdir "$VOL/$d" && chmod 0755 "$VOL/$d"
-	printf '%s\n' "$TOKEN" >"$VOL/$d/token"
+	printf '%s\n' "${3:-$TOKEN}" >"$VOL/$d/token"
 	printf 'defaultAction: deny\negress:\n  - {action: allow, target: %s}\n' \
 	    "$2" >"$VOL/$d/policy.yaml"
 	chmod 0644 "$VOL/$d/token" "$VOL/$d/policy.yaml"
@@ -58,6 +60,28 @@ tb_expect_match "a.test is denied now" 'status: NXDOMAIN' \
 api_get "$TOKEN" >/dev/null
 tb_check "GET /policy shows the new rule" grep -q '"target":"b.test"' \
     "$API_BODY"
+
+# --- a Secret update rotates the token -----------------------------------
+NEW="k8s2-$TB_ID-$RANDOM$RANDOM"
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+publish v3 b.test "$NEW"
+tb_check "the swap rotates the token" tb_wait_log_line --since "$m" \
+    --timeout 10 "$TB_EGRESSD_LOG" api.token_rotated
+tb_expect_eq "the new token works" 200 "$(api_get "$NEW")"
+tb_expect_eq "the old one no longer does" 401 "$(api_get "$TOKEN")"
+tb_check_fails "neither token is in the log" grep -qF -e "$NEW" -e "$TOKEN" \
+    "$TB_EGRESSD_LOG"
+# a broken update (an empty token file) keeps the token in force
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+publish v4 b.test " "
+sed -i 's/.*//' "$VOL/..2026_12_03_v4/token"
+touch "$VOL/..2026_12_03_v4/token"
+kill -HUP "$TB_EGRESSD_PID"
+tb_check "an empty token file is refused on reload" tb_wait_log_line \
+    --since "$m" --timeout 10 "$TB_EGRESSD_LOG" api.token_reload_failed
+tb_expect_eq "and the token in force still works (auth never turns off)" \
+    200 "$(api_get "$NEW")"
+tb_expect_eq "while no token is let through" 401 "$(api_get "")"
 
 # --- refused: links that another user could redirect ---------------------
 bad=$TB_DIR/bad
