@@ -19,8 +19,7 @@
 #include <string.h>
 
 #include "egressd/dns_rewrite.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz/fuzz_check.h"
 
 #define OPT_EDNS 0x01u
 #define OPT_DO 0x02u
@@ -36,16 +35,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct fuzz_ctx {
 	unsigned opt;
 };
-
-/* An invariant: say which one broke, then abort for the fuzzer. */
-#define check(x)                                                               \
-	do {                                                                   \
-		if (!(x)) {                                                    \
-			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
-			    __FILE__, __LINE__, #x);                           \
-			abort();                                               \
-		}                                                              \
-	} while (0)
 
 static bool
 fz_addr(void *arg, int family, const uint8_t *a)

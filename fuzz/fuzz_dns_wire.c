@@ -17,20 +17,9 @@
 #include <string.h>
 
 #include "egressd/dns_wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz/fuzz_check.h"
 
 #define FUZZ_AGE 7u
-
-/* An invariant: say which one broke, then abort for the fuzzer. */
-#define check(x)                                                               \
-	do {                                                                   \
-		if (!(x)) {                                                    \
-			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
-			    __FILE__, __LINE__, #x);                           \
-			abort();                                               \
-		}                                                              \
-	} while (0)
 
 static void
 check_pres_roundtrip(const struct dns_name *n)

@@ -13,17 +13,7 @@
 #include <string.h>
 
 #include "egressd/http_chunk.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define check(x)                                                               \
-	do {                                                                   \
-		if (!(x)) {                                                    \
-			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
-			    __FILE__, __LINE__, #x);                           \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "fuzz/fuzz_check.h"
 
 struct outcome {
 	enum http_chunk_rc rc;

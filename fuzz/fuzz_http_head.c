@@ -14,17 +14,7 @@
 #include <string.h>
 
 #include "egressd/http_head.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define check(x)                                                               \
-	do {                                                                   \
-		if (!(x)) {                                                    \
-			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
-			    __FILE__, __LINE__, #x);                           \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "fuzz/fuzz_check.h"
 
 static bool
 inside(const struct http_span *s, const char *buf, size_t n)

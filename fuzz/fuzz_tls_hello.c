@@ -15,17 +15,7 @@
 #include <string.h>
 
 #include "egressd/tls_hello.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define check(x)                                                               \
-	do {                                                                   \
-		if (!(x)) {                                                    \
-			fprintf(stderr, "invariant failed: %s:%d: %s\n",       \
-			    __FILE__, __LINE__, #x);                           \
-			abort();                                               \
-		}                                                              \
-	} while (0)
+#include "fuzz/fuzz_check.h"
 
 static bool
 same(const struct tls_hello *a, const struct tls_hello *b)
