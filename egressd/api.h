@@ -37,7 +37,6 @@
 #include "policy/err.h"
 #include "policy/policy.h"
 
-#define API_DEFAULT_ADDR ":18080" /* OPENSANDBOX_EGRESS_HTTP_ADDR */
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
 #define API_HEADERS_MAX (16u << 10) /* bytes of request line + headers */
 #define API_TIMEOUT_S 10 /* idle read/write timeout per connection */

@@ -24,9 +24,9 @@ static const char config_usage_text[] =
     "  --check                 validate the policy file and exit\n"
     "  --mode MODE             dns+nft (default) or dns (no nftables)\n"
     "  --rules-dir DIR         always-rules directory "
-    "(" CONFIG_DEFAULT_RULES_DIR ")\n"
+    "(" EGRESSD_DEFAULT_RULES_DIR ")\n"
     "  --http-addr ADDR        control API address, \"\" to disable "
-    "(" CONFIG_DEFAULT_HTTP_ADDR ")\n"
+    "(" EGRESSD_DEFAULT_HTTP_ADDR ")\n"
     "  --api-socket PATH       control API on a Unix socket (mode 0660)\n"
     "  --api-token-file FILE   file holding the API token (preferred)\n"
     "  --api-token TOKEN       API token (wiped from the process arguments)\n"
@@ -34,21 +34,36 @@ static const char config_usage_text[] =
     "  --max-rules N           cap on egress rules, 0 = none (4096)\n"
     "  --policy-file-max BYTES largest policy file (256000000)\n"
     "  --dns-upstream ADDR     upstream resolver IP[:port] (repeatable)\n"
-    "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 (15353)\n"
-    "  --dns-timeout SECONDS   per-upstream timeout, 1..120 (5)\n"
-    "  --mark MARK             SO_MARK of egressd's own sockets (0x1)\n"
-    "  --protect-port PORT     a local port the sandbox may not reach\n"
-    "                          (repeatable; the API port always is)\n"
-    "  --inbound-port PORT     pin a TCP port peers may connect to; replies\n"
-    "                          of inbound connections leave only from the\n"
-    "                          pinned ports and the API port (repeatable)\n"
-    "  --teardown-on-exit      remove the nftables table on a clean stop\n"
-    "  --learned-max N         elements per learned set; beyond it the least\n"
-    "                          recently learned are evicted (262144)\n"
-    "  --sandbox-id ID         added to every log line\n"
-    "  --log-level LEVEL       debug, info, warn, error (info)\n"
-    "  --log-file FILE         JSON lines to FILE (reopened on SIGUSR1)\n"
-    "  --version, --help\n";
+    "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 "
+    "(" EGRESSD_STR(
+        EGRESSD_DEFAULT_DNS_PORT) ")\n"
+                                  "  --dns-timeout SECONDS   per-upstream "
+                                  "timeout, 1..120 (5)\n"
+                                  "  --mark MARK             SO_MARK of "
+                                  "egressd's own sockets (0x1)\n"
+                                  "  --protect-port PORT     a local port the "
+                                  "sandbox may not reach\n"
+                                  "                          (repeatable; the "
+                                  "API port always is)\n"
+                                  "  --inbound-port PORT     pin a TCP port "
+                                  "peers may connect to; replies\n"
+                                  "                          of inbound "
+                                  "connections leave only from the\n"
+                                  "                          pinned ports and "
+                                  "the API port (repeatable)\n"
+                                  "  --teardown-on-exit      remove the "
+                                  "nftables table on a clean stop\n"
+                                  "  --learned-max N         elements per "
+                                  "learned set; beyond it the least\n"
+                                  "                          recently learned "
+                                  "are evicted (262144)\n"
+                                  "  --sandbox-id ID         added to every "
+                                  "log line\n"
+                                  "  --log-level LEVEL       debug, info, "
+                                  "warn, error (info)\n"
+                                  "  --log-file FILE         JSON lines to "
+                                  "FILE (reopened on SIGUSR1)\n"
+                                  "  --version, --help\n";
 
 const char *
 config_usage(void)
@@ -61,17 +76,17 @@ config_init(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->mode = CONFIG_MODE_DNS_NFT;
-	c->http_addr = strdup(CONFIG_DEFAULT_HTTP_ADDR);
-	c->rules_dir = strdup(CONFIG_DEFAULT_RULES_DIR);
-	c->trust_dir = strdup(CONFIG_DEFAULT_TRUST_DIR);
-	c->max_rules = CONFIG_DEFAULT_MAX_RULES;
+	c->http_addr = strdup(EGRESSD_DEFAULT_HTTP_ADDR);
+	c->rules_dir = strdup(EGRESSD_DEFAULT_RULES_DIR);
+	c->trust_dir = strdup(EGRESSD_DEFAULT_TRUST_DIR);
+	c->max_rules = EGRESSD_DEFAULT_MAX_RULES;
 	c->learned_max = NFT_LEARNED_MAX_DEFAULT;
 	c->policy_file_max = POLICY_FILE_MAX;
-	c->dns_port = CONFIG_DEFAULT_DNS_PORT;
-	c->dns_timeout_s = CONFIG_DEFAULT_DNS_TIMEOUT_S;
-	c->dns_probe_interval_s = CONFIG_DEFAULT_PROBE_INTERVAL_S;
-	c->mark = CONFIG_DEFAULT_MARK;
-	c->proxy_port = CONFIG_DEFAULT_PROXY_PORT;
+	c->dns_port = EGRESSD_DEFAULT_DNS_PORT;
+	c->dns_timeout_s = EGRESSD_DEFAULT_DNS_TIMEOUT_S;
+	c->dns_probe_interval_s = EGRESSD_DEFAULT_PROBE_INTERVAL_S;
+	c->mark = EGRESSD_DEFAULT_MARK;
+	c->proxy_port = EGRESSD_DEFAULT_PROXY_PORT;
 	c->log_level = LOG_INFO;
 }
 

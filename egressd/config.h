@@ -14,19 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egressd/defaults.h"
 #include "egressd/log.h"
 #include "policy/err.h"
 
-#define CONFIG_DEFAULT_HTTP_ADDR ":18080"
-#define CONFIG_DEFAULT_DNS_PORT 15353
-#define CONFIG_DEFAULT_PROXY_PORT 18081
-#define CONFIG_DEFAULT_MARK 0x1u
-#define CONFIG_DEFAULT_MAX_RULES 4096
-#define CONFIG_DEFAULT_DNS_TIMEOUT_S 5
 #define CONFIG_MAX_DNS_TIMEOUT_S 120
-#define CONFIG_DEFAULT_PROBE_INTERVAL_S 30
-#define CONFIG_DEFAULT_RULES_DIR "/var/egress/rules"
-#define CONFIG_DEFAULT_TRUST_DIR "/etc/ssl/certs"
 #define CONFIG_LIST_MAX 64 /* entries of any comma-separated list */
 #define CONFIG_TOKEN_MAX 4096 /* bytes of an API token */
 #define CONFIG_VALUE_MAX 4096 /* bytes of any other value */

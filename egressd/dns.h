@@ -38,7 +38,6 @@
 
 struct event_base;
 
-#define DNS_PORT_DEFAULT 15353
 #define DNS_LISTEN4_DEFAULT "127.0.0.1"
 #define DNS_LISTEN6_DEFAULT "::1"
 #define DNS_TCP_CONNS_MAX 256 /* concurrent TCP clients */

@@ -27,6 +27,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 
+#include "egressd/defaults.h"
 #include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
 #include "egressd/special_ranges.h"
@@ -82,9 +83,9 @@ void
 nft_opts_init(struct nft_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->mark = 0x1;
-	o->dns_port = 15353;
-	o->protected_ports[0] = 18080;
+	o->mark = EGRESSD_DEFAULT_MARK;
+	o->dns_port = EGRESSD_DEFAULT_DNS_PORT;
+	o->protected_ports[0] = EGRESSD_DEFAULT_API_PORT;
 	o->nprotected_ports = 1;
 	o->intercept_ports[0] = 80;
 	o->intercept_ports[1] = 443;
