@@ -14,25 +14,10 @@
 
 #include <cmocka.h>
 
+#include "corpus_file.h"
+
 #include "egressd/http_chunk.h"
 #include "egressd/http_head.h"
-
-static size_t
-load(const char *dir, const char *name, char *buf, size_t cap)
-{
-	const char *src = getenv("EGRESSD_SRCDIR");
-	char path[1024];
-	FILE *f;
-	size_t n;
-
-	assert_non_null(src);
-	snprintf(path, sizeof(path), "%s/fuzz/corpus/%s/%s", src, dir, name);
-	if ((f = fopen(path, "rb")) == NULL)
-		fail_msg("cannot open %s", path);
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
 
 struct want {
 	const char *file;
@@ -112,7 +97,7 @@ test_request_corpus(void **state)
 		const struct want *w = &reqs[i];
 		enum http_rc rc;
 
-		n = load("http_head", w->file, buf, sizeof(buf));
+		n = corpus_file("http_head", w->file, buf, sizeof(buf));
 		err_clear(&e);
 		rc = http_parse_request(buf, n, &h, &e);
 		if (rc != w->rc)
@@ -138,12 +123,12 @@ test_request_fields(void **state)
 	size_t n;
 
 	(void)state;
-	n = load("http_head", "real_curl_proxyform", buf, sizeof(buf));
+	n = corpus_file("http_head", "real_curl_proxyform", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_int_equal(h.form, HTTP_TARGET_ABSOLUTE);
 	assert_true(http_span_ieq(&h.authority, "api.example.com"));
 	assert_true(http_span_ieq(&h.path, "/v1/models"));
-	n = load("http_head", "ok_pipelined", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_pipelined", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_true(http_span_ieq(&h.host, "a.test"));
 	/* the second request is judged on its own */
@@ -151,22 +136,22 @@ test_request_fields(void **state)
 	    http_parse_request(buf + h.head_len, n - h.head_len, &h, &e),
 	    HTTP_OK);
 	assert_true(http_span_ieq(&h.host, "evil.test"));
-	n = load("http_head", "ok_ipv6_host", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_ipv6_host", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_int_equal(http_authority_split(&h.host, 80, &host, &port), 0);
 	assert_true(http_span_ieq(&host, "2001:db8::1"));
 	assert_int_equal(port, 8080);
-	n = load("http_head", "ok_ows_value", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_ows_value", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_true(http_span_ieq(&h.host, "a.test"));
 	assert_true(http_span_ieq(http_header_get(&h, "x-a", NULL), "1"));
-	n = load("http_head", "ok_websocket", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_websocket", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_true(h.conn_upgrade);
-	n = load("http_head", "ok_http10", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_http10", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_true(h.conn_close);
-	n = load("http_head", "ok_expect", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_expect", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
 	assert_true(h.expect_continue);
 }
@@ -195,30 +180,30 @@ test_responses(void **state)
 	size_t n;
 
 	(void)state;
-	n = load("http_head", "resp_ok", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_ok", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_int_equal(h.status, 200);
 	assert_int_equal(h.body, HTTP_BODY_LENGTH);
 	assert_int_equal(http_parse_response(buf, n, &head, &h, &e), HTTP_OK);
 	assert_int_equal(h.body, HTTP_BODY_NONE);
-	n = load("http_head", "resp_chunked", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_chunked", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_int_equal(h.body, HTTP_BODY_CHUNKED);
-	n = load("http_head", "resp_close", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_close", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_int_equal(h.body, HTTP_BODY_CLOSE);
 	assert_true(h.conn_close);
-	n = load("http_head", "resp_204", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_204", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_int_equal(h.body, HTTP_BODY_NONE);
-	n = load("http_head", "resp_101", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_101", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_true(h.conn_upgrade);
-	n = load("http_head", "resp_no_reason", buf, sizeof(buf));
+	n = corpus_file("http_head", "resp_no_reason", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
 	assert_int_equal(h.reason.n, 0);
 	/* a request is not a response */
-	n = load("http_head", "ok_get", buf, sizeof(buf));
+	n = corpus_file("http_head", "ok_get", buf, sizeof(buf));
 	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_BAD);
 }
 
@@ -289,7 +274,7 @@ test_chunked(void **state)
 	for (i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
 		const struct cwant *w = &chunks[i];
 
-		n = load("http_chunk", w->file, buf, sizeof(buf));
+		n = corpus_file("http_chunk", w->file, buf, sizeof(buf));
 		for (s = 0; s < 4; s++) {
 			enum http_chunk_rc rc =
 			    decode(buf, n, steps[s], out, &nout, &end);

@@ -13,25 +13,9 @@
 
 #include <cmocka.h>
 
+#include "corpus_file.h"
+
 #include "egressd/tls_hello.h"
-
-static size_t
-load(const char *name, uint8_t *buf, size_t cap)
-{
-	const char *src = getenv("EGRESSD_SRCDIR");
-	char path[1024];
-	FILE *f;
-	size_t n;
-
-	assert_non_null(src);
-	snprintf(path, sizeof(path), "%s/fuzz/corpus/tls_hello/%s", src, name);
-	f = fopen(path, "rb");
-	if (f == NULL)
-		fail_msg("cannot open %s", path);
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	return n;
-}
 
 struct want {
 	const char *file;
@@ -140,7 +124,7 @@ test_corpus_cases(void **state)
 		const struct want *w = &cases[i];
 		enum tls_hello_rc rc;
 
-		n = load(w->file, buf, sizeof(buf));
+		n = corpus_file("tls_hello", w->file, buf, sizeof(buf));
 		err_clear(&e);
 		rc = tls_hello_parse(buf, n, &h, &e);
 		if (rc != w->rc)
@@ -178,13 +162,14 @@ test_every_segment_boundary(void **state)
 	size_t i, n;
 
 	(void)state;
-	n = load("curl_a_test", buf, sizeof(buf));
+	n = corpus_file("tls_hello", "curl_a_test", buf, sizeof(buf));
 	for (i = 0; i < n; i++)
 		assert_int_equal(
 		    tls_hello_parse(buf, i, &h, &e), TLS_HELLO_MORE);
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	assert_int_equal(h.consumed, n);
-	n = load("gen_split_100_then_appdata", buf, sizeof(buf));
+	n = corpus_file(
+	    "tls_hello", "gen_split_100_then_appdata", buf, sizeof(buf));
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	/* the early-data record after the hello is not consumed */
 	assert_int_equal(h.consumed, n - (5 + 5));
@@ -200,18 +185,18 @@ test_versions(void **state)
 	size_t n;
 
 	(void)state;
-	n = load("curl_a_test", buf, sizeof(buf));
+	n = corpus_file("tls_hello", "curl_a_test", buf, sizeof(buf));
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	assert_int_equal(h.legacy_version, 0x0303);
 	assert_int_equal(h.max_version, 0x0304);
-	n = load("openssl_tls12", buf, sizeof(buf));
+	n = corpus_file("tls_hello", "openssl_tls12", buf, sizeof(buf));
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	assert_int_equal(h.max_version, 0x0303);
-	n = load("gen_alpn_many", buf, sizeof(buf));
+	n = corpus_file("tls_hello", "gen_alpn_many", buf, sizeof(buf));
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	assert_int_equal(h.nalpn, 12);
 	assert_false(tls_hello_offers_alpn(&h, "p11")); /* beyond the kept 8 */
-	n = load("gen_alpn_nul", buf, sizeof(buf));
+	n = corpus_file("tls_hello", "gen_alpn_nul", buf, sizeof(buf));
 	assert_int_equal(tls_hello_parse(buf, n, &h, &e), TLS_HELLO_OK);
 	assert_false(tls_hello_offers_alpn(&h, "h2")); /* "h2\0x" is not h2 */
 }
