@@ -25,6 +25,7 @@
 
 #include "egressd/api.h"
 #include "egressd/api_frame.h"
+#include "egressd/http_head.h"
 #include "egressd/log.h"
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
@@ -133,39 +134,6 @@ static const char *const api_op_names[] = {
 };
 
 static const char *
-api_reason_phrase(int code)
-{
-	switch (code) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 412:
-		return "Precondition Failed";
-	case 413:
-		return "Request Entity Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Unknown";
-	}
-}
-
-static const char *
 api_method_name(enum evhttp_cmd_type cmd)
 {
 	switch (cmd) {
@@ -211,7 +179,7 @@ api_reply(struct api_req *r, int code, const char *ctype, const char *body,
 		/* Out of memory: say so rather than send a cut body. */
 		r->status = code = 500;
 	}
-	evhttp_send_reply(r->req, code, api_reason_phrase(code), b);
+	evhttp_send_reply(r->req, code, http_reason(code), b);
 	if (b != NULL)
 		evbuffer_free(b);
 }
@@ -1123,7 +1091,7 @@ api_conn_refuse(
 	    "Content-Length: %zu\r\n"
 	    "\r\n"
 	    "%s\n",
-	    code, api_reason_phrase(code), strlen(text) + 1, text);
+	    code, http_reason(code), strlen(text) + 1, text);
 	if (fd >= 0 && n > 0 && (size_t)n < sizeof(resp) &&
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
 		(void)send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -40,7 +40,7 @@ bad(struct http_head *out, int status, struct err *e, const char *why)
 {
 	out->reject_status = status;
 	err_set(e, "%s", why);
-	return HTTP_BAD;
+	return HTTP_HEAD_BAD;
 }
 
 bool
@@ -141,7 +141,7 @@ version(const char *p, size_t n, struct http_head *out, struct err *e)
 	if (n == 8 && memcmp(p, "HTTP/1.", 7) == 0 &&
 	    (p[7] == '0' || p[7] == '1')) {
 		out->minor = p[7] - '0';
-		return HTTP_OK;
+		return HTTP_HEAD_OK;
 	}
 	if (n == 8 && memcmp(p, "HTTP/", 5) == 0 && is_digit(p[5]) &&
 	    p[6] == '.' && is_digit(p[7]))
@@ -166,13 +166,13 @@ target(struct http_head *out, struct err *e)
 		        0 ||
 		    port == 0)
 			return bad(out, 400, e, "malformed CONNECT target");
-		return HTTP_OK;
+		return HTTP_HEAD_OK;
 	}
 	if (out->target.n == 1 && p[0] == '*') {
 		if (!http_span_ieq(&out->method, "OPTIONS"))
 			return bad(out, 400, e, "'*' target outside OPTIONS");
 		out->form = HTTP_TARGET_ASTERISK;
-		return HTTP_OK;
+		return HTTP_HEAD_OK;
 	}
 	if (p[0] == '/') {
 		out->form = HTTP_TARGET_ORIGIN;
@@ -215,7 +215,7 @@ target(struct http_head *out, struct err *e)
 	}
 	if (memchr(q, '#', (size_t)(end - q)) != NULL)
 		return bad(out, 400, e, "fragment in the request target");
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 /* Comma-separated tokens of a Connection value. */
@@ -287,7 +287,7 @@ headers(const char *p, const char *end, struct http_head *out, struct err *e)
 		h->value.n = (size_t)(ve - v);
 		p = eol + 2;
 	}
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 const struct http_span *
@@ -350,12 +350,12 @@ framing(struct http_head *out, struct err *e)
 	v = http_header_get(out, "Expect", &n);
 	if (v != NULL) {
 		if (!out->is_request)
-			return HTTP_OK;
+			return HTTP_HEAD_OK;
 		if (n > 1 || !http_span_ieq(v, "100-continue"))
 			return bad(out, 417, e, "unsupported Expect");
 		out->expect_continue = true;
 	}
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 /*
@@ -386,7 +386,7 @@ lines(const char *buf, size_t head_len, struct http_head *out,
 			    out, 400, e, "control character in the head");
 		}
 	}
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 /* The bounds and the end of the head: MORE, BAD or OK with head_len. */
@@ -414,12 +414,12 @@ find_head(const char *buf, size_t len, struct http_head *out, struct err *e,
 				    c ? "bare LF in the head"
 				      : "NUL in the head");
 		}
-		return HTTP_MORE;
+		return HTTP_HEAD_MORE;
 	}
 	if (end > HTTP_HEAD_MAX)
 		return bad(out, 431, e, "head too large");
 	out->head_len = end;
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 enum http_rc
@@ -432,9 +432,9 @@ http_parse_request(
 
 	memset(out, 0, sizeof(*out));
 	out->is_request = true;
-	if ((rc = find_head(buf, len, out, e, 414)) != HTTP_OK)
+	if ((rc = find_head(buf, len, out, e, 414)) != HTTP_HEAD_OK)
 		return rc;
-	if ((rc = lines(buf, out->head_len, out, &le, e)) != HTTP_OK)
+	if ((rc = lines(buf, out->head_len, out, &le, e)) != HTTP_HEAD_OK)
 		return rc;
 	if ((size_t)(le - buf) + 2 > HTTP_LINE_MAX)
 		return bad(out, 414, e, "request line too long");
@@ -460,11 +460,13 @@ http_parse_request(
 			return bad(out, 400, e,
 			    "request target holds a byte that is not "
 			    "visible ASCII");
-	if ((rc = version(sp2 + 1, (size_t)(le - sp2 - 1), out, e)) != HTTP_OK)
+	if ((rc = version(sp2 + 1, (size_t)(le - sp2 - 1), out, e)) !=
+	    HTTP_HEAD_OK)
 		return rc;
-	if ((rc = target(out, e)) != HTTP_OK)
+	if ((rc = target(out, e)) != HTTP_HEAD_OK)
 		return rc;
-	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) != HTTP_OK)
+	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) !=
+	    HTTP_HEAD_OK)
 		return rc;
 	{
 		const struct http_span *host =
@@ -508,9 +510,9 @@ http_parse_response(const char *buf, size_t len,
 	size_t n;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = find_head(buf, len, out, e, 400)) != HTTP_OK)
+	if ((rc = find_head(buf, len, out, e, 400)) != HTTP_HEAD_OK)
 		return rc;
-	if ((rc = lines(buf, out->head_len, out, &le, e)) != HTTP_OK)
+	if ((rc = lines(buf, out->head_len, out, &le, e)) != HTTP_HEAD_OK)
 		return rc;
 	n = (size_t)(le - buf);
 	/* HTTP-version SP 3DIGIT [SP reason-phrase] */
@@ -518,7 +520,7 @@ http_parse_response(const char *buf, size_t len,
 	    !is_digit(buf[10]) || !is_digit(buf[11]) ||
 	    (n > 12 && buf[12] != ' '))
 		return bad(out, 400, e, "malformed status line");
-	if ((rc = version(buf, 8, out, e)) != HTTP_OK)
+	if ((rc = version(buf, 8, out, e)) != HTTP_HEAD_OK)
 		return rc;
 	out->status =
 	    (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + buf[11] - '0';
@@ -530,9 +532,10 @@ http_parse_response(const char *buf, size_t len,
 		if (!is_vchar_or_obs((unsigned char)*p) && *p != ' ' &&
 		    *p != '\t')
 			return bad(out, 400, e, "control in the reason phrase");
-	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) != HTTP_OK)
+	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) !=
+	    HTTP_HEAD_OK)
 		return rc;
-	if ((rc = framing(out, e)) != HTTP_OK)
+	if ((rc = framing(out, e)) != HTTP_HEAD_OK)
 		return rc;
 	if ((req_method != NULL && http_span_ieq(req_method, "HEAD")) ||
 	    out->status < 200 || out->status == 204 || out->status == 304) {
@@ -542,7 +545,7 @@ http_parse_response(const char *buf, size_t len,
 		out->body = HTTP_BODY_CLOSE;
 		out->conn_close = true;
 	}
-	return HTTP_OK;
+	return HTTP_HEAD_OK;
 }
 
 const char *
@@ -557,6 +560,8 @@ http_reason(int status)
 		return "OK";
 	case 400:
 		return "Bad Request";
+	case 401:
+		return "Unauthorized";
 	case 403:
 		return "Forbidden";
 	case 404:
@@ -565,16 +570,27 @@ http_reason(int status)
 		return "Method Not Allowed";
 	case 408:
 		return "Request Timeout";
+	case 409:
+		return "Conflict";
+	case 412:
+		return "Precondition Failed";
+	/* the reference's (Go's) phrase, which its clients have seen */
 	case 413:
-		return "Content Too Large";
+		return "Request Entity Too Large";
 	case 414:
 		return "URI Too Long";
 	case 417:
 		return "Expectation Failed";
 	case 421:
 		return "Misdirected Request";
+	case 426:
+		return "Upgrade Required";
+	case 429:
+		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
 	case 501:
 		return "Not Implemented";
 	case 502:
@@ -586,6 +602,6 @@ http_reason(int status)
 	case 505:
 		return "HTTP Version Not Supported";
 	default:
-		return "Error";
+		return "Unknown";
 	}
 }

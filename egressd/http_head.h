@@ -40,10 +40,11 @@
 #define HTTP_HEADERS_MAX 128 /* header fields in one head */
 #define HTTP_METHOD_MAX 32
 
+/* Not HTTP_OK & co.: libevent's evhttp defines those as status codes. */
 enum http_rc {
-	HTTP_OK = 0, /* a whole head: *out describes it */
-	HTTP_MORE, /* a valid prefix: read more (up to the bounds) */
-	HTTP_BAD, /* refuse: out->status says with what, e says why */
+	HTTP_HEAD_OK = 0, /* a whole head: *out describes it */
+	HTTP_HEAD_MORE, /* a valid prefix: read more (up to the bounds) */
+	HTTP_HEAD_BAD, /* refuse: out->status says with what, e says why */
 };
 
 /* A span of the caller's buffer. */
@@ -98,14 +99,14 @@ struct http_head {
 	bool conn_upgrade; /* "upgrade" among the Connection tokens */
 	bool expect_continue; /* "Expect: 100-continue" */
 	size_t head_len; /* bytes of the head, final CRLF included */
-	int reject_status; /* with HTTP_BAD: 400, 414, 417, 431, 501, 505 */
+	int reject_status; /* with HTTP_HEAD_BAD: 400, 414, 417, 431, 501, 505 */
 };
 
 /*
- * Parses a request head at the start of buf[0..len). HTTP_OK: out
- * describes buf[0..out->head_len); the body, if any, follows. HTTP_MORE:
+ * Parses a request head at the start of buf[0..len). HTTP_HEAD_OK: out
+ * describes buf[0..out->head_len); the body, if any, follows. HTTP_HEAD_MORE:
  * every byte so far is valid, the head is not complete (and len is within
- * the bounds). HTTP_BAD: out->reject_status and e say why.
+ * the bounds). HTTP_HEAD_BAD: out->reject_status and e say why.
  */
 enum http_rc http_parse_request(
     const char *buf, size_t len, struct http_head *out, struct err *e);
@@ -143,7 +144,8 @@ const struct http_span *http_header_get(
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool http_span_ieq(const struct http_span *s, const char *lit);
 
-/* The canonical reason phrase of a status egressd sends itself. */
+/* The reason phrase of a status egressd sends itself (the proxy and the
+ * control API), "Unknown" for others. */
 const char *http_reason(int status);
 
 #endif

@@ -38,9 +38,10 @@ put(char *out, size_t *k, const void *p, size_t n)
 static void
 check_rc(enum http_rc rc, const struct http_head *h)
 {
-	check(rc == HTTP_OK || rc == HTTP_MORE || rc == HTTP_BAD);
-	if (rc == HTTP_BAD)
-		check(strcmp(http_reason(h->reject_status), "Error") != 0 &&
+	check(
+	    rc == HTTP_HEAD_OK || rc == HTTP_HEAD_MORE || rc == HTTP_HEAD_BAD);
+	if (rc == HTTP_HEAD_BAD)
+		check(strcmp(http_reason(h->reject_status), "Unknown") != 0 &&
 		    h->reject_status >= 400);
 }
 
@@ -76,12 +77,12 @@ request(const char *buf, size_t size)
 
 	rc = http_parse_request(buf, size, &h, &e);
 	check_rc(rc, &h);
-	if (rc != HTTP_OK)
+	if (rc != HTTP_HEAD_OK)
 		return;
 	check_head(buf, size, &h);
 	check(h.is_request && (h.minor == 0 || h.minor == 1));
 	for (i = 0; i<h.head_len; i += h.head_len> 512 ? 61 : 1)
-		check(http_parse_request(buf, i, &g, &e) == HTTP_MORE);
+		check(http_parse_request(buf, i, &g, &e) == HTTP_HEAD_MORE);
 	put(re, &k, h.method.p, h.method.n);
 	put(re, &k, " ", 1);
 	put(re, &k, h.target.p, h.target.n);
@@ -96,7 +97,7 @@ request(const char *buf, size_t size)
 	if (k > HTTP_HEAD_MAX)
 		return;
 	rc = http_parse_request(re, k, &g, &e);
-	check(rc == HTTP_OK);
+	check(rc == HTTP_HEAD_OK);
 	check(g.head_len == k && g.nh == h.nh && g.minor == h.minor);
 	check(span_eq(&g.method, &h.method) && span_eq(&g.target, &h.target) &&
 	    span_eq(&g.host, &h.host) && span_eq(&g.path, &h.path) &&
@@ -119,11 +120,11 @@ response(const char *buf, size_t size)
 
 	rc = http_parse_response(buf, size, &get, &h, &e);
 	check_rc(rc, &h);
-	if (rc != HTTP_OK)
+	if (rc != HTTP_HEAD_OK)
 		return;
 	check_head(buf, size, &h);
 	check(h.status >= 100 && h.status <= 999);
-	check(http_parse_response(buf, size, &head, &g, &e) == HTTP_OK);
+	check(http_parse_response(buf, size, &head, &g, &e) == HTTP_HEAD_OK);
 	check(g.body == HTTP_BODY_NONE);
 	if (h.body == HTTP_BODY_CLOSE)
 		check(h.conn_close);

@@ -28,59 +28,59 @@ struct want {
 };
 
 static const struct want reqs[] = {
-    {"real_curl_get", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"real_curl_post", HTTP_OK, 0, HTTP_BODY_LENGTH, 7},
-    {"real_curl_chunked", HTTP_OK, 0, HTTP_BODY_CHUNKED, 0},
-    {"real_curl_proxyform", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"real_python_urllib", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"real_node_fetch", HTTP_OK, 0, HTTP_BODY_LENGTH, 2},
-    {"real_git", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_get", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_post_cl", HTTP_OK, 0, HTTP_BODY_LENGTH, 5},
-    {"ok_chunked", HTTP_OK, 0, HTTP_BODY_CHUNKED, 0},
-    {"ok_http10", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_absolute", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_absolute_port", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_options_star", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_expect", HTTP_OK, 0, HTTP_BODY_LENGTH, 3},
-    {"ok_websocket", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_pipelined", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_ows_value", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"ok_ipv6_host", HTTP_OK, 0, HTTP_BODY_NONE, 0},
-    {"more_partial", HTTP_MORE, 0, HTTP_BODY_NONE, 0},
-    {"bad_cl_te", HTTP_BAD, 400, 0, 0},
-    {"bad_te_cl", HTTP_BAD, 400, 0, 0},
-    {"bad_te_te_obfuscated", HTTP_BAD, 501, 0, 0},
-    {"bad_te_xchunked", HTTP_BAD, 501, 0, 0},
-    {"bad_te_gzip_chunked", HTTP_BAD, 501, 0, 0},
-    {"bad_te_space_colon", HTTP_BAD, 400, 0, 0},
-    {"bad_te_http10", HTTP_BAD, 400, 0, 0},
-    {"bad_two_cl", HTTP_BAD, 400, 0, 0},
-    {"bad_two_cl_same", HTTP_BAD, 400, 0, 0},
-    {"bad_cl_list", HTTP_BAD, 400, 0, 0},
-    {"bad_cl_plus", HTTP_BAD, 400, 0, 0},
-    {"bad_cl_hex", HTTP_BAD, 400, 0, 0},
-    {"bad_obs_fold", HTTP_BAD, 400, 0, 0},
-    {"bad_bare_cr", HTTP_BAD, 400, 0, 0},
-    {"bad_bare_lf", HTTP_BAD, 400, 0, 0},
-    {"bad_nul", HTTP_BAD, 400, 0, 0},
-    {"bad_two_host", HTTP_BAD, 400, 0, 0},
-    {"bad_no_host", HTTP_BAD, 400, 0, 0},
-    {"bad_host_userinfo", HTTP_BAD, 400, 0, 0},
-    {"bad_absolute_other_host", HTTP_BAD, 400, 0, 0},
-    {"bad_absolute_ftp", HTTP_BAD, 400, 0, 0},
-    {"bad_two_spaces", HTTP_BAD, 400, 0, 0},
-    {"bad_space_in_target", HTTP_BAD, 400, 0, 0},
-    {"bad_http2_preface", HTTP_BAD, 505, 0, 0},
-    {"bad_http09", HTTP_BAD, 400, 0, 0},
-    {"bad_version_12", HTTP_BAD, 505, 0, 0},
-    {"bad_expect", HTTP_BAD, 417, 0, 0},
-    {"bad_fragment", HTTP_BAD, 400, 0, 0},
-    {"bad_star_get", HTTP_BAD, 400, 0, 0},
-    {"bad_long_line", HTTP_BAD, 414, 0, 0},
-    {"bad_many_headers", HTTP_BAD, 431, 0, 0},
-    {"bad_big_head", HTTP_BAD, 431, 0, 0},
-    {"bad_ctl_value", HTTP_BAD, 400, 0, 0},
+    {"real_curl_get", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_curl_post", HTTP_HEAD_OK, 0, HTTP_BODY_LENGTH, 7},
+    {"real_curl_chunked", HTTP_HEAD_OK, 0, HTTP_BODY_CHUNKED, 0},
+    {"real_curl_proxyform", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_python_urllib", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"real_node_fetch", HTTP_HEAD_OK, 0, HTTP_BODY_LENGTH, 2},
+    {"real_git", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_get", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_post_cl", HTTP_HEAD_OK, 0, HTTP_BODY_LENGTH, 5},
+    {"ok_chunked", HTTP_HEAD_OK, 0, HTTP_BODY_CHUNKED, 0},
+    {"ok_http10", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_absolute", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_absolute_port", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_options_star", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_expect", HTTP_HEAD_OK, 0, HTTP_BODY_LENGTH, 3},
+    {"ok_websocket", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_pipelined", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_ows_value", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"ok_ipv6_host", HTTP_HEAD_OK, 0, HTTP_BODY_NONE, 0},
+    {"more_partial", HTTP_HEAD_MORE, 0, HTTP_BODY_NONE, 0},
+    {"bad_cl_te", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_te_cl", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_te_te_obfuscated", HTTP_HEAD_BAD, 501, 0, 0},
+    {"bad_te_xchunked", HTTP_HEAD_BAD, 501, 0, 0},
+    {"bad_te_gzip_chunked", HTTP_HEAD_BAD, 501, 0, 0},
+    {"bad_te_space_colon", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_te_http10", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_two_cl", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_two_cl_same", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_cl_list", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_cl_plus", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_cl_hex", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_obs_fold", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_bare_cr", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_bare_lf", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_nul", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_two_host", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_no_host", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_host_userinfo", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_absolute_other_host", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_absolute_ftp", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_two_spaces", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_space_in_target", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_http2_preface", HTTP_HEAD_BAD, 505, 0, 0},
+    {"bad_http09", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_version_12", HTTP_HEAD_BAD, 505, 0, 0},
+    {"bad_expect", HTTP_HEAD_BAD, 417, 0, 0},
+    {"bad_fragment", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_star_get", HTTP_HEAD_BAD, 400, 0, 0},
+    {"bad_long_line", HTTP_HEAD_BAD, 414, 0, 0},
+    {"bad_many_headers", HTTP_HEAD_BAD, 431, 0, 0},
+    {"bad_big_head", HTTP_HEAD_BAD, 431, 0, 0},
+    {"bad_ctl_value", HTTP_HEAD_BAD, 400, 0, 0},
 };
 
 static char buf[1 << 17];
@@ -103,10 +103,10 @@ test_request_corpus(void **state)
 		if (rc != w->rc)
 			fail_msg("%s: rc %d, want %d (%s)", w->file, rc, w->rc,
 			    e.msg);
-		if (rc == HTTP_BAD && h.reject_status != w->status)
+		if (rc == HTTP_HEAD_BAD && h.reject_status != w->status)
 			fail_msg("%s: status %d, want %d (%s)", w->file,
 			    h.reject_status, w->status, e.msg);
-		if (rc == HTTP_OK &&
+		if (rc == HTTP_HEAD_OK &&
 		    (h.body != w->body || h.content_length != w->len))
 			fail_msg("%s: body %d/%llu", w->file, h.body,
 			    (unsigned long long)h.content_length);
@@ -124,35 +124,35 @@ test_request_fields(void **state)
 
 	(void)state;
 	n = corpus_file("http_head", "real_curl_proxyform", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.form, HTTP_TARGET_ABSOLUTE);
 	assert_true(http_span_ieq(&h.authority, "api.example.com"));
 	assert_true(http_span_ieq(&h.path, "/v1/models"));
 	n = corpus_file("http_head", "ok_pipelined", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_true(http_span_ieq(&h.host, "a.test"));
 	/* the second request is judged on its own */
 	assert_int_equal(
 	    http_parse_request(buf + h.head_len, n - h.head_len, &h, &e),
-	    HTTP_OK);
+	    HTTP_HEAD_OK);
 	assert_true(http_span_ieq(&h.host, "evil.test"));
 	n = corpus_file("http_head", "ok_ipv6_host", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(http_authority_split(&h.host, 80, &host, &port), 0);
 	assert_true(http_span_ieq(&host, "2001:db8::1"));
 	assert_int_equal(port, 8080);
 	n = corpus_file("http_head", "ok_ows_value", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_true(http_span_ieq(&h.host, "a.test"));
 	assert_true(http_span_ieq(http_header_get(&h, "x-a", NULL), "1"));
 	n = corpus_file("http_head", "ok_websocket", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_true(h.conn_upgrade);
 	n = corpus_file("http_head", "ok_http10", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_true(h.conn_close);
 	n = corpus_file("http_head", "ok_expect", buf, sizeof(buf));
-	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_OK);
+	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_true(h.expect_continue);
 }
 
@@ -181,30 +181,38 @@ test_responses(void **state)
 
 	(void)state;
 	n = corpus_file("http_head", "resp_ok", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.status, 200);
 	assert_int_equal(h.body, HTTP_BODY_LENGTH);
-	assert_int_equal(http_parse_response(buf, n, &head, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &head, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.body, HTTP_BODY_NONE);
 	n = corpus_file("http_head", "resp_chunked", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.body, HTTP_BODY_CHUNKED);
 	n = corpus_file("http_head", "resp_close", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.body, HTTP_BODY_CLOSE);
 	assert_true(h.conn_close);
 	n = corpus_file("http_head", "resp_204", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.body, HTTP_BODY_NONE);
 	n = corpus_file("http_head", "resp_101", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_true(h.conn_upgrade);
 	n = corpus_file("http_head", "resp_no_reason", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_OK);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.reason.n, 0);
 	/* a request is not a response */
 	n = corpus_file("http_head", "ok_get", buf, sizeof(buf));
-	assert_int_equal(http_parse_response(buf, n, &get, &h, &e), HTTP_BAD);
+	assert_int_equal(
+	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_BAD);
 }
 
 struct cwant {
