@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "dns_testpk.h"
 #include "egressd/dns_cache.h"
 
 struct fake_clock {
@@ -20,33 +21,11 @@ fake_now(void *arg)
 	return ((struct fake_clock *)arg)->now_ms;
 }
 
-/* "example.com" style wire name from labels joined by '.'. */
-static size_t
-wire_name(const char *pres, uint8_t *out)
-{
-	size_t o = 0;
-	const char *p = pres;
-
-	while (*p != '\0') {
-		const char *dot = strchr(p, '.');
-		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
-
-		out[o++] = (uint8_t)n;
-		memcpy(out + o, p, n);
-		o += n;
-		p += n;
-		if (*p == '.')
-			p++;
-	}
-	out[o++] = 0;
-	return o;
-}
-
 static void
 key_for(struct dns_cache_key *k, const char *name, uint16_t qtype)
 {
 	uint8_t w[256];
-	size_t n = wire_name(name, w);
+	size_t n = pk_wire_name(name, w);
 
 	assert_int_equal(dns_cache_key_make(k, w, n, qtype, 1, 0), 0);
 }
@@ -100,11 +79,11 @@ test_key_case_type_flags(void **state)
 	const uint8_t a[] = "A", b[] = "B";
 
 	(void)state;
-	n = wire_name("WwW.ExAmple.COM", w);
+	n = pk_wire_name("WwW.ExAmple.COM", w);
 	assert_int_equal(dns_cache_key_make(&k1, w, n, 1, 1, 0), 0);
 	key_for(&k2, "www.example.com", 1);
 	key_for(&k3, "www.example.com", 28);
-	n = wire_name("www.example.com", w);
+	n = pk_wire_name("www.example.com", w);
 	assert_int_equal(
 	    dns_cache_key_make(&k4, w, n, 1, 1, DNS_CACHE_KEY_DO), 0);
 

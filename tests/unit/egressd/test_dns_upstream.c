@@ -4,16 +4,29 @@
  * event loop (answer, TC -> TCP, timeout budget, failover, health, probes,
  * cancel, reload).
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "dns_fake_upstream.h"
 #include "egressd/dns_upstream.h"
+#include "dns_fake_upstream.h"
+#include "dns_testpk.h"
+#include "ts_clock.h"
 
 /* ---- parsing ---- */
 
@@ -190,15 +203,6 @@ struct result {
 	uint64_t at_ms;
 };
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void
 done_cb(void *arg, const uint8_t *ans, size_t len, const char *upstream)
 {
@@ -206,7 +210,7 @@ done_cb(void *arg, const uint8_t *ans, size_t len, const char *upstream)
 
 	r->done = true;
 	r->ok = ans != NULL;
-	r->at_ms = now_ms();
+	r->at_ms = ts_now_ms();
 	if (ans != NULL) {
 		r->len = len < sizeof(r->ans) ? len : sizeof(r->ans);
 		memcpy(r->ans, ans, r->len);
@@ -217,9 +221,9 @@ done_cb(void *arg, const uint8_t *ans, size_t len, const char *upstream)
 static void
 run_until(struct event_base *base, const bool *flag, unsigned max_ms)
 {
-	uint64_t end = now_ms() + max_ms;
+	uint64_t end = ts_now_ms() + max_ms;
 
-	while (!*flag && now_ms() < end)
+	while (!*flag && ts_now_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 }
 
@@ -294,7 +298,7 @@ static size_t
 query_for(const char *name, uint16_t qtype, uint8_t *out)
 {
 	uint8_t w[256];
-	size_t wl = fake_name_wire(name, w), len;
+	size_t wl = pk_wire_name(name, w), len;
 
 	assert_int_equal(dns_upstream_query_build(w, wl, qtype, 1, false, false,
 	                     out, DNS_UPSTREAM_QUERY_MAX, &len),
@@ -397,7 +401,7 @@ test_down_fails_within_budget(void **state)
 	uint64_t t0;
 
 	c->f1->mode = FAKE_DROP;
-	t0 = now_ms();
+	t0 = ts_now_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 150, 500, done_cb, &r));
 	run_until(c->base, &r.done, 3000);
@@ -427,7 +431,7 @@ test_failover_and_health(void **state)
 	c->f1->mode = FAKE_DROP;
 	for (i = 0; i < 2; i++) {
 		struct result r = {0};
-		uint64_t t0 = now_ms();
+		uint64_t t0 = ts_now_ms();
 
 		assert_non_null(
 		    dns_upstream_send(u, q, ql, false, 150, 2000, done_cb, &r));
@@ -446,7 +450,7 @@ test_failover_and_health(void **state)
 	/* Now the healthy one is asked first: no wait for the dead one. */
 	{
 		struct result r = {0};
-		uint64_t t0 = now_ms();
+		uint64_t t0 = ts_now_ms();
 
 		assert_non_null(
 		    dns_upstream_send(u, q, ql, false, 150, 2000, done_cb, &r));
@@ -476,7 +480,7 @@ test_silent_first_hedges_within_budget(void **state)
 	c->f1->mode = FAKE_DROP;
 	for (i = 0; i < 2; i++) {
 		struct result r = {0};
-		uint64_t t0 = now_ms();
+		uint64_t t0 = ts_now_ms();
 
 		assert_non_null(dns_upstream_send(
 		    u, q, ql, false, 5000, 2000, done_cb, &r));
@@ -543,7 +547,7 @@ test_rtt_hedge_and_late_answer_alive(void **state)
 	run_until(c->base, &r.done, 3000);
 	assert_answer_ip(&r, "203.0.113.10");
 	c->f1->delay_ms = 700;
-	t0 = now_ms();
+	t0 = ts_now_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 2000, 3000, done_cb, &r2));
 	run_until(c->base, &r2.done, 3000);
@@ -573,7 +577,7 @@ test_late_answer_still_wins(void **state)
 	 * attempt's late answer is used (retries went out meanwhile).
 	 */
 	c->f1->delay_ms = 250;
-	t0 = now_ms();
+	t0 = ts_now_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 100, 1000, done_cb, &r));
 	run_until(c->base, &r.done, 3000);
@@ -618,7 +622,7 @@ test_refused_port_fails_over_fast(void **state)
 	assert_int_equal(dns_upstream_parse(buf, &a[1], &e), 0);
 	u = dns_upstreams_new(c->base, a, 2, NULL, &c->lg, &c->st, &e);
 	assert_non_null(u);
-	t0 = now_ms();
+	t0 = ts_now_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 1000, 3000, done_cb, &r));
 	run_until(c->base, &r.done, 3000);

@@ -25,23 +25,7 @@
 #include "egressd/nft.h"
 #include "egressd/nft_int.h"
 #include "policy/policy.h"
-
-static struct policy *
-pol(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-	struct err e;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "test", &d);
-	if (p == NULL) {
-		policy_diag_to_err(&d, &e);
-		fail_msg("policy: %s", e.msg);
-	}
-	policy_diag_clear(&d);
-	return p;
-}
+#include "ts_policy.h"
 
 static const char *basic_policy =
     "{\"defaultAction\":\"deny\",\"egress\":["
@@ -101,7 +85,7 @@ line_of(const char *text, const char *a, const char *b)
 static void
 test_golden_basic(void **state)
 {
-	struct policy *p = pol(basic_policy);
+	struct policy *p = ts_policy_json(basic_policy);
 	struct nft_opts o;
 	const char *src = getenv("EGRESSD_SRCDIR");
 	char path[1024], *got, *want = NULL;
@@ -137,7 +121,7 @@ test_golden_basic(void **state)
 static void
 test_raw_bytes(void **state)
 {
-	struct policy *p = pol(basic_policy);
+	struct policy *p = ts_policy_json(basic_policy);
 	struct nft_opts o;
 	struct nft_batch *b;
 	struct err e;
@@ -178,7 +162,7 @@ test_raw_bytes(void **state)
 static void
 test_structure(void **state)
 {
-	struct policy *p = pol(basic_policy);
+	struct policy *p = ts_policy_json(basic_policy);
 	struct nft_opts o;
 	char *s;
 	long ad, aa, in, ud, ua24, ua0, learned, def, est, mark, nd, api, dns,
@@ -250,7 +234,7 @@ test_structure(void **state)
 static void
 test_elements(void **state)
 {
-	struct policy *p = pol(basic_policy);
+	struct policy *p = ts_policy_json(basic_policy);
 	struct nft_opts o;
 	char *s;
 
@@ -341,9 +325,9 @@ test_elements(void **state)
 static void
 test_default_allow_proxy(void **state)
 {
-	struct policy *p =
-	    pol("{\"defaultAction\":\"allow\",\"egress\":["
-	        "{\"action\":\"deny\",\"target\":\"203.0.113.0/24\"}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"203.0.113.0/24\"}]}");
 	struct nft_opts o;
 	char *s;
 
@@ -390,7 +374,7 @@ test_default_allow_proxy(void **state)
 static void
 test_adopt(void **state)
 {
-	struct policy *p = pol("{\"defaultAction\":\"deny\"}");
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
 	char *chains[] = {"filter_out", "nat_out", "deny", "junk"};
 	char *sets[] = {"learned4", "g0_allow4", "learned6", "old"};
 	struct nft_learn_addr drop[2] = {
@@ -478,9 +462,9 @@ test_learn_batch(void **state)
 static void
 test_failed_build_leaves_nothing(void **state)
 {
-	struct policy *p =
-	    pol("{\"defaultAction\":\"deny\",\"egress\":["
-	        "{\"action\":\"allow\",\"target\":\"203.0.113.1\"}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"203.0.113.1\"}]}");
 	struct nft_opts o;
 	struct nft_batch *b;
 	struct err e;
@@ -794,7 +778,7 @@ test_precedence_matches_policy(void **state)
 			    "%s]}",
 			    rand_rule(&st, rb, sizeof(rb), false, true));
 		}
-		p = pol(json);
+		p = ts_policy_json(json);
 		desc = describe(p, &o, NULL);
 		parse_desc(desc, sets, &nsets, rules, &nrules);
 		for (q = 0; q < PROP_QUERIES; q++) {
@@ -1279,8 +1263,8 @@ test_twins_match_model(void **state)
 		    has_ad ? &ad : NULL);
 		twin_policy(mj, sizeof(mj), true, dallow, ur, nur, v6, nv6,
 		    has_ad ? &ad : NULL);
-		p = pol(nj);
-		m = pol(mj);
+		p = ts_policy_json(nj);
+		m = ts_policy_json(mj);
 		desc = describe(p, &o, NULL);
 		parse_desc6(desc, sets, &nsets, psets, &npsets, rules, &nrules);
 		tw = nft_twins_new_();

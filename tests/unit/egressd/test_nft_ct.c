@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +25,8 @@
 
 #include "egressd/nft.h"
 #include "policy/policy.h"
+#include "ts_netns.h"
+#include "ts_policy.h"
 
 static bool have_netns;
 
@@ -234,23 +235,6 @@ test_delete_refuses(void **state)
 
 /* ---- kernel ---- */
 
-static struct policy *
-pol(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-	struct err e;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "test", &d);
-	if (p == NULL) {
-		policy_diag_to_err(&d, &e);
-		fail_msg("policy: %s", e.msg);
-	}
-	policy_diag_clear(&d);
-	return p;
-}
-
 static void
 learn1(struct nft *n, const char *a, const char *name)
 {
@@ -360,7 +344,8 @@ static const char *tight2 =
 static void
 test_cut_on_tighten(void **state)
 {
-	struct policy *p1 = pol(tight1), *p2 = pol(tight2), *p3;
+	struct policy *p1 = ts_policy_json(tight1),
+	              *p2 = ts_policy_json(tight2), *p3;
 	struct nft_opts o;
 	struct nft *n;
 	struct err e;
@@ -424,7 +409,7 @@ test_cut_on_tighten(void **state)
 	assert_int_equal(nft_cut_denied_flows(n, p2, &cut, &e), 0);
 	assert_int_equal(cut, 0);
 	/* a.example gone too: its flow goes, own and local ones stay */
-	p3 = pol("{\"defaultAction\":\"deny\",\"egress\":[]}");
+	p3 = ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":[]}");
 	if (nft_apply_policy(n, p3, &e) != 0)
 		fail_msg("apply 3: %s", e.msg);
 	assert_int_equal(nft_cut_denied_flows(n, p3, &cut, &e), 0);
@@ -453,13 +438,14 @@ test_cut_on_tighten(void **state)
 static void
 test_cut_unlisted_port(void **state)
 {
-	struct policy *p1 = pol("{\"defaultAction\":\"deny\",\"egress\":["
-	                        "{\"action\":\"allow\",\"target\":"
-	                        "\"a.example\"}]}"),
-	              *p2 =
-	                  pol("{\"defaultAction\":\"deny\",\"egress\":["
-	                      "{\"action\":\"allow\",\"target\":\"a.example\","
-	                      "\"ports\":[9],\"protocols\":[\"udp\"]}]}");
+	struct policy *p1 = ts_policy_json(
+	                  "{\"defaultAction\":\"deny\",\"egress\":["
+	                  "{\"action\":\"allow\",\"target\":"
+	                  "\"a.example\"}]}"),
+	              *p2 = ts_policy_json(
+	                  "{\"defaultAction\":\"deny\",\"egress\":["
+	                  "{\"action\":\"allow\",\"target\":\"a.example\","
+	                  "\"ports\":[9],\"protocols\":[\"udp\"]}]}");
 	struct nft_opts o;
 	struct nft *n;
 	struct err e;
@@ -509,26 +495,6 @@ main(void)
 	    cmocka_unit_test(test_cut_unlisted_port),
 	};
 
-	if (geteuid() != 0) {
-		fprintf(
-		    stderr, "test_nft_ct: not root: kernel cases skipped\n");
-	} else if (unshare(CLONE_NEWNET) != 0) {
-		fprintf(stderr,
-		    "test_nft_ct: unshare(CLONE_NEWNET): %s: "
-		    "kernel cases skipped\n",
-		    strerror(errno));
-	} else if (system("ip link set lo up && "
-	                  "ip link add d0 type veth peer name d1 && "
-	                  "ip link set d0 up && ip link set d1 up && "
-	                  "ip addr add 198.51.100.2/24 dev d0 && "
-	                  "ip route add default via 198.51.100.1 && "
-	                  "ip -6 addr add 2001:db8:1::2/64 dev d0 nodad && "
-	                  "ip -6 route add default via 2001:db8:1::1") != 0 ||
-	    system("nft list ruleset >/dev/null") != 0) {
-		fprintf(stderr,
-		    "test_nft_ct: cannot set up the namespace "
-		    "(ip, nft): kernel cases skipped\n");
-	} else
-		have_netns = true;
+	have_netns = ts_netns_enter("test_nft_ct");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,27 +25,12 @@
 #include "egressd/nft.h"
 #include "egressd/stats.h"
 #include "policy/policy.h"
+#include "ts_netns.h"
+#include "ts_policy.h"
 
 #define OUT_MAX (1u << 20)
 
 static bool have_netns;
-
-static struct policy *
-pol(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-	struct err e;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "test", &d);
-	if (p == NULL) {
-		policy_diag_to_err(&d, &e);
-		fail_msg("policy: %s", e.msg);
-	}
-	policy_diag_clear(&d);
-	return p;
-}
 
 /* Output of a shell command (caller frees). */
 static char *
@@ -118,7 +102,7 @@ mk(struct stats *st)
 static void
 apply(struct nft *n, const char *json)
 {
-	struct policy *p = pol(json);
+	struct policy *p = ts_policy_json(json);
 	struct err e;
 
 	if (nft_apply_policy(n, p, &e) != 0)
@@ -352,7 +336,7 @@ test_failed_apply_keeps_old(void **state)
 	apply(n, p1_json);
 	learn1(n, 4, "203.0.113.7", 50, "a.example");
 	before = run("nft list ruleset | grep -v 'expires\\|packets [0-9]'");
-	p2 = pol(p2_json);
+	p2 = ts_policy_json(p2_json);
 	nft_opts_init(&o);
 	assert_int_equal(nft_build_ruleset(p2, &o, &ks, &b, &e), 0);
 	assert_int_equal(nft_send_batch(n, b, &e), -1);
@@ -909,7 +893,7 @@ test_large_policy(void **state)
 		               "\"protocols\":[\"tcp\"]}",
 		    i ? "," : "", i % 7 ? "allow" : "deny", i);
 	snprintf(json + off, cap - off, "]}");
-	p = pol(json);
+	p = ts_policy_json(json);
 	n = mk(NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (nft_apply_policy(n, p, &e) != 0)
@@ -1236,28 +1220,6 @@ main(void)
 	    cmocka_unit_test_setup(test_learn_evicts, setup),
 	};
 
-	if (geteuid() != 0) {
-		fprintf(stderr,
-		    "test_nft_kernel: not root: every case is "
-		    "skipped (needs CAP_NET_ADMIN in a private "
-		    "network namespace)\n");
-	} else if (unshare(CLONE_NEWNET) != 0) {
-		fprintf(stderr,
-		    "test_nft_kernel: unshare(CLONE_NEWNET): %s: "
-		    "skipped\n",
-		    strerror(errno));
-	} else if (system("ip link set lo up && "
-	                  "ip link add d0 type veth peer name d1 && "
-	                  "ip link set d0 up && ip link set d1 up && "
-	                  "ip addr add 198.51.100.2/24 dev d0 && "
-	                  "ip route add default via 198.51.100.1 && "
-	                  "ip -6 addr add 2001:db8:1::2/64 dev d0 nodad && "
-	                  "ip -6 route add default via 2001:db8:1::1") != 0 ||
-	    system("nft list ruleset >/dev/null") != 0) {
-		fprintf(stderr,
-		    "test_nft_kernel: cannot set up the "
-		    "namespace (ip, nft): skipped\n");
-	} else
-		have_netns = true;
+	have_netns = ts_netns_enter("test_nft_kernel");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

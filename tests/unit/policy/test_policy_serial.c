@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
+#include "ts_policy.h"
 
 static const char everything[] =
     "defaultAction: allow\n"
@@ -54,26 +55,10 @@ static const char everything[] =
     "      substitutions: [{credential: gh, placeholder: \"PH \\\"q\\\"\", "
     "in: [body, path]}]\n";
 
-static struct policy *
-parse_yaml(const char *y, const char *name)
-{
-	struct policy_diag d;
-	struct policy *p;
-	size_t i;
-
-	policy_diag_init(&d);
-	p = policy_parse_yaml(y, strlen(y), name, &d);
-	for (i = 0; p == NULL && i < d.n; i++)
-		print_error("diag: %s\n", d.msgs[i]);
-	policy_diag_clear(&d);
-	assert_non_null(p);
-	return p;
-}
-
 static void
 test_yaml_round_trip(void **state)
 {
-	struct policy *a = parse_yaml(everything, "a"), *b;
+	struct policy *a = ts_policy_yaml(everything, "a"), *b;
 	char *ya, *yb, *ja, *jb;
 
 	(void)state;
@@ -81,7 +66,7 @@ test_yaml_round_trip(void **state)
 	assert_non_null(ya);
 	assert_null(strstr(ya, "sup3r"));
 	assert_non_null(strstr(ya, "[REDACTED]"));
-	b = parse_yaml(ya, "b");
+	b = ts_policy_yaml(ya, "b");
 	yb = policy_to_yaml(b);
 	assert_string_equal(ya, yb);
 	ja = policy_user_to_json(a);
@@ -126,7 +111,7 @@ test_yaml_empty(void **state)
 
 	(void)state;
 	assert_non_null(strstr(y, "{}\n"));
-	q = parse_yaml(y, "e");
+	q = ts_policy_yaml(y, "e");
 	assert_true(q->user_empty);
 	free(y);
 	policy_unref(q);
@@ -136,7 +121,8 @@ test_yaml_empty(void **state)
 static void
 test_yaml_reset_keeps_config(void **state)
 {
-	struct policy *b = parse_yaml("dns: {timeoutMs: 1234}\n", "c"), *p, *q;
+	struct policy *b = ts_policy_yaml("dns: {timeoutMs: 1234}\n", "c"), *p,
+	              *q;
 	struct err e;
 	char *y;
 
@@ -146,7 +132,7 @@ test_yaml_reset_keeps_config(void **state)
 	assert_true(p->user_empty);
 	y = policy_to_yaml(p);
 	assert_non_null(strstr(y, "timeoutMs: 1234"));
-	q = parse_yaml(y, "again");
+	q = ts_policy_yaml(y, "again");
 	assert_int_equal(q->dns.timeout_ms, 1234);
 	assert_string_equal(policy_mode_name(q), "deny_all");
 	free(y);

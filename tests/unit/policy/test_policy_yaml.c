@@ -13,22 +13,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
-
-static struct policy *
-yaml_ok(const char *y)
-{
-	struct policy_diag d;
-	struct policy *p;
-	size_t i;
-
-	policy_diag_init(&d);
-	p = policy_parse_yaml(y, strlen(y), "p.yaml", &d);
-	for (i = 0; p == NULL && i < d.n; i++)
-		print_error("diag: %s\n", d.msgs[i]);
-	policy_diag_clear(&d);
-	assert_non_null(p);
-	return p;
-}
+#include "ts_policy.h"
 
 /* Expects failure and every needle among the messages, in order. */
 static void
@@ -87,7 +72,7 @@ static const char full[] =
 static void
 test_full_file(void **state)
 {
-	struct policy *p = yaml_ok(full);
+	struct policy *p = ts_policy_yaml(full, "p.yaml");
 
 	(void)state;
 	assert_int_equal(p->revision, 1);
@@ -154,16 +139,16 @@ test_empty_yaml(void **state)
 	struct policy *p;
 
 	(void)state;
-	p = yaml_ok("");
+	p = ts_policy_yaml("", "p.yaml");
 	assert_true(p->user_empty);
 	policy_unref(p);
-	p = yaml_ok("# only a comment\n");
+	p = ts_policy_yaml("# only a comment\n", "p.yaml");
 	assert_true(p->user_empty);
 	policy_unref(p);
-	p = yaml_ok("{}\n");
+	p = ts_policy_yaml("{}\n", "p.yaml");
 	assert_true(p->user_empty);
 	policy_unref(p);
-	p = yaml_ok("~\n");
+	p = ts_policy_yaml("~\n", "p.yaml");
 	assert_true(p->user_empty);
 	policy_unref(p);
 }

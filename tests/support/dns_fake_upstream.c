@@ -1,14 +1,5 @@
-/*
- * A fake upstream DNS server for unit tests: UDP and TCP on 127.0.0.1, an
- * ephemeral port, inside the test's own event loop. It answers from a
- * small table of canned records (or not at all, or with TC=1 over UDP, or
- * with an rcode) and records every query it saw, so tests can prove what
- * reached "the internet" and what did not.
- *
- * Header-only (static functions): included by the resolver unit tests.
- */
-#ifndef EGRESSD_TEST_DNS_FAKE_UPSTREAM_H
-#define EGRESSD_TEST_DNS_FAKE_UPSTREAM_H
+/* dns_fake_upstream: see dns_fake_upstream.h. */
+#include "dns_fake_upstream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,80 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define FAKE_UNUSED __attribute__((unused))
-#define FAKE_RR_MAX 64
-#define FAKE_LOG_MAX 256
-#define FAKE_CONN_MAX 16
-
-enum fake_mode {
-	FAKE_ANSWER = 0, /* answer from the table */
-	FAKE_DROP, /* never answer (a dead upstream) */
-	FAKE_TC, /* UDP: TC=1 and no records; TCP: full answer */
-	FAKE_RCODE, /* answer with fake->rcode and no records */
-	FAKE_GARBAGE, /* header and question, then random bytes */
-	FAKE_HOSTILE, /* well-framed random RRs: internal addrs, CNAMEs */
-};
-
-/* One canned RR: owner name, type, TTL, rdata (names given pre-encoded). */
-struct fake_rr {
-	char owner[256];
-	uint16_t type;
-	uint32_t ttl;
-	uint8_t rdata[512];
-	uint16_t rdlen;
-};
-
-struct fake_upstream;
-
-struct fake_conn {
-	struct fake_upstream *owner;
-	int fd;
-	struct event *ev;
-	uint8_t buf[70000];
-	size_t have;
-};
-
-struct fake_upstream {
-	struct event_base *base;
-	int ufd, tfd;
-	uint16_t port;
-	struct event *uev, *tev;
-	enum fake_mode mode;
-	unsigned rcode;
-	struct fake_rr rr[FAKE_RR_MAX];
-	size_t nrr;
-	bool nxdomain_if_empty; /* NXDOMAIN + SOA when nothing matches */
-	unsigned delay_ms; /* UDP answers leave this much later */
-	uint32_t seed; /* FAKE_GARBAGE's generator */
-	/* What it saw. */
-	unsigned udp_queries, tcp_queries;
-	char log[FAKE_LOG_MAX][256]; /* lowercased qnames, in order */
-	size_t nlog;
-	uint16_t last_id;
-	bool last_had_opt;
-	struct fake_conn conns[FAKE_CONN_MAX];
-};
-
-static size_t
-fake_name_wire(const char *pres, uint8_t *out)
-{
-	size_t o = 0;
-	const char *p = pres;
-
-	while (*p != '\0') {
-		const char *dot = strchr(p, '.');
-		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
-
-		out[o++] = (uint8_t)n;
-		memcpy(out + o, p, n);
-		o += n;
-		p += n;
-		if (*p == '.')
-			p++;
-	}
-	out[o++] = 0;
-	return o;
-}
+#include "dns_testpk.h"
 
 /* Wire name at msg[off] (uncompressed) -> lowercase dotted text. */
 static size_t
@@ -120,7 +38,7 @@ fake_name_text(const uint8_t *msg, size_t len, size_t off, char *out)
 	return off + 1;
 }
 
-static void
+void
 fake_add(struct fake_upstream *f, const char *owner, uint16_t type,
     uint32_t ttl, const void *rdata, uint16_t rdlen)
 {
@@ -133,7 +51,7 @@ fake_add(struct fake_upstream *f, const char *owner, uint16_t type,
 	r->rdlen = rdlen;
 }
 
-static void
+void
 fake_add_a(
     struct fake_upstream *f, const char *owner, const char *ip, uint32_t ttl)
 {
@@ -148,12 +66,12 @@ fake_add_a(
 	}
 }
 
-static FAKE_UNUSED void
+void
 fake_add_cname(struct fake_upstream *f, const char *owner, const char *target,
     uint32_t ttl)
 {
 	uint8_t w[256];
-	size_t n = fake_name_wire(target, w);
+	size_t n = pk_wire_name(target, w);
 
 	fake_add(f, owner, 5, ttl, w, (uint16_t)n);
 }
@@ -202,7 +120,7 @@ fake_hostile(struct fake_upstream *f, uint8_t *out, size_t o, size_t cap)
 			out[o++] = 0xc0; /* the question name */
 			out[o++] = 12;
 		} else {
-			o += fake_name_wire(names[fake_rnd(f) % 5], out + o);
+			o += pk_wire_name(names[fake_rnd(f) % 5], out + o);
 		}
 		switch (type) {
 		case 1:
@@ -241,7 +159,7 @@ fake_hostile(struct fake_upstream *f, uint8_t *out, size_t o, size_t cap)
 		case 39:
 		case 2:
 		case 12:
-			rdlen = fake_name_wire(names[fake_rnd(f) % 5], rd);
+			rdlen = pk_wire_name(names[fake_rnd(f) % 5], rd);
 			break;
 		case 65: /* 1 . ipv4hint=<addr> [ech=0102] */
 			rd[0] = 0;
@@ -358,7 +276,7 @@ fake_respond(struct fake_upstream *f, const uint8_t *q, size_t qlen, bool tcp,
 				continue;
 			if (r->type != qtype && r->type != 5 && qtype != 255)
 				continue;
-			wl = fake_name_wire(r->owner, w);
+			wl = pk_wire_name(r->owner, w);
 			if (o + wl + 10 + r->rdlen > cap)
 				break;
 			memcpy(out + o, w, wl);
@@ -514,7 +432,7 @@ fake_accept_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Starts a fake on 127.0.0.1 (port 0 = ephemeral). NULL on failure. */
-static struct fake_upstream *
+struct fake_upstream *
 fake_upstream_new(struct event_base *base, uint16_t port)
 {
 	struct fake_upstream *f = calloc(1, sizeof(*f));
@@ -571,7 +489,7 @@ fake_upstream_new(struct event_base *base, uint16_t port)
 	return f;
 }
 
-static void
+void
 fake_upstream_free(struct fake_upstream *f)
 {
 	size_t i;
@@ -591,14 +509,14 @@ fake_upstream_free(struct fake_upstream *f)
 }
 
 /* "127.0.0.1:port" of the fake. */
-static FAKE_UNUSED void
+void
 fake_upstream_addr(const struct fake_upstream *f, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "127.0.0.1:%u", f->port);
 }
 
 /* Was name (lowercase) ever asked? */
-static FAKE_UNUSED bool
+bool
 fake_saw(const struct fake_upstream *f, const char *name)
 {
 	size_t i;
@@ -608,5 +526,3 @@ fake_saw(const struct fake_upstream *f, const char *name)
 			return true;
 	return false;
 }
-
-#endif

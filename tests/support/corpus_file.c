@@ -1,16 +1,15 @@
-/*
- * corpus_file: unit tests that check the verdicts on files of a fuzz
- * corpus (fuzz/corpus/<dir>/<name>) read them with this, so the corpus
- * the fuzzer grows from and the table of what each file must give are
- * the same bytes. Fails the test (cmocka) when the file cannot be read.
- */
-#ifndef EGRESSD_TEST_CORPUS_FILE_H
-#define EGRESSD_TEST_CORPUS_FILE_H
+/* corpus_file: see corpus_file.h. */
+#include "corpus_file.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static inline size_t
+#include <cmocka.h>
+
+size_t
 corpus_file(const char *dir, const char *name, void *buf, size_t cap)
 {
 	const char *src = getenv("EGRESSD_SRCDIR");
@@ -26,5 +25,3 @@ corpus_file(const char *dir, const char *name, void *buf, size_t cap)
 	fclose(f);
 	return n;
 }
-
-#endif

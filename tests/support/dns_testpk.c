@@ -1,81 +1,93 @@
-/*
- * A tiny DNS packet builder for the dns_wire and dns_rewrite unit tests:
- * hand-built bytes, so the tests do not trust the encoder they test.
- */
-#ifndef EGRESSD_TEST_DNS_TESTPK_H
-#define EGRESSD_TEST_DNS_TESTPK_H
+/* dns_testpk: see dns_testpk.h. */
+#include "dns_testpk.h"
 
-#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define PK_MAX 8192
-
-struct pk {
-	uint8_t b[PK_MAX];
-	size_t n;
-};
-
-static inline void
+void
 pk_u8(struct pk *p, uint8_t v)
 {
 	if (p->n < PK_MAX)
 		p->b[p->n++] = v;
 }
 
-static inline void
+void
 pk_u16(struct pk *p, uint16_t v)
 {
 	pk_u8(p, (uint8_t)(v >> 8));
 	pk_u8(p, (uint8_t)v);
 }
 
-static inline void
+void
 pk_u32(struct pk *p, uint32_t v)
 {
 	pk_u16(p, (uint16_t)(v >> 16));
 	pk_u16(p, (uint16_t)v);
 }
 
-static inline void
+void
 pk_bytes(struct pk *p, const void *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		pk_u8(p, ((const uint8_t *)v)[i]);
 }
 
-/* Dotted name without escapes, uncompressed; "" is the root. */
-static inline void
-pk_name(struct pk *p, const char *s)
+size_t
+pk_wire_name(const char *pres, uint8_t *out)
 {
-	while (*s != '\0') {
-		const char *dot = strchr(s, '.');
-		size_t l = dot ? (size_t)(dot - s) : strlen(s);
-		pk_u8(p, (uint8_t)l);
-		pk_bytes(p, s, l);
-		s += l;
-		if (*s == '.')
-			s++;
+	size_t o = 0;
+	const char *p = pres;
+
+	while (*p != '\0') {
+		const char *dot = strchr(p, '.');
+		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
+
+		out[o++] = (uint8_t)n;
+		memcpy(out + o, p, n);
+		o += n;
+		p += n;
+		if (*p == '.')
+			p++;
 	}
-	pk_u8(p, 0);
+	out[o++] = 0;
+	return o;
 }
 
-/* Labels then a compression pointer to off. */
-static inline void
+/* The wire form of s in a buffer of its own (caller frees), so pk_name
+ * and pk_name_ptr share pk_wire_name; aborts when out of memory. */
+static uint8_t *
+pk_wire_dup(const char *s, size_t *n)
+{
+	uint8_t *w = malloc(strlen(s) + 2);
+
+	if (w == NULL)
+		abort();
+	*n = pk_wire_name(s, w);
+	return w;
+}
+
+void
+pk_name(struct pk *p, const char *s)
+{
+	size_t n;
+	uint8_t *w = pk_wire_dup(s, &n);
+
+	pk_bytes(p, w, n);
+	free(w);
+}
+
+void
 pk_name_ptr(struct pk *p, const char *labels, uint16_t off)
 {
-	while (labels != NULL && *labels != '\0') {
-		const char *dot = strchr(labels, '.');
-		size_t l = dot ? (size_t)(dot - labels) : strlen(labels);
-		pk_u8(p, (uint8_t)l);
-		pk_bytes(p, labels, l);
-		labels += l;
-		if (*labels == '.')
-			labels++;
-	}
+	size_t n;
+	uint8_t *w = pk_wire_dup(labels != NULL ? labels : "", &n);
+
+	pk_bytes(p, w, n - 1); /* without the root label */
+	free(w);
 	pk_u16(p, (uint16_t)(0xc000u | off));
 }
 
-static inline void
+void
 pk_hdr(struct pk *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an,
     uint16_t ns, uint16_t ar)
 {
@@ -88,7 +100,7 @@ pk_hdr(struct pk *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an,
 	pk_u16(p, ar);
 }
 
-static inline void
+void
 pk_question(struct pk *p, const char *name, uint16_t type)
 {
 	pk_name(p, name);
@@ -97,7 +109,7 @@ pk_question(struct pk *p, const char *name, uint16_t type)
 }
 
 /* Type, class IN, ttl, and a placeholder rdlength; returns its offset. */
-static inline size_t
+size_t
 pk_rr_fixed(struct pk *p, uint16_t type, uint32_t ttl)
 {
 	pk_u16(p, type);
@@ -107,7 +119,7 @@ pk_rr_fixed(struct pk *p, uint16_t type, uint32_t ttl)
 	return p->n - 2;
 }
 
-static inline void
+void
 pk_rdlen_end(struct pk *p, size_t at)
 {
 	size_t l = p->n - at - 2;
@@ -116,7 +128,7 @@ pk_rdlen_end(struct pk *p, size_t at)
 }
 
 /* Owner = pointer to the question name at offset 12. */
-static inline void
+void
 pk_a(struct pk *p, uint16_t owner_off, uint32_t ttl, uint8_t a, uint8_t b,
     uint8_t c, uint8_t d)
 {
@@ -129,7 +141,7 @@ pk_a(struct pk *p, uint16_t owner_off, uint32_t ttl, uint8_t a, uint8_t b,
 	pk_rdlen_end(p, at);
 }
 
-static inline void
+void
 pk_aaaa(struct pk *p, uint16_t owner_off, uint32_t ttl, const uint8_t v6[16])
 {
 	pk_u16(p, (uint16_t)(0xc000u | owner_off));
@@ -139,7 +151,7 @@ pk_aaaa(struct pk *p, uint16_t owner_off, uint32_t ttl, const uint8_t v6[16])
 }
 
 /* OPT: udp size, ext rcode, version, flags, no options. */
-static inline void
+void
 pk_opt(struct pk *p, uint16_t udp, uint8_t ext, uint8_t ver, uint16_t flags)
 {
 	pk_u8(p, 0);
@@ -151,11 +163,9 @@ pk_opt(struct pk *p, uint16_t udp, uint8_t ext, uint8_t ver, uint16_t flags)
 	pk_u16(p, 0);
 }
 
-static inline void
+void
 pk_set_u16(struct pk *p, size_t at, uint16_t v)
 {
 	p->b[at] = (uint8_t)(v >> 8);
 	p->b[at + 1] = (uint8_t)v;
 }
-
-#endif
