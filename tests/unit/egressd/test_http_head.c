@@ -1,8 +1,7 @@
 /*
- * http_head and http_chunk: each head of fuzz/corpus/http_head/ (real
- * curl, python, node and git requests, and the smuggling shapes of
- * fuzz/http_corpus_gen.py) with the verdict and status it must get, and
- * chunked bodies decoded whole and byte by byte.
+ * http_head: each head of fuzz/corpus/http_head/ (real curl, python, node
+ * and git requests, and the smuggling shapes of fuzz/http_corpus_gen.py)
+ * with the verdict and status it must get.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +15,6 @@
 
 #include "corpus_file.h"
 
-#include "egressd/http_chunk.h"
 #include "egressd/http_head.h"
 
 struct want {
@@ -215,93 +213,6 @@ test_responses(void **state)
 	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_BAD);
 }
 
-struct cwant {
-	const char *file;
-	enum http_chunk_rc rc;
-	const char *data;
-	size_t rest; /* bytes after the body (DONE) */
-};
-
-static const struct cwant chunks[] = {
-    {"ok_simple", HTTP_CHUNK_DONE, "hello", 0},
-    {"ok_ext", HTTP_CHUNK_DONE, "hello", 0},
-    {"ok_trailer", HTTP_CHUNK_DONE, "abc", 0},
-    {"ok_upper_hex", HTTP_CHUNK_DONE, "0123456789", 16},
-    {"ok_leading_zeros", HTTP_CHUNK_DONE, "hello", 0},
-    {"bad_no_digits", HTTP_CHUNK_BAD, "", 0},
-    {"bad_0x", HTTP_CHUNK_BAD, "", 0},
-    {"bad_space_before", HTTP_CHUNK_BAD, "", 0},
-    {"bad_neg", HTTP_CHUNK_BAD, "", 0},
-    {"bad_overflow", HTTP_CHUNK_BAD, "", 0},
-    {"bad_bare_lf", HTTP_CHUNK_BAD, "", 0},
-    {"bad_data_longer", HTTP_CHUNK_BAD, "hel", 0},
-    {"bad_ctl_ext", HTTP_CHUNK_BAD, "", 0},
-    {"bad_trailer_fold", HTTP_CHUNK_BAD, "", 0},
-    {"bad_unterminated_quote", HTTP_CHUNK_BAD, "", 0},
-};
-
-/* Decodes in pieces of step bytes (0 = whole). */
-static enum http_chunk_rc
-decode(
-    const char *in, size_t n, size_t step, char *out, size_t *nout, size_t *end)
-{
-	struct http_chunk c;
-	struct err e;
-	size_t off = 0;
-
-	http_chunk_init(&c);
-	*nout = 0;
-	while (off < n) {
-		size_t lim = step && n - off > step ? step : n - off, used, nd;
-		const uint8_t *d;
-		enum http_chunk_rc rc = http_chunk_feed(
-		    &c, (const uint8_t *)in + off, lim, &used, &d, &nd, &e);
-
-		if (rc == HTTP_CHUNK_DATA) {
-			memcpy(out + *nout, d, nd);
-			*nout += nd;
-		}
-		off += used;
-		if (rc == HTTP_CHUNK_DONE || rc == HTTP_CHUNK_BAD) {
-			*end = off;
-			return rc;
-		}
-	}
-	*end = off;
-	return HTTP_CHUNK_AGAIN;
-}
-
-static void
-test_chunked(void **state)
-{
-	char out[4096];
-	size_t i, s, n, nout, end;
-	static const size_t steps[] = {0, 1, 2, 5};
-
-	(void)state;
-	for (i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
-		const struct cwant *w = &chunks[i];
-
-		n = corpus_file("http_chunk", w->file, buf, sizeof(buf));
-		for (s = 0; s < 4; s++) {
-			enum http_chunk_rc rc =
-			    decode(buf, n, steps[s], out, &nout, &end);
-
-			if (rc != w->rc)
-				fail_msg("%s step %zu: rc %d, want %d", w->file,
-				    steps[s], rc, w->rc);
-			if (nout != strlen(w->data) ||
-			    memcmp(out, w->data, nout) != 0)
-				fail_msg("%s step %zu: data differs", w->file,
-				    steps[s]);
-			if (rc == HTTP_CHUNK_DONE && n - end != w->rest)
-				fail_msg("%s: %zu bytes after the body, want "
-				         "%zu",
-				    w->file, n - end, w->rest);
-		}
-	}
-}
-
 int
 main(void)
 {
@@ -310,7 +221,6 @@ main(void)
 	    cmocka_unit_test(test_request_fields),
 	    cmocka_unit_test(test_find_end_linear),
 	    cmocka_unit_test(test_responses),
-	    cmocka_unit_test(test_chunked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
