@@ -28,32 +28,8 @@ EOF
 )
 tb_start_egressd --policy "$pol"
 
-# HOLD HOST SECONDS: one TCP connection to HOST:7, a line every 200 ms,
-# each echoed back. Prints "up <epoch>" once connected, then "ok <n>" at
-# the end, or "err <errno name> <epoch> after <n>" when it breaks.
-hold='
-import errno, socket, sys, time
-host, secs = sys.argv[1], float(sys.argv[2])
-s = socket.create_connection((host, 7), timeout=3)
-print("up %.3f" % time.time(), flush=True)
-n, end = 0, time.monotonic() + secs
-try:
-    while time.monotonic() < end:
-        s.sendall(b"ping %d\n" % n)
-        got = b""
-        while not got.endswith(b"\n"):
-            c = s.recv(64)
-            if not c:
-                raise OSError(errno.EPIPE, "EOF")
-            got += c
-        n += 1
-        time.sleep(0.2)
-except OSError as e:
-    name = errno.errorcode.get(e.errno, type(e).__name__) if e.errno else type(e).__name__
-    print("err %s %.3f after %d" % (name, time.time(), n), flush=True)
-    sys.exit(1)
-print("ok %d" % n, flush=True)
-'
+# HOLD HOST SECONDS: tests/e2e/tools/tcp_hold.py (up, then ok or err).
+hold=$ND_TOOLS/tcp_hold.py
 # The operator: one keep-alive HTTP/1.1 connection from host-<id> to the
 # pod's API: GET, PATCH b.test to deny, wait 2 s, GET again on the SAME
 # connection. Prints the statuses, the epoch right after the PATCH answer
@@ -88,9 +64,9 @@ tb_expect_eq "b.test resolves through egressd" "$TB_ORIGIN_B4" "$(dig_s b.test A
 
 ha=$TB_DIR/hold_a.out
 hb=$TB_DIR/hold_b.out
-tb_sandbox_bg "$ha" "$TB_PY" -c "$hold" "$TB_ORIGIN_A4" 8
+tb_sandbox_bg "$ha" "$TB_PY" "$hold" "$TB_ORIGIN_A4" 8
 pa=$TB_LAST_PID
-tb_sandbox_bg "$hb" "$TB_PY" -c "$hold" "$TB_ORIGIN_B4" 8
+tb_sandbox_bg "$hb" "$TB_PY" "$hold" "$TB_ORIGIN_B4" 8
 pb=$TB_LAST_PID
 tb_check "the connection to a.test is up" tb_wait_line "$ha" '^up ' 3
 tb_check "the connection to b.test is up" tb_wait_line "$hb" '^up ' 3

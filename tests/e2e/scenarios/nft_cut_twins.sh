@@ -58,35 +58,13 @@ EOF
 )
 tb_start_egressd --policy "$pol"
 
-# HOLD HOST SECS: as in nft_cut_on_tighten, over IPv6.
-hold='
-import errno, socket, sys, time
-host, secs = sys.argv[1], float(sys.argv[2])
-s = socket.create_connection((host, 7), timeout=3)
-print("up %.3f" % time.time(), flush=True)
-n, end = 0, time.monotonic() + secs
-try:
-    while time.monotonic() < end:
-        s.sendall(b"ping %d\n" % n)
-        got = b""
-        while not got.endswith(b"\n"):
-            c = s.recv(64)
-            if not c:
-                raise OSError(errno.EPIPE, "EOF")
-            got += c
-        n += 1
-        time.sleep(0.2)
-except OSError as e:
-    name = errno.errorcode.get(e.errno, type(e).__name__) if e.errno else type(e).__name__
-    print("err %s %.3f after %d" % (name, time.time(), n), flush=True)
-    sys.exit(1)
-print("ok %d" % n, flush=True)
-'
+# HOLD HOST SECS: tests/e2e/tools/tcp_hold.py, over IPv6.
+hold=$ND_TOOLS/tcp_hold.py
 h1=$TB_DIR/hold1.out
 h2=$TB_DIR/hold2.out
-tb_sandbox_bg "$h1" "$TB_PY" -c "$hold" "$TWIN" 7
+tb_sandbox_bg "$h1" "$TB_PY" "$hold" "$TWIN" 7
 p1=$TB_LAST_PID
-tb_sandbox_bg "$h2" "$TB_PY" -c "$hold" "$TWIN2" 7
+tb_sandbox_bg "$h2" "$TB_PY" "$hold" "$TWIN2" 7
 p2=$TB_LAST_PID
 tb_check "connection to $TWIN up" tb_wait_line "$h1" '^up ' 5
 tb_check "connection to $TWIN2 up" tb_wait_line "$h2" '^up ' 5
