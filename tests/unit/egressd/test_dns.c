@@ -27,6 +27,7 @@
 
 #include "egressd/dns.h"
 #include "egressd/dns_wire.h"
+#include "ts_policy.h"
 #include "dns_fake_upstream.h"
 #include "dns_testpk.h"
 #include "ts_clock.h"
@@ -184,27 +185,13 @@ static const char base_policy[] =
     "{\"action\":\"allow\",\"target\":\"10.8.0.0/16\"}"
     "],\"alwaysAllow\":[\"10.9.9.0/24\"],\"dns\":{\"negativeTtl\":42}}";
 
-static struct policy *
-make_policy(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "test", &d);
-	if (p == NULL)
-		fail_msg("policy: %s", d.n > 0 ? d.msgs[0] : "?");
-	policy_diag_clear(&d);
-	return p;
-}
-
 /* Swaps the snapshot the getter hands out, as the daemon does. */
 static void
 set_policy(struct ctx *c, const char *json)
 {
 	policy_unref(c->pol);
 	c->pol = NULL;
-	c->pol = make_policy(json);
+	c->pol = ts_policy_json(json);
 }
 
 static void
@@ -285,7 +272,7 @@ setup(void **state)
 	log_init(&c->lg, c->logfd, LOG_DEBUG);
 	c->f1 = fake_upstream_new(c->base, 0);
 	c->f2 = fake_upstream_new(c->base, 0);
-	c->pol = make_policy(base_policy);
+	c->pol = ts_policy_json(base_policy);
 	c->client_fd = -1;
 	*state = c;
 	return 0;

@@ -12,24 +12,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
-
-static struct policy *
-load(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "t.json", &d);
-	if (p == NULL) {
-		size_t i;
-		for (i = 0; i < d.n; i++)
-			print_error("diag: %s\n", d.msgs[i]);
-	}
-	policy_diag_clear(&d);
-	assert_non_null(p);
-	return p;
-}
+#include "ts_policy.h"
 
 static enum policy_action
 dom(const struct policy *p, const char *name, const char **target)
@@ -79,19 +62,21 @@ test_mode_names(void **state)
 	struct policy *p;
 
 	(void)state;
-	p = load("{\"defaultAction\":\"allow\"}");
+	p = ts_policy_json("{\"defaultAction\":\"allow\"}");
 	assert_string_equal(policy_mode_name(p), "allow_all");
 	assert_false(p->user_empty);
 	policy_unref(p);
-	p = load("{\"defaultAction\":\"deny\",\"egress\":[]}");
+	p = ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":[]}");
 	assert_string_equal(policy_mode_name(p), "deny_all");
 	policy_unref(p);
-	p = load("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	p = ts_policy_json(
+	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\"}]}");
 	assert_string_equal(policy_mode_name(p), "enforcing");
 	assert_int_equal(p->revision, 1);
 	policy_unref(p);
-	p = load("{\"defaultAction\":\"allow\",\"egress\":[{\"action\":"
-	         "\"deny\",\"target\":\"a.com\"}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":[{\"action\":"
+	    "\"deny\",\"target\":\"a.com\"}]}");
 	assert_string_equal(policy_mode_name(p), "enforcing");
 	policy_unref(p);
 }
@@ -105,7 +90,7 @@ test_empty_forms_deny_all(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
-		struct policy *p = load(forms[i]);
+		struct policy *p = ts_policy_json(forms[i]);
 		assert_true(p->user_empty);
 		assert_int_equal(p->default_action, POLICY_DENY);
 		assert_int_equal(p->nrules, 0);
@@ -117,8 +102,8 @@ test_empty_forms_deny_all(void **state)
 static void
 test_wildcard_strict_subdomains(void **state)
 {
-	struct policy *p = load("{\"egress\":[{\"action\":\"allow\","
-	                        "\"target\":\"*.a.com\"}]}");
+	struct policy *p = ts_policy_json("{\"egress\":[{\"action\":\"allow\","
+	                                  "\"target\":\"*.a.com\"}]}");
 
 	(void)state;
 	assert_int_equal(dom(p, "x.a.com", NULL), POLICY_ALLOW);
@@ -132,8 +117,8 @@ test_wildcard_strict_subdomains(void **state)
 static void
 test_exact_does_not_cover_subdomains(void **state)
 {
-	struct policy *p = load("{\"egress\":[{\"action\":\"allow\","
-	                        "\"target\":\"a.com\"}]}");
+	struct policy *p = ts_policy_json("{\"egress\":[{\"action\":\"allow\","
+	                                  "\"target\":\"a.com\"}]}");
 
 	(void)state;
 	assert_int_equal(dom(p, "a.com", NULL), POLICY_ALLOW);
@@ -146,12 +131,12 @@ test_first_match_in_list_order(void **state)
 {
 	const char *t;
 	struct policy *p =
-	    load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
-	         "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
-	         "{\"action\":\"allow\",\"target\":\"*.b.a.com\"},"
-	         "{\"action\":\"allow\",\"target\":\"ok.com\"},"
-	         "{\"action\":\"deny\",\"target\":\"ok.com\"}]}");
+	    ts_policy_json("{\"defaultAction\":\"allow\",\"egress\":["
+	                   "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"*.b.a.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"ok.com\"},"
+	                   "{\"action\":\"deny\",\"target\":\"ok.com\"}]}");
 
 	(void)state;
 	/* The earlier wildcard wins over the later exact name. */
@@ -165,9 +150,9 @@ test_first_match_in_list_order(void **state)
 	assert_null(t);
 	policy_unref(p);
 
-	p = load("{\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
-	         "{\"action\":\"deny\",\"target\":\"*.a.com\"}]}");
+	p = ts_policy_json("{\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"x.a.com\"},"
+	                   "{\"action\":\"deny\",\"target\":\"*.a.com\"}]}");
 	assert_int_equal(dom(p, "x.a.com", &t), POLICY_ALLOW);
 	assert_string_equal(t, "x.a.com");
 	assert_int_equal(dom(p, "z.a.com", &t), POLICY_DENY);
@@ -178,10 +163,10 @@ test_first_match_in_list_order(void **state)
 static void
 test_case_and_trailing_dot(void **state)
 {
-	struct policy *p =
-	    load("{\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"API.Example.COM.\"},"
-	         "{\"action\":\"allow\",\"target\":\"*.Foo.org\"}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"API.Example.COM.\"},"
+	    "{\"action\":\"allow\",\"target\":\"*.Foo.org\"}]}");
 
 	(void)state;
 	assert_string_equal(p->rules[0].target, "api.example.com");
@@ -199,7 +184,7 @@ test_case_and_trailing_dot(void **state)
 static void
 test_invalid_names_denied_even_under_allow(void **state)
 {
-	struct policy *p = load("{\"defaultAction\":\"allow\"}");
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"allow\"}");
 	const char *t = "x";
 
 	(void)state;
@@ -217,16 +202,16 @@ static void
 test_overlay_precedence(void **state)
 {
 	const char *t;
-	struct policy *p =
-	    load("{\"defaultAction\":\"allow\","
-	         "\"alwaysDeny\":[\"bad.com\",\"*.evil.org\",\"203.0.113.66\"],"
-	         "\"alwaysAllow\":[\"bad.com\",\"good.com\",\"*.evil.org\","
-	         "\"203.0.113.0/24\"],"
-	         "\"infra\":[\"infra.local\",\"198.51.100.53\"],"
-	         "\"egress\":[{\"action\":\"deny\",\"target\":\"good.com\"},"
-	         "{\"action\":\"deny\",\"target\":\"infra.local\"},"
-	         "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"},"
-	         "{\"action\":\"deny\",\"target\":\"203.0.113.0/25\"}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"defaultAction\":\"allow\","
+	    "\"alwaysDeny\":[\"bad.com\",\"*.evil.org\",\"203.0.113.66\"],"
+	    "\"alwaysAllow\":[\"bad.com\",\"good.com\",\"*.evil.org\","
+	    "\"203.0.113.0/24\"],"
+	    "\"infra\":[\"infra.local\",\"198.51.100.53\"],"
+	    "\"egress\":[{\"action\":\"deny\",\"target\":\"good.com\"},"
+	    "{\"action\":\"deny\",\"target\":\"infra.local\"},"
+	    "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"},"
+	    "{\"action\":\"deny\",\"target\":\"203.0.113.0/25\"}]}");
 
 	(void)state;
 	/* always-deny > always-allow */
@@ -256,15 +241,15 @@ static void
 test_addr_longest_prefix(void **state)
 {
 	const struct policy_rule *r;
-	struct policy *p =
-	    load("{\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\"},"
-	         "{\"action\":\"deny\",\"target\":\"203.0.113.128/25\"},"
-	         "{\"action\":\"allow\",\"target\":\"203.0.113.200\"},"
-	         "{\"action\":\"allow\",\"target\":\"2001:db8::/32\"},"
-	         "{\"action\":\"deny\",\"target\":\"2001:db8:1::/48\"},"
-	         "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\"},"
-	         "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\"},"
+	    "{\"action\":\"deny\",\"target\":\"203.0.113.128/25\"},"
+	    "{\"action\":\"allow\",\"target\":\"203.0.113.200\"},"
+	    "{\"action\":\"allow\",\"target\":\"2001:db8::/32\"},"
+	    "{\"action\":\"deny\",\"target\":\"2001:db8:1::/48\"},"
+	    "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\"},"
+	    "{\"action\":\"deny\",\"target\":\"198.51.100.0/24\"}]}");
 
 	(void)state;
 	assert_int_equal(ip(p, "203.0.113.1", 0, 0, &r), POLICY_ALLOW);
@@ -288,12 +273,12 @@ test_addr_longest_prefix(void **state)
 static void
 test_addr_ports_protocols(void **state)
 {
-	struct policy *p =
-	    load("{\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\","
-	         "\"ports\":[443,\"8000-8080\"],\"protocols\":[\"tcp\"]},"
-	         "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\","
-	         "\"protocols\":[\"icmp\"]}]}");
+	struct policy *p = ts_policy_json(
+	    "{\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"203.0.113.0/24\","
+	    "\"ports\":[443,\"8000-8080\"],\"protocols\":[\"tcp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"198.51.100.0/24\","
+	    "\"protocols\":[\"icmp\"]}]}");
 
 	(void)state;
 	assert_int_equal(
@@ -330,11 +315,12 @@ test_name_reach(void **state)
 
 	(void)state;
 	/* "this name, only 443": allowed, limited; other names default */
-	p = load("{\"defaultAction\":\"deny\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"api.example.com\","
-	         "\"ports\":[443]},"
-	         "{\"action\":\"allow\",\"target\":\"*.cdn.example.com\","
-	         "\"ports\":[\"8000-8080\",443],\"protocols\":[\"tcp\"]}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"api.example.com\","
+	    "\"ports\":[443]},"
+	    "{\"action\":\"allow\",\"target\":\"*.cdn.example.com\","
+	    "\"ports\":[\"8000-8080\",443],\"protocols\":[\"tcp\"]}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "API.example.com.", &r, &rc),
 	    POLICY_ALLOW);
@@ -371,18 +357,20 @@ test_name_reach(void **state)
 
 	/* the same name with ports in one rule, without in a later one: the
 	 * later rule decides the other ports (union, as for CIDRs) */
-	p = load("{\"defaultAction\":\"deny\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443]},"
-	         "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443]},"
+	    "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "a.com", NULL, &rc), POLICY_ALLOW);
 	assert_true(rc.all);
 	policy_unref(p);
 	/* a deny with ports first: every port but 22 */
-	p = load("{\"defaultAction\":\"deny\",\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[22],"
-	         "\"protocols\":[\"tcp\"]},"
-	         "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[22],"
+	    "\"protocols\":[\"tcp\"]},"
+	    "{\"action\":\"allow\",\"target\":\"*.com\"}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_ALLOW);
 	assert_string_equal(r->target, "*.com");
@@ -396,20 +384,22 @@ test_name_reach(void **state)
 	assert_int_equal(dom(p, "b.com", NULL), POLICY_ALLOW);
 	policy_unref(p);
 	/* a plain deny first wins whatever follows */
-	p = load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
-	         "{\"action\":\"allow\",\"target\":\"x.a.com\",\"ports\":[443]}"
-	         "]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"*.a.com\"},"
+	    "{\"action\":\"allow\",\"target\":\"x.a.com\",\"ports\":[443]}"
+	    "]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "x.a.com", &r, &rc), POLICY_DENY);
 	assert_true(rc.none);
 	assert_string_equal(r->target, "*.a.com");
 	policy_unref(p);
 	/* denied on every port by restricted denies: the name is denied */
-	p = load("{\"defaultAction\":\"deny\",\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[443]},"
-	         "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443],"
-	         "\"protocols\":[\"tcp\"]}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[443]},"
+	    "{\"action\":\"allow\",\"target\":\"a.com\",\"ports\":[443],"
+	    "\"protocols\":[\"tcp\"]}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_DENY);
 	assert_true(rc.none);
@@ -417,8 +407,9 @@ test_name_reach(void **state)
 	assert_int_equal(r->action, POLICY_DENY);
 	policy_unref(p);
 	/* default allow with a deny on one port: everything else */
-	p = load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[25]}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"deny\",\"target\":\"a.com\",\"ports\":[25]}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "a.com", &r, &rc), POLICY_ALLOW);
 	assert_null(r); /* only the default allowed */
@@ -432,9 +423,10 @@ test_name_reach(void **state)
 	assert_true(policy_reach_allows(&rc, 0, 0));
 	policy_unref(p);
 	/* an always-deny overlay restricted to a port beats a user allow */
-	p = load("{\"defaultAction\":\"deny\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"a.com\"}],"
-	         "\"alwaysDeny\":[{\"target\":\"a.com\",\"ports\":[80]}]}");
+	p = ts_policy_json(
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"a.com\"}],"
+	    "\"alwaysDeny\":[{\"target\":\"a.com\",\"ports\":[80]}]}");
 	assert_int_equal(
 	    policy_match_domain_reach(p, "a.com", NULL, &rc), POLICY_ALLOW);
 	assert_false(policy_reach_allows(&rc, POLICY_PROTO_TCP, 80));
@@ -521,7 +513,7 @@ test_name_reach_model(void **state)
 			    "%s%s}", np ? "]" : "", proto);
 		}
 		snprintf(json + o, sizeof(json) - o, "]}");
-		p = load(json);
+		p = ts_policy_json(json);
 		for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 			struct policy_reach rc;
 			enum policy_action a;
@@ -583,21 +575,21 @@ test_operator_allowed(void **state)
 	 ula2[16] = {0xfd, 0x00, 0x00, 0x02, [15] = 5},
 	 mapped[16] = {
 	     [10] = 0xff, [11] = 0xff, [12] = 10, [13] = 1, [14] = 2, [15] = 3};
-	struct policy *u =
-	    load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
-	         "{\"action\":\"allow\",\"target\":\"::/0\"},"
-	         "{\"action\":\"allow\",\"target\":\"169.254.169.254\"},"
-	         "{\"action\":\"allow\",\"target\":\"10.1.2.3\"}]}");
-	struct policy *o =
-	    load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
-	         "{\"action\":\"allow\",\"target\":\"10.1.3.0/24\"}],"
-	         "\"alwaysAllow\":[\"10.1.2.0/24\",\"fd00:1::/32\"],"
-	         "\"infra\":[{\"target\":\"172.16.0.0/12\",\"ports\":[443],"
-	         "\"protocols\":[\"tcp\"]}],"
-	         "\"alwaysDeny\":[\"10.1.2.128/25\",{\"target\":\"10.1.2.99\","
-	         "\"ports\":[22],\"protocols\":[\"tcp\"]}]}");
+	struct policy *u = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
+	    "{\"action\":\"allow\",\"target\":\"::/0\"},"
+	    "{\"action\":\"allow\",\"target\":\"169.254.169.254\"},"
+	    "{\"action\":\"allow\",\"target\":\"10.1.2.3\"}]}");
+	struct policy *o = ts_policy_json(
+	    "{\"defaultAction\":\"allow\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"0.0.0.0/0\"},"
+	    "{\"action\":\"allow\",\"target\":\"10.1.3.0/24\"}],"
+	    "\"alwaysAllow\":[\"10.1.2.0/24\",\"fd00:1::/32\"],"
+	    "\"infra\":[{\"target\":\"172.16.0.0/12\",\"ports\":[443],"
+	    "\"protocols\":[\"tcp\"]}],"
+	    "\"alwaysDeny\":[\"10.1.2.128/25\",{\"target\":\"10.1.2.99\","
+	    "\"ports\":[22],\"protocols\":[\"tcp\"]}]}");
 	struct policy *d = policy_new_deny_all();
 
 	(void)state;
@@ -637,10 +629,10 @@ test_explicitly_allowed(void **state)
 	uint8_t a[4] = {10, 1, 2, 3}, b[4] = {10, 2, 0, 1};
 	uint8_t c[4] = {203, 0, 113, 1};
 	struct policy *p =
-	    load("{\"defaultAction\":\"allow\",\"egress\":["
-	         "{\"action\":\"allow\",\"target\":\"10.1.0.0/16\"},"
-	         "{\"action\":\"deny\",\"target\":\"10.1.2.0/24\"},"
-	         "{\"action\":\"allow\",\"target\":\"10.2.0.1\"}]}");
+	    ts_policy_json("{\"defaultAction\":\"allow\",\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"10.1.0.0/16\"},"
+	                   "{\"action\":\"deny\",\"target\":\"10.1.2.0/24\"},"
+	                   "{\"action\":\"allow\",\"target\":\"10.2.0.1\"}]}");
 
 	(void)state;
 	assert_false(policy_addr_explicitly_allowed(p, 4, a));
@@ -654,7 +646,7 @@ test_explicitly_allowed(void **state)
 static void
 test_log_skip_default_empty(void **state)
 {
-	struct policy *p = load("{\"defaultAction\":\"deny\"}");
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
 
 	(void)state;
 	assert_false(policy_log_skip(p, "a.com"));
@@ -665,7 +657,7 @@ test_log_skip_default_empty(void **state)
 static void
 test_dns_defaults(void **state)
 {
-	struct policy *p = load("{}");
+	struct policy *p = ts_policy_json("{}");
 
 	(void)state;
 	assert_int_equal(p->dns.timeout_ms, 5000);

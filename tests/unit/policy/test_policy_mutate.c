@@ -11,19 +11,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
-
-static struct policy *
-base_of(const char *json)
-{
-	struct policy_diag d;
-	struct policy *p;
-
-	policy_diag_init(&d);
-	p = policy_parse_json(json, strlen(json), "base.json", &d);
-	policy_diag_clear(&d);
-	assert_non_null(p);
-	return p;
-}
+#include "ts_policy.h"
 
 static void
 assert_user_json(const struct policy *p, const char *want)
@@ -45,7 +33,7 @@ replace(const struct policy *b, const char *body, size_t cap, bool *oc,
 static void
 test_replace_basic(void **state)
 {
-	struct policy *b = base_of("{\"alwaysDeny\":[\"bad.com\"]}"), *p;
+	struct policy *b = ts_policy_json("{\"alwaysDeny\":[\"bad.com\"]}"), *p;
 	bool oc = true;
 	struct err e;
 
@@ -79,8 +67,8 @@ test_replace_empty_resets(void **state)
 {
 	static const char *const forms[] = {"", "\"\"", "null", "{}", " \n"};
 	struct policy *b =
-	    base_of("{\"defaultAction\":\"allow\",\"egress\":[{"
-	            "\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	    ts_policy_json("{\"defaultAction\":\"allow\",\"egress\":[{"
+	                   "\"action\":\"allow\",\"target\":\"a.com\"}]}");
 	struct err e;
 	size_t i;
 
@@ -203,8 +191,9 @@ test_all_errors_reported(void **state)
 static void
 test_missing_action_is_deny(void **state)
 {
-	struct policy *p = base_of("{\"defaultAction\":\"allow\",\"egress\":[{"
-	                           "\"target\":\"a.com\"}]}");
+	struct policy *p =
+	    ts_policy_json("{\"defaultAction\":\"allow\",\"egress\":[{"
+	                   "\"target\":\"a.com\"}]}");
 
 	(void)state;
 	assert_int_equal(p->rules[0].action, POLICY_DENY);
@@ -215,15 +204,16 @@ test_missing_action_is_deny(void **state)
 static void
 test_empty_strings_mean_unset(void **state)
 {
-	struct policy *p = base_of("{\"defaultAction\":\"\",\"egress\":[{"
-	                           "\"action\":\"\",\"target\":\"a.com\"}]}");
+	struct policy *p =
+	    ts_policy_json("{\"defaultAction\":\"\",\"egress\":[{"
+	                   "\"action\":\"\",\"target\":\"a.com\"}]}");
 
 	(void)state;
 	assert_int_equal(p->default_action, POLICY_DENY);
 	assert_int_equal(p->rules[0].action, POLICY_DENY);
 	assert_false(p->user_empty);
 	policy_unref(p);
-	p = base_of(
+	p = ts_policy_json(
 	    "{\"alwaysAllow\":[{\"action\":\"\",\"target\":\"b.com\"}]}");
 	assert_int_equal(p->always_allow[0].action, POLICY_ALLOW);
 	policy_unref(p);
@@ -233,7 +223,7 @@ test_empty_strings_mean_unset(void **state)
 static void
 test_actions_fold_case_and_blanks(void **state)
 {
-	struct policy *b = base_of("{}"), *p;
+	struct policy *b = ts_policy_json("{}"), *p;
 	bool oc = true;
 	struct err e;
 
@@ -262,8 +252,8 @@ test_actions_fold_case_and_blanks(void **state)
 	policy_unref(p);
 	/* overlays: the folded action must still agree with the list */
 	policy_unref(b);
-	b = base_of("{\"alwaysAllow\":[{\"action\":\"ALLOW\",\"target\":"
-	            "\"d.com\"}]}");
+	b = ts_policy_json("{\"alwaysAllow\":[{\"action\":\"ALLOW\",\"target\":"
+	                   "\"d.com\"}]}");
 	assert_int_equal(b->always_allow[0].action, POLICY_ALLOW);
 	policy_unref(b);
 }
@@ -302,10 +292,10 @@ static void
 test_patch_prepends_and_dedups(void **state)
 {
 	struct policy *b =
-	    base_of("{\"defaultAction\":\"deny\",\"egress\":["
-	            "{\"action\":\"allow\",\"target\":\"a.com\"},"
-	            "{\"action\":\"allow\",\"target\":\"b.com\"},"
-	            "{\"action\":\"deny\",\"target\":\"10.0.0.0/8\"}]}");
+	    ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"a.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"b.com\"},"
+	                   "{\"action\":\"deny\",\"target\":\"10.0.0.0/8\"}]}");
 	const char *body = "[{\"action\":\"deny\",\"target\":\"B.COM\"},"
 	                   "{\"action\":\"allow\",\"target\":\"c.com\"},"
 	                   "{\"action\":\"allow\",\"target\":\"b.com\"}]";
@@ -371,11 +361,11 @@ static void
 test_delete(void **state)
 {
 	struct policy *b =
-	    base_of("{\"defaultAction\":\"allow\",\"egress\":["
-	            "{\"action\":\"deny\",\"target\":\"A.com\"},"
-	            "{\"action\":\"deny\",\"target\":\"*.b.com\"},"
-	            "{\"action\":\"deny\",\"target\":\"10.0.0.0/8\"},"
-	            "{\"action\":\"deny\",\"target\":\"c.com\"}]}");
+	    ts_policy_json("{\"defaultAction\":\"allow\",\"egress\":["
+	                   "{\"action\":\"deny\",\"target\":\"A.com\"},"
+	                   "{\"action\":\"deny\",\"target\":\"*.b.com\"},"
+	                   "{\"action\":\"deny\",\"target\":\"10.0.0.0/8\"},"
+	                   "{\"action\":\"deny\",\"target\":\"c.com\"}]}");
 	const char *body = "[\"a.COM.\",\"*.B.com\",\"nothing.org\"]";
 	size_t matched = 99;
 	struct policy *p;
@@ -417,7 +407,7 @@ test_delete(void **state)
 static void
 test_user_json_extensions(void **state)
 {
-	struct policy *p = base_of(
+	struct policy *p = ts_policy_json(
 	    "{\"egress\":[{\"action\":\"allow\",\"target\":\"192.0.2.1\","
 	    "\"ports\":[443,\"8000-8080\"],\"protocols\":[\"udp\",\"tcp\"]}]}");
 	char *s;
