@@ -2,6 +2,7 @@
  * http_chunk: chunked transfer coding, streamed (see http_chunk.h).
  */
 #include "egressd/http_chunk.h"
+#include "egressd/http_head.h"
 
 #include <string.h>
 
@@ -43,14 +44,6 @@ hexval(uint8_t ch)
 	return -1;
 }
 
-static bool
-is_tchar(uint8_t ch)
-{
-	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	    (ch >= '0' && ch <= '9') ||
-	    (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
 /* *used: the bytes before the offending one. */
 #define fail(c, e, why) fail_at(c, e, why, used, i)
 
@@ -81,7 +74,7 @@ ext_byte(struct http_chunk *c, uint8_t ch)
 		c->in_quote = true;
 		return true;
 	}
-	return is_tchar(ch) || ch == ';' || ch == '=' || ch == ' ' ||
+	return http_is_tchar(ch) || ch == ';' || ch == '=' || ch == ' ' ||
 	    ch == '\t';
 }
 
@@ -169,7 +162,7 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		case ST_TRAILER:
 			if (ch == '\r') {
 				c->state = ST_END_LF;
-			} else if (is_tchar(ch)) {
+			} else if (http_is_tchar(ch)) {
 				c->state = ST_TRAILER_NAME;
 			} else {
 				return fail(c, e, "malformed trailer line");
@@ -178,7 +171,7 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		case ST_TRAILER_NAME:
 			if (ch == ':')
 				c->state = ST_TRAILER_VALUE;
-			else if (!is_tchar(ch))
+			else if (!http_is_tchar(ch))
 				return fail(c, e, "malformed trailer name");
 			goto count_trailer;
 		case ST_TRAILER_VALUE:

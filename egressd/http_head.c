@@ -7,12 +7,19 @@
 #include <string.h>
 #include <strings.h>
 
+/* c is one of set's characters; never NUL (strchr finds the terminator). */
 static bool
-is_tchar(unsigned char c)
+in_set(unsigned char c, const char *set)
+{
+	return c != '\0' && strchr(set, c) != NULL;
+}
+
+bool
+http_is_tchar(unsigned char c)
 {
 	/* RFC 9110 5.6.2 */
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	    (c >= '0' && c <= '9') || in_set(c, "!#$%&'*+-.^_`|~");
 }
 
 static bool
@@ -81,7 +88,7 @@ http_authority_split(const struct http_span *a, unsigned default_port,
 			return -1;
 		for (i = 1; p + i < rb; i++)
 			if (!(is_digit((unsigned char)p[i]) ||
-			        strchr("abcdefABCDEF:.", p[i]) != NULL))
+			        in_set((unsigned char)p[i], "abcdefABCDEF:.")))
 				return -1;
 		host->p = p + 1;
 		host->n = (size_t)(rb - p - 1);
@@ -103,7 +110,7 @@ http_authority_split(const struct http_span *a, unsigned default_port,
 			/* RFC 3986 reg-name */
 			if (!((c >= 'a' && c <= 'z') ||
 			        (c >= 'A' && c <= 'Z') || is_digit(c) ||
-			        strchr("-._~!$&'()*+,;=%", c)))
+			        in_set(c, "-._~!$&'()*+,;=%")))
 				return -1;
 		}
 		host->p = p;
@@ -263,7 +270,7 @@ headers(const char *p, const char *end, struct http_head *out, struct err *e)
 		if (colon == NULL || colon == p)
 			return bad(out, 400, e, "header line without a name");
 		for (v = p; v < colon; v++)
-			if (!is_tchar((unsigned char)*v))
+			if (!http_is_tchar((unsigned char)*v))
 				return bad(out, 400, e,
 				    *v == ' ' || *v == '\t'
 				        ? "whitespace before a header's colon"
@@ -451,7 +458,7 @@ http_parse_request(
 	if (out->method.n > HTTP_METHOD_MAX)
 		return bad(out, 400, e, "method too long");
 	for (p = buf; p < sp1; p++)
-		if (!is_tchar((unsigned char)*p))
+		if (!http_is_tchar((unsigned char)*p))
 			return bad(out, 400, e, "method is not a token");
 	out->target.p = sp1 + 1;
 	out->target.n = (size_t)(sp2 - sp1 - 1);

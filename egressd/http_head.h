@@ -141,6 +141,9 @@ int http_authority_split(const struct http_span *a, unsigned default_port,
 const struct http_span *http_header_get(
     const struct http_head *h, const char *name, size_t *count);
 
+/* A token character (RFC 9110 5.6.2): methods, header and trailer names. */
+bool http_is_tchar(unsigned char c);
+
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool http_span_ieq(const struct http_span *s, const char *lit);
 

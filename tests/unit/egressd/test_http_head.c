@@ -137,6 +137,17 @@ test_request_fields(void **state)
 	n = corpus_file("http_head", "ok_ipv6_host", buf, sizeof(buf));
 	assert_int_equal(http_parse_request(buf, n, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(http_authority_split(&h.host, 80, &host, &port), 0);
+	{
+		/* a NUL is no host character, in a name or in brackets */
+		static const struct http_span nul_name = {"a\0b.test", 8},
+		                              nul_v6 = {"[::\0:1]", 7};
+
+		assert_int_equal(
+		    http_authority_split(&nul_name, 80, &host, &port), -1);
+		assert_int_equal(
+		    http_authority_split(&nul_v6, 80, &host, &port), -1);
+		assert_false(http_is_tchar('\0'));
+	}
 	assert_true(http_span_ieq(&host, "2001:db8::1"));
 	assert_int_equal(port, 8080);
 	n = corpus_file("http_head", "ok_ows_value", buf, sizeof(buf));
