@@ -2,6 +2,7 @@
  * tls_ca: the CA and its leaf certificates (see tls_ca.h).
  */
 #include "egressd/tls_ca.h"
+#include "policy/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -373,20 +374,18 @@ leaf_front(struct tls_ca *ca, struct leaf *l)
 		ca->oldest = l;
 }
 
-static uint32_t
-name_hash(const char *s)
+/* The sandbox picks the names, but a chain is at most the whole cache
+ * (TLS_CA_CACHE_MAX), so collisions cost time, never memory. */
+static size_t
+name_bucket(const char *s)
 {
-	uint32_t h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 16777619u;
-	return h;
+	return (size_t)(hash_fnv1a(s, strlen(s)) & (CA_BUCKETS - 1));
 }
 
 static void
 leaf_drop(struct tls_ca *ca, struct leaf *l)
 {
-	struct leaf **pp = &ca->buckets[name_hash(l->name) & (CA_BUCKETS - 1)];
+	struct leaf **pp = &ca->buckets[name_bucket(l->name)];
 
 	while (*pp != l)
 		pp = &(*pp)->next;
@@ -464,7 +463,7 @@ tls_ca_leaf(struct tls_ca *ca, const char *sni, struct err *e)
 		    "a lowercase host name");
 		return NULL;
 	}
-	bucket = &ca->buckets[name_hash(sni) & (CA_BUCKETS - 1)];
+	bucket = &ca->buckets[name_bucket(sni)];
 	for (l = *bucket; l != NULL; l = l->next)
 		if (strcmp(l->name, sni) == 0)
 			break;
