@@ -210,13 +210,32 @@ egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(d->ev_reload, &tv);
 }
 
+/* Watches the directory holding path (its name into base); -1 on failure,
+ * logged as event: the file is still read on SIGHUP. */
+static int
+egressd_watch_dir_of(struct egressd *d, const char *path, char *base,
+    size_t bcap, const char *event, uint32_t mask)
+{
+	char dir[PATH_MAX];
+	int wd;
+
+	if (policyfile_split_path(path, dir, sizeof(dir), base, bcap) == -1) {
+		log_warn(d->log, event, LOG_S("path", path),
+		    LOG_S("error", "path too long"));
+		return -1;
+	}
+	wd = inotify_add_watch(d->inotify_fd, dir, mask);
+	if (wd == -1)
+		log_warn(d->log, event, LOG_S("path", dir),
+		    LOG_S("error", strerror(errno)));
+	return wd;
+}
+
 static int
 egressd_watch_files(struct egressd *d, struct err *e)
 {
 	const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 	    IN_DELETE | IN_MOVED_FROM | IN_ATTRIB;
-	char dir[PATH_MAX];
-	char *slash;
 
 	d->wd_policy = d->wd_rules = d->wd_token = -1;
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -224,44 +243,14 @@ egressd_watch_files(struct egressd *d, struct err *e)
 		err_set(e, "inotify: %s", strerror(errno));
 		return -1;
 	}
-	if (d->cfg->policy_file != NULL) {
-		(void)snprintf(dir, sizeof(dir), "%s", d->cfg->policy_file);
-		slash = strrchr(dir, '/');
-		if (slash == NULL) {
-			(void)snprintf(
-			    d->policy_base, sizeof(d->policy_base), "%s", dir);
-			(void)snprintf(dir, sizeof(dir), ".");
-		} else {
-			(void)snprintf(d->policy_base, sizeof(d->policy_base),
-			    "%s", slash + 1);
-			if (slash == dir)
-				dir[1] = '\0';
-			else
-				*slash = '\0';
-		}
-		d->wd_policy = inotify_add_watch(d->inotify_fd, dir, mask);
-		if (d->wd_policy == -1)
-			log_warn(d->log, "policy.watch_failed",
-			    LOG_S("path", dir),
-			    LOG_S("error", strerror(errno)));
-	}
-	if (d->cfg->token_file != NULL) {
-		(void)snprintf(dir, sizeof(dir), "%s", d->cfg->token_file);
-		slash = strrchr(dir, '/');
-		(void)snprintf(d->token_base, sizeof(d->token_base), "%s",
-		    slash ? slash + 1 : dir);
-		if (slash == NULL)
-			(void)snprintf(dir, sizeof(dir), ".");
-		else if (slash == dir)
-			dir[1] = '\0';
-		else
-			*slash = '\0';
-		d->wd_token = inotify_add_watch(d->inotify_fd, dir, mask);
-		if (d->wd_token == -1)
-			log_warn(d->log, "api.token_watch_failed",
-			    LOG_S("path", dir),
-			    LOG_S("error", strerror(errno)));
-	}
+	if (d->cfg->policy_file != NULL)
+		d->wd_policy =
+		    egressd_watch_dir_of(d, d->cfg->policy_file, d->policy_base,
+		        sizeof(d->policy_base), "policy.watch_failed", mask);
+	if (d->cfg->token_file != NULL)
+		d->wd_token =
+		    egressd_watch_dir_of(d, d->cfg->token_file, d->token_base,
+		        sizeof(d->token_base), "api.token_watch_failed", mask);
 	if (d->cfg->rules_dir != NULL && d->cfg->rules_dir[0] != '\0') {
 		d->wd_rules =
 		    inotify_add_watch(d->inotify_fd, d->cfg->rules_dir, mask);

@@ -94,37 +94,48 @@ check_dir(const char *dir, struct err *e)
 }
 
 int
+policyfile_split_path(
+    const char *path, char *dir, size_t dcap, char *base, size_t bcap)
+{
+	const char *slash = strrchr(path, '/');
+	int n;
+
+	if (base != NULL &&
+	    snprintf(base, bcap, "%s", slash ? slash + 1 : path) >= (int)bcap)
+		return -1;
+	if (slash == NULL)
+		n = snprintf(dir, dcap, ".");
+	else if (slash == path)
+		n = snprintf(dir, dcap, "/");
+	else
+		n = snprintf(dir, dcap, "%.*s", (int)(slash - path), path);
+	return n >= (int)dcap ? -1 : 0;
+}
+
+int
 policyfile_check_dirs(const char *path, struct err *e)
 {
-	char buf[PATH_MAX], *slash;
+	char dir[PATH_MAX];
 	char *real;
 	int rc;
 
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+	if (policyfile_split_path(path, dir, sizeof(dir), NULL, 0) == -1) {
 		err_set(e, "path too long");
 		return -1;
 	}
-	slash = strrchr(buf, '/');
-	if (slash == NULL)
-		snprintf(buf, sizeof(buf), ".");
-	else if (slash == buf)
-		buf[1] = '\0';
-	else
-		*slash = '\0';
-	if (check_dir(buf, e) == -1)
+	if (check_dir(dir, e) == -1)
 		return -1;
 	if ((real = realpath(path, NULL)) == NULL) {
 		err_set(e, "%s: %s", path, strerror(errno));
 		return -1;
 	}
-	slash = strrchr(real, '/');
-	if (slash == real)
-		real[1] = '\0';
-	else
-		*slash = '\0';
-	rc = check_dir(real, e);
+	rc = policyfile_split_path(real, dir, sizeof(dir), NULL, 0);
 	free(real);
-	return rc;
+	if (rc == -1) {
+		err_set(e, "path too long");
+		return -1;
+	}
+	return check_dir(dir, e);
 }
 
 static int

@@ -65,6 +65,14 @@ int policyfile_check_owner(const struct stat *st, struct err *e);
  */
 int policyfile_check_dirs(const char *path, struct err *e);
 
+/*
+ * The directory of path ("." for a bare name, "/" at the root) into dir,
+ * and its last component into base (may be NULL). -1 if either does not
+ * fit.
+ */
+int policyfile_split_path(
+    const char *path, char *dir, size_t dcap, char *base, size_t bcap);
+
 /* Reads a whole file of at most max bytes (NUL-terminated, caller frees);
  * NULL when missing or larger. */
 char *policyfile_read(const char *path, size_t max, size_t *len);
