@@ -437,11 +437,7 @@ tls_hello_parse(
 			}
 		}
 	}
-	if (whole[0] != TLS_HS_CLIENT_HELLO) {
-		err_set(
-		    e, "handshake message %u is not a ClientHello", whole[0]);
-		return TLS_HELLO_BAD;
-	}
+	/* both ways out of the loop checked whole[0] == TLS_HS_CLIENT_HELLO */
 	if (parse_body(out, whole + TLS_HS_HEADER_LEN, have - TLS_HS_HEADER_LEN,
 	        e) < 0) {
 		memset(out, 0, sizeof(*out));
