@@ -29,7 +29,7 @@
 #include "egressd/log.h"
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
-#include "vault/vault_ct.h"
+#include "util/secmem.h"
 
 #define API_MAGIC 0x41504921u /* "API!" */
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
@@ -298,7 +298,7 @@ api_token_matches(const struct api *a, const char *got)
 {
 	if (got == NULL)
 		return false;
-	return vault_ct_equal(got, strlen(got), a->token, a->tokenlen);
+	return secmem_equal(got, strlen(got), a->token, a->tokenlen);
 }
 
 static bool
@@ -1678,7 +1678,7 @@ api_set_token(struct api *a, const char *token, struct err *e)
 		return -1;
 	}
 	if (a->token != NULL) {
-		vault_wipe(a->token, a->tokenlen);
+		secmem_wipe(a->token, a->tokenlen);
 		free(a->token);
 	}
 	a->token = t;
@@ -1710,7 +1710,7 @@ api_free(struct api *a)
 		free(a->unix_path);
 	}
 	if (a->token != NULL) {
-		vault_wipe(a->token, a->tokenlen);
+		secmem_wipe(a->token, a->tokenlen);
 		free(a->token);
 	}
 	a->magic = 0;

@@ -34,7 +34,7 @@
 
 #include <jansson.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 #include "policy/policy.h"
 
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */

@@ -14,7 +14,7 @@
 #include "egressd/config.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
-#include "vault/vault_ct.h"
+#include "util/secmem.h"
 
 static const char config_usage_text[] =
     "usage: egressd [options]\n"
@@ -106,7 +106,7 @@ static void
 config_wipe_token(struct config *c)
 {
 	if (c->token != NULL) {
-		vault_wipe(c->token, strlen(c->token));
+		secmem_wipe(c->token, strlen(c->token));
 		free(c->token);
 		c->token = NULL;
 	}
@@ -848,7 +848,7 @@ config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 			if (config_set(c, K_TOKEN, optarg, whatbuf, e))
 				goto out;
 			/* Keep the token out of /proc/PID/cmdline. */
-			vault_wipe(optarg, strlen(optarg));
+			secmem_wipe(optarg, strlen(optarg));
 			break;
 		case OPT_INSECURE:
 			c->api_insecure_no_token = true;
@@ -1011,7 +1011,7 @@ config_token_read(const char *path, char *buf, size_t cap, struct err *e)
 		return -1;
 	}
 	if ((size_t)n > CONFIG_TOKEN_MAX || (size_t)n == cap - 1) {
-		vault_wipe(buf, cap);
+		secmem_wipe(buf, cap);
 		err_set(e, "%s: token longer than %d bytes", path,
 		    CONFIG_TOKEN_MAX);
 		return -1;
@@ -1020,7 +1020,7 @@ config_token_read(const char *path, char *buf, size_t cap, struct err *e)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
 	if (n == 0 || memchr(buf, '\n', (size_t)n) != NULL) {
-		vault_wipe(buf, cap);
+		secmem_wipe(buf, cap);
 		err_set(e, "%s: token file must hold one non-empty line", path);
 		return -1;
 	}
@@ -1037,7 +1037,7 @@ config_read_token_file(struct config *c, struct err *e)
 	if (config_token_read(c->token_file, buf, sizeof(buf), e) < 0)
 		return -1;
 	rc = config_set_token(c, buf, "--api-token-file", e);
-	vault_wipe(buf, sizeof(buf));
+	secmem_wipe(buf, sizeof(buf));
 	return rc;
 }
 

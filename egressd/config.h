@@ -16,7 +16,7 @@
 
 #include "egressd/defaults.h"
 #include "egressd/log.h"
-#include "policy/err.h"
+#include "util/err.h"
 
 #define CONFIG_MAX_DNS_TIMEOUT_S 120
 #define CONFIG_LIST_MAX 64 /* entries of any comma-separated list */

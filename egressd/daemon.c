@@ -13,14 +13,14 @@
 #include <unistd.h>
 
 #include "egressd/api.h"
-#include "vault/vault_ct.h"
+#include "util/secmem.h"
 #include "egressd/daemon.h"
 #include "egressd/dns.h"
 #include "egressd/failpoint.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
 #include "egressd/webhook.h"
-#include "policy/hash.h"
+#include "util/hash.h"
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -94,7 +94,7 @@ egressd_reload_token(struct egressd *d, const char *why)
 			    LOG_S("trigger", why),
 			    LOG_S("path", d->cfg->token_file));
 	}
-	vault_wipe(buf, sizeof(buf));
+	secmem_wipe(buf, sizeof(buf));
 }
 
 int

@@ -33,7 +33,7 @@
 #include "egressd/dns_upstream.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
-#include "policy/err.h"
+#include "util/err.h"
 #include "policy/policy.h"
 
 struct event_base;

@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 #include "egressd/dns_wire.h"
-#include "policy/err.h"
+#include "util/err.h"
 
 #define DNS_REWRITE_STRIP_ECH 0x1u /* drop the SVCB "ech" key */
 #define DNS_REWRITE_DROP_ADDITIONAL 0x2u /* drop the additional section */

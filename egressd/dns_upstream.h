@@ -39,7 +39,7 @@
 
 #include "egressd/log.h"
 #include "egressd/stats.h"
-#include "policy/err.h"
+#include "util/err.h"
 
 struct event_base;
 

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 /* Bounds. */
 #define DNS_MSG_MAX 65535 /* any DNS message (TCP length prefix) */

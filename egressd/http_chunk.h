@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 #define HTTP_CHUNK_LINE_MAX 4096 /* a chunk-size line with extensions */
 #define HTTP_CHUNK_TRAILER_MAX 16384 /* the whole trailer section */

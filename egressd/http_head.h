@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 #define HTTP_LINE_MAX 8192 /* request line or status line, CRLF included */
 #define HTTP_HEAD_MAX 65536 /* the whole head, final CRLF included */

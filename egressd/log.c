@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "egressd/log.h"
-#include "policy/hash.h"
+#include "util/hash.h"
 
 /*
  * Field keys that, whatever the caller meant, may carry secret material.

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy/hash.h"
+#include "util/hash.h"
 
 #define LOG_AGG_NONE ((int16_t)-1)
 

@@ -62,7 +62,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 #include "policy/policy.h"
 
 struct event_base;

@@ -9,7 +9,7 @@
 
 #include "egressd/failpoint.h"
 #include "egressd/policyfile.h"
-#include "policy/hash.h"
+#include "util/hash.h"
 
 /* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
 char *

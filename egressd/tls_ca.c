@@ -2,7 +2,7 @@
  * tls_ca: the CA and its leaf certificates (see tls_ca.h).
  */
 #include "egressd/tls_ca.h"
-#include "policy/hash.h"
+#include "util/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -30,7 +30,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 #define TLS_CA_CACHE_MAX 1024 /* leaves kept (by SNI) */
 #define TLS_CA_LEAF_DAYS 7 /* leaf validity */

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 /* Bounds. */
 #define TLS_RECORD_HEADER_LEN 5

@@ -19,7 +19,7 @@
 
 #include "egressd/log.h"
 #include "egressd/webhook.h"
-#include "policy/hash.h"
+#include "util/hash.h"
 
 #define WEBHOOK_MAGIC 0x5745424bu /* "WEBK" */
 

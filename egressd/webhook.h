@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 #define WEBHOOK_QUEUE_MAX 256
 #define WEBHOOK_DEDUP_SLOTS 1024

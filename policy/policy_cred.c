@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "policy/policy_int.h"
+#include "util/secmem.h"
 
 #define SCHEME_HTTPS 0x1u
 #define SCHEME_HTTP 0x2u
@@ -80,7 +81,7 @@ policy_credential_free(struct policy_credential *c)
 	if (c == NULL)
 		return;
 	if (c->value != NULL) {
-		explicit_bzero(c->value, c->vlen);
+		secmem_wipe(c->value, c->vlen);
 		free(c->value);
 	}
 	free(c->name);

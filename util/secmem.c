@@ -1,10 +1,10 @@
-#include <openssl/crypto.h>
 #include <stdint.h>
+#include <string.h>
 
-#include "vault/vault_ct.h"
+#include "util/secmem.h"
 
 bool
-vault_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+secmem_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
 	const volatile uint8_t *pa = a, *pb = b;
 	volatile uint8_t diff = 0;
@@ -23,8 +23,9 @@ vault_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 }
 
 void
-vault_wipe(void *p, size_t n)
+secmem_wipe(void *p, size_t n)
 {
+	/* glibc's explicit_bzero: a memset the optimizer must keep. */
 	if (p != NULL && n > 0)
-		OPENSSL_cleanse(p, n);
+		explicit_bzero(p, n);
 }

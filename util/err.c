@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy/err.h"
+#include "util/err.h"
 
 void
 err_set(struct err *e, const char *fmt, ...)
