@@ -30,6 +30,7 @@
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
 #include "util/secmem.h"
+#include "util/now.h"
 
 #define API_MAGIC 0x41504921u /* "API!" */
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
@@ -912,15 +913,6 @@ api_route_find(const char *path)
 	return NULL;
 }
 
-static uint64_t
-api_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 struct api_sweep_ctx {
 	struct api *a;
 	bool live[API_CONNS_MAX + 1];
@@ -1304,7 +1296,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	struct api_req r = {.a = a, .req = req, .status = 0};
 	const struct api_route *rt;
-	uint64_t t0 = api_now_us();
+	uint64_t t0 = now_mono_us();
 	char peer[API_ADDR_MAX] = "";
 	char rawpath[API_PATH_MAX];
 	char *host = NULL;
@@ -1364,7 +1356,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	    (const struct log_field[]){LOG_S("method", api_method_name(r.cmd)),
 	        LOG_S("path", r.path != NULL ? r.path : ""),
 	        LOG_I("status", r.status),
-	        LOG_D("ms", (double)(api_now_us() - t0) / 1000.0),
+	        LOG_D("ms", (double)(now_mono_us() - t0) / 1000.0),
 	        LOG_S("peer", peer), LOG_END_});
 }
 

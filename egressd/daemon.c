@@ -21,6 +21,7 @@
 #include "egressd/policyfile.h"
 #include "egressd/webhook.h"
 #include "util/hash.h"
+#include "util/now.h"
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -610,7 +611,7 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 {
 	struct egressd_held held = {.d = d};
 	struct nft_selfcheck_io io;
-	struct timespec t0, t1;
+	uint64_t t0;
 
 	if (d->nft == NULL)
 		return 0;
@@ -634,7 +635,7 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 	io.fd6 = dns_udp_fd(d->dns, AF_INET6);
 	io.foreign = egressd_selfcheck_query_cb;
 	io.arg = &held;
-	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_mono_us();
 	if (io.fd4 < 0 && io.fd6 < 0) {
 		err_set(e, "nft self-check: no resolver UDP socket");
 		return -1;
@@ -643,13 +644,9 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 		err_prefix(e, "nft self-check");
 		return -1;
 	}
-	(void)clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_info(d->log, "nft.selfcheck_passed",
-	    LOG_U("us",
-	        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
-	            (t1.tv_nsec - t0.tv_nsec) / 1000)),
-	    LOG_B("ipv4", io.fd4 >= 0), LOG_B("ipv6", io.fd6 >= 0),
-	    LOG_U("queries", held.n));
+	    LOG_U("us", now_mono_us() - t0), LOG_B("ipv4", io.fd4 >= 0),
+	    LOG_B("ipv6", io.fd6 >= 0), LOG_U("queries", held.n));
 	/* Flows from before this start (a restart, a policy file changed
 	 * while egressd was down) meet the policy in force too. After the
 	 * check: a conntrack dump takes milliseconds, the queries held in the

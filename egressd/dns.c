@@ -23,6 +23,7 @@
 #include "egressd/dns_rewrite.h"
 #include "egressd/dns_wire.h"
 #include "egressd/log_agg.h"
+#include "util/now.h"
 
 #define DNS_MAGIC 0x444e5352u /* "DNSR" */
 #define DNS_UDP_MAGIC 0x444e5544u /* "DNUD" */
@@ -161,11 +162,8 @@ struct dns {
 static uint64_t
 dns_mono_ms(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return now_mono_ms();
 }
 
 static uint64_t

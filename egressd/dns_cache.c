@@ -4,6 +4,7 @@
  * on lookup and, under pressure, by LRU eviction.
  */
 #include "egressd/dns_cache.h"
+#include "util/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,16 +38,10 @@ struct dns_cache {
 static uint64_t
 dns_cache_hash(const struct dns_cache_key *k)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	size_t i;
+	uint64_t h = hash_fnv1a(k->name, k->name_len);
 
-	for (i = 0; i < k->name_len; i++) {
-		h ^= k->name[i];
-		h *= 1099511628211ull;
-	}
 	h ^= (uint64_t)k->qtype << 24 ^ (uint64_t)k->qclass << 8 ^ k->flags;
-	h *= 1099511628211ull;
-	return h;
+	return h * HASH_FNV1A_PRIME;
 }
 
 static bool

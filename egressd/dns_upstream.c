@@ -3,6 +3,7 @@
  * failover within a budget, passive and active health.
  */
 #include "egressd/dns_upstream.h"
+#include "util/now.h"
 
 #include <arpa/inet.h>
 #include <ares.h>
@@ -429,11 +430,8 @@ dns_upstream_name_wire(const char *s, uint8_t *out, size_t cap, size_t *len)
 static uint64_t
 dns_upstream_mono_ms(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return now_mono_ms();
 }
 
 static uint64_t

@@ -10,6 +10,7 @@
 
 #include "egressd/log.h"
 #include "util/hash.h"
+#include "util/now.h"
 
 /*
  * Field keys that, whatever the caller meant, may carry secret material.
@@ -53,11 +54,8 @@ log_key_is_secret(const char *key)
 static uint64_t
 log_wall_ms(void *arg)
 {
-	struct timeval tv;
-
 	(void)arg;
-	gettimeofday(&tv, NULL);
-	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	return now_wall_ms();
 }
 
 void

@@ -20,6 +20,7 @@
 #include "egressd/log.h"
 #include "egressd/webhook.h"
 #include "util/hash.h"
+#include "util/now.h"
 
 #define WEBHOOK_MAGIC 0x5745424bu /* "WEBK" */
 
@@ -308,24 +309,6 @@ struct webhook {
 	struct event *timer;
 };
 
-static uint64_t
-webhook_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t
-webhook_wall_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-}
-
 static void webhook_kick(struct webhook *w);
 
 /* The single end of an attempt: frees the connection, schedules more. */
@@ -348,7 +331,7 @@ webhook_finish(
 	else
 		log_debug(w->log, "webhook.sent", LOG_S("name", ev->name),
 		    LOG_I("status", status));
-	webhook_queue_done(&w->q, ok, retry, webhook_mono_ms());
+	webhook_queue_done(&w->q, ok, retry, now_mono_ms());
 	w->state = WEBHOOK_IDLE;
 	webhook_kick(w);
 }
@@ -514,7 +497,7 @@ webhook_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 webhook_kick(struct webhook *w)
 {
-	uint64_t now = webhook_mono_ms();
+	uint64_t now = now_mono_ms();
 	struct webhook_event *ev;
 	int64_t wait;
 
@@ -602,7 +585,7 @@ webhook_notify(struct webhook *w, const char *name, const char *reason)
 	if (w == NULL || name == NULL)
 		return;
 	if (webhook_queue_push(&w->q, name, reason ? reason : "policy",
-	        webhook_mono_ms(), webhook_wall_ms()))
+	        now_mono_ms(), now_wall_ms()))
 		webhook_kick(w);
 }
 

@@ -23,9 +23,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
-
-#define FNV_OFF 2166136261u
-#define FNV_PRIME 16777619u
+#include "util/hash.h"
 
 /* 16 bytes: four entries per cache line. */
 struct dent {
@@ -79,12 +77,10 @@ struct policy_layer {
 static uint32_t
 hash_rev(const char *s, size_t n)
 {
-	uint32_t h = FNV_OFF;
+	uint32_t h = HASH_FNV1A32_BASIS;
 
-	while (n-- > 0) {
-		h ^= (unsigned char)s[n];
-		h *= FNV_PRIME;
-	}
+	while (n-- > 0)
+		h = hash_fnv1a32_byte(h, (unsigned char)s[n]);
 	return h;
 }
 
@@ -324,15 +320,14 @@ long
 policy_layer_match_name(const struct policy_layer *l, const char *name,
     size_t len, enum policy_action *act, bool *restricted)
 {
-	uint32_t h = FNV_OFF;
+	uint32_t h = HASH_FNV1A32_BASIS;
 	long best = -1, v;
 	size_t i;
 
 	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
 		return -1;
 	for (i = len; i-- > 0;) {
-		h ^= (unsigned char)name[i];
-		h *= FNV_PRIME;
+		h = hash_fnv1a32_byte(h, (unsigned char)name[i]);
 		if (i == 0)
 			v = dtab_get(&l->exact, name, len, h);
 		else if (name[i - 1] == '.')
@@ -360,15 +355,14 @@ size_t
 policy_layer_each_name(const struct policy_layer *l, const char *name,
     size_t len, bool (*fn)(void *arg, size_t i), void *arg)
 {
-	uint32_t cur[POLICY_NAME_MAX / 2 + 2], h = FNV_OFF;
+	uint32_t cur[POLICY_NAME_MAX / 2 + 2], h = HASH_FNV1A32_BASIS;
 	size_t i, k, ncur = 0, calls = 0;
 	long v;
 
 	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
 		return 0;
 	for (i = len; i-- > 0;) {
-		h ^= (unsigned char)name[i];
-		h *= FNV_PRIME;
+		h = hash_fnv1a32_byte(h, (unsigned char)name[i]);
 		if (i == 0)
 			v = dtab_get(&l->exact, name, len, h);
 		else if (name[i - 1] == '.')

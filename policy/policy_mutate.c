@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/hash.h"
 
 #define API_NAME "body"
 
@@ -20,13 +21,7 @@ struct tset {
 static uint32_t
 tset_hash(const char *s)
 {
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
-	return h;
+	return hash_fnv1a32(s, strlen(s));
 }
 
 static int

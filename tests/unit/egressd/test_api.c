@@ -31,7 +31,7 @@
 #include "egressd/api.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
-#include "ts_clock.h"
+#include "util/now.h"
 
 #define TOKEN "s3cret-token"
 #define RESP_MAX (4u << 20)
@@ -251,12 +251,12 @@ client_connect_unix(const char *path)
 static void
 spin(struct fx *f, int ms)
 {
-	uint64_t end = ts_now_ms() + (uint64_t)ms;
+	uint64_t end = now_mono_ms() + (uint64_t)ms;
 
 	do {
 		event_base_loop(f->base, EVLOOP_NONBLOCK);
 		poll(NULL, 0, 1);
-	} while (ts_now_ms() < end);
+	} while (now_mono_ms() < end);
 }
 
 static void
@@ -283,14 +283,14 @@ resp_parse(struct resp *r)
 static void
 exchange(struct fx *f, int fd, const char *req, size_t reqlen, struct resp *r)
 {
-	uint64_t deadline = ts_now_ms() + CLIENT_DEADLINE_MS;
+	uint64_t deadline = now_mono_ms() + CLIENT_DEADLINE_MS;
 	size_t sent = 0;
 	bool eof = false;
 
 	memset(r, 0, sizeof(*r));
 	r->raw = malloc(RESP_MAX + 1);
 	assert_non_null(r->raw);
-	while (!eof && ts_now_ms() < deadline) {
+	while (!eof && now_mono_ms() < deadline) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t n;
 		event_base_loop(f->base, EVLOOP_NONBLOCK);
@@ -1106,7 +1106,7 @@ test_logs(void **state)
 static ssize_t
 read_some(struct fx *f, int fd, char *buf, size_t len, int ms)
 {
-	uint64_t end = ts_now_ms() + (uint64_t)ms;
+	uint64_t end = now_mono_ms() + (uint64_t)ms;
 	ssize_t n;
 
 	do {
@@ -1115,7 +1115,7 @@ read_some(struct fx *f, int fd, char *buf, size_t len, int ms)
 		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			return n;
 		poll(NULL, 0, 1);
-	} while (ts_now_ms() < end);
+	} while (now_mono_ms() < end);
 	return -1;
 }
 
@@ -1261,7 +1261,7 @@ test_idle_timeout(void **state)
 static void
 drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
 {
-	uint64_t t0 = ts_now_ms(), end = t0 + (uint64_t)deadline_ms + 3000;
+	uint64_t t0 = now_mono_ms(), end = t0 + (uint64_t)deadline_ms + 3000;
 	int fd = client_connect(f);
 	char buf[512];
 	ssize_t n = -1;
@@ -1270,7 +1270,7 @@ drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
 	spin(f, 20);
 	assert_int_equal(
 	    send(fd, prefix, strlen(prefix), 0), (ssize_t)strlen(prefix));
-	while (ts_now_ms() < end) {
+	while (now_mono_ms() < end) {
 		/* one byte every 400 ms: well inside API_TIMEOUT_S */
 		if (send(fd, drop + (k++ % strlen(drop)), 1,
 		        MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
@@ -1282,8 +1282,8 @@ drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
 	buf[n] = '\0';
 	assert_int_equal(strncmp(buf, "HTTP/1.1 408 ", 13), 0);
 	/* ended by the deadline, not by evhttp's idle timeout */
-	assert_true(ts_now_ms() - t0 >= (uint64_t)deadline_ms - 100);
-	assert_true(ts_now_ms() - t0 <
+	assert_true(now_mono_ms() - t0 >= (uint64_t)deadline_ms - 100);
+	assert_true(now_mono_ms() - t0 <
 	    (uint64_t)API_TIMEOUT_S * 1000 + (uint64_t)deadline_ms);
 	close(fd);
 	spin(f, API_LINGER_MS + 500);

@@ -30,7 +30,7 @@
 #include "ts_policy.h"
 #include "dns_fake_upstream.h"
 #include "dns_testpk.h"
-#include "ts_clock.h"
+#include "util/now.h"
 
 #define LEARN_MAX 32
 
@@ -165,7 +165,7 @@ hook_clock(void *arg)
 {
 	struct ctx *c = arg;
 
-	return c->fake_clock ? c->fake_ms : ts_now_ms();
+	return c->fake_clock ? c->fake_ms : now_mono_ms();
 }
 
 static bool
@@ -360,12 +360,12 @@ ask_udp(struct ctx *c, const uint8_t *q, size_t qlen, uint8_t *ans, size_t cap,
     unsigned max_ms)
 {
 	int fd = client_udp(c);
-	uint64_t end = ts_now_ms() + max_ms;
+	uint64_t end = now_mono_ms() + max_ms;
 	ssize_t n = -1;
 
 	assert_int_equal(send(fd, q, qlen, 0), (ssize_t)qlen);
 	c->client_fd = fd;
-	while (ts_now_ms() < end) {
+	while (now_mono_ms() < end) {
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		n = recv(fd, ans, cap, 0);
 		if (n >= 0)
@@ -411,13 +411,13 @@ tcp_recv(struct ctx *c, int fd, uint8_t *ans, size_t cap, unsigned max_ms)
 	static uint8_t buf[70000];
 	static size_t have;
 	static int for_fd = -1;
-	uint64_t end = ts_now_ms() + max_ms;
+	uint64_t end = now_mono_ms() + max_ms;
 
 	if (for_fd != fd) {
 		have = 0;
 		for_fd = fd;
 	}
-	while (ts_now_ms() < end) {
+	while (now_mono_ms() < end) {
 		ssize_t n;
 
 		if (have >= 2) {
@@ -951,15 +951,15 @@ test_policy_swap_while_in_flight(void **state)
 	fd = client_udp(c);
 	ql = make_query(q, 1, "www.allowed.test", DNS_TYPE_A, false);
 	assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
-	end = ts_now_ms() + 50;
-	while (ts_now_ms() < end)
+	end = now_mono_ms() + 50;
+	while (now_mono_ms() < end)
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	assert_int_equal(c->f1->udp_queries, 1);
 	/* The daemon swaps and drops its reference: ours keeps it alive. */
 	set_policy(c, base_policy);
 	c->f1->mode = FAKE_ANSWER;
-	end = ts_now_ms() + 2000;
-	while (ts_now_ms() < end && n < 0) {
+	end = now_mono_ms() + 2000;
+	while (now_mono_ms() < end && n < 0) {
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		n = recv(fd, ans, sizeof(ans), 0);
 	}
@@ -1035,17 +1035,17 @@ test_tightening_while_in_flight(void **state)
 	assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
 	ql = make_query(q, 8, "x.cdn.test", DNS_TYPE_A, false);
 	assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
-	end = ts_now_ms() + 100;
-	while (ts_now_ms() < end)
+	end = now_mono_ms() + 100;
+	while (now_mono_ms() < end)
 		event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	assert_int_equal(c->f1->udp_queries, 2);
 	set_policy(c,
 	    "{\"defaultAction\":\"deny\",\"egress\":["
 	    "{\"action\":\"allow\",\"target\":\"*.cdn.test\"}]}");
 	while (n < 0 || ans[1] != 7) {
-		end = ts_now_ms() + 2000;
+		end = now_mono_ms() + 2000;
 		n = -1;
-		while (ts_now_ms() < end && n < 0) {
+		while (now_mono_ms() < end && n < 0) {
 			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 			n = recv(fd, ans, sizeof(ans), MSG_DONTWAIT);
 		}
@@ -1125,12 +1125,12 @@ test_upstream_down_servfail_within_timeout(void **state)
 	c->f1->mode = FAKE_DROP;
 	start_dns(c, fs, 1, 600, 200);
 	ql = make_query(q, 3, "www.allowed.test", DNS_TYPE_A, false);
-	t0 = ts_now_ms();
+	t0 = now_mono_ms();
 	n = ask_udp(c, q, ql, ans, sizeof(ans), 3000);
 	assert_true(n > 0);
 	assert_int_equal(ans[3] & 0x0f, DNS_RCODE_SERVFAIL);
-	assert_true(ts_now_ms() - t0 < 900);
-	assert_true(ts_now_ms() - t0 >= 190);
+	assert_true(now_mono_ms() - t0 < 900);
+	assert_true(now_mono_ms() - t0 >= 190);
 	assert_int_equal(c->st.dns_servfail, 1);
 	assert_true(c->st.dns_upstream_failures >= 1);
 }
@@ -1449,9 +1449,9 @@ test_tcp_caps(void **state)
 	for (i = 0; i < 3; i++) {
 		fds[i] = client_tcp(c);
 		{
-			uint64_t end = ts_now_ms() + 50;
+			uint64_t end = now_mono_ms() + 50;
 
-			while (ts_now_ms() < end)
+			while (now_mono_ms() < end)
 				event_base_loop(
 				    c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		}
@@ -1655,17 +1655,17 @@ test_async_learn(void **state)
 	ql = make_query(q, 9, "b.allowed.test", DNS_TYPE_A, false);
 	{
 		int fd = client_udp(c);
-		uint64_t end = ts_now_ms() + 2000;
+		uint64_t end = now_mono_ms() + 2000;
 
 		assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
-		while (c->pend_done == NULL && ts_now_ms() < end)
+		while (c->pend_done == NULL && now_mono_ms() < end)
 			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		assert_non_null(c->pend_done);
 		set_policy(c,
 		    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":"
 		    "\"allow\",\"target\":\"www.allowed.test\"}]}");
 		n = -1;
-		while (ts_now_ms() < end) {
+		while (now_mono_ms() < end) {
 			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 			n = recv(fd, ans, sizeof(ans), MSG_DONTWAIT);
 			if (n >= 0)
@@ -1682,10 +1682,10 @@ test_async_learn(void **state)
 	fake_add_a(c->f1, "www.allowed.test", "2001:db8::10", 300);
 	{
 		int fd = client_udp(c);
-		uint64_t end = ts_now_ms() + 2000;
+		uint64_t end = now_mono_ms() + 2000;
 
 		assert_int_equal(send(fd, q, ql, 0), (ssize_t)ql);
-		while (c->pend_done == NULL && ts_now_ms() < end)
+		while (c->pend_done == NULL && now_mono_ms() < end)
 			event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		assert_non_null(c->pend_done);
 		close(fd);

@@ -26,7 +26,7 @@
 #include "egressd/dns_upstream.h"
 #include "dns_fake_upstream.h"
 #include "dns_testpk.h"
-#include "ts_clock.h"
+#include "util/now.h"
 
 /* ---- parsing ---- */
 
@@ -210,7 +210,7 @@ done_cb(void *arg, const uint8_t *ans, size_t len, const char *upstream)
 
 	r->done = true;
 	r->ok = ans != NULL;
-	r->at_ms = ts_now_ms();
+	r->at_ms = now_mono_ms();
 	if (ans != NULL) {
 		r->len = len < sizeof(r->ans) ? len : sizeof(r->ans);
 		memcpy(r->ans, ans, r->len);
@@ -221,9 +221,9 @@ done_cb(void *arg, const uint8_t *ans, size_t len, const char *upstream)
 static void
 run_until(struct event_base *base, const bool *flag, unsigned max_ms)
 {
-	uint64_t end = ts_now_ms() + max_ms;
+	uint64_t end = now_mono_ms() + max_ms;
 
-	while (!*flag && ts_now_ms() < end)
+	while (!*flag && now_mono_ms() < end)
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 }
 
@@ -401,7 +401,7 @@ test_down_fails_within_budget(void **state)
 	uint64_t t0;
 
 	c->f1->mode = FAKE_DROP;
-	t0 = ts_now_ms();
+	t0 = now_mono_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 150, 500, done_cb, &r));
 	run_until(c->base, &r.done, 3000);
@@ -431,7 +431,7 @@ test_failover_and_health(void **state)
 	c->f1->mode = FAKE_DROP;
 	for (i = 0; i < 2; i++) {
 		struct result r = {0};
-		uint64_t t0 = ts_now_ms();
+		uint64_t t0 = now_mono_ms();
 
 		assert_non_null(
 		    dns_upstream_send(u, q, ql, false, 150, 2000, done_cb, &r));
@@ -450,7 +450,7 @@ test_failover_and_health(void **state)
 	/* Now the healthy one is asked first: no wait for the dead one. */
 	{
 		struct result r = {0};
-		uint64_t t0 = ts_now_ms();
+		uint64_t t0 = now_mono_ms();
 
 		assert_non_null(
 		    dns_upstream_send(u, q, ql, false, 150, 2000, done_cb, &r));
@@ -480,7 +480,7 @@ test_silent_first_hedges_within_budget(void **state)
 	c->f1->mode = FAKE_DROP;
 	for (i = 0; i < 2; i++) {
 		struct result r = {0};
-		uint64_t t0 = ts_now_ms();
+		uint64_t t0 = now_mono_ms();
 
 		assert_non_null(dns_upstream_send(
 		    u, q, ql, false, 5000, 2000, done_cb, &r));
@@ -547,7 +547,7 @@ test_rtt_hedge_and_late_answer_alive(void **state)
 	run_until(c->base, &r.done, 3000);
 	assert_answer_ip(&r, "203.0.113.10");
 	c->f1->delay_ms = 700;
-	t0 = ts_now_ms();
+	t0 = now_mono_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 2000, 3000, done_cb, &r2));
 	run_until(c->base, &r2.done, 3000);
@@ -577,7 +577,7 @@ test_late_answer_still_wins(void **state)
 	 * attempt's late answer is used (retries went out meanwhile).
 	 */
 	c->f1->delay_ms = 250;
-	t0 = ts_now_ms();
+	t0 = now_mono_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 100, 1000, done_cb, &r));
 	run_until(c->base, &r.done, 3000);
@@ -622,7 +622,7 @@ test_refused_port_fails_over_fast(void **state)
 	assert_int_equal(dns_upstream_parse(buf, &a[1], &e), 0);
 	u = dns_upstreams_new(c->base, a, 2, NULL, &c->lg, &c->st, &e);
 	assert_non_null(u);
-	t0 = ts_now_ms();
+	t0 = now_mono_ms();
 	assert_non_null(
 	    dns_upstream_send(u, q, ql, false, 1000, 3000, done_cb, &r));
 	run_until(c->base, &r.done, 3000);
