@@ -11,6 +11,7 @@
 #include "egressd/log.h"
 #include "util/hash.h"
 #include "util/now.h"
+#include "util/utf8.h"
 
 /*
  * Field keys that, whatever the caller meant, may carry secret material.
@@ -186,39 +187,6 @@ log_puts(struct log_buf *b, const char *s)
 	log_put(b, s, strlen(s));
 }
 
-/* Length of a valid UTF-8 sequence at s (max n bytes), or 0. */
-static size_t
-log_utf8_len(const unsigned char *s, size_t n)
-{
-	size_t need, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		need = 2;
-		cp = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		need = 3;
-		cp = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		need = 4;
-		cp = s[0] & 0x07;
-	} else
-		return 0;
-	if (n < need)
-		return 0;
-	for (i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return need;
-}
-
 static void
 log_put_json_str(struct log_buf *b, const char *s, size_t max)
 {
@@ -263,7 +231,7 @@ log_put_json_str(struct log_buf *b, const char *s, size_t max)
 			i++;
 			continue;
 		}
-		l = log_utf8_len(u + i, n - i);
+		l = utf8_decode(u + i, n - i, NULL);
 		if (l == 0) {
 			log_put(b, "\\ufffd", 6);
 			i++;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/utf8.h"
 
 struct jr {
 	const char *b;
@@ -123,32 +124,6 @@ jr_hex4(struct jr *j)
 	return v;
 }
 
-/* Appends one code point as UTF-8. */
-static size_t
-utf8_put(char *o, unsigned long cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xc0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		o[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	o[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 static long
 jr_uescape(struct jr *j)
 {
@@ -189,7 +164,7 @@ jr_escape(struct jr *j, char *o, size_t *on)
 		long cp = jr_uescape(j);
 		if (cp < 0)
 			return -1;
-		*on += utf8_put(o + *on, (unsigned long)cp);
+		*on += utf8_encode(o + *on, (uint32_t)cp);
 		return 0;
 	}
 	if (c <= 0 || (p = strchr(from, c)) == NULL) {
@@ -199,36 +174,6 @@ jr_escape(struct jr *j, char *o, size_t *on)
 	o[(*on)++] = to[p - from];
 	jr_adv(j);
 	return 0;
-}
-
-/* Length of the valid UTF-8 sequence at s (max n bytes), 0 if invalid. */
-static size_t
-utf8_len(const unsigned char *s, size_t n)
-{
-	size_t need, i;
-	unsigned long cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		need = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		need = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		need = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (n < need)
-		return 0;
-	for (i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return need;
 }
 
 static int
@@ -265,8 +210,8 @@ jr_strbody(struct jr *j, struct pnode *n)
 				goto out_free;
 			continue;
 		}
-		k = utf8_len(
-		    (const unsigned char *)j->b + j->pos, j->len - j->pos);
+		k = utf8_decode((const unsigned char *)j->b + j->pos,
+		    j->len - j->pos, NULL);
 		if (k == 0) {
 			jr_fail(j, "invalid UTF-8 in string");
 			goto out_free;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/utf8.h"
 
 static const char *
 action_name(enum policy_action a)
@@ -151,39 +152,13 @@ yb_printf(struct ybuf *b, const char *fmt, ...)
 	}
 }
 
-/* Length of the UTF-8 sequence at s with its code point, 0 if invalid. */
-static size_t
-utf8_decode(const char *s, unsigned long *cp)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t need, i;
-
-	if (u[0] >= 0xc2 && u[0] <= 0xdf)
-		need = 2, *cp = u[0] & 0x1f;
-	else if (u[0] >= 0xe0 && u[0] <= 0xef)
-		need = 3, *cp = u[0] & 0x0f;
-	else if (u[0] >= 0xf0 && u[0] <= 0xf4)
-		need = 4, *cp = u[0] & 0x07;
-	else
-		return 0;
-	for (i = 1; i < need; i++) {
-		if ((u[i] & 0xc0) != 0x80)
-			return 0;
-		*cp = (*cp << 6) | (u[i] & 0x3f);
-	}
-	if ((need == 3 && (*cp < 0x800 || (*cp >= 0xd800 && *cp <= 0xdfff))) ||
-	    (need == 4 && (*cp < 0x10000 || *cp > 0x10ffff)))
-		return 0;
-	return need;
-}
-
 void
 yb_quoted(struct ybuf *b, const char *s)
 {
 	yb_printf(b, "\"");
 	while (*s != '\0') {
 		unsigned char c = (unsigned char)*s;
-		unsigned long cp;
+		uint32_t cp;
 		size_t k;
 		if (c == '"' || c == '\\')
 			yb_printf(b, "\\%c", c);
@@ -191,9 +166,11 @@ yb_quoted(struct ybuf *b, const char *s)
 			yb_printf(b, "\\u%04x", c);
 		else if (c < 0x80)
 			yb_printf(b, "%c", c);
-		else if ((k = utf8_decode(s, &cp)) > 0) {
+		else if ((k = utf8_decode((const unsigned char *)s,
+		              strnlen(s, 4), &cp)) > 0) {
 			/* Escaped: YAML folds some code points (NEL, LS, PS). */
-			yb_printf(b, cp > 0xffff ? "\\U%08lx" : "\\u%04lx", cp);
+			yb_printf(b, cp > 0xffff ? "\\U%08lx" : "\\u%04lx",
+			    (unsigned long)cp);
 			s += k;
 			continue;
 		} else
