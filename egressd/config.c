@@ -14,6 +14,7 @@
 #include "egressd/config.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
+#include "util/fileread.h"
 #include "util/secmem.h"
 
 static const char config_usage_text[] =
@@ -972,51 +973,30 @@ out:
 int
 config_token_read(const char *path, char *buf, size_t cap, struct err *e)
 {
-	struct stat st;
 	ssize_t n;
-	int fd;
 
-	if (cap < 2) {
-		err_set(e, "%s: no room for a token", path);
+	/*
+	 * Whoever can rewrite the token file can reconfigure egressd. Read
+	 * through links (a Kubernetes Secret's files are links into its
+	 * ..data directory): the target, and the directories holding the
+	 * link and the target, pass the owner check instead.
+	 */
+	n = fileread_buf(path, buf, cap, FILEREAD_OWNED | FILEREAD_DIRS, e);
+	if (n == -1 && errno == EFBIG) {
+		err_set(e, "%s: token longer than %d bytes", path,
+		    CONFIG_TOKEN_MAX);
 		return -1;
 	}
-	/* Through links: a Kubernetes Secret's files are links into its
-	 * ..data directory. The target, and the directories holding the
-	 * link and the target, pass the owner check instead. */
-	if (policyfile_check_dirs(path, e) == -1) {
-		err_prefix(e, "%s: cannot open token file", path);
+	if (n == -1) {
+		err_prefix(e, "%s: token file", path);
 		return -1;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd == -1) {
-		err_set(
-		    e, "%s: cannot open token file: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		err_set(e, "%s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	/* Whoever can rewrite the token file can reconfigure egressd. */
-	if (policyfile_check_owner(&st, e) == -1) {
-		err_prefix(e, "%s", path);
-		close(fd);
-		return -1;
-	}
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0) {
-		err_set(e, "%s: read failed", path);
-		return -1;
-	}
-	if ((size_t)n > CONFIG_TOKEN_MAX || (size_t)n == cap - 1) {
+	if ((size_t)n > CONFIG_TOKEN_MAX) {
 		secmem_wipe(buf, cap);
 		err_set(e, "%s: token longer than %d bytes", path,
 		    CONFIG_TOKEN_MAX);
 		return -1;
 	}
-	buf[n] = '\0';
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
 	if (n == 0 || memchr(buf, '\n', (size_t)n) != NULL) {

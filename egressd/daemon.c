@@ -22,6 +22,7 @@
 #include "egressd/webhook.h"
 #include "util/hash.h"
 #include "util/now.h"
+#include "util/fileread.h"
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -56,12 +57,13 @@ egressd_note_policy_file(
 static bool
 egressd_file_hash(const struct egressd *d, uint64_t *h)
 {
+	struct err e;
 	char *bytes;
 	size_t len;
 
 	if (d->cfg->policy_file == NULL ||
-	    (bytes = policyfile_read(
-	         d->cfg->policy_file, d->cfg->policy_file_max, &len)) == NULL)
+	    fileread_all(d->cfg->policy_file, d->cfg->policy_file_max, 0,
+	        &bytes, &len, &e) == -1)
 		return false;
 	*h = hash_fnv1a(bytes, len);
 	free(bytes);
@@ -220,7 +222,7 @@ egressd_watch_dir_of(struct egressd *d, const char *path, char *base,
 	char dir[PATH_MAX];
 	int wd;
 
-	if (policyfile_split_path(path, dir, sizeof(dir), base, bcap) == -1) {
+	if (fileread_split_path(path, dir, sizeof(dir), base, bcap) == -1) {
 		log_warn(d->log, event, LOG_S("path", path),
 		    LOG_S("error", "path too long"));
 		return -1;

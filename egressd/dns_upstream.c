@@ -4,6 +4,7 @@
  */
 #include "egressd/dns_upstream.h"
 #include "util/now.h"
+#include "util/fileread.h"
 
 #include <arpa/inet.h>
 #include <ares.h>
@@ -316,31 +317,14 @@ dns_upstream_from_resolv_conf(const char *path, struct dns_upstream_addr *out,
     size_t max, size_t *nout, struct err *e)
 {
 	char *buf;
-	size_t got = 0;
-	ssize_t r;
-	int fd, rc;
+	size_t got;
+	int rc;
 
 	*nout = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err_set(e, "%s: %s", path, strerror(errno));
+	if (fileread_all(path, DNS_RESOLV_CONF_MAX, 0, &buf, &got, e) == -1) {
+		err_prefix(e, "%s", path);
 		return -1;
 	}
-	buf = malloc(DNS_RESOLV_CONF_MAX);
-	if (buf == NULL) {
-		close(fd);
-		err_set(e, "out of memory");
-		return -1;
-	}
-	while (got < DNS_RESOLV_CONF_MAX) {
-		r = read(fd, buf + got, DNS_RESOLV_CONF_MAX - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	close(fd);
 	rc = dns_upstream_parse_resolv_conf(buf, got, out, max, nout, e);
 	if (rc < 0)
 		err_prefix(e, "%s", path);

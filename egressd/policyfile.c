@@ -10,133 +10,13 @@
 #include "egressd/failpoint.h"
 #include "egressd/policyfile.h"
 #include "util/hash.h"
-
-/* Reads a whole small file; NULL when it does not exist (errno ENOENT). */
-char *
-policyfile_read(const char *path, size_t max, size_t *len)
-{
-	struct stat st;
-	char *buf;
-	ssize_t n;
-	size_t off = 0;
-	int fd;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return NULL;
-	if (fstat(fd, &st) == -1 || (size_t)st.st_size > max) {
-		close(fd);
-		errno = EFBIG;
-		return NULL;
-	}
-	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		close(fd);
-		return NULL;
-	}
-	while (off < (size_t)st.st_size &&
-	    (n = read(fd, buf + off, (size_t)st.st_size - off)) > 0)
-		off += (size_t)n;
-	close(fd);
-	buf[off] = '\0';
-	*len = off;
-	return buf;
-}
+#include "util/fileread.h"
 
 /*
  * egressd rewrites the policy file after API changes and never writes a
  * secret, so an inline credential value in that file would be replaced by
  * "[REDACTED]" on the first change. Refuse it up front.
  */
-
-int
-policyfile_check_owner(const struct stat *st, struct err *e)
-{
-	if (st->st_uid != 0 && st->st_uid != geteuid()) {
-		err_set(e,
-		    "owned by uid %u; egressd reads policy and secrets only "
-		    "from files owned by root or by itself",
-		    (unsigned)st->st_uid);
-		return -1;
-	}
-	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
-		err_set(e,
-		    "writable by group or others (mode %04o); egressd "
-		    "refuses files another user might rewrite",
-		    (unsigned)(st->st_mode & 07777));
-		return -1;
-	}
-	return 0;
-}
-
-static int
-check_dir(const char *dir, struct err *e)
-{
-	struct stat st;
-
-	if (stat(dir, &st) == -1) {
-		err_set(e, "%s: %s", dir, strerror(errno));
-		return -1;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		err_set(e,
-		    "%s: directory owned by uid %u; egressd reads policy and "
-		    "secrets only from directories owned by root or by itself",
-		    dir, (unsigned)st.st_uid);
-		return -1;
-	}
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-		err_set(e,
-		    "%s: directory writable by group or others (mode %04o) "
-		    "and not sticky; another user could replace the file",
-		    dir, (unsigned)(st.st_mode & 07777));
-		return -1;
-	}
-	return 0;
-}
-
-int
-policyfile_split_path(
-    const char *path, char *dir, size_t dcap, char *base, size_t bcap)
-{
-	const char *slash = strrchr(path, '/');
-	int n;
-
-	if (base != NULL &&
-	    snprintf(base, bcap, "%s", slash ? slash + 1 : path) >= (int)bcap)
-		return -1;
-	if (slash == NULL)
-		n = snprintf(dir, dcap, ".");
-	else if (slash == path)
-		n = snprintf(dir, dcap, "/");
-	else
-		n = snprintf(dir, dcap, "%.*s", (int)(slash - path), path);
-	return n >= (int)dcap ? -1 : 0;
-}
-
-int
-policyfile_check_dirs(const char *path, struct err *e)
-{
-	char dir[PATH_MAX];
-	char *real;
-	int rc;
-
-	if (policyfile_split_path(path, dir, sizeof(dir), NULL, 0) == -1) {
-		err_set(e, "path too long");
-		return -1;
-	}
-	if (check_dir(dir, e) == -1)
-		return -1;
-	if ((real = realpath(path, NULL)) == NULL) {
-		err_set(e, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	rc = policyfile_split_path(real, dir, sizeof(dir), NULL, 0);
-	free(real);
-	if (rc == -1) {
-		err_set(e, "path too long");
-		return -1;
-	}
-	return check_dir(dir, e);
-}
 
 static int
 policyfile_check_persistable(
@@ -177,7 +57,7 @@ policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
 	int rc = 0;
 
 	if (cfg->policy_file != NULL && stat(cfg->policy_file, &st) == 0 &&
-	    policyfile_check_owner(&st, &e) == -1) {
+	    fileread_check_owner(&st, &e) == -1) {
 		policy_diag_add(d, cfg->policy_file, 0, 0, "%s", e.msg);
 		rc = -1;
 	}
@@ -188,7 +68,7 @@ policyfile_check_sources(const struct config *cfg, struct policy_diag *d)
 		        cfg->rules_dir, always[i]) >= sizeof(path))
 			continue;
 		if (stat(path, &st) == 0 &&
-		    policyfile_check_owner(&st, &e) == -1) {
+		    fileread_check_owner(&st, &e) == -1) {
 			policy_diag_add(d, path, 0, 0, "%s", e.msg);
 			rc = -1;
 		}

@@ -48,33 +48,4 @@ struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d,
 int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
     const char *failpoint, struct log *lg, struct err *e);
 
-/*
- * 0 when a file egressd takes policy or secrets from is owned by root or
- * egressd's euid and writable by nobody else; -1 with the reason in e
- * (without the path: callers name the file).
- */
-struct stat;
-int policyfile_check_owner(const struct stat *st, struct err *e);
-
-/*
- * The directory holding path and, if path is a link, the directory of what
- * it resolves to: each owned by root or egressd's user and writable by no
- * one else, unless sticky (Kubernetes mounts Secret and ConfigMap volumes
- * 1777; the sticky bit keeps others from replacing root's ..data link).
- * -1 and e (naming the directory) otherwise, or if the link dangles.
- */
-int policyfile_check_dirs(const char *path, struct err *e);
-
-/*
- * The directory of path ("." for a bare name, "/" at the root) into dir,
- * and its last component into base (may be NULL). -1 if either does not
- * fit.
- */
-int policyfile_split_path(
-    const char *path, char *dir, size_t dcap, char *base, size_t bcap);
-
-/* Reads a whole file of at most max bytes (NUL-terminated, caller frees);
- * NULL when missing or larger. */
-char *policyfile_read(const char *path, size_t max, size_t *len);
-
 #endif

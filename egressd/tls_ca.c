@@ -3,6 +3,7 @@
  */
 #include "egressd/tls_ca.h"
 #include "util/hash.h"
+#include "util/fileread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -147,33 +148,25 @@ make_ca_cert(EVP_PKEY *key, struct err *e)
 	    exts, nids, 3, e);
 }
 
-/* Opens path for reading, refusing a key that group or others can read. */
+/*
+ * Opens path for reading. A key must be root's or egressd's, writable and
+ * readable by no one else: whoever can read it can mint certificates the
+ * sandbox trusts.
+ */
 static FILE *
 open_checked(const char *path, bool secret, bool follow, struct err *e)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
-	struct stat st;
+	unsigned flags = (secret ? FILEREAD_OWNED | FILEREAD_PRIVATE : 0) |
+	    (follow ? 0 : FILEREAD_NOFOLLOW);
+	int fd = fileread_open(path, flags, e);
 	FILE *f;
 
 	if (fd < 0) {
-		err_set(e, "cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		err_set(e, "%s is not a regular file", path);
-		close(fd);
-		return NULL;
-	}
-	if (secret && (st.st_mode & 077) != 0) {
-		err_set(e,
-		    "%s is readable by group or others (mode %03o): chmod "
-		    "600 it",
-		    path, (unsigned)(st.st_mode & 0777));
-		close(fd);
+		err_prefix(e, "%s", path);
 		return NULL;
 	}
 	if ((f = fdopen(fd, "r")) == NULL) {
-		err_set(e, "cannot read %s: %s", path, strerror(errno));
+		err_set(e, "%s: cannot read: %s", path, strerror(errno));
 		close(fd);
 	}
 	return f;

@@ -19,6 +19,7 @@
 #include <yaml.h>
 
 #include "policy/policy_int.h"
+#include "util/fileread.h"
 
 struct yr {
 	const char *name;
@@ -322,59 +323,19 @@ int
 policy_read_file(const char *path, size_t max, char **out, size_t *outlen,
     bool *missing, struct policy_diag *d)
 {
-	struct stat st;
-	char *buf = NULL;
-	size_t n = 0, cap;
-	ssize_t r;
-	int fd;
+	struct err e;
 
 	*missing = false;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-		*missing = errno == ENOENT;
-		if (!*missing)
-			policy_diag_add(
-			    d, path, 0, 0, "cannot open: %s", strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		policy_diag_add(d, path, 0, 0, "not a regular file");
-		goto out_close;
-	}
-	if ((uint64_t)st.st_size > max)
-		goto out_big;
-	/* Sized by the file (it may still grow while we read: one byte
-	 * more than max tells). */
-	cap = (size_t)st.st_size + 1;
-	if ((buf = malloc(cap + 1)) == NULL) {
-		policy_diag_add(d, path, 0, 0, "out of memory");
-		goto out_close;
-	}
-	while (n < cap && (r = read(fd, buf + n, cap - n)) != 0) {
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1) {
-			policy_diag_add(
-			    d, path, 0, 0, "read: %s", strerror(errno));
-			goto out_free;
-		}
-		n += (size_t)r;
-	}
-	if (n > max || n == cap)
-		goto out_big;
-	buf[n] = '\0';
-	close(fd);
-	*out = buf;
-	*outlen = n;
-	return 0;
-out_big:
-	policy_diag_add(d, path, 0, 0,
-	    "larger than %zu bytes (the policy file limit; see "
-	    "--policy-file-max)",
-	    max);
-out_free:
-	free(buf);
-out_close:
-	close(fd);
+	if (fileread_all(path, max, 0, out, outlen, &e) == 0)
+		return 0;
+	*missing = errno == ENOENT;
+	if (errno == EFBIG)
+		policy_diag_add(d, path, 0, 0,
+		    "larger than %zu bytes (the policy file limit; see "
+		    "--policy-file-max)",
+		    max);
+	else if (!*missing)
+		policy_diag_add(d, path, 0, 0, "%s", e.msg);
 	return -1;
 }
 

@@ -105,7 +105,7 @@ tb_expect_match "a link into such a directory: refused too" \
         --api-token-file "$bad/token" 2>&1)"
 ln -s data/missing "$bad/dangling"
 tb_expect_match "a dangling link: refused, naming it" \
-    "$bad/dangling: No such file or directory" \
+    "$bad/dangling: token file: No such file or directory" \
     "$("$EGRESSD_BIN" --check --policy "$VOL/policy.yaml" \
         --api-token-file "$bad/dangling" 2>&1)"
 tb_finish
