@@ -125,7 +125,7 @@ int config_finish(struct config *c, struct err *e);
 /*
  * Reads an API token file into buf (cap >= CONFIG_TOKEN_MAX + 2): one
  * non-empty line, through links, with the owner checks of
- * policyfile_check_dirs() and policyfile_check_owner(). Returns its length;
+ * fileread (FILEREAD_OWNED | FILEREAD_DIRS). Returns its length;
  * -1 and e (never holding the token) otherwise, buf wiped. The caller
  * wipes buf after use.
  */
