@@ -30,6 +30,7 @@
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
 #include "util/secmem.h"
+#include "util/addr.h"
 #include "util/now.h"
 
 #define API_MAGIC 0x41504921u /* "API!" */
@@ -1366,86 +1367,33 @@ int
 api_parse_addr(
     const char *s, struct sockaddr_storage *ss, socklen_t *len, struct err *e)
 {
-	char host[API_ADDR_MAX];
-	const char *colon, *p;
-	unsigned long port = 0;
-	size_t hlen;
+	static const struct addr any6 = {.family = AF_INET6};
+	struct addr a;
+	uint16_t port;
+	char buf[API_ADDR_MAX + 16];
 
 	memset(ss, 0, sizeof(*ss));
 	if (s == NULL || s[0] == '\0') {
 		err_set(e, "empty listen address");
 		return -1;
 	}
-	if (s[0] == '[') {
-		const char *end = strchr(s, ']');
-		if (end == NULL || end[1] != ':') {
-			err_set(
-			    e, "listen address %s: expected [IPv6]:port", s);
-			return -1;
-		}
-		hlen = (size_t)(end - s - 1);
-		colon = end + 1;
-		if (hlen == 0 || hlen >= sizeof(host)) {
-			err_set(e, "listen address %s: bad IPv6 literal", s);
-			return -1;
-		}
-		memcpy(host, s + 1, hlen);
-	} else {
-		if ((colon = strrchr(s, ':')) == NULL) {
-			err_set(e, "listen address %s: expected host:port", s);
-			return -1;
-		}
-		hlen = (size_t)(colon - s);
-		if (hlen >= sizeof(host) || memchr(s, ':', hlen) != NULL) {
-			err_set(e,
-			    "listen address %s: IPv6 literals need brackets",
-			    s);
-			return -1;
-		}
-		memcpy(host, s, hlen);
-	}
-	host[hlen] = '\0';
-	p = colon + 1;
-	if (*p == '\0' || strlen(p) > 5) {
-		err_set(e, "listen address %s: bad port", s);
+	/* ":port" is every address, both families; "localhost" the IPv4
+	 * loopback: the two spellings the reference accepts beside literals. */
+	if (s[0] == ':')
+		(void)snprintf(buf, sizeof(buf), "[::]%s", s);
+	else if (strncmp(s, "localhost:", 10) == 0)
+		(void)snprintf(buf, sizeof(buf), "127.0.0.1%s", s + 9);
+	else
+		(void)snprintf(buf, sizeof(buf), "%s", s);
+	if (addr_parse_hostport(buf, 0, ADDR_PORT_REQUIRED | ADDR_PORT_ZERO_OK,
+	        &a, &port, e) == -1) {
+		err_set(e,
+		    "listen address %.64s: expected IP:port, [IPv6]:port, "
+		    ":port or localhost:port",
+		    s);
 		return -1;
 	}
-	for (; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9') {
-			err_set(e, "listen address %s: bad port", s);
-			return -1;
-		}
-		port = port * 10 + (unsigned long)(*p - '0');
-	}
-	if (port > 65535) {
-		err_set(e, "listen address %s: bad port", s);
-		return -1;
-	}
-	if (hlen == 0 || s[0] == '[' || strchr(host, ':') != NULL) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)port);
-		if (hlen > 0 &&
-		    inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) {
-			err_set(e, "listen address %s: bad IPv6 literal", s);
-			return -1;
-		}
-		*len = sizeof(*s6);
-		return 0;
-	}
-	{
-		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)port);
-		if (strcmp(host, "localhost") == 0)
-			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
-			err_set(e,
-			    "listen address %s: host must be an IP literal", s);
-			return -1;
-		}
-		*len = sizeof(*s4);
-	}
+	*len = addr_to_sockaddr(s[0] == ':' ? &any6 : &a, port, ss);
 	return 0;
 }
 

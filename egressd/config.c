@@ -14,6 +14,7 @@
 #include "egressd/config.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
+#include "util/addr.h"
 #include "util/fileread.h"
 #include "util/secmem.h"
 
@@ -216,73 +217,14 @@ int
 config_parse_hostport(const char *s, uint16_t default_port,
     struct config_hostport *out, struct err *e)
 {
-	char host[INET6_ADDRSTRLEN + 1], buf[INET6_ADDRSTRLEN];
-	const char *port = NULL;
-	size_t hl;
-	unsigned long long p = default_port;
+	struct addr a;
 
 	memset(out, 0, sizeof(*out));
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		if (rb == NULL) {
-			err_set(e, "\"%.64s\": missing ']'", s);
-			return -1;
-		}
-		hl = (size_t)(rb - s - 1);
-		if (hl >= sizeof(host)) {
-			err_set(e, "\"%.64s\": bad address", s);
-			return -1;
-		}
-		memcpy(host, s + 1, hl);
-		host[hl] = '\0';
-		if (rb[1] == ':')
-			port = rb + 2;
-		else if (rb[1] != '\0') {
-			err_set(e, "\"%.64s\": junk after ']'", s);
-			return -1;
-		}
-		if (inet_pton(AF_INET6, host, out->addr) != 1) {
-			err_set(e, "\"%.64s\": not an IPv6 address literal", s);
-			return -1;
-		}
-		out->family = AF_INET6;
-	} else {
-		const char *colon = strchr(s, ':');
-		if (colon != NULL && strchr(colon + 1, ':') != NULL) {
-			/* Bare IPv6 without port. */
-			hl = strlen(s);
-			colon = NULL;
-		} else
-			hl = colon ? (size_t)(colon - s) : strlen(s);
-		if (hl >= sizeof(host)) {
-			err_set(e, "\"%.64s\": bad address", s);
-			return -1;
-		}
-		memcpy(host, s, hl);
-		host[hl] = '\0';
-		if (colon != NULL)
-			port = colon + 1;
-		if (inet_pton(AF_INET, host, out->addr) == 1)
-			out->family = AF_INET;
-		else if (inet_pton(AF_INET6, host, out->addr) == 1)
-			out->family = AF_INET6;
-		else {
-			err_set(e,
-			    "\"%.64s\": not an IP address literal (hostnames "
-			    "are not accepted)",
-			    s);
-			return -1;
-		}
-	}
-	if (port != NULL &&
-	    config_parse_uint(port, 1, 65535, &p, "port", e) == -1) {
-		err_prefix(e, "\"%.64s\"", s);
+	if (addr_parse_hostport(s, default_port, 0, &a, &out->port, e) == -1)
 		return -1;
-	}
-	out->port = (uint16_t)p;
-	inet_ntop(out->family, out->addr, buf, sizeof(buf));
-	(void)snprintf(out->text, sizeof(out->text),
-	    out->family == AF_INET6 ? "[%s]:%u" : "%s:%u", buf, out->port);
+	out->family = a.family;
+	memcpy(out->addr, a.a, sizeof(out->addr));
+	addr_format_port(&a, out->port, out->text, sizeof(out->text));
 	return 0;
 }
 
@@ -366,30 +308,12 @@ config_set_ip_list(struct config_strlist *dst, const char *s, bool cidr_ok,
 	if (config_split(s, &l, what, e) == -1)
 		return -1;
 	for (i = 0; i < l.n; i++) {
-		uint8_t a[16];
-		char host[INET6_ADDRSTRLEN + 1];
-		char *slash = strchr(l.v[i], '/');
-		size_t hl = slash ? (size_t)(slash - l.v[i]) : strlen(l.v[i]);
-		int fam;
-		unsigned long long plen;
+		struct addr a;
+		unsigned plen;
 
-		if (hl >= sizeof(host))
+		if ((!cidr_ok && strchr(l.v[i], '/') != NULL) ||
+		    addr_parse_cidr(l.v[i], &a, &plen, e) == -1)
 			goto bad;
-		memcpy(host, l.v[i], hl);
-		host[hl] = '\0';
-		if (inet_pton(AF_INET, host, a) == 1)
-			fam = 4;
-		else if (inet_pton(AF_INET6, host, a) == 1)
-			fam = 6;
-		else
-			goto bad;
-		if (slash != NULL) {
-			if (!cidr_ok)
-				goto bad;
-			if (config_parse_uint(slash + 1, 0, fam == 4 ? 32 : 128,
-			        &plen, what, e) == -1)
-				goto bad;
-		}
 	}
 	config_strlist_clear(dst);
 	*dst = l;

@@ -22,6 +22,7 @@
 #include "egressd/webhook.h"
 #include "util/hash.h"
 #include "util/now.h"
+#include "util/addr.h"
 #include "util/fileread.h"
 
 /* Logs every diagnostic of a failed load, one line each. */
@@ -685,27 +686,18 @@ egressd_start_webhook(struct egressd *d, struct err *e)
 	const struct config *c = d->cfg;
 	struct webhook_url u;
 	struct sockaddr_storage ss;
+	struct addr a;
 	socklen_t sl;
 
 	if (c->deny_webhook == NULL || c->deny_webhook[0] == '\0')
 		return 0;
 	if (webhook_parse_url(c->deny_webhook, &u, e) == -1)
 		goto fail;
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(
-	        AF_INET, u.host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
-		((struct sockaddr_in *)&ss)->sin_port = htons(u.port);
-		sl = sizeof(struct sockaddr_in);
-	} else if (inet_pton(AF_INET6, u.host,
-	               &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons(u.port);
-		sl = sizeof(struct sockaddr_in6);
-	} else {
+	if (!addr_parse_ip(u.host, strlen(u.host), &a)) {
 		err_set(e, "host \"%s\" must be an IP address literal", u.host);
 		goto fail;
 	}
+	sl = addr_to_sockaddr(&a, u.port, &ss);
 	d->webhook = webhook_new(d->base, &u, (struct sockaddr *)&ss, sl,
 	    c->mark, c->sandbox_id, d->log, e);
 	if (d->webhook == NULL)

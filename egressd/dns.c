@@ -23,6 +23,7 @@
 #include "egressd/dns_rewrite.h"
 #include "egressd/dns_wire.h"
 #include "egressd/log_agg.h"
+#include "util/addr.h"
 #include "util/now.h"
 
 #define DNS_MAGIC 0x444e5352u /* "DNSR" */
@@ -1071,6 +1072,20 @@ dns_udp_input(struct dns *d, int family, const uint8_t *msg, size_t len,
 	dns_handle(d, &o, msg, len);
 }
 
+/* The listen address of family at addr (a literal); 0 and e if it is not. */
+static socklen_t
+dns_listen_sockaddr(int family, const char *addr, uint16_t port,
+    struct sockaddr_storage *ss, struct err *e)
+{
+	struct addr a;
+
+	if (!addr_parse_ip(addr, strlen(addr), &a) || a.family != family) {
+		err_set(e, "bad listen address %s", addr);
+		return 0;
+	}
+	return addr_to_sockaddr(&a, port, ss);
+}
+
 static int
 dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
     uint16_t port, struct err *e)
@@ -1079,28 +1094,8 @@ dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
 	socklen_t sl;
 	int one = 1, fd;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		if (inet_pton(AF_INET, addr, &s4->sin_addr) != 1) {
-			err_set(e, "bad listen address %s", addr);
-			return -1;
-		}
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		if (inet_pton(AF_INET6, addr, &s6->sin6_addr) != 1) {
-			err_set(e, "bad listen address %s", addr);
-			return -1;
-		}
-		sl = sizeof(*s6);
-	}
+	if ((sl = dns_listen_sockaddr(family, addr, port, &ss, e)) == 0)
+		return -1;
 	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		err_set(e, "socket: %s", strerror(errno));
@@ -1433,23 +1428,10 @@ dns_tcp_open(
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC;
 	struct evconnlistener *l;
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		(void)inet_pton(AF_INET, addr, &s4->sin_addr);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		(void)inet_pton(AF_INET6, addr, &s6->sin6_addr);
-		sl = sizeof(*s6);
+	if ((sl = dns_listen_sockaddr(family, addr, port, &ss, e)) == 0)
+		return NULL;
+	if (family == AF_INET6)
 		flags |= LEV_OPT_BIND_IPV6ONLY;
-	}
 	l = evconnlistener_new_bind(d->base, dns_tcp_accept_cb, d, flags,
 	    DNS_TCP_BACKLOG, (struct sockaddr *)&ss, (int)sl);
 	if (l == NULL) {

@@ -4,6 +4,7 @@
  */
 #include "egressd/dns_upstream.h"
 #include "util/now.h"
+#include "util/addr.h"
 #include "util/fileread.h"
 
 #include <arpa/inet.h>
@@ -119,112 +120,27 @@ struct dns_upstreams {
 
 /* ---- parsing (pure) ---- */
 
-static int
-dns_upstream_fill(struct dns_upstream_addr *out, int family, const void *addr,
-    unsigned long port, struct err *e)
-{
-	char ip[INET6_ADDRSTRLEN];
-
-	if (port == 0 || port > 65535) {
-		err_set(e, "port out of range");
-		return -1;
-	}
-	memset(out, 0, sizeof(*out));
-	out->family = family;
-	memcpy(out->addr, addr, family == AF_INET ? 4 : 16);
-	out->port = (uint16_t)port;
-	if (inet_ntop(family, addr, ip, sizeof(ip)) == NULL) {
-		err_set(e, "bad address");
-		return -1;
-	}
-	if (family == AF_INET)
-		(void)snprintf(
-		    out->text, sizeof(out->text), "%s:%lu", ip, port);
-	else
-		(void)snprintf(
-		    out->text, sizeof(out->text), "[%s]:%lu", ip, port);
-	return 0;
-}
-
-static int
-dns_upstream_port(const char *s, unsigned long *port, struct err *e)
-{
-	char *end;
-	unsigned long p;
-
-	if (*s < '0' || *s > '9') {
-		err_set(e, "bad port");
-		return -1;
-	}
-	errno = 0;
-	p = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || p == 0 || p > 65535) {
-		err_set(e, "bad port");
-		return -1;
-	}
-	*port = p;
-	return 0;
-}
-
 int
 dns_upstream_parse(const char *s, struct dns_upstream_addr *out, struct err *e)
 {
-	char buf[DNS_UPSTREAM_TEXT_MAX];
-	uint8_t a[16];
-	unsigned long port = DNS_UPSTREAM_PORT_DEFAULT;
-	size_t len;
-	char *colon;
+	struct addr a;
 
 	if (s == NULL || *s == '\0') {
 		err_set(e, "empty upstream");
 		return -1;
 	}
-	len = strlen(s);
-	if (len >= sizeof(buf)) {
+	if (strlen(s) >= DNS_UPSTREAM_TEXT_MAX) {
 		err_set(e, "upstream too long");
 		return -1;
 	}
-	memcpy(buf, s, len + 1);
-	if (buf[0] == '[') {
-		char *close = strchr(buf, ']');
-
-		if (close == NULL) {
-			err_set(e, "%s: missing ']'", s);
-			return -1;
-		}
-		*close = '\0';
-		if (close[1] == ':') {
-			if (dns_upstream_port(close + 2, &port, e) < 0) {
-				err_prefix(e, "%s", s);
-				return -1;
-			}
-		} else if (close[1] != '\0') {
-			err_set(e, "%s: junk after ']'", s);
-			return -1;
-		}
-		if (inet_pton(AF_INET6, buf + 1, a) != 1) {
-			err_set(e, "%s: not an IPv6 literal", s);
-			return -1;
-		}
-		return dns_upstream_fill(out, AF_INET6, a, port, e);
-	}
-	if (inet_pton(AF_INET, buf, a) == 1)
-		return dns_upstream_fill(out, AF_INET, a, port, e);
-	if (inet_pton(AF_INET6, buf, a) == 1)
-		return dns_upstream_fill(out, AF_INET6, a, port, e);
-	colon = strrchr(buf, ':');
-	if (colon != NULL && strchr(buf, ':') == colon) {
-		*colon = '\0';
-		if (inet_pton(AF_INET, buf, a) == 1) {
-			if (dns_upstream_port(colon + 1, &port, e) < 0) {
-				err_prefix(e, "%s", s);
-				return -1;
-			}
-			return dns_upstream_fill(out, AF_INET, a, port, e);
-		}
-	}
-	err_set(e, "%s: not an IP literal (hostnames are not accepted)", s);
-	return -1;
+	memset(out, 0, sizeof(*out));
+	if (addr_parse_hostport(
+	        s, DNS_UPSTREAM_PORT_DEFAULT, 0, &a, &out->port, e) == -1)
+		return -1;
+	out->family = a.family;
+	memcpy(out->addr, a.a, sizeof(out->addr));
+	addr_format_port(&a, out->port, out->text, sizeof(out->text));
+	return 0;
 }
 
 int

@@ -20,6 +20,7 @@
 #include "egressd/log.h"
 #include "egressd/webhook.h"
 #include "util/hash.h"
+#include "util/addr.h"
 #include "util/now.h"
 
 #define WEBHOOK_MAGIC 0x5745424bu /* "WEBK" */
@@ -441,10 +442,8 @@ webhook_start(struct webhook *w, struct webhook_event *ev)
 	if (w->ssl_ctx != NULL) {
 		if ((ssl = SSL_new(w->ssl_ctx)) == NULL)
 			goto fail_fd;
-		struct in6_addr a6;
-		struct in_addr a4;
-		if (inet_pton(AF_INET, w->url.host, &a4) == 1 ||
-		    inet_pton(AF_INET6, w->url.host, &a6) == 1) {
+		struct addr lit;
+		if (addr_parse_ip(w->url.host, strlen(w->url.host), &lit)) {
 			if (!X509_VERIFY_PARAM_set1_ip_asc(
 			        SSL_get0_param(ssl), w->url.host))
 				goto fail_ssl;

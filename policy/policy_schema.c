@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "policy/policy_int.h"
+#include "util/addr.h"
 
 #define TIMEOUT_MS_MAX 120000u
 #define TTL_MAX 604800u /* one week */
@@ -519,42 +520,11 @@ tk_infra(struct pwalk *w, const struct pnode *v, void *obj)
 static bool
 upstream_ok(const char *s)
 {
-	char host[UPSTREAM_TEXT_MAX];
-	uint8_t a[16];
-	const char *port = NULL, *end;
-	size_t hl;
+	struct addr a;
+	uint16_t port;
 
-	if (strlen(s) >= sizeof(host))
-		return false;
-	if (s[0] == '[') {
-		if ((end = strchr(s, ']')) == NULL)
-			return false;
-		hl = (size_t)(end - s - 1);
-		memcpy(host, s + 1, hl);
-		host[hl] = '\0';
-		if (end[1] == ':')
-			port = end + 2;
-		else if (end[1] != '\0')
-			return false;
-		if (inet_pton(AF_INET6, host, a) != 1)
-			return false;
-	} else if (inet_pton(AF_INET6, s, a) == 1)
-		return true;
-	else {
-		end = strchr(s, ':');
-		hl = end ? (size_t)(end - s) : strlen(s);
-		memcpy(host, s, hl);
-		host[hl] = '\0';
-		port = end ? end + 1 : NULL;
-		if (inet_pton(AF_INET, host, a) != 1)
-			return false;
-	}
-	if (port == NULL)
-		return true;
-	struct pnode pn = {.type = PNODE_STR, .str = (char *)(uintptr_t)port};
-	struct pwalk quiet = {.name = ""};
-	unsigned long pv;
-	return pw_uint(&quiet, &pn, 1, 65535, true, &pv);
+	return strlen(s) < UPSTREAM_TEXT_MAX &&
+	    addr_parse_hostport(s, 53, 0, &a, &port, NULL) == 0;
 }
 
 static int

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/addr.h"
 
 #define LABEL_MAX 63
 
@@ -112,39 +113,6 @@ policy_name_normalize(const char *in, char *out, size_t outlen, struct err *e)
 	return policy_name_norm(in, strlen(in), out, outlen, true, e);
 }
 
-/* Strict decimal: digits only, no sign, no leading zero, <= max. */
-static int
-parse_dec(const char *s, unsigned max, unsigned *v)
-{
-	unsigned long n = 0;
-
-	if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
-		return -1;
-	for (; *s != '\0'; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		n = n * 10 + (unsigned)(*s - '0');
-		if (n > max)
-			return -1;
-	}
-	*v = (unsigned)n;
-	return 0;
-}
-
-static void
-prefix_mask(struct policy_prefix *p)
-{
-	unsigned bytes = p->family == 4 ? 4 : 16, i;
-
-	for (i = 0; i < bytes; i++) {
-		unsigned lo = i * 8;
-		if (lo >= p->len)
-			p->addr[i] = 0;
-		else if (p->len - lo < 8)
-			p->addr[i] &= (uint8_t)(0xffu << (8 - (p->len - lo)));
-	}
-}
-
 static int
 prefix_to_text(
     const struct policy_prefix *p, bool cidr, char *out, size_t outlen)
@@ -163,40 +131,28 @@ prefix_to_text(
 static int
 target_addr(const char *in, struct policy_rule *r, struct err *e)
 {
-	char host[INET6_ADDRSTRLEN + 1];
 	const char *slash = strchr(in, '/');
-	size_t hl = slash ? (size_t)(slash - in) : strlen(in);
+	struct addr a;
 	unsigned len;
 
-	if (hl == 0 || hl >= sizeof(host))
-		goto notaddr;
-	memcpy(host, in, hl);
-	host[hl] = '\0';
-	memset(&r->prefix, 0, sizeof(r->prefix));
-	if (inet_pton(AF_INET, host, r->prefix.addr) == 1)
-		r->prefix.family = 4;
-	else if (inet_pton(AF_INET6, host, r->prefix.addr) == 1)
-		r->prefix.family = 6;
-	else
-		goto notaddr;
-	r->prefix.len = r->prefix.family == 4 ? 32 : 128;
-	r->kind = POLICY_TARGET_IP;
-	if (slash != NULL) {
-		if (parse_dec(slash + 1, r->prefix.len, &len) == -1) {
-			err_set(e, "invalid prefix length in \"%s\"", in);
+	if (!addr_parse_ip(in, slash ? (size_t)(slash - in) : strlen(in), &a)) {
+		if (slash != NULL) {
+			err_set(e, "malformed CIDR \"%s\"", in);
 			return -1;
 		}
-		r->prefix.len = (uint8_t)len;
-		r->kind = POLICY_TARGET_CIDR;
-		prefix_mask(&r->prefix);
+		return 0;
 	}
-	return 1;
-notaddr:
-	if (slash != NULL) {
-		err_set(e, "malformed CIDR \"%s\"", in);
+	if (addr_parse_cidr(in, &a, &len, e) == -1) {
+		err_set(e, "invalid prefix length in \"%s\"", in);
 		return -1;
 	}
-	return 0;
+	addr_mask(&a, len);
+	memset(&r->prefix, 0, sizeof(r->prefix));
+	r->prefix.family = a.family == AF_INET ? 4 : 6;
+	r->prefix.len = (uint8_t)len;
+	memcpy(r->prefix.addr, a.a, sizeof(r->prefix.addr));
+	r->kind = slash != NULL ? POLICY_TARGET_CIDR : POLICY_TARGET_IP;
+	return 1;
 }
 
 /* "1.2.3.256" is neither an address nor a host name: no numeric TLDs. */
