@@ -3,6 +3,7 @@
  * failover within a budget, passive and active health.
  */
 #include "egressd/dns_upstream.h"
+#include "egressd/sock.h"
 #include "util/now.h"
 #include "util/addr.h"
 #include "util/fileread.h"
@@ -595,21 +596,17 @@ static int
 dns_upstream_sock_config_cb(ares_socket_t fd, int type, void *data)
 {
 	struct dns_upstream_chan *c = data;
-	uint32_t mark;
+	struct err e;
 
 	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
 		return -1;
-	mark = c->up->set->o.mark;
-	if (mark == 0)
-		return 0;
-	if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
+	if (sock_set_mark(fd, c->up->set->o.mark, &e) == -1) {
 		/*
 		 * Without the mark the query would be redirected back to us
 		 * (or dropped) by the sandbox's own rules: refuse the socket.
 		 */
 		log_error(c->up->set->lg, "dns.upstream.mark_failed",
-		    LOG_S("upstream", c->up->addr.text),
-		    LOG_S("error", strerror(errno)));
+		    LOG_S("upstream", c->up->addr.text), LOG_S("error", e.msg));
 		return -1;
 	}
 	/*

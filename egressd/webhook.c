@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "egressd/log.h"
+#include "egressd/sock.h"
 #include "egressd/webhook.h"
 #include "util/hash.h"
 #include "util/addr.h"
@@ -425,20 +426,15 @@ webhook_start(struct webhook *w, struct webhook_event *ev)
 {
 	struct timeval tv = {
 	    WEBHOOK_TIMEOUT_MS / 1000, (WEBHOOK_TIMEOUT_MS % 1000) * 1000};
+	struct err e; /* the caller counts the failure and backs off */
 	int fd;
 	SSL *ssl = NULL;
 
-	fd = socket(
-	    w->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* egressd's own traffic: exempt from the sandbox's filter. */
+	fd = sock_open_marked(
+	    w->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, w->mark, &e);
 	if (fd == -1)
 		return -1;
-	/* egressd's own traffic: exempt from the sandbox's filter. */
-	if (w->mark != 0 &&
-	    setsockopt(fd, SOL_SOCKET, SO_MARK, &w->mark, sizeof(w->mark)) ==
-	        -1) {
-		close(fd);
-		return -1;
-	}
 	if (w->ssl_ctx != NULL) {
 		if ((ssl = SSL_new(w->ssl_ctx)) == NULL)
 			goto fail_fd;

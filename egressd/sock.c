@@ -1,0 +1,33 @@
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "egressd/sock.h"
+
+int
+sock_set_mark(int fd, uint32_t mark, struct err *e)
+{
+	if (mark != 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) == -1) {
+		err_set(e, "SO_MARK: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+sock_open_marked(int family, int type, uint32_t mark, struct err *e)
+{
+	int fd = socket(family, type | SOCK_CLOEXEC, 0);
+
+	if (fd == -1) {
+		err_set(e, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (sock_set_mark(fd, mark, e) == -1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
