@@ -41,39 +41,12 @@ SBX=bss-$ID
 UP_IP=198.51.100.1
 SBX_IP=198.51.100.2
 DIR=$(mktemp -d /tmp/egressd-bench-startup.XXXXXX)
-PIDS=()
-
-die() { echo "bench_startup: $*" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces)"
-[ -x "$EGRESSD_BIN" ] || die "EGRESSD_BIN not executable: $EGRESSD_BIN"
+NAME=bench_startup
+. "$(dirname "$0")/bench_lib.sh"
+bench_need_root
 command -v dnsmasq >/dev/null || die "dnsmasq not installed"
 [ -r "$TRICKLE" ] || die "missing $TRICKLE"
-
-cleanup()
-{
-	local p
-	for p in "${PIDS[@]}"; do
-		kill "$p" 2>/dev/null
-	done
-	for p in "${PIDS[@]}"; do
-		wait "$p" 2>/dev/null
-	done
-	ip netns del "$SBX" 2>/dev/null
-	ip netns del "$UP" 2>/dev/null
-	rm -rf "$DIR"
-}
-trap cleanup EXIT INT TERM
-
-ip netns add "$UP" || die "ip netns add"
-ip netns add "$SBX" || die "ip netns add"
-ip -n "$SBX" link add vb0 type veth peer name vb1 netns "$UP" || die "veth"
-ip -n "$SBX" addr add "$SBX_IP/24" dev vb0
-ip -n "$UP" addr add "$UP_IP/24" dev vb1
-for ns in "$SBX" "$UP"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$SBX" link set vb0 up
-ip -n "$UP" link set vb1 up
+bench_pair
 [ "${BENCH_DEFAULT_ROUTE:-0}" = 1 ] &&
     ip -n "$SBX" route add default via "$UP_IP"
 

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "egressd/api_frame.h"
+#include "util/text.h"
 
 void
 api_frame_init(struct api_frame *f, size_t head_max, uint64_t body_max)
@@ -177,18 +178,6 @@ frame_head_byte(struct api_frame *f, uint8_t c)
 	return API_FRAME_OK;
 }
 
-static int
-frame_hex(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One byte of a chunked body outside chunk data. */
 static enum api_frame_error
 frame_chunk_byte(struct api_frame *f, uint8_t c)
@@ -227,7 +216,7 @@ frame_chunk_byte(struct api_frame *f, uint8_t c)
 			f->chunk = API_CHUNK_EXT;
 			return API_FRAME_OK;
 		}
-		if ((h = frame_hex(c)) < 0 || ++f->chunk_digits > 15)
+		if ((h = text_hexval(c)) < 0 || ++f->chunk_digits > 15)
 			return frame_fail(f, API_FRAME_BAD);
 		f->left = f->left * 16 + (uint64_t)h;
 		if (f->body_bytes + f->left > f->body_max)

@@ -5,6 +5,7 @@
  */
 #include "egressd/dns_cache.h"
 #include "util/hash.h"
+#include "util/text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,7 @@ dns_cache_key_make(struct dns_cache_key *k, const uint8_t *wire,
 	for (i = 0; i < wire_len; i++) {
 		uint8_t ch = wire[i];
 
-		k->name[i] = (ch >= 'A' && ch <= 'Z') ? ch + ('a' - 'A') : ch;
+		k->name[i] = (uint8_t)text_lower(ch);
 	}
 	k->name_len = (uint16_t)wire_len;
 	k->qtype = qtype;

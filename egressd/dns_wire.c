@@ -13,6 +13,7 @@
 
 #include "egressd/dns_wire.h"
 #include "egressd/special_ranges.h"
+#include "util/text.h"
 
 /* Names compressed against per encoded message. */
 #define DNS_COMPRESS_MAX 256
@@ -61,7 +62,7 @@ wr32(uint8_t *p, uint32_t v)
 static uint8_t
 lower(uint8_t c)
 {
-	return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + ('a' - 'A')) : c;
+	return (uint8_t)text_lower(c);
 }
 
 /* ---- names ---- */
@@ -413,17 +414,6 @@ label_is(const uint8_t *lab, const char *s)
 	return true;
 }
 
-static int
-hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = lower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 bool
 dns_ptr_name_parse(const struct dns_name *n, int *family, uint8_t addr[16])
 {
@@ -457,7 +447,7 @@ dns_ptr_name_parse(const struct dns_name *n, int *family, uint8_t addr[16])
 		uint8_t tmp[16] = {0};
 		for (size_t i = 0; i < 32; i++) {
 			int h;
-			if (lab[i][0] != 1 || (h = hexval(lab[i][1])) < 0)
+			if (lab[i][0] != 1 || (h = text_hexval(lab[i][1])) < 0)
 				return false;
 			size_t nib = 31 - i; /* nibble index from the left */
 			tmp[nib / 2] |= (uint8_t)(nib % 2 ? h : h << 4);

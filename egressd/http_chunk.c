@@ -3,6 +3,7 @@
  */
 #include "egressd/http_chunk.h"
 #include "egressd/http_head.h"
+#include "util/text.h"
 
 #include <string.h>
 
@@ -30,18 +31,6 @@ http_chunk_init(struct http_chunk *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->state = ST_SIZE0;
-}
-
-static int
-hexval(uint8_t ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
 }
 
 /* *used: the bytes before the offending one. */
@@ -93,7 +82,7 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		switch (c->state) {
 		case ST_SIZE0:
 		case ST_SIZE:
-			h = hexval(ch);
+			h = text_hexval(ch);
 			if (h >= 0) {
 				if (++c->line > CHUNK_DIGITS_MAX ||
 				    (c->left << 4) >= CHUNK_SIZE_LIMIT)

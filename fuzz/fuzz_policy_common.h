@@ -89,4 +89,29 @@ fz_check_mutations(const char *buf, size_t len)
 	policy_unref(b);
 }
 
+/*
+ * One input through a loader: refused with a diagnostic, or loaded without
+ * one and surviving the round trip.
+ */
+static inline void
+fz_check_load(const uint8_t *data, size_t size,
+    struct policy *(*parse)(
+        const char *, size_t, const char *, struct policy_diag *))
+{
+	struct policy_diag d;
+	struct policy *p;
+
+	policy_diag_init(&d);
+	p = parse((const char *)data, size, "fuzz", &d);
+	if (p == NULL && d.n == 0)
+		fz_fail("refused without a diagnostic", NULL, NULL);
+	if (p != NULL) {
+		if (d.n != 0)
+			fz_fail("loaded with diagnostics", d.msgs[0], NULL);
+		fz_check_round_trip(p);
+		policy_unref(p);
+	}
+	policy_diag_clear(&d);
+}
+
 #endif

@@ -14,6 +14,7 @@
 
 #include "policy/policy_int.h"
 #include "util/utf8.h"
+#include "util/text.h"
 
 struct jr {
 	const char *b;
@@ -95,18 +96,6 @@ jr_lit(struct jr *j, const char *word)
 	return 0;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static long
 jr_hex4(struct jr *j)
 {
@@ -114,7 +103,7 @@ jr_hex4(struct jr *j)
 	int i, h;
 
 	for (i = 0; i < 4; i++) {
-		if ((h = hexval(jr_peek(j))) < 0) {
+		if ((h = text_hexval(jr_peek(j))) < 0) {
 			jr_fail(j, "invalid \\u escape");
 			return -1;
 		}

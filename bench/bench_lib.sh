@@ -1,0 +1,45 @@
+# bench_lib.sh: what the namespace benchmarks share, sourced after they set
+# NAME (for messages), UP, SBX (namespace names), UP_IP, SBX_IP and DIR.
+# bench_pair builds the two throwaway namespaces joined by one veth (and
+# nothing else); bench_cleanup, trapped on exit, kills what the benchmark
+# started (PIDS, by PID) and removes both namespaces and DIR.
+PIDS=()
+
+die() { echo "$NAME: $*" >&2; exit 1; }
+
+bench_need_root()
+{
+	[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces)"
+	[ -x "$EGRESSD_BIN" ] || die "EGRESSD_BIN not executable: $EGRESSD_BIN"
+}
+
+bench_cleanup()
+{
+	local p
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	ip netns del "$SBX" 2>/dev/null
+	ip netns del "$UP" 2>/dev/null
+	rm -rf "$DIR"
+}
+
+bench_pair()
+{
+	trap bench_cleanup EXIT INT TERM
+	ip netns add "$UP" || die "ip netns add"
+	ip netns add "$SBX" || die "ip netns add"
+	ip -n "$SBX" link add vb0 type veth peer name vb1 netns "$UP" ||
+	    die "veth"
+	ip -n "$SBX" addr add "$SBX_IP/24" dev vb0
+	ip -n "$UP" addr add "$UP_IP/24" dev vb1
+	local ns
+	for ns in "$SBX" "$UP"; do
+		ip -n "$ns" link set lo up
+	done
+	ip -n "$SBX" link set vb0 up
+	ip -n "$UP" link set vb1 up
+}

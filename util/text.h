@@ -1,0 +1,30 @@
+/*
+ * text: character classes of the wire formats egressd parses (HTTP, JSON,
+ * DNS names). Locale-free: <ctype.h> depends on the locale and takes an
+ * int that must be an unsigned char, which parsers of hostile bytes get
+ * wrong.
+ */
+#ifndef EGRESSD_TEXT_H
+#define EGRESSD_TEXT_H
+
+/* The value of one hex digit (either case), or -1. */
+static inline int
+text_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* ASCII lower case; every other byte unchanged. */
+static inline int
+text_lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+#endif
