@@ -476,14 +476,12 @@ api_policy_get(struct api_req *r)
 
 	free(s);
 	if (pj == NULL) {
-		policy_unref(p);
 		api_reply_text(
 		    r, 500, "internal error: cannot serialize policy");
 		return;
 	}
 	api_reply_json(r, 200,
 	    api_status_body(policy_mode_name(p), api_enforcement(a), NULL, pj));
-	policy_unref(p);
 }
 
 /* Go's strings.TrimSpace for the ASCII white space a JSON body can have. */
@@ -645,7 +643,8 @@ api_policy_mutate(struct api_req *r, enum api_op op)
 		api_reply_text(r, 500, "internal error: out of memory");
 		return;
 	}
-	cur = a->h.policy_get(a->h.arg);
+	/* Held across the commit hook, which swaps the snapshot. */
+	cur = policy_ref(a->h.policy_get(a->h.arg));
 	api_policy_decide(cur, op, body, len, a->max_rules, &v);
 	if (v.status != 200) {
 		api_reply_text(r, v.status, "%s", v.msg);
@@ -861,7 +860,6 @@ api_status_cb(struct api_req *r)
 		rc |= json_object_set_new(o, "notReady", json_string(why));
 	rc |= json_object_set_new(o, "policy", api_status_policy(p));
 	rc |= json_object_set_new(o, "api", apio);
-	policy_unref(p);
 	if (rc != 0 || o == NULL) {
 		json_decref(o);
 		api_reply_text(r, 500, "internal error: out of memory");

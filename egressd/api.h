@@ -64,7 +64,7 @@ struct log;
 struct stats;
 
 struct api_hooks {
-	/* Current snapshot, a new reference (the API unrefs it). Required. */
+	/* Current snapshot, lent (see daemon.h, "Hooks"). Required. */
 	struct policy *(*policy_get)(void *arg);
 	/*
 	 * Puts a validated snapshot in force (nft batch, swap, persist).

@@ -810,16 +810,6 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- control API hooks ----------------------------------------------- */
 
-static struct policy *
-egressd_api_policy_get_cb(void *arg)
-{
-	struct egressd *d = arg;
-
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
-	return policy_ref(d->policy);
-}
-
 static int
 egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
 {
@@ -1000,7 +990,7 @@ egressd_start_api(struct egressd *d, struct err *e)
 	o.start_time_s = (uint64_t)time(NULL);
 	o.log = d->log;
 	o.stats = &d->stats;
-	h.policy_get = egressd_api_policy_get_cb;
+	h.policy_get = egressd_policy_get_cb;
 	h.policy_commit = egressd_api_commit_cb;
 	h.policy_vault_check = egressd_api_vault_check_cb;
 	h.ready = egressd_api_ready_cb;

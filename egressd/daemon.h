@@ -7,6 +7,13 @@
  * borrowed pointer to what it needs, never to the whole context, except
  * through the hooks below.
  *
+ * Hooks (the dns_hooks, api_hooks, ... the daemon fills in): one ownership
+ * rule for all of them. What a hook returns is lent: valid until the
+ * caller returns to the event loop or calls a hook that can change it (a
+ * commit swaps the snapshot); a caller that keeps it longer takes its own
+ * reference. What a caller passes to a hook is lent the same way: a hook
+ * that keeps it takes its own reference.
+ *
  * Commit order for every policy change (API mutation or file reload):
  * validate (done by the caller) -> apply the nft batch -> swap the
  * snapshot -> persist (API mutations only) -> answer. A failure at any step

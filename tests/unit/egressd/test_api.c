@@ -66,7 +66,7 @@ fx_policy_get(void *arg)
 {
 	struct fx *f = arg;
 
-	return policy_ref(f->cur);
+	return f->cur;
 }
 
 static int
