@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -666,231 +667,184 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 	return 0;
 }
 
-enum {
-	OPT_POLICY = 256,
-	OPT_CHECK,
-	OPT_MODE,
-	OPT_RULES_DIR,
-	OPT_HTTP_ADDR,
-	OPT_API_SOCKET,
-	OPT_TOKEN_FILE,
-	OPT_TOKEN,
-	OPT_INSECURE,
-	OPT_MAX_RULES,
-	OPT_POLICY_FILE_MAX,
-	OPT_UPSTREAM,
-	OPT_DNS_PORT,
-	OPT_DNS_TIMEOUT,
-	OPT_MARK,
-	OPT_LEARNED_MAX,
-	OPT_TEARDOWN,
-	OPT_SANDBOX_ID,
-	OPT_LOG_LEVEL,
-	OPT_LOG_FILE,
-	OPT_PROTECT_PORT,
-	OPT_INBOUND_PORT,
-	OPT_VERSION,
-	OPT_HELP,
+/*
+ * The command line, one row a flag. F_KEY sets a config_key like its
+ * environment variable does (wiped from argv when secret: the token must
+ * not stay in /proc/PID/cmdline); F_TRUE sets a bool; F_LIST collects
+ * every occurrence and replaces the key's whole list once, after the
+ * loop (--dns-upstream); F_PORT adds one port per occurrence, the first
+ * replacing the list the environment gave.
+ */
+enum config_flag_kind { F_KEY, F_TRUE, F_LIST, F_PORT };
+
+struct config_flag {
+	const char *name;
+	enum config_flag_kind kind;
+	enum config_key key; /* F_KEY, F_LIST */
+	size_t off; /* F_TRUE: the bool; F_PORT: the port array */
+	size_t off_n; /* F_PORT: its count */
+	bool secret;
 };
 
-static const struct option config_opts[] = {
-    {"policy", required_argument, NULL, OPT_POLICY},
-    {"check", no_argument, NULL, OPT_CHECK},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"rules-dir", required_argument, NULL, OPT_RULES_DIR},
-    {"http-addr", required_argument, NULL, OPT_HTTP_ADDR},
-    {"api-socket", required_argument, NULL, OPT_API_SOCKET},
-    {"api-token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"api-token", required_argument, NULL, OPT_TOKEN},
-    {"api-insecure-no-token", no_argument, NULL, OPT_INSECURE},
-    {"max-rules", required_argument, NULL, OPT_MAX_RULES},
-    {"policy-file-max", required_argument, NULL, OPT_POLICY_FILE_MAX},
-    {"dns-upstream", required_argument, NULL, OPT_UPSTREAM},
-    {"dns-port", required_argument, NULL, OPT_DNS_PORT},
-    {"dns-timeout", required_argument, NULL, OPT_DNS_TIMEOUT},
-    {"mark", required_argument, NULL, OPT_MARK},
-    {"learned-max", required_argument, NULL, OPT_LEARNED_MAX},
-    {"teardown-on-exit", no_argument, NULL, OPT_TEARDOWN},
-    {"sandbox-id", required_argument, NULL, OPT_SANDBOX_ID},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"log-file", required_argument, NULL, OPT_LOG_FILE},
-    {"protect-port", required_argument, NULL, OPT_PROTECT_PORT},
-    {"inbound-port", required_argument, NULL, OPT_INBOUND_PORT},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
+#define CF_KEY(n, k)                                                           \
+	{                                                                      \
+		n, F_KEY, k, 0, 0, false                                       \
+	}
+#define CF_TRUE(n, field)                                                      \
+	{                                                                      \
+		n, F_TRUE, 0, offsetof(struct config, field), 0, false         \
+	}
+#define CF_PORT(n, arr, cnt)                                                   \
+	{                                                                      \
+		n, F_PORT, 0, offsetof(struct config, arr),                    \
+		    offsetof(struct config, cnt), false                        \
+	}
+
+static const struct config_flag config_flags[] = {
+    CF_KEY("policy", K_POLICY_FILE),
+    CF_TRUE("check", check),
+    CF_KEY("mode", K_MODE),
+    CF_KEY("rules-dir", K_RULES_DIR),
+    CF_KEY("http-addr", K_HTTP_ADDR),
+    CF_KEY("api-socket", K_API_SOCKET),
+    CF_KEY("api-token-file", K_TOKEN_FILE),
+    {"api-token", F_KEY, K_TOKEN, 0, 0, true},
+    CF_TRUE("api-insecure-no-token", api_insecure_no_token),
+    CF_KEY("max-rules", K_MAX_RULES),
+    CF_KEY("policy-file-max", K_POLICY_FILE_MAX),
+    {"dns-upstream", F_LIST, K_UPSTREAM, 0, 0, false},
+    CF_KEY("dns-port", K_DNS_PORT),
+    CF_KEY("dns-timeout", K_UPSTREAM_TIMEOUT),
+    CF_KEY("mark", K_MARK),
+    CF_KEY("learned-max", K_LEARNED_MAX),
+    CF_TRUE("teardown-on-exit", teardown_on_exit),
+    CF_KEY("sandbox-id", K_SANDBOX_ID),
+    CF_KEY("log-level", K_LOG_LEVEL),
+    CF_KEY("log-file", K_LOG_FILE),
+    CF_PORT("protect-port", protected_ports, nprotected_ports),
+    CF_PORT("inbound-port", inbound_ports, ninbound_ports),
+    CF_TRUE("version", version),
+    CF_TRUE("help", help),
 };
+
+#define CONFIG_NFLAGS (sizeof(config_flags) / sizeof(config_flags[0]))
+#define CONFIG_FLAG_VAL 256 /* getopt value of config_flags[0] */
+
+/* Appends v to the comma-separated *list. */
+static int
+config_list_append(char **list, const char *v, const char *what, struct err *e)
+{
+	size_t ol = *list ? strlen(*list) : 0, al = strlen(v);
+	char *n = realloc(*list, ol + al + 2);
+
+	if (n == NULL) {
+		err_set(e, "%s: out of memory", what);
+		return -1;
+	}
+	*list = n;
+	if (ol > 0)
+		n[ol++] = ',';
+	memcpy(n + ol, v, al + 1);
+	return 0;
+}
+
+static int
+config_flag_apply(struct config *c, const struct config_flag *f, char *v,
+    bool *seen, char **list, struct err *e)
+{
+	char what[64];
+	uint16_t p, *ports;
+	size_t *n;
+
+	(void)snprintf(what, sizeof(what), "--%s", f->name);
+	switch (f->kind) {
+	case F_KEY:
+		if (config_set(c, f->key, v, what, e) == -1)
+			return -1;
+		if (f->secret)
+			secmem_wipe(v, strlen(v));
+		return 0;
+	case F_TRUE:
+		*(bool *)(void *)((char *)c + f->off) = true;
+		return 0;
+	case F_LIST:
+		*seen = true;
+		return config_list_append(list, v, what, e);
+	case F_PORT:
+		ports = (uint16_t *)(void *)((char *)c + f->off);
+		n = (size_t *)(void *)((char *)c + f->off_n);
+		if (config_set_port(&p, v, what, e) == -1)
+			return -1;
+		if (!*seen)
+			*n = 0;
+		*seen = true;
+		if (*n == CONFIG_PORTS_MAX) {
+			err_set(e, "%s: more than %d ports", what,
+			    CONFIG_PORTS_MAX);
+			return -1;
+		}
+		ports[(*n)++] = p;
+		return 0;
+	}
+	return -1;
+}
 
 int
 config_from_args(struct config *c, int argc, char *const *argv, struct err *e)
 {
-	int ch, idx;
-	bool upstream_seen = false, protect_seen = false, inbound_seen = false;
-	/* Every --dns-upstream of the command line replaces the env list. */
-	char *ups = NULL;
-	int rc = -1;
+	struct option opts[CONFIG_NFLAGS + 1];
+	bool seen[CONFIG_NFLAGS] = {false};
+	char *lists[CONFIG_NFLAGS] = {NULL};
+	size_t i;
+	int ch, rc = -1;
 
+	for (i = 0; i < CONFIG_NFLAGS; i++) {
+		opts[i].name = config_flags[i].name;
+		opts[i].has_arg = config_flags[i].kind == F_TRUE
+		    ? no_argument
+		    : required_argument;
+		opts[i].flag = NULL;
+		opts[i].val = CONFIG_FLAG_VAL + (int)i;
+	}
+	memset(&opts[CONFIG_NFLAGS], 0, sizeof(opts[0]));
 	optind = 0; /* glibc: full reinitialization, tests call us often */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":", config_opts, &idx)) != -1) {
-		const char *what = NULL;
-		if (ch != '?' && ch != ':')
-			for (idx = 0; config_opts[idx].name != NULL; idx++)
-				if (config_opts[idx].val == ch)
-					what = config_opts[idx].name;
-		char whatbuf[64];
-		(void)snprintf(
-		    whatbuf, sizeof(whatbuf), "--%s", what ? what : "?");
-		switch (ch) {
-		case OPT_POLICY:
-			if (config_set(c, K_POLICY_FILE, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_CHECK:
-			c->check = true;
-			break;
-		case OPT_MODE:
-			if (config_set(c, K_MODE, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_RULES_DIR:
-			if (config_set(c, K_RULES_DIR, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_HTTP_ADDR:
-			if (config_set(c, K_HTTP_ADDR, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_API_SOCKET:
-			if (config_set(c, K_API_SOCKET, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_TOKEN_FILE:
-			if (config_set(c, K_TOKEN_FILE, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_TOKEN:
-			if (config_set(c, K_TOKEN, optarg, whatbuf, e))
-				goto out;
-			/* Keep the token out of /proc/PID/cmdline. */
-			secmem_wipe(optarg, strlen(optarg));
-			break;
-		case OPT_INSECURE:
-			c->api_insecure_no_token = true;
-			break;
-		case OPT_MAX_RULES:
-			if (config_set(c, K_MAX_RULES, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_POLICY_FILE_MAX:
-			if (config_set(
-			        c, K_POLICY_FILE_MAX, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_UPSTREAM: {
-			size_t ol = ups ? strlen(ups) : 0, al = strlen(optarg);
-			char *n = realloc(ups, ol + al + 2);
-			if (n == NULL) {
-				err_set(e, "--dns-upstream: out of memory");
-				goto out;
-			}
-			ups = n;
-			if (ol > 0)
-				ups[ol++] = ',';
-			memcpy(ups + ol, optarg, al + 1);
-			upstream_seen = true;
-			break;
-		}
-		case OPT_DNS_PORT:
-			if (config_set(c, K_DNS_PORT, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_DNS_TIMEOUT:
-			if (config_set(
-			        c, K_UPSTREAM_TIMEOUT, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_MARK:
-			if (config_set(c, K_MARK, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_LEARNED_MAX:
-			if (config_set(c, K_LEARNED_MAX, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_TEARDOWN:
-			c->teardown_on_exit = true;
-			break;
-		case OPT_SANDBOX_ID:
-			if (config_set(c, K_SANDBOX_ID, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_LOG_LEVEL:
-			if (config_set(c, K_LOG_LEVEL, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_LOG_FILE:
-			if (config_set(c, K_LOG_FILE, optarg, whatbuf, e))
-				goto out;
-			break;
-		case OPT_PROTECT_PORT: {
-			/* Repeatable: each flag adds one port. */
-			uint16_t p;
-			if (config_set_port(&p, optarg, whatbuf, e) == -1)
-				goto out;
-			if (!protect_seen)
-				c->nprotected_ports = 0;
-			protect_seen = true;
-			if (c->nprotected_ports == CONFIG_PORTS_MAX) {
-				err_set(e, "--protect-port: more than %d ports",
-				    CONFIG_PORTS_MAX);
-				goto out;
-			}
-			c->protected_ports[c->nprotected_ports++] = p;
-			break;
-		}
-		case OPT_INBOUND_PORT: {
-			/* Repeatable: each flag adds one port. */
-			uint16_t p;
-			if (config_set_port(&p, optarg, whatbuf, e) == -1)
-				goto out;
-			if (!inbound_seen)
-				c->ninbound_ports = 0;
-			inbound_seen = true;
-			if (c->ninbound_ports == CONFIG_PORTS_MAX) {
-				err_set(e, "--inbound-port: more than %d ports",
-				    CONFIG_PORTS_MAX);
-				goto out;
-			}
-			c->inbound_ports[c->ninbound_ports++] = p;
-			break;
-		}
-		case OPT_VERSION:
-			c->version = true;
-			break;
-		case OPT_HELP:
-			c->help = true;
-			break;
-		case ':':
+	while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		if (ch == ':') {
 			err_set(e, "%.64s: missing value", argv[optind - 1]);
 			goto out;
-		default:
+		}
+		if (ch < CONFIG_FLAG_VAL ||
+		    ch >= CONFIG_FLAG_VAL + (int)CONFIG_NFLAGS) {
 			err_set(e, "%.64s: unknown option (see --help)",
 			    argv[optind - 1]);
 			goto out;
 		}
+		i = (size_t)(ch - CONFIG_FLAG_VAL);
+		if (config_flag_apply(c, &config_flags[i], optarg, &seen[i],
+		        &lists[i], e) == -1)
+			goto out;
 	}
 	if (optind < argc) {
 		err_set(
 		    e, "%.64s: unexpected argument (see --help)", argv[optind]);
 		goto out;
 	}
-	if (upstream_seen &&
-	    config_set_upstreams(c, ups, "--dns-upstream", e) == -1)
-		goto out;
+	/* A list flag given at all replaces the environment's list whole. */
+	for (i = 0; i < CONFIG_NFLAGS; i++) {
+		char what[64];
+
+		if (config_flags[i].kind != F_LIST || !seen[i])
+			continue;
+		(void)snprintf(
+		    what, sizeof(what), "--%s", config_flags[i].name);
+		if (config_set(c, config_flags[i].key, lists[i], what, e) == -1)
+			goto out;
+	}
 	rc = 0;
 out:
-	free(ups);
+	for (i = 0; i < CONFIG_NFLAGS; i++)
+		free(lists[i]);
 	return rc;
 }
 
