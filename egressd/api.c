@@ -29,9 +29,9 @@
 #include "egressd/log.h"
 #include "egressd/metrics.h"
 #include "egressd/stats.h"
-#include "util/secmem.h"
 #include "util/addr.h"
 #include "util/now.h"
+#include "util/secmem.h"
 
 #define API_MAGIC 0x41504921u /* "API!" */
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"

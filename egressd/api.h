@@ -34,8 +34,8 @@
 
 #include <jansson.h>
 
-#include "util/err.h"
 #include "policy/policy.h"
+#include "util/err.h"
 
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
 #define API_HEADERS_MAX (16u << 10) /* bytes of request line + headers */

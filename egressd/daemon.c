@@ -13,17 +13,87 @@
 #include <unistd.h>
 
 #include "egressd/api.h"
-#include "util/secmem.h"
+#include "egressd/config.h"
 #include "egressd/daemon.h"
 #include "egressd/dns.h"
 #include "egressd/failpoint.h"
+#include "egressd/log.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
+#include "egressd/stats.h"
 #include "egressd/webhook.h"
-#include "util/hash.h"
-#include "util/now.h"
+#include "policy/policy.h"
 #include "util/addr.h"
 #include "util/fileread.h"
+#include "util/hash.h"
+#include "util/now.h"
+#include "util/secmem.h"
+
+/*
+ * The daemon context, opaque outside this file (daemon.h): modules get
+ * the borrowed pieces they need through their options and hooks, never
+ * this struct.
+ */
+#define EGRESSD_MAGIC 0x45475244u /* "EGRD" */
+#define EGRESSD_RELOAD_DEBOUNCE_MS 100
+#define EGRESSD_WHY_MAX 256
+
+struct event_base;
+struct event;
+struct nft;
+struct dns;
+struct api;
+struct webhook;
+
+struct egressd {
+	uint32_t magic;
+	struct event_base *base;
+	const struct config *cfg; /* borrowed from main */
+	struct log *log; /* borrowed from main */
+	struct stats stats;
+
+	struct policy *policy; /* current snapshot, one reference owned */
+
+	struct nft *nft; /* NULL in dns mode */
+	struct dns *dns;
+	struct api *api;
+	struct webhook *webhook; /* deny webhook, NULL when not configured */
+
+	/* Readiness, truthful: each flag says what is really in force. */
+	bool nft_ok, dns_ok, api_ok, selfcheck_ok;
+	char nft_why[EGRESSD_WHY_MAX];
+	char dns_why[EGRESSD_WHY_MAX];
+
+	struct event *ev_term, *ev_int, *ev_hup, *ev_usr1;
+	int inotify_fd, wd_policy, wd_rules, wd_token;
+	char policy_base[4096]; /* file name of the policy inside its dir */
+	char token_base[4096]; /* file name of the token file inside its dir */
+	bool rules_dir_dirty;
+	struct event *ev_inotify, *ev_reload, *ev_renew;
+	struct nft_renew *renew; /* conntrack renew, sliced on the loop */
+	/* Flow cutting left for later slices (more than one pass). */
+	struct event *ev_cut;
+	size_t cut_total, cut_passes;
+	const char *cut_trigger; /* static string: "update", "start" */
+	/* Hash of the policy file as last loaded or written by egressd: a
+	 * watch event for unchanged bytes (our own rewrite, a touch) is not
+	 * a new policy. */
+	uint64_t file_hash;
+	bool file_hash_valid;
+	/* The configured policy file did not exist at the last load: what
+	 * is in force came from policy_fallback (shown in /v1/status). */
+	bool policy_file_missing;
+	const char *policy_fallback;
+};
+
+/*
+ * Puts next in force (takes a new reference; the caller keeps its own).
+ * persist: rewrite the policy file afterwards (API mutations).
+ */
+static int egressd_commit(
+    struct egressd *d, struct policy *next, bool persist, struct err *e);
+/* Re-reads the policy file and rules directory; why is a fixed string. */
+static int egressd_reload(struct egressd *d, const char *why);
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -101,7 +171,7 @@ egressd_reload_token(struct egressd *d, const char *why)
 	secmem_wipe(buf, sizeof(buf));
 }
 
-int
+static int
 egressd_reload(struct egressd *d, const char *why)
 {
 	struct policyfile_info info;
@@ -1046,7 +1116,7 @@ egressd_swap(struct egressd *d, struct policy *next)
 	policy_unref(old);
 }
 
-int
+static int
 egressd_commit(
     struct egressd *d, struct policy *next, bool persist, struct err *e)
 {
@@ -1097,7 +1167,7 @@ egressd_commit(
 	return 0;
 }
 
-int
+static int
 egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e)
 {
@@ -1176,7 +1246,7 @@ egressd_run(struct egressd *d)
 	return 0;
 }
 
-void
+static void
 egressd_clear(struct egressd *d)
 {
 	struct err e = {""};
@@ -1219,4 +1289,30 @@ egressd_clear(struct egressd *d)
 	if (d->base != NULL)
 		event_base_free(d->base);
 	d->magic = 0;
+}
+
+struct egressd *
+egressd_new(const struct config *cfg, struct log *lg, struct err *e)
+{
+	struct egressd *d = calloc(1, sizeof(*d));
+
+	if (d == NULL) {
+		err_set(e, "out of memory");
+		return NULL;
+	}
+	if (egressd_init(d, cfg, lg, e) == -1) {
+		egressd_clear(d);
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void
+egressd_free(struct egressd *d)
+{
+	if (d == NULL)
+		return;
+	egressd_clear(d);
+	free(d);
 }

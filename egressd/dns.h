@@ -33,8 +33,8 @@
 #include "egressd/dns_upstream.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
-#include "util/err.h"
 #include "policy/policy.h"
+#include "util/err.h"
 
 struct event_base;
 

@@ -4,9 +4,9 @@
  */
 #include "egressd/dns_upstream.h"
 #include "egressd/sock.h"
-#include "util/now.h"
 #include "util/addr.h"
 #include "util/fileread.h"
+#include "util/now.h"
 
 #include <arpa/inet.h>
 #include <ares.h>

@@ -77,7 +77,7 @@ main(int argc, char **argv)
 {
 	struct config cfg;
 	struct log lg;
-	struct egressd d;
+	struct egressd *d;
 	struct err e = {""};
 	int rc;
 
@@ -118,16 +118,15 @@ main(int argc, char **argv)
 		config_clear(&cfg);
 		return 2;
 	}
-	if (egressd_init(&d, &cfg, &lg, &e) == -1) {
+	if ((d = egressd_new(&cfg, &lg, &e)) == NULL) {
 		log_error(&lg, "egressd.start_failed", LOG_S("error", e.msg));
 		fprintf(stderr, "egressd: %s\n", e.msg);
-		egressd_clear(&d);
 		log_clear(&lg);
 		config_clear(&cfg);
 		return 1;
 	}
-	rc = egressd_run(&d);
-	egressd_clear(&d);
+	rc = egressd_run(d);
+	egressd_free(d);
 	log_clear(&lg);
 	config_clear(&cfg);
 	return rc;

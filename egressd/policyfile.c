@@ -9,8 +9,8 @@
 
 #include "egressd/failpoint.h"
 #include "egressd/policyfile.h"
-#include "util/hash.h"
 #include "util/fileread.h"
+#include "util/hash.h"
 
 /*
  * egressd rewrites the policy file after API changes and never writes a

@@ -2,8 +2,8 @@
  * tls_ca: the CA and its leaf certificates (see tls_ca.h).
  */
 #include "egressd/tls_ca.h"
-#include "util/hash.h"
 #include "util/fileread.h"
+#include "util/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

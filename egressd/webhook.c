@@ -20,8 +20,8 @@
 #include "egressd/log.h"
 #include "egressd/sock.h"
 #include "egressd/webhook.h"
-#include "util/hash.h"
 #include "util/addr.h"
+#include "util/hash.h"
 #include "util/now.h"
 
 #define WEBHOOK_MAGIC 0x5745424bu /* "WEBK" */

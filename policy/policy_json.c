@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
-#include "util/utf8.h"
 #include "util/text.h"
+#include "util/utf8.h"
 
 struct jr {
 	const char *b;

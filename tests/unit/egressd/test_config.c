@@ -252,7 +252,8 @@ test_token_file(void **state)
 	config_init(&c);
 	c.token_file = strdup("/nonexistent/egressd/token");
 	assert_int_equal(config_finish(&c, &e), -1);
-	assert_non_null(strstr(e.msg, "/nonexistent/egressd/token: token file: "));
+	assert_non_null(
+	    strstr(e.msg, "/nonexistent/egressd/token: token file: "));
 	config_clear(&c);
 	unlink(path);
 }

@@ -25,11 +25,11 @@
 
 #include <cmocka.h>
 
+#include "dns_fake_upstream.h"
+#include "dns_testpk.h"
 #include "egressd/dns.h"
 #include "egressd/dns_wire.h"
 #include "ts_policy.h"
-#include "dns_fake_upstream.h"
-#include "dns_testpk.h"
 #include "util/now.h"
 
 #define LEARN_MAX 32

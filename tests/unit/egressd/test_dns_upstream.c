@@ -23,9 +23,9 @@
 
 #include <cmocka.h>
 
-#include "egressd/dns_upstream.h"
 #include "dns_fake_upstream.h"
 #include "dns_testpk.h"
+#include "egressd/dns_upstream.h"
 #include "util/now.h"
 
 /* ---- parsing ---- */
