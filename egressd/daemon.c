@@ -1116,49 +1116,118 @@ egressd_swap(struct egressd *d, struct policy *next)
 	policy_unref(old);
 }
 
-static int
-egressd_commit(
-    struct egressd *d, struct policy *next, bool persist, struct err *e)
-{
-	struct policy *old;
-	struct err re = {""};
+/*
+ * The commit, as ordered steps. Each one that can fail is undone, last
+ * first, when a later one fails, so a failed commit leaves everything as
+ * it was; failpoint "commit.after_<name>" follows each step that ran
+ * (crash tests). The vault becomes one more row between nft and swap.
+ */
+struct commit {
+	struct policy *old, *next; /* old: a reference held for the undo */
+	bool persist;
+};
 
-	failpoint_hit(d->cfg->failpoint, "commit.before_nft", d->log);
-	/* 1. The wire first: the answer may only say what is in force. */
-	if (d->nft != NULL && nft_apply_policy(d->nft, next, e) == -1) {
+/* 0 done, 1 nothing to do (no failpoint, no undo), -1 and e failed. */
+typedef int (*commit_do_fn)(struct egressd *d, struct commit *c, struct err *e);
+typedef void (*commit_undo_fn)(struct egressd *d, struct commit *c);
+
+static int
+commit_nft(struct egressd *d, struct commit *c, struct err *e)
+{
+	/* The wire first: the answer may only say what is in force. */
+	if (d->nft == NULL)
+		return 1;
+	if (nft_apply_policy(d->nft, c->next, e) == -1) {
 		log_error(d->log, "nft.apply_failed",
-		    LOG_U("revision", next->revision), LOG_S("error", e->msg));
+		    LOG_U("revision", c->next->revision),
+		    LOG_S("error", e->msg));
 		err_prefix(e, "nft apply");
 		return -1;
 	}
-	failpoint_hit(d->cfg->failpoint, "commit.after_nft", d->log);
-	/* 2. Swap; in-flight queries keep their own reference. */
-	old = policy_ref(d->policy);
-	egressd_swap(d, next);
-	failpoint_hit(d->cfg->failpoint, "commit.after_swap", d->log);
-	/* 3. Persist; on failure put the old policy back everywhere. */
-	if (persist && d->cfg->policy_file != NULL &&
-	    policyfile_write(next, d->cfg->policy_file, &d->file_hash,
+	return 0;
+}
+
+static void
+commit_nft_undo(struct egressd *d, struct commit *c)
+{
+	struct err re = {""};
+
+	if (nft_apply_policy(d->nft, c->old, &re) == -1)
+		log_error(d->log, "nft.apply_failed",
+		    LOG_S("trigger", "rollback"), LOG_S("error", re.msg));
+}
+
+static int
+commit_swap(struct egressd *d, struct commit *c, struct err *e)
+{
+	(void)e;
+	/* In-flight queries keep their own reference to the old snapshot. */
+	egressd_swap(d, c->next);
+	return 0;
+}
+
+static void
+commit_swap_undo(struct egressd *d, struct commit *c)
+{
+	egressd_swap(d, c->old);
+}
+
+static int
+commit_persist(struct egressd *d, struct commit *c, struct err *e)
+{
+	if (!c->persist || d->cfg->policy_file == NULL)
+		return 1;
+	if (policyfile_write(c->next, d->cfg->policy_file, &d->file_hash,
 	        d->cfg->failpoint, d->log, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
 		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
 		err_prefix(e, "persist");
-		if (d->nft != NULL && nft_apply_policy(d->nft, old, &re) == -1)
-			log_error(d->log, "nft.apply_failed",
-			    LOG_S("trigger", "rollback"),
-			    LOG_S("error", re.msg));
-		egressd_swap(d, old);
-		policy_unref(old);
 		return -1;
 	}
-	egressd_follow_upstreams(d, old, next);
-	if (persist && d->cfg->policy_file != NULL) {
-		d->file_hash_valid = true;
-		d->policy_file_missing = false; /* it exists now */
-		failpoint_hit(
-		    d->cfg->failpoint, "commit.after_persist", d->log);
+	d->file_hash_valid = true;
+	d->policy_file_missing = false; /* it exists now */
+	return 0;
+}
+
+static const struct {
+	const char *failpoint; /* hit after the step */
+	commit_do_fn apply;
+	commit_undo_fn undo; /* NULL: nothing later can fail */
+} commit_steps[] = {
+    {"commit.after_nft", commit_nft, commit_nft_undo},
+    {"commit.after_swap", commit_swap, commit_swap_undo},
+    {"commit.after_persist", commit_persist, NULL},
+};
+
+#define COMMIT_NSTEPS (sizeof(commit_steps) / sizeof(commit_steps[0]))
+
+static int
+egressd_commit(
+    struct egressd *d, struct policy *next, bool persist, struct err *e)
+{
+	struct commit c = {policy_ref(d->policy), next, persist};
+	bool done[COMMIT_NSTEPS] = {false};
+	size_t i;
+	int rc;
+
+	failpoint_hit(d->cfg->failpoint, "commit.before_nft", d->log);
+	for (i = 0; i < COMMIT_NSTEPS; i++) {
+		rc = commit_steps[i].apply(d, &c, e);
+		if (rc == -1) {
+			while (i-- > 0)
+				if (done[i] && commit_steps[i].undo != NULL)
+					commit_steps[i].undo(d, &c);
+			policy_unref(c.old);
+			return -1;
+		}
+		done[i] = rc == 0;
+		if (done[i])
+			failpoint_hit(d->cfg->failpoint,
+			    commit_steps[i].failpoint, d->log);
 	}
-	policy_unref(old);
+	/* In force everywhere: what follows the new policy. */
+	egressd_follow_upstreams(d, c.old, next);
+	policy_unref(c.old);
 	if (d->nft != NULL) {
 		log_info(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
