@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
 #include "policy/policy_int.h"
 
 /* Learned-address TTL clamp and DNS defaults (docs/policy.md "dns"). */

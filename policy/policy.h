@@ -369,8 +369,7 @@ const char *policy_credential_path(const struct policy_credential *c);
 int policy_credential_export(const struct policy_credential *c,
     int (*sink)(void *arg, const uint8_t *value, size_t len), void *arg);
 
-const char *policy_binding_name(const struct policy_binding *b);
-enum policy_auth_type policy_binding_auth(const struct policy_binding *b);
+/* Binding accessors and the request matcher: policy/policy_binding.h. */
 
 /*
  * True when host (a binding host: FQDN or "*.suffix") is covered by an
@@ -381,9 +380,6 @@ enum policy_auth_type policy_binding_auth(const struct policy_binding *b);
  */
 bool policy_host_covered(
     const struct policy *p, const char *host, struct err *e);
-/* True when two bindings can match the same request at equal precedence. */
-bool policy_bindings_overlap(
-    const struct policy_binding *a, const struct policy_binding *b);
 /*
  * Every binding of p covered, no two ambiguous: 0, or -1 with the first
  * problem in e (the API prefixes "credential vault policy validation: ").

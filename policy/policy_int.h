@@ -1,7 +1,40 @@
 /*
  * policy_int: declarations shared by the policy library's own .c files.
  * Nothing outside policy/ includes this header; the public contract is
- * policy.h.
+ * policy.h (and policy_binding.h, policy_path.h).
+ *
+ * Who calls whom inside the library (callers left, callees right; the
+ * graph has no cycle, and a new call must not make one: a file never calls
+ * a file that calls it, directly or not):
+ *
+ *   policy_yaml          -> policy_schema, policy_mutate, policy_node, policy
+ *   policy_json          -> policy_node, policy
+ *   policy_mutate        -> policy_schema, policy_json, policy_node,
+ *                           policy_target, policy
+ *   policy_overlay       -> policy_yaml, policy_binding_check, policy_index,
+ *                           policy_target, policy
+ *   policy_schema        -> policy_walk, policy_cred_walk,
+ *                           policy_binding_walk, policy_binding_check,
+ *                           policy_index, policy_node, policy_target, policy
+ *   policy_serial        -> policy_cred_yaml, policy_ybuf, policy
+ *   policy_cred_yaml     -> policy_cred, policy_binding, policy_ybuf
+ *   policy_binding_check -> policy_binding_match (the overlap), policy_cred,
+ *                           policy_walk, policy (policy_match_domain)
+ *   policy_binding_walk  -> policy_cred_walk (names), policy_walk,
+ *                           policy_binding, policy_target
+ *   policy_binding_match -> policy_binding, policy_path, policy_target
+ *   policy_cred_walk     -> policy_cred, policy_walk
+ *   policy_walk          -> policy_node, policy (diagnostics)
+ *   policy               -> policy_cred, policy_binding (a config's free),
+ *                           policy_index, policy_target
+ *   policy_index         -> policy_target
+ *   leaves: policy_node, policy_target, policy_cred, policy_binding,
+ *           policy_path, policy_ybuf.
+ *
+ * Each of those files declares its internal functions in its own header
+ * (policy_walk.h, policy_ybuf.h, policy_cred.h, policy_binding_int.h); this
+ * one holds the parse tree, targets, layers, the shared configuration and
+ * the snapshot assembly.
  */
 #ifndef EGRESSD_POLICY_INT_H
 #define EGRESSD_POLICY_INT_H
@@ -149,8 +182,6 @@ void policy_overlays_unref(struct policy_overlays *o);
 struct policy_config *policy_config_new(void);
 void policy_config_unref(struct policy_config *c);
 void policy_config_dns_defaults(struct policy_dns *dns);
-void policy_credential_free(struct policy_credential *c);
-void policy_binding_free(struct policy_binding *b);
 
 /* Interns a file name in a pool; NULL when the pool is full. */
 const char *policy_files_intern(char **files, size_t *nfiles, const char *name);
@@ -166,65 +197,6 @@ struct policy *policy_assemble(enum policy_action def, bool user_empty,
 
 /* Frees an array of rules. */
 void policy_rules_free(struct policy_rule *rules, size_t n);
-
-/* ---- schema walk ---- */
-
-/* Walk state: where errors go. Every error is counted and reported. */
-struct pwalk {
-	const char *name;
-	struct policy_diag *d;
-	size_t errs;
-	size_t nrules; /* items of every rule list so far (the rule cap) */
-};
-
-/* One entry of a keyword table: the key and what to do with its value. */
-struct pkey {
-	const char *key;
-	int (*fn)(struct pwalk *w, const struct pnode *v, void *obj);
-};
-
-#define PKEYS_MAX 64 /* keys of one table (a bitmask tracks them) */
-
-void pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/*
- * Walks a mapping against a keyword table: unknown and duplicate keys are
- * errors, every known key's function runs. Returns the bitmask of keys
- * seen (bit i = keys[i]); 0 with an error when n is not a mapping.
- */
-uint64_t pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
-    size_t nkeys, void *obj);
-/* Type checks: true when n has the type (an error is reported if not). */
-bool pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t);
-/* Integer in [lo, hi] from a number (or a digit string when strok). */
-bool pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
-    unsigned long hi, bool strok, unsigned long *out);
-/* Duplicates a string node into *out (freed by the caller). */
-bool pw_strdup(struct pwalk *w, const struct pnode *n, char **out);
-
-/* ---- canonical YAML output (policy_serial.c) ---- */
-
-struct ybuf {
-	char *s;
-	size_t n, cap;
-	bool oom;
-};
-
-void yb_printf(struct ybuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* A double-quoted scalar (JSON-compatible escapes). */
-void yb_quoted(struct ybuf *b, const char *s);
-/* Writes the credentials and bindings sections (values never). */
-void policy_cred_yaml(struct ybuf *b, const struct policy *p);
-
-/* Credentials and bindings (policy_cred.c), walked into cfg. */
-int policy_cred_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
-int policy_binding_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
-/* Cross checks once the whole file is read. */
-void policy_cred_check(
-    struct pwalk *w, const struct pnode *root, const struct policy *p);
 
 enum policy_schema {
 	POLICY_SCHEMA_FILE, /* every top-level key */

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/policy_binding_int.h"
 #include "policy/policy_int.h"
+#include "policy/policy_walk.h"
 
 struct ovfile {
 	const char *fname;
@@ -262,7 +264,7 @@ policy_with_overlays_dir(
 	}
 	/* New overlay denies must not uncover a binding. */
 	struct pwalk w = {.name = p->source, .d = d};
-	policy_cred_check(&w, NULL, p);
+	policy_binding_check_walk(&w, p);
 	if (w.errs > 0) {
 		policy_unref(p);
 		return NULL;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
+#include "policy/policy_binding.h"
 
 #define ALLOW_GH                                                               \
 	"defaultAction: deny\n"                                                \

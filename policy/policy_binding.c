@@ -1,0 +1,226 @@
+/*
+ * policy_binding: the binding object (policy_binding_int.h): its life
+ * time, the read accessors of policy_binding.h and the names of its
+ * enumerations, one table each for the walker, the YAML writer and the
+ * vault.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_binding_int.h"
+
+static const char *const method_names[] = {
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+#define NMETHODS (sizeof(method_names) / sizeof(method_names[0]))
+
+static const char *const auth_names[] = {[POLICY_AUTH_BEARER] = "bearer",
+    [POLICY_AUTH_BASIC] = "basic",
+    [POLICY_AUTH_APIKEY] = "apiKey",
+    [POLICY_AUTH_CUSTOM_HEADERS] = "customHeaders",
+    [POLICY_AUTH_PASSTHROUGH] = "passthrough"};
+
+static const char *const subst_names[] = {"path", "query", "header", "body"};
+
+/* ---- lifetimes ---- */
+
+void
+policy_bstrs_free(struct bstrs *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+void
+policy_binding_free(struct policy_binding *b)
+{
+	size_t i;
+
+	if (b == NULL)
+		return;
+	free(b->name);
+	policy_bstrs_free(&b->hosts);
+	policy_bstrs_free(&b->paths);
+	free(b->credential);
+	free(b->header);
+	for (i = 0; i < b->nheaders; i++) {
+		free(b->headers[i].name);
+		free(b->headers[i].credential);
+	}
+	free(b->headers);
+	for (i = 0; i < b->nsubst; i++) {
+		free(b->subst[i].credential);
+		free(b->subst[i].placeholder);
+	}
+	free(b->subst);
+	free(b);
+}
+
+/* ---- names ---- */
+
+/* The name of the one bit set in bit among names[], NULL otherwise. */
+static const char *
+bit_name(const char *const *names, size_t n, unsigned bit)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (bit == 1u << k)
+			return names[k];
+	return NULL;
+}
+
+const char *
+policy_method_name(unsigned bit)
+{
+	return bit_name(method_names, NMETHODS, bit);
+}
+
+const char *
+policy_subst_in_name(unsigned bit)
+{
+	return bit_name(
+	    subst_names, sizeof(subst_names) / sizeof(subst_names[0]), bit);
+}
+
+const char *
+policy_auth_type_name(enum policy_auth_type t)
+{
+	if ((unsigned)t >= sizeof(auth_names) / sizeof(auth_names[0]))
+		return NULL;
+	return auth_names[t];
+}
+
+unsigned
+policy_method_bit(const char *s, size_t len)
+{
+	size_t k;
+
+	for (k = 0; k < NMETHODS; k++)
+		if (strlen(method_names[k]) == len &&
+		    memcmp(s, method_names[k], len) == 0)
+			return 1u << k;
+	return 0;
+}
+
+uint16_t
+policy_scheme_port(unsigned scheme)
+{
+	if (scheme == POLICY_SCHEME_HTTPS)
+		return 443;
+	if (scheme == POLICY_SCHEME_HTTP)
+		return 80;
+	return 0;
+}
+
+/* ---- accessors ---- */
+
+const char *
+policy_binding_name(const struct policy_binding *b)
+{
+	return b->name;
+}
+
+enum policy_auth_type
+policy_binding_auth(const struct policy_binding *b)
+{
+	return b->auth;
+}
+
+unsigned
+policy_binding_schemes(const struct policy_binding *b)
+{
+	return b->schemes;
+}
+
+size_t
+policy_binding_ports(const struct policy_binding *b, uint16_t ports[2])
+{
+	size_t n = 0;
+
+	if (b->schemes & POLICY_SCHEME_HTTPS)
+		ports[n++] = policy_scheme_port(POLICY_SCHEME_HTTPS);
+	if (b->schemes & POLICY_SCHEME_HTTP)
+		ports[n++] = policy_scheme_port(POLICY_SCHEME_HTTP);
+	return n;
+}
+
+size_t
+policy_binding_nhosts(const struct policy_binding *b)
+{
+	return b->hosts.n;
+}
+
+const char *
+policy_binding_host(const struct policy_binding *b, size_t i)
+{
+	return i < b->hosts.n ? b->hosts.v[i] : NULL;
+}
+
+unsigned
+policy_binding_methods(const struct policy_binding *b)
+{
+	return b->methods;
+}
+
+size_t
+policy_binding_npaths(const struct policy_binding *b)
+{
+	return b->paths.n;
+}
+
+const char *
+policy_binding_path(const struct policy_binding *b, size_t i)
+{
+	return i < b->paths.n ? b->paths.v[i] : NULL;
+}
+
+const char *
+policy_binding_credential(const struct policy_binding *b)
+{
+	return b->credential;
+}
+
+const char *
+policy_binding_header_name(const struct policy_binding *b)
+{
+	return b->header;
+}
+
+size_t
+policy_binding_nheaders(const struct policy_binding *b)
+{
+	return b->nheaders;
+}
+
+const char *
+policy_binding_header(
+    const struct policy_binding *b, size_t i, const char **credential)
+{
+	if (i >= b->nheaders)
+		return NULL;
+	if (credential != NULL)
+		*credential = b->headers[i].credential;
+	return b->headers[i].name;
+}
+
+size_t
+policy_binding_nsubsts(const struct policy_binding *b)
+{
+	return b->nsubst;
+}
+
+const char *
+policy_binding_subst(const struct policy_binding *b, size_t i,
+    const char **placeholder, unsigned *in)
+{
+	if (i >= b->nsubst)
+		return NULL;
+	if (placeholder != NULL)
+		*placeholder = b->subst[i].placeholder;
+	if (in != NULL)
+		*in = b->subst[i].in;
+	return b->subst[i].credential;
+}

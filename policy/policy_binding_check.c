@@ -1,0 +1,182 @@
+/*
+ * policy_binding_check: the cross checks of a snapshot's bindings
+ * (contract §4), run by the loaders (every problem reported at its
+ * binding) and by the API on a mutation's result (the first problem):
+ * every referenced credential exists, every host is covered by what the
+ * DNS policy really allows, and no two bindings overlap (the definition of
+ * overlap is the matcher's, policy_binding_match.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/policy_binding_int.h"
+#include "policy/policy_walk.h"
+
+/* A deny rule of these lists naming something under *.suffix. */
+static const struct policy_rule *
+deny_below(const struct policy_rule *r, size_t n, const char *suffix)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const char *t = r[i].target;
+		if (r[i].action != POLICY_DENY ||
+		    (r[i].kind != POLICY_TARGET_DOMAIN &&
+		        r[i].kind != POLICY_TARGET_WILDCARD))
+			continue;
+		if (r[i].kind == POLICY_TARGET_WILDCARD)
+			t += 2;
+		if (policy_name_below(t, suffix) ||
+		    (r[i].kind == POLICY_TARGET_WILDCARD &&
+		        strcmp(t, suffix) == 0))
+			return &r[i];
+	}
+	return NULL;
+}
+
+static bool
+wildcard_covered(const struct policy *p, const char *suffix, struct err *e)
+{
+	char probe[POLICY_NAME_MAX + 2];
+	const struct policy_rule *r = NULL, *d;
+
+	/* Any label decides like any other unless a rule names it. */
+	if ((size_t)snprintf(probe, sizeof(probe), "x.%s", suffix) >=
+	    sizeof(probe))
+		return false;
+	if (policy_match_domain(p, probe, &r) != POLICY_ALLOW || r == NULL ||
+	    r->kind != POLICY_TARGET_WILDCARD ||
+	    !(strcmp(r->target + 2, suffix) == 0 ||
+	        policy_name_below(suffix, r->target + 2))) {
+		err_set(e,
+		    "binding host \"*.%s\" is not covered by an "
+		    "explicit wildcard allow rule",
+		    suffix);
+		return false;
+	}
+	if ((d = deny_below(p->always_deny, p->nalways_deny, suffix)) ||
+	    (d = deny_below(p->rules, p->nrules, suffix))) {
+		err_set(e, "binding host \"*.%s\" is partly denied by \"%s\"",
+		    suffix, d->display);
+		return false;
+	}
+	return true;
+}
+
+bool
+policy_host_covered(const struct policy *p, const char *host, struct err *e)
+{
+	const struct policy_rule *r = NULL;
+
+	if (p == NULL || host == NULL)
+		return false;
+	if (host[0] == '*' && host[1] == '.')
+		return wildcard_covered(p, host + 2, e);
+	if (policy_match_domain(p, host, &r) == POLICY_ALLOW && r != NULL)
+		return true;
+	err_set(e,
+	    "binding host \"%.255s\" is not covered by an explicit "
+	    "allow rule",
+	    host);
+	return false;
+}
+
+static bool
+cred_exists(const struct policy *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->ncredentials; i++)
+		if (strcmp(policy_credential_name(p->credentials[i]), name) ==
+		    0)
+			return true;
+	return false;
+}
+
+static int
+binding_refs(
+    const struct policy *p, const struct policy_binding *b, struct err *e)
+{
+	const char *missing = NULL;
+	size_t i;
+
+	if (b->credential && !cred_exists(p, b->credential))
+		missing = b->credential;
+	for (i = 0; missing == NULL && i < b->nheaders; i++)
+		if (!cred_exists(p, b->headers[i].credential))
+			missing = b->headers[i].credential;
+	for (i = 0; missing == NULL && i < b->nsubst; i++)
+		if (!cred_exists(p, b->subst[i].credential))
+			missing = b->subst[i].credential;
+	if (missing == NULL)
+		return 0;
+	err_set(e, "binding \"%s\" references unknown credential \"%s\"",
+	    b->name, missing);
+	return -1;
+}
+
+/* Runs every check; reports each problem through report(). */
+static int
+check_all(const struct policy *p,
+    void (*report)(
+        void *arg, const struct policy_binding *b, const struct err *e),
+    void *arg)
+{
+	struct err e;
+	size_t i, j, k;
+	int rc = 0;
+
+	for (i = 0; i < p->nbindings; i++) {
+		const struct policy_binding *b = p->bindings[i];
+		if (binding_refs(p, b, &e) == -1) {
+			report(arg, b, &e);
+			rc = -1;
+		}
+		for (k = 0; k < b->hosts.n; k++)
+			if (!policy_host_covered(p, b->hosts.v[k], &e)) {
+				report(arg, b, &e);
+				rc = -1;
+			}
+		for (j = 0; j < i; j++)
+			if (policy_bindings_overlap(p->bindings[j], b)) {
+				err_set(&e,
+				    "bindings \"%s\" and \"%s\" can "
+				    "match the same request",
+				    p->bindings[j]->name, b->name);
+				report(arg, b, &e);
+				rc = -1;
+			}
+	}
+	return rc;
+}
+
+static void
+report_first(void *arg, const struct policy_binding *b, const struct err *e)
+{
+	struct err *out = arg;
+
+	(void)b;
+	if (out != NULL && out->msg[0] == '\0')
+		err_set(out, "%s", e->msg);
+}
+
+int
+policy_check_bindings(const struct policy *p, struct err *e)
+{
+	err_clear(e);
+	return check_all(p, report_first, e);
+}
+
+static void
+report_diag(void *arg, const struct policy_binding *b, const struct err *e)
+{
+	struct pnode at = {.line = b->line, .col = b->col};
+
+	pw_err(arg, &at, "%s", e->msg);
+}
+
+void
+policy_binding_check_walk(struct pwalk *w, const struct policy *p)
+{
+	(void)check_all(p, report_diag, w);
+}

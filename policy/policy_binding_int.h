@@ -1,0 +1,65 @@
+/*
+ * policy_binding_int: the binding as the policy library's own files see
+ * it. policy_binding.c owns the struct (life time, accessors, name
+ * tables); policy_binding_walk.c fills it from the file, policy_cred_yaml.c
+ * writes it back, policy_binding_match.c matches requests against it and
+ * policy_binding_check.c checks a whole snapshot's bindings.
+ */
+#ifndef EGRESSD_POLICY_BINDING_INT_H
+#define EGRESSD_POLICY_BINDING_INT_H
+
+#include "policy/policy_binding.h"
+#include "policy/policy_int.h"
+
+#define POLICY_PLACEHOLDER_MAX 256 /* bytes of one substitution placeholder */
+
+struct pwalk;
+struct ybuf;
+
+struct bstrs {
+	char **v;
+	size_t n;
+};
+
+struct bheader {
+	char *name;
+	char *credential;
+};
+
+struct bsubst {
+	char *credential;
+	char *placeholder;
+	unsigned in; /* POLICY_SUBST_* */
+};
+
+struct policy_binding {
+	char *name;
+	unsigned line, col;
+	unsigned schemes; /* POLICY_SCHEME_* */
+	unsigned methods; /* POLICY_METHOD_* */
+	struct bstrs hosts, paths;
+	enum policy_auth_type auth;
+	char *credential;
+	char *header;
+	struct bheader *headers;
+	size_t nheaders;
+	struct bsubst *subst;
+	size_t nsubst;
+};
+
+void policy_bstrs_free(struct bstrs *s);
+/* True when name lies strictly below suffix ("a.b.c" below "b.c"). */
+bool policy_name_below(const char *name, const char *suffix);
+void policy_binding_free(struct policy_binding *b);
+
+/* The bindings list, walked into cfg (policy_binding_walk.c). */
+int policy_binding_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+/* Every cross check of p's bindings (references, coverage, overlap),
+ * each problem reported at its binding's position (policy_binding_check.c). */
+void policy_binding_check_walk(struct pwalk *w, const struct policy *p);
+/* Writes the credentials and bindings sections, values never
+ * (policy_cred_yaml.c). */
+void policy_cred_yaml(struct ybuf *b, const struct policy *p);
+
+#endif

@@ -1,0 +1,583 @@
+/*
+ * policy_binding_walk: the schema of the bindings list (contract §4):
+ * match (schemes, deprecated ports, hosts, methods, paths) and auth (type,
+ * credential, header name, headers, substitutions), each key's value
+ * checked where it is, and each auth type's shape. The cross checks that
+ * need the whole snapshot are policy_binding_check.c's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
+#include "policy/policy_walk.h"
+
+static const char *const reserved_headers[] = {"host", "content-length",
+    "content-type", "transfer-encoding", "connection", "upgrade", "te",
+    "trailer", "proxy-authorization", "proxy-authenticate", "forwarded",
+    "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"};
+
+/* ---- header names ---- */
+
+/* RFC 9110 token. */
+static bool
+header_name_ok(const char *s)
+{
+	static const char extra[] = "!#$%&'*+-.^_`|~";
+	size_t i;
+
+	if (*s == '\0' || strlen(s) > POLICY_CRED_NAME_MAX)
+		return false;
+	for (i = 0; s[i] != '\0'; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || strchr(extra, c) != NULL))
+			return false;
+	}
+	return true;
+}
+
+static bool
+header_reserved(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(reserved_headers) / sizeof(reserved_headers[0]);
+	     i++)
+		if (strcasecmp(s, reserved_headers[i]) == 0)
+			return true;
+	return false;
+}
+
+/* ---- bindings: match ---- */
+
+struct bwalk {
+	struct policy_binding *b;
+	const struct pnode *ports_at;
+	unsigned long ports[POLICY_BINDING_LIST_MAX];
+	size_t nports;
+	bool have_hosts, have_type;
+	const struct pnode *cred_at, *name_at, *headers_at, *subst_at;
+};
+
+static int
+mk_schemes(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	if (!pw_list(w, v, "schemes"))
+		return -1;
+	bw->b->schemes = 0;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *s = v->kids[i];
+		if (!pw_is(w, s, PNODE_STR))
+			continue;
+		if (strcmp(s->str, "https") == 0)
+			bw->b->schemes |= POLICY_SCHEME_HTTPS;
+		else if (strcmp(s->str, "http") == 0)
+			bw->b->schemes |= POLICY_SCHEME_HTTP;
+		else
+			pw_err(w, s, "unknown scheme \"%.16s\" (https or http)",
+			    s->str);
+	}
+	return 0;
+}
+
+static int
+mk_ports(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	bw->ports_at = v;
+	if (!pw_list(w, v, "ports"))
+		return -1;
+	for (i = 0; i < v->nkids; i++)
+		if (pw_uint(
+		        w, v->kids[i], 1, 65535, false, &bw->ports[bw->nports]))
+			bw->nports++;
+	return 0;
+}
+
+/* Lowercase FQDN with a dot, or "*.suffix"; no IPs, ports, paths. */
+static int
+host_item(struct pwalk *w, const struct pnode *h, struct bstrs *out)
+{
+	char norm[POLICY_NAME_MAX + 8];
+	struct policy_rule r;
+	struct err e;
+
+	if (!pw_is(w, h, PNODE_STR))
+		return -1;
+	memset(&r, 0, sizeof(r));
+	if (policy_target_parse(h->str, &r, &e) == -1) {
+		pw_err(w, h, "invalid host: %s", e.msg);
+		return -1;
+	}
+	(void)snprintf(norm, sizeof(norm), "%s", r.target);
+	bool bad = r.kind == POLICY_TARGET_IP || r.kind == POLICY_TARGET_CIDR;
+	policy_rule_clear(&r);
+	if (bad) {
+		pw_err(w, h, "binding hosts are names, not addresses");
+		return -1;
+	}
+	if (strcmp(norm, h->str) != 0) {
+		pw_err(w, h, "host \"%.255s\" must be written \"%s\"", h->str,
+		    norm);
+		return -1;
+	}
+	if (strchr(norm[0] == '*' ? norm + 2 : norm, '.') == NULL) {
+		pw_err(w, h, "host \"%s\" needs a dot", norm);
+		return -1;
+	}
+	if ((out->v[out->n] = strdup(norm)) == NULL)
+		return -1;
+	out->n++;
+	return 0;
+}
+
+static int
+mk_hosts(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	bw->have_hosts = true;
+	if (!pw_list(w, v, "hosts"))
+		return -1;
+	if ((bw->b->hosts.v = calloc(v->nkids, sizeof(char *))) == NULL)
+		return -1;
+	for (i = 0; i < v->nkids; i++)
+		(void)host_item(w, v->kids[i], &bw->b->hosts);
+	return 0;
+}
+
+static int
+mk_methods(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	if (!pw_list(w, v, "methods"))
+		return -1;
+	bw->b->methods = 0;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *m = v->kids[i];
+		unsigned bit;
+		if (!pw_is(w, m, PNODE_STR))
+			continue;
+		if ((bit = policy_method_bit(m->str, m->len)) == 0)
+			pw_err(w, m, "unknown method \"%.16s\"", m->str);
+		else
+			bw->b->methods |= bit;
+	}
+	return 0;
+}
+
+/* "/exact" or "/prefix*": '*' only last; no query, fragment, spaces. */
+static bool
+path_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > POLICY_PATH_PATTERN_MAX || s[0] != '/')
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= 0x20 || c >= 0x7f || c == '?' || c == '#')
+			return false;
+		if (c == '*' && i != n - 1)
+			return false;
+	}
+	return true;
+}
+
+static int
+mk_paths(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	struct bstrs *ps = &bw->b->paths;
+	size_t i;
+
+	if (!pw_list(w, v, "paths"))
+		return -1;
+	policy_bstrs_free(ps);
+	memset(ps, 0, sizeof(*ps));
+	if ((ps->v = calloc(v->nkids, sizeof(char *))) == NULL)
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *p = v->kids[i];
+		if (!pw_is(w, p, PNODE_STR))
+			continue;
+		if (!path_ok(p->str, p->len)) {
+			pw_err(w, p,
+			    "path must start with '/', '*' only at "
+			    "the end, no spaces, '?' or '#'");
+			continue;
+		}
+		if (pw_strdup(w, p, &ps->v[ps->n]))
+			ps->n++;
+	}
+	return 0;
+}
+
+static const struct pkey match_keys[] = {
+    {"schemes", mk_schemes},
+    {"ports", mk_ports},
+    {"hosts", mk_hosts},
+    {"methods", mk_methods},
+    {"paths", mk_paths},
+};
+
+/* Deprecated ports must be the scheme's own port. */
+static void
+match_ports_check(struct pwalk *w, struct bwalk *bw)
+{
+	size_t i;
+
+	for (i = 0; i < bw->nports; i++) {
+		unsigned long p = bw->ports[i];
+		if ((p == policy_scheme_port(POLICY_SCHEME_HTTPS) &&
+		        (bw->b->schemes & POLICY_SCHEME_HTTPS)) ||
+		    (p == policy_scheme_port(POLICY_SCHEME_HTTP) &&
+		        (bw->b->schemes & POLICY_SCHEME_HTTP)))
+			continue;
+		pw_err(w, bw->ports_at,
+		    "port %lu does not follow the scheme "
+		    "(https 443, http 80)",
+		    p);
+	}
+}
+
+static int
+bk_match(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	(void)pw_map(w, v, match_keys, 5, bw);
+	if (v->type != PNODE_MAP)
+		return -1;
+	if (!bw->have_hosts)
+		pw_err(w, v, "match needs hosts");
+	match_ports_check(w, bw);
+	return 0;
+}
+
+/* ---- bindings: auth ---- */
+
+static int
+ak_type(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	const char *name;
+	unsigned i;
+
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	for (i = 0; (name = policy_auth_type_name(i)) != NULL; i++)
+		if (strcmp(v->str, name) == 0) {
+			bw->b->auth = (enum policy_auth_type)i;
+			bw->have_type = true;
+			return 0;
+		}
+	pw_err(w, v,
+	    "unknown auth type \"%.32s\" (bearer, basic, apiKey, "
+	    "customHeaders or passthrough)",
+	    v->str);
+	return -1;
+}
+
+static int
+ak_credential(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	bw->cred_at = v;
+	return policy_cred_walk_name(w, v, &bw->b->credential) ? 0 : -1;
+}
+
+static bool
+walk_header_name(struct pwalk *w, const struct pnode *v, char **out)
+{
+	if (!pw_is(w, v, PNODE_STR))
+		return false;
+	if (!header_name_ok(v->str)) {
+		pw_err(w, v, "invalid header name \"%.64s\"", v->str);
+		return false;
+	}
+	if (header_reserved(v->str)) {
+		pw_err(w, v, "header \"%s\" is reserved", v->str);
+		return false;
+	}
+	return pw_strdup(w, v, out);
+}
+
+static int
+ak_name(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	bw->name_at = v;
+	return walk_header_name(w, v, &bw->b->header) ? 0 : -1;
+}
+
+static int
+hk_name(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return walk_header_name(w, v, &((struct bheader *)obj)->name) ? 0 : -1;
+}
+
+static int
+hk_credential(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return policy_cred_walk_name(w, v, &((struct bheader *)obj)->credential)
+	    ? 0
+	    : -1;
+}
+
+static const struct pkey header_keys[] = {
+    {"name", hk_name},
+    {"credential", hk_credential},
+};
+
+static int
+ak_headers(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	bw->headers_at = v;
+	if (!pw_list(w, v, "headers"))
+		return -1;
+	if ((bw->b->headers = calloc(v->nkids, sizeof(struct bheader))) == NULL)
+		return -1;
+	bw->b->nheaders = v->nkids;
+	for (i = 0; i < v->nkids; i++) {
+		uint64_t seen =
+		    pw_map(w, v->kids[i], header_keys, 2, &bw->b->headers[i]);
+		if (v->kids[i]->type == PNODE_MAP && seen != 3)
+			pw_err(w, v->kids[i],
+			    "header needs name and "
+			    "credential");
+	}
+	return 0;
+}
+
+static int
+uk_credential(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return policy_cred_walk_name(w, v, &((struct bsubst *)obj)->credential)
+	    ? 0
+	    : -1;
+}
+
+static int
+uk_placeholder(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bsubst *s = obj;
+	size_t i;
+
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (v->len == 0 || v->len > POLICY_PLACEHOLDER_MAX) {
+		pw_err(w, v, "placeholder must be 1 to %d bytes",
+		    POLICY_PLACEHOLDER_MAX);
+		return -1;
+	}
+	for (i = 0; i < v->len; i++)
+		if ((unsigned char)v->str[i] < 0x20 || v->str[i] == 0x7f) {
+			pw_err(w, v, "control character in placeholder");
+			return -1;
+		}
+	return pw_strdup(w, v, &s->placeholder) ? 0 : -1;
+}
+
+static int
+uk_in(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bsubst *s = obj;
+	const char *name;
+	size_t i;
+	unsigned k;
+
+	if (!pw_list(w, v, "in"))
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *x = v->kids[i];
+		if (!pw_is(w, x, PNODE_STR))
+			continue;
+		for (k = 0; (name = policy_subst_in_name(1u << k)) != NULL; k++)
+			if (strcmp(x->str, name) == 0)
+				break;
+		if (name == NULL)
+			pw_err(w, x,
+			    "unknown surface \"%.16s\" (path, query, "
+			    "header or body)",
+			    x->str);
+		else
+			s->in |= 1u << k;
+	}
+	return 0;
+}
+
+static const struct pkey subst_keys[] = {
+    {"credential", uk_credential},
+    {"placeholder", uk_placeholder},
+    {"in", uk_in},
+};
+
+static int
+ak_substitutions(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+	size_t i;
+
+	bw->subst_at = v;
+	if (!pw_list(w, v, "substitutions"))
+		return -1;
+	if ((bw->b->subst = calloc(v->nkids, sizeof(struct bsubst))) == NULL)
+		return -1;
+	bw->b->nsubst = v->nkids;
+	for (i = 0; i < v->nkids; i++) {
+		uint64_t seen =
+		    pw_map(w, v->kids[i], subst_keys, 3, &bw->b->subst[i]);
+		if (v->kids[i]->type == PNODE_MAP && seen != 7)
+			pw_err(w, v->kids[i],
+			    "substitution needs credential, "
+			    "placeholder and in");
+	}
+	return 0;
+}
+
+static const struct pkey auth_keys[] = {
+    {"type", ak_type},
+    {"credential", ak_credential},
+    {"name", ak_name},
+    {"headers", ak_headers},
+    {"substitutions", ak_substitutions},
+};
+
+/* Which auth keys each type needs (+) or refuses (-). */
+static void
+auth_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
+{
+	enum policy_auth_type t = bw->b->auth;
+	bool want_cred = t == POLICY_AUTH_BEARER || t == POLICY_AUTH_BASIC ||
+	    t == POLICY_AUTH_APIKEY;
+	bool want_name = t == POLICY_AUTH_APIKEY;
+	bool want_headers = t == POLICY_AUTH_CUSTOM_HEADERS;
+
+	if (want_cred != (bw->cred_at != NULL))
+		pw_err(w, bw->cred_at ? bw->cred_at : v,
+		    want_cred ? "auth needs credential"
+		              : "this auth type takes no credential");
+	if (want_name != (bw->name_at != NULL))
+		pw_err(w, bw->name_at ? bw->name_at : v,
+		    want_name ? "apiKey auth needs name"
+		              : "only apiKey auth takes name");
+	if (want_headers != (bw->headers_at != NULL))
+		pw_err(w, bw->headers_at ? bw->headers_at : v,
+		    want_headers ? "customHeaders auth needs headers"
+		                 : "only customHeaders auth takes headers");
+	if (t == POLICY_AUTH_PASSTHROUGH && bw->subst_at == NULL)
+		pw_err(w, v, "passthrough auth needs substitutions");
+}
+
+static int
+bk_auth(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	(void)pw_map(w, v, auth_keys, 5, bw);
+	if (v->type != PNODE_MAP)
+		return -1;
+	if (!bw->have_type) {
+		pw_err(w, v, "auth needs type");
+		return -1;
+	}
+	auth_shape(w, v, bw);
+	return 0;
+}
+
+static int
+bk_name(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return policy_cred_walk_name(w, v, &((struct bwalk *)obj)->b->name)
+	    ? 0
+	    : -1;
+}
+
+static const struct pkey binding_keys[] = {
+    {"name", bk_name},
+    {"match", bk_match},
+    {"auth", bk_auth},
+};
+
+static int
+paths_default(struct policy_binding *b)
+{
+	if (b->paths.n > 0)
+		return 0;
+	if ((b->paths.v = calloc(1, sizeof(char *))) == NULL ||
+	    (b->paths.v[0] = strdup("/*")) == NULL)
+		return -1;
+	b->paths.n = 1;
+	return 0;
+}
+
+static void
+binding_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+{
+	struct bwalk bw;
+	size_t e0 = w->errs;
+	uint64_t seen;
+
+	memset(&bw, 0, sizeof(bw));
+	if ((bw.b = calloc(1, sizeof(*bw.b))) == NULL) {
+		pw_err(w, v, "out of memory");
+		return;
+	}
+	bw.b->line = v->line;
+	bw.b->col = v->col;
+	bw.b->schemes = POLICY_SCHEME_HTTPS;
+	bw.b->methods = POLICY_METHODS_DEFAULT;
+	seen = pw_map(w, v, binding_keys, 3, &bw);
+	if (v->type == PNODE_MAP && seen != 7)
+		pw_err(w, v, "binding needs name, match and auth");
+	if (w->errs == e0 && paths_default(bw.b) == 0 &&
+	    pw_push((void ***)&cfg->bindings, &cfg->nbindings, bw.b) == 0)
+		return;
+	policy_binding_free(bw.b);
+}
+
+int
+policy_binding_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+{
+	size_t i, j;
+
+	if (v->type == PNODE_NULL)
+		return 0;
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids > POLICY_BINDINGS_MAX) {
+		pw_err(w, v, "at most %d bindings", POLICY_BINDINGS_MAX);
+		return -1;
+	}
+	for (i = 0; i < v->nkids; i++)
+		binding_item(w, v->kids[i], cfg);
+	for (i = 0; i < cfg->nbindings; i++)
+		for (j = 0; j < i; j++)
+			if (strcmp(cfg->bindings[i]->name,
+			        cfg->bindings[j]->name) == 0) {
+				struct pnode at = {
+				    .line = cfg->bindings[i]->line,
+				    .col = cfg->bindings[i]->col};
+				pw_err(w, &at, "duplicate binding \"%s\"",
+				    cfg->bindings[i]->name);
+			}
+	return 0;
+}

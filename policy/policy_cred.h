@@ -1,0 +1,34 @@
+/*
+ * policy_cred: internal interface of the credentials of the policy file
+ * (contract §4): the object and its life time (policy_cred.c), the schema
+ * walk and the name rule shared with bindings (policy_cred_walk.c). The
+ * public accessors are in policy.h.
+ */
+#ifndef EGRESSD_POLICY_CRED_H
+#define EGRESSD_POLICY_CRED_H
+
+#include <stdbool.h>
+
+#include "policy/policy_int.h"
+
+struct pwalk;
+
+/* Owned by the policy_config of a snapshot; value is wiped when freed. */
+struct policy_credential {
+	char *name;
+	enum policy_cred_source source;
+	char *path;
+	uint8_t *value;
+	size_t vlen;
+	struct policy_loc loc;
+};
+
+void policy_credential_free(struct policy_credential *c);
+/* The credentials list, walked into cfg (names unique). */
+int policy_cred_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+/* A credential or binding name: 1 to POLICY_CRED_NAME_MAX of
+ * [A-Za-z0-9._-], duplicated into *out; false with an error if not. */
+bool policy_cred_walk_name(struct pwalk *w, const struct pnode *v, char **out);
+
+#endif

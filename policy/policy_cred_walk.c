@@ -1,0 +1,209 @@
+/*
+ * policy_cred_walk: the schema of the credentials list (contract §4)
+ * and the name rule credentials and bindings share. A value is checked
+ * and copied, never echoed: messages name its position only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_cred.h"
+#include "policy/policy_walk.h"
+
+/* ---- names ---- */
+
+static bool
+name_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > POLICY_CRED_NAME_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		        c == '.'))
+			return false;
+	}
+	return true;
+}
+
+bool
+policy_cred_walk_name(struct pwalk *w, const struct pnode *v, char **out)
+{
+	if (!pw_is(w, v, PNODE_STR))
+		return false;
+	if (!name_ok(v->str)) {
+		pw_err(w, v, "name must be 1 to %d of [A-Za-z0-9._-]",
+		    POLICY_CRED_NAME_MAX);
+		return false;
+	}
+	return pw_strdup(w, v, out);
+}
+
+/* ---- credentials ---- */
+
+struct cwalk {
+	struct policy_credential *c;
+	const struct pnode *type_at, *value_at, *path_at;
+	bool have_type;
+};
+
+static int
+sk_type(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct cwalk *cw = obj;
+
+	cw->type_at = v;
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (strcmp(v->str, "inline") == 0)
+		cw->c->source = POLICY_CRED_INLINE;
+	else if (strcmp(v->str, "file") == 0)
+		cw->c->source = POLICY_CRED_FILE;
+	else {
+		pw_err(w, v, "unknown source type \"%.32s\" (inline or file)",
+		    v->str);
+		return -1;
+	}
+	cw->have_type = true;
+	return 0;
+}
+
+/* The value is never echoed: messages name its position only. */
+static int
+sk_value(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct cwalk *cw = obj;
+
+	cw->value_at = v;
+	if (v->type != PNODE_STR) {
+		pw_err(w, v, "credential value must be a string");
+		return -1;
+	}
+	if (v->len == 0 || v->len > POLICY_SECRET_MAX) {
+		pw_err(w, v, "credential value must be 1 to %d bytes",
+		    POLICY_SECRET_MAX);
+		return -1;
+	}
+	if (memchr(v->str, '\r', v->len) || memchr(v->str, '\n', v->len)) {
+		pw_err(w, v, "credential value contains CR or LF");
+		return -1;
+	}
+	if ((cw->c->value = malloc(v->len)) == NULL) {
+		pw_err(w, v, "out of memory");
+		return -1;
+	}
+	memcpy(cw->c->value, v->str, v->len);
+	cw->c->vlen = v->len;
+	return 0;
+}
+
+static int
+sk_path(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct cwalk *cw = obj;
+
+	cw->path_at = v;
+	if (!pw_is(w, v, PNODE_STR))
+		return -1;
+	if (v->str[0] != '/' || v->len > POLICY_PATH_PATTERN_MAX) {
+		pw_err(w, v, "credential file path must be absolute");
+		return -1;
+	}
+	return pw_strdup(w, v, &cw->c->path) ? 0 : -1;
+}
+
+static const struct pkey source_keys[] = {
+    {"type", sk_type},
+    {"value", sk_value},
+    {"path", sk_path},
+};
+
+static int
+ck_name(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct cwalk *cw = obj;
+
+	return policy_cred_walk_name(w, v, &cw->c->name) ? 0 : -1;
+}
+
+static int
+ck_source(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct cwalk *cw = obj;
+
+	(void)pw_map(w, v, source_keys, 3, cw);
+	if (v->type != PNODE_MAP)
+		return -1;
+	if (!cw->have_type) {
+		if (cw->type_at == NULL)
+			pw_err(w, v, "source has no type");
+		return -1;
+	}
+	if (cw->c->source == POLICY_CRED_INLINE &&
+	    (cw->path_at != NULL || cw->value_at == NULL))
+		pw_err(w, v, "inline source needs value (and no path)");
+	if (cw->c->source == POLICY_CRED_FILE &&
+	    (cw->value_at != NULL || cw->path_at == NULL))
+		pw_err(w, v, "file source needs path (and no value)");
+	return 0;
+}
+
+static const struct pkey cred_keys[] = {
+    {"name", ck_name},
+    {"source", ck_source},
+};
+
+static void
+cred_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+{
+	struct cwalk cw;
+	size_t e0 = w->errs;
+	uint64_t seen;
+
+	memset(&cw, 0, sizeof(cw));
+	if ((cw.c = calloc(1, sizeof(*cw.c))) == NULL) {
+		pw_err(w, v, "out of memory");
+		return;
+	}
+	cw.c->loc.line = v->line;
+	cw.c->loc.col = v->col;
+	seen = pw_map(w, v, cred_keys, 2, &cw);
+	if (v->type == PNODE_MAP && (seen & 3) != 3)
+		pw_err(w, v, "credential needs name and source");
+	if (w->errs == e0 &&
+	    pw_push((void ***)&cfg->credentials, &cfg->ncredentials, cw.c) == 0)
+		return;
+	policy_credential_free(cw.c);
+}
+
+int
+policy_cred_walk(
+    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+{
+	size_t i, j;
+
+	if (v->type == PNODE_NULL)
+		return 0;
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids > POLICY_BINDINGS_MAX) {
+		pw_err(w, v, "at most %d credentials", POLICY_BINDINGS_MAX);
+		return -1;
+	}
+	for (i = 0; i < v->nkids; i++)
+		cred_item(w, v->kids[i], cfg);
+	for (i = 0; i < cfg->ncredentials; i++)
+		for (j = 0; j < i; j++)
+			if (strcmp(cfg->credentials[i]->name,
+			        cfg->credentials[j]->name) == 0) {
+				struct pnode at = {
+				    .line = cfg->credentials[i]->loc.line,
+				    .col = cfg->credentials[i]->loc.col};
+				pw_err(w, &at, "duplicate credential \"%s\"",
+				    cfg->credentials[i]->name);
+			}
+	return 0;
+}

@@ -1,0 +1,132 @@
+/*
+ * policy_cred_yaml: the credentials and bindings sections of the canonical
+ * YAML (policy_serial.c writes the rest). An inline credential's value is
+ * never written: "[REDACTED]" stands for it.
+ */
+#include <stdio.h>
+
+#include "policy/policy_binding_int.h"
+#include "policy/policy_ybuf.h"
+
+static void
+yaml_strs(struct ybuf *b, const char *key, const struct bstrs *s)
+{
+	size_t i;
+
+	yb_printf(b, "      %s: [", key);
+	for (i = 0; i < s->n; i++) {
+		yb_printf(b, "%s", i ? ", " : "");
+		yb_quoted(b, s->v[i]);
+	}
+	yb_printf(b, "]\n");
+}
+
+static void
+yaml_match(struct ybuf *b, const struct policy_binding *x)
+{
+	const char *sep = "";
+	size_t k;
+
+	yb_printf(b, "    match:\n      schemes: [%s%s%s]\n",
+	    (x->schemes & POLICY_SCHEME_HTTPS) ? "\"https\"" : "",
+	    (x->schemes & POLICY_SCHEME_HTTPS) &&
+	            (x->schemes & POLICY_SCHEME_HTTP)
+	        ? ", "
+	        : "",
+	    (x->schemes & POLICY_SCHEME_HTTP) ? "\"http\"" : "");
+	yaml_strs(b, "hosts", &x->hosts);
+	yb_printf(b, "      methods: [");
+	for (k = 0; policy_method_name(1u << k) != NULL; k++)
+		if (x->methods & (1u << k)) {
+			yb_printf(
+			    b, "%s\"%s\"", sep, policy_method_name(1u << k));
+			sep = ", ";
+		}
+	yb_printf(b, "]\n");
+	yaml_strs(b, "paths", &x->paths);
+}
+
+static void
+yaml_subst(struct ybuf *b, const struct bsubst *s)
+{
+	const char *sep = "";
+	unsigned k;
+
+	yb_printf(b, "        - credential: ");
+	yb_quoted(b, s->credential);
+	yb_printf(b, "\n          placeholder: ");
+	yb_quoted(b, s->placeholder);
+	yb_printf(b, "\n          in: [");
+	for (k = 0; policy_subst_in_name(1u << k) != NULL; k++)
+		if (s->in & (1u << k)) {
+			yb_printf(
+			    b, "%s\"%s\"", sep, policy_subst_in_name(1u << k));
+			sep = ", ";
+		}
+	yb_printf(b, "]\n");
+}
+
+static void
+yaml_auth(struct ybuf *b, const struct policy_binding *x)
+{
+	size_t i;
+
+	yb_printf(b, "    auth:\n      type: \"%s\"\n",
+	    policy_auth_type_name(x->auth));
+	if (x->credential != NULL) {
+		yb_printf(b, "      credential: ");
+		yb_quoted(b, x->credential);
+		yb_printf(b, "\n");
+	}
+	if (x->header != NULL) {
+		yb_printf(b, "      name: ");
+		yb_quoted(b, x->header);
+		yb_printf(b, "\n");
+	}
+	if (x->nheaders > 0)
+		yb_printf(b, "      headers:\n");
+	for (i = 0; i < x->nheaders; i++) {
+		yb_printf(b, "        - name: ");
+		yb_quoted(b, x->headers[i].name);
+		yb_printf(b, "\n          credential: ");
+		yb_quoted(b, x->headers[i].credential);
+		yb_printf(b, "\n");
+	}
+	if (x->nsubst > 0)
+		yb_printf(b, "      substitutions:\n");
+	for (i = 0; i < x->nsubst; i++)
+		yaml_subst(b, &x->subst[i]);
+}
+
+void
+policy_cred_yaml(struct ybuf *b, const struct policy *p)
+{
+	size_t i;
+
+	if (p->ncredentials > 0)
+		yb_printf(b, "credentials:\n");
+	for (i = 0; i < p->ncredentials; i++) {
+		const struct policy_credential *c = p->credentials[i];
+		yb_printf(b, "  - name: ");
+		yb_quoted(b, policy_credential_name(c));
+		if (policy_credential_source(c) == POLICY_CRED_FILE) {
+			yb_printf(b,
+			    "\n    source:\n      type: \"file\"\n"
+			    "      path: ");
+			yb_quoted(b, policy_credential_path(c));
+			yb_printf(b, "\n");
+		} else
+			yb_printf(b,
+			    "\n    source:\n      type: \"inline\"\n"
+			    "      value: \"[REDACTED]\"\n");
+	}
+	if (p->nbindings > 0)
+		yb_printf(b, "bindings:\n");
+	for (i = 0; i < p->nbindings; i++) {
+		yb_printf(b, "  - name: ");
+		yb_quoted(b, p->bindings[i]->name);
+		yb_printf(b, "\n");
+		yaml_match(b, p->bindings[i]);
+		yaml_auth(b, p->bindings[i]);
+	}
+}

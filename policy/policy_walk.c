@@ -1,0 +1,132 @@
+/*
+ * policy_walk: the schema walk's primitives (policy_walk.h). Pure: nodes
+ * in, diagnostics out.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy_walk.h"
+
+void
+pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
+{
+	va_list ap;
+
+	w->errs++;
+	va_start(ap, fmt);
+	policy_diag_vadd(
+	    w->d, w->name, at ? at->line : 0, at ? at->col : 0, fmt, ap);
+	va_end(ap);
+}
+
+bool
+pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t)
+{
+	if (n->type == t)
+		return true;
+	pw_err(w, n, "expected %s, found %s", pnode_type_name(t),
+	    pnode_type_name(n->type));
+	return false;
+}
+
+uint64_t
+pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
+    size_t nkeys, void *obj)
+{
+	uint64_t seen = 0;
+	size_t i, k;
+
+	if (!pw_is(w, n, PNODE_MAP))
+		return 0;
+	for (i = 0; i + 1 < n->nkids; i += 2) {
+		const struct pnode *key = n->kids[i], *val = n->kids[i + 1];
+		if (key->type != PNODE_STR) {
+			pw_err(w, key, "keys must be strings");
+			continue;
+		}
+		for (k = 0; k < nkeys && k < PKEYS_MAX; k++)
+			if (strcmp(keys[k].key, key->str) == 0)
+				break;
+		if (k == nkeys || k == PKEYS_MAX) {
+			pw_err(w, key, "unknown key \"%.64s\"", key->str);
+			continue;
+		}
+		if (seen & (1ull << k)) {
+			pw_err(w, key, "duplicate key \"%s\"", keys[k].key);
+			continue;
+		}
+		seen |= 1ull << k;
+		(void)keys[k].fn(w, val, obj);
+	}
+	return seen;
+}
+
+bool
+pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+    unsigned long hi, bool strok, unsigned long *out)
+{
+	unsigned long v = 0;
+	const char *s;
+
+	if (n->type != PNODE_NUM && !(strok && n->type == PNODE_STR)) {
+		pw_err(w, n, "expected a number, found %s",
+		    pnode_type_name(n->type));
+		return false;
+	}
+	s = n->str;
+	if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
+		goto bad;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			goto bad;
+		v = v * 10 + (unsigned long)(*s - '0');
+		if (v > hi)
+			goto bad;
+	}
+	if (v < lo)
+		goto bad;
+	*out = v;
+	return true;
+bad:
+	pw_err(w, n, "expected an integer from %lu to %lu, found \"%.32s\"", lo,
+	    hi, n->str);
+	return false;
+}
+
+bool
+pw_strdup(struct pwalk *w, const struct pnode *n, char **out)
+{
+	if (!pw_is(w, n, PNODE_STR))
+		return false;
+	if ((*out = strdup(n->str)) == NULL) {
+		pw_err(w, n, "out of memory");
+		return false;
+	}
+	return true;
+}
+
+int
+pw_push(void ***arr, size_t *n, void *x)
+{
+	void **na = realloc(*arr, (*n + 1) * sizeof(*na));
+
+	if (na == NULL)
+		return -1;
+	na[(*n)++] = x;
+	*arr = na;
+	return 0;
+}
+
+bool
+pw_list(struct pwalk *w, const struct pnode *v, const char *what)
+{
+	if (!pw_is(w, v, PNODE_SEQ))
+		return false;
+	if (v->nkids == 0 || v->nkids > POLICY_BINDING_LIST_MAX) {
+		pw_err(w, v, "%s must list 1 to %d entries", what,
+		    POLICY_BINDING_LIST_MAX);
+		return false;
+	}
+	return true;
+}

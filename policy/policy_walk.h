@@ -1,0 +1,55 @@
+/*
+ * policy_walk: the primitives of the schema walk (keyword tables, type
+ * checks, error reporting with the node's position). The walkers of the
+ * rule lists and settings (policy_schema.c), of credentials
+ * (policy_cred.c) and of bindings (policy_binding_walk.c) are built on
+ * them; this file calls none of those.
+ */
+#ifndef EGRESSD_POLICY_WALK_H
+#define EGRESSD_POLICY_WALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy_int.h"
+
+/* Walk state: where errors go. Every error is counted and reported. */
+struct pwalk {
+	const char *name;
+	struct policy_diag *d;
+	size_t errs;
+	size_t nrules; /* items of every rule list so far (the rule cap) */
+};
+
+/* One entry of a keyword table: the key and what to do with its value. */
+struct pkey {
+	const char *key;
+	int (*fn)(struct pwalk *w, const struct pnode *v, void *obj);
+};
+
+#define PKEYS_MAX 64 /* keys of one table (a bitmask tracks them) */
+
+void pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*
+ * Walks a mapping against a keyword table: unknown and duplicate keys are
+ * errors, every known key's function runs. Returns the bitmask of keys
+ * seen (bit i = keys[i]); 0 with an error when n is not a mapping.
+ */
+uint64_t pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
+    size_t nkeys, void *obj);
+/* Type checks: true when n has the type (an error is reported if not). */
+bool pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t);
+/* Integer in [lo, hi] from a number (or a digit string when strok). */
+bool pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+    unsigned long hi, bool strok, unsigned long *out);
+/* Duplicates a string node into *out (freed by the caller). */
+bool pw_strdup(struct pwalk *w, const struct pnode *n, char **out);
+/* Appends x to a growing pointer array; 0 or -1 (out of memory, x is
+ * not taken). */
+int pw_push(void ***arr, size_t *n, void *x);
+/* A list of 1 to POLICY_BINDING_LIST_MAX entries (what names it). */
+bool pw_list(struct pwalk *w, const struct pnode *v, const char *what);
+
+#endif
