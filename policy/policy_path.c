@@ -11,18 +11,7 @@
 #include <string.h>
 
 #include "policy/policy_path.h"
-
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "util/text.h"
 
 static bool
 unreserved(unsigned char c)
@@ -77,8 +66,8 @@ decode(const char *in, size_t len, char *out, struct err *e)
 			err_set(e, "truncated percent-encoding in path");
 			return -1;
 		}
-		if ((hi = hexval((unsigned char)in[i + 1])) < 0 ||
-		    (lo = hexval((unsigned char)in[i + 2])) < 0) {
+		if ((hi = text_hexval((unsigned char)in[i + 1])) < 0 ||
+		    (lo = text_hexval((unsigned char)in[i + 2])) < 0) {
 			err_set(e, "invalid percent-encoding in path");
 			return -1;
 		}
