@@ -25,7 +25,10 @@ unreserved(unsigned char c)
 static bool
 path_char(unsigned char c)
 {
-	return unreserved(c) || strchr("!$&'()*+,;=:@/", c) != NULL;
+	/* c != 0 first: strchr() finds a set's terminator, so a raw NUL
+	 * would pass as a path character. */
+	return unreserved(c) ||
+	    (c != '\0' && strchr("!$&'()*+,;=:@/", c) != NULL);
 }
 
 static int
