@@ -553,31 +553,21 @@ binding_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 	policy_binding_free(bw.b);
 }
 
+static const char *
+binding_name_at(const void *obj, struct pnode *at)
+{
+	const struct policy_binding *b = obj;
+
+	at->line = b->line;
+	at->col = b->col;
+	return b->name;
+}
+
 int
 policy_binding_walk(
     struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 {
-	size_t i, j;
-
-	if (v->type == PNODE_NULL)
-		return 0;
-	if (!pw_is(w, v, PNODE_SEQ))
-		return -1;
-	if (v->nkids > POLICY_BINDINGS_MAX) {
-		pw_err(w, v, "at most %d bindings", POLICY_BINDINGS_MAX);
-		return -1;
-	}
-	for (i = 0; i < v->nkids; i++)
-		binding_item(w, v->kids[i], cfg);
-	for (i = 0; i < cfg->nbindings; i++)
-		for (j = 0; j < i; j++)
-			if (strcmp(cfg->bindings[i]->name,
-			        cfg->bindings[j]->name) == 0) {
-				struct pnode at = {
-				    .line = cfg->bindings[i]->line,
-				    .col = cfg->bindings[i]->col};
-				pw_err(w, &at, "duplicate binding \"%s\"",
-				    cfg->bindings[i]->name);
-			}
-	return 0;
+	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "binding", binding_item,
+	    cfg, (void *const *const *)&cfg->bindings, &cfg->nbindings,
+	    binding_name_at);
 }

@@ -179,31 +179,21 @@ cred_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 	policy_credential_free(cw.c);
 }
 
+static const char *
+cred_name_at(const void *obj, struct pnode *at)
+{
+	const struct policy_credential *c = obj;
+
+	at->line = c->loc.line;
+	at->col = c->loc.col;
+	return c->name;
+}
+
 int
 policy_cred_walk(
     struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 {
-	size_t i, j;
-
-	if (v->type == PNODE_NULL)
-		return 0;
-	if (!pw_is(w, v, PNODE_SEQ))
-		return -1;
-	if (v->nkids > POLICY_BINDINGS_MAX) {
-		pw_err(w, v, "at most %d credentials", POLICY_BINDINGS_MAX);
-		return -1;
-	}
-	for (i = 0; i < v->nkids; i++)
-		cred_item(w, v->kids[i], cfg);
-	for (i = 0; i < cfg->ncredentials; i++)
-		for (j = 0; j < i; j++)
-			if (strcmp(cfg->credentials[i]->name,
-			        cfg->credentials[j]->name) == 0) {
-				struct pnode at = {
-				    .line = cfg->credentials[i]->loc.line,
-				    .col = cfg->credentials[i]->loc.col};
-				pw_err(w, &at, "duplicate credential \"%s\"",
-				    cfg->credentials[i]->name);
-			}
-	return 0;
+	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "credential", cred_item,
+	    cfg, (void *const *const *)&cfg->credentials, &cfg->ncredentials,
+	    cred_name_at);
 }

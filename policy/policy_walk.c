@@ -130,3 +130,33 @@ pw_list(struct pwalk *w, const struct pnode *v, const char *what)
 	}
 	return true;
 }
+
+int
+pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
+    const char *what,
+    void (*item)(struct pwalk *, const struct pnode *, struct policy_config *),
+    struct policy_config *cfg, void *const *const *arr, const size_t *n,
+    const char *(*name_at)(const void *obj, struct pnode *at))
+{
+	struct pnode at = {0}, other = {0};
+	size_t i, j;
+
+	if (v->type == PNODE_NULL)
+		return 0;
+	if (!pw_is(w, v, PNODE_SEQ))
+		return -1;
+	if (v->nkids > max) {
+		pw_err(w, v, "at most %zu %ss", max, what);
+		return -1;
+	}
+	for (i = 0; i < v->nkids; i++)
+		item(w, v->kids[i], cfg);
+	for (i = 0; i < *n; i++)
+		for (j = 0; j < i; j++) {
+			const char *a = name_at((*arr)[i], &at);
+
+			if (strcmp(a, name_at((*arr)[j], &other)) == 0)
+				pw_err(w, &at, "duplicate %s \"%s\"", what, a);
+		}
+	return 0;
+}

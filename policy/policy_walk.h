@@ -52,4 +52,17 @@ int pw_push(void ***arr, size_t *n, void *x);
 /* A list of 1 to POLICY_BINDING_LIST_MAX entries (what names it). */
 bool pw_list(struct pwalk *w, const struct pnode *v, const char *what);
 
+/*
+ * A list of named items (credentials, bindings): NULL is an empty list;
+ * otherwise a sequence of at most max nodes, each walked by item (which
+ * appends what it built to *arr), then every name unique, a duplicate
+ * reported at its own line as "duplicate <what> "<name>"". name_at gives
+ * an item's name and fills *at with its position.
+ */
+int pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
+    const char *what,
+    void (*item)(struct pwalk *, const struct pnode *, struct policy_config *),
+    struct policy_config *cfg, void *const *const *arr, const size_t *n,
+    const char *(*name_at)(const void *obj, struct pnode *at));
+
 #endif
