@@ -360,6 +360,26 @@ tb_host()
 	ip netns exec "$TB_HOST" "$@"
 }
 
+# tb_host_api METHOD URL [BODY]: the control API from the host namespace
+# with TB_EGRESSD_TOKEN; prints the HTTP status, the body goes to
+# $TB_DIR/api.out.
+tb_host_api()
+{
+	local m=$1 url=$2
+	shift 2
+	tb_host curl -sS --max-time 5 -o "$TB_DIR/api.out" -w '%{http_code}' \
+	    -H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN" -X "$m" \
+	    ${1:+--data-binary "$1"} "$url" 2>/dev/null
+}
+
+# tb_resolve_a NAME: the first A record the sandbox's resolver gives for
+# NAME, or the rcode (NXDOMAIN, SERVFAIL, ...).
+tb_resolve_a()
+{
+	tb_sandbox dig +time=2 +tries=1 "$1" A |
+	    awk '/status:/{gsub(",","",$6); s=$6} /^[^;].*\tA\t/{a=$NF} END{print (a!="" ? a : s)}'
+}
+
 # --- setup ------------------------------------------------------------------
 
 # tb_setup: namespaces, addresses, routes, PKI, DNS (dns1), origins, echo.

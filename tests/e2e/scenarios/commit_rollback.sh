@@ -20,17 +20,8 @@ egress:
 EOF
 )
 api="http://$TB_SBX_HOST_IP4:18080/policy"
-host_api() { # METHOD [BODY]
-	local m=$1
-	shift
-	tb_host curl -sS --max-time 5 -o "$TB_DIR/api.out" -w '%{http_code}' \
-	    -H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN" -X "$m" \
-	    ${1:+--data-binary "$1"} "$api" 2>/dev/null
-}
-resolves() { # NAME -> the first A record or the rcode
-	tb_sandbox dig +time=2 +tries=1 "$1" A |
-	    awk '/status:/{gsub(",","",$6); s=$6} /^[^;].*\tA\t/{a=$NF} END{print (a!="" ? a : s)}'
-}
+host_api() { tb_host_api "$1" "$api" "${2-}"; } # METHOD [BODY]
+resolves() { tb_resolve_a "$1"; }
 b_by_ip() {
 	tb_sandbox curl -sS --max-time 3 -o /dev/null "http://$TB_ORIGIN_B4/"
 }
