@@ -28,6 +28,8 @@
 
 #include "egressd/nft_int.h"
 #include "egressd/stats.h"
+#include "util/hash.h"
+#include "util/now.h"
 
 #define NFT_MAGIC 0x6e667421u
 
@@ -123,22 +125,16 @@ struct nft {
 static uint64_t
 now_ms(const struct nft *n)
 {
-	struct timespec ts;
-
 	if (n->o.clock != NULL)
 		return n->o.clock(n->o.clock_arg);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return now_mono_ms();
 }
 
 static uint32_t
 addr_hash32(int family, const uint8_t *a)
 {
-	uint32_t h = 2166136261u;
-	unsigned i, w = family == 4 ? 4 : 16;
+	uint32_t h = hash_fnv1a32(a, family == 4 ? 4 : 16);
 
-	for (i = 0; i < w; i++)
-		h = (h ^ a[i]) * 16777619u;
 	return h ^ (h >> 15);
 }
 

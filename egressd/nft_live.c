@@ -25,6 +25,8 @@
 #include <libmnl/libmnl.h>
 
 #include "egressd/nft_int.h"
+#include "util/addr.h"
+#include "util/now.h"
 
 struct ct_dump {
 	struct nft *n;
@@ -443,10 +445,7 @@ struct sc {
 static int64_t
 sc_now_ms(void)
 {
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)now_mono_ms();
 }
 
 /*
@@ -509,22 +508,10 @@ static socklen_t
 sc_sockaddr(
     struct sockaddr_storage *ss, int family, const uint8_t *addr, uint16_t port)
 {
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	struct addr a = {.family = family};
 
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		memcpy(&s4->sin_addr, addr, 4);
-		return sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		memcpy(&s6->sin6_addr, addr, 16);
-		return sizeof(*s6);
-	}
+	memcpy(a.a, addr, family == AF_INET ? 4 : 16);
+	return addr_to_sockaddr(&a, port, ss);
 }
 
 static const char *
