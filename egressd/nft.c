@@ -1942,7 +1942,9 @@ txn_settle(struct nft *n, struct nft_txn *t, int rc, const char *why)
 	}
 	for (w = t->w; w != NULL; w = w->next) {
 		w->rc = rc;
-		(void)snprintf(w->why, sizeof(w->why), "%s", why ? why : "");
+		/* Cut to the waiter's buffer on purpose: a reason, not a log. */
+		(void)snprintf(w->why, sizeof(w->why), "%.*s",
+		    (int)sizeof(w->why) - 1, why ? why : "");
 	}
 	if (t->w != NULL) {
 		*n->donetail = t->w;
