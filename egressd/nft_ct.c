@@ -485,6 +485,26 @@ ct_delete(struct nft *n, const struct nft_ct_flow *fl, size_t nf, uint8_t *buf,
 }
 
 int
+nft_ct_forget_(struct nft *n, const struct nft_ct_flow *f, struct err *e)
+{
+	uint8_t *buf = malloc(NFT_RECV_BUF);
+	size_t cut = 0;
+	int bad = 0, rc;
+
+	if (buf == NULL) {
+		err_set(e, "conntrack delete: out of memory");
+		return -1;
+	}
+	rc = ct_delete(n, f, 1, buf, &cut, &bad);
+	free(buf);
+	if (rc < 0 || bad != 0) {
+		err_set(e, "conntrack delete: %s", strerror(bad ? bad : EIO));
+		return -1;
+	}
+	return 0;
+}
+
+int
 nft_cut_denied_flows_pass(struct nft *n, const struct policy *p, size_t *cut,
     bool *more, struct err *e)
 {

@@ -111,6 +111,12 @@ int nft_ct_dump_(struct nft *n, uint8_t *buf,
     int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
     struct err *e);
 
+/*
+ * Deletes the conntrack entry with f's original tuple (f->id 0: whichever
+ * entry has it) and waits for the ack; none there is no error. 0/-1 with e.
+ */
+int nft_ct_forget_(struct nft *n, const struct nft_ct_flow *f, struct err *e);
+
 /* The addresses of this namespace's interfaces (nft_ct.c). NULL with e
  * when getifaddrs fails or there are more than NFT_LOCAL_ADDRS_MAX. */
 struct nft_locals;

@@ -435,6 +435,7 @@ struct sc_fd {
 };
 
 struct sc {
+	struct nft *n;
 	const struct nft_selfcheck_io *io; /* NULL: foreign datagrams dropped */
 	uint8_t *buf; /* NFT_SELFCHECK_BUF bytes */
 	uint32_t mark;
@@ -514,6 +515,9 @@ sc_sockaddr(
 	return addr_to_sockaddr(&a, port, ss);
 }
 
+static const uint8_t sc_lo4[4] = {127, 0, 0, 1};
+static const uint8_t sc_lo6[16] = {[15] = 1};
+
 static const char *
 sc_text(int family, const uint8_t *addr, char *buf, size_t len)
 {
@@ -522,29 +526,58 @@ sc_text(int family, const uint8_t *addr, char *buf, size_t len)
 	return buf;
 }
 
-/* One datagram from a fresh socket (a new conntrack flow); 0 or -1. */
+/*
+ * Sends one datagram to dst:port from a fresh socket bound to the
+ * family's loopback address, marked when mark != 0. The tuple's conntrack
+ * entry is deleted first: a killed egressd's marked probes leave
+ * un-redirected entries (30 s) behind, and a new probe whose ephemeral
+ * port is one of theirs would follow the stale entry instead of the
+ * ruleset under test.
+ */
 static int
-probe_send(int family, uint32_t mark, const uint8_t *dst, uint16_t port,
-    const uint8_t *msg, size_t len, struct err *e)
+probe_send(struct sc *c, int family, uint32_t mark, const uint8_t *dst,
+    uint16_t port, const uint8_t *msg, size_t len, struct err *e)
 {
+	const uint8_t *lo = family == AF_INET ? sc_lo4 : sc_lo6;
 	struct sockaddr_storage ss;
-	socklen_t sl = sc_sockaddr(&ss, family, dst, port);
+	socklen_t sl = sc_sockaddr(&ss, family, lo, 0);
+	struct nft_ct_flow f;
+	uint16_t sport;
 	char text[INET6_ADDRSTRLEN];
 	int fd, rc = -1;
 
 	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		err_set(e, "nft selfcheck: socket: %s", strerror(errno));
+		err_set(e, "socket: %s", strerror(errno));
 		return -1;
 	}
 	if (mark != 0 &&
 	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
-		err_set(e, "nft selfcheck: SO_MARK: %s", strerror(errno));
+		err_set(e, "SO_MARK: %s", strerror(errno));
 		goto out;
 	}
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		err_set(e, "bind %s: %s",
+		    sc_text(family, lo, text, sizeof(text)), strerror(errno));
+		goto out;
+	}
+	sport =
+	    ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+	                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	memset(&f, 0, sizeof(f));
+	f.family = family == AF_INET ? 4 : 6;
+	f.proto = IPPROTO_UDP;
+	memcpy(f.src, lo, family == AF_INET ? 4 : 16);
+	memcpy(f.dst, dst, family == AF_INET ? 4 : 16);
+	f.sport = sport;
+	f.dport = port;
+	if (nft_ct_forget_(c->n, &f, e) < 0)
+		goto out;
+	sl = sc_sockaddr(&ss, family, dst, port);
 	if (sendto(fd, msg, len, 0, (struct sockaddr *)&ss, sl) !=
 	    (ssize_t)len) {
-		err_set(e, "nft selfcheck: sendto %s port %u%s: %s",
+		err_set(e, "sendto %s port %u%s: %s",
 		    sc_text(family, dst, text, sizeof(text)), port,
 		    mark ? " (marked)" : "", strerror(errno));
 		goto out;
@@ -578,9 +611,6 @@ sc_bind(int family, const uint8_t *addr, uint16_t port)
 	}
 	return fd;
 }
-
-static const uint8_t sc_lo4[4] = {127, 0, 0, 1};
-static const uint8_t sc_lo6[16] = {[15] = 1};
 
 /*
  * Where a marked probe can land and be seen: port 53 of a random 127/8
@@ -629,13 +659,13 @@ sc_family(
 
 	(void)sc_text(family, lo, lotext, sizeof(lotext));
 	msg[12] = family == AF_INET ? '4' : '6';
-	if (probe_send(family, 0, lo, 53, msg, len, e) < 0) {
+	if (probe_send(c, family, 0, lo, 53, msg, len, e) < 0) {
 		err_prefix(e, "%s DNS redirect", fam);
 		return -1;
 	}
 	if (sc_await(c, w, 1, msg, len, NFT_SELFCHECK_TIMEOUT_MS) != 0) {
 		err_set(e,
-		    "nft selfcheck: a datagram to %s port 53 did not arrive "
+		    "a datagram to %s port 53 did not arrive "
 		    "on the resolver's port %u: %s DNS redirect not working",
 		    lotext, c->port, fam);
 		return -1;
@@ -648,12 +678,12 @@ sc_family(
 		 * absence the slow way (the only wait in the check). */
 		if (c->mark_proven)
 			return 0;
-		if (probe_send(family, c->mark, lo, 53, msg, len, e) < 0)
+		if (probe_send(c, family, c->mark, lo, 53, msg, len, e) < 0)
 			return -1;
 		if (sc_await(c, w, 1, msg, len, NFT_SELFCHECK_TIMEOUT_MS / 2) ==
 		    0) {
 			err_set(e,
-			    "nft selfcheck: a datagram with mark 0x%x was "
+			    "a datagram with mark 0x%x was "
 			    "redirected: mark exemption not working",
 			    c->mark);
 			return -1;
@@ -661,19 +691,19 @@ sc_family(
 		c->mark_proven = true;
 		return 0;
 	}
-	if (probe_send(family, c->mark, sink_addr, 53, msg, len, e) < 0)
+	if (probe_send(c, family, c->mark, sink_addr, 53, msg, len, e) < 0)
 		goto out;
 	got = sc_await(c, w, 2, msg, len, NFT_SELFCHECK_TIMEOUT_MS);
 	if (got == 0) {
 		err_set(e,
-		    "nft selfcheck: a datagram with mark 0x%x was "
+		    "a datagram with mark 0x%x was "
 		    "redirected: mark exemption not working",
 		    c->mark);
 		goto out;
 	}
 	if (got != 1) {
 		err_set(e,
-		    "nft selfcheck: a datagram with mark 0x%x to %s port 53 "
+		    "a datagram with mark 0x%x to %s port 53 "
 		    "was not delivered: own-traffic exemption not working",
 		    c->mark, sc_text(family, sink_addr, text, sizeof(text)));
 		goto out;
@@ -697,27 +727,28 @@ nft_selfcheck(struct nft *n, const struct nft_selfcheck_io *io, struct err *e)
 
 	memset(&c, 0, sizeof(c));
 	c.io = own ? NULL : io;
+	c.n = n;
 	c.mark = nft_mark_(n);
 	c.port = nft_dns_port_(n);
 	if (getrandom(msg, 2, 0) != 2 || getrandom(msg + 28, 4, 0) != 4) {
-		err_set(e, "nft selfcheck: getrandom: %s", strerror(errno));
+		err_set(e, "getrandom: %s", strerror(errno));
 		return -1;
 	}
 	if ((c.buf = malloc(NFT_SELFCHECK_BUF)) == NULL) {
-		err_set(e, "nft selfcheck: out of memory");
+		err_set(e, "out of memory");
 		return -1;
 	}
 	if (own) {
 		if ((fd4 = sc_bind(AF_INET, sc_lo4, c.port)) < 0) {
-			err_set(e, "nft selfcheck: bind 127.0.0.1:%u: %s",
-			    c.port, strerror(errno));
+			err_set(e, "bind 127.0.0.1:%u: %s", c.port,
+			    strerror(errno));
 			goto out;
 		}
 		/* Without ::1 nothing can be redirected over IPv6 anyway. */
 		if ((fd6 = sc_bind(AF_INET6, sc_lo6, c.port)) < 0 &&
 		    errno != EADDRNOTAVAIL && errno != EAFNOSUPPORT) {
-			err_set(e, "nft selfcheck: bind [::1]:%u: %s", c.port,
-			    strerror(errno));
+			err_set(
+			    e, "bind [::1]:%u: %s", c.port, strerror(errno));
 			goto out;
 		}
 	}
