@@ -25,6 +25,7 @@
 #include <libmnl/libmnl.h>
 
 #include "egressd/nft_int.h"
+#include "egressd/sock.h"
 #include "util/addr.h"
 #include "util/now.h"
 
@@ -546,16 +547,8 @@ probe_send(struct sc *c, int family, uint32_t mark, const uint8_t *dst,
 	char text[INET6_ADDRSTRLEN];
 	int fd, rc = -1;
 
-	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err_set(e, "socket: %s", strerror(errno));
+	if ((fd = sock_open_marked(family, SOCK_DGRAM, mark, e)) < 0)
 		return -1;
-	}
-	if (mark != 0 &&
-	    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0) {
-		err_set(e, "SO_MARK: %s", strerror(errno));
-		goto out;
-	}
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
 		err_set(e, "bind %s: %s",
