@@ -71,9 +71,10 @@ struct egressd {
 	bool rules_dir_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
 	struct nft_renew *renew; /* conntrack renew, sliced on the loop */
-	/* Flow cutting left for later slices (more than one pass). */
-	struct event *ev_cut;
+	/* Flow cutting: passes on the loop, one after the other. */
+	struct nft_cut *cut;
 	size_t cut_total, cut_passes;
+	uint64_t cut_revision; /* of the policy the passes judge by */
 	const char *cut_trigger; /* static string: "update", "start" */
 	/* Hash of the policy file as last loaded or written by egressd: a
 	 * watch event for unchanged bytes (our own rewrite, a touch) is not
@@ -569,67 +570,72 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 
 /*
  * Established flows to what the policy in force denies are cut in passes
- * (one conntrack dump, at most NFT_CT_DELETE_MAX deletions each): the
- * first runs at once, before the update is answered; when candidates
- * remain, the next passes run from the event loop, one per iteration, so
- * DNS and the API are served in between, until none remains. Never fails
- * the update: the rules already block new connections.
+ * (one conntrack dump, at most NFT_CT_DELETE_MAX deletions each) on the
+ * event loop (nft_cut_start: the dump read and the deletes sent in
+ * slices), so DNS and the API are served throughout; the first starts
+ * before the update is answered, the next when one ends with candidates
+ * left, until none remains. Never fails the update: the rules already
+ * block new connections.
  */
-static void
-egressd_cut_pass(struct egressd *d, const char *trigger)
-{
-	struct err e = {""};
-	size_t cut = 0;
-	bool more = false;
-	struct timeval now = {0, 0};
+static void egressd_cut_done(
+    void *arg, int rc, size_t cut, bool more, const char *why);
 
-	if (nft_cut_denied_flows_pass(d->nft, d->policy, &cut, &more, &e) ==
-	    -1) {
-		log_error(d->log, "nft.flows_cut_failed",
-		    LOG_S("trigger", trigger), LOG_U("cut", d->cut_total + cut),
-		    LOG_S("error", e.msg));
-		d->cut_total = d->cut_passes = 0;
-		return;
-	}
-	d->cut_total += cut;
-	d->cut_passes++;
-	if (more && d->cut_passes < NFT_CT_CUT_PASSES_MAX &&
-	    event_add(d->ev_cut, &now) == 0)
-		return;
-	if (more)
-		log_error(d->log, "nft.flows_cut_failed",
-		    LOG_S("trigger", trigger), LOG_U("cut", d->cut_total),
-		    LOG_U("passes", d->cut_passes),
-		    LOG_S("error", "flows still to cut after the last pass"));
-	else
-		log_info(d->log, "nft.flows_cut", LOG_S("trigger", trigger),
-		    LOG_U("cut", d->cut_total), LOG_U("passes", d->cut_passes),
-		    LOG_U("revision", d->policy->revision));
+static void
+egressd_cut_failed(struct egressd *d, const char *why)
+{
+	log_error(d->log, "nft.flows_cut_failed",
+	    LOG_S("trigger", d->cut_trigger), LOG_U("cut", d->cut_total),
+	    LOG_U("passes", d->cut_passes), LOG_S("error", why));
 	d->cut_total = d->cut_passes = 0;
 }
 
 static void
-egressd_cut_cb(evutil_socket_t fd, short what, void *arg)
+egressd_cut_pass(struct egressd *d)
+{
+	struct err e = {""};
+
+	if (nft_cut_start(d->cut, d->policy, egressd_cut_done, d, &e) == -1)
+		egressd_cut_failed(d, e.msg);
+}
+
+static void
+egressd_cut_done(void *arg, int rc, size_t cut, bool more, const char *why)
 {
 	struct egressd *d = arg;
 
-	(void)fd;
-	(void)what;
 	if (d->magic != EGRESSD_MAGIC)
 		abort();
-	egressd_cut_pass(d, d->cut_trigger);
+	d->cut_total += cut;
+	d->cut_passes++;
+	if (rc == -1) {
+		egressd_cut_failed(d, why);
+		return;
+	}
+	if (more && d->cut_passes < NFT_CT_CUT_PASSES_MAX) {
+		egressd_cut_pass(d);
+		return;
+	}
+	if (more) {
+		egressd_cut_failed(d, "flows still to cut after the last pass");
+		return;
+	}
+	log_info(d->log, "nft.flows_cut", LOG_S("trigger", d->cut_trigger),
+	    LOG_U("cut", d->cut_total), LOG_U("passes", d->cut_passes),
+	    LOG_U("revision", d->cut_revision));
+	d->cut_total = d->cut_passes = 0;
 }
 
 /* A new policy (or the start): judge every live flow again. */
 static void
 egressd_cut_flows(struct egressd *d, const char *trigger)
 {
-	/* a pending continuation is superseded: this pass judges against
-	 * the newer policy and continues in its turn */
-	(void)event_del(d->ev_cut);
+	/* a pass under way is superseded: this one judges against the
+	 * newer policy (what was cut stays cut) */
+	nft_cut_abort(d->cut);
 	d->cut_total = d->cut_passes = 0;
 	d->cut_trigger = trigger;
-	egressd_cut_pass(d, trigger);
+	d->cut_revision = d->policy->revision;
+	egressd_cut_pass(d);
 }
 
 /*
@@ -657,6 +663,8 @@ egressd_open_nft(struct egressd *d, struct err *e)
 	if (nft_attach(d->nft, d->base, e) == -1)
 		return -1;
 	if ((d->renew = nft_renew_new(d->nft, d->base, e)) == NULL)
+		return -1;
+	if ((d->cut = nft_cut_new(d->nft, d->base, e)) == NULL)
 		return -1;
 	return 0;
 }
@@ -724,10 +732,6 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 	 * while egressd was down) meet the policy in force too. After the
 	 * check: a conntrack dump takes milliseconds, the queries held in the
 	 * resolver's sockets need not wait for it. */
-	if ((d->ev_cut = evtimer_new(d->base, egressd_cut_cb, d)) == NULL) {
-		err_set(e, "cannot register the flow cut event");
-		return -1;
-	}
 	egressd_cut_flows(d, "start");
 	d->selfcheck_ok = true;
 	d->nft_ok = true;
@@ -1326,6 +1330,7 @@ egressd_clear(struct egressd *d)
 	dns_free(d->dns);
 	webhook_free(d->webhook);
 	nft_renew_free(d->renew);
+	nft_cut_free(d->cut);
 	if (d->nft != NULL) {
 		if (d->cfg->teardown_on_exit) {
 			if (nft_teardown(d->nft, &e) == -1)
@@ -1338,8 +1343,6 @@ egressd_clear(struct egressd *d)
 	}
 	if (d->ev_renew != NULL)
 		event_free(d->ev_renew);
-	if (d->ev_cut != NULL)
-		event_free(d->ev_cut);
 	if (d->ev_reload != NULL)
 		event_free(d->ev_reload);
 	if (d->ev_inotify != NULL)

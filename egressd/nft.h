@@ -394,24 +394,40 @@ size_t nft_build_ct_delete(
  *     keeps its flows; one on a port its names no longer list does not.
  * Every conntrack entry is read and judged (no cap: padding the table
  * with other flows hides nothing). One pass is one dump and at most
- * NFT_CT_DELETE_MAX deletions; nft_cut_denied_flows() repeats passes
- * until one finds no candidate beyond what it deleted (at most
- * NFT_CT_CUT_PASSES_MAX passes); synchronous, bounded by
- * NFT_ACK_TIMEOUT_MS per receive. *cut (may be NULL) gets the number of
- * entries deleted (entries that ended meanwhile are not counted). -1 with
- * e on a dump/delete error or when flows remain after the last pass (the
- * others are cut anyway); the caller logs it and keeps the update: the
- * ruleset already blocks new connections.
+ * NFT_CT_DELETE_MAX deletions; the daemon runs passes on its loop
+ * (nft_cut_start), one after the other until one finds no candidate
+ * beyond what it deleted (at most NFT_CT_CUT_PASSES_MAX passes).
+ */
+
+/*
+ * One pass on the event loop: the dump read in slices and the deletes
+ * sent in chunks (never more than NFT_CT_SLICE_RECVS reads or one chunk
+ * of deletes per loop turn), on a ctnetlink socket of the cut's own. p is
+ * referenced until the pass ends. done(arg, 0, cut, more, NULL): cut
+ * entries deleted (entries that ended meanwhile are not counted), more
+ * when candidates were left for a next pass; done(arg, -1, cut, false,
+ * why) on a dump or delete error, or no progress for NFT_ACK_TIMEOUT_MS.
+ * done runs from the loop, never from inside nft_cut_start, and may
+ * start the next pass. One pass at a time; nft_cut_abort() stops one
+ * without calling done (a newer policy supersedes it). Free before n.
+ */
+struct nft_cut;
+typedef void (*nft_cut_done_fn)(
+    void *arg, int rc, size_t cut, bool more, const char *why);
+struct nft_cut *nft_cut_new(
+    struct nft *n, struct event_base *base, struct err *e);
+void nft_cut_free(struct nft_cut *c);
+bool nft_cut_busy(const struct nft_cut *c);
+int nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
+    void *arg, struct err *e);
+void nft_cut_abort(struct nft_cut *c);
+/*
+ * Every pass, waited for on a private event loop (tools and tests):
+ * *cut (may be NULL) gets the total. -1 with e on an error or when flows
+ * remain after the last pass (the others are cut anyway).
  */
 int nft_cut_denied_flows(
-    struct nft *n, const struct policy *p, size_t *cut, struct err *e);
-/*
- * One pass of the above, for a caller that runs passes from its event
- * loop (slices): *more (may be NULL) is true when candidates were left
- * for a next pass. 0/-1 with e.
- */
-int nft_cut_denied_flows_pass(struct nft *n, const struct policy *p,
-    size_t *cut, bool *more, struct err *e);
+    struct nft *n, struct policy *p, size_t *cut, struct err *e);
 
 /*
  * Names an address was learned for (at most max, borrowed until the next

@@ -2,10 +2,12 @@
  * nft_ct: cutting established flows that a policy update now denies.
  * Conntrack is read and edited over ctnetlink with libmnl (no
  * libnetfilter_conntrack): one dump, then IPCTNL_MSG_CT_DELETE for each
- * entry to cut, every ack checked.
+ * entry to cut, every ack checked; both on the event loop in slices
+ * (nft_ctdump.c), never waited for.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -412,14 +414,6 @@ ct_cut_cb(const struct nlmsghdr *nlh, void *arg)
 	return MNL_CB_OK;
 }
 
-static int
-ct_dump(struct ct_cut *d, uint8_t *buf, struct err *e)
-{
-	static const size_t never = 0; /* never stop early, never drain */
-
-	return nft_ct_dump_(d->n, buf, ct_cut_cb, d, &never, e);
-}
-
 _Static_assert(NFT_CT_DEL_PER_SEND *NFT_CT_DEL_MSG_MAX <= NFT_RECV_BUF,
     "delete messages fit the buffer");
 
@@ -504,83 +498,216 @@ nft_ct_forget_(struct nft *n, const struct nft_ct_flow *f, struct err *e)
 	return 0;
 }
 
-int
-nft_cut_denied_flows_pass(struct nft *n, const struct policy *p, size_t *cut,
-    bool *more, struct err *e)
-{
-	struct ct_cut d = {.n = n, .p = p, .mark = nft_mark_(n)};
-	struct nft_locals *lc = NULL;
-	uint8_t *buf;
-	size_t i, k, ncut = 0;
-	int rc = -1, bad_errno = 0;
+/* ---- the cut on the loop ---- */
 
-	if (cut != NULL)
-		*cut = 0;
-	if (more != NULL)
-		*more = false;
-	buf = malloc(NFT_RECV_BUF);
-	d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*d.out));
-	d.tw = nft_twins_new_();
-	if (buf == NULL || d.out == NULL || d.tw == NULL) {
+struct nft_cut {
+	struct nft *n;
+	struct nft_ctd *ctd;
+	struct ct_cut d;
+	struct nft_locals *lc;
+	struct policy *p; /* referenced while a pass runs */
+	size_t cut;
+	bool busy;
+	nft_cut_done_fn done;
+	void *arg;
+};
+
+static void
+cut_release(struct nft_cut *c)
+{
+	nft_twins_free_(c->d.tw);
+	c->d.tw = NULL;
+	nft_locals_free_(c->lc);
+	c->lc = NULL;
+	policy_unref(c->p);
+	c->p = NULL;
+	c->busy = false;
+}
+
+static void
+cut_finish(struct nft_cut *c, int rc, const char *why)
+{
+	bool more = c->d.more;
+
+	cut_release(c);
+	if (c->done != NULL)
+		c->done(c->arg, rc, c->cut, rc == 0 && more, why);
+}
+
+static void
+cut_deleted(void *arg, int rc, const char *why)
+{
+	cut_finish(arg, rc, why);
+}
+
+static void
+cut_dumped(void *arg, int rc, const char *why)
+{
+	struct nft_cut *c = arg;
+	struct err e = {""};
+
+	if (rc != 0 || c->d.nout == 0) {
+		cut_finish(c, rc, why);
+		return;
+	}
+	if (nft_ctd_delete_(
+	        c->ctd, c->d.out, c->d.nout, &c->cut, cut_deleted, c, &e) < 0)
+		cut_finish(c, -1, e.msg);
+}
+
+struct nft_cut *
+nft_cut_new(struct nft *n, struct event_base *base, struct err *e)
+{
+	struct nft_cut *c = calloc(1, sizeof(*c));
+
+	if (c == NULL) {
 		err_set(e, "nft: out of memory");
-		goto out;
+		return NULL;
 	}
-	if ((lc = nft_locals_load_(e)) == NULL) {
+	c->n = n;
+	c->d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*c->d.out));
+	if (c->d.out == NULL) {
+		err_set(e, "nft: out of memory");
+		nft_cut_free(c);
+		return NULL;
+	}
+	if ((c->ctd = nft_ctd_new_(base, e)) == NULL) {
+		nft_cut_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void
+nft_cut_free(struct nft_cut *c)
+{
+	if (c == NULL)
+		return;
+	nft_ctd_free_(c->ctd);
+	cut_release(c);
+	free(c->d.out);
+	free(c);
+}
+
+bool
+nft_cut_busy(const struct nft_cut *c)
+{
+	return c->busy;
+}
+
+void
+nft_cut_abort(struct nft_cut *c)
+{
+	if (!c->busy)
+		return;
+	nft_ctd_abort_(c->ctd);
+	cut_release(c);
+}
+
+int
+nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
+    void *arg, struct err *e)
+{
+	struct nft_ct_flow *out = c->d.out;
+
+	if (c->busy) {
+		err_set(e, "nft: a cut pass is already under way");
+		return -1;
+	}
+	memset(&c->d, 0, sizeof(c->d));
+	c->d.n = c->n;
+	c->d.p = p;
+	c->d.mark = nft_mark_(c->n);
+	c->d.out = out;
+	c->cut = 0;
+	if ((c->d.tw = nft_twins_new_()) == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if ((c->lc = nft_locals_load_(e)) == NULL) {
 		err_prefix(e, "flows not cut");
-		goto out;
+		cut_release(c);
+		return -1;
 	}
-	d.lc = lc;
-	if (ct_dump(&d, buf, e) < 0)
-		goto out;
-	for (i = 0; i < d.nout; i += k) {
-		k = d.nout - i > NFT_CT_DEL_PER_SEND ? NFT_CT_DEL_PER_SEND
-		                                     : d.nout - i;
-		if (ct_delete(n, d.out + i, k, buf, &ncut, &bad_errno) < 0) {
-			err_set(e, "nft: conntrack delete: %s",
-			    bad_errno == EAGAIN ? "timeout"
-			                        : strerror(bad_errno));
-			goto out;
-		}
+	c->d.lc = c->lc;
+	c->p = policy_ref(p);
+	if (nft_ctd_dump_(c->ctd, ct_cut_cb, &c->d, cut_dumped, c, e) < 0) {
+		cut_release(c);
+		return -1;
 	}
-	if (bad_errno != 0) {
-		err_set(e, "nft: conntrack delete: %s", strerror(bad_errno));
-		goto out;
-	}
-	if (more != NULL)
-		*more = d.more;
-	rc = 0;
-out:
-	if (cut != NULL)
-		*cut = ncut;
-	nft_twins_free_(d.tw);
-	nft_locals_free_(lc);
-	free(d.out);
-	free(buf);
-	return rc;
+	c->busy = true;
+	c->done = done;
+	c->arg = arg;
+	return 0;
+}
+
+/* ---- the same, waited for (tools and tests) ---- */
+
+struct cut_wait {
+	bool over, more;
+	int rc;
+	size_t cut;
+	char why[ERR_MSG_MAX];
+};
+
+static void
+cut_wait_done(void *arg, int rc, size_t cut, bool more, const char *why)
+{
+	struct cut_wait *w = arg;
+
+	w->over = true;
+	w->rc = rc;
+	w->cut = cut;
+	w->more = more;
+	(void)snprintf(w->why, sizeof(w->why), "%s", why ? why : "");
 }
 
 int
 nft_cut_denied_flows(
-    struct nft *n, const struct policy *p, size_t *cut, struct err *e)
+    struct nft *n, struct policy *p, size_t *cut, struct err *e)
 {
-	size_t total = 0, k, pass;
+	struct event_base *base = event_base_new();
+	struct nft_cut *c = NULL;
+	size_t total = 0, pass;
 	bool more = true;
-	int rc = 0;
+	int rc = -1;
 
-	for (pass = 0; more && pass < NFT_CT_CUT_PASSES_MAX; pass++) {
-		rc = nft_cut_denied_flows_pass(n, p, &k, &more, e);
-		total += k;
-		if (rc < 0)
-			break;
+	if (base == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out;
 	}
-	if (cut != NULL)
-		*cut = total;
-	if (rc == 0 && more) {
+	if ((c = nft_cut_new(n, base, e)) == NULL)
+		goto out;
+	for (pass = 0; more && pass < NFT_CT_CUT_PASSES_MAX; pass++) {
+		struct cut_wait w = {.over = false};
+
+		if (nft_cut_start(c, p, cut_wait_done, &w, e) < 0)
+			goto out;
+		while (!w.over)
+			if (event_base_loop(base, EVLOOP_ONCE) < 0) {
+				err_set(e, "nft: event loop failed");
+				goto out;
+			}
+		total += w.cut;
+		if (w.rc != 0) {
+			err_set(e, "%s", w.why);
+			goto out;
+		}
+		more = w.more;
+	}
+	if (more) {
 		err_set(e,
 		    "nft: flows still to cut after %d passes of %d "
 		    "deletions",
 		    NFT_CT_CUT_PASSES_MAX, NFT_CT_DELETE_MAX);
-		rc = -1;
+		goto out;
 	}
+	rc = 0;
+out:
+	if (cut != NULL)
+		*cut = total;
+	nft_cut_free(c);
+	if (base != NULL)
+		event_base_free(base);
 	return rc;
 }

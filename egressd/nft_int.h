@@ -111,6 +111,37 @@ int nft_ct_dump_(struct nft *n, uint8_t *buf,
     int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
     struct err *e);
 
+/* Writes a ctnetlink dump request (every family) with seq into req
+ * (MNL_SOCKET_BUFFER_SIZE bytes). */
+void nft_ct_dump_request_(void *req, uint32_t seq);
+
+/*
+ * Conntrack work on the event loop (nft_ctdump.c): a ctnetlink socket of
+ * its own, non-blocking, read in slices (NFT_CT_SLICE_RECVS reads per
+ * loop turn); deletes go in chunks of NFT_CT_DEL_PER_SEND, one chunk per
+ * turn. One piece of work at a time. end(arg, 0, NULL) when it is done,
+ * end(arg, -1, why) when it failed, made no progress for
+ * NFT_ACK_TIMEOUT_MS or lost messages (the socket is then closed, the
+ * next start opens a fresh one); end is always called from the loop,
+ * never from inside the start call, and may start the next piece.
+ */
+struct nft_ctd;
+typedef void (*nft_ctd_end_fn)(void *arg, int rc, const char *why);
+struct nft_ctd *nft_ctd_new_(struct event_base *base, struct err *e);
+void nft_ctd_free_(struct nft_ctd *c);
+bool nft_ctd_busy_(const struct nft_ctd *c);
+/* Stops the work under way; end is not called. */
+void nft_ctd_abort_(struct nft_ctd *c);
+/* Dumps conntrack: entry(nlh, entry_arg) (a libmnl callback) per entry. */
+int nft_ctd_dump_(struct nft_ctd *c,
+    int (*entry)(const struct nlmsghdr *, void *), void *entry_arg,
+    nft_ctd_end_fn end, void *arg, struct err *e);
+/* Deletes fl[0..n) (borrowed until end) by original tuple and CTA_ID;
+ * *deleted counts the entries removed (ENOENT, ended meanwhile, is no
+ * error and not counted). */
+int nft_ctd_delete_(struct nft_ctd *c, const struct nft_ct_flow *fl, size_t n,
+    size_t *deleted, nft_ctd_end_fn end, void *arg, struct err *e);
+
 /*
  * Deletes the conntrack entry with f's original tuple (f->id 0: whichever
  * entry has it) and waits for the ack; none there is no error. 0/-1 with e.

@@ -82,21 +82,12 @@ ct_cb(const struct nlmsghdr *nlh, void *arg)
 	return MNL_CB_OK;
 }
 
-int
-nft_ct_dump_(struct nft *n, uint8_t *buf,
-    int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
-    struct err *e)
+void
+nft_ct_dump_request_(void *req, uint32_t seq)
 {
-	struct mnl_socket *nl;
-	struct nlmsghdr *nlh;
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
 	struct nfgenmsg *g;
-	char req[MNL_SOCKET_BUFFER_SIZE];
-	uint32_t seq, portid;
-	ssize_t r;
-	int rc;
 
-	nl = nft_sock_(n, &seq, &portid);
-	nlh = mnl_nlmsg_put_header(req);
 	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	nlh->nlmsg_seq = seq;
@@ -104,6 +95,23 @@ nft_ct_dump_(struct nft *n, uint8_t *buf,
 	g->nfgen_family = AF_UNSPEC;
 	g->version = NFNETLINK_V0;
 	g->res_id = 0;
+}
+
+int
+nft_ct_dump_(struct nft *n, uint8_t *buf,
+    int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
+    struct err *e)
+{
+	struct mnl_socket *nl;
+	struct nlmsghdr *nlh;
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	uint32_t seq, portid;
+	ssize_t r;
+	int rc;
+
+	nl = nft_sock_(n, &seq, &portid);
+	nft_ct_dump_request_(req, seq);
+	nlh = (struct nlmsghdr *)req;
 	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
 		err_set(e, "nft: conntrack dump: %s", strerror(errno));
 		return -1;
@@ -182,68 +190,22 @@ out:
 
 struct nft_renew {
 	struct nft *n;
-	struct event_base *base;
-	struct mnl_socket *nl; /* own ctnetlink socket; NULL between dumps
-	                        * that failed (reopened by the next start) */
-	uint32_t portid, seq;
-	struct event *ev_read, *ev_timeout;
+	struct nft_ctd *ctd;
 	struct ct_dump d;
 	struct nft_locals *lc;
-	uint8_t *buf; /* NFT_RECV_BUF */
 	bool busy;
 	nft_renew_done_fn done;
 	void *arg;
 };
 
-static void renew_read_cb(evutil_socket_t fd, short what, void *arg);
-
+/* The dump ended: rc 0 refreshes what it found. */
 static void
-renew_close(struct nft_renew *r)
+renew_end(void *arg, int rc, const char *why)
 {
-	if (r->ev_read != NULL)
-		event_free(r->ev_read);
-	r->ev_read = NULL;
-	if (r->nl != NULL)
-		mnl_socket_close(r->nl);
-	r->nl = NULL;
-}
-
-static int
-renew_open(struct nft_renew *r, struct err *e)
-{
-	int fd, v = (int)NFT_RCVBUF_MIN;
-
-	r->nl =
-	    mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (r->nl == NULL ||
-	    mnl_socket_bind(r->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		err_set(e, "nft: conntrack socket: %s", strerror(errno));
-		renew_close(r);
-		return -1;
-	}
-	r->portid = mnl_socket_get_portid(r->nl);
-	fd = mnl_socket_get_fd(r->nl);
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-	r->ev_read =
-	    event_new(r->base, fd, EV_READ | EV_PERSIST, renew_read_cb, r);
-	if (r->ev_read == NULL) {
-		err_set(e, "nft: conntrack socket: out of memory");
-		renew_close(r);
-		return -1;
-	}
-	return 0;
-}
-
-/* Ends the dump under way: rc 0 refreshes what it found. */
-static void
-renew_finish(struct nft_renew *r, int rc, const char *why)
-{
+	struct nft_renew *r = arg;
 	struct err e = {""};
 	size_t renewed = 0;
 
-	(void)event_del(r->ev_timeout);
-	if (r->ev_read != NULL)
-		(void)event_del(r->ev_read);
 	if (rc == 0 && r->d.nout != 0) {
 		/* The names the dump saw may have gone meanwhile:
 		 * nft_refresh_ re-reads every entry from the mirror. */
@@ -253,71 +215,11 @@ renew_finish(struct nft_renew *r, int rc, const char *why)
 		} else
 			renewed = r->d.nout;
 	}
-	if (rc != 0)
-		renew_close(r); /* a half-read dump: never reuse */
 	nft_locals_free_(r->lc);
 	r->lc = NULL;
 	r->busy = false;
 	if (r->done != NULL)
 		r->done(r->arg, rc, renewed, rc == 0 ? NULL : why);
-}
-
-static void
-renew_timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	renew_finish(arg, -1, "nft: conntrack dump: timeout");
-}
-
-/*
- * One slice: at most NFT_CT_SLICE_RECVS reads of the dump, then back to
- * the loop (the read event is level-triggered and fires again while the
- * kernel has more), so a DNS answer waits for one slice at most, never
- * for the whole table.
- */
-static void
-renew_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct nft_renew *r = arg;
-	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
-	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
-	char why[ERR_MSG_MAX];
-	ssize_t k;
-	int i, rc;
-
-	(void)fd;
-	(void)what;
-	if (!r->busy)
-		return;
-	for (i = 0; i < NFT_CT_SLICE_RECVS; i++) {
-		k = mnl_socket_recvfrom(r->nl, r->buf, NFT_RECV_BUF);
-		if (k < 0 && (errno == EAGAIN || errno == EINTR))
-			break;
-		if (k < 0) {
-			/* ENOBUFS included: the dump lost messages */
-			(void)snprintf(why, sizeof(why),
-			    "nft: conntrack dump: %s", strerror(errno));
-			renew_finish(r, -1, why);
-			return;
-		}
-		rc = mnl_cb_run(
-		    r->buf, (size_t)k, r->seq, r->portid, ct_cb, &r->d);
-		if (rc == MNL_CB_ERROR) {
-			(void)snprintf(why, sizeof(why),
-			    "nft: conntrack dump: %s (is "
-			    "nf_conntrack_netlink available?)",
-			    strerror(errno));
-			renew_finish(r, -1, why);
-			return;
-		}
-		if (rc == MNL_CB_STOP) {
-			renew_finish(r, 0, NULL);
-			return;
-		}
-	}
-	/* progress: the timeout counts from the last read */
-	(void)event_add(r->ev_timeout, &tv);
 }
 
 struct nft_renew *
@@ -330,12 +232,13 @@ nft_renew_new(struct nft *n, struct event_base *base, struct err *e)
 		return NULL;
 	}
 	r->n = n;
-	r->base = base;
 	r->d.out = calloc(NFT_RENEW_MAX, sizeof(*r->d.out));
-	r->buf = malloc(NFT_RECV_BUF);
-	r->ev_timeout = evtimer_new(base, renew_timeout_cb, r);
-	if (r->d.out == NULL || r->buf == NULL || r->ev_timeout == NULL) {
+	if (r->d.out == NULL) {
 		err_set(e, "nft: out of memory");
+		nft_renew_free(r);
+		return NULL;
+	}
+	if ((r->ctd = nft_ctd_new_(base, e)) == NULL) {
 		nft_renew_free(r);
 		return NULL;
 	}
@@ -347,12 +250,9 @@ nft_renew_free(struct nft_renew *r)
 {
 	if (r == NULL)
 		return;
-	renew_close(r);
-	if (r->ev_timeout != NULL)
-		event_free(r->ev_timeout);
+	nft_ctd_free_(r->ctd);
 	nft_locals_free_(r->lc);
 	free(r->d.out);
-	free(r->buf);
 	free(r);
 }
 
@@ -366,11 +266,6 @@ int
 nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
     void *arg, struct err *e)
 {
-	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
-	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
-	char req[MNL_SOCKET_BUFFER_SIZE];
-	struct nlmsghdr *nlh;
-	struct nfgenmsg *g;
 	struct nft_learn_addr *out = r->d.out;
 
 	if (r->busy) {
@@ -382,8 +277,6 @@ nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
 			done(arg, 0, 0, NULL);
 		return 0;
 	}
-	if (r->nl == NULL && renew_open(r, e) < 0)
-		return -1;
 	if ((r->lc = nft_locals_load_(e)) == NULL) {
 		err_prefix(e, "nothing renewed");
 		return -1;
@@ -396,28 +289,9 @@ nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
 	r->d.ttl = nft_ttl_clamp_(r->n, window_s * 2);
 	r->d.out = out;
 	r->d.sliced = true;
-	r->seq++;
-	nlh = mnl_nlmsg_put_header(req);
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = r->seq;
-	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
-	g->nfgen_family = AF_UNSPEC;
-	g->version = NFNETLINK_V0;
-	g->res_id = 0;
-	if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0) {
-		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+	if (nft_ctd_dump_(r->ctd, ct_cb, &r->d, renew_end, r, e) < 0) {
 		nft_locals_free_(r->lc);
 		r->lc = NULL;
-		renew_close(r);
-		return -1;
-	}
-	if (event_add(r->ev_read, NULL) < 0 ||
-	    event_add(r->ev_timeout, &tv) < 0) {
-		err_set(e, "nft: conntrack dump: cannot watch the socket");
-		nft_locals_free_(r->lc);
-		r->lc = NULL;
-		renew_close(r);
 		return -1;
 	}
 	r->busy = true;

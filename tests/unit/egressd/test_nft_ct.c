@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <libmnl/libmnl.h>
 
 #include "egressd/nft.h"
+#include "egressd/nft_int.h"
 #include "policy/policy.h"
 #include "ts_netns.h"
 #include "ts_policy.h"
@@ -484,6 +486,149 @@ test_cut_unlisted_port(void **state)
 	policy_unref(p2);
 }
 
+/* Loop turns, counted by a timer that fires on every turn. */
+struct turns {
+	struct event *ev;
+	unsigned n;
+};
+
+static void
+turn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct turns *t = arg;
+	struct timeval zero = {0, 0};
+
+	(void)fd;
+	(void)what;
+	t->n++;
+	(void)event_add(t->ev, &zero);
+}
+
+struct pass {
+	bool over, more;
+	int rc;
+	size_t cut;
+	unsigned turns_at_end;
+	struct turns *t;
+};
+
+static void
+pass_done(void *arg, int rc, size_t cut, bool more, const char *why)
+{
+	struct pass *ps = arg;
+
+	if (rc != 0)
+		print_message("pass failed: %s\n", why ? why : "?");
+	ps->over = true;
+	ps->rc = rc;
+	ps->cut = cut;
+	ps->more = more;
+	ps->turns_at_end = ps->t->n;
+}
+
+/*
+ * The daemon's cut runs on its loop: 1,500 flows to an address the new
+ * policy denies are cut in one pass whose deletes go in chunks of
+ * NFT_CT_DEL_PER_SEND, one per loop turn, so the loop turns (a timer
+ * counting them fires) at least once per chunk before the pass ends. A
+ * pass aborted halfway calls nothing, and the next one cuts the rest.
+ */
+static void
+test_cut_sliced(void **state)
+{
+	struct policy *p1 = ts_policy_json(tight1),
+	              *p2 = ts_policy_json(tight2);
+	struct event_base *base;
+	struct turns t = {NULL, 0};
+	struct timeval zero = {0, 0};
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct pass ps = {.t = &t}, first = {.t = &t};
+	struct nft_opts o;
+	struct nft_cut *c;
+	struct nft *n;
+	struct err e;
+	const unsigned nflows = 1500;
+	unsigned i, start;
+	size_t total;
+	int fd;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	nft_opts_init(&o);
+	n = nft_new(&o, NULL, &e);
+	assert_non_null(n);
+	if (nft_apply_policy(n, p1, &e) != 0)
+		fail_msg("apply 1: %s", e.msg);
+	learn1(n, "203.0.113.30", "b.example");
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, "203.0.113.30", &sin.sin_addr);
+	for (i = 0; i < nflows; i++) {
+		sin.sin_port = htons((uint16_t)(20000 + i));
+		if (sendto(fd, "x", 1, 0, (struct sockaddr *)&sin,
+		        sizeof(sin)) != 1)
+			fail_msg("send %u: %s", i, strerror(errno));
+	}
+	if (nft_apply_policy(n, p2, &e) != 0)
+		fail_msg("apply 2: %s", e.msg);
+	base = event_base_new();
+	assert_non_null(base);
+	t.ev = evtimer_new(base, turn_cb, &t);
+	assert_non_null(t.ev);
+	assert_int_equal(event_add(t.ev, &zero), 0);
+	c = nft_cut_new(n, base, &e);
+	assert_non_null(c);
+
+	/* aborted after the dump's first slice (1,500 entries take more
+	 * than one slice, and no delete goes before the dump ends): done is
+	 * never called, nothing is deleted, the half-read socket is closed */
+	if (nft_cut_start(c, p2, pass_done, &first, &e) != 0) {
+		if (strstr(e.msg, "conntrack") != NULL)
+			skip();
+		fail_msg("start: %s", e.msg);
+	}
+	assert_true(nft_cut_busy(c));
+	assert_false(first.over); /* never from inside the start */
+	assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+	nft_cut_abort(c);
+	assert_false(nft_cut_busy(c));
+
+	total = 0;
+	do {
+		memset(&ps, 0, sizeof(ps));
+		ps.t = &t;
+		start = t.n;
+		if (nft_cut_start(c, p2, pass_done, &ps, &e) != 0)
+			fail_msg("start: %s", e.msg);
+		while (!ps.over)
+			assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+		assert_int_equal(ps.rc, 0);
+		total += ps.cut;
+	} while (ps.more);
+	assert_false(first.over);
+	assert_int_equal(total, nflows);
+	/* one pass (1,500 < NFT_CT_DELETE_MAX), its deletes in chunks, one
+	 * loop turn each */
+	assert_true(ps.turns_at_end - start >=
+	    (nflows + NFT_CT_DEL_PER_SEND - 1) / NFT_CT_DEL_PER_SEND);
+	/* nothing left: a new pass finds nothing */
+	memset(&ps, 0, sizeof(ps));
+	ps.t = &t;
+	assert_int_equal(nft_cut_start(c, p2, pass_done, &ps, &e), 0);
+	while (!ps.over)
+		assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+	assert_int_equal(ps.rc, 0);
+	assert_int_equal(ps.cut, 0);
+	nft_cut_free(c);
+	event_free(t.ev);
+	event_base_free(base);
+	close(fd);
+	nft_free(n);
+	policy_unref(p1);
+	policy_unref(p2);
+}
+
 int
 main(void)
 {
@@ -493,6 +638,7 @@ main(void)
 	    cmocka_unit_test(test_delete_refuses),
 	    cmocka_unit_test(test_cut_on_tighten),
 	    cmocka_unit_test(test_cut_unlisted_port),
+	    cmocka_unit_test(test_cut_sliced),
 	};
 
 	have_netns = ts_netns_enter("test_nft_ct");
