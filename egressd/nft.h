@@ -48,11 +48,12 @@
  * is never a moment without the drop policy or the DNS redirect.
  * nft_teardown() is the only way egressd removes it.
  *
- * Threading: none. All calls but the asynchronous learn path are
- * synchronous on one netlink socket with a bounded receive timeout
- * (NFT_ACK_TIMEOUT_MS); call them from the event loop. Learn transactions
- * of the resolver (nft_learn_submit) go over a second, non-blocking socket
- * whose acks a libevent read event collects. No global state.
+ * Threading: none. Learn transactions of the resolver (nft_learn_submit)
+ * go over a second, non-blocking socket whose acks a libevent read event
+ * collects; conntrack work (nft_renew_start, nft_cut_start) over sockets
+ * of its own, read in slices on the loop. Every other call is
+ * synchronous on the main netlink socket with a bounded receive timeout
+ * (NFT_ACK_TIMEOUT_MS); call them from the event loop. No global state.
  */
 #ifndef EGRESSD_NFT_H
 #define EGRESSD_NFT_H
