@@ -14,7 +14,6 @@
 
 #include "egressd/config.h"
 #include "egressd/nft.h"
-#include "egressd/policyfile.h"
 #include "util/addr.h"
 #include "util/fileread.h"
 #include "util/secmem.h"
