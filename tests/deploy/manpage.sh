@@ -1,0 +1,29 @@
+#!/bin/bash
+# deploy_manpage: docs/egressd.8 names every flag and every variable
+# egressd/config.c accepts, and renders without a groff warning.
+set -u -o pipefail
+src=${EGRESSD_SRCDIR:?}
+page=$src/docs/egressd.8
+rc=0 n=0
+flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/config.c" |
+    grep -oE '"[a-z-]+"' | tr -d '"')
+vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/config.c" | tr -d '{"')
+[ "$(wc -w <<<"$flags")" -ge 20 ] && [ "$(wc -w <<<"$vars")" -ge 30 ] ||
+    { echo "FAIL: could not read the flag and variable tables of config.c"; exit 1; }
+text=$(sed 's/\\-/-/g' "$page")
+for f in $flags; do
+	n=$((n + 1))
+	grep -qE -- "(^|[^a-z-])--$f([^a-z-]|\$)" <<<"$text" ||
+	    { echo "FAIL: --$f not in docs/egressd.8"; rc=1; }
+done
+for v in $vars; do
+	n=$((n + 1))
+	grep -qw -- "$v" <<<"$text" || { echo "FAIL: $v not in docs/egressd.8"; rc=1; }
+done
+if command -v groff >/dev/null; then
+	n=$((n + 1))
+	w=$(groff -man -ww -z "$page" 2>&1)
+	[ -z "$w" ] || { echo "FAIL: groff: $w"; rc=1; }
+fi
+echo "docs/egressd.8: $n names and renders checked, rc=$rc"
+exit $rc
