@@ -166,6 +166,13 @@ function gatingRules() {
   const mountsOf = (p, c, pred) =>
     (c.volumeMounts || []).filter((m) => pred(vol(p, m.name), m));
   const caps = (c) => c.securityContext?.capabilities || {};
+  // The sidecar's mount of a volume of that kind holding FLAG's file.
+  const flagMount = (p, flag, kind) => {
+    const c = sidecar(p);
+    const a = (c.args || []).find((x) => x.startsWith(flag + "="));
+    const file = a && a.slice(flag.length + 1);
+    return file && mountsOf(p, c, (v) => v[kind]).find((m) => file.startsWith(m.mountPath + "/"));
+  };
   const rules = [
     ["a Pod with the egressd init container", (o) => (pod(o) && sidecar(pod(o)) ? "" : "missing")],
     [
@@ -296,22 +303,14 @@ function gatingRules() {
     [
       "egressd reads its token from the Secret's mount",
       (o) => {
-        const c = sidecar(pod(o));
-        const a = (c.args || []).find((x) => x.startsWith("--api-token-file="));
-        const m =
-          a &&
-          mountsOf(pod(o), c, (v) => v.secret).find((m) => a.split("=")[1].startsWith(m.mountPath + "/"));
+        const m = flagMount(pod(o), "--api-token-file", "secret");
         return m && m.readOnly ? "" : "no --api-token-file on a read-only Secret mount";
       },
     ],
     [
       "the policy comes from a ConfigMap, mounted read-only",
       (o) => {
-        const c = sidecar(pod(o));
-        const a = (c.args || []).find((x) => x.startsWith("--policy="));
-        const m =
-          a &&
-          mountsOf(pod(o), c, (v) => v.configMap).find((m) => a.split("=")[1].startsWith(m.mountPath + "/"));
+        const m = flagMount(pod(o), "--policy", "configMap");
         if (!m || !m.readOnly) return "no --policy on a read-only ConfigMap mount";
         const cm = vol(pod(o), m.name).configMap.name;
         return o.some((x) => x.kind === "ConfigMap" && x.metadata.name === cm) ? "" : `ConfigMap ${cm} not shipped`;
