@@ -1,0 +1,33 @@
+#!/bin/bash
+# deploy_manpage: docs/egressd.8 and docs/operations.md name every flag and
+# every variable egressd/config.c accepts, and the man page renders
+# without a groff warning.
+set -u -o pipefail
+src=${EGRESSD_SRCDIR:?}
+page=$src/docs/egressd.8
+rc=0 n=0
+flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/config.c" |
+    grep -oE '"[a-z-]+"' | tr -d '"')
+vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/config.c" | tr -d '{"')
+[ "$(wc -w <<<"$flags")" -ge 20 ] && [ "$(wc -w <<<"$vars")" -ge 30 ] ||
+    { echo "FAIL: could not read the flag and variable tables of config.c"; exit 1; }
+for doc in "$page" "$src/docs/operations.md"; do
+	text=$(sed 's/\\-/-/g' "$doc")
+	for f in $flags; do
+		n=$((n + 1))
+		grep -qE -- "(^|[^a-z-])--$f([^a-z-]|\$)" <<<"$text" ||
+		    { echo "FAIL: --$f not in ${doc#"$src"/}"; rc=1; }
+	done
+	for v in $vars; do
+		n=$((n + 1))
+		grep -qw -- "$v" <<<"$text" ||
+		    { echo "FAIL: $v not in ${doc#"$src"/}"; rc=1; }
+	done
+done
+if command -v groff >/dev/null; then
+	n=$((n + 1))
+	w=$(groff -man -ww -z "$page" 2>&1)
+	[ -z "$w" ] || { echo "FAIL: groff: $w"; rc=1; }
+fi
+echo "docs/egressd.8, docs/operations.md: $n names and the rendering checked, rc=$rc"
+exit $rc
