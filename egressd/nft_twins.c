@@ -112,22 +112,6 @@ twins_build(struct nft_twins *tw, const struct policy *p)
 	return 0;
 }
 
-/* policy_rule_port_ok() of the policy library, which is not exported. */
-static bool
-rule_ok(const struct policy_rule *r, unsigned proto, uint16_t port)
-{
-	size_t i;
-
-	if (proto != 0 && (r->protocols & proto) == 0)
-		return false;
-	if (port == 0 || r->nports == 0 || proto == POLICY_PROTO_ICMP)
-		return true;
-	for (i = 0; i < r->nports; i++)
-		if (port >= r->ports[i].lo && port <= r->ports[i].hi)
-			return true;
-	return false;
-}
-
 /* The longest deny prefix of layer l covering a4 that applies; NULL. */
 static const struct policy_rule *
 layer_deny4(const struct nft_twins *tw, unsigned l, uint32_t a4, unsigned proto,
@@ -150,7 +134,7 @@ layer_deny4(const struct nft_twins *tw, unsigned l, uint32_t a4, unsigned proto,
 				hi = mid;
 		}
 		for (; lo < n && ent_cmp(&v[lo], &key) == 0; lo++)
-			if (rule_ok(v[lo].r, proto, port)) {
+			if (policy_rule_port_ok(v[lo].r, proto, port)) {
 				*len = (unsigned)k;
 				return v[lo].r;
 			}

@@ -284,6 +284,13 @@ enum policy_action policy_match_domain_reach(const struct policy *p,
  * port: TCP/UDP) lies in reach. */
 bool policy_reach_allows(
     const struct policy_reach *reach, unsigned proto, uint16_t port);
+/*
+ * True when rule r covers proto (one POLICY_PROTO_* bit) and port; 0 for
+ * either means "any": the query does not care, so a restriction on that
+ * dimension does not exclude the rule.
+ */
+bool policy_rule_port_ok(
+    const struct policy_rule *r, unsigned proto, uint16_t port);
 /* True when a and b allow exactly the same. */
 bool policy_reach_equal(
     const struct policy_reach *a, const struct policy_reach *b);

@@ -24,6 +24,7 @@
 
 #include "policy/policy_int.h"
 #include "util/hash.h"
+#include "util/grow.h"
 
 /* 16 bytes: four entries per cache line. */
 struct dent {
@@ -178,15 +179,7 @@ dtab_get(const struct dtab *t, const char *key, size_t klen, uint32_t h)
 static int
 trie_grow(struct trie *t)
 {
-	if (t->n < t->cap)
-		return 0;
-	size_t cap = t->cap ? t->cap * 2 : 64;
-	struct tnode *nn = realloc(t->nodes, cap * sizeof(*nn));
-	if (nn == NULL)
-		return -1;
-	t->nodes = nn;
-	t->cap = cap;
-	return 0;
+	return grow_array(&t->nodes, &t->cap, t->n + 1, sizeof(*t->nodes), 64);
 }
 
 static int
@@ -222,14 +215,9 @@ trie_insert(struct trie *t, const struct policy_prefix *p, uint32_t rule)
 		}
 		cur = t->nodes[cur].child[b];
 	}
-	if (t->nl == t->cl) {
-		size_t cl = t->cl ? t->cl * 2 : 32;
-		struct tlink *nl = realloc(t->links, cl * sizeof(*nl));
-		if (nl == NULL)
-			return -1;
-		t->links = nl;
-		t->cl = cl;
-	}
+	if (grow_array(&t->links, &t->cl, t->nl + 1, sizeof(*t->links), 32) ==
+	    -1)
+		return -1;
 	t->links[t->nl].rule = rule;
 	t->links[t->nl].next = t->nodes[cur].head;
 	t->nodes[cur].head = (uint32_t)++t->nl;

@@ -114,8 +114,6 @@ int policy_name_norm(const char *in, size_t inlen, char *out, size_t outlen,
 void policy_rule_clear(struct policy_rule *r);
 int policy_rule_copy(struct policy_rule *dst, const struct policy_rule *src);
 bool policy_rule_restricted(const struct policy_rule *r);
-bool policy_rule_port_ok(
-    const struct policy_rule *r, unsigned proto, uint16_t port);
 
 /* ---- compiled layers ---- */
 
@@ -210,6 +208,13 @@ enum policy_schema {
  */
 struct policy *policy_from_tree(const struct pnode *root, const char *name,
     enum policy_schema schema, struct policy_diag *d);
+/* One of the readers above. */
+typedef struct pnode *(*policy_reader)(
+    const char *buf, size_t len, const char *name, struct policy_diag *d);
+/* read, then policy_from_tree() with the file schema: the body of
+ * policy_parse_json() and policy_parse_yaml(). */
+struct policy *policy_parse_with(policy_reader read, const char *buf,
+    size_t len, const char *name, struct policy_diag *d);
 /* Parses one rule list item (PATCH bodies); 0 or -1 with diagnostics. */
 int policy_rules_from_tree(const struct pnode *seq, const char *name,
     struct policy_rule **rules, size_t *nrules, struct policy_diag *d);

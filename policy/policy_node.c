@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/grow.h"
 
 struct pnode *
 pnode_new(enum pnode_type type, unsigned line, unsigned col)
@@ -38,14 +39,9 @@ pnode_free(struct pnode *n)
 int
 pnode_add(struct pnode *parent, struct pnode *kid)
 {
-	if (parent->nkids == parent->cap) {
-		size_t cap = parent->cap ? parent->cap * 2 : 4;
-		struct pnode **k = realloc(parent->kids, cap * sizeof(*k));
-		if (k == NULL)
-			return -1;
-		parent->kids = k;
-		parent->cap = cap;
-	}
+	if (grow_array(&parent->kids, &parent->cap, parent->nkids + 1,
+	        sizeof(*parent->kids), 4) == -1)
+		return -1;
 	parent->kids[parent->nkids++] = kid;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
+#include "util/grow.h"
 
 struct ovfile {
 	const char *fname;
@@ -34,14 +35,8 @@ struct ovlist {
 static int
 ovlist_push(struct ovlist *l, const struct policy_rule *r)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct policy_rule *nv = realloc(l->v, cap * sizeof(*nv));
-		if (nv == NULL)
-			return -1;
-		l->v = nv;
-		l->cap = cap;
-	}
+	if (grow_array(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 16) == -1)
+		return -1;
 	l->v[l->n++] = *r;
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
 #include "util/addr.h"
+#include "util/grow.h"
 
 #define TIMEOUT_MS_MAX 120000u
 #define TTL_MAX 604800u /* one week */
@@ -55,14 +56,8 @@ struct ritem {
 static int
 rvec_push(struct rvec *rv, const struct policy_rule *r)
 {
-	if (rv->n == rv->cap) {
-		size_t cap = rv->cap ? rv->cap * 2 : 16;
-		struct policy_rule *nv = realloc(rv->v, cap * sizeof(*nv));
-		if (nv == NULL)
-			return -1;
-		rv->v = nv;
-		rv->cap = cap;
-	}
+	if (grow_array(&rv->v, &rv->cap, rv->n + 1, sizeof(*rv->v), 16) == -1)
+		return -1;
 	rv->v[rv->n++] = *r;
 	return 0;
 }
@@ -774,5 +769,26 @@ policy_from_tree(const struct pnode *root, const char *name,
 		policy_unref(p);
 		return NULL;
 	}
+	return p;
+}
+
+struct policy *
+policy_parse_with(policy_reader read, const char *buf, size_t len,
+    const char *name, struct policy_diag *d)
+{
+	struct pnode *root;
+	struct policy *p;
+
+	/* Readers bound what they pass (files, bodies); this is the last
+	 * line, far above any of them. */
+	if (len > POLICY_FILE_CEILING) {
+		policy_diag_add(
+		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_CEILING);
+		return NULL;
+	}
+	if ((root = read(buf, len, name, d)) == NULL)
+		return NULL;
+	p = policy_from_tree(root, name, POLICY_SCHEMA_FILE, d);
+	pnode_free(root);
 	return p;
 }

@@ -302,21 +302,7 @@ struct policy *
 policy_parse_yaml(
     const char *buf, size_t len, const char *name, struct policy_diag *d)
 {
-	struct pnode *root;
-	struct policy *p;
-
-	/* Readers bound what they pass (files, bodies); this is the last
-	 * line, far above any of them. */
-	if (len > POLICY_FILE_CEILING) {
-		policy_diag_add(
-		    d, name, 0, 0, "larger than %u bytes", POLICY_FILE_CEILING);
-		return NULL;
-	}
-	if ((root = policy_yaml_read(buf, len, name, d)) == NULL)
-		return NULL;
-	p = policy_from_tree(root, name, POLICY_SCHEMA_FILE, d);
-	pnode_free(root);
-	return p;
+	return policy_parse_with(policy_yaml_read, buf, len, name, d);
 }
 
 int
