@@ -1602,6 +1602,27 @@ dns_msg_chain(const struct dns_msg *m, struct dns_chain *c, struct err *e)
 
 /* ---- SVCB ---- */
 
+/*
+ * An ipv4hint or ipv6hint value: vl bytes of w-byte addresses appended to
+ * dst (the bytes of DNS_SVCB_HINT_MAX rows of w, *n used); the rest past the cap
+ * sets hints_truncated. -1 when vl is no whole, non-zero number of them.
+ */
+static int
+svc_hints(const uint8_t *v, uint16_t vl, size_t w, uint8_t *dst, size_t *n,
+    struct dns_svcb *s)
+{
+	if (vl == 0 || vl % w != 0)
+		return -1;
+	for (size_t i = 0; i < vl / w; i++) {
+		if (*n >= DNS_SVCB_HINT_MAX) {
+			s->hints_truncated = true;
+			break;
+		}
+		memcpy(dst + w * (*n)++, v + w * i, w);
+	}
+	return 0;
+}
+
 int
 dns_svcb_parse(const uint8_t *rd, size_t rdlen, uint16_t type,
     struct dns_svcb *s, struct err *e)
@@ -1641,26 +1662,14 @@ dns_svcb_parse(const uint8_t *rd, size_t rdlen, uint16_t type,
 				goto bad;
 			break;
 		case DNS_SVC_IPV4HINT:
-			if (vl == 0 || vl % 4 != 0)
+			if (svc_hints(v, vl, 4, (uint8_t *)s->v4, &s->nv4, s) ==
+			    -1)
 				goto bad;
-			for (size_t i = 0; i < vl / 4u; i++) {
-				if (s->nv4 >= DNS_SVCB_HINT_MAX) {
-					s->hints_truncated = true;
-					break;
-				}
-				memcpy(s->v4[s->nv4++], v + 4 * i, 4);
-			}
 			break;
 		case DNS_SVC_IPV6HINT:
-			if (vl == 0 || vl % 16 != 0)
+			if (svc_hints(
+			        v, vl, 16, (uint8_t *)s->v6, &s->nv6, s) == -1)
 				goto bad;
-			for (size_t i = 0; i < vl / 16u; i++) {
-				if (s->nv6 >= DNS_SVCB_HINT_MAX) {
-					s->hints_truncated = true;
-					break;
-				}
-				memcpy(s->v6[s->nv6++], v + 16 * i, 16);
-			}
 			break;
 		case DNS_SVC_ECH:
 			s->has_ech = true;

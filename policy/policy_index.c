@@ -304,16 +304,24 @@ out_free:
 	return NULL;
 }
 
-long
-policy_layer_match_name(const struct policy_layer *l, const char *name,
-    size_t len, enum policy_action *act, bool *restricted)
+/* At most one entry per label boundary of a name, plus the exact one. */
+#define NAME_HITS_MAX (POLICY_NAME_MAX / 2 + 2)
+
+/*
+ * The entries name[0..len) meets: the exact one, then "*.suffix" for each
+ * suffix after a dot, shortest first (one hash pass from the right end).
+ * Returns how many went into hits (at most NAME_HITS_MAX).
+ */
+static size_t
+name_hits(const struct policy_layer *l, const char *name, size_t len,
+    long hits[NAME_HITS_MAX])
 {
 	uint32_t h = HASH_FNV1A32_BASIS;
-	long best = -1, v;
-	size_t i;
+	size_t i, n = 0;
+	long v;
 
 	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
-		return -1;
+		return 0;
 	for (i = len; i-- > 0;) {
 		h = hash_fnv1a32_byte(h, (unsigned char)name[i]);
 		if (i == 0)
@@ -322,9 +330,22 @@ policy_layer_match_name(const struct policy_layer *l, const char *name,
 			v = dtab_get(&l->wild, name + i, len - i, h);
 		else
 			continue;
-		if (v >= 0 && (best < 0 || v >> 2 < best >> 2))
-			best = v;
+		if (v >= 0 && n < NAME_HITS_MAX)
+			hits[n++] = v;
 	}
+	return n;
+}
+
+long
+policy_layer_match_name(const struct policy_layer *l, const char *name,
+    size_t len, enum policy_action *act, bool *restricted)
+{
+	long hits[NAME_HITS_MAX], best = -1;
+	size_t i, n = name_hits(l, name, len, hits);
+
+	for (i = 0; i < n; i++)
+		if (best < 0 || hits[i] >> 2 < best >> 2)
+			best = hits[i];
 	/* The action travels in the entry: no access to the rule itself. */
 	if (best >= 0 && act != NULL)
 		*act = (best & 1) ? POLICY_ALLOW : POLICY_DENY;
@@ -343,23 +364,12 @@ size_t
 policy_layer_each_name(const struct policy_layer *l, const char *name,
     size_t len, bool (*fn)(void *arg, size_t i), void *arg)
 {
-	uint32_t cur[POLICY_NAME_MAX / 2 + 2], h = HASH_FNV1A32_BASIS;
-	size_t i, k, ncur = 0, calls = 0;
-	long v;
+	uint32_t cur[NAME_HITS_MAX];
+	long hits[NAME_HITS_MAX];
+	size_t k, ncur = name_hits(l, name, len, hits), calls = 0;
 
-	if (l == NULL || len == 0 || (l->exact.used == 0 && l->wild.used == 0))
-		return 0;
-	for (i = len; i-- > 0;) {
-		h = hash_fnv1a32_byte(h, (unsigned char)name[i]);
-		if (i == 0)
-			v = dtab_get(&l->exact, name, len, h);
-		else if (name[i - 1] == '.')
-			v = dtab_get(&l->wild, name + i, len - i, h);
-		else
-			continue;
-		if (v >= 0 && ncur < sizeof(cur) / sizeof(cur[0]))
-			cur[ncur++] = (uint32_t)(v >> 2);
-	}
+	for (k = 0; k < ncur; k++)
+		cur[k] = (uint32_t)(hits[k] >> 2);
 	/* merge the chains: lowest index first = list order */
 	while (ncur > 0) {
 		size_t m = 0;

@@ -196,6 +196,17 @@ struct policy *policy_assemble(enum policy_action def, bool user_empty,
 /* Frees an array of rules. */
 void policy_rules_free(struct policy_rule *rules, size_t n);
 
+/* A rule list being built (loaders, overlays); v is the caller's to free
+ * with policy_rules_free(v, n) or to hand on. */
+struct policy_rvec {
+	struct policy_rule *v;
+	size_t n, cap;
+};
+
+/* Appends *r (moved in: its strings now belong to rv); 0 or -1 (out of
+ * memory, r untouched). */
+int policy_rvec_push(struct policy_rvec *rv, const struct policy_rule *r);
+
 enum policy_schema {
 	POLICY_SCHEMA_FILE, /* every top-level key */
 	POLICY_SCHEMA_USER, /* defaultAction and egress only (API bodies) */

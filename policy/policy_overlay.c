@@ -11,7 +11,6 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
-#include "util/grow.h"
 
 struct ovfile {
 	const char *fname;
@@ -27,20 +26,6 @@ static const struct ovfile ovfiles[] = {
 
 #define OV_NFILES (sizeof(ovfiles) / sizeof(ovfiles[0]))
 
-struct ovlist {
-	struct policy_rule *v;
-	size_t n, cap;
-};
-
-static int
-ovlist_push(struct ovlist *l, const struct policy_rule *r)
-{
-	if (grow_array(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 16) == -1)
-		return -1;
-	l->v[l->n++] = *r;
-	return 0;
-}
-
 static bool
 is_space(char c)
 {
@@ -50,7 +35,7 @@ is_space(char c)
 /* One line: s[0..n). Returns -1 on a bad line (reported). */
 static int
 ov_line(const char *path, unsigned lineno, const char *s, size_t n,
-    const struct ovfile *f, struct ovlist *out, struct policy_diag *d)
+    const struct ovfile *f, struct policy_rvec *out, struct policy_diag *d)
 {
 	char tok[POLICY_LINE_MAX + 1];
 	size_t a = 0, b, i;
@@ -101,7 +86,7 @@ ov_line(const char *path, unsigned lineno, const char *s, size_t n,
 	r.loc.file = path;
 	r.loc.line = lineno;
 	r.loc.col = (unsigned)a + 1;
-	if (ovlist_push(out, &r) == -1) {
+	if (policy_rvec_push(out, &r) == -1) {
 		policy_rule_clear(&r);
 		policy_diag_add(d, path, lineno, 1, "out of memory");
 		return -1;
@@ -110,8 +95,8 @@ ov_line(const char *path, unsigned lineno, const char *s, size_t n,
 }
 
 static int
-ov_file(const char *dir, const struct ovfile *f, struct ovlist *out, char *path,
-    size_t pathlen, struct policy_diag *d)
+ov_file(const char *dir, const struct ovfile *f, struct policy_rvec *out,
+    char *path, size_t pathlen, struct policy_diag *d)
 {
 	size_t len, off = 0;
 	unsigned lineno = 0;
@@ -140,7 +125,7 @@ ov_file(const char *dir, const struct ovfile *f, struct ovlist *out, char *path,
 
 /* base's own (policy file) rules first, then the directory's. */
 static int
-ov_join(const struct policy_rule *keep, size_t nkeep, struct ovlist *dir,
+ov_join(const struct policy_rule *keep, size_t nkeep, struct policy_rvec *dir,
     struct policy_rule **out, size_t *nout)
 {
 	struct policy_rule *v = calloc(nkeep + dir->n + 1, sizeof(*v));
@@ -173,7 +158,7 @@ intern_all(struct policy_overlays *o, struct policy_rule *r, size_t n)
 }
 
 static struct policy_overlays *
-ov_build(const struct policy_overlays *old, struct ovlist lists[OV_NFILES])
+ov_build(const struct policy_overlays *old, struct policy_rvec lists[OV_NFILES])
 {
 	struct policy_overlays *o = policy_overlays_new();
 
@@ -227,7 +212,7 @@ struct policy *
 policy_with_overlays_dir(
     const struct policy *base, const char *dir, struct policy_diag *d)
 {
-	struct ovlist lists[OV_NFILES];
+	struct policy_rvec lists[OV_NFILES];
 	char paths[OV_NFILES][PATH_MAX];
 	struct policy_overlays *o = NULL;
 	struct policy_rule *rules;

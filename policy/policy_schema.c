@@ -15,7 +15,6 @@
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
 #include "util/addr.h"
-#include "util/grow.h"
 
 #define TIMEOUT_MS_MAX 120000u
 #define TTL_MAX 604800u /* one week */
@@ -41,26 +40,12 @@ static const char *const rlist_key[] = {
     [RL_LOG_SKIP] = "logSkip",
 };
 
-struct rvec {
-	struct policy_rule *v;
-	size_t n, cap;
-};
-
 struct ritem {
 	struct policy_rule r;
 	const struct pnode *action_at;
 	bool have_action, have_target;
 	const struct pnode *ports_at, *target_at;
 };
-
-static int
-rvec_push(struct rvec *rv, const struct policy_rule *r)
-{
-	if (grow_array(&rv->v, &rv->cap, rv->n + 1, sizeof(*rv->v), 16) == -1)
-		return -1;
-	rv->v[rv->n++] = *r;
-	return 0;
-}
 
 /*
  * An action as the reference reads it (strings.ToLower(strings.TrimSpace)):
@@ -303,7 +288,8 @@ rule_item(struct pwalk *w, const struct pnode *v, enum rlist l,
 }
 
 static int
-rule_list(struct pwalk *w, const struct pnode *v, enum rlist l, struct rvec *rv)
+rule_list(struct pwalk *w, const struct pnode *v, enum rlist l,
+    struct policy_rvec *rv)
 {
 	struct policy_rule r;
 	size_t i;
@@ -321,7 +307,7 @@ rule_list(struct pwalk *w, const struct pnode *v, enum rlist l, struct rvec *rv)
 	for (i = 0; i < v->nkids; i++) {
 		if (rule_item(w, v->kids[i], l, &r) == -1)
 			continue;
-		if (rvec_push(rv, &r) == -1) {
+		if (policy_rvec_push(rv, &r) == -1) {
 			policy_rule_clear(&r);
 			pw_err(w, v, "out of memory");
 			return -1;
@@ -335,7 +321,7 @@ policy_rules_from_tree(const struct pnode *seq, const char *name,
     struct policy_rule **rules, size_t *nrules, struct policy_diag *d)
 {
 	struct pwalk w = {.name = name, .d = d};
-	struct rvec rv = {0};
+	struct policy_rvec rv = {0};
 
 	if (!pw_is(&w, seq, PNODE_SEQ))
 		return -1;
@@ -353,7 +339,7 @@ policy_rules_from_tree(const struct pnode *seq, const char *name,
 
 struct pbuild {
 	enum policy_action def;
-	struct rvec lists[RL_COUNT];
+	struct policy_rvec lists[RL_COUNT];
 	bool have_overlays;
 	struct policy_config *cfg;
 };

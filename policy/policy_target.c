@@ -15,6 +15,7 @@
 
 #include "policy/policy_int.h"
 #include "util/addr.h"
+#include "util/grow.h"
 
 #define LABEL_MAX 63
 
@@ -244,6 +245,15 @@ policy_rule_copy(struct policy_rule *dst, const struct policy_rule *src)
 		policy_rule_clear(dst);
 		return -1;
 	}
+	return 0;
+}
+
+int
+policy_rvec_push(struct policy_rvec *rv, const struct policy_rule *r)
+{
+	if (grow_array(&rv->v, &rv->cap, rv->n + 1, sizeof(*rv->v), 16) == -1)
+		return -1;
+	rv->v[rv->n++] = *r;
 	return 0;
 }
 
