@@ -960,19 +960,19 @@ wb_put(struct wbuf *w, const void *p, size_t n)
 static void
 wb_u16(struct wbuf *w, uint16_t v)
 {
-	if (!wb_room(w, 2))
-		return;
-	wr16(w->buf + w->len, v);
-	w->len += 2;
+	uint8_t b[2];
+
+	wr16(b, v);
+	wb_put(w, b, sizeof(b));
 }
 
 static void
 wb_u32(struct wbuf *w, uint32_t v)
 {
-	if (!wb_room(w, 4))
-		return;
-	wr32(w->buf + w->len, v);
-	w->len += 4;
+	uint8_t b[4];
+
+	wr32(b, v);
+	wb_put(w, b, sizeof(b));
 }
 
 /* ---- response builders ---- */

@@ -139,14 +139,38 @@ policy_overlays_new(void)
 	if (o == NULL)
 		return NULL;
 	o->refs = 1;
-	o->ldeny = policy_layer_build(NULL, 0);
-	o->lallow = policy_layer_build(NULL, 0);
-	o->llog_skip = policy_layer_build(NULL, 0);
-	if (o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL) {
+	if (policy_overlays_index(o) == -1) {
 		policy_overlays_unref(o);
 		return NULL;
 	}
 	return o;
+}
+
+static void
+intern_rules(struct policy_overlays *o, struct policy_rule *r, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		r[i].loc.file =
+		    policy_files_intern(o->files, &o->nfiles, r[i].loc.file);
+}
+
+int
+policy_overlays_index(struct policy_overlays *o)
+{
+	intern_rules(o, o->deny, o->ndeny);
+	intern_rules(o, o->allow, o->nallow);
+	intern_rules(o, o->log_skip, o->nlog_skip);
+	policy_layer_free(o->ldeny);
+	policy_layer_free(o->lallow);
+	policy_layer_free(o->llog_skip);
+	o->ldeny = policy_layer_build(o->deny, o->ndeny);
+	o->lallow = policy_layer_build(o->allow, o->nallow);
+	o->llog_skip = policy_layer_build(o->log_skip, o->nlog_skip);
+	return o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL
+	    ? -1
+	    : 0;
 }
 
 void

@@ -177,6 +177,9 @@ struct policy_index {
 
 struct policy_overlays *policy_overlays_new(void);
 void policy_overlays_unref(struct policy_overlays *o);
+/* Interns the rules' file names into o->files and (re)builds the three
+ * layers from the lists; 0, or -1 on out of memory (o still unref-able). */
+int policy_overlays_index(struct policy_overlays *o);
 struct policy_config *policy_config_new(void);
 void policy_config_unref(struct policy_config *c);
 void policy_config_dns_defaults(struct policy_dns *dns);

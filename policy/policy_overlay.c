@@ -147,16 +147,6 @@ ov_join(const struct policy_rule *keep, size_t nkeep, struct policy_rvec *dir,
 	return 0;
 }
 
-static void
-intern_all(struct policy_overlays *o, struct policy_rule *r, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		r[i].loc.file =
-		    policy_files_intern(o->files, &o->nfiles, r[i].loc.file);
-}
-
 static struct policy_overlays *
 ov_build(const struct policy_overlays *old, struct policy_rvec lists[OV_NFILES])
 {
@@ -175,16 +165,7 @@ ov_build(const struct policy_overlays *old, struct policy_rvec lists[OV_NFILES])
 	        &o->nlog_skip) == -1)
 		goto out_unref;
 	o->nlog_skip_file = old->nlog_skip_file;
-	intern_all(o, o->deny, o->ndeny);
-	intern_all(o, o->allow, o->nallow);
-	intern_all(o, o->log_skip, o->nlog_skip);
-	policy_layer_free(o->ldeny);
-	policy_layer_free(o->lallow);
-	policy_layer_free(o->llog_skip);
-	o->ldeny = policy_layer_build(o->deny, o->ndeny);
-	o->lallow = policy_layer_build(o->allow, o->nallow);
-	o->llog_skip = policy_layer_build(o->log_skip, o->nlog_skip);
-	if (o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL)
+	if (policy_overlays_index(o) == -1)
 		goto out_unref;
 	return o;
 out_unref:

@@ -648,7 +648,6 @@ static struct policy_overlays *
 build_overlays(struct pbuild *b)
 {
 	struct policy_overlays *o = policy_overlays_new();
-	size_t i;
 
 	if (o == NULL)
 		return NULL;
@@ -664,22 +663,7 @@ build_overlays(struct pbuild *b)
 	o->nlog_skip_file = o->nlog_skip;
 	memset(&b->lists[RL_DENY], 0, sizeof(b->lists[0]));
 	memset(&b->lists[RL_ALLOW], 0, sizeof(b->lists[0]));
-	for (i = 0; i < o->ndeny; i++)
-		o->deny[i].loc.file = policy_files_intern(
-		    o->files, &o->nfiles, o->deny[i].loc.file);
-	for (i = 0; i < o->nallow; i++)
-		o->allow[i].loc.file = policy_files_intern(
-		    o->files, &o->nfiles, o->allow[i].loc.file);
-	for (i = 0; i < o->nlog_skip; i++)
-		o->log_skip[i].loc.file = policy_files_intern(
-		    o->files, &o->nfiles, o->log_skip[i].loc.file);
-	policy_layer_free(o->ldeny);
-	policy_layer_free(o->lallow);
-	policy_layer_free(o->llog_skip);
-	o->ldeny = policy_layer_build(o->deny, o->ndeny);
-	o->lallow = policy_layer_build(o->allow, o->nallow);
-	o->llog_skip = policy_layer_build(o->log_skip, o->nlog_skip);
-	if (o->ldeny == NULL || o->lallow == NULL || o->llog_skip == NULL) {
+	if (policy_overlays_index(o) == -1) {
 		policy_overlays_unref(o);
 		return NULL;
 	}
