@@ -34,14 +34,8 @@ DUR=${BENCH_SECONDS:-5}
 CLIENTS=${BENCH_CLIENTS:-4}
 OUTST=${BENCH_OUTSTANDING:-200}
 LOADS=${BENCH_LOADS:-cached uncached unique denied}
-ID=$$
-UP=bdu-$ID
-SBX=bds-$ID
-UP_IP=198.51.100.1
-SBX_IP=198.51.100.2
-DIR=$(mktemp -d /tmp/egressd-bench-dns.XXXXXX)
-NAME=bench_dns
 . "$(dirname "$0")/bench_lib.sh"
+bench_init bench_dns bd
 bench_need_root
 command -v dnsperf >/dev/null || die "dnsperf not installed"
 command -v dnsmasq >/dev/null || die "dnsmasq not installed"
@@ -203,19 +197,13 @@ echo "learned into nft: dnsmasq=$learned_dmq egressd=$learned_egd (203.0.113.7 p
 echo "unique addresses in learned6: dnsmasq=$uniq_dmq egressd=$uniq_egd"
 
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b if b else 0))" "$1" "$2"; }
-read -r eq _ <<<"${R[egressd,cached]:-0}"
-read -r dq _ <<<"${R[dnsmasq,cached]:-0}"
-rc=$(ratio "$eq" "$dq")
-read -r eu _ <<<"${R[egressd,uncached]:-0}"
-read -r du _ <<<"${R[dnsmasq,uncached]:-0}"
-ru=$(ratio "$eu" "$du")
-read -r en _ <<<"${R[egressd,unique]:-0}"
-read -r dn _ <<<"${R[dnsmasq,unique]:-0}"
-rn=$(ratio "$en" "$dn")
-read -r ed _ <<<"${R[egressd,denied]:-0}"
-read -r dd _ <<<"${R[dnsmasq,denied]:-0}"
-rd=$(ratio "$ed" "$dd")
-echo "cached   egressd/dnsmasq = $rc (target >= 1.00)"
-echo "uncached egressd/dnsmasq = $ru (shared address; no regression)"
-echo "unique   egressd/dnsmasq = $rn (target >= 2.00)"
-echo "denied   egressd/dnsmasq = $rd (no regression)"
+declare -A RATIO
+for load in cached uncached unique denied; do
+	read -r eq _ <<<"${R[egressd,$load]:-0}"
+	read -r dq _ <<<"${R[dnsmasq,$load]:-0}"
+	RATIO[$load]=$(ratio "$eq" "$dq")
+done
+echo "cached   egressd/dnsmasq = ${RATIO[cached]} (target >= 1.00)"
+echo "uncached egressd/dnsmasq = ${RATIO[uncached]} (shared address; no regression)"
+echo "unique   egressd/dnsmasq = ${RATIO[unique]} (target >= 2.00)"
+echo "denied   egressd/dnsmasq = ${RATIO[denied]} (no regression)"

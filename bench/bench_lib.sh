@@ -1,11 +1,24 @@
-# bench_lib.sh: what the namespace benchmarks share, sourced after they set
-# NAME (for messages), UP, SBX (namespace names), UP_IP, SBX_IP and DIR.
+# bench_lib.sh: what the namespace benchmarks share. bench_init NAME TAG
+# sets NAME (for messages), UP, SBX (namespace names TAGu-PID, TAGs-PID),
+# UP_IP, SBX_IP and DIR (a fresh /tmp/egressd-NAME.XXXXXX); a benchmark may
+# instead set them itself before sourcing this file.
 # bench_pair builds the two throwaway namespaces joined by one veth (and
 # nothing else); bench_cleanup, trapped on exit, kills what the benchmark
 # started (PIDS, by PID) and removes both namespaces and DIR.
 PIDS=()
 
 die() { echo "$NAME: $*" >&2; exit 1; }
+
+bench_init()
+{
+	NAME=$1
+	UP=$2u-$$
+	SBX=$2s-$$
+	UP_IP=198.51.100.1
+	SBX_IP=198.51.100.2
+	DIR=$(mktemp -d "/tmp/egressd-${NAME//_/-}.XXXXXX") ||
+	    die "mktemp"
+}
 
 bench_need_root()
 {

@@ -35,14 +35,8 @@ ROUNDS=${BENCH_ROUNDS:-5}
 INTERVAL=${BENCH_INTERVAL:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 TRICKLE=$HERE/../tests/e2e/tools/dns_trickle.py
-ID=$$
-UP=bsu-$ID
-SBX=bss-$ID
-UP_IP=198.51.100.1
-SBX_IP=198.51.100.2
-DIR=$(mktemp -d /tmp/egressd-bench-startup.XXXXXX)
-NAME=bench_startup
 . "$(dirname "$0")/bench_lib.sh"
+bench_init bench_startup bs
 bench_need_root
 command -v dnsmasq >/dev/null || die "dnsmasq not installed"
 [ -r "$TRICKLE" ] || die "missing $TRICKLE"

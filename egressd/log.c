@@ -385,9 +385,7 @@ log_limiter_init(struct log_limiter *l, uint32_t rate_per_sec, uint32_t burst,
     uint64_t dedup_window_ms)
 {
 	memset(l, 0, sizeof(*l));
-	l->rate_per_sec = rate_per_sec;
-	l->burst = burst ? burst : 1;
-	l->tokens = l->burst;
+	tbucket_init(&l->tb, rate_per_sec, burst);
 	l->window_ms = dedup_window_ms;
 }
 
@@ -407,14 +405,8 @@ log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
 			return false;
 		}
 	}
-	if (now_ms > l->last_ms) {
-		l->tokens +=
-		    (double)(now_ms - l->last_ms) * l->rate_per_sec / 1000.0;
-		if (l->tokens > l->burst)
-			l->tokens = l->burst;
-	}
-	l->last_ms = now_ms;
-	if (l->tokens < 1.0) {
+	tbucket_refill(&l->tb, now_ms);
+	if (!tbucket_take(&l->tb)) {
 		/*
 		 * Not logged: not "seen" either, or a key refused during a
 		 * flood would stay silent for its whole window.
@@ -422,7 +414,6 @@ log_limiter_allow(struct log_limiter *l, const char *key, uint64_t now_ms)
 		l->suppressed++;
 		return false;
 	}
-	l->tokens -= 1.0;
 	if (dedup) {
 		l->slots[slot].hash = h;
 		l->slots[slot].seen_ms = now_ms;

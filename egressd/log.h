@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/tbucket.h"
+
 #define LOG_LINE_MAX 8192 /* longer lines are cut and marked "trunc":true */
 #define LOG_FIELD_STR_MAX 1024 /* one string field, before escaping */
 
@@ -100,18 +102,13 @@ void log_emit(struct log *lg, enum log_level lvl, const char *ev,
     const struct log_field *fields);
 
 /* Usage: log_info(lg, "dns.deny", LOG_S("name", q), LOG_U("qtype", t)); */
-#define log_debug(lg, ev, ...)                                                 \
-	log_emit((lg), LOG_DEBUG, (ev),                                        \
+#define log_at_(lg, lvl, ev, ...)                                              \
+	log_emit((lg), (lvl), (ev),                                            \
 	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_info(lg, ev, ...)                                                  \
-	log_emit((lg), LOG_INFO, (ev),                                         \
-	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_warn(lg, ev, ...)                                                  \
-	log_emit((lg), LOG_WARN, (ev),                                         \
-	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
-#define log_error(lg, ev, ...)                                                 \
-	log_emit((lg), LOG_ERROR, (ev),                                        \
-	    (const struct log_field[]){LOG_BEGIN_, ##__VA_ARGS__, LOG_END_})
+#define log_debug(lg, ev, ...) log_at_(lg, LOG_DEBUG, ev, ##__VA_ARGS__)
+#define log_info(lg, ev, ...) log_at_(lg, LOG_INFO, ev, ##__VA_ARGS__)
+#define log_warn(lg, ev, ...) log_at_(lg, LOG_WARN, ev, ##__VA_ARGS__)
+#define log_error(lg, ev, ...) log_at_(lg, LOG_ERROR, ev, ##__VA_ARGS__)
 
 /*
  * Per-event rate limiting and deduplication for per-query events
@@ -122,9 +119,7 @@ void log_emit(struct log *lg, enum log_level lvl, const char *ev,
 #define LOG_DEDUP_SLOTS 256
 
 struct log_limiter {
-	uint32_t rate_per_sec, burst;
-	double tokens;
-	uint64_t last_ms;
+	struct tbucket tb;
 	uint64_t window_ms;
 	uint64_t suppressed;
 	struct {

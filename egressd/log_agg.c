@@ -31,9 +31,7 @@ log_agg_init(struct log_agg *a, uint32_t rate_per_sec, uint32_t burst,
 	size_t i;
 
 	memset(a, 0, sizeof(*a));
-	a->rate_per_sec = rate_per_sec;
-	a->burst = burst ? burst : 1;
-	a->tokens = a->burst;
+	tbucket_init(&a->tb, rate_per_sec, burst);
 	a->window_ms = window_ms;
 	for (i = 0; i < LOG_AGG_BUCKETS; i++)
 		a->bucket[i] = LOG_AGG_NONE;
@@ -47,21 +45,14 @@ log_agg_init(struct log_agg *a, uint32_t rate_per_sec, uint32_t burst,
 static void
 log_agg_refill(struct log_agg *a, uint64_t now)
 {
-	if (now > a->last_ms) {
-		a->tokens +=
-		    (double)(now - a->last_ms) * a->rate_per_sec / 1000.0;
-		if (a->tokens > a->burst)
-			a->tokens = a->burst;
-	}
-	a->last_ms = now;
+	tbucket_refill(&a->tb, now);
 }
 
 static bool
 log_agg_take(struct log_agg *a)
 {
-	if (a->tokens < 1.0)
+	if (!tbucket_take(&a->tb))
 		return false;
-	a->tokens -= 1.0;
 	a->lines++;
 	return true;
 }

@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/tbucket.h"
+
 #define LOG_AGG_SLOTS 256 /* names tracked */
 #define LOG_AGG_BUCKETS 512 /* hash buckets (power of two) */
 #define LOG_AGG_NAME_MAX 255
@@ -60,9 +62,8 @@ struct log_agg_summary {
 };
 
 struct log_agg {
-	uint32_t rate_per_sec, burst;
-	double tokens;
-	uint64_t last_ms, window_ms;
+	struct tbucket tb;
+	uint64_t window_ms;
 	struct log_agg_entry e[LOG_AGG_SLOTS];
 	int16_t bucket[LOG_AGG_BUCKETS];
 	int16_t oldest, newest, free_head;

@@ -92,6 +92,17 @@ static void
 metrics_dns(struct metrics_out *o, const struct stats *st)
 {
 	static const char name[] = "egressd_dns_queries_total";
+	const struct {
+		const char *decision;
+		uint64_t v;
+	} by[] = {
+	    {"allowed", st->dns_allowed},
+	    {"denied", st->dns_denied},
+	    {"cname_denied", st->dns_cname_denied},
+	    {"local", st->dns_local},
+	    {"formerr", st->dns_formerr},
+	    {"servfail", st->dns_servfail},
+	};
 	uint64_t cum = 0;
 	size_t i;
 
@@ -99,18 +110,9 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 	    "DNS queries received from the sandbox.", st->dns_queries);
 	metrics_family(
 	    o, name, "counter", "DNS queries answered, by decision.");
-	metrics_printf(
-	    o, "%s{decision=\"allowed\"} %" PRIu64 "\n", name, st->dns_allowed);
-	metrics_printf(
-	    o, "%s{decision=\"denied\"} %" PRIu64 "\n", name, st->dns_denied);
-	metrics_printf(o, "%s{decision=\"cname_denied\"} %" PRIu64 "\n", name,
-	    st->dns_cname_denied);
-	metrics_printf(
-	    o, "%s{decision=\"local\"} %" PRIu64 "\n", name, st->dns_local);
-	metrics_printf(
-	    o, "%s{decision=\"formerr\"} %" PRIu64 "\n", name, st->dns_formerr);
-	metrics_printf(o, "%s{decision=\"servfail\"} %" PRIu64 "\n", name,
-	    st->dns_servfail);
+	for (i = 0; i < sizeof(by) / sizeof(by[0]); i++)
+		metrics_printf(o, "%s{decision=\"%s\"} %" PRIu64 "\n", name,
+		    by[i].decision, by[i].v);
 	metrics_counter(o, "egressd_dns_private_answers_stripped_total",
 	    "Answers whose internal addresses were removed (rebinding).",
 	    st->dns_private_stripped);
