@@ -158,12 +158,7 @@ wait "$DMQ" 2>/dev/null
 ip netns exec "$SBX" nft delete table inet dnsmasqbench
 
 # --- (c) egressd ---
-mkdir -p "$DIR/rules"
-cat >"$DIR/policy.yaml" <<'EOF'
-defaultAction: deny
-egress:
-  - {action: allow, target: "*.bench.test"}
-EOF
+bench_policy_file
 ip netns exec "$SBX" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     "$EGRESSD_BIN" --policy "$DIR/policy.yaml" --log-file "$DIR/egressd.log" \
     --dns-upstream "$UP_IP" --http-addr 127.0.0.1:18080 \

@@ -26,6 +26,19 @@ bench_need_root()
 	[ -x "$EGRESSD_BIN" ] || die "EGRESSD_BIN not executable: $EGRESSD_BIN"
 }
 
+# The policy both resolver benchmarks run egressd with (allow
+# *.bench.test, deny the rest) in $DIR/policy.yaml, and $DIR/rules.
+bench_policy_file()
+{
+	mkdir -p "$DIR/rules"
+	cat >"$DIR/policy.yaml" <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: "*.bench.test"}
+EOF
+	chmod 600 "$DIR/policy.yaml"
+}
+
 bench_cleanup()
 {
 	local p

@@ -58,13 +58,7 @@ for i in $(seq 100); do
 done
 # The veth is active: the first exchange above went through.
 
-mkdir -p "$DIR/rules"
-cat >"$DIR/policy.yaml" <<'EOF'
-defaultAction: deny
-egress:
-  - {action: allow, target: "*.bench.test"}
-EOF
-chmod 600 "$DIR/policy.yaml"
+bench_policy_file
 ip netns exec "$SBX" nft -f - <<'EOF' || die "nft for dnsmasq"
 table inet dnsmasqbench {
 	set learned4 { type ipv4_addr; flags timeout; timeout 300s; }

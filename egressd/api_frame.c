@@ -250,6 +250,17 @@ frame_chunk_byte(struct api_frame *f, uint8_t c)
 	return API_FRAME_OK;
 }
 
+/* Up to avail bytes of the body or of this chunk; returns how many. */
+static size_t
+frame_take(struct api_frame *f, size_t avail)
+{
+	uint64_t take = avail < f->left ? avail : f->left;
+
+	f->left -= take;
+	f->body_bytes += take;
+	return (size_t)take;
+}
+
 enum api_frame_error
 api_frame_feed(struct api_frame *f, const uint8_t *p, size_t n)
 {
@@ -257,7 +268,6 @@ api_frame_feed(struct api_frame *f, const uint8_t *p, size_t n)
 
 	while (i < n) {
 		uint8_t c = p[i];
-		uint64_t take;
 
 		switch (f->state) {
 		case API_FRAME_ERROR:
@@ -276,19 +286,13 @@ api_frame_feed(struct api_frame *f, const uint8_t *p, size_t n)
 				return f->error;
 			break;
 		case API_FRAME_BODY:
-			take = n - i < f->left ? n - i : f->left;
-			f->left -= take;
-			f->body_bytes += take;
-			i += (size_t)take;
+			i += frame_take(f, n - i);
 			if (f->left == 0)
 				frame_request_done(f);
 			break;
 		case API_FRAME_CHUNKED:
 			if (f->chunk == API_CHUNK_DATA) {
-				take = n - i < f->left ? n - i : f->left;
-				f->left -= take;
-				f->body_bytes += take;
-				i += (size_t)take;
+				i += frame_take(f, n - i);
 				if (f->left == 0)
 					f->chunk = API_CHUNK_DATA_END;
 				break;
