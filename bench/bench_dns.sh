@@ -164,13 +164,7 @@ ip netns exec "$SBX" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     --dns-upstream "$UP_IP" --http-addr 127.0.0.1:18080 \
     --rules-dir "$DIR/rules" >"$DIR/egressd.out" 2>&1 &
 EGD=$!
-PIDS+=($EGD)
-for i in $(seq 100); do
-	grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" 2>/dev/null && break
-	kill -0 "$EGD" 2>/dev/null || die "egressd exited: $(tail -3 "$DIR/egressd.out")"
-	sleep 0.1
-done
-grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" || die "egressd not ready"
+bench_wait_ready "$EGD"
 measure egressd 127.0.0.1 15353
 learned_egd=$(ip netns exec "$SBX" nft list set inet egressd learned4 2>/dev/null |
     grep -c 203.0.113.7)

@@ -34,15 +34,9 @@ EGRESSD_BIN=${EGRESSD_BIN:-build/egressd/egressd}
 FLOWS=${BENCH_FLOWS:-100000}
 RULES=${BENCH_RULES:-4000}
 DUR=${BENCH_SECONDS:-4}
-ID=$$
-UP=bhu-$ID
-SBX=bhs-$ID
-UP_IP=198.51.100.1
-SBX_IP=198.51.100.2
-DIR=$(mktemp -d /tmp/egressd-bench-hot.XXXXXX)
-NAME=bench_hotpath
-TOKEN=bench-$ID-$RANDOM
+TOKEN=bench-$$-$RANDOM
 . "$(dirname "$0")/bench_lib.sh"
+bench_init bench_hotpath bh
 bench_need_root
 command -v dnsmasq >/dev/null || die "dnsmasq not installed"
 bench_pair
@@ -58,12 +52,7 @@ table inet sink {
 	}
 }
 EOF
-ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
-    --no-hosts --no-poll --user=root --group=root --pid-file= \
-    --bind-interfaces --listen-address="$UP_IP" --port=53 \
-    --address=/bench.test/203.0.113.7 --local-ttl=300 --cache-size=0 \
-    --log-facility=/dev/null >"$DIR/up.err" 2>&1 &
-PIDS+=($!)
+bench_upstream
 
 mkdir -p "$DIR/rules"
 cat >"$DIR/policy.yaml" <<'EOF'
@@ -80,13 +69,7 @@ ip netns exec "$SBX" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     --api-token-file "$DIR/token" --max-rules 0 \
     --rules-dir "$DIR/rules" >"$DIR/egressd.out" 2>&1 &
 EGD=$!
-PIDS+=($EGD)
-for i in $(seq 100); do
-	grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" 2>/dev/null && break
-	kill -0 "$EGD" 2>/dev/null || die "egressd exited: $(tail -3 "$DIR/egressd.out")"
-	sleep 0.1
-done
-grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" || die "egressd not ready"
+bench_wait_ready "$EGD"
 
 # probe SECONDS [ACTION...]: queries every 2 ms for SECONDS; ACTION (a
 # command) starts 0.5 s in. Prints "p50 p99 max lost action_s".

@@ -39,6 +39,35 @@ EOF
 	chmod 600 "$DIR/policy.yaml"
 }
 
+# The upstream of the resolver benchmarks: dnsmasq in $UP answering
+# *.bench.test with 203.0.113.7 (TTL 300, no cache), in PIDS.
+bench_upstream()
+{
+	ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
+	    --no-hosts --no-poll --user=root --group=root --pid-file= \
+	    --bind-interfaces --listen-address="$UP_IP" --port=53 \
+	    --address=/bench.test/203.0.113.7 --local-ttl=300 --cache-size=0 \
+	    --log-facility=/dev/null >"$DIR/up.err" 2>&1 &
+	PIDS+=($!)
+}
+
+# bench_wait_ready PID: egressd (PID, started in the background with
+# --log-file $DIR/egressd.log, output in $DIR/egressd.out) is ready within
+# 10 s, or the benchmark dies saying why; PID goes into PIDS.
+bench_wait_ready()
+{
+	local i
+	PIDS+=("$1")
+	for i in $(seq 100); do
+		grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" 2>/dev/null &&
+		    return 0
+		kill -0 "$1" 2>/dev/null ||
+		    die "egressd exited: $(tail -3 "$DIR/egressd.out")"
+		sleep 0.1
+	done
+	die "egressd not ready"
+}
+
 bench_cleanup()
 {
 	local p

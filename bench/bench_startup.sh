@@ -44,12 +44,7 @@ bench_pair
 [ "${BENCH_DEFAULT_ROUTE:-0}" = 1 ] &&
     ip -n "$SBX" route add default via "$UP_IP"
 
-ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
-    --no-hosts --no-poll --user=root --group=root --pid-file= \
-    --bind-interfaces --listen-address="$UP_IP" --port=53 \
-    --address=/bench.test/203.0.113.7 --local-ttl=300 --cache-size=0 \
-    --log-facility=/dev/null >"$DIR/up.err" 2>&1 &
-PIDS+=($!)
+bench_upstream
 for i in $(seq 100); do
 	ip netns exec "$SBX" dig +short +time=1 +tries=1 "@$UP_IP" \
 	    probe.bench.test A 2>/dev/null | grep -q 203.0.113.7 && break
