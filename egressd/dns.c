@@ -1485,6 +1485,18 @@ dns_resolve_upstreams(struct dns *d, const char *const *v, size_t n,
 
 /* ---- life cycle ---- */
 
+/* The listen address as bytes (own4/own6), when it is one literal. */
+static bool
+dns_own_addr(const char *text, int family, uint8_t *out)
+{
+	struct addr a;
+
+	if (!addr_parse_ip(text, strlen(text), &a) || a.family != family)
+		return false;
+	memcpy(out, a.a, family == AF_INET ? 4 : 16);
+	return true;
+}
+
 struct dns *
 dns_new(struct event_base *base, const struct dns_opts *o,
     const struct dns_hooks *h, struct log *lg, struct stats *st, struct err *e)
@@ -1574,7 +1586,7 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 		}
 		if (d->tcp4 == NULL)
 			goto out_free;
-		d->have_own4 = inet_pton(AF_INET, l4, d->own4) == 1;
+		d->have_own4 = dns_own_addr(l4, AF_INET, d->own4);
 	}
 	if (l6[0] != '\0') {
 		err_clear(&e6);
@@ -1590,7 +1602,7 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 			    lg, "dns.listen6_failed", LOG_S("error", e6.msg));
 			dns_udp_close(&d->udp6);
 		} else {
-			d->have_own6 = inet_pton(AF_INET6, l6, d->own6) == 1;
+			d->have_own6 = dns_own_addr(l6, AF_INET6, d->own6);
 		}
 	}
 	if (d->udp4.fd < 0 && d->tcp6 == NULL) {

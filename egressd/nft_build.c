@@ -30,6 +30,7 @@
 #include "egressd/defaults.h"
 #include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
+#include "util/addr.h"
 #include "egressd/special_ranges.h"
 
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
@@ -109,43 +110,16 @@ nft_learned_kernel_size(uint32_t learned_max)
 int
 nft_parse_prefix(const char *s, struct policy_prefix *p, struct err *e)
 {
-	char buf[INET6_ADDRSTRLEN + 8];
-	char *slash, *end;
-	unsigned long len;
-	unsigned bits, i;
+	struct addr a;
+	unsigned plen;
 
-	if (strlen(s) >= sizeof(buf)) {
-		err_set(e, "bad address \"%.64s\"", s);
-		return -1;
-	}
-	memcpy(buf, s, strlen(s) + 1);
-	slash = strchr(buf, '/');
-	if (slash != NULL)
-		*slash++ = '\0';
 	memset(p, 0, sizeof(*p));
-	if (inet_pton(AF_INET, buf, p->addr) == 1) {
-		p->family = 4;
-		bits = 32;
-	} else if (inet_pton(AF_INET6, buf, p->addr) == 1) {
-		p->family = 6;
-		bits = 128;
-	} else {
-		err_set(e, "bad address \"%.64s\"", s);
+	if (addr_parse_cidr(s, &a, &plen, e) == -1)
 		return -1;
-	}
-	len = bits;
-	if (slash != NULL) {
-		errno = 0;
-		len = strtoul(slash, &end, 10);
-		if (*slash == '\0' || *end != '\0' || errno != 0 ||
-		    len > bits) {
-			err_set(e, "bad prefix length in \"%.64s\"", s);
-			return -1;
-		}
-	}
-	p->len = (uint8_t)len;
-	for (i = p->len; i < bits; i++)
-		p->addr[i / 8] &= (uint8_t) ~(0x80u >> (i % 8));
+	addr_mask(&a, plen);
+	p->family = a.family == AF_INET ? 4 : 6;
+	memcpy(p->addr, a.a, p->family == 4 ? 4 : 16);
+	p->len = (uint8_t)plen;
 	return 0;
 }
 

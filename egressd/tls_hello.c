@@ -3,6 +3,7 @@
  * RFC 6066 3 (server_name), RFC 7301 3.1 (ALPN).
  */
 #include "egressd/tls_hello.h"
+#include "util/addr.h"
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -140,9 +141,9 @@ sni_take(struct tls_hello *h, const uint8_t *name, size_t n, struct err *e)
 	}
 	buf[n] = '\0';
 	if (colon) {
-		struct in6_addr a6;
+		struct addr a6;
 
-		if (inet_pton(AF_INET6, buf, &a6) != 1) {
+		if (!addr_parse_ip(buf, n, &a6) || a6.family != AF_INET6) {
 			err_set(e,
 			    "ClientHello: server_name has ':' but is "
 			    "no IPv6 address");
