@@ -490,20 +490,24 @@ egressd_learn_cancel_cb(void *arg, uint64_t ticket)
 	nft_learn_cancel(d->nft, ticket);
 }
 
-/* The API port the sandbox must never reach, from "host:port"/":port". */
+/*
+ * The API port the sandbox must never reach, parsed as the API parses its
+ * listen address (an address it cannot parse fails the API's start, so
+ * egressd never runs with that port unprotected).
+ */
 static uint16_t
 egressd_api_port(const struct config *cfg)
 {
-	const char *colon;
-	unsigned long v;
-	char *end;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct addr a;
+	uint16_t port;
 
-	if (cfg->http_addr == NULL || cfg->http_addr[0] == '\0')
+	if (cfg->http_addr == NULL || cfg->http_addr[0] == '\0' ||
+	    api_parse_addr(cfg->http_addr, &ss, &len, NULL) == -1 ||
+	    addr_from_sockaddr((const struct sockaddr *)&ss, &a, &port) == -1)
 		return 0;
-	if ((colon = strrchr(cfg->http_addr, ':')) == NULL)
-		return 0;
-	v = strtoul(colon + 1, &end, 10);
-	return (*end == '\0' && v > 0 && v <= 65535) ? (uint16_t)v : 0;
+	return port;
 }
 
 /* Adds port to an nft port list unless present (sets refuse duplicates). */
