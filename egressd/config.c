@@ -53,19 +53,75 @@ static const char config_usage_text[] =
                                   "connections leave only from the\n"
                                   "                          pinned ports and "
                                   "the API port (repeatable)\n"
-                                  "  --teardown-on-exit      remove the "
-                                  "nftables table on a clean stop\n"
-                                  "  --learned-max N         elements per "
-                                  "learned set; beyond it the least\n"
-                                  "                          recently learned "
-                                  "are evicted (262144)\n"
-                                  "  --sandbox-id ID         added to every "
-                                  "log line\n"
-                                  "  --log-level LEVEL       debug, info, "
-                                  "warn, error (info)\n"
-                                  "  --log-file FILE         JSON lines to "
-                                  "FILE (reopened on SIGUSR1)\n"
-                                  "  --version, --help\n";
+                                  "  --proxy                 transparent proxy "
+                                  "on intercepted ports (env\n"
+                                  "                          "
+                                  "OPENSANDBOX_EGRESS_"
+                                  "MITMPROXY_TRANSPARENT)\n"
+                                  "  --proxy-port PORT       its port on "
+                                  "127.0.0.1/::1 (" EGRESSD_STR(
+                                      EGRESSD_DEFAULT_PROXY_PORT) ")\n"
+                                                                  "  "
+                                                                  "--intercept-"
+                                                                  "port PORT   "
+                                                                  "a TCP port "
+                                                                  "redirected "
+                                                                  "to the "
+                                                                  "proxy "
+                                                                  "besides\n"
+                                                                  "            "
+                                                                  "            "
+                                                                  "  80 and "
+                                                                  "443 "
+                                                                  "(repeatable)"
+                                                                  "\n"
+                                                                  "  "
+                                                                  "--teardown-"
+                                                                  "on-exit     "
+                                                                  " remove the "
+                                                                  "nftables "
+                                                                  "table on a "
+                                                                  "clean stop\n"
+                                                                  "  "
+                                                                  "--learned-"
+                                                                  "max N       "
+                                                                  "  elements "
+                                                                  "per "
+                                                                  "learned "
+                                                                  "set; beyond "
+                                                                  "it the "
+                                                                  "least\n"
+                                                                  "            "
+                                                                  "            "
+                                                                  "  recently "
+                                                                  "learned "
+                                                                  "are evicted "
+                                                                  "(262144)\n"
+                                                                  "  "
+                                                                  "--sandbox-"
+                                                                  "id ID       "
+                                                                  "  added to "
+                                                                  "every "
+                                                                  "log line\n"
+                                                                  "  "
+                                                                  "--log-level "
+                                                                  "LEVEL       "
+                                                                  "debug, "
+                                                                  "info, "
+                                                                  "warn, error "
+                                                                  "(info)\n"
+                                                                  "  "
+                                                                  "--log-file "
+                                                                  "FILE        "
+                                                                  " JSON lines "
+                                                                  "to "
+                                                                  "FILE "
+                                                                  "(reopened "
+                                                                  "on "
+                                                                  "SIGUSR1)\n"
+                                                                  "  "
+                                                                  "--version, "
+                                                                  "--help\n";
 
 const char *
 config_usage(void)
@@ -445,6 +501,7 @@ enum config_key {
 	K_LOG_LEVEL,
 	K_TRANSPARENT,
 	K_PROXY_PORT,
+	K_INTERCEPT_PORTS,
 	K_TRUST_DIR,
 	K_SSL_INSECURE,
 	K_TOKEN_FILE,
@@ -570,6 +627,9 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_INBOUND_PORTS:
 		return config_set_ports(
 		    c->inbound_ports, &c->ninbound_ports, v, what, e);
+	case K_INTERCEPT_PORTS:
+		return config_set_ports(
+		    c->intercept_ports, &c->nintercept_ports, v, what, e);
 	case K_FAILPOINT:
 		return config_set_str(&c->failpoint, v, what, e);
 	}
@@ -615,6 +675,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_TEST_FAILPOINT", K_FAILPOINT},
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
     {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
+    {"EGRESSD_INTERCEPT_PORTS", K_INTERCEPT_PORTS},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
 };
 
@@ -722,6 +783,9 @@ static const struct config_flag config_flags[] = {
     CF_KEY("log-file", K_LOG_FILE),
     CF_PORT("protect-port", protected_ports, nprotected_ports),
     CF_PORT("inbound-port", inbound_ports, ninbound_ports),
+    CF_TRUE("proxy", proxy_transparent),
+    CF_KEY("proxy-port", K_PROXY_PORT),
+    CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_TRUE("version", version),
     CF_TRUE("help", help),
 };
@@ -917,6 +981,12 @@ config_finish(struct config *c, struct err *e)
 	}
 	if (c->ssl_insecure && !c->proxy_transparent) {
 		/* Harmless, but say nothing: the proxy is off anyway. */
+	}
+	if (c->proxy_transparent && c->mode == CONFIG_MODE_DNS) {
+		err_set(e,
+		    "the transparent proxy needs mode dns+nft (the "
+		    "redirect to it is an nftables rule)");
+		return -1;
 	}
 	if (c->proxy_port == c->dns_port) {
 		err_set(e, "proxy port and DNS port must differ (both %u)",

@@ -81,9 +81,12 @@ struct config {
 	bool block_doh_443;
 	struct config_strlist doh_blocklist; /* IPs/CIDRs */
 
-	/* Transparent proxy / vault (later milestones; parsed and validated). */
+	/* Transparent proxy (proxy.h); the vault's settings come later. */
 	bool proxy_transparent;
 	uint16_t proxy_port;
+	/* TCP ports redirected to the proxy besides 80 and 443. */
+	uint16_t intercept_ports[CONFIG_PORTS_MAX];
+	size_t nintercept_ports;
 	char *trust_dir;
 	bool ssl_insecure;
 

@@ -20,6 +20,7 @@
 #include "egressd/log.h"
 #include "egressd/nft.h"
 #include "egressd/policyfile.h"
+#include "egressd/proxy.h"
 #include "egressd/stats.h"
 #include "egressd/webhook.h"
 #include "policy/policy.h"
@@ -58,6 +59,7 @@ struct egressd {
 	struct dns *dns;
 	struct api *api;
 	struct webhook *webhook; /* deny webhook, NULL when not configured */
+	struct proxy *proxy; /* transparent proxy, NULL when off */
 
 	/* Readiness, truthful: each flag says what is really in force. */
 	bool nft_ok, dns_ok, api_ok, selfcheck_ok;
@@ -534,8 +536,12 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 	o->mark = c->mark;
 	o->dns_port = c->dns_port;
 	o->learned_max = c->learned_max;
-	/* No transparent proxy in this release: never install the redirect. */
-	o->proxy_port = 0;
+	/* The proxy binds before the first batch (egressd_start_proxy), so
+	 * the redirect never points at a closed port. */
+	o->proxy_port = c->proxy_transparent ? c->proxy_port : 0;
+	for (i = 0; i < c->nintercept_ports; i++)
+		egressd_add_port(o->intercept_ports, &o->nintercept_ports,
+		    c->intercept_ports[i]);
 	o->nprotected_ports = 0;
 	if (api_port != 0)
 		o->protected_ports[o->nprotected_ports++] = api_port;
@@ -787,6 +793,83 @@ fail:
 }
 
 /* Upstreams: flags/env win, then the policy file's dns.upstreams. */
+/*
+ * The proxy's decision for a name at the original destination: the name
+ * must be allowed for TCP to that port, and the destination must be an
+ * address the resolver learned for exactly that name (the shared-IP and
+ * fronting defence: an allowed name does not open another name's
+ * address), unless an explicit IP/CIDR rule allows the address itself.
+ */
+static enum proxy_reason
+egressd_proxy_judge_cb(
+    void *arg, const char *name, const struct addr *dst, uint16_t port)
+{
+	struct egressd *d = arg;
+	struct policy_reach reach;
+	const char *names[NFT_NAMES_PER_ADDR];
+	struct addr lit;
+	size_t i, n;
+	int fam;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	fam = dst->family == AF_INET ? 4 : 6;
+	if (addr_parse_ip(name, strlen(name), &lit))
+		return lit.family == dst->family &&
+		        memcmp(lit.a, dst->a, fam == 4 ? 4 : 16) == 0 &&
+		        policy_addr_explicitly_allowed(d->policy, fam, dst->a)
+		    ? PROXY_OK
+		    : PROXY_SNI_IP;
+	if (policy_match_domain_reach(d->policy, name, NULL, &reach) !=
+	        POLICY_ALLOW ||
+	    !policy_reach_allows(&reach, POLICY_PROTO_TCP, port))
+		return PROXY_NAME_DENIED;
+	if (policy_addr_explicitly_allowed(d->policy, fam, dst->a))
+		return PROXY_OK;
+	if (d->nft == NULL)
+		return PROXY_ADDR_MISMATCH;
+	n = nft_learned_lookup(d->nft, fam, dst->a, names, NFT_NAMES_PER_ADDR);
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return PROXY_OK;
+	return PROXY_ADDR_MISMATCH;
+}
+
+/* With the proxy on, every answer loses its ECH keys (clients then send
+ * a plain SNI the proxy can judge). */
+static bool
+egressd_intercepted_cb(void *arg, const char *name)
+{
+	struct egressd *d = arg;
+
+	(void)name;
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return d->proxy != NULL;
+}
+
+static int
+egressd_start_proxy(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	struct proxy_opts o;
+	struct proxy_hooks h;
+
+	if (!c->proxy_transparent)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	o.port = c->proxy_port;
+	o.mark = c->mark;
+	h.judge = egressd_proxy_judge_cb;
+	h.arg = d;
+	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
+		return -1;
+	log_info(
+	    d->log, "proxy.listening", LOG_U("port", proxy_port(d->proxy)));
+	return 0;
+}
+
 static int
 egressd_start_dns(struct egressd *d, struct err *e)
 {
@@ -824,6 +907,7 @@ egressd_start_dns(struct egressd *d, struct err *e)
 	h.learn_submit = d->nft != NULL ? egressd_learn_submit_cb : NULL;
 	h.learn_cancel = d->nft != NULL ? egressd_learn_cancel_cb : NULL;
 	h.on_deny = d->webhook != NULL ? egressd_on_deny_cb : NULL;
+	h.intercepted = c->proxy_transparent ? egressd_intercepted_cb : NULL;
 	h.arg = d;
 	if ((d->dns = dns_new(d->base, &o, &h, d->log, &d->stats, e)) == NULL) {
 		err_prefix(e, "resolver");
@@ -911,6 +995,34 @@ egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 
 /* Fresh per-decision nft counters for each scrape (one netlink dump). */
 static void
+egressd_proxy_stats(struct egressd *d)
+{
+	struct stats *st = &d->stats;
+	struct proxy_status ps;
+	size_t i;
+
+	if (d->proxy == NULL)
+		return;
+	proxy_status(d->proxy, &ps);
+	st->proxy_on = true;
+	st->proxy_accepted = ps.accepted;
+	st->proxy_passthrough = ps.passthrough;
+	st->proxy_refused = ps.refused;
+	st->proxy_up_bytes = ps.up_bytes;
+	st->proxy_down_bytes = ps.down_bytes;
+	for (i = 0; i < PROXY_NREASONS && i < STATS_PROXY_REASONS; i++) {
+		st->proxy_reason_names[i] = proxy_reason_name(i);
+		st->proxy_closed[i] = ps.by_reason[i];
+	}
+	st->proxy_nreasons = i;
+	for (i = 0; i < PROXY_NSTATES && i < STATS_PROXY_STATES; i++) {
+		st->proxy_state_names[i] = proxy_state_name(i);
+		st->proxy_active[i] = ps.by_state[i];
+	}
+	st->proxy_nstates = i;
+}
+
+static void
 egressd_api_metrics_refresh_cb(void *arg)
 {
 	struct egressd *d = arg;
@@ -920,6 +1032,7 @@ egressd_api_metrics_refresh_cb(void *arg)
 
 	if (d->magic != EGRESSD_MAGIC)
 		abort();
+	egressd_proxy_stats(d);
 	if (d->nft == NULL)
 		return;
 	if (nft_read_counters(d->nft, c, &e) == -1) {
@@ -988,8 +1101,13 @@ egressd_api_status_cb(void *arg, json_t *out)
 	} else
 		json_object_set_new(notenf, "nft", json_string(d->nft_why));
 	json_array_append_new(enf, json_string("dns-filter"));
+	if (d->proxy != NULL)
+		json_array_append_new(enf, json_string("proxy-sni-host-check"));
+	else
+		json_object_set_new(
+		    notenf, "transparentProxy", json_string("off (--proxy)"));
 	json_object_set_new(
-	    notenf, "credentialProxy", json_string("not part of this release"));
+	    notenf, "credentialVault", json_string("not part of this release"));
 	json_object_set_new(out, "version", json_string(EGRESSD_VERSION));
 	json_object_set_new(
 	    out, "configuredMode", json_string(config_mode_name(d->cfg->mode)));
@@ -1039,6 +1157,31 @@ egressd_api_status_cb(void *arg, json_t *out)
 		}
 		json_object_set_new(dns, "upstreams", ups);
 		json_object_set_new(out, "dns", dns);
+	}
+	if (d->proxy != NULL) {
+		struct proxy_status ps;
+		json_t *px = json_object(), *by = json_object(),
+		       *sts = json_object();
+
+		proxy_status(d->proxy, &ps);
+		json_object_set_new(
+		    px, "port", json_integer(proxy_port(d->proxy)));
+		json_object_set_new(
+		    px, "accepted", json_integer((json_int_t)ps.accepted));
+		json_object_set_new(px, "passthrough",
+		    json_integer((json_int_t)ps.passthrough));
+		json_object_set_new(
+		    px, "refused", json_integer((json_int_t)ps.refused));
+		for (i = 1; i < PROXY_NREASONS; i++)
+			if (ps.by_reason[i] != 0)
+				json_object_set_new(by, proxy_reason_name(i),
+				    json_integer((json_int_t)ps.by_reason[i]));
+		json_object_set_new(px, "closedByReason", by);
+		for (i = 0; i < PROXY_NSTATES; i++)
+			json_object_set_new(sts, proxy_state_name(i),
+			    json_integer((json_int_t)ps.by_state[i]));
+		json_object_set_new(px, "open", sts);
+		json_object_set_new(out, "proxy", px);
 	}
 	if (d->nft != NULL)
 		json_object_set_new(out, "learnedAddresses",
@@ -1285,14 +1428,11 @@ egressd_init(
 	for (i = 0; i < cfg->unknown_env.n; i++)
 		log_warn(lg, "config.unknown_variable",
 		    LOG_S("name", cfg->unknown_env.v[i]));
-	if (cfg->proxy_transparent)
-		log_warn(lg, "proxy.unavailable",
-		    LOG_S("detail",
-		        "transparent proxy is not part of this "
-		        "release; no traffic is intercepted"));
-	/* Order: the resolver binds before the ruleset redirects to it. */
+	/* Order: the resolver and the proxy bind before the ruleset
+	 * redirects to them. */
 	if (egressd_signals(d, e) == -1 || egressd_start_webhook(d, e) == -1 ||
 	    egressd_open_nft(d, e) == -1 || egressd_start_dns(d, e) == -1 ||
+	    egressd_start_proxy(d, e) == -1 ||
 	    egressd_enforce_nft(d, e) == -1 || egressd_start_api(d, e) == -1 ||
 	    egressd_watch_files(d, e) == -1)
 		return -1;
@@ -1331,6 +1471,7 @@ egressd_clear(struct egressd *d)
 	if (d->magic != EGRESSD_MAGIC)
 		return;
 	api_free(d->api);
+	proxy_free(d->proxy);
 	dns_free(d->dns);
 	webhook_free(d->webhook);
 	nft_renew_free(d->renew);

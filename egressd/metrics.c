@@ -162,6 +162,48 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 }
 
 static void
+metrics_proxy(struct metrics_out *o, const struct stats *st)
+{
+	size_t i;
+
+	if (!st->proxy_on)
+		return;
+	metrics_counter(o, "egressd_proxy_accepted_total",
+	    "Connections the transparent proxy accepted.", st->proxy_accepted);
+	metrics_family(o, "egressd_proxy_connections_total", "counter",
+	    "Proxy connections by decision.");
+	metrics_printf(o,
+	    "egressd_proxy_connections_total{decision=\"passthrough\"} "
+	    "%" PRIu64 "\n",
+	    st->proxy_passthrough);
+	metrics_printf(o,
+	    "egressd_proxy_connections_total{decision=\"refused\"} "
+	    "%" PRIu64 "\n",
+	    st->proxy_refused);
+	metrics_family(o, "egressd_proxy_closed_total", "counter",
+	    "Proxy connections closed, by reason (a refusal's reason, or why "
+	    "a relayed one ended).");
+	for (i = 0; i < st->proxy_nreasons; i++)
+		metrics_printf(o,
+		    "egressd_proxy_closed_total{reason=\"%s\"} %" PRIu64 "\n",
+		    st->proxy_reason_names[i], st->proxy_closed[i]);
+	metrics_family(o, "egressd_proxy_connections", "gauge",
+	    "Open proxy connections, by state.");
+	for (i = 0; i < st->proxy_nstates; i++)
+		metrics_printf(o,
+		    "egressd_proxy_connections{state=\"%s\"} %" PRIu64 "\n",
+		    st->proxy_state_names[i], st->proxy_active[i]);
+	metrics_family(o, "egressd_proxy_bytes_total", "counter",
+	    "Bytes relayed by the proxy, by direction.");
+	metrics_printf(o,
+	    "egressd_proxy_bytes_total{direction=\"up\"} %" PRIu64 "\n",
+	    st->proxy_up_bytes);
+	metrics_printf(o,
+	    "egressd_proxy_bytes_total{direction=\"down\"} %" PRIu64 "\n",
+	    st->proxy_down_bytes);
+}
+
+static void
 metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 {
 	metrics_counter(o, "egressd_nft_batches_total",
@@ -258,6 +300,7 @@ metrics_render(const struct stats *st, const struct metrics_info *info,
 
 	metrics_dns(&o, st);
 	metrics_nft_policy(&o, st);
+	metrics_proxy(&o, st);
 
 	metrics_counter(&o, "egressd_api_requests_total",
 	    "Control API requests.", st->api_requests);

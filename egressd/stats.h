@@ -7,6 +7,8 @@
 #ifndef EGRESSD_STATS_H
 #define EGRESSD_STATS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Upper bounds (ms) of the upstream latency histogram; +Inf is implied. */
@@ -63,6 +65,22 @@ struct stats {
 	uint64_t policy_reloads_failed;
 	uint64_t policy_updates_ok; /* API mutations applied */
 	uint64_t policy_updates_failed;
+
+	/*
+	 * Transparent proxy, copied from proxy_status() right before each
+	 * render (names: proxy_reason_name / proxy_state_name, static).
+	 */
+#define STATS_PROXY_REASONS 32
+#define STATS_PROXY_STATES 8
+	bool proxy_on;
+	uint64_t proxy_accepted, proxy_passthrough, proxy_refused;
+	uint64_t proxy_up_bytes, proxy_down_bytes;
+	uint64_t proxy_closed[STATS_PROXY_REASONS];
+	const char *proxy_reason_names[STATS_PROXY_REASONS];
+	size_t proxy_nreasons;
+	uint64_t proxy_active[STATS_PROXY_STATES];
+	const char *proxy_state_names[STATS_PROXY_STATES];
+	size_t proxy_nstates;
 
 	/* API. */
 	uint64_t api_requests;

@@ -1,0 +1,1162 @@
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "egressd/http_chunk.h"
+#include "egressd/http_head.h"
+#include "egressd/log.h"
+#include "egressd/proxy.h"
+#include "egressd/sock.h"
+#include "egressd/tls_hello.h"
+#include "util/now.h"
+
+/* linux/netfilter_ipv6/ip6_tables.h pulls in the iptables ABI; the one
+ * constant is stable (the same number as SO_ORIGINAL_DST). */
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST 80
+#endif
+
+#define PROXY_MAGIC 0x50525859u /* "PRXY" */
+/* Bytes read before a decision: a whole ClientHello in its records, or a
+ * whole request head, and no more. */
+#define PROXY_PEEK_MAX                                                         \
+	(HTTP_HEAD_MAX > TLS_HELLO_MSG_MAX + 4 * TLS_RECORD_HEADER_LEN         \
+	        ? HTTP_HEAD_MAX                                                \
+	        : TLS_HELLO_MSG_MAX + 4 * TLS_RECORD_HEADER_LEN)
+#define PROXY_LOG_RATE 50 /* proxy.refused lines per second, burst 100 */
+
+enum proxy_proto { PROTO_UNKNOWN, PROTO_TLS, PROTO_HTTP };
+
+/* Plain HTTP, client -> origin: where the request stream is. */
+enum http_phase { H_HEAD, H_LENGTH, H_CHUNKED, H_STOPPED };
+
+struct proxy_listener {
+	int fd, family;
+	struct event *ev;
+};
+
+struct proxy_conn {
+	struct proxy *p;
+	struct proxy_conn *prev, *next;
+	enum proxy_state st;
+	enum proxy_proto proto;
+	struct bufferevent *cli, *up;
+	struct event *timer;
+	struct addr dst, peer;
+	uint16_t dport, pport;
+	char name[TLS_HELLO_SNI_MAX + 1]; /* SNI or first Host; "" */
+	bool refused; /* decided against before upstream */
+	enum proxy_reason why; /* the refusal, or why it closed */
+	uint64_t t0_ms, last_ms;
+	uint64_t up_bytes, down_bytes;
+	bool cli_eof, up_eof; /* read side saw EOF */
+	bool cli_shut, up_shut; /* we sent FIN toward it */
+	/* plain HTTP */
+	enum http_phase hphase;
+	size_t hcursor; /* http_head_find_end's scan position */
+	uint64_t body_left;
+	struct http_chunk chunk;
+	int refuse_status; /* a refusal waiting for the origin to finish */
+	enum proxy_reason refuse_why;
+};
+
+struct proxy {
+	uint32_t magic;
+	struct event_base *base;
+	struct log *log;
+	struct proxy_hooks h;
+	struct proxy_opts o;
+	struct proxy_listener l[2];
+	size_t nl;
+	uint16_t port;
+	int reserve_fd; /* closed to accept-and-drop on EMFILE */
+	bool paused;
+	struct proxy_conn *conns;
+	struct proxy_status st;
+	struct log_limiter lim;
+};
+
+static const char *const proxy_reason_names[PROXY_NREASONS] = {
+    [PROXY_OK] = "done",
+    [PROXY_NO_SNI] = "no_sni",
+    [PROXY_SNI_IP] = "sni_ip",
+    [PROXY_ESNI] = "esni",
+    [PROXY_NAME_DENIED] = "name_denied",
+    [PROXY_ADDR_MISMATCH] = "addr_mismatch",
+    [PROXY_BAD_HELLO] = "bad_hello",
+    [PROXY_BAD_REQUEST] = "bad_request",
+    [PROXY_NO_HOST] = "no_host",
+    [PROXY_PORT_MISMATCH] = "port_mismatch",
+    [PROXY_UNSUPPORTED] = "unsupported",
+    [PROXY_NO_DST] = "no_original_dst",
+    [PROXY_HELLO_TIMEOUT] = "hello_timeout",
+    [PROXY_CONNECT_FAILED] = "connect_failed",
+    [PROXY_CONNECT_TIMEOUT] = "connect_timeout",
+    [PROXY_IDLE] = "idle",
+    [PROXY_CLIENT_ERROR] = "client_error",
+    [PROXY_UPSTREAM_ERROR] = "upstream_error",
+    [PROXY_SHUTDOWN] = "shutdown",
+};
+
+static const char *const proxy_state_names[PROXY_NSTATES] = {
+    [PROXY_ST_PEEK] = "peek",
+    [PROXY_ST_CONNECT] = "connect",
+    [PROXY_ST_RELAY] = "relay",
+    [PROXY_ST_REFUSE] = "refuse",
+};
+
+const char *
+proxy_reason_name(enum proxy_reason r)
+{
+	return (unsigned)r < PROXY_NREASONS ? proxy_reason_names[r] : "?";
+}
+
+const char *
+proxy_state_name(enum proxy_state s)
+{
+	return (unsigned)s < PROXY_NSTATES ? proxy_state_names[s] : "?";
+}
+
+void
+proxy_tls_alert(enum proxy_reason r, uint8_t out[7])
+{
+	/* RFC 8446 6: level fatal; decode_error for what does not parse,
+	 * unrecognized_name for a missing or unusable SNI, access_denied
+	 * for what the policy refuses. */
+	uint8_t desc;
+
+	switch (r) {
+	case PROXY_BAD_HELLO:
+		desc = 50;
+		break;
+	case PROXY_NO_SNI:
+	case PROXY_SNI_IP:
+	case PROXY_ESNI:
+		desc = 112;
+		break;
+	default:
+		desc = 49;
+		break;
+	}
+	out[0] = 21; /* alert */
+	out[1] = 3;
+	out[2] = 3;
+	out[3] = 0;
+	out[4] = 2;
+	out[5] = 2; /* fatal */
+	out[6] = desc;
+}
+
+int
+proxy_http_status(enum proxy_reason r)
+{
+	switch (r) {
+	case PROXY_BAD_REQUEST:
+	case PROXY_NO_HOST:
+		return 400;
+	case PROXY_UNSUPPORTED:
+		return 501;
+	default:
+		return 403;
+	}
+}
+
+/* --- connection life ------------------------------------------------------ */
+
+static void proxy_resume_accept(struct proxy *p);
+
+static void
+proxy_set_state(struct proxy_conn *c, enum proxy_state st)
+{
+	c->p->st.by_state[c->st]--;
+	c->st = st;
+	c->p->st.by_state[st]++;
+}
+
+static void
+proxy_arm(struct proxy_conn *c, unsigned ms)
+{
+	struct timeval tv = {ms / 1000, (long)(ms % 1000) * 1000};
+
+	(void)evtimer_add(c->timer, &tv);
+}
+
+/* The one close path. */
+static void
+proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
+{
+	struct proxy *p = c->p;
+	char dst[ADDR_TEXT_MAX];
+
+	if (!c->refused)
+		c->why = why;
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	log_info(p->log, "proxy.closed",
+	    LOG_S("decision",
+	        c->refused          ? "refused"
+	            : c->up != NULL ? "passthrough"
+	                            : "none"),
+	    LOG_S("reason", proxy_reason_name(c->why)),
+	    LOG_S("proto",
+	        c->proto == PROTO_TLS        ? "tls"
+	            : c->proto == PROTO_HTTP ? "http"
+	                                     : "unknown"),
+	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
+	    LOG_U("down", c->down_bytes),
+	    LOG_U("ms", now_mono_ms() - c->t0_ms));
+	p->st.by_reason[c->why]++;
+	p->st.by_state[c->st]--;
+	p->st.active--;
+	p->st.up_bytes += c->up_bytes;
+	p->st.down_bytes += c->down_bytes;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		p->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	if (c->cli != NULL)
+		bufferevent_free(c->cli);
+	if (c->up != NULL)
+		bufferevent_free(c->up);
+	event_free(c->timer);
+	free(c);
+	proxy_resume_accept(p);
+}
+
+static void
+proxy_log_refused(struct proxy_conn *c)
+{
+	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 32];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	(void)snprintf(
+	    key, sizeof(key), "%s|%s", dst, proxy_reason_name(c->why));
+	if (!log_limiter_allow(&c->p->lim, key, now_mono_ms()))
+		return;
+	log_info(c->p->log, "proxy.refused",
+	    LOG_S("proto", c->proto == PROTO_TLS ? "tls" : "http"),
+	    LOG_S("reason", proxy_reason_name(c->why)), LOG_S("name", c->name),
+	    LOG_S("dst", dst));
+}
+
+/*
+ * Our answer is queued: send it, then FIN, then read and drop what the
+ * client still sends for PROXY_LINGER_MS (closing with unread input
+ * would reset the connection and could destroy the answer in flight).
+ */
+static void
+proxy_refuse_send(struct proxy_conn *c, const void *msg, size_t len)
+{
+	if (!c->refused)
+		c->p->st.refused++;
+	c->refused = true;
+	proxy_log_refused(c);
+	if (c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
+	proxy_set_state(c, PROXY_ST_REFUSE);
+	evbuffer_drain(bufferevent_get_input(c->cli),
+	    evbuffer_get_length(bufferevent_get_input(c->cli)));
+	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	if (bufferevent_write(c->cli, msg, len) == -1) {
+		proxy_conn_close(c, c->why);
+		return;
+	}
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	proxy_arm(c, PROXY_LINGER_MS);
+}
+
+static void
+proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why)
+{
+	uint8_t alert[7];
+
+	c->why = why;
+	proxy_tls_alert(why, alert);
+	proxy_refuse_send(c, alert, sizeof(alert));
+}
+
+static void
+proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
+{
+	char msg[512];
+	int body, n;
+	char text[64];
+
+	c->why = why;
+	body = snprintf(
+	    text, sizeof(text), "egressd: %s\n", proxy_reason_name(why));
+	n = snprintf(msg, sizeof(msg),
+	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+	    status, http_reason(status), body, text);
+	proxy_refuse_send(c, msg, (size_t)n);
+}
+
+/* --- relaying ---------------------------------------------------------------- */
+
+static struct bufferevent *
+proxy_other(struct proxy_conn *c, struct bufferevent *b)
+{
+	return b == c->cli ? c->up : c->cli;
+}
+
+/*
+ * Moves what src has read toward dst, at most max bytes (SIZE_MAX: all),
+ * and stops src's reads while dst has PROXY_HIGH_WM queued; dst's write
+ * callback (low watermark half that) resumes them. -1: out of memory
+ * (the caller closes).
+ */
+static int
+proxy_move(struct proxy_conn *c, struct bufferevent *src,
+    struct bufferevent *dst, size_t max)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+	struct evbuffer *out = bufferevent_get_output(dst);
+	size_t n = evbuffer_get_length(in);
+
+	if (n > max)
+		n = max;
+	if (n == 0)
+		return 0;
+	if (evbuffer_remove_buffer(in, out, n) != (int)n)
+		return -1;
+	if (src == c->cli)
+		c->up_bytes += n;
+	else
+		c->down_bytes += n;
+	c->last_ms = now_mono_ms();
+	if (evbuffer_get_length(out) >= PROXY_HIGH_WM)
+		bufferevent_disable(src, EV_READ);
+	return 0;
+}
+
+/* FIN toward b once its output is flushed (TCP half-close both ways). */
+static void
+proxy_shut(struct proxy_conn *c, struct bufferevent *b)
+{
+	bool *shut = b == c->cli ? &c->cli_shut : &c->up_shut;
+
+	if (*shut || evbuffer_get_length(bufferevent_get_output(b)) != 0)
+		return;
+	*shut = true;
+	(void)shutdown(bufferevent_getfd(b), SHUT_WR);
+}
+
+/* Both directions ended and flushed: done. Returns true if c is gone. */
+static bool
+proxy_maybe_done(struct proxy_conn *c)
+{
+	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut) {
+		proxy_conn_close(c, PROXY_OK);
+		return true;
+	}
+	return false;
+}
+
+static enum proxy_reason proxy_judge_host(
+    struct proxy_conn *c, const struct http_head *h, int *status);
+
+/*
+ * Plain HTTP, client -> origin: each head judged, bodies forwarded by
+ * their framing. A refused head stops the stream: nothing more goes
+ * upstream; the origin gets a FIN and the refusal follows its last byte.
+ */
+static int
+proxy_http_pump(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	struct http_head h;
+	struct err e = {""};
+	size_t len, end;
+	int status;
+	enum proxy_reason why;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (len == 0 || c->hphase == H_STOPPED)
+			return 0;
+		switch (c->hphase) {
+		case H_HEAD: {
+			const char *buf = (const char *)evbuffer_pullup(in,
+			    (ev_ssize_t)(len < PROXY_PEEK_MAX
+			            ? len
+			            : PROXY_PEEK_MAX));
+
+			if (!http_head_find_end(buf,
+			        len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX,
+			        &c->hcursor, &end)) {
+				if (len >= PROXY_PEEK_MAX) {
+					why = PROXY_BAD_REQUEST;
+					status = 431;
+					goto refuse;
+				}
+				/* at most a head buffered before judging */
+				bufferevent_setwatermark(
+				    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+				return 0;
+			}
+			c->hcursor = 0;
+			if (http_parse_request(buf, end, &h, &e) !=
+			    HTTP_HEAD_OK) {
+				why = PROXY_BAD_REQUEST;
+				status =
+				    h.reject_status ? h.reject_status : 400;
+				goto refuse;
+			}
+			why = proxy_judge_host(c, &h, &status);
+			if (why != PROXY_OK)
+				goto refuse;
+			bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+			if (proxy_move(c, c->cli, c->up, end) == -1)
+				goto nomem;
+			if (h.body == HTTP_BODY_LENGTH) {
+				c->body_left = h.content_length;
+				c->hphase = c->body_left ? H_LENGTH : H_HEAD;
+			} else if (h.body == HTTP_BODY_CHUNKED) {
+				http_chunk_init(&c->chunk);
+				c->hphase = H_CHUNKED;
+			}
+			break;
+		}
+		case H_LENGTH: {
+			size_t n = len < c->body_left ? len : c->body_left;
+
+			if (proxy_move(c, c->cli, c->up, n) == -1)
+				goto nomem;
+			c->body_left -= n;
+			if (c->body_left == 0)
+				c->hphase = H_HEAD;
+			break;
+		}
+		case H_CHUNKED: {
+			struct evbuffer_iovec v;
+			size_t used, nd, took = 0;
+			const uint8_t *d;
+			enum http_chunk_rc rc;
+
+			/* The decoder checks the framing; the bytes go as
+			 * received, and only those it consumed. */
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				return 0;
+			for (;;) {
+				rc = http_chunk_feed(&c->chunk,
+				    (const uint8_t *)v.iov_base + took,
+				    v.iov_len - took, &used, &d, &nd, &e);
+				took += used;
+				if (rc != HTTP_CHUNK_DATA || took == v.iov_len)
+					break;
+			}
+			if (rc == HTTP_CHUNK_BAD) {
+				why = PROXY_BAD_REQUEST;
+				status = 400;
+				goto refuse;
+			}
+			if (proxy_move(c, c->cli, c->up, took) == -1)
+				goto nomem;
+			if (rc == HTTP_CHUNK_DONE)
+				c->hphase = H_HEAD;
+			break;
+		}
+		case H_STOPPED:
+			return 0;
+		}
+		if (!(bufferevent_get_enabled(c->cli) & EV_READ))
+			return 0; /* backpressure: resumed by the write cb */
+	}
+nomem:
+	proxy_conn_close(c, PROXY_CLIENT_ERROR);
+	return -1;
+refuse:
+	/* What was forwarded before stays answered: stop the stream, let
+	 * the origin finish, then send the refusal (proxy_relay_event). */
+	c->hphase = H_STOPPED;
+	c->refuse_status = status;
+	c->refuse_why = why;
+	bufferevent_disable(c->cli, EV_READ);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (c->up == NULL || c->up_bytes == 0) {
+		/* nothing forwarded yet: answer at once */
+		proxy_refuse_http(c, status, why);
+		return 0;
+	}
+	proxy_shut(c, c->up);
+	/* an origin that ignores the FIN does not hold the slot */
+	proxy_arm(c, c->p->o.connect_ms);
+	return 0;
+}
+
+/* -1: c is gone. */
+static int
+proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
+{
+	if (b == c->cli && c->proto == PROTO_HTTP)
+		return proxy_http_pump(c);
+	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+proxy_up_read(struct bufferevent *b, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	if (c->st == PROXY_ST_RELAY)
+		(void)proxy_relay_read(c, b);
+}
+
+/* Output drained below its low watermark: resume the other side's
+ * reads; flush a pending FIN. */
+static void
+proxy_write_cb(struct bufferevent *b, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct bufferevent *o;
+
+	if (c->st == PROXY_ST_REFUSE) {
+		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
+		    !c->cli_shut) {
+			c->cli_shut = true;
+			(void)shutdown(bufferevent_getfd(b), SHUT_WR);
+		}
+		return;
+	}
+	if (c->st != PROXY_ST_RELAY)
+		return;
+	o = proxy_other(c, b);
+	if (b == c->cli && c->refuse_status != 0 && c->up_eof &&
+	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
+		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		return;
+	}
+	if (!((o == c->cli) ? c->cli_eof : c->up_eof) &&
+	    !(o == c->cli && c->hphase == H_STOPPED)) {
+		bufferevent_enable(o, EV_READ);
+		/* what waited in its input */
+		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+			return;
+	}
+	if ((o == c->cli ? c->cli_eof : c->up_eof)) {
+		proxy_shut(c, b);
+		(void)proxy_maybe_done(c);
+	}
+}
+
+static void
+proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
+{
+	struct bufferevent *o = proxy_other(c, b);
+	bool is_cli = b == c->cli;
+
+	if (what & BEV_EVENT_ERROR) {
+		proxy_conn_close(
+		    c, is_cli ? PROXY_CLIENT_ERROR : PROXY_UPSTREAM_ERROR);
+		return;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	if (is_cli)
+		c->cli_eof = true;
+	else
+		c->up_eof = true;
+	/* what was read before the FIN goes first */
+	if (proxy_relay_read(c, b) == -1 || c->st != PROXY_ST_RELAY)
+		return;
+	bufferevent_disable(b, EV_READ);
+	if (!is_cli && c->refuse_status != 0) {
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+			proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		else
+			bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+		return;
+	}
+	if (is_cli && c->hphase == H_STOPPED)
+		return; /* the refusal waits for the origin */
+	bufferevent_setwatermark(o, EV_WRITE, 0, 0);
+	proxy_shut(c, o);
+	(void)proxy_maybe_done(c);
+}
+
+static void
+proxy_up_event(struct bufferevent *b, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	if (c->st == PROXY_ST_CONNECT) {
+		if (what & BEV_EVENT_CONNECTED) {
+			proxy_set_state(c, PROXY_ST_RELAY);
+			c->p->st.passthrough++;
+			c->last_ms = now_mono_ms();
+			(void)evtimer_del(c->timer);
+			proxy_arm(c, c->p->o.idle_ms);
+			bufferevent_setwatermark(
+			    c->up, EV_WRITE, PROXY_HIGH_WM / 2, 0);
+			bufferevent_setwatermark(
+			    c->cli, EV_WRITE, PROXY_HIGH_WM / 2, 0);
+			bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+			bufferevent_enable(c->up, EV_READ | EV_WRITE);
+			bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+			(void)proxy_relay_read(c, c->cli);
+			return;
+		}
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return;
+	}
+	if (c->st == PROXY_ST_RELAY)
+		proxy_relay_event(c, b, what);
+}
+
+/* --- deciding ----------------------------------------------------------------- */
+
+static void
+proxy_connect(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+	struct sockaddr_storage ss;
+	socklen_t sl = addr_to_sockaddr(&c->dst, c->dport, &ss);
+	struct err e = {""};
+	int fd;
+
+	fd = sock_open_marked(
+	    c->dst.family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
+	if (fd == -1) {
+		log_warn(
+		    p->log, "proxy.upstream_socket", LOG_S("error", e.msg));
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return;
+	}
+	{
+		int one = 1;
+		(void)setsockopt(
+		    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	c->up = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->up == NULL) {
+		close(fd);
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return;
+	}
+	bufferevent_setcb(
+	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	proxy_set_state(c, PROXY_ST_CONNECT);
+	bufferevent_disable(c->cli, EV_READ);
+	(void)evtimer_del(c->timer);
+	proxy_arm(c, p->o.connect_ms);
+	if (bufferevent_socket_connect(
+	        c->up, (struct sockaddr *)&ss, (int)sl) == -1)
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+}
+
+/* A name (SNI or Host) for the hook: lowercase, one trailing dot off. */
+static bool
+proxy_norm_name(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t i;
+
+	if (n > 0 && s[n - 1] == '.')
+		n--;
+	if (n == 0 || n >= cap)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		out[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+	}
+	out[n] = '\0';
+	return true;
+}
+
+static enum proxy_reason
+proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
+{
+	struct http_span host;
+	unsigned port;
+	char name[TLS_HELLO_SNI_MAX + 1];
+	enum proxy_reason r;
+
+	*status = 403;
+	if (h->host.p == NULL || h->host.n == 0) {
+		*status = 400;
+		return PROXY_NO_HOST;
+	}
+	if (http_span_ieq(&h->method, "CONNECT") || h->conn_upgrade ||
+	    http_header_get(h, "upgrade", NULL) != NULL) {
+		*status = 501;
+		return PROXY_UNSUPPORTED;
+	}
+	if (http_authority_split(&h->host, 80, &host, &port) == -1 ||
+	    !proxy_norm_name(host.p, host.n, name, sizeof(name))) {
+		*status = 400;
+		return PROXY_BAD_REQUEST;
+	}
+	if (c->name[0] == '\0')
+		memcpy(c->name, name, strlen(name) + 1);
+	if (port != c->dport)
+		return PROXY_PORT_MISMATCH;
+	r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
+	return r;
+}
+
+static void
+proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
+{
+	enum proxy_reason r;
+
+	if (th->has_sni)
+		memcpy(c->name, th->sni, sizeof(c->name));
+	if (th->has_esni)
+		r = PROXY_ESNI;
+	else if (!th->has_sni)
+		r = PROXY_NO_SNI;
+	else if (th->sni_is_ip)
+		r = PROXY_SNI_IP;
+	else
+		r = c->p->h.judge(c->p->h.arg, th->sni, &c->dst, c->dport);
+	if (r != PROXY_OK) {
+		proxy_refuse_tls(c, r);
+		return;
+	}
+	proxy_connect(c);
+}
+
+static void
+proxy_peek(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	size_t len = evbuffer_get_length(in);
+	const uint8_t *buf;
+	struct tls_hello th;
+	struct http_head h;
+	struct err e = {""};
+	size_t end;
+	int status;
+	enum proxy_reason r;
+
+	if (len == 0)
+		return;
+	if (len > PROXY_PEEK_MAX)
+		len = PROXY_PEEK_MAX;
+	buf = evbuffer_pullup(in, (ev_ssize_t)len);
+	if (c->proto == PROTO_UNKNOWN)
+		c->proto = buf[0] == 22 ? PROTO_TLS : PROTO_HTTP;
+	if (c->proto == PROTO_TLS) {
+		switch (tls_hello_parse(buf, len, &th, &e)) {
+		case TLS_HELLO_OK:
+			proxy_decide_tls(c, &th);
+			return;
+		case TLS_HELLO_MORE:
+			if (len < PROXY_PEEK_MAX)
+				return;
+			/* fallthrough */
+		default:
+			proxy_refuse_tls(c, PROXY_BAD_HELLO);
+			return;
+		}
+	}
+	if (!http_head_find_end((const char *)buf, len, &c->hcursor, &end)) {
+		if (len >= PROXY_PEEK_MAX)
+			proxy_refuse_http(c, 431, PROXY_BAD_REQUEST);
+		return;
+	}
+	c->hcursor = 0;
+	if (http_parse_request((const char *)buf, end, &h, &e) !=
+	    HTTP_HEAD_OK) {
+		proxy_refuse_http(c, h.reject_status ? h.reject_status : 400,
+		    PROXY_BAD_REQUEST);
+		return;
+	}
+	r = proxy_judge_host(c, &h, &status);
+	if (r != PROXY_OK) {
+		proxy_refuse_http(c, status, r);
+		return;
+	}
+	/* the head stays in the input: proxy_http_pump forwards it once
+	 * connected, judging it again (same answer: nothing ran between) */
+	proxy_connect(c);
+}
+
+static void
+proxy_cli_read(struct bufferevent *b, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	switch (c->st) {
+	case PROXY_ST_PEEK:
+		proxy_peek(c);
+		break;
+	case PROXY_ST_RELAY:
+		(void)proxy_relay_read(c, b);
+		break;
+	case PROXY_ST_REFUSE:
+		evbuffer_drain(bufferevent_get_input(b),
+		    evbuffer_get_length(bufferevent_get_input(b)));
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+proxy_cli_event(struct bufferevent *b, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	switch (c->st) {
+	case PROXY_ST_RELAY:
+		proxy_relay_event(c, b, what);
+		return;
+	case PROXY_ST_REFUSE:
+		if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+			proxy_conn_close(c, c->why);
+		return;
+	default:
+		/* the client left before a decision, or while connecting */
+		proxy_conn_close(
+		    c, what & BEV_EVENT_EOF ? PROXY_OK : PROXY_CLIENT_ERROR);
+		return;
+	}
+}
+
+static void
+proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+	uint64_t idle, now;
+
+	(void)fd;
+	(void)what;
+	switch (c->st) {
+	case PROXY_ST_PEEK:
+		proxy_conn_close(c, PROXY_HELLO_TIMEOUT);
+		return;
+	case PROXY_ST_CONNECT:
+		proxy_conn_close(c, PROXY_CONNECT_TIMEOUT);
+		return;
+	case PROXY_ST_REFUSE:
+		proxy_conn_close(c, c->why);
+		return;
+	case PROXY_ST_RELAY:
+		if (c->refuse_status != 0) {
+			/* the origin kept the connection after our FIN */
+			c->why = c->refuse_why;
+			proxy_conn_close(c, c->refuse_why);
+			return;
+		}
+		now = now_mono_ms();
+		idle = now - c->last_ms;
+		if (idle >= c->p->o.idle_ms) {
+			proxy_conn_close(c, PROXY_IDLE);
+			return;
+		}
+		proxy_arm(c, (unsigned)(c->p->o.idle_ms - idle));
+		return;
+	default:
+		return;
+	}
+}
+
+/* --- accepting ---------------------------------------------------------------- */
+
+static int
+proxy_original_dst(int fd, int family, struct addr *a, uint16_t *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int rc;
+
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET6)
+		rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &ss, &sl);
+	else
+		rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &ss, &sl);
+	if (rc == -1 ||
+	    addr_from_sockaddr((struct sockaddr *)&ss, a, port) == -1)
+		return -1;
+	return 0;
+}
+
+/* The destination is the proxy itself (a direct connection, not a
+ * redirect) or loopback: never relayed. */
+static bool
+proxy_dst_is_local(const struct addr *a)
+{
+	static const uint8_t v6lo[16] = {[15] = 1};
+
+	if (a->family == AF_INET)
+		return a->a[0] == 127;
+	return memcmp(a->a, v6lo, 16) == 0;
+}
+
+static void
+proxy_conn_new(struct proxy *p, int fd, int family)
+{
+	struct proxy_conn *c = calloc(1, sizeof(*c));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	bool have_dst;
+
+	if (c == NULL) {
+		close(fd);
+		return;
+	}
+	c->p = p;
+	c->t0_ms = c->last_ms = now_mono_ms();
+	c->st = PROXY_ST_PEEK;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		(void)addr_from_sockaddr(
+		    (struct sockaddr *)&ss, &c->peer, &c->pport);
+	have_dst = proxy_original_dst(fd, family, &c->dst, &c->dport) == 0;
+	c->cli = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->timer = evtimer_new(p->base, proxy_timer_cb, c);
+	if (c->cli == NULL || c->timer == NULL) {
+		if (c->cli != NULL)
+			bufferevent_free(c->cli);
+		else
+			close(fd);
+		if (c->timer != NULL)
+			event_free(c->timer);
+		free(c);
+		return;
+	}
+	p->st.accepted++;
+	p->st.active++;
+	p->st.by_state[PROXY_ST_PEEK]++;
+	c->next = p->conns;
+	if (p->conns != NULL)
+		p->conns->prev = c;
+	p->conns = c;
+	if (!have_dst || proxy_dst_is_local(&c->dst)) {
+		if (!have_dst)
+			c->dst.family = family;
+		proxy_conn_close(c, PROXY_NO_DST);
+		return;
+	}
+	bufferevent_setcb(
+	    c->cli, proxy_cli_read, proxy_write_cb, proxy_cli_event, c);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+	bufferevent_enable(c->cli, EV_READ);
+	proxy_arm(c, p->o.hello_ms);
+}
+
+static void
+proxy_pause_accept(struct proxy *p)
+{
+	size_t i;
+
+	if (p->paused)
+		return;
+	p->paused = true;
+	for (i = 0; i < p->nl; i++)
+		(void)event_del(p->l[i].ev);
+}
+
+static void
+proxy_resume_accept(struct proxy *p)
+{
+	size_t i;
+
+	if (!p->paused || p->st.active >= p->o.conns_max ||
+	    p->magic != PROXY_MAGIC)
+		return;
+	p->paused = false;
+	for (i = 0; i < p->nl; i++)
+		(void)event_add(p->l[i].ev, NULL);
+}
+
+static void
+proxy_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct proxy *p = arg;
+	int i, fd, family;
+
+	(void)what;
+	if (p->magic != PROXY_MAGIC)
+		abort();
+	family = AF_INET;
+	for (i = 0; i < (int)p->nl; i++)
+		if (p->l[i].fd == lfd)
+			family = p->l[i].family;
+	/* a bounded batch per wakeup, so one busy listener cannot starve
+	 * the loop */
+	for (i = 0; i < 64; i++) {
+		if (p->st.active >= p->o.conns_max) {
+			proxy_pause_accept(p);
+			return;
+		}
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EMFILE || errno == ENFILE) {
+				/* drop the one waiting, so the listener does
+				 * not stay readable forever */
+				if (p->reserve_fd != -1) {
+					close(p->reserve_fd);
+					fd = accept4(
+					    lfd, NULL, NULL, SOCK_CLOEXEC);
+					if (fd != -1)
+						close(fd);
+					p->reserve_fd = open(
+					    "/dev/null", O_RDONLY | O_CLOEXEC);
+				}
+				log_warn(p->log, "proxy.accept_failed",
+				    LOG_S("error", strerror(EMFILE)));
+			}
+			return;
+		}
+		proxy_conn_new(p, fd, family);
+	}
+}
+
+static int
+proxy_listen(struct proxy *p, int family, const char *addr, struct err *e)
+{
+	struct addr a;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, one = 1;
+	struct proxy_listener *l = &p->l[p->nl];
+
+	if (!addr_parse_ip(addr, strlen(addr), &a) || a.family != family) {
+		err_set(e, "proxy listen address %s: not an IPv%d literal",
+		    addr, family == AF_INET ? 4 : 6);
+		return -1;
+	}
+	sl = addr_to_sockaddr(&a, p->port, &ss);
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1) {
+		err_set(e, "proxy socket: %s", strerror(errno));
+		return -1;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (family == AF_INET6)
+		(void)setsockopt(
+		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) == -1 ||
+	    listen(fd, PROXY_BACKLOG) == -1) {
+		err_set(e, "proxy bind %s port %u: %s", addr, p->port,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (p->port == 0) {
+		sl = sizeof(ss);
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+			uint16_t port;
+			struct addr b;
+			if (addr_from_sockaddr(
+			        (struct sockaddr *)&ss, &b, &port) == 0)
+				p->port = port;
+		}
+	}
+	l->fd = fd;
+	l->family = family;
+	l->ev =
+	    event_new(p->base, fd, EV_READ | EV_PERSIST, proxy_accept_cb, p);
+	if (l->ev == NULL || event_add(l->ev, NULL) == -1) {
+		if (l->ev != NULL)
+			event_free(l->ev);
+		close(fd);
+		err_set(e, "proxy: cannot register the listener");
+		return -1;
+	}
+	p->nl++;
+	return 0;
+}
+
+struct proxy *
+proxy_new(struct event_base *base, const struct proxy_opts *o,
+    const struct proxy_hooks *h, struct log *lg, struct err *e)
+{
+	struct proxy *p;
+	const char *l4 = o->listen4 ? o->listen4 : "127.0.0.1";
+	const char *l6 = o->listen6 ? o->listen6 : "::1";
+
+	if (h == NULL || h->judge == NULL) {
+		err_set(e, "proxy: no judge hook");
+		return NULL;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		err_set(e, "proxy: out of memory");
+		return NULL;
+	}
+	p->magic = PROXY_MAGIC;
+	p->base = base;
+	p->log = lg;
+	p->h = *h;
+	p->o = *o;
+	p->o.listen4 = p->o.listen6 = NULL; /* borrowed strings not kept */
+	if (p->o.conns_max == 0)
+		p->o.conns_max = PROXY_CONNS_MAX;
+	if (p->o.hello_ms == 0)
+		p->o.hello_ms = PROXY_HELLO_MS;
+	if (p->o.connect_ms == 0)
+		p->o.connect_ms = PROXY_CONNECT_MS;
+	if (p->o.idle_ms == 0)
+		p->o.idle_ms = PROXY_IDLE_MS;
+	p->port = o->port;
+	log_limiter_init(&p->lim, PROXY_LOG_RATE, 2 * PROXY_LOG_RATE, 1000);
+	p->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if ((l4[0] != '\0' && proxy_listen(p, AF_INET, l4, e) == -1) ||
+	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1)) {
+		proxy_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void
+proxy_free(struct proxy *p)
+{
+	size_t i;
+
+	if (p == NULL)
+		return;
+	if (p->magic != PROXY_MAGIC)
+		abort();
+	p->paused = true; /* closes must not re-enable the listeners */
+	while (p->conns != NULL)
+		proxy_conn_close(p->conns, PROXY_SHUTDOWN);
+	for (i = 0; i < p->nl; i++) {
+		event_free(p->l[i].ev);
+		close(p->l[i].fd);
+	}
+	if (p->reserve_fd != -1)
+		close(p->reserve_fd);
+	p->magic = 0;
+	free(p);
+}
+
+uint16_t
+proxy_port(const struct proxy *p)
+{
+	return p->port;
+}
+
+void
+proxy_status(const struct proxy *p, struct proxy_status *st)
+{
+	const struct proxy_conn *c;
+
+	*st = p->st;
+	st->paused = p->paused;
+	/* bytes of open connections count too */
+	for (c = p->conns; c != NULL; c = c->next) {
+		st->up_bytes += c->up_bytes;
+		st->down_bytes += c->down_bytes;
+	}
+}

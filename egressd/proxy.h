@@ -1,0 +1,137 @@
+/*
+ * proxy: the transparent proxy behind nft's intercept redirect (issue 17).
+ *
+ * nft redirects the sandbox's TCP connections to intercepted ports (80,
+ * 443 and configured ones) of addresses learned from DNS answers to
+ * 127.0.0.1/[::1]:port. The proxy recovers the original destination
+ * (SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST), reads the client's first
+ * bytes and decides before a byte goes upstream, or even a connection is
+ * opened:
+ *  - TLS: the ClientHello (tls_hello.h). Refused with a TLS alert: no
+ *    SNI, an IP-literal SNI, ESNI, a malformed hello, an SNI the hook
+ *    refuses (a denied name, or an allowed one that never resolved to the
+ *    destination and no IP rule allows: the shared-IP / fronting
+ *    defence). ECH counts as its outer, plain SNI, which must pass.
+ *    Otherwise: a marked connection to the original destination and the
+ *    bytes relayed both ways untouched (pass-through; no egressd CA).
+ *  - Plain HTTP (anything else): every request head on the connection,
+ *    pipelined or keep-alive, is parsed (http_head.h) and judged on its
+ *    own by its Host; a refused one gets 403 (or the parser's status),
+ *    and neither it nor anything after it reaches the origin. Bodies
+ *    are streamed with their framing checked (length or http_chunk).
+ *    CONNECT and Upgrade are refused (501) in this slice.
+ *
+ * Connections have one state machine (enum proxy_state) and one close
+ * path (proxy_conn_close with a reason, logged as proxy.closed). Bounds:
+ * a cap on connections (accept pauses at the cap; one fd is held in
+ * reserve so EMFILE never spins the loop), a deadline per state, and
+ * watermarks so a slow side stops reads on the fast one.
+ *
+ * Ownership: struct proxy owns its listeners and connections; the hooks'
+ * arg and the log are borrowed and must outlive it. Single-threaded, on
+ * the caller's event_base.
+ */
+#ifndef EGRESSD_PROXY_H
+#define EGRESSD_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/addr.h"
+#include "util/err.h"
+
+struct event_base;
+struct log;
+
+#define PROXY_CONNS_MAX 4096 /* default cap on connections at once */
+#define PROXY_HELLO_MS 10000 /* first bytes to a decision */
+#define PROXY_CONNECT_MS 10000 /* upstream connect */
+#define PROXY_IDLE_MS 300000 /* no byte either way */
+#define PROXY_LINGER_MS 1000 /* input drained after our own refusal */
+#define PROXY_HIGH_WM (256u << 10) /* bytes queued toward one side */
+#define PROXY_BACKLOG 512
+
+/* Why a connection was refused or closed; proxy_reason_name() has the
+ * log spelling, stable. */
+enum proxy_reason {
+	PROXY_OK = 0, /* allowed (judge), or closed normally */
+	PROXY_NO_SNI,
+	PROXY_SNI_IP,
+	PROXY_ESNI,
+	PROXY_NAME_DENIED,
+	PROXY_ADDR_MISMATCH,
+	PROXY_BAD_HELLO,
+	PROXY_BAD_REQUEST,
+	PROXY_NO_HOST,
+	PROXY_PORT_MISMATCH,
+	PROXY_UNSUPPORTED,
+	PROXY_NO_DST, /* no original destination: not redirected */
+	PROXY_HELLO_TIMEOUT,
+	PROXY_CONNECT_FAILED,
+	PROXY_CONNECT_TIMEOUT,
+	PROXY_IDLE,
+	PROXY_CLIENT_ERROR,
+	PROXY_UPSTREAM_ERROR,
+	PROXY_SHUTDOWN,
+	PROXY_NREASONS,
+};
+
+enum proxy_state {
+	PROXY_ST_PEEK = 0, /* reading the first bytes */
+	PROXY_ST_CONNECT, /* decided: connecting upstream */
+	PROXY_ST_RELAY, /* bytes both ways */
+	PROXY_ST_REFUSE, /* our refusal is being sent, then lingering */
+	PROXY_NSTATES,
+};
+
+const char *proxy_reason_name(enum proxy_reason r);
+const char *proxy_state_name(enum proxy_state s);
+
+struct proxy_hooks {
+	/*
+	 * May name (lowercase, no trailing dot: an SNI or a Host) be reached
+	 * at dst:port over TCP? PROXY_OK, or the refusal: PROXY_NAME_DENIED,
+	 * PROXY_ADDR_MISMATCH, PROXY_SNI_IP (an IP literal that is not
+	 * allowed). Required.
+	 */
+	enum proxy_reason (*judge)(
+	    void *arg, const char *name, const struct addr *dst, uint16_t port);
+	void *arg;
+};
+
+struct proxy_opts {
+	const char *listen4, *listen6; /* NULL: 127.0.0.1, ::1; "": none */
+	uint16_t port; /* 0: ephemeral (tests), see proxy_port() */
+	uint32_t mark; /* SO_MARK of upstream sockets */
+	size_t conns_max; /* 0: PROXY_CONNS_MAX */
+	unsigned hello_ms, connect_ms, idle_ms; /* 0: defaults above */
+};
+
+struct proxy_status {
+	uint64_t accepted;
+	uint64_t passthrough; /* connections relayed upstream */
+	uint64_t refused; /* connections refused before upstream */
+	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
+	size_t active;
+	size_t by_state[PROXY_NSTATES];
+	uint64_t up_bytes, down_bytes; /* relayed, client->origin, back */
+	bool paused; /* accept paused at the cap */
+};
+
+/* Binds the listeners; NULL and e on failure (nothing left open). */
+struct proxy *proxy_new(struct event_base *base, const struct proxy_opts *o,
+    const struct proxy_hooks *h, struct log *lg, struct err *e);
+/* Closes every connection (reason shutdown) and the listeners. */
+void proxy_free(struct proxy *p);
+uint16_t proxy_port(const struct proxy *p);
+void proxy_status(const struct proxy *p, struct proxy_status *st);
+
+/*
+ * Pure helpers, exposed for unit tests: the TLS alert record the proxy
+ * sends for a refusal reason (7 bytes into out), and the HTTP status.
+ */
+void proxy_tls_alert(enum proxy_reason r, uint8_t out[7]);
+int proxy_http_status(enum proxy_reason r);
+
+#endif
