@@ -137,6 +137,7 @@ config_init(struct config *c)
 	c->http_addr = strdup(EGRESSD_DEFAULT_HTTP_ADDR);
 	c->rules_dir = strdup(EGRESSD_DEFAULT_RULES_DIR);
 	c->trust_dir = strdup(EGRESSD_DEFAULT_TRUST_DIR);
+	c->state_dir = strdup(EGRESSD_DEFAULT_STATE_DIR);
 	c->max_rules = EGRESSD_DEFAULT_MAX_RULES;
 	c->learned_max = NFT_LEARNED_MAX_DEFAULT;
 	c->policy_file_max = POLICY_FILE_MAX;
@@ -186,6 +187,9 @@ config_clear(struct config *c)
 	config_strlist_clear(&c->doh_blocklist);
 	config_strlist_clear(&c->unknown_env);
 	free(c->trust_dir);
+	free(c->state_dir);
+	free(c->ca_key_file);
+	free(c->ca_cert_file);
 	free(c->deny_webhook);
 	free(c->sandbox_id);
 	free(c->log_file);
@@ -502,6 +506,9 @@ enum config_key {
 	K_TRANSPARENT,
 	K_PROXY_PORT,
 	K_INTERCEPT_PORTS,
+	K_STATE_DIR,
+	K_CA_KEY,
+	K_CA_CERT,
 	K_TRUST_DIR,
 	K_SSL_INSECURE,
 	K_TOKEN_FILE,
@@ -627,6 +634,12 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_INBOUND_PORTS:
 		return config_set_ports(
 		    c->inbound_ports, &c->ninbound_ports, v, what, e);
+	case K_STATE_DIR:
+		return config_set_str(&c->state_dir, v, what, e);
+	case K_CA_KEY:
+		return config_set_str(&c->ca_key_file, v, what, e);
+	case K_CA_CERT:
+		return config_set_str(&c->ca_cert_file, v, what, e);
 	case K_INTERCEPT_PORTS:
 		return config_set_ports(
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
@@ -676,6 +689,9 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
     {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
     {"EGRESSD_INTERCEPT_PORTS", K_INTERCEPT_PORTS},
+    {"EGRESSD_STATE_DIR", K_STATE_DIR},
+    {"EGRESSD_CA_KEY_FILE", K_CA_KEY},
+    {"EGRESSD_CA_CERT_FILE", K_CA_CERT},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
 };
 
@@ -786,6 +802,11 @@ static const struct config_flag config_flags[] = {
     CF_TRUE("proxy", proxy_transparent),
     CF_KEY("proxy-port", K_PROXY_PORT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
+    CF_KEY("state-dir", K_STATE_DIR),
+    CF_KEY("ca-key", K_CA_KEY),
+    CF_KEY("ca-cert", K_CA_CERT),
+    CF_KEY("trust-dir", K_TRUST_DIR),
+    CF_TRUE("ssl-insecure", ssl_insecure),
     CF_TRUE("version", version),
     CF_TRUE("help", help),
 };
@@ -986,6 +1007,10 @@ config_finish(struct config *c, struct err *e)
 		err_set(e,
 		    "the transparent proxy needs mode dns+nft (the "
 		    "redirect to it is an nftables rule)");
+		return -1;
+	}
+	if ((c->ca_key_file == NULL) != (c->ca_cert_file == NULL)) {
+		err_set(e, "--ca-key and --ca-cert go together");
 		return -1;
 	}
 	if (c->proxy_port == c->dns_port) {

@@ -89,6 +89,8 @@ struct config {
 	size_t nintercept_ports;
 	char *trust_dir;
 	bool ssl_insecure;
+	char *state_dir; /* the proxy's CA and the exported bundle */
+	char *ca_key_file, *ca_cert_file; /* an operator's CA, or NULL */
 
 	/* Misc. */
 	char *deny_webhook;

@@ -24,6 +24,7 @@
 #include "egressd/stats.h"
 #include "egressd/webhook.h"
 #include "policy/policy.h"
+#include "policy/policy_binding.h"
 #include "util/addr.h"
 #include "util/fileread.h"
 #include "util/hash.h"
@@ -835,6 +836,47 @@ egressd_proxy_judge_cb(
 	return PROXY_ADDR_MISMATCH;
 }
 
+/* host (lowercase, no trailing dot) matches a binding host pattern. */
+static bool
+egressd_binding_host_match(const char *pat, const char *host)
+{
+	size_t pl, hl;
+
+	if (strncmp(pat, "*.", 2) != 0)
+		return strcmp(pat, host) == 0;
+	pl = strlen(pat + 1); /* ".suffix" */
+	hl = strlen(host);
+	return hl > pl && strcmp(host + hl - pl, pat + 1) == 0;
+}
+
+/* Terminate when a binding of the policy in force could match sni on
+ * port (the scheme follows the port). */
+static bool
+egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
+{
+	struct egressd *d = arg;
+	uint16_t ports[2];
+	size_t i, j, np;
+	bool port_ok;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	for (i = 0; i < d->policy->nbindings; i++) {
+		const struct policy_binding *b = d->policy->bindings[i];
+
+		np = policy_binding_ports(b, ports);
+		for (j = 0, port_ok = false; j < np; j++)
+			port_ok |= ports[j] == port;
+		if (!port_ok)
+			continue;
+		for (j = 0; j < policy_binding_nhosts(b); j++)
+			if (egressd_binding_host_match(
+			        policy_binding_host(b, j), sni))
+				return true;
+	}
+	return false;
+}
+
 /* With the proxy on, every answer loses its ECH keys (clients then send
  * a plain SNI the proxy can judge). */
 static bool
@@ -861,7 +903,13 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;
 	o.mark = c->mark;
+	o.state_dir = c->state_dir;
+	o.ca_key_file = c->ca_key_file;
+	o.ca_cert_file = c->ca_cert_file;
+	o.trust_dir = c->trust_dir;
+	o.ssl_insecure = c->ssl_insecure;
 	h.judge = egressd_proxy_judge_cb;
+	h.terminate = egressd_proxy_terminate_cb;
 	h.arg = d;
 	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
 		return -1;

@@ -21,5 +21,6 @@
 #define EGRESSD_DEFAULT_PROBE_INTERVAL_S 30
 #define EGRESSD_DEFAULT_RULES_DIR "/var/egress/rules"
 #define EGRESSD_DEFAULT_TRUST_DIR "/etc/ssl/certs"
+#define EGRESSD_DEFAULT_STATE_DIR "/var/lib/egressd"
 
 #endif

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,12 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "egressd/http_chunk.h"
 #include "egressd/http_head.h"
 #include "egressd/log.h"
 #include "egressd/proxy.h"
+#include "egressd/proxy_tls.h"
+#include "egressd/tls_ca.h"
 #include "egressd/sock.h"
 #include "egressd/tls_hello.h"
 #include "util/now.h"
@@ -52,6 +59,12 @@ struct proxy_conn {
 	enum proxy_state st;
 	enum proxy_proto proto;
 	struct bufferevent *cli, *up;
+	int fd; /* the client's socket until cli owns it */
+	struct event *peek_ev; /* PEEK: edge-triggered reads of fd */
+	uint8_t *pbuf; /* PEEK: what MSG_PEEK returned */
+	bool term; /* terminated TLS (else pass-through or plain) */
+	bool cli_ready, up_ready, up_failed; /* terminated: handshakes */
+	char tls_why[128]; /* the upstream TLS failure, for the log */
 	struct event *timer;
 	struct addr dst, peer;
 	uint16_t dport, pport;
@@ -85,6 +98,8 @@ struct proxy {
 	struct proxy_conn *conns;
 	struct proxy_status st;
 	struct log_limiter lim;
+	struct tls_ca *ca; /* termination; NULL: never */
+	SSL_CTX *sctx, *cctx;
 };
 
 static const char *const proxy_reason_names[PROXY_NREASONS] = {
@@ -167,6 +182,12 @@ proxy_http_status(enum proxy_reason r)
 		return 400;
 	case PROXY_UNSUPPORTED:
 		return 501;
+	case PROXY_MISDIRECTED:
+		return 421;
+	case PROXY_UPSTREAM_TLS:
+	case PROXY_CONNECT_FAILED:
+	case PROXY_CONNECT_TIMEOUT:
+		return 502;
 	default:
 		return 403;
 	}
@@ -205,6 +226,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	log_info(p->log, "proxy.closed",
 	    LOG_S("decision",
 	        c->refused          ? "refused"
+	            : c->term       ? "terminated"
 	            : c->up != NULL ? "passthrough"
 	                            : "none"),
 	    LOG_S("reason", proxy_reason_name(c->why)),
@@ -226,13 +248,69 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		p->conns = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
+	if (c->peek_ev != NULL)
+		event_free(c->peek_ev);
+	free(c->pbuf);
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
+	else if (c->fd != -1)
+		close(c->fd);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	event_free(c->timer);
 	free(c);
 	proxy_resume_accept(p);
+}
+
+static void proxy_cli_read(struct bufferevent *b, void *arg);
+static void proxy_write_cb(struct bufferevent *b, void *arg);
+static void proxy_cli_event(struct bufferevent *b, short what, void *arg);
+
+/*
+ * The decision is made: the client's socket (its first bytes still
+ * unread in the kernel) goes to a bufferevent, plain or, with ssl (taken
+ * over), the server side of a terminated connection. -1: out of memory
+ * (c stays consistent; the caller closes it).
+ */
+static int
+proxy_attach_cli(struct proxy_conn *c, SSL *ssl)
+{
+	struct proxy *p = c->p;
+
+	if (c->cli != NULL)
+		return 0;
+	if (c->peek_ev != NULL) {
+		event_free(c->peek_ev);
+		c->peek_ev = NULL;
+	}
+	free(c->pbuf);
+	c->pbuf = NULL;
+	if (ssl != NULL)
+		c->cli = bufferevent_openssl_socket_new(p->base, c->fd, ssl,
+		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	else
+		c->cli = bufferevent_socket_new(
+		    p->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->cli == NULL) {
+		if (ssl != NULL)
+			SSL_free(ssl);
+		return -1;
+	}
+	c->fd = -1; /* the bufferevent closes it */
+	bufferevent_setcb(
+	    c->cli, proxy_cli_read, proxy_write_cb, proxy_cli_event, c);
+	return 0;
+}
+
+/* FIN toward b (its output is flushed): close_notify first on TLS. */
+static void
+proxy_fin(struct bufferevent *b)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(b);
+
+	if (ssl != NULL)
+		(void)SSL_shutdown(ssl);
+	(void)shutdown(bufferevent_getfd(b), SHUT_WR);
 }
 
 static void
@@ -266,6 +344,10 @@ proxy_refuse_send(struct proxy_conn *c, const void *msg, size_t len)
 	if (c->up != NULL) {
 		bufferevent_free(c->up);
 		c->up = NULL;
+	}
+	if (proxy_attach_cli(c, NULL) == -1) {
+		proxy_conn_close(c, c->why);
+		return;
 	}
 	proxy_set_state(c, PROXY_ST_REFUSE);
 	evbuffer_drain(bufferevent_get_input(c->cli),
@@ -354,7 +436,7 @@ proxy_shut(struct proxy_conn *c, struct bufferevent *b)
 	if (*shut || evbuffer_get_length(bufferevent_get_output(b)) != 0)
 		return;
 	*shut = true;
-	(void)shutdown(bufferevent_getfd(b), SHUT_WR);
+	proxy_fin(b);
 }
 
 /* Both directions ended and flushed: done. Returns true if c is gone. */
@@ -504,7 +586,7 @@ refuse:
 static int
 proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
 {
-	if (b == c->cli && c->proto == PROTO_HTTP)
+	if (b == c->cli && (c->proto == PROTO_HTTP || c->term))
 		return proxy_http_pump(c);
 	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1) {
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
@@ -534,7 +616,7 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
 		    !c->cli_shut) {
 			c->cli_shut = true;
-			(void)shutdown(bufferevent_getfd(b), SHUT_WR);
+			proxy_fin(b);
 		}
 		return;
 	}
@@ -594,6 +676,58 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	(void)proxy_maybe_done(c);
 }
 
+/* Decided, connected (and, terminated, both handshakes done): relay. */
+static void
+proxy_start_relay(struct proxy_conn *c)
+{
+	proxy_set_state(c, PROXY_ST_RELAY);
+	if (c->term)
+		c->p->st.terminated++;
+	else
+		c->p->st.passthrough++;
+	c->last_ms = now_mono_ms();
+	(void)evtimer_del(c->timer);
+	proxy_arm(c, c->p->o.idle_ms);
+	bufferevent_setwatermark(c->up, EV_WRITE, PROXY_HIGH_WM / 2, 0);
+	bufferevent_setwatermark(c->cli, EV_WRITE, PROXY_HIGH_WM / 2, 0);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	(void)proxy_relay_read(c, c->cli);
+}
+
+/* The TLS failure of b as text: the verify result, else OpenSSL's. */
+static void
+proxy_tls_why(struct bufferevent *b, char *buf, size_t cap)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(b);
+	unsigned long code = bufferevent_get_openssl_error(b);
+	long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (vr != X509_V_OK)
+		(void)snprintf(buf, cap, "certificate verify failed: %s",
+		    X509_verify_cert_error_string(vr));
+	else if (code != 0)
+		ERR_error_string_n(code, buf, cap);
+	else
+		(void)snprintf(buf, cap, "%s", strerror(errno));
+	while (bufferevent_get_openssl_error(b) != 0)
+		;
+}
+
+/* Terminated, the origin failed its TLS: the client, in its own
+ * session, gets a 502; nothing was sent upstream. */
+static void
+proxy_term_fail(struct proxy_conn *c)
+{
+	char dst[ADDR_TEXT_MAX];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	log_warn(c->p->log, "proxy.upstream_tls_failed", LOG_S("name", c->name),
+	    LOG_S("dst", dst), LOG_S("error", c->tls_why));
+	proxy_refuse_http(c, 502, PROXY_UPSTREAM_TLS);
+}
+
 static void
 proxy_up_event(struct bufferevent *b, short what, void *arg)
 {
@@ -601,22 +735,21 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 
 	if (c->st == PROXY_ST_CONNECT) {
 		if (what & BEV_EVENT_CONNECTED) {
-			proxy_set_state(c, PROXY_ST_RELAY);
-			c->p->st.passthrough++;
-			c->last_ms = now_mono_ms();
-			(void)evtimer_del(c->timer);
-			proxy_arm(c, c->p->o.idle_ms);
-			bufferevent_setwatermark(
-			    c->up, EV_WRITE, PROXY_HIGH_WM / 2, 0);
-			bufferevent_setwatermark(
-			    c->cli, EV_WRITE, PROXY_HIGH_WM / 2, 0);
-			bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-			bufferevent_enable(c->up, EV_READ | EV_WRITE);
-			bufferevent_enable(c->cli, EV_READ | EV_WRITE);
-			(void)proxy_relay_read(c, c->cli);
+			c->up_ready = true;
+			if (!c->term || c->cli_ready)
+				proxy_start_relay(c);
 			return;
 		}
-		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		if (!c->term) {
+			proxy_conn_close(c, PROXY_CONNECT_FAILED);
+			return;
+		}
+		c->up_failed = true;
+		proxy_tls_why(b, c->tls_why, sizeof(c->tls_why));
+		bufferevent_free(c->up);
+		c->up = NULL;
+		if (c->cli_ready)
+			proxy_term_fail(c);
 		return;
 	}
 	if (c->st == PROXY_ST_RELAY)
@@ -647,6 +780,39 @@ proxy_connect(struct proxy_conn *c)
 		(void)setsockopt(
 		    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
+	proxy_set_state(c, PROXY_ST_CONNECT);
+	(void)evtimer_del(c->timer);
+	proxy_arm(c, p->o.connect_ms);
+	if (c->term) {
+		/* The TLS client starts once the connect completes (the
+		 * socket turns writable); a failed connect fails the
+		 * handshake, which answers the client 502. */
+		SSL *ssl = SSL_new(p->cctx);
+
+		if (ssl == NULL ||
+		    SSL_set_tlsext_host_name(ssl, c->name) != 1 ||
+		    (!p->o.ssl_insecure && SSL_set1_host(ssl, c->name) != 1) ||
+		    (connect(fd, (struct sockaddr *)&ss, sl) == -1 &&
+		        errno != EINPROGRESS)) {
+			(void)snprintf(c->tls_why, sizeof(c->tls_why),
+			    "connect: %s", strerror(errno));
+			SSL_free(ssl);
+			close(fd);
+			c->up_failed = true;
+			return;
+		}
+		c->up = bufferevent_openssl_socket_new(p->base, fd, ssl,
+		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (c->up == NULL) {
+			SSL_free(ssl);
+			close(fd);
+			proxy_conn_close(c, PROXY_CONNECT_FAILED);
+			return;
+		}
+		bufferevent_setcb(
+		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+		return;
+	}
 	c->up = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->up == NULL) {
 		close(fd);
@@ -655,10 +821,6 @@ proxy_connect(struct proxy_conn *c)
 	}
 	bufferevent_setcb(
 	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
-	proxy_set_state(c, PROXY_ST_CONNECT);
-	bufferevent_disable(c->cli, EV_READ);
-	(void)evtimer_del(c->timer);
-	proxy_arm(c, p->o.connect_ms);
 	if (bufferevent_socket_connect(
 	        c->up, (struct sockaddr *)&ss, (int)sl) == -1)
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
@@ -700,17 +862,70 @@ proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
 		*status = 501;
 		return PROXY_UNSUPPORTED;
 	}
-	if (http_authority_split(&h->host, 80, &host, &port) == -1 ||
+	if (http_authority_split(&h->host, c->term ? 443 : 80, &host, &port) ==
+	        -1 ||
 	    !proxy_norm_name(host.p, host.n, name, sizeof(name))) {
 		*status = 400;
 		return PROXY_BAD_REQUEST;
 	}
-	if (c->name[0] == '\0')
+	if (c->term) {
+		/* the SNI was judged and the origin verified for it: a
+		 * request for another name is not this connection's */
+		if (strcmp(name, c->name) != 0 || port != c->dport) {
+			*status = 421;
+			return PROXY_MISDIRECTED;
+		}
+	} else if (c->name[0] == '\0')
 		memcpy(c->name, name, strlen(name) + 1);
 	if (port != c->dport)
 		return PROXY_PORT_MISMATCH;
 	r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
 	return r;
+}
+
+/*
+ * A binding could match: the client gets a leaf for its SNI from
+ * egressd's CA while the origin is dialled; both handshakes run at once
+ * (proxy_start_relay once both are done).
+ */
+static void
+proxy_terminate(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+	struct err e = {""};
+	X509 *leaf = tls_ca_leaf(p->ca, c->name, &e);
+	SSL *ssl;
+
+	if (leaf == NULL) {
+		log_error(p->log, "proxy.leaf_failed", LOG_S("name", c->name),
+		    LOG_S("error", e.msg));
+		proxy_conn_close(c, PROXY_CLIENT_TLS);
+		return;
+	}
+	ssl = SSL_new(p->sctx);
+	if (ssl == NULL || SSL_use_certificate(ssl, leaf) != 1 ||
+	    SSL_use_PrivateKey(ssl, tls_ca_leaf_key(p->ca)) != 1) {
+		char why[128];
+
+		proxy_tls_error(why, sizeof(why));
+		log_error(p->log, "proxy.leaf_failed", LOG_S("name", c->name),
+		    LOG_S("error", why));
+		SSL_free(ssl);
+		proxy_conn_close(c, PROXY_CLIENT_TLS);
+		return;
+	}
+	c->term = true;
+	if (proxy_attach_cli(c, ssl) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return;
+	}
+	/* read during the handshake, but no more than a head before the
+	 * origin is there */
+	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	proxy_connect(c);
+	if (c->st == PROXY_ST_CONNECT && c->up_failed && c->cli_ready)
+		proxy_term_fail(c);
 }
 
 static void
@@ -732,27 +947,48 @@ proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
 		proxy_refuse_tls(c, r);
 		return;
 	}
+	if (c->p->ca != NULL && c->p->h.terminate != NULL &&
+	    c->p->h.terminate(c->p->h.arg, c->name, c->dport)) {
+		proxy_terminate(c);
+		return;
+	}
+	if (proxy_attach_cli(c, NULL) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return;
+	}
 	proxy_connect(c);
 }
 
+/*
+ * PEEK: the first bytes, read with MSG_PEEK so they stay in the socket
+ * for whoever takes it over. The event is edge-triggered: it fires again
+ * only when more bytes arrive, never for the ones already peeked.
+ */
 static void
-proxy_peek(struct proxy_conn *c)
+proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct evbuffer *in = bufferevent_get_input(c->cli);
-	size_t len = evbuffer_get_length(in);
-	const uint8_t *buf;
+	struct proxy_conn *c = arg;
 	struct tls_hello th;
 	struct http_head h;
 	struct err e = {""};
-	size_t end;
+	const uint8_t *buf = c->pbuf;
+	size_t len, end;
+	ssize_t n;
 	int status;
 	enum proxy_reason r;
 
-	if (len == 0)
+	(void)what;
+	n = recv(fd, c->pbuf, PROXY_PEEK_MAX, MSG_PEEK);
+	if (n == 0) {
+		proxy_conn_close(c, PROXY_OK); /* left before a decision */
 		return;
-	if (len > PROXY_PEEK_MAX)
-		len = PROXY_PEEK_MAX;
-	buf = evbuffer_pullup(in, (ev_ssize_t)len);
+	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return;
+	}
+	len = (size_t)n;
 	if (c->proto == PROTO_UNKNOWN)
 		c->proto = buf[0] == 22 ? PROTO_TLS : PROTO_HTTP;
 	if (c->proto == PROTO_TLS) {
@@ -786,8 +1022,12 @@ proxy_peek(struct proxy_conn *c)
 		proxy_refuse_http(c, status, r);
 		return;
 	}
-	/* the head stays in the input: proxy_http_pump forwards it once
+	/* the head stays in the socket: proxy_http_pump forwards it once
 	 * connected, judging it again (same answer: nothing ran between) */
+	if (proxy_attach_cli(c, NULL) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return;
+	}
 	proxy_connect(c);
 }
 
@@ -797,9 +1037,6 @@ proxy_cli_read(struct bufferevent *b, void *arg)
 	struct proxy_conn *c = arg;
 
 	switch (c->st) {
-	case PROXY_ST_PEEK:
-		proxy_peek(c);
-		break;
 	case PROXY_ST_RELAY:
 		(void)proxy_relay_read(c, b);
 		break;
@@ -825,6 +1062,29 @@ proxy_cli_event(struct bufferevent *b, short what, void *arg)
 		if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
 			proxy_conn_close(c, c->why);
 		return;
+	case PROXY_ST_CONNECT:
+		if (c->term && (what & BEV_EVENT_CONNECTED)) {
+			c->cli_ready = true;
+			if (c->up_failed)
+				proxy_term_fail(c);
+			else if (c->up_ready)
+				proxy_start_relay(c);
+			return;
+		}
+		if (c->term && !c->cli_ready) {
+			/* most often: the client does not trust egressd's CA
+			 * (its alert says unknown_ca) */
+			char why[128], dst[ADDR_TEXT_MAX];
+
+			proxy_tls_why(b, why, sizeof(why));
+			addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+			log_warn(c->p->log, "proxy.client_tls_failed",
+			    LOG_S("name", c->name), LOG_S("dst", dst),
+			    LOG_S("error", why));
+			proxy_conn_close(c, PROXY_CLIENT_TLS);
+			return;
+		}
+		/* fallthrough */
 	default:
 		/* the client left before a decision, or while connecting */
 		proxy_conn_close(
@@ -916,21 +1176,24 @@ proxy_conn_new(struct proxy *p, int fd, int family)
 		return;
 	}
 	c->p = p;
+	c->fd = fd;
 	c->t0_ms = c->last_ms = now_mono_ms();
 	c->st = PROXY_ST_PEEK;
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
 		(void)addr_from_sockaddr(
 		    (struct sockaddr *)&ss, &c->peer, &c->pport);
 	have_dst = proxy_original_dst(fd, family, &c->dst, &c->dport) == 0;
-	c->cli = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(p->base, proxy_timer_cb, c);
-	if (c->cli == NULL || c->timer == NULL) {
-		if (c->cli != NULL)
-			bufferevent_free(c->cli);
-		else
-			close(fd);
+	c->peek_ev = event_new(
+	    p->base, fd, EV_READ | EV_PERSIST | EV_ET, proxy_peek_cb, c);
+	c->pbuf = malloc(PROXY_PEEK_MAX);
+	if (c->timer == NULL || c->peek_ev == NULL || c->pbuf == NULL) {
 		if (c->timer != NULL)
 			event_free(c->timer);
+		if (c->peek_ev != NULL)
+			event_free(c->peek_ev);
+		free(c->pbuf);
+		close(fd);
 		free(c);
 		return;
 	}
@@ -947,10 +1210,7 @@ proxy_conn_new(struct proxy *p, int fd, int family)
 		proxy_conn_close(c, PROXY_NO_DST);
 		return;
 	}
-	bufferevent_setcb(
-	    c->cli, proxy_cli_read, proxy_write_cb, proxy_cli_event, c);
-	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
-	bufferevent_enable(c->cli, EV_READ);
+	(void)event_add(c->peek_ev, NULL);
 	proxy_arm(c, p->o.hello_ms);
 }
 
@@ -1078,6 +1338,47 @@ proxy_listen(struct proxy *p, int family, const char *addr, struct err *e)
 	return 0;
 }
 
+/*
+ * Termination's pieces: the CA (generated on first start), the bundle
+ * for the sandbox, both TLS contexts. The state directory is made if
+ * missing (0755: the bundle in it is public; ca.key is 0600 itself).
+ */
+static int
+proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
+{
+	char bundle[4096];
+	size_t ncerts = 0;
+
+	if (mkdir(o->state_dir, 0755) == -1 && errno != EEXIST) {
+		err_set(
+		    e, "state directory %s: %s", o->state_dir, strerror(errno));
+		return -1;
+	}
+	if ((p->ca = tls_ca_open(
+	         o->state_dir, o->ca_key_file, o->ca_cert_file, e)) == NULL) {
+		err_prefix(e, "proxy CA");
+		return -1;
+	}
+	if (snprintf(bundle, sizeof(bundle), "%s/%s", o->state_dir,
+	        PROXY_BUNDLE_FILE) >= (int)sizeof(bundle)) {
+		err_set(e, "state directory path too long");
+		return -1;
+	}
+	if (tls_ca_export_bundle(p->ca, NULL, bundle, e) == -1) {
+		err_prefix(e, "CA bundle");
+		return -1;
+	}
+	if ((p->sctx = proxy_tls_server_ctx(e)) == NULL ||
+	    (p->cctx = proxy_tls_client_ctx(
+	         o->trust_dir, o->ssl_insecure, &ncerts, e)) == NULL)
+		return -1;
+	log_info(p->log, "proxy.tls_ready", LOG_S("state_dir", o->state_dir),
+	    LOG_S("bundle", bundle),
+	    LOG_S("trust_dir", o->trust_dir ? o->trust_dir : "default"),
+	    LOG_U("trust_certs", ncerts), LOG_B("insecure", o->ssl_insecure));
+	return 0;
+}
+
 struct proxy *
 proxy_new(struct event_base *base, const struct proxy_opts *o,
     const struct proxy_hooks *h, struct log *lg, struct err *e)
@@ -1099,7 +1400,10 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->log = lg;
 	p->h = *h;
 	p->o = *o;
-	p->o.listen4 = p->o.listen6 = NULL; /* borrowed strings not kept */
+	/* borrowed strings are not kept */
+	p->o.listen4 = p->o.listen6 = NULL;
+	p->o.state_dir = p->o.trust_dir = NULL;
+	p->o.ca_key_file = p->o.ca_cert_file = NULL;
 	if (p->o.conns_max == 0)
 		p->o.conns_max = PROXY_CONNS_MAX;
 	if (p->o.hello_ms == 0)
@@ -1111,6 +1415,10 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->port = o->port;
 	log_limiter_init(&p->lim, PROXY_LOG_RATE, 2 * PROXY_LOG_RATE, 1000);
 	p->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (o->state_dir != NULL && proxy_tls_open(p, o, e) == -1) {
+		proxy_free(p);
+		return NULL;
+	}
 	if ((l4[0] != '\0' && proxy_listen(p, AF_INET, l4, e) == -1) ||
 	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1)) {
 		proxy_free(p);
@@ -1137,6 +1445,9 @@ proxy_free(struct proxy *p)
 	}
 	if (p->reserve_fd != -1)
 		close(p->reserve_fd);
+	SSL_CTX_free(p->sctx);
+	SSL_CTX_free(p->cctx);
+	tls_ca_free(p->ca);
 	p->magic = 0;
 	free(p);
 }

@@ -20,6 +20,14 @@
  *    and neither it nor anything after it reaches the origin. Bodies
  *    are streamed with their framing checked (length or http_chunk).
  *    CONNECT and Upgrade are refused (501) in this slice.
+ *  - TLS to a host a credential binding could match (hooks.terminate):
+ *    terminated with a leaf from egressd's CA; the origin is a new TLS
+ *    connection to the original destination, SNI = the client's,
+ *    verified against the trust directory (else 502, nothing sent);
+ *    the requests inside run through the plain-HTTP engine above, with
+ *    Host required to equal the SNI (421 otherwise).
+ * The first bytes are peeked (MSG_PEEK) and stay in the socket until the
+ * decision: pass-through and termination both read them from there.
  *
  * Connections have one state machine (enum proxy_state) and one close
  * path (proxy_conn_close with a reason, logged as proxy.closed). Bounds:
@@ -51,6 +59,9 @@ struct log;
 #define PROXY_LINGER_MS 1000 /* input drained after our own refusal */
 #define PROXY_HIGH_WM (256u << 10) /* bytes queued toward one side */
 #define PROXY_BACKLOG 512
+/* In the state directory, for the sandbox's SSL_CERT_FILE & co.: the
+ * system roots plus egressd's CA (the CA alone is tls_ca.h's ca.crt). */
+#define PROXY_BUNDLE_FILE "ca-bundle.crt"
 
 /* Why a connection was refused or closed; proxy_reason_name() has the
  * log spelling, stable. */
@@ -74,12 +85,16 @@ enum proxy_reason {
 	PROXY_CLIENT_ERROR,
 	PROXY_UPSTREAM_ERROR,
 	PROXY_SHUTDOWN,
+	PROXY_MISDIRECTED, /* terminated: Host is not the SNI (421) */
+	PROXY_UPSTREAM_TLS, /* terminated: origin not verified (502) */
+	PROXY_CLIENT_TLS, /* terminated: the client's handshake failed */
 	PROXY_NREASONS,
 };
 
 enum proxy_state {
 	PROXY_ST_PEEK = 0, /* reading the first bytes */
-	PROXY_ST_CONNECT, /* decided: connecting upstream */
+	PROXY_ST_CONNECT, /* decided: connecting upstream (and, terminated,
+	                     the client's TLS handshake) */
 	PROXY_ST_RELAY, /* bytes both ways */
 	PROXY_ST_REFUSE, /* our refusal is being sent, then lingering */
 	PROXY_NSTATES,
@@ -97,6 +112,12 @@ struct proxy_hooks {
 	 */
 	enum proxy_reason (*judge)(
 	    void *arg, const char *name, const struct addr *dst, uint16_t port);
+	/*
+	 * Could a credential binding match requests to sni on port? Then
+	 * the connection is terminated (egressd's CA) instead of passed
+	 * through. NULL: never.
+	 */
+	bool (*terminate)(void *arg, const char *sni, uint16_t port);
 	void *arg;
 };
 
@@ -106,11 +127,23 @@ struct proxy_opts {
 	uint32_t mark; /* SO_MARK of upstream sockets */
 	size_t conns_max; /* 0: PROXY_CONNS_MAX */
 	unsigned hello_ms, connect_ms, idle_ms; /* 0: defaults above */
+	/*
+	 * Termination: the CA lives in state_dir (tls_ca.h), which also
+	 * gets ca-bundle.crt (system roots + the CA) for the sandbox. NULL:
+	 * no termination (terminate is never asked). trust_dir: the
+	 * origins' roots (NULL: OpenSSL's defaults); ssl_insecure: origins
+	 * are not verified (tests and debugging only).
+	 */
+	const char *state_dir;
+	const char *ca_key_file, *ca_cert_file; /* operator's CA, or NULL */
+	const char *trust_dir;
+	bool ssl_insecure;
 };
 
 struct proxy_status {
 	uint64_t accepted;
-	uint64_t passthrough; /* connections relayed upstream */
+	uint64_t passthrough; /* connections relayed upstream untouched */
+	uint64_t terminated; /* connections terminated with egressd's CA */
 	uint64_t refused; /* connections refused before upstream */
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
 	size_t active;

@@ -829,6 +829,7 @@ tb_policy_file()
 #   --dns-upstream $TB_DNS1_IP4   --http-addr $TB_EGRESSD_HTTP
 #   --rules-dir $TB_DIR/egressd/rules (empty, per run: parallel runs must
 #   not share /var/egress/rules)
+#   --state-dir $TB_DIR/egressd/state (the proxy's CA and ca-bundle.crt)
 # then ARGS. Environment: a clean one plus ${TB_EGRESSD_ENV[@]} (K=V words)
 # and the caller's sanitizer options. Waits (bounded) for the JSON line
 # "ev":"egressd.ready" written after this start; dies (showing the log)
@@ -844,7 +845,7 @@ tb_start_egressd()
 	touch "$TB_EGRESSD_LOG"
 	mkdir -p "$TB_DIR/egressd/rules"
 	args=(--log-file "$TB_EGRESSD_LOG")
-	for flag in --dns-upstream --http-addr --rules-dir; do
+	for flag in --dns-upstream --http-addr --rules-dir --state-dir; do
 		given=0
 		for a in "$@"; do
 			case $a in
@@ -859,6 +860,7 @@ tb_start_egressd()
 			;;
 		--http-addr) val=$TB_EGRESSD_HTTP ;;
 		--rules-dir) val="$TB_DIR/egressd/rules" ;;
+		--state-dir) val="$TB_DIR/egressd/state" ;;
 		esac
 		args+=("$flag" "$val")
 	done

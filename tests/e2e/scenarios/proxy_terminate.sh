@@ -1,0 +1,85 @@
+#!/bin/bash
+# proxy_terminate: a host a credential binding could match is terminated
+# with egressd's CA (the sandbox trusts the exported bundle); the origin
+# sees a verified TLS connection from egressd with the client's SNI; a
+# Host other than the SNI inside it is 421 and never forwarded; an origin
+# egressd cannot verify gets the client a 502 with nothing sent; hosts
+# without a binding stay pass-through (the origin's own certificate).
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_setup
+
+mkdir -p "$TB_DIR/trust" "$TB_DIR/other-trust"
+cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
+# a root that did not sign the origins: verification must fail
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$TB_DIR/other-trust/k.pem" -out "$TB_DIR/other-trust/ca.pem" \
+    -days 1 -subj "/CN=unrelated" 2>/dev/null || tb_die "openssl"
+rm -f "$TB_DIR/other-trust/k.pem"
+
+printf 'real-secret-value-1\n' >"$TB_DIR/egressd/key-k"
+chmod 600 "$TB_DIR/egressd/key-k"
+pol=$(tb_policy_file policy.yaml <<EOF2
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: b.test}
+  - {action: allow, target: c.test}
+  - {action: allow, target: shared-a.test}
+credentials:
+  - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
+bindings:
+  - name: a-api
+    match: {hosts: [a.test]}
+    auth: {type: bearer, credential: k}
+  - name: b-api
+    match: {hosts: [b.test]}
+    auth: {type: bearer, credential: k}
+EOF2
+)
+# the state directory as a volume shared with the sandbox (read-only
+# there): the bundle is public, the key is not
+STATE=$TB_DIR/state
+tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
+    --state-dir "$STATE"
+tb_check "the CA bundle is exported and readable by the sandbox" \
+    tb_sandbox test -r "$STATE/ca-bundle.crt"
+tb_check "ca.key is private (0600)" sh -c "[ \"\$(stat -c %a '$STATE/ca.key')\" = 600 ]"
+tb_check_fails "... and the sandbox cannot read it" tb_sandbox cat "$STATE/ca.key"
+
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox curl -sS --max-time 5 --cacert "$STATE/ca-bundle.crt" \
+    -w '\n%{http_code} %{ssl_verify_result}' https://a.test/x 2>&1)
+tb_expect_match "a bound host is served through egressd's CA" '200 0$' "$out"
+tb_expect_match "the certificate the client saw is egressd's" \
+    'CN ?= ?a.test' "$(tb_sandbox sh -c "openssl s_client -connect a.test:443 -servername a.test \
+    -CAfile '$STATE/ca-bundle.crt' </dev/null 2>/dev/null | openssl x509 -noout -subject -issuer")"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'server.sni=a.test' 'path=/x'
+tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=terminated name=a.test
+tb_check_fails "without egressd's CA the client refuses (nothing silent)" \
+    tb_sandbox curl -sS -o /dev/null --max-time 5 https://a.test/
+tb_assert_log "$TB_EGRESSD_LOG" proxy.client_tls_failed name=a.test
+
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+    --cacert "$STATE/ca-bundle.crt" -H 'Host: c.test' https://a.test/misdirected)
+tb_expect_eq "Host other than the SNI inside a terminated connection: 421" 421 "$code"
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path=/misdirected'
+
+code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+    --cacert "$STATE/ca-bundle.crt" https://c.test/)
+tb_expect_eq "a host without a binding is passed through (origin's certificate, test CA)" \
+    000 "$code"
+tb_check "... which the test CA verifies" tb_sandbox curl -sS -o /dev/null --max-time 5 https://c.test/
+
+# unverifiable origin
+tb_stop_egressd
+tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/other-trust" \
+    --state-dir "$STATE"
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+    --cacert "$STATE/ca-bundle.crt" https://b.test/unverified)
+tb_expect_eq "an origin egressd cannot verify: 502" 502 "$code"
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path=/unverified'
+tb_assert_log "$TB_EGRESSD_LOG" proxy.upstream_tls_failed name=b.test
+tb_finish
