@@ -46,7 +46,24 @@
 enum proxy_proto { PROTO_UNKNOWN, PROTO_TLS, PROTO_HTTP };
 
 /* Plain HTTP, client -> origin: where the request stream is. */
-enum http_phase { H_HEAD, H_LENGTH, H_CHUNKED, H_STOPPED };
+enum http_phase {
+	H_HEAD, /* waiting for a head */
+	H_BODY, /* inside a body (struct proxy_body) */
+	H_UPGRADE, /* client: an Upgrade request waits for its response */
+	H_RAW, /* after 101: bytes both ways, no HTTP */
+	H_STOPPED, /* client: refused; nothing more goes upstream */
+};
+
+/* Requests forwarded and not yet answered (pipelining bound): the
+ * client's stream pauses beyond it. */
+#define PROXY_PIPELINE_MAX 16
+
+/* One message body's framing, either direction. */
+struct proxy_body {
+	enum http_body kind;
+	uint64_t left; /* HTTP_BODY_LENGTH */
+	struct http_chunk ch; /* HTTP_BODY_CHUNKED */
+};
 
 struct proxy_listener {
 	int fd, family;
@@ -76,10 +93,14 @@ struct proxy_conn {
 	bool cli_eof, up_eof; /* read side saw EOF */
 	bool cli_shut, up_shut; /* we sent FIN toward it */
 	/* plain HTTP */
-	enum http_phase hphase;
-	size_t hcursor; /* http_head_find_end's scan position */
-	uint64_t body_left;
-	struct http_chunk chunk;
+	enum http_phase hphase, rphase; /* client -> origin, origin -> client */
+	size_t hcursor, rcursor; /* http_head_find_end's scan positions */
+	struct proxy_body hbody, rbody;
+	/* methods of forwarded requests awaiting their responses (a
+	 * response's framing depends on its request: HEAD, CONNECT) */
+	char rq_method[PROXY_PIPELINE_MAX][HTTP_METHOD_MAX + 1];
+	bool rq_upgrade[PROXY_PIPELINE_MAX];
+	size_t rq_first, rq_n;
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
 };
@@ -454,9 +475,90 @@ static enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status);
 
 /*
- * Plain HTTP, client -> origin: each head judged, bodies forwarded by
- * their framing. A refused head stops the stream: nothing more goes
- * upstream; the origin gets a FIN and the refusal follows its last byte.
+ * How many of the len bytes at the start of in belong to body b
+ * (*take), and whether b ends there (*done). HTTP_BODY_CLOSE takes
+ * everything and never ends (the origin's EOF ends it). Chunked framing
+ * is checked by http_chunk; the bytes are forwarded as received, and
+ * only those it consumed. -1: bad framing (e).
+ */
+static int
+proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
+    bool *done, struct err *e)
+{
+	size_t len = evbuffer_get_length(in);
+
+	*take = 0;
+	*done = false;
+	switch (b->kind) {
+	case HTTP_BODY_NONE:
+		*done = true;
+		return 0;
+	case HTTP_BODY_LENGTH:
+		*take = len < b->left ? len : (size_t)b->left;
+		b->left -= *take;
+		*done = b->left == 0;
+		return 0;
+	case HTTP_BODY_CLOSE:
+		*take = len;
+		return 0;
+	case HTTP_BODY_CHUNKED: {
+		struct evbuffer_iovec v[8];
+		int nv = evbuffer_peek(in, -1, NULL, v, 8), i;
+		size_t used, nd, off;
+		const uint8_t *d;
+		enum http_chunk_rc rc;
+
+		for (i = 0; i < nv && !*done; i++) {
+			off = 0;
+			while (off < v[i].iov_len) {
+				rc = http_chunk_feed(&b->ch,
+				    (const uint8_t *)v[i].iov_base + off,
+				    v[i].iov_len - off, &used, &d, &nd, e);
+				if (rc == HTTP_CHUNK_BAD)
+					return -1;
+				off += used;
+				*take += used;
+				if (rc == HTTP_CHUNK_DONE) {
+					*done = true;
+					break;
+				}
+			}
+		}
+		return 0;
+	}
+	}
+	return 0;
+}
+
+static void
+proxy_body_start(struct proxy_body *b, const struct http_head *h)
+{
+	b->kind = h->body;
+	b->left = h->content_length;
+	if (b->kind == HTTP_BODY_LENGTH && b->left == 0)
+		b->kind = HTTP_BODY_NONE;
+	if (b->kind == HTTP_BODY_CHUNKED)
+		http_chunk_init(&b->ch);
+}
+
+/* An Upgrade the proxy relays: a GET asking for "websocket" alone
+ * (h2c and anything else is refused). */
+static bool
+proxy_upgrade_ok(const struct http_head *h)
+{
+	const struct http_span *u = http_header_get(h, "upgrade", NULL);
+
+	return u != NULL && h->conn_upgrade &&
+	    http_span_ieq(&h->method, "GET") && http_span_ieq(u, "websocket");
+}
+
+static int proxy_resp_pump(struct proxy_conn *c);
+
+/*
+ * Plain HTTP and terminated TLS, client -> origin: each head judged,
+ * bodies forwarded by their framing. A refused head stops the stream:
+ * nothing more goes upstream; the refusal follows the answers to what
+ * was forwarded before it. -1: c is gone.
  */
 static int
 proxy_http_pump(struct proxy_conn *c)
@@ -464,24 +566,47 @@ proxy_http_pump(struct proxy_conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->cli);
 	struct http_head h;
 	struct err e = {""};
-	size_t len, end;
+	size_t len, end, take;
+	bool done;
 	int status;
 	enum proxy_reason why;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
-		if (len == 0 || c->hphase == H_STOPPED)
+		if (c->hphase == H_RAW)
+			return proxy_move(c, c->cli, c->up, SIZE_MAX) == -1
+			    ? (proxy_conn_close(c, PROXY_CLIENT_ERROR), -1)
+			    : 0;
+		if (len == 0 || c->hphase == H_STOPPED ||
+		    c->hphase == H_UPGRADE)
 			return 0;
-		switch (c->hphase) {
-		case H_HEAD: {
-			const char *buf = (const char *)evbuffer_pullup(in,
-			    (ev_ssize_t)(len < PROXY_PEEK_MAX
-			            ? len
-			            : PROXY_PEEK_MAX));
+		if (c->hphase == H_BODY) {
+			if (proxy_body_take(&c->hbody, in, &take, &done, &e) ==
+			    -1) {
+				why = PROXY_BAD_REQUEST;
+				status = 400;
+				goto refuse;
+			}
+			if (proxy_move(c, c->cli, c->up, take) == -1)
+				goto nomem;
+			if (done)
+				c->hphase = H_HEAD;
+			else if (take == 0 ||
+			    !(bufferevent_get_enabled(c->cli) & EV_READ))
+				return 0;
+			continue;
+		}
+		/* H_HEAD */
+		if (c->rq_n == PROXY_PIPELINE_MAX) {
+			/* resumed when a response completes */
+			return 0;
+		}
+		{
+			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
+			const char *buf =
+			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
 
-			if (!http_head_find_end(buf,
-			        len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX,
-			        &c->hcursor, &end)) {
+			if (!http_head_find_end(buf, n, &c->hcursor, &end)) {
 				if (len >= PROXY_PEEK_MAX) {
 					why = PROXY_BAD_REQUEST;
 					status = 431;
@@ -500,63 +625,32 @@ proxy_http_pump(struct proxy_conn *c)
 				    h.reject_status ? h.reject_status : 400;
 				goto refuse;
 			}
-			why = proxy_judge_host(c, &h, &status);
-			if (why != PROXY_OK)
-				goto refuse;
-			bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-			if (proxy_move(c, c->cli, c->up, end) == -1)
-				goto nomem;
-			if (h.body == HTTP_BODY_LENGTH) {
-				c->body_left = h.content_length;
-				c->hphase = c->body_left ? H_LENGTH : H_HEAD;
-			} else if (h.body == HTTP_BODY_CHUNKED) {
-				http_chunk_init(&c->chunk);
-				c->hphase = H_CHUNKED;
-			}
-			break;
 		}
-		case H_LENGTH: {
-			size_t n = len < c->body_left ? len : c->body_left;
+		why = proxy_judge_host(c, &h, &status);
+		if (why != PROXY_OK)
+			goto refuse;
+		{
+			size_t slot =
+			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
+			size_t ml = h.method.n;
 
-			if (proxy_move(c, c->cli, c->up, n) == -1)
-				goto nomem;
-			c->body_left -= n;
-			if (c->body_left == 0)
-				c->hphase = H_HEAD;
-			break;
+			memcpy(c->rq_method[slot], h.method.p, ml);
+			c->rq_method[slot][ml] = '\0';
+			c->rq_upgrade[slot] = h.conn_upgrade;
+			c->rq_n++;
 		}
-		case H_CHUNKED: {
-			struct evbuffer_iovec v;
-			size_t used, nd, took = 0;
-			const uint8_t *d;
-			enum http_chunk_rc rc;
-
-			/* The decoder checks the framing; the bytes go as
-			 * received, and only those it consumed. */
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				return 0;
-			for (;;) {
-				rc = http_chunk_feed(&c->chunk,
-				    (const uint8_t *)v.iov_base + took,
-				    v.iov_len - took, &used, &d, &nd, &e);
-				took += used;
-				if (rc != HTTP_CHUNK_DATA || took == v.iov_len)
-					break;
-			}
-			if (rc == HTTP_CHUNK_BAD) {
-				why = PROXY_BAD_REQUEST;
-				status = 400;
-				goto refuse;
-			}
-			if (proxy_move(c, c->cli, c->up, took) == -1)
-				goto nomem;
-			if (rc == HTTP_CHUNK_DONE)
-				c->hphase = H_HEAD;
-			break;
-		}
-		case H_STOPPED:
+		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+		if (proxy_move(c, c->cli, c->up, end) == -1)
+			goto nomem;
+		proxy_body_start(&c->hbody, &h);
+		if (h.conn_upgrade) {
+			/* no body: what follows is the other protocol,
+			 * relayed only once the origin said 101 */
+			c->hphase = H_UPGRADE;
+			bufferevent_disable(c->cli, EV_READ);
 			return 0;
 		}
+		c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
 		if (!(bufferevent_get_enabled(c->cli) & EV_READ))
 			return 0; /* backpressure: resumed by the write cb */
 	}
@@ -564,30 +658,155 @@ nomem:
 	proxy_conn_close(c, PROXY_CLIENT_ERROR);
 	return -1;
 refuse:
-	/* What was forwarded before stays answered: stop the stream, let
-	 * the origin finish, then send the refusal (proxy_relay_event). */
 	c->hphase = H_STOPPED;
 	c->refuse_status = status;
 	c->refuse_why = why;
 	bufferevent_disable(c->cli, EV_READ);
 	evbuffer_drain(in, evbuffer_get_length(in));
-	if (c->up == NULL || c->up_bytes == 0) {
-		/* nothing forwarded yet: answer at once */
+	if (c->up == NULL || c->rq_n == 0) {
+		/* nothing pending upstream: answer at once */
 		proxy_refuse_http(c, status, why);
 		return 0;
 	}
-	proxy_shut(c, c->up);
-	/* an origin that ignores the FIN does not hold the slot */
+	/* proxy_resp_pump answers once the pending responses are through;
+	 * an origin that never finishes does not hold the slot */
 	proxy_arm(c, c->p->o.connect_ms);
 	return 0;
+}
+
+/* The response at the head of the queue is complete. -1: c is gone. */
+static int
+proxy_resp_done(struct proxy_conn *c)
+{
+	bool was_upgrade = c->rq_upgrade[c->rq_first];
+
+	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
+	c->rq_n--;
+	c->rphase = H_HEAD;
+	if (c->hphase == H_STOPPED && c->rq_n == 0) {
+		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		return -1; /* c lives on in REFUSE, but the pumps stop */
+	}
+	if (was_upgrade && c->hphase == H_UPGRADE)
+		c->hphase = H_HEAD; /* refused by the origin: HTTP goes on */
+	if (c->hphase == H_HEAD && !c->cli_eof) {
+		bufferevent_enable(c->cli, EV_READ);
+		return proxy_http_pump(c);
+	}
+	return 0;
+}
+
+/*
+ * Origin -> client on plain HTTP and terminated TLS: every response head
+ * parsed (its framing decides where the next one starts, and a 101 ends
+ * HTTP on the connection), bodies by their framing. A response nobody
+ * asked for, or a malformed one, closes the connection. -1: c is gone
+ * (or out of RELAY).
+ */
+static int
+proxy_resp_pump(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct http_head h;
+	struct http_span m;
+	struct err e = {""};
+	size_t len, end, take;
+	bool done;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (c->rphase == H_RAW) {
+			if (proxy_move(c, c->up, c->cli, SIZE_MAX) == -1)
+				goto nomem;
+			return 0;
+		}
+		if (len == 0)
+			return 0;
+		if (c->rphase == H_BODY) {
+			if (proxy_body_take(&c->rbody, in, &take, &done, &e) ==
+			    -1)
+				goto bad;
+			if (proxy_move(c, c->up, c->cli, take) == -1)
+				goto nomem;
+			if (done) {
+				if (proxy_resp_done(c) == -1 ||
+				    c->st != PROXY_ST_RELAY)
+					return -1;
+			} else if (take == 0 ||
+			    !(bufferevent_get_enabled(c->up) & EV_READ))
+				return 0;
+			continue;
+		}
+		if (c->rq_n == 0) {
+			(void)snprintf(e.msg, sizeof(e.msg),
+			    "a response no request asked for");
+			goto bad;
+		}
+		{
+			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
+			const char *buf =
+			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+
+			if (!http_head_find_end(buf, n, &c->rcursor, &end)) {
+				if (len >= PROXY_PEEK_MAX) {
+					(void)snprintf(e.msg, sizeof(e.msg),
+					    "response head over %d bytes",
+					    PROXY_PEEK_MAX);
+					goto bad;
+				}
+				return 0;
+			}
+			c->rcursor = 0;
+			m.p = c->rq_method[c->rq_first];
+			m.n = strlen(m.p);
+			if (http_parse_response(buf, end, &m, &h, &e) !=
+			    HTTP_HEAD_OK)
+				goto bad;
+		}
+		if (proxy_move(c, c->up, c->cli, end) == -1)
+			goto nomem;
+		if (h.status == 101) {
+			if (!c->rq_upgrade[c->rq_first]) {
+				(void)snprintf(e.msg, sizeof(e.msg),
+				    "101 to a request without Upgrade");
+				goto bad;
+			}
+			/* the other protocol, both ways, untouched */
+			c->rphase = c->hphase = H_RAW;
+			bufferevent_enable(c->cli, EV_READ);
+			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+				goto nomem;
+			continue;
+		}
+		if (h.status < 200)
+			continue; /* 100 Continue & co.: the final one follows */
+		proxy_body_start(&c->rbody, &h);
+		if (c->rbody.kind == HTTP_BODY_NONE) {
+			if (proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY)
+				return -1;
+		} else
+			c->rphase = H_BODY;
+	}
+bad : {
+	char dst[ADDR_TEXT_MAX];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	log_warn(c->p->log, "proxy.bad_response", LOG_S("name", c->name),
+	    LOG_S("dst", dst), LOG_S("error", e.msg));
+}
+	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+	return -1;
+nomem:
+	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+	return -1;
 }
 
 /* -1: c is gone. */
 static int
 proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
 {
-	if (b == c->cli && (c->proto == PROTO_HTTP || c->term))
-		return proxy_http_pump(c);
+	if (c->proto == PROTO_HTTP || c->term)
+		return b == c->cli ? proxy_http_pump(c) : proxy_resp_pump(c);
 	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1) {
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 		return -1;
@@ -629,7 +848,8 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		return;
 	}
 	if (!((o == c->cli) ? c->cli_eof : c->up_eof) &&
-	    !(o == c->cli && c->hphase == H_STOPPED)) {
+	    !(o == c->cli &&
+	        (c->hphase == H_STOPPED || c->hphase == H_UPGRADE))) {
 		bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
 		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
@@ -857,8 +1077,9 @@ proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
 		*status = 400;
 		return PROXY_NO_HOST;
 	}
-	if (http_span_ieq(&h->method, "CONNECT") || h->conn_upgrade ||
-	    http_header_get(h, "upgrade", NULL) != NULL) {
+	if (http_span_ieq(&h->method, "CONNECT") ||
+	    ((h->conn_upgrade || http_header_get(h, "upgrade", NULL) != NULL) &&
+	        !proxy_upgrade_ok(h))) {
 		*status = 501;
 		return PROXY_UNSUPPORTED;
 	}

@@ -66,6 +66,46 @@ code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
 tb_expect_eq "Host other than the SNI inside a terminated connection: 421" 421 "$code"
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path=/misdirected'
 
+# --- the HTTP engine inside a terminated connection ---------------------------
+CA=$STATE/ca-bundle.crt
+mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
+    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+HC=$TB_DIR/sbx-bin/http_client.py
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+urls=()
+for i in $(seq 1 100); do urls+=("https://a.test/ka$i"); done
+tb_check "100 keep-alive requests on one client connection" sh -c \
+    "$(printf '%q ' "${TB_SBX_EXEC[@]}") curl -sS -f --max-time 20 --cacert '$CA' -o /dev/null ${urls[*]}"
+ports=$("$TB_PY" - "$TB_ORIGIN_LOG" "$mark" <<'PY'
+import json, sys
+f = open(sys.argv[1]); f.seek(int(sys.argv[2]))
+ps = set(); n = 0
+for l in f:
+    r = json.loads(l)
+    if r.get("ev") == "origin.request" and r["path"].startswith("/ka"):
+        n += 1; ps.add(r["client"]["port"])
+print(n, len(ps))
+PY
+)
+tb_expect_eq "... the origin got all 100 over one connection" "100 1" "$ports"
+tb_expect_eq "chunked download through termination: every byte" 300000 \
+    "$(tb_sandbox curl -sS --max-time 10 --cacert "$CA" 'https://a.test/dl?bytes=300000&chunked=1' | wc -c)"
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_check "chunked upload through termination" sh -c \
+    "head -c 200000 /dev/zero | tr '\\0' u | $(printf '%q ' "${TB_SBX_EXEC[@]}") curl -sS -f --max-time 10 --cacert '$CA' -T - -o /dev/null https://a.test/up"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/up body_len=200000 'h.transfer-encoding=chunked'
+sse=$(tb_sandbox "$TB_PY" "$HC" sse 'https://a.test/ev?sse=3&gap_ms=700' "$CA")
+tb_expect_match "SSE: three events" '^0 .*
+1 .*
+2 ' "$sse"
+tb_check "SSE: the first event arrives as it is produced, not with the last" \
+    "$TB_PY" -c 'import sys; t=[float(l.split()[1]) for l in sys.argv[1].splitlines()]; sys.exit(0 if t[2]-t[0] > 1.0 else 1)' "$sse"
+ws=$(tb_sandbox "$TB_PY" "$HC" ws 'https://a.test/sock?ws=1' "$CA" hello second)
+tb_expect_eq "WebSocket through termination: 101 and both echoes" \
+    "HTTP/1.1 101 Switching Protocols
+hello
+second" "$ws"
+
 code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
     --cacert "$STATE/ca-bundle.crt" https://c.test/)
 tb_expect_eq "a host without a binding is passed through (origin's certificate, test CA)" \

@@ -23,6 +23,11 @@ Query parameters shape the response (all bounded):
   bytes=N            body of N 'x' bytes instead of the JSON echo
   delay_ms=N         wait before answering
   close=1            Connection: close
+  sse=N              text/event-stream, chunked: N events ("data: event K"),
+                     one chunk each, gap_ms apart (default 300, at most 2000)
+  ws=1               with "Upgrade: websocket": 101, then every text or
+                     binary frame echoed until a close frame (64 KiB per
+                     frame, 100 frames)
 Bounds: request body 1 MiB, bytes 16 MiB, delay 10 s, idle 30 s, 512
 connections per listener. A head the stdlib parser rejects (400, 431, ...)
 is logged as {"ev":"origin.bad_request", "status", "raw_head", ...}.
@@ -203,6 +208,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body=body[:MAX_BODY_LOGGED].decode("latin-1"))
         self.server.log.write(rec)
 
+        if qget("ws") == "1" and h.get("upgrade", "").lower() == "websocket":
+            return self.websocket_echo(h)
+        if qget("sse") is not None:
+            return self.sse(qint("sse", 1, 100), qint("gap_ms", 300, 2000))
+
         delay = qint("delay_ms", 0, MAX_DELAY_MS)
         if delay:
             time.sleep(delay / 1000.0)
@@ -245,6 +255,59 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return
         self.write_body(payload, n, chunked, echoed if trailer else [])
+
+    def sse(self, n, gap_ms):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for k in range(n):
+            if k:
+                time.sleep(gap_ms / 1000.0)
+            ev = ("data: event %d\n\n" % k).encode()
+            self.wfile.write(b"%x\r\n" % len(ev) + ev + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def websocket_echo(self, h):
+        import base64
+        import hashlib
+        key = h.get("sec-websocket-key", "")
+        acc = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", acc.decode())
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        r = self.rfile
+        for _ in range(100):
+            hdr = r.read(2)
+            if len(hdr) < 2:
+                return
+            op, ln = hdr[0] & 0x0f, hdr[1] & 0x7f
+            if ln == 126:
+                ln = int.from_bytes(r.read(2), "big")
+            elif ln == 127:
+                return
+            if ln > 65536:
+                return
+            mask = r.read(4) if hdr[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(r.read(ln)))
+            if op == 8:
+                self.wfile.write(b"\x88\x00")
+                self.wfile.flush()
+                return
+            if op in (1, 2):
+                out = bytes([0x80 | op])
+                out += bytes([len(data)]) if len(data) < 126 else \
+                    b"\x7e" + len(data).to_bytes(2, "big")
+                self.wfile.write(out + data)
+                self.wfile.flush()
 
     def write_body(self, payload, n, chunked, trailers):
         sent = 0

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""Small HTTP clients for the proxy's end-to-end tests (stdlib only).
+
+  http_client.py sse URL CAFILE          prints "K SECONDS" per event, the
+                                         time since the request was sent
+  http_client.py ws URL CAFILE MSG...    WebSocket: sends each MSG as a text
+                                         frame, prints each echo
+  http_client.py raw HOST PORT FILE      sends FILE's bytes over plain TCP,
+                                         prints what comes back (5 s cap)
+Every socket has a 10 s timeout; output is bounded.
+"""
+import base64
+import os
+import socket
+import ssl
+import sys
+import time
+import urllib.parse
+
+
+def tls_conn(url, cafile):
+    u = urllib.parse.urlsplit(url)
+    ctx = ssl.create_default_context(cafile=cafile)
+    s = socket.create_connection((u.hostname, u.port or 443), timeout=10)
+    s = ctx.wrap_socket(s, server_hostname=u.hostname)
+    path = u.path + ("?" + u.query if u.query else "")
+    return s, u.hostname, path
+
+
+def sse(url, cafile):
+    s, host, path = tls_conn(url, cafile)
+    t0 = time.monotonic()
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
+               "Connection: close\r\n\r\n" % (path, host)).encode())
+    buf = b""
+    k = 0
+    while k < 100:
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+        while b"data: event " in buf:
+            i = buf.index(b"data: event ")
+            j = buf.find(b"\n\n", i)
+            if j < 0:
+                break
+            print("%s %.3f" % (buf[i + 12:j].decode(), time.monotonic() - t0),
+                  flush=True)
+            buf = buf[j + 2:]
+            k += 1
+
+
+def ws(url, cafile, msgs):
+    s, host, path = tls_conn(url, cafile)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n" % (path, host, key)).encode())
+    f = s.makefile("rb")
+    status = f.readline().decode().strip()
+    print(status)
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    if " 101 " not in status + " ":
+        return
+    for m in msgs:
+        data = m.encode()
+        mask = os.urandom(4)
+        s.sendall(bytes([0x81, 0x80 | len(data)]) + mask +
+                  bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+        hdr = f.read(2)
+        print(f.read(hdr[1] & 0x7f).decode())
+    mask = os.urandom(4)
+    s.sendall(b"\x88\x80" + mask)
+    f.read(2)
+
+
+def raw(host, port, path):
+    data = open(path, "rb").read()
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(data)
+    out = b""
+    try:
+        while len(out) < 65536:
+            d = s.recv(4096)
+            if not d:
+                break
+            out += d
+    except socket.timeout:
+        pass
+    sys.stdout.write(out.decode("latin-1"))
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if len(a) >= 3 and a[0] == "sse":
+        sse(a[1], a[2])
+    elif len(a) >= 3 and a[0] == "ws":
+        ws(a[1], a[2], a[3:])
+    elif len(a) == 4 and a[0] == "raw":
+        raw(a[1], a[2], a[3])
+    else:
+        sys.exit(__doc__)
