@@ -65,7 +65,7 @@ bench_wait_ready()
 		    die "egressd exited: $(tail -3 "$DIR/egressd.out")"
 		sleep 0.1
 	done
-	die "egressd not ready"
+	die "egressd not ready: $(tail -3 "$DIR/egressd.out" "$DIR/egressd.log" 2>/dev/null)"
 }
 
 bench_cleanup()

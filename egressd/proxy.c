@@ -41,6 +41,8 @@
 	(HTTP_HEAD_MAX > TLS_HELLO_MSG_MAX + 4 * TLS_RECORD_HEADER_LEN         \
 	        ? HTTP_HEAD_MAX                                                \
 	        : TLS_HELLO_MSG_MAX + 4 * TLS_RECORD_HEADER_LEN)
+#define PROXY_IO_MAX (128u << 10) /* bytes per read or write call */
+#define PROXY_SPLICE_MAX (256u << 10) /* pipe size of a spliced direction */
 #define PROXY_LOG_RATE 50 /* proxy.refused lines per second, burst 100 */
 
 enum proxy_proto { PROTO_UNKNOWN, PROTO_TLS, PROTO_HTTP };
@@ -65,6 +67,17 @@ struct proxy_body {
 	struct http_chunk ch; /* HTTP_BODY_CHUNKED */
 };
 
+/* Pass-through: one direction of a spliced connection. */
+struct proxy_splice {
+	struct proxy_conn *c;
+	int dir; /* 0: client -> origin, 1: origin -> client */
+	int from, to; /* the sockets (owned by the connection's sfd) */
+	int pr, pw; /* the pipe, -1 until data first flows this way */
+	size_t inpipe; /* bytes in the pipe */
+	bool eof, shut; /* from said EOF; FIN sent to to */
+	struct event *rev, *wev;
+};
+
 struct proxy_listener {
 	int fd, family;
 	struct event *ev;
@@ -82,6 +95,10 @@ struct proxy_conn {
 	bool term; /* terminated TLS (else pass-through or plain) */
 	bool cli_ready, up_ready, up_failed; /* terminated: handshakes */
 	char tls_why[128]; /* the upstream TLS failure, for the log */
+	/* pass-through after the decision: splice(2), no bufferevents */
+	bool spliced;
+	int sfd[2]; /* client, origin sockets once spliced */
+	struct proxy_splice sp[2];
 	struct event *timer;
 	struct addr dst, peer;
 	uint16_t dport, pport;
@@ -272,6 +289,21 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	if (c->peek_ev != NULL)
 		event_free(c->peek_ev);
 	free(c->pbuf);
+	if (c->spliced) {
+		int i;
+
+		for (i = 0; i < 2; i++) {
+			if (c->sp[i].rev != NULL)
+				event_free(c->sp[i].rev);
+			if (c->sp[i].wev != NULL)
+				event_free(c->sp[i].wev);
+			if (c->sp[i].pr != -1)
+				close(c->sp[i].pr);
+			if (c->sp[i].pw != -1)
+				close(c->sp[i].pw);
+			close(c->sfd[i]);
+		}
+	}
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
 	else if (c->fd != -1)
@@ -283,6 +315,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	proxy_resume_accept(p);
 }
 
+static void proxy_splice_start(struct proxy_conn *c);
 static void proxy_cli_read(struct bufferevent *b, void *arg);
 static void proxy_write_cb(struct bufferevent *b, void *arg);
 static void proxy_cli_event(struct bufferevent *b, short what, void *arg);
@@ -896,6 +929,131 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	(void)proxy_maybe_done(c);
 }
 
+/*
+ * Pass-through relaying with splice(2): socket -> pipe -> socket, the
+ * bytes never copied into egressd. A direction reads only while its pipe
+ * is empty and waits for its destination to drain otherwise, so each
+ * holds at most one pipe (PROXY_SPLICE_MAX) in flight: the backpressure.
+ * -1: c is gone.
+ */
+static int
+proxy_splice_pump(struct proxy_splice *s)
+{
+	struct proxy_conn *c = s->c;
+	ssize_t n;
+
+	for (;;) {
+		if (s->inpipe > 0) {
+			n = splice(s->pr, NULL, s->to, NULL, s->inpipe,
+			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				s->inpipe -= (size_t)n;
+				if (s->dir == 0)
+					c->up_bytes += (uint64_t)n;
+				else
+					c->down_bytes += (uint64_t)n;
+				c->last_ms = now_mono_ms();
+				continue;
+			}
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				(void)event_del(s->rev);
+				(void)event_add(s->wev, NULL);
+				return 0;
+			}
+			goto fail;
+		}
+		(void)event_del(s->wev);
+		if (s->eof) {
+			if (!s->shut) {
+				s->shut = true;
+				(void)shutdown(s->to, SHUT_WR);
+			}
+			if (c->sp[0].shut && c->sp[1].shut) {
+				proxy_conn_close(c, PROXY_OK);
+				return -1;
+			}
+			return 0;
+		}
+		if (s->pr == -1) {
+			int pfd[2];
+
+			if (pipe2(pfd, O_NONBLOCK | O_CLOEXEC) == -1)
+				goto fail;
+			s->pr = pfd[0];
+			s->pw = pfd[1];
+			(void)fcntl(s->pw, F_SETPIPE_SZ, PROXY_SPLICE_MAX);
+		}
+		n = splice(s->from, NULL, s->pw, NULL, PROXY_SPLICE_MAX,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			s->inpipe = (size_t)n;
+			continue;
+		}
+		if (n == 0) {
+			s->eof = true;
+			(void)event_del(s->rev);
+			continue;
+		}
+		if (errno == EAGAIN || errno == EINTR) {
+			(void)event_add(s->rev, NULL);
+			return 0;
+		}
+		goto fail;
+	}
+fail:
+	/* which side failed: a read error is from's, a write error to's;
+	 * either way the connection ends */
+	proxy_conn_close(c,
+	    (s->dir == 0) == (s->inpipe == 0) ? PROXY_CLIENT_ERROR
+	                                      : PROXY_UPSTREAM_ERROR);
+	return -1;
+}
+
+static void
+proxy_splice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)proxy_splice_pump(arg);
+}
+
+static void
+proxy_splice_start(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+	int i;
+
+	/* Nothing was read through the bufferevents (the client's bytes
+	 * wait in its socket), so they can go; their fds stay. */
+	c->sfd[0] = bufferevent_getfd(c->cli);
+	c->sfd[1] = bufferevent_getfd(c->up);
+	(void)bufferevent_setfd(c->cli, -1);
+	(void)bufferevent_setfd(c->up, -1);
+	bufferevent_free(c->cli);
+	bufferevent_free(c->up);
+	c->cli = c->up = NULL;
+	c->spliced = true;
+	for (i = 0; i < 2; i++) {
+		struct proxy_splice *s = &c->sp[i];
+
+		s->c = c;
+		s->dir = i;
+		s->from = c->sfd[i];
+		s->to = c->sfd[1 - i];
+		s->pr = s->pw = -1;
+		s->rev = event_new(
+		    p->base, s->from, EV_READ | EV_PERSIST, proxy_splice_cb, s);
+		s->wev = event_new(
+		    p->base, s->to, EV_WRITE | EV_PERSIST, proxy_splice_cb, s);
+		if (s->rev == NULL || s->wev == NULL) {
+			proxy_conn_close(c, PROXY_CLIENT_ERROR);
+			return;
+		}
+	}
+	for (i = 0; i < 2; i++)
+		(void)event_add(c->sp[i].rev, NULL);
+}
+
 /* Decided, connected (and, terminated, both handshakes done): relay. */
 static void
 proxy_start_relay(struct proxy_conn *c)
@@ -908,9 +1066,19 @@ proxy_start_relay(struct proxy_conn *c)
 	c->last_ms = now_mono_ms();
 	(void)evtimer_del(c->timer);
 	proxy_arm(c, c->p->o.idle_ms);
+	if (!c->term && c->proto == PROTO_TLS) {
+		proxy_splice_start(c);
+		return;
+	}
 	bufferevent_setwatermark(c->up, EV_WRITE, PROXY_HIGH_WM / 2, 0);
 	bufferevent_setwatermark(c->cli, EV_WRITE, PROXY_HIGH_WM / 2, 0);
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	/* bulk transfers: fewer, larger reads and writes (libevent's
+	 * default is 16 KiB a call) */
+	(void)bufferevent_set_max_single_read(c->up, PROXY_IO_MAX);
+	(void)bufferevent_set_max_single_write(c->up, PROXY_IO_MAX);
+	(void)bufferevent_set_max_single_read(c->cli, PROXY_IO_MAX);
+	(void)bufferevent_set_max_single_write(c->cli, PROXY_IO_MAX);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
 	(void)proxy_relay_read(c, c->cli);
@@ -1498,6 +1666,13 @@ proxy_accept_cb(evutil_socket_t lfd, short what, void *arg)
 				    LOG_S("error", strerror(EMFILE)));
 			}
 			return;
+		}
+		{
+			/* heads and bodies go out as separate writes: Nagle
+			 * would hold the second for the peer's delayed ACK */
+			int one = 1;
+			(void)setsockopt(
+			    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		}
 		proxy_conn_new(p, fd, family);
 	}
