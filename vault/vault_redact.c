@@ -368,10 +368,14 @@ redact_round(struct vault_redactor *r, size_t t, size_t s,
 	const struct vault_match *m = r->v->m;
 	size_t i, l, mend = r->mend;
 
-	for (i = 0; i < s; i++)
+	/* Byte i is masked once the starts up to i were tried: later ones
+	 * never read it. */
+	for (i = 0; i < s; i++) {
 		if ((l = match_at(m, r->w + i, t - i)) != 0 && i + l > mend)
 			mend = i + l;
-	memset(r->w, '*', mend < s ? mend : s);
+		if (i < mend)
+			r->w[i] = '*';
+	}
 	if (s > 0)
 		emit(arg, r->w, s);
 	memmove(r->w, r->w + s, t - s);
