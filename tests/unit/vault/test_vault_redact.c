@@ -1,0 +1,434 @@
+/*
+ * vault_redact.c: the rendered forms of each value (written out here by
+ * hand, from an independent encoder, so a wrong form fails), streaming
+ * redaction against a naive reference for every split of the input, the
+ * hold-back bound, overlapping occurrences, and header values.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ts_policy.h"
+#include "vault/vault.h"
+
+/* Credential p's value is a/b c+d"e\f (YAML single quotes keep the
+ * backslash); u is bound to nothing and redacted all the same. */
+static const char *const pol =
+    "defaultAction: deny\n"
+    "egress:\n"
+    "  - {action: allow, target: api.example.com}\n"
+    "credentials:\n"
+    "  - {name: k, source: {type: inline, value: s3cr3t-K}}\n"
+    "  - {name: p, source: {type: inline, value: 'a/b c+d\"e\\f'}}\n"
+    "  - {name: u, source: {type: inline, value: unused-U}}\n"
+    "bindings:\n"
+    "  - name: b\n"
+    "    match: {hosts: [api.example.com]}\n"
+    "    auth: {type: bearer, credential: k}\n";
+
+/* Every form of every value of pol (Python's base64, urllib.parse.quote
+ * with safe "-._~", quote_plus, json.dumps). */
+static const char *const forms[] = {
+    "s3cr3t-K",
+    "Bearer s3cr3t-K",
+    "czNjcjN0LUs",
+    "a/b c+d\"e\\f",
+    "Bearer a/b c+d\"e\\f",
+    "YS9iIGMrZCJlXGY",
+    "a%2Fb%20c%2Bd%22e%5Cf",
+    "a%2fb%20c%2bd%22e%5cf",
+    "a%2Fb+c%2Bd%22e%5Cf",
+    "a/b c+d\\\"e\\\\f",
+    "a\\/b c+d\\\"e\\\\f",
+    "unused-U",
+    "Bearer unused-U",
+    "dW51c2VkLVU",
+};
+#define NFORMS (sizeof(forms) / sizeof(forms[0]))
+#define LONGEST 21 /* a%2Fb%20c%2Bd%22e%5Cf */
+
+static struct vault *
+vault_of(const char *yaml)
+{
+	struct policy *p = ts_policy_yaml(yaml, "r.yaml");
+	struct err e;
+	struct vault *v;
+
+	v = vault_new(p, &e);
+	if (v == NULL)
+		fail_msg("vault_new: %s", e.msg);
+	policy_unref(p);
+	return v;
+}
+
+/* What the client must receive: every byte of every occurrence of a
+ * pattern as '*' (naive). */
+static void
+reference(const char *const *pats, size_t npats, const uint8_t *in, size_t n,
+    uint8_t *out)
+{
+	size_t i, k;
+
+	memcpy(out, in, n);
+	for (k = 0; k < npats; k++) {
+		size_t l = strlen(pats[k]);
+
+		for (i = 0; i + l <= n; i++)
+			if (memcmp(in + i, pats[k], l) == 0)
+				memset(out + i, '*', l);
+	}
+}
+
+struct sink {
+	uint8_t buf[1 << 16];
+	size_t n;
+};
+
+static void
+sink_emit(void *arg, const uint8_t *p, size_t n)
+{
+	struct sink *s = arg;
+
+	assert_true(n > 0);
+	assert_true(s->n + n <= sizeof(s->buf));
+	memcpy(s->buf + s->n, p, n);
+	s->n += n;
+}
+
+/* Feeds in[0..n) in pieces cut at cuts[0..ncuts) (ascending). */
+static void
+run(struct vault_redactor *r, const uint8_t *in, size_t n, const size_t *cuts,
+    size_t ncuts, struct sink *s)
+{
+	size_t at = 0, i;
+
+	s->n = 0;
+	for (i = 0; i <= ncuts; i++) {
+		size_t end = i < ncuts ? cuts[i] : n;
+
+		vault_redact_feed(r, in + at, end - at, sink_emit, s);
+		at = end;
+	}
+	vault_redact_finish(r, sink_emit, s);
+}
+
+static void
+test_forms(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	uint8_t in[128], want[128];
+	struct sink *s = malloc(sizeof(*s));
+	size_t i, n, hl;
+	char *h;
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(vault_redact_holdback(v), LONGEST - 1);
+	for (i = 0; i < NFORMS; i++) {
+		n = (size_t)snprintf(
+		    (char *)in, sizeof(in), "<<%s>>", forms[i]);
+		memcpy(want, in, n);
+		memset(want + 2, '*', strlen(forms[i]));
+		run(r, in, n, NULL, 0, s);
+		assert_int_equal(s->n, n);
+		if (memcmp(s->buf, want, n) != 0)
+			fail_msg("form \"%s\": got \"%.*s\"", forms[i], (int)n,
+			    s->buf);
+		h = vault_redact_header(v, (const char *)in, n, &hl);
+		assert_non_null(h);
+		assert_string_equal(h, "<<[REDACTED]>>");
+		assert_int_equal(hl, 14);
+		free(h);
+	}
+	/* near misses are left alone */
+	n = (size_t)snprintf((char *)in, sizeof(in),
+	    "s3cr3t-k s3cr3t- czNjcjN0LU a%%2Fb%%20c%%2Bd%%22e%%5C");
+	run(r, in, n, NULL, 0, s);
+	assert_int_equal(s->n, n);
+	assert_memory_equal(s->buf, in, n);
+	assert_null(vault_redact_header(v, (const char *)in, n, &hl));
+	assert_int_equal(hl, 0);
+	vault_redactor_free(r);
+	free(s);
+	vault_free(v);
+}
+
+static size_t
+build_input(uint8_t *in, size_t cap)
+{
+	size_t n = 0, i;
+
+	/* Every form, with noise that shares their first bytes. */
+	for (i = 0; i < NFORMS; i++)
+		n += (size_t)snprintf((char *)in + n, cap - n, "%s s3cr %s aB",
+		    i % 2 ? "Bear" : "a%2F", forms[i]);
+	/* Back to back, and at the very end. */
+	n += (size_t)snprintf(
+	    (char *)in + n, cap - n, "s3cr3t-Ks3cr3t-Kunused-U");
+	assert_true(n < cap);
+	return n;
+}
+
+static void
+test_split_every_offset(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t in[1024], want[1024];
+	size_t n, i, j, cuts[2];
+
+	(void)state;
+	n = build_input(in, sizeof(in));
+	reference(forms, NFORMS, in, n, want);
+	/* one piece */
+	run(r, in, n, NULL, 0, s);
+	assert_int_equal(s->n, n);
+	assert_memory_equal(s->buf, want, n);
+	/* two pieces, every cut */
+	for (i = 0; i <= n; i++) {
+		cuts[0] = i;
+		run(r, in, n, cuts, 1, s);
+		assert_int_equal(s->n, n);
+		if (memcmp(s->buf, want, n) != 0)
+			fail_msg("cut at %zu: %.*s", i, (int)n, s->buf);
+	}
+	/* three pieces: every pair of cuts within a window of the longest
+	 * pattern (a match spanning three feeds) */
+	for (i = 0; i <= n; i++)
+		for (j = i; j <= n && j <= i + LONGEST; j++) {
+			cuts[0] = i;
+			cuts[1] = j;
+			run(r, in, n, cuts, 2, s);
+			assert_int_equal(s->n, n);
+			if (memcmp(s->buf, want, n) != 0)
+				fail_msg("cuts at %zu, %zu", i, j);
+		}
+	vault_redactor_free(r);
+	free(s);
+	vault_free(v);
+}
+
+static void
+test_bytewise_holdback(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t in[1024], want[1024];
+	size_t n, i;
+
+	(void)state;
+	n = build_input(in, sizeof(in));
+	reference(forms, NFORMS, in, n, want);
+	s->n = 0;
+	for (i = 0; i < n; i++) {
+		vault_redact_feed(r, in + i, 1, sink_emit, s);
+		/* never more held back than the longest pattern - 1 */
+		assert_true(i + 1 - s->n <= LONGEST - 1);
+		if (i + 1 >= LONGEST - 1)
+			assert_int_equal(i + 1 - s->n, LONGEST - 1);
+	}
+	vault_redact_finish(r, sink_emit, s);
+	assert_int_equal(s->n, n);
+	assert_memory_equal(s->buf, want, n);
+	/* a second stream on the same redactor */
+	run(r, in, n, NULL, 0, s);
+	assert_memory_equal(s->buf, want, n);
+	vault_redactor_free(r);
+	free(s);
+	vault_free(v);
+}
+
+/* Deterministic pseudo-random bytes (xorshift). */
+static uint32_t
+rnd(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+static void
+test_random_no_leak(void **state)
+{
+	static const char alpha[] = "s3cr3t-KaBe% /\\\"2FcY";
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t *in = malloc(8192), *want = malloc(8192);
+	uint32_t x = 0x2545f491;
+	size_t round, n, i, k, cuts[64], ncuts;
+
+	(void)state;
+	for (round = 0; round < 300; round++) {
+		n = 0;
+		while (n < 4000) {
+			if (rnd(&x) % 8 == 0) {
+				const char *f = forms[rnd(&x) % NFORMS];
+
+				memcpy(in + n, f, strlen(f));
+				n += strlen(f);
+			} else {
+				in[n++] = (uint8_t)
+				    alpha[rnd(&x) % (sizeof(alpha) - 1)];
+			}
+		}
+		ncuts = rnd(&x) % 64;
+		for (i = 0; i < ncuts; i++)
+			cuts[i] = rnd(&x) % (n + 1);
+		/* ascending */
+		for (i = 1; i < ncuts; i++)
+			for (k = i; k > 0 && cuts[k - 1] > cuts[k]; k--) {
+				size_t t = cuts[k];
+
+				cuts[k] = cuts[k - 1];
+				cuts[k - 1] = t;
+			}
+		reference(forms, NFORMS, in, n, want);
+		run(r, in, n, cuts, ncuts, s);
+		assert_int_equal(s->n, n);
+		assert_memory_equal(s->buf, want, n);
+		for (k = 0; k < NFORMS; k++)
+			assert_null(
+			    memmem(s->buf, n, forms[k], strlen(forms[k])));
+	}
+	vault_redactor_free(r);
+	free(in);
+	free(want);
+	free(s);
+	vault_free(v);
+}
+
+/* Occurrences that overlap are all covered, in streams and headers. */
+static void
+test_overlap(void **state)
+{
+	struct vault *v = vault_of(
+	    "credentials: [{name: o, source: {type: inline, value: abab}}]\n");
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	const char *in = "xababababy abab";
+	size_t hl;
+	char *h;
+
+	(void)state;
+	run(r, (const uint8_t *)in, strlen(in), NULL, 0, s);
+	assert_int_equal(s->n, strlen(in));
+	assert_memory_equal(s->buf, "x********y ****", s->n);
+	h = vault_redact_header(v, in, strlen(in), &hl);
+	assert_string_equal(h, "x[REDACTED]y [REDACTED]");
+	assert_int_equal(hl, strlen(h));
+	free(h);
+	vault_redactor_free(r);
+	free(s);
+	vault_free(v);
+}
+
+static void
+test_header(void **state)
+{
+	struct vault *v = vault_of(pol);
+	const char *in;
+	size_t hl;
+	char *h;
+
+	(void)state;
+	in = "Bearer s3cr3t-K";
+	h = vault_redact_header(v, in, strlen(in), &hl);
+	assert_string_equal(h, "[REDACTED]");
+	free(h);
+	in = "token=s3cr3t-Ks3cr3t-K; b64=czNjcjN0LUs=; u=unused-U";
+	h = vault_redact_header(v, in, strlen(in), &hl);
+	assert_string_equal(
+	    h, "token=[REDACTED]; b64=[REDACTED]=; u=[REDACTED]");
+	assert_int_equal(hl, strlen(h));
+	free(h);
+	/* n bounds the value: the secret past it is not looked at */
+	in = "x s3cr3t-K";
+	assert_null(vault_redact_header(v, in, 5, &hl));
+	assert_null(vault_redact_header(v, in, 0, &hl));
+	vault_free(v);
+}
+
+static void
+test_no_credentials(void **state)
+{
+	struct vault *v = vault_of("defaultAction: allow\n");
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	size_t hl;
+
+	(void)state;
+	assert_int_equal(vault_redact_holdback(v), 0);
+	s->n = 0;
+	vault_redact_feed(r, (const uint8_t *)"abc", 3, sink_emit, s);
+	assert_int_equal(s->n, 3);
+	vault_redact_finish(r, sink_emit, s);
+	assert_int_equal(s->n, 3);
+	assert_null(vault_redact_header(v, "abc", 3, &hl));
+	vault_redactor_free(r);
+	vault_redactor_free(NULL);
+	free(s);
+	vault_free(v);
+}
+
+/* A large stream (more than one internal chunk) with secrets at chunk
+ * boundaries of the feeder. */
+static void
+test_large(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	size_t n = 60000, i, off;
+	uint8_t *in = malloc(n), *want = malloc(n);
+	struct sink *s = malloc(sizeof(*s));
+	size_t cuts[16];
+
+	(void)state;
+	memset(in, 'x', n);
+	for (off = 100; off + 30 < n; off += 4093)
+		memcpy(
+		    in + off, forms[off % NFORMS], strlen(forms[off % NFORMS]));
+	/* straddling 16384 and 32768 (the redactor's own chunk size) */
+	memcpy(in + 16380, "s3cr3t-K", 8);
+	memcpy(in + 32760, "a%2Fb%20c%2Bd%22e%5Cf", 21);
+	reference(forms, NFORMS, in, n, want);
+	for (i = 0; i < 16; i++)
+		cuts[i] = (i + 1) * 3500;
+	run(r, in, n, cuts, 16, s);
+	assert_int_equal(s->n, n);
+	assert_memory_equal(s->buf, want, n);
+	run(r, in, n, NULL, 0, s);
+	assert_memory_equal(s->buf, want, n);
+	free(in);
+	free(want);
+	free(s);
+	vault_redactor_free(r);
+	vault_free(v);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_forms),
+	    cmocka_unit_test(test_split_every_offset),
+	    cmocka_unit_test(test_bytewise_holdback),
+	    cmocka_unit_test(test_random_no_leak),
+	    cmocka_unit_test(test_overlap),
+	    cmocka_unit_test(test_header),
+	    cmocka_unit_test(test_no_credentials),
+	    cmocka_unit_test(test_large),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

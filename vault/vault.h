@@ -1,0 +1,190 @@
+/*
+ * vault: the Credential Vault's runtime (issue 18, contract §4). One
+ * struct vault is one revision: the bindings of a policy snapshot and the
+ * secret values of its credentials, the values only in a locked secmem
+ * arena (mlock, MADV_DONTDUMP, guard pages, wiped on free). The proxy asks
+ * it, per request on a terminated connection, what to inject
+ * (vault_decide), and sweeps the responses of such connections with a
+ * streaming redactor.
+ *
+ * Pure: no sockets, no event loop, no logging; the only I/O is reading
+ * file-source credentials in vault_new. Not thread-safe (one event loop).
+ * No function returns a secret except as rendered header lines in
+ * struct vault_inject (arena memory, wiped by vault_inject_clear) and as
+ * the masked stream the redactor emits; no error message ever holds one.
+ *
+ * Out of scope for now: placeholder substitutions (contract §4
+ * "substitutions"): bindings that carry them load and match, their
+ * auth header is injected, but no placeholder is replaced; a passthrough
+ * binding therefore injects nothing at all.
+ */
+#ifndef EGRESSD_VAULT_H
+#define EGRESSD_VAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+#include "policy/policy_binding.h"
+#include "util/err.h"
+
+/*
+ * Bounds. Every rendered form of every value (vault_redact.c) is one
+ * pattern of the redactor; their bytes together are at most
+ * VAULT_PATTERN_BYTES_MAX (vault_new fails beyond). The arena holds the
+ * values, the patterns and VAULT_LINES_INFLIGHT rendered injections at
+ * once (a vault_decide beyond that fails: clear each vault_inject as soon
+ * as its lines are written out).
+ */
+#define VAULT_PATTERN_BYTES_MAX (8u << 20)
+#define VAULT_LINES_INFLIGHT 64u
+#define VAULT_LINES_ARENA_MAX (16u << 20) /* arena bytes for lines */
+/* remove[]: one name per customHeaders header plus proxy-authorization. */
+#define VAULT_REMOVE_MAX (POLICY_BINDING_LIST_MAX + 1)
+#define VAULT_METHOD_MAX 32 /* longer method tokens match no binding */
+
+struct vault;
+
+/*
+ * Builds one revision from p (takes its own policy_ref; released when the
+ * last reference goes). Every credential's value is exported (inline) or
+ * read (file source) into the arena. File sources are read like the API
+ * token file: through links (a Kubernetes Secret volume's files are links
+ * into ..data/), owned by root or egressd's user and writable by no one
+ * else, and so are the directories of the link and of its target
+ * (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or "\r\n" is
+ * dropped. A value must be 1..POLICY_SECRET_MAX bytes without CR, LF or
+ * NUL. NULL and e on failure; e names the credential (and the file),
+ * never a value.
+ */
+struct vault *vault_new(const struct policy *p, struct err *e);
+/* Another reference (a connection keeping its revision across a swap). */
+struct vault *vault_ref(struct vault *v);
+/* Drops a reference; the last one wipes the arena and unrefs the policy.
+ * NULL is a no-op. */
+void vault_free(struct vault *v);
+size_t vault_nbindings(const struct vault *v);
+/* The policy snapshot the vault was built from (borrowed). */
+const struct policy *vault_policy(const struct vault *v);
+
+/*
+ * Could any binding match a request to host on port (443 → https, 80 →
+ * http, any other port: false)? host is folded and one trailing dot
+ * dropped first; an invalid name or an address literal is never bound.
+ * The proxy terminates TLS exactly then.
+ */
+bool vault_host_bound(const struct vault *v, const char *host, uint16_t port);
+
+struct vault_req {
+	unsigned scheme; /* POLICY_SCHEME_HTTPS / _HTTP */
+	const char *host; /* = SNI, lowercase */
+	uint16_t port; /* 0: the scheme's default */
+	const char *method;
+	size_t method_len;
+	const char *path; /* raw origin-form path, query split off */
+	size_t path_len;
+};
+
+enum vault_decision {
+	VAULT_NO_MATCH, /* forward untouched (norm_path if set) */
+	VAULT_INJECTED, /* remove[] then add lines (passthrough: no lines) */
+	VAULT_AMBIGUOUS, /* answer status (403), forward nothing */
+	VAULT_REFUSED, /* answer status (400 or 403), forward nothing */
+};
+
+struct vault_inject {
+	enum vault_decision decision;
+	/* VAULT_REFUSED/AMBIGUOUS: 400 (path refused by
+	 * policy_path_normalize: %2e%2e is resolved, but %2f %5c %00, a
+	 * backslash, "//", "..;" are refused) or 403 (ambiguous; TRACE or
+	 * TRACK, any case, to a bound host). 0 otherwise. */
+	int status;
+	/* Fixed text, safe to log and to send. Always set. */
+	const char *reason;
+	/* The binding's name (borrowed from the policy), NULL if none. */
+	const char *binding;
+	/* The normalized path (malloc'd, not secret): what to forward. NULL
+	 * when the path did not normalize and the host is not bound (then
+	 * NO_MATCH: forward the request as it came) and for REFUSED 400. */
+	char *norm_path;
+	size_t norm_path_len;
+	/*
+	 * Header names (lowercase, static or borrowed from the vault) the
+	 * proxy removes from the client's request before adding lines: every
+	 * header the injection writes, and proxy-authorization always (on
+	 * every decision, NO_MATCH included). Deduplicated.
+	 */
+	const char *remove[VAULT_REMOVE_MAX];
+	size_t nremove;
+	/* "Name: value\r\n"... NUL-terminated, in the vault's arena (secret).
+	 * NULL/0 when nothing is written. */
+	char *lines;
+	size_t lines_len;
+};
+
+/*
+ * Matches rq per contract §4 (policy_binding_match on the normalized
+ * path; exact host beats wildcard) and renders: bearer → "Authorization:
+ * Bearer v", basic → "Authorization: Basic v" (v already base64), apiKey
+ * → "{name}: v", customHeaders → one line per header, passthrough → no
+ * line. Header names are written as the binding spells them.
+ * When injecting, the proxy should also send "Accept-Encoding: identity"
+ * (issue 18 §7); that is not part of lines.
+ * 0 with *out filled (clear it with vault_inject_clear whatever the
+ * decision), or -1 and e when memory ran out (the arena too: more than
+ * VAULT_LINES_INFLIGHT injections held): forward nothing then (503).
+ */
+int vault_decide(struct vault *v, const struct vault_req *rq,
+    struct vault_inject *out, struct err *e);
+/* Wipes and frees lines, frees norm_path, zeroes *out. */
+void vault_inject_clear(struct vault *v, struct vault_inject *out);
+
+/*
+ * Redaction (vault_redact.c). The patterns are every secret value of the
+ * vault (all credentials: a response on a connection where anything was
+ * injected never echoes any of them) in each rendered form: the value,
+ * "Bearer v", its base64 (standard and URL alphabets, unpadded, so padded
+ * occurrences match too), its percent-encoded forms (upper- and
+ * lower-case hex; '+' for space) and its JSON-escaped forms ("\/" for '/'
+ * or not), each when it differs from the raw value. Matching is
+ * byte-exact; every occurrence is covered, overlapping ones included.
+ *
+ * The matcher is a first-byte table (candidates sorted longest first)
+ * behind a two-byte bitmap, then memcmp: one table probe per byte of
+ * response that starts no pattern; at most all patterns sharing the
+ * first two bytes otherwise (bounded by VAULT_PATTERN_BYTES_MAX). Tables
+ * and patterns live in the arena.
+ */
+struct vault_redactor;
+
+/* Per response stream; borrows v (which must outlive it). NULL when out
+ * of memory. */
+struct vault_redactor *vault_redactor_new(const struct vault *v);
+/*
+ * Consumes in[0..n) and calls emit with output bytes: the input with
+ * every byte covered by a match replaced by '*' (length-preserving, so
+ * Content-Length and chunk sizes stay valid). Holds back at most the
+ * longest pattern's length - 1 bytes, so a match split across feeds is
+ * still caught. The emitted buffer is valid during the call only.
+ */
+void vault_redact_feed(struct vault_redactor *r, const uint8_t *in, size_t n,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg);
+/* Flushes the held bytes (the stream ended); r can be fed again. */
+void vault_redact_finish(struct vault_redactor *r,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg);
+/* Wipes and frees; NULL is a no-op. */
+void vault_redactor_free(struct vault_redactor *r);
+/* The most bytes a feed may hold back (longest pattern - 1). */
+size_t vault_redact_holdback(const struct vault *v);
+
+/*
+ * Header (and trailer) values: each maximal run of bytes covered by
+ * matches becomes "[REDACTED]". A malloc'd new string (NUL-terminated,
+ * length in *outlen) or NULL when nothing matched (or out of memory:
+ * then *outlen is SIZE_MAX and the caller drops the header).
+ */
+char *vault_redact_header(
+    const struct vault *v, const char *value, size_t n, size_t *outlen);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * vault_int: what vault.c and vault_redact.c share (struct vault). Not for
+ * other modules.
+ */
+#ifndef EGRESSD_VAULT_INT_H
+#define EGRESSD_VAULT_INT_H
+
+#include "util/secmem.h"
+#include "vault/vault.h"
+
+#define VAULT_MAGIC 0x7661756cu /* "vaul" */
+
+struct vault_cred {
+	const char *name; /* borrowed from the policy */
+	char *val; /* arena, NUL-terminated */
+	size_t len;
+};
+
+struct vault_bind {
+	const struct policy_binding *b; /* borrowed from the policy */
+	/* Lowercase names of the headers the auth writes (malloc'd). */
+	char **lower;
+	size_t nlower;
+	/* The credential of each line written, in order. */
+	const struct vault_cred **creds;
+	size_t ncreds;
+	size_t render_len; /* bytes of the rendered lines, NUL excluded */
+};
+
+/* A redaction pattern: len bytes at p (in the arena). */
+struct vault_pat {
+	const uint8_t *p;
+	size_t len;
+};
+
+/* Matcher tables, all in the arena (they reveal bytes of the values). */
+struct vault_match {
+	uint8_t *blob; /* every pattern's bytes */
+	struct vault_pat *pats; /* sorted: first byte, then longest first */
+	size_t npats;
+	uint32_t start[257]; /* pats of first byte c: [start[c], start[c+1]) */
+	uint8_t one[256]; /* a pattern of length 1 starts with c */
+	uint8_t
+	    pair[65536 / 8]; /* bit (c0 << 8 | c1): some pattern starts so */
+	size_t maxlen;
+};
+
+struct vault {
+	unsigned magic;
+	unsigned refs;
+	struct policy *p;
+	struct secmem_arena *arena;
+	struct vault_cred *creds;
+	size_t ncreds;
+	struct vault_bind *binds;
+	size_t nbinds;
+	struct vault_match *m; /* arena; NULL when there are no values */
+};
+
+/* Builds v->m from v->creds (vault_redact.c): 0, or -1 and e. */
+int vault_redact_build(struct vault *v, struct err *e);
+/* Bytes the matcher of these credentials needs in the arena (an upper
+ * bound), or SIZE_MAX beyond VAULT_PATTERN_BYTES_MAX. */
+size_t vault_redact_arena_need(const struct vault_cred *c, size_t n);
+
+#endif

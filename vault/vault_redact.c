@@ -1,0 +1,491 @@
+/*
+ * vault_redact: the patterns of a vault (every value in each rendered
+ * form), the multi-pattern matcher over them, the streaming
+ * length-preserving redactor of response bodies and the "[REDACTED]"
+ * rewriting of header values (vault.h).
+ *
+ * The matcher: patterns sorted by first byte, longest first; a probe of
+ * a 64 KiB-bit table of the first two bytes rejects almost every position
+ * at once; the candidates of a position's first byte are then compared
+ * with memcmp, and the first (longest) that matches covers its bytes. A
+ * position is never skipped after a match, so overlapping occurrences are
+ * all covered. Cost per byte: one or two table probes where no pattern
+ * starts; at worst the patterns sharing the two first bytes, whose bytes
+ * are bounded by VAULT_PATTERN_BYTES_MAX. Not constant time (the compared
+ * bytes are the response's, and an origin timing egressd's redaction
+ * learns at most where its own bytes begin a secret's rendered form).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vault/vault_int.h"
+
+/* Bytes taken from the input per scan round (plus the held ones). */
+#define VAULT_REDACT_CHUNK 16384u
+/* Rendered forms per value (vault_forms), an upper bound. */
+#define VAULT_FORMS_MAX 9u
+/* Bytes of every form of a value of n bytes, an upper bound. */
+#define VAULT_FORMS_BYTES(n) (26u * (n) + 64u)
+#define REDACTED "[REDACTED]"
+
+/* ---- rendered forms ---- */
+
+struct forms {
+	uint8_t *buf; /* arena */
+	size_t off, cap;
+	struct vault_pat *pats; /* arena */
+	size_t npats, pcap;
+};
+
+static uint8_t *
+form_begin(struct forms *f)
+{
+	return f->buf + f->off;
+}
+
+/* Ends the form that started at s and now ends at f->buf + end. */
+static void
+form_end(struct forms *f, const uint8_t *s, size_t end)
+{
+	size_t len = end - (size_t)(s - f->buf);
+
+	if (len == 0 || f->npats == f->pcap) {
+		secmem_wipe(f->buf + f->off, len);
+		return;
+	}
+	f->pats[f->npats].p = s;
+	f->pats[f->npats].len = len;
+	f->npats++;
+	f->off = end;
+}
+
+static void
+form_raw(struct forms *f, const char *prefix, const uint8_t *v, size_t n)
+{
+	uint8_t *s = form_begin(f);
+	size_t pl = strlen(prefix), o = f->off;
+
+	memcpy(f->buf + o, prefix, pl);
+	memcpy(f->buf + o + pl, v, n);
+	form_end(f, s, o + pl + n);
+}
+
+static void
+form_base64(struct forms *f, const uint8_t *v, size_t n, bool url)
+{
+	static const char std[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char safe[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const char *al = url ? safe : std;
+	uint8_t *s = form_begin(f);
+	size_t o = f->off, i;
+
+	/* Unpadded: a padded occurrence contains it. */
+	for (i = 0; i + 2 < n; i += 3) {
+		uint32_t x =
+		    (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8 | v[i + 2];
+
+		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
+		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
+		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
+		f->buf[o++] = (uint8_t)al[x & 63];
+	}
+	if (n - i == 1) {
+		uint32_t x = (uint32_t)v[i] << 16;
+
+		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
+		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
+	} else if (n - i == 2) {
+		uint32_t x = (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8;
+
+		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
+		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
+		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
+	}
+	form_end(f, s, o);
+}
+
+static bool
+unreserved(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+	    c == '~';
+}
+
+/* Percent-encoding of every byte but the unreserved ones; form: a space
+ * is '+'. */
+static void
+form_percent(struct forms *f, const uint8_t *v, size_t n, bool lower, bool form)
+{
+	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
+	uint8_t *s = form_begin(f);
+	size_t o = f->off, i;
+
+	for (i = 0; i < n; i++) {
+		if (unreserved(v[i])) {
+			f->buf[o++] = v[i];
+		} else if (form && v[i] == ' ') {
+			f->buf[o++] = '+';
+		} else {
+			f->buf[o++] = '%';
+			f->buf[o++] = (uint8_t)hex[v[i] >> 4];
+			f->buf[o++] = (uint8_t)hex[v[i] & 15];
+		}
+	}
+	form_end(f, s, o);
+}
+
+/* JSON string escaping (RFC 8259 §7), minimal; slash: '/' as "\/" too. */
+static void
+form_json(struct forms *f, const uint8_t *v, size_t n, bool slash)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t *s = form_begin(f);
+	size_t o = f->off, i;
+
+	for (i = 0; i < n; i++) {
+		uint8_t c = v[i];
+		char esc = 0;
+
+		switch (c) {
+		case '"':
+			esc = '"';
+			break;
+		case '\\':
+			esc = '\\';
+			break;
+		case '\b':
+			esc = 'b';
+			break;
+		case '\f':
+			esc = 'f';
+			break;
+		case '\t':
+			esc = 't';
+			break;
+		case '/':
+			esc = slash ? '/' : 0;
+			break;
+		default:
+			break;
+		}
+		if (esc != 0) {
+			f->buf[o++] = '\\';
+			f->buf[o++] = (uint8_t)esc;
+		} else if (c < 0x20) {
+			memcpy(f->buf + o, "\\u00", 4);
+			o += 4;
+			f->buf[o++] = (uint8_t)hex[c >> 4];
+			f->buf[o++] = (uint8_t)hex[c & 15];
+		} else {
+			f->buf[o++] = c;
+		}
+	}
+	form_end(f, s, o);
+}
+
+static bool
+has_byte(const uint8_t *v, size_t n, uint8_t c)
+{
+	return memchr(v, c, n) != NULL;
+}
+
+/* Every form of one value; duplicates are dropped after sorting. */
+static void
+vault_forms(struct forms *f, const uint8_t *v, size_t n)
+{
+	form_raw(f, "", v, n);
+	form_raw(f, "Bearer ", v, n);
+	form_base64(f, v, n, false);
+	form_base64(f, v, n, true);
+	form_percent(f, v, n, false, false);
+	form_percent(f, v, n, true, false);
+	if (has_byte(v, n, ' '))
+		form_percent(f, v, n, false, true);
+	form_json(f, v, n, false);
+	if (has_byte(v, n, '/'))
+		form_json(f, v, n, true);
+}
+
+/* ---- the matcher ---- */
+
+static int
+pat_cmp(const void *a, const void *b)
+{
+	const struct vault_pat *x = a, *y = b;
+	int c;
+
+	if (x->p[0] != y->p[0])
+		return x->p[0] < y->p[0] ? -1 : 1;
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;
+	c = memcmp(x->p, y->p, x->len);
+	return c;
+}
+
+size_t
+vault_redact_arena_need(const struct vault_cred *c, size_t n)
+{
+	size_t bytes = 0, i;
+
+	for (i = 0; i < n; i++) {
+		bytes += VAULT_FORMS_BYTES(c[i].len);
+		if (bytes > VAULT_PATTERN_BYTES_MAX)
+			return SIZE_MAX;
+	}
+	/* The tables, the pattern array, and each allocation's header. */
+	return bytes + sizeof(struct vault_match) +
+	    (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_pat) + 4096;
+}
+
+int
+vault_redact_build(struct vault *v, struct err *e)
+{
+	struct vault_match *m;
+	struct forms f;
+	size_t i, j, bytes = 0;
+
+	v->m = NULL;
+	if (v->ncreds == 0)
+		return 0;
+	for (i = 0; i < v->ncreds; i++)
+		bytes += VAULT_FORMS_BYTES(v->creds[i].len);
+	memset(&f, 0, sizeof(f));
+	f.cap = bytes;
+	f.pcap = v->ncreds * VAULT_FORMS_MAX;
+	m = secmem_alloc(v->arena, sizeof(*m));
+	f.buf = secmem_alloc(v->arena, f.cap);
+	f.pats = secmem_alloc(v->arena, f.pcap * sizeof(*f.pats));
+	if (m == NULL || f.buf == NULL || f.pats == NULL) {
+		secmem_free(v->arena, m);
+		secmem_free(v->arena, f.buf);
+		secmem_free(v->arena, f.pats);
+		err_set(e, "secret arena full (redaction patterns)");
+		return -1;
+	}
+	for (i = 0; i < v->ncreds; i++)
+		vault_forms(
+		    &f, (const uint8_t *)v->creds[i].val, v->creds[i].len);
+	qsort(f.pats, f.npats, sizeof(*f.pats), pat_cmp);
+	/* Unique. */
+	for (i = j = 0; i < f.npats; i++)
+		if (j == 0 || pat_cmp(&f.pats[j - 1], &f.pats[i]) != 0)
+			f.pats[j++] = f.pats[i];
+	f.npats = j;
+	m->blob = f.buf;
+	m->pats = f.pats;
+	m->npats = f.npats;
+	m->maxlen = 0;
+	for (i = 0; i < m->npats; i++) {
+		const struct vault_pat *pt = &m->pats[i];
+
+		if (pt->len > m->maxlen)
+			m->maxlen = pt->len;
+		if (pt->len == 1)
+			m->one[pt->p[0]] = 1;
+		else {
+			unsigned k = (unsigned)pt->p[0] << 8 | pt->p[1];
+
+			m->pair[k >> 3] |= (uint8_t)(1u << (k & 7));
+		}
+	}
+	/* start[c]: first pattern whose first byte is >= c. */
+	for (i = 0, j = 0; i < 257; i++) {
+		while (j < m->npats && m->pats[j].p[0] < i)
+			j++;
+		m->start[i] = (uint32_t)j;
+	}
+	v->m = m;
+	return 0;
+}
+
+/* The longest pattern matching at w (with avail bytes there), or 0. */
+static inline size_t
+match_at(const struct vault_match *m, const uint8_t *w, size_t avail)
+{
+	uint8_t c = w[0];
+	uint32_t k, end = m->start[c + 1];
+
+	if (m->start[c] == end)
+		return 0;
+	if (avail >= 2 && !m->one[c]) {
+		unsigned b = (unsigned)c << 8 | w[1];
+
+		if (!(m->pair[b >> 3] & (1u << (b & 7))))
+			return 0;
+	}
+	for (k = m->start[c]; k < end; k++) {
+		const struct vault_pat *pt = &m->pats[k];
+
+		if (pt->len <= avail && memcmp(pt->p, w, pt->len) == 0)
+			return pt->len;
+	}
+	return 0;
+}
+
+size_t
+vault_redact_holdback(const struct vault *v)
+{
+	return v->m != NULL && v->m->maxlen > 0 ? v->m->maxlen - 1 : 0;
+}
+
+/* ---- streams ---- */
+
+struct vault_redactor {
+	const struct vault *v;
+	/* Response bytes (they were in plain buffers before; wiped on
+	 * free all the same): held + the current chunk. */
+	uint8_t *w;
+	size_t cap;
+	size_t h; /* held bytes at w[0..h) */
+	size_t mend; /* bytes w[0..mend) are covered by a match */
+};
+
+struct vault_redactor *
+vault_redactor_new(const struct vault *v)
+{
+	struct vault_redactor *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	r->v = v;
+	r->cap = vault_redact_holdback(v) + VAULT_REDACT_CHUNK;
+	if ((r->w = malloc(r->cap)) == NULL) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Scans starts [0, s) of w[0..t), masks and emits w[0..s), keeps the
+ * rest. */
+static void
+redact_round(struct vault_redactor *r, size_t t, size_t s,
+    void (*emit)(void *, const uint8_t *, size_t), void *arg)
+{
+	const struct vault_match *m = r->v->m;
+	size_t i, l, mend = r->mend;
+
+	/* Byte i is masked once the starts up to i were tried: later ones
+	 * never read it. */
+	for (i = 0; i < s; i++) {
+		if ((l = match_at(m, r->w + i, t - i)) != 0 && i + l > mend)
+			mend = i + l;
+		if (i < mend)
+			r->w[i] = '*';
+	}
+	if (s > 0)
+		emit(arg, r->w, s);
+	memmove(r->w, r->w + s, t - s);
+	r->h = t - s;
+	r->mend = mend > s ? mend - s : 0;
+}
+
+void
+vault_redact_feed(struct vault_redactor *r, const uint8_t *in, size_t n,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	size_t maxlen, take, t;
+
+	if (r->v->m == NULL) {
+		if (n > 0)
+			emit(arg, in, n);
+		return;
+	}
+	maxlen = r->v->m->maxlen;
+	while (n > 0) {
+		take = r->cap - r->h;
+		if (take > n)
+			take = n;
+		memcpy(r->w + r->h, in, take);
+		in += take;
+		n -= take;
+		t = r->h + take;
+		if (t < maxlen) {
+			r->h = t;
+			continue;
+		}
+		/* Every pattern fits at starts below t - maxlen + 1. */
+		redact_round(r, t, t - maxlen + 1, emit, arg);
+	}
+}
+
+void
+vault_redact_finish(struct vault_redactor *r,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	if (r->v->m == NULL || r->h == 0)
+		return;
+	redact_round(r, r->h, r->h, emit, arg);
+	secmem_wipe(r->w, r->cap);
+	r->h = 0;
+	r->mend = 0;
+}
+
+void
+vault_redactor_free(struct vault_redactor *r)
+{
+	if (r == NULL)
+		return;
+	secmem_wipe(r->w, r->cap);
+	free(r->w);
+	free(r);
+}
+
+/* ---- header values ---- */
+
+char *
+vault_redact_header(
+    const struct vault *v, const char *value, size_t n, size_t *outlen)
+{
+	const struct vault_match *m = v->m;
+	const uint8_t *in = (const uint8_t *)value;
+	size_t i, l, mend = 0, len = 0, o = 0;
+	uint8_t *cov;
+	char *out;
+	bool any = false;
+
+	*outlen = 0;
+	if (m == NULL || n == 0)
+		return NULL;
+	if ((cov = calloc(n, 1)) == NULL) {
+		*outlen = SIZE_MAX;
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		if ((l = match_at(m, in + i, n - i)) != 0 && i + l > mend)
+			mend = i + l;
+		if (i < mend) {
+			cov[i] = 1;
+			any = true;
+		}
+	}
+	if (!any) {
+		free(cov);
+		return NULL;
+	}
+	for (i = 0; i < n; i++)
+		if (!cov[i])
+			len++;
+		else if (i == 0 || !cov[i - 1])
+			len += sizeof(REDACTED) - 1;
+	if ((out = malloc(len + 1)) == NULL) {
+		free(cov);
+		*outlen = SIZE_MAX;
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		if (!cov[i]) {
+			out[o++] = value[i];
+		} else if (i == 0 || !cov[i - 1]) {
+			memcpy(out + o, REDACTED, sizeof(REDACTED) - 1);
+			o += sizeof(REDACTED) - 1;
+		}
+	}
+	out[o] = '\0';
+	free(cov);
+	*outlen = o;
+	return out;
+}
