@@ -829,7 +829,8 @@ tb_policy_file()
 #   --dns-upstream $TB_DNS1_IP4   --http-addr $TB_EGRESSD_HTTP
 #   --rules-dir $TB_DIR/egressd/rules (empty, per run: parallel runs must
 #   not share /var/egress/rules)
-#   --state-dir $TB_DIR/egressd/state (the proxy's CA and ca-bundle.crt)
+#   --state-dir $TB_DIR/egressd/state (the proxy's CA and ca-bundle.crt;
+#   only when $EGRESSD_BIN is egressd itself)
 # then ARGS. Environment: a clean one plus ${TB_EGRESSD_ENV[@]} (K=V words)
 # and the caller's sanitizer options. Waits (bounded) for the JSON line
 # "ev":"egressd.ready" written after this start; dies (showing the log)
@@ -853,6 +854,10 @@ tb_start_egressd()
 			esac
 		done
 		[ "$given" -eq 1 ] && continue
+		# tools such as nft_driver take the daemon's flags but have no
+		# proxy, so no state dir
+		[ "$flag" = --state-dir ] &&
+		    [ "${EGRESSD_BIN##*/}" != egressd ] && continue
 		case $flag in
 		--dns-upstream)
 			val=$TB_DNS1_IP4
