@@ -265,8 +265,8 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	    LOG_S("decision",
 	        c->refused          ? "refused"
 	            : c->term       ? "terminated"
-	            : c->up != NULL ? "passthrough"
-	                            : "none"),
+	            : c->up != NULL || c->spliced ? "passthrough"
+	                                          : "none"),
 	    LOG_S("reason", proxy_reason_name(c->why)),
 	    LOG_S("proto",
 	        c->proto == PROTO_TLS        ? "tls"
@@ -1264,11 +1264,14 @@ proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
 			*status = 421;
 			return PROXY_MISDIRECTED;
 		}
-	} else if (c->name[0] == '\0')
-		memcpy(c->name, name, strlen(name) + 1);
+	}
 	if (port != c->dport)
-		return PROXY_PORT_MISMATCH;
-	r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
+		r = PROXY_PORT_MISMATCH;
+	else
+		r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
+	/* the log names the first request's host, or the one refused */
+	if (!c->term && (c->name[0] == '\0' || r != PROXY_OK))
+		memcpy(c->name, name, strlen(name) + 1);
 	return r;
 }
 
