@@ -65,6 +65,57 @@ expect_log()
 	return 1
 }
 
+# refused_logged DESC PROTO REASON NAME DST MARK: the proxy.refused line of
+# this refusal, written since MARK. egressd logs one line per (dst, reason)
+# per second (log_limiter, PROXY_LOG_RATE): when none was written, the one
+# it was folded into must be there, at most 1 s before this connection's
+# proxy.closed, and no line since MARK may name another reason or name.
+refused_logged()
+{
+	local desc=$1 proto=$2 reason=$3 name=$4 dst=$5 mark=$6 out rc=0
+	out=$("$TB_PY" - "$TB_EGRESSD_LOG" "$mark" "$proto" "$reason" "$name" \
+	    "$dst" <<'PY'
+import json, sys, datetime
+path, mark, proto, reason, name, dst = sys.argv[1:]
+mark = int(mark)
+def ts(r):
+    return datetime.datetime.fromisoformat(r["ts"].replace("Z", "+00:00")).timestamp()
+before, since, closed = [], [], None
+with open(path, "rb") as f:
+    off = 0
+    for raw in f:
+        at, off = off, off + len(raw)
+        try:
+            r = json.loads(raw)
+        except ValueError:
+            continue
+        if r.get("dst") != dst:
+            continue
+        if r.get("ev") == "proxy.refused" and r.get("proto") == proto:
+            (since if at >= mark else before).append(r)
+        elif (r.get("ev") == "proxy.closed" and at >= mark and
+              r.get("decision") == "refused" and closed is None):
+            closed = r
+mine = [r for r in since if r.get("reason") == reason and r.get("name") == name]
+if mine:
+    print("logged"); sys.exit(0)
+if since:
+    print("wrong line: %s" % json.dumps(since[0])); sys.exit(1)
+prev = [r for r in before if r.get("reason") == reason]
+if prev and closed is not None and 0 <= ts(closed) - ts(prev[-1]) < 1.05:
+    print("deduplicated into the line of %.3f s before" % (ts(closed) - ts(prev[-1])))
+    sys.exit(0)
+print("none"); sys.exit(1)
+PY
+) || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		tb_pass "$desc: proxy.refused reason=$reason name=$name ($out)"
+		return 0
+	fi
+	tb_fail "$desc: proxy.refused proto=$proto reason=$reason name=$name dst=$dst ($out)"
+	return 1
+}
+
 # origin_sync: a request straight from the internet namespace (never
 # through the proxy) and its log line: whatever reached the origin before
 # is logged by now.
@@ -116,12 +167,10 @@ refused_tls()
 	*) tb_expect_match "$desc: the client gets a TLS alert" \
 	    '^alert:[0-9]+$' "$out" ;;
 	esac
-	expect_log "$desc: proxy.refused reason=$reason" --since "$me" \
-	    "$TB_EGRESSD_LOG" proxy.refused proto=tls "reason=$reason" \
-	    "name=$name" "dst=$dst"
-	expect_log "$desc: proxy.closed decision=refused" --since "$me" \
-	    "$TB_EGRESSD_LOG" proxy.closed decision=refused "reason=$reason" \
-	    "dst=$dst" up=0
+	expect_log "$desc: proxy.closed decision=refused reason=$reason" \
+	    --since "$me" "$TB_EGRESSD_LOG" proxy.closed decision=refused \
+	    proto=tls "reason=$reason" "name=$name" "dst=$dst" up=0
+	refused_logged "$desc" tls "$reason" "$name" "$dst" "$me"
 	origin_saw_nothing "$desc: the origin saw nothing" "$mo" "$addr" 443
 }
 
@@ -252,7 +301,7 @@ learn a.test c.test
 mo=$(tb_log_mark "$TB_ORIGIN_LOG")
 me=$(tb_log_mark "$TB_EGRESSD_LOG")
 tb_check "http://a.test/ through the proxy" \
-    tb_sandbox curl -sS -f -o /dev/null --max-time 5 "http://a.test/plain-$TAG"
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 "http://a.test/plain-$TAG"
 tb_assert_log --since "$mo" --min 1 --max 1 "$TB_ORIGIN_LOG" origin.request \
     "server.addr=$A4" server.port=80 h.host=a.test "path=/plain-$TAG"
 expect_log "plain HTTP: proxy.closed passthrough for $A4:80" --since "$me" \
@@ -276,9 +325,10 @@ refused_http()
 	    $'^[Cc]onnection: close\r?$' "$out"
 	tb_expect_match "$desc: body names the reason" \
 	    "^egressd: $reason\$" "$out"
-	expect_log "$desc: proxy.refused reason=$reason" --since "$me" \
-	    "$TB_EGRESSD_LOG" proxy.refused proto=http "reason=$reason" \
-	    "name=$name" "dst=$dst"
+	expect_log "$desc: proxy.closed decision=refused reason=$reason" \
+	    --since "$me" "$TB_EGRESSD_LOG" proxy.closed decision=refused \
+	    proto=http "reason=$reason" "name=$name" "dst=$dst" up=0
+	refused_logged "$desc" http "$reason" "$name" "$dst" "$me"
 	origin_saw_nothing "$desc: the origin saw nothing" "$mo" "$addr" 80
 }
 
@@ -311,9 +361,10 @@ tb_expect_eq "pipelined: one 200 then one 403, nothing more" "200 403" \
     "$(grep -aoE '^HTTP/1\.[01] [0-9]{3}' <<<"$out" | awk '{print $2}' | paste -sd' ')"
 tb_expect_match "pipelined: the refusal names the reason" \
     '^egressd: name_denied$' "$out"
-expect_log "pipelined: proxy.refused reason=name_denied" --since "$me" \
-    "$TB_EGRESSD_LOG" proxy.refused proto=http reason=name_denied \
-    name=b.test "dst=$A4:80"
+expect_log "pipelined: proxy.closed refused, naming the refused request's Host" \
+    --since "$me" "$TB_EGRESSD_LOG" proxy.closed decision=refused \
+    proto=http reason=name_denied name=b.test "dst=$A4:80"
+refused_logged "pipelined" http name_denied b.test "$A4:80" "$me"
 origin_sync
 tb_assert_log --since "$mo" --min 1 --max 1 "$TB_ORIGIN_LOG" \
     '*' "server.addr=$A4" server.port=80
