@@ -25,6 +25,7 @@
 #include "egressd/webhook.h"
 #include "policy/policy.h"
 #include "policy/policy_binding.h"
+#include "vault/vault.h"
 #include "util/addr.h"
 #include "util/fileread.h"
 #include "util/hash.h"
@@ -61,6 +62,10 @@ struct egressd {
 	struct api *api;
 	struct webhook *webhook; /* deny webhook, NULL when not configured */
 	struct proxy *proxy; /* transparent proxy, NULL when off */
+	/* The Credential Vault revision of the policy in force (one
+	 * reference owned; connections take their own). NULL when the proxy
+	 * is off and no binding was ever loaded. */
+	struct vault *vault;
 
 	/* Readiness, truthful: each flag says what is really in force. */
 	bool nft_ok, dns_ok, api_ok, selfcheck_ok;
@@ -836,45 +841,27 @@ egressd_proxy_judge_cb(
 	return PROXY_ADDR_MISMATCH;
 }
 
-/* host (lowercase, no trailing dot) matches a binding host pattern. */
-static bool
-egressd_binding_host_match(const char *pat, const char *host)
-{
-	size_t pl, hl;
-
-	if (strncmp(pat, "*.", 2) != 0)
-		return strcmp(pat, host) == 0;
-	pl = strlen(pat + 1); /* ".suffix" */
-	hl = strlen(host);
-	return hl > pl && strcmp(host + hl - pl, pat + 1) == 0;
-}
-
-/* Terminate when a binding of the policy in force could match sni on
+/* Terminate when a binding of the vault in force could match sni on
  * port (the scheme follows the port). */
 static bool
 egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
 {
 	struct egressd *d = arg;
-	uint16_t ports[2];
-	size_t i, j, np;
-	bool port_ok;
 
 	if (d->magic != EGRESSD_MAGIC)
 		abort();
-	for (i = 0; i < d->policy->nbindings; i++) {
-		const struct policy_binding *b = d->policy->bindings[i];
+	return d->vault != NULL && vault_host_bound(d->vault, sni, port);
+}
 
-		np = policy_binding_ports(b, ports);
-		for (j = 0, port_ok = false; j < np; j++)
-			port_ok |= ports[j] == port;
-		if (!port_ok)
-			continue;
-		for (j = 0; j < policy_binding_nhosts(b); j++)
-			if (egressd_binding_host_match(
-			        policy_binding_host(b, j), sni))
-				return true;
-	}
-	return false;
+/* The vault in force, lent (daemon.h, "Hooks"). */
+static struct vault *
+egressd_proxy_vault_cb(void *arg)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return d->vault;
 }
 
 /* With the proxy on, every answer loses its ECH keys (clients then send
@@ -899,6 +886,10 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 
 	if (!c->proxy_transparent)
 		return 0;
+	if ((d->vault = vault_new(d->policy, e)) == NULL) {
+		err_prefix(e, "credential vault");
+		return -1;
+	}
 	memset(&o, 0, sizeof(o));
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;
@@ -910,6 +901,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	o.ssl_insecure = c->ssl_insecure;
 	h.judge = egressd_proxy_judge_cb;
 	h.terminate = egressd_proxy_terminate_cb;
+	h.vault_get = egressd_proxy_vault_cb;
 	h.arg = d;
 	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
 		return -1;
@@ -1154,8 +1146,14 @@ egressd_api_status_cb(void *arg, json_t *out)
 	else
 		json_object_set_new(
 		    notenf, "transparentProxy", json_string("off (--proxy)"));
-	json_object_set_new(
-	    notenf, "credentialVault", json_string("not part of this release"));
+	if (d->proxy != NULL && d->vault != NULL) {
+		json_array_append_new(enf, json_string("credential-vault"));
+		/* bindings parse substitutions; nothing applies them yet */
+		json_object_set_new(notenf, "credentialSubstitutions",
+		    json_string("not part of this release"));
+	} else
+		json_object_set_new(notenf, "credentialVault",
+		    json_string("off (needs --proxy)"));
 	json_object_set_new(out, "version", json_string(EGRESSD_VERSION));
 	json_object_set_new(
 	    out, "configuredMode", json_string(config_mode_name(d->cfg->mode)));
@@ -1324,6 +1322,7 @@ egressd_swap(struct egressd *d, struct policy *next)
 struct commit {
 	struct policy *old, *next; /* old: a reference held for the undo */
 	bool persist;
+	struct vault *vold; /* the vault replaced, kept for the undo */
 };
 
 /* 0 done, 1 nothing to do (no failpoint, no undo), -1 and e failed. */
@@ -1354,6 +1353,39 @@ commit_nft_undo(struct egressd *d, struct commit *c)
 	if (nft_apply_policy(d->nft, c->old, &re) == -1)
 		log_error(d->log, "nft.apply_failed",
 		    LOG_S("trigger", "rollback"), LOG_S("error", re.msg));
+}
+
+/*
+ * The vault revision of next, built (credentials read, file sources
+ * too) and put in force with it: a file source that cannot be read
+ * fails the commit, nothing changes. Connections keep the revision they
+ * took (vault_ref) until their request is done.
+ */
+static int
+commit_vault(struct egressd *d, struct commit *c, struct err *e)
+{
+	struct vault *v;
+
+	if (d->proxy == NULL && c->next->nbindings == 0 && d->vault == NULL)
+		return 1;
+	if ((v = vault_new(c->next, e)) == NULL) {
+		log_error(d->log, "vault.build_failed",
+		    LOG_U("revision", c->next->revision),
+		    LOG_S("error", e->msg));
+		err_prefix(e, "credential vault");
+		return -1;
+	}
+	c->vold = d->vault;
+	d->vault = v;
+	return 0;
+}
+
+static void
+commit_vault_undo(struct egressd *d, struct commit *c)
+{
+	vault_free(d->vault);
+	d->vault = c->vold;
+	c->vold = NULL;
 }
 
 static int
@@ -1394,6 +1426,7 @@ static const struct {
 	commit_undo_fn undo; /* NULL: nothing later can fail */
 } commit_steps[] = {
     {"commit.after_nft", commit_nft, commit_nft_undo},
+    {"commit.after_vault", commit_vault, commit_vault_undo},
     {"commit.after_swap", commit_swap, commit_swap_undo},
     {"commit.after_persist", commit_persist, NULL},
 };
@@ -1404,7 +1437,7 @@ static int
 egressd_commit(
     struct egressd *d, struct policy *next, bool persist, struct err *e)
 {
-	struct commit c = {policy_ref(d->policy), next, persist};
+	struct commit c = {policy_ref(d->policy), next, persist, NULL};
 	bool done[COMMIT_NSTEPS] = {false};
 	size_t i;
 	int rc;
@@ -1425,6 +1458,7 @@ egressd_commit(
 			    commit_steps[i].failpoint, d->log);
 	}
 	/* In force everywhere: what follows the new policy. */
+	vault_free(c.vold);
 	egressd_follow_upstreams(d, c.old, next);
 	policy_unref(c.old);
 	if (d->nft != NULL) {
@@ -1520,6 +1554,7 @@ egressd_clear(struct egressd *d)
 		return;
 	api_free(d->api);
 	proxy_free(d->proxy);
+	vault_free(d->vault);
 	dns_free(d->dns);
 	webhook_free(d->webhook);
 	nft_renew_free(d->renew);

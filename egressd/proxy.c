@@ -27,6 +27,9 @@
 #include "egressd/sock.h"
 #include "egressd/tls_hello.h"
 #include "util/now.h"
+#include "util/secmem.h"
+#include "policy/policy_binding.h"
+#include "vault/vault.h"
 
 /* linux/netfilter_ipv6/ip6_tables.h pulls in the iptables ABI; the one
  * constant is stable (the same number as SO_ORIGINAL_DST). */
@@ -117,7 +120,13 @@ struct proxy_conn {
 	 * response's framing depends on its request: HEAD, CONNECT) */
 	char rq_method[PROXY_PIPELINE_MAX][HTTP_METHOD_MAX + 1];
 	bool rq_upgrade[PROXY_PIPELINE_MAX];
+	/* the vault revision a request was injected from (a reference):
+	 * its response is redacted against it. NULL: not injected */
+	struct vault *rq_vault[PROXY_PIPELINE_MAX];
 	size_t rq_first, rq_n;
+	/* the response being redacted (its request injected) */
+	struct vault_redactor *red;
+	bool red_chunked; /* re-chunk the redacted data */
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
 };
@@ -160,6 +169,12 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_CLIENT_ERROR] = "client_error",
     [PROXY_UPSTREAM_ERROR] = "upstream_error",
     [PROXY_SHUTDOWN] = "shutdown",
+    [PROXY_MISDIRECTED] = "misdirected",
+    [PROXY_UPSTREAM_TLS] = "upstream_tls",
+    [PROXY_CLIENT_TLS] = "client_tls",
+    [PROXY_VAULT_REFUSED] = "vault_refused",
+    [PROXY_VAULT_AMBIGUOUS] = "vault_ambiguous",
+    [PROXY_VAULT_UNSAFE] = "vault_unsafe",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -263,8 +278,8 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
 	log_info(p->log, "proxy.closed",
 	    LOG_S("decision",
-	        c->refused          ? "refused"
-	            : c->term       ? "terminated"
+	        c->refused                        ? "refused"
+	            : c->term                     ? "terminated"
 	            : c->up != NULL || c->spliced ? "passthrough"
 	                                          : "none"),
 	    LOG_S("reason", proxy_reason_name(c->why)),
@@ -310,6 +325,13 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		close(c->fd);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
+	vault_redactor_free(c->red);
+	{
+		size_t i;
+
+		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
+			vault_free(c->rq_vault[i]);
+	}
 	event_free(c->timer);
 	free(c);
 	proxy_resume_accept(p);
@@ -505,7 +527,10 @@ proxy_maybe_done(struct proxy_conn *c)
 }
 
 static enum proxy_reason proxy_judge_host(
-    struct proxy_conn *c, const struct http_head *h, int *status);
+    struct proxy_conn *c, const struct http_head *h, int *status, char *name);
+static int proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
+    const char *name, const char *buf, size_t end, struct vault **used,
+    int *status, enum proxy_reason *why);
 
 /*
  * How many of the len bytes at the start of in belong to body b
@@ -585,6 +610,314 @@ proxy_upgrade_ok(const struct http_head *h)
 	    http_span_ieq(&h->method, "GET") && http_span_ieq(u, "websocket");
 }
 
+/* --- the Credential Vault on HTTP ------------------------------------------ */
+
+static void
+proxy_wipe_cleanup(const void *data, size_t len, void *arg)
+{
+	/* arg is data, without the const libevent gives it */
+	(void)data;
+	secmem_wipe(arg, len);
+	free(arg);
+}
+
+static bool
+proxy_header_removed(
+    const struct http_span *name, const struct vault_inject *vi)
+{
+	size_t i;
+
+	if (http_span_ieq(name, "accept-encoding"))
+		return true;
+	for (i = 0; i < vi->nremove; i++)
+		if (http_span_ieq(name, vi->remove[i]))
+			return true;
+	return false;
+}
+
+static void
+proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
+    const struct http_head *h, const char *name, uint64_t revision)
+{
+	char m[HTTP_METHOD_MAX + 1];
+	size_t ml =
+	    h->method.n < HTTP_METHOD_MAX ? h->method.n : HTTP_METHOD_MAX;
+
+	memcpy(m, h->method.p, ml);
+	m[ml] = '\0';
+	log_info(c->p->log,
+	    vi->decision == VAULT_INJECTED ? "vault.inject" : "vault.refused",
+	    LOG_S("decision",
+	        vi->decision == VAULT_INJECTED        ? "injected"
+	            : vi->decision == VAULT_AMBIGUOUS ? "ambiguous"
+	                                              : "refused"),
+	    LOG_S("reason", vi->reason),
+	    LOG_S("binding", vi->binding != NULL ? vi->binding : ""),
+	    LOG_U("revision", revision), LOG_S("host", name),
+	    LOG_U("port", c->dport), LOG_S("method", m),
+	    LOG_S("path", vi->norm_path != NULL ? vi->norm_path : ""));
+}
+
+/*
+ * A judged request head (buf[0..end)) to a host a binding could match:
+ * the vault decides. 0: forward the head as it came; 1: the rewritten
+ * head (normalized path, the client's copies of the injected headers and
+ * Accept-Encoding dropped, "Accept-Encoding: identity" and the
+ * credential added) went to the origin and *used holds a vault
+ * reference for the response's redaction; -1: refused (*status, *why);
+ * -2: out of memory.
+ */
+static int
+proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
+    const char *name, const char *buf, size_t end, struct vault **used,
+    int *status, enum proxy_reason *why)
+{
+	struct vault *v;
+	struct vault_req rq;
+	struct vault_inject vi;
+	struct evbuffer *out;
+	struct err e = {""};
+	char *sec;
+	size_t i;
+	int rc = 0;
+
+	(void)buf;
+	(void)end;
+	*used = NULL;
+	if (c->p->h.vault_get == NULL ||
+	    (v = c->p->h.vault_get(c->p->h.arg)) == NULL)
+		return 0;
+	if (!vault_host_bound(v, name, c->dport))
+		return 0;
+	memset(&rq, 0, sizeof(rq));
+	rq.scheme = c->term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
+	rq.host = name;
+	rq.port = c->dport;
+	rq.method = h->method.p;
+	rq.method_len = h->method.n;
+	if (h->form == HTTP_TARGET_ORIGIN || h->form == HTTP_TARGET_ABSOLUTE) {
+		rq.path = h->path.p != NULL ? h->path.p : "/";
+		rq.path_len = h->path.p != NULL ? h->path.n : 1;
+	} else {
+		rq.path = "*";
+		rq.path_len = 1;
+	}
+	if (vault_decide(v, &rq, &vi, &e) == -1) {
+		log_error(c->p->log, "vault.decide_failed", LOG_S("host", name),
+		    LOG_S("error", e.msg));
+		*status = 503;
+		*why = PROXY_VAULT_REFUSED;
+		return -1;
+	}
+	switch (vi.decision) {
+	case VAULT_NO_MATCH:
+		break;
+	case VAULT_AMBIGUOUS:
+	case VAULT_REFUSED:
+		proxy_log_inject(c, &vi, h, name, vault_policy(v)->revision);
+		*status = vi.status != 0 ? vi.status : 403;
+		*why = vi.decision == VAULT_AMBIGUOUS ? PROXY_VAULT_AMBIGUOUS
+		                                      : PROXY_VAULT_REFUSED;
+		rc = -1;
+		break;
+	case VAULT_INJECTED:
+		out = bufferevent_get_output(c->up);
+		if (evbuffer_add_printf(out, "%.*s %.*s%s%.*s HTTP/1.%d\r\n",
+		        (int)h->method.n, h->method.p, (int)vi.norm_path_len,
+		        vi.norm_path, h->has_query ? "?" : "", (int)h->query.n,
+		        h->has_query ? h->query.p : "", h->minor) < 0) {
+			rc = -2;
+			break;
+		}
+		for (i = 0; i < h->nh && rc == 0; i++) {
+			const struct http_header *f = &h->h[i];
+
+			if (proxy_header_removed(&f->name, &vi))
+				continue;
+			if (evbuffer_add_printf(out, "%.*s: %.*s\r\n",
+			        (int)f->name.n, f->name.p, (int)f->value.n,
+			        f->value.p) < 0)
+				rc = -2;
+		}
+		if (rc == 0 &&
+		    evbuffer_add(out, "Accept-Encoding: identity\r\n", 27) ==
+		        -1)
+			rc = -2;
+		/* the credential: a copy the buffer wipes once it is sent */
+		if (rc == 0 && vi.lines_len > 0) {
+			if ((sec = malloc(vi.lines_len)) == NULL)
+				rc = -2;
+			else {
+				memcpy(sec, vi.lines, vi.lines_len);
+				if (evbuffer_add_reference(out, sec,
+				        vi.lines_len, proxy_wipe_cleanup,
+				        sec) == -1) {
+					proxy_wipe_cleanup(
+					    sec, vi.lines_len, sec);
+					rc = -2;
+				}
+			}
+		}
+		if (rc == 0 && evbuffer_add(out, "\r\n", 2) == -1)
+			rc = -2;
+		if (rc == 0) {
+			c->up_bytes += end;
+			c->last_ms = now_mono_ms();
+			c->p->st.injected++;
+			*used = vault_ref(v);
+			proxy_log_inject(
+			    c, &vi, h, name, vault_policy(v)->revision);
+			rc = 1;
+		}
+		break;
+	}
+	vault_inject_clear(v, &vi);
+	return rc;
+}
+
+/* Redacted response bytes to the client; chunked bodies are re-chunked
+ * (the redaction preserves length, the spans do not follow the
+ * origin's chunks). */
+static void
+proxy_red_emit(void *arg, const uint8_t *p, size_t n)
+{
+	struct proxy_conn *c = arg;
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+
+	if (n == 0)
+		return;
+	if (c->red_chunked)
+		(void)evbuffer_add_printf(out, "%zx\r\n", n);
+	(void)evbuffer_add(out, p, n);
+	if (c->red_chunked)
+		(void)evbuffer_add(out, "\r\n", 2);
+	c->down_bytes += n;
+}
+
+/*
+ * The response head of an injected request, to the client with every
+ * header value redacted. -1: the response cannot be redacted (a
+ * content coding, a body until close, an upgrade): the caller answers
+ * 502 instead. -2: out of memory.
+ */
+static int
+proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
+    const char *buf, size_t end, struct err *e)
+{
+	struct vault *v = c->rq_vault[c->rq_first];
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	const struct http_span *ce;
+	const char *eol;
+	size_t i, rl;
+
+	if ((ce = http_header_get(h, "content-encoding", NULL)) != NULL &&
+	    !http_span_ieq(ce, "identity")) {
+		(void)snprintf(e->msg, sizeof(e->msg),
+		    "a Content-Encoding on a response to an injected request");
+		return -1;
+	}
+	if (h->status == 101 ||
+	    (h->status >= 200 && h->body == HTTP_BODY_CLOSE)) {
+		(void)snprintf(e->msg, sizeof(e->msg), "%s",
+		    h->status == 101
+		        ? "an upgrade on an injected request"
+		        : "a body until close on an injected request");
+		return -1;
+	}
+	eol = memchr(buf, '\n', end);
+	rl = eol != NULL ? (size_t)(eol - buf) + 1 : end;
+	if (evbuffer_add(out, buf, rl) == -1)
+		return -2;
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+		size_t n;
+		char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+
+		if (red == NULL && n == SIZE_MAX)
+			continue; /* no memory to redact it: dropped */
+		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
+		        f->name.p, (int)(red != NULL ? n : f->value.n),
+		        red != NULL ? red : f->value.p) < 0) {
+			free(red);
+			return -2;
+		}
+		free(red);
+	}
+	if (evbuffer_add(out, "\r\n", 2) == -1)
+		return -2;
+	c->down_bytes += end;
+	return 0;
+}
+
+/*
+ * Body bytes of a redacted response: LENGTH forwarded redacted (same
+ * length), CHUNKED decoded, redacted and re-chunked (trailers dropped:
+ * nothing redacts them). -1 bad framing (e).
+ */
+static int
+proxy_vault_body(
+    struct proxy_conn *c, struct evbuffer *in, bool *done, struct err *e)
+{
+	struct proxy_body *b = &c->rbody;
+	uint8_t tmp[16384];
+	size_t n, used, nd, consumed = 0;
+	const uint8_t *d;
+	enum http_chunk_rc rc;
+
+	*done = false;
+	if (b->kind == HTTP_BODY_LENGTH) {
+		while (b->left > 0 && evbuffer_get_length(in) > 0) {
+			n = evbuffer_get_length(in);
+			if (n > sizeof(tmp))
+				n = sizeof(tmp);
+			if (n > b->left)
+				n = (size_t)b->left;
+			n = (size_t)evbuffer_remove(in, tmp, n);
+			b->left -= n;
+			vault_redact_feed(c->red, tmp, n, proxy_red_emit, c);
+		}
+		*done = b->left == 0;
+	} else if (b->kind == HTTP_BODY_CHUNKED) {
+		while (!*done && evbuffer_get_length(in) > 0) {
+			n = evbuffer_copyout(in, tmp, sizeof(tmp));
+			consumed = 0;
+			while (consumed < n) {
+				rc = http_chunk_feed(&b->ch, tmp + consumed,
+				    n - consumed, &used, &d, &nd, e);
+				if (rc == HTTP_CHUNK_BAD)
+					return -1;
+				if (rc == HTTP_CHUNK_DATA)
+					vault_redact_feed(
+					    c->red, d, nd, proxy_red_emit, c);
+				consumed += used;
+				if (rc == HTTP_CHUNK_DONE) {
+					*done = true;
+					break;
+				}
+			}
+			evbuffer_drain(in, consumed);
+		}
+	} else
+		*done = true;
+	if (!*done && evbuffer_get_length(in) == 0)
+		/* the origin paused (SSE, long poll): hand over all but a
+		 * possible secret's beginning */
+		vault_redact_flush(c->red, proxy_red_emit, c);
+	if (*done) {
+		vault_redact_finish(c->red, proxy_red_emit, c);
+		if (c->red_chunked)
+			(void)evbuffer_add(
+			    bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
+		vault_redactor_free(c->red);
+		c->red = NULL;
+	}
+	c->last_ms = now_mono_ms();
+	if (evbuffer_get_length(bufferevent_get_output(c->cli)) >=
+	    PROXY_HIGH_WM)
+		bufferevent_disable(c->up, EV_READ);
+	return 0;
+}
+
 static int proxy_resp_pump(struct proxy_conn *c);
 
 /*
@@ -601,8 +934,10 @@ proxy_http_pump(struct proxy_conn *c)
 	struct err e = {""};
 	size_t len, end, take;
 	bool done;
-	int status;
+	int status, rc;
 	enum proxy_reason why;
+	char name[TLS_HELLO_SNI_MAX + 1];
+	struct vault *used;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -659,9 +994,17 @@ proxy_http_pump(struct proxy_conn *c)
 				goto refuse;
 			}
 		}
-		why = proxy_judge_host(c, &h, &status);
+		why = proxy_judge_host(c, &h, &status, name);
 		if (why != PROXY_OK)
 			goto refuse;
+		used = NULL;
+		rc = proxy_vault_request(c, &h, name,
+		    (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
+		    &used, &status, &why);
+		if (rc == -1)
+			goto refuse;
+		if (rc == -2)
+			goto nomem;
 		{
 			size_t slot =
 			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
@@ -670,10 +1013,13 @@ proxy_http_pump(struct proxy_conn *c)
 			memcpy(c->rq_method[slot], h.method.p, ml);
 			c->rq_method[slot][ml] = '\0';
 			c->rq_upgrade[slot] = h.conn_upgrade;
+			c->rq_vault[slot] = used;
 			c->rq_n++;
 		}
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-		if (proxy_move(c, c->cli, c->up, end) == -1)
+		if (rc == 1)
+			evbuffer_drain(in, end); /* its rewrite went up */
+		else if (proxy_move(c, c->cli, c->up, end) == -1)
 			goto nomem;
 		proxy_body_start(&c->hbody, &h);
 		if (h.conn_upgrade) {
@@ -713,6 +1059,10 @@ proxy_resp_done(struct proxy_conn *c)
 {
 	bool was_upgrade = c->rq_upgrade[c->rq_first];
 
+	vault_redactor_free(c->red);
+	c->red = NULL;
+	vault_free(c->rq_vault[c->rq_first]);
+	c->rq_vault[c->rq_first] = NULL;
 	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
 	c->rq_n--;
 	c->rphase = H_HEAD;
@@ -755,6 +1105,17 @@ proxy_resp_pump(struct proxy_conn *c)
 		}
 		if (len == 0)
 			return 0;
+		if (c->rphase == H_BODY && c->red != NULL) {
+			if (proxy_vault_body(c, in, &done, &e) == -1)
+				goto bad;
+			if (done) {
+				if (proxy_resp_done(c) == -1 ||
+				    c->st != PROXY_ST_RELAY)
+					return -1;
+			} else if (!(bufferevent_get_enabled(c->up) & EV_READ))
+				return 0;
+			continue;
+		}
 		if (c->rphase == H_BODY) {
 			if (proxy_body_take(&c->rbody, in, &take, &done, &e) ==
 			    -1)
@@ -795,6 +1156,39 @@ proxy_resp_pump(struct proxy_conn *c)
 			if (http_parse_response(buf, end, &m, &h, &e) !=
 			    HTTP_HEAD_OK)
 				goto bad;
+			if (c->rq_vault[c->rq_first] != NULL) {
+				int vr = proxy_vault_response_head(
+				    c, &h, buf, end, &e);
+
+				if (vr == -2)
+					goto nomem;
+				if (vr == -1) {
+					log_warn(c->p->log,
+					    "vault.unsafe_response",
+					    LOG_S("name", c->name),
+					    LOG_S("error", e.msg));
+					proxy_refuse_http(
+					    c, 502, PROXY_VAULT_UNSAFE);
+					return -1;
+				}
+				evbuffer_drain(in, end);
+				if (h.status >= 200) {
+					proxy_body_start(&c->rbody, &h);
+					if (c->rbody.kind != HTTP_BODY_NONE) {
+						c->red = vault_redactor_new(
+						    c->rq_vault[c->rq_first]);
+						if (c->red == NULL)
+							goto nomem;
+						c->red_chunked =
+						    c->rbody.kind ==
+						    HTTP_BODY_CHUNKED;
+						c->rphase = H_BODY;
+					} else if (proxy_resp_done(c) == -1 ||
+					    c->st != PROXY_ST_RELAY)
+						return -1;
+				}
+				continue;
+			}
 		}
 		if (proxy_move(c, c->up, c->cli, end) == -1)
 			goto nomem;
@@ -1232,13 +1626,17 @@ proxy_norm_name(const char *s, size_t n, char *out, size_t cap)
 	return true;
 }
 
+/* name: TLS_HELLO_SNI_MAX + 1 bytes, gets the request's host ("" when
+ * it has none or a bad one). */
 static enum proxy_reason
-proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
+proxy_judge_host(
+    struct proxy_conn *c, const struct http_head *h, int *status, char *name)
 {
 	struct http_span host;
 	unsigned port;
-	char name[TLS_HELLO_SNI_MAX + 1];
 	enum proxy_reason r;
+
+	name[0] = '\0';
 
 	*status = 403;
 	if (h->host.p == NULL || h->host.n == 0) {
@@ -1253,7 +1651,8 @@ proxy_judge_host(struct proxy_conn *c, const struct http_head *h, int *status)
 	}
 	if (http_authority_split(&h->host, c->term ? 443 : 80, &host, &port) ==
 	        -1 ||
-	    !proxy_norm_name(host.p, host.n, name, sizeof(name))) {
+	    !proxy_norm_name(host.p, host.n, name, TLS_HELLO_SNI_MAX + 1)) {
+		name[0] = '\0';
 		*status = 400;
 		return PROXY_BAD_REQUEST;
 	}
@@ -1362,6 +1761,7 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 	struct proxy_conn *c = arg;
 	struct tls_hello th;
 	struct http_head h;
+	char name[TLS_HELLO_SNI_MAX + 1];
 	struct err e = {""};
 	const uint8_t *buf = c->pbuf;
 	size_t len, end;
@@ -1409,7 +1809,7 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 		    PROXY_BAD_REQUEST);
 		return;
 	}
-	r = proxy_judge_host(c, &h, &status);
+	r = proxy_judge_host(c, &h, &status, name);
 	if (r != PROXY_OK) {
 		proxy_refuse_http(c, status, r);
 		return;

@@ -88,6 +88,10 @@ enum proxy_reason {
 	PROXY_MISDIRECTED, /* terminated: Host is not the SNI (421) */
 	PROXY_UPSTREAM_TLS, /* terminated: origin not verified (502) */
 	PROXY_CLIENT_TLS, /* terminated: the client's handshake failed */
+	PROXY_VAULT_REFUSED, /* vault: bad path (400), TRACE/TRACK (403) */
+	PROXY_VAULT_AMBIGUOUS, /* vault: more than one binding matched (403) */
+	PROXY_VAULT_UNSAFE, /* vault: an injected request's response could
+	                       not be redacted (encoded, close-delimited): 502 */
 	PROXY_NREASONS,
 };
 
@@ -102,6 +106,8 @@ enum proxy_state {
 
 const char *proxy_reason_name(enum proxy_reason r);
 const char *proxy_state_name(enum proxy_state s);
+
+struct vault;
 
 struct proxy_hooks {
 	/*
@@ -118,6 +124,13 @@ struct proxy_hooks {
 	 * through. NULL: never.
 	 */
 	bool (*terminate)(void *arg, const char *sni, uint16_t port);
+	/*
+	 * The Credential Vault in force, lent for the call: the proxy takes
+	 * its own reference (vault_ref) for each request it injects into and
+	 * keeps it until that request's response is through. NULL (hook or
+	 * result): no injection.
+	 */
+	struct vault *(*vault_get)(void *arg);
 	void *arg;
 };
 
@@ -145,6 +158,7 @@ struct proxy_status {
 	uint64_t passthrough; /* connections relayed upstream untouched */
 	uint64_t terminated; /* connections terminated with egressd's CA */
 	uint64_t refused; /* connections refused before upstream */
+	uint64_t injected; /* requests a credential was injected into */
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
 	size_t active;
 	size_t by_state[PROXY_NSTATES];

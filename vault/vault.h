@@ -173,6 +173,14 @@ void vault_redact_feed(struct vault_redactor *r, const uint8_t *in, size_t n,
 /* Flushes the held bytes (the stream ended); r can be fed again. */
 void vault_redact_finish(struct vault_redactor *r,
     void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg);
+/*
+ * Emits every held byte that can no longer start a match (no pattern
+ * begins with the bytes from it to the end of what is held), masked as
+ * needed; keeps the rest. For streams that pause (SSE, long polls): the
+ * client gets what was sent, minus only a possible secret's beginning.
+ */
+void vault_redact_flush(struct vault_redactor *r,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg);
 /* Wipes and frees; NULL is a no-op. */
 void vault_redactor_free(struct vault_redactor *r);
 /* The most bytes a feed may hold back (longest pattern - 1). */

@@ -424,6 +424,45 @@ vault_redact_finish(struct vault_redactor *r,
 	r->mend = 0;
 }
 
+/* Could the avail bytes at w still become a match (a longer pattern
+ * starts with them)? */
+static bool
+match_pending(const struct vault_match *m, const uint8_t *w, size_t avail)
+{
+	uint8_t c = w[0];
+	uint32_t k, end = m->start[c + 1];
+
+	if (m->start[c] == end)
+		return false;
+	if (avail >= 2 && !m->one[c]) {
+		unsigned b = (unsigned)c << 8 | w[1];
+
+		if (!(m->pair[b >> 3] & (1u << (b & 7))))
+			return false;
+	}
+	for (k = m->start[c]; k < end; k++) {
+		const struct vault_pat *pt = &m->pats[k];
+
+		if (pt->len > avail && memcmp(pt->p, w, avail) == 0)
+			return true;
+	}
+	return false;
+}
+
+void
+vault_redact_flush(struct vault_redactor *r,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	size_t s;
+
+	if (r->v->m == NULL || r->h == 0)
+		return;
+	for (s = 0; s < r->h; s++)
+		if (match_pending(r->v->m, r->w + s, r->h - s))
+			break;
+	redact_round(r, r->h, s, emit, arg);
+}
+
 void
 vault_redactor_free(struct vault_redactor *r)
 {

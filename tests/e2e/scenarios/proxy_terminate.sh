@@ -5,6 +5,8 @@
 # Host other than the SNI inside it is 421 and never forwarded; an origin
 # egressd cannot verify gets the client a 502 with nothing sent; hosts
 # without a binding stay pass-through (the origin's own certificate).
+# The binding of a.test covers /api/* only: what is tested here is the
+# terminated connection, not injection (proxy_vault).
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -30,7 +32,7 @@ credentials:
   - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
 bindings:
   - name: a-api
-    match: {hosts: [a.test]}
+    match: {hosts: [a.test], paths: ["/api/*"]}
     auth: {type: bearer, credential: k}
   - name: b-api
     match: {hosts: [b.test]}

@@ -1,0 +1,156 @@
+#!/bin/bash
+# proxy_vault: the Credential Vault on terminated and plain connections.
+# The sandbox sends a fake key; the origin gets the real one (the fake
+# removed) only when exactly one binding matches scheme, host, port,
+# method and path; whatever the origin echoes back (headers, JSON body,
+# chunked, SSE) reaches the client with the secret masked; TRACE and
+# encoded slashes to a bound host are refused before the origin sees
+# anything; a response egressd cannot redact (an upgrade) is a 502; the
+# secret never reaches egressd's log.
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_setup
+tb_host_setup # the operator: the control API is closed to the sandbox
+
+SECRET=real-secret-value-1
+mkdir -p "$TB_DIR/trust"
+cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
+printf '%s\n' "$SECRET" >"$TB_DIR/egressd/key-k"
+chmod 600 "$TB_DIR/egressd/key-k"
+pol=$(tb_policy_file policy.yaml <<EOF2
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: b.test}
+credentials:
+  - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
+bindings:
+  - name: a-api
+    match: {hosts: [a.test], paths: ["/v1/*"], methods: [GET, POST]}
+    auth: {type: bearer, credential: k}
+  - name: b-plain
+    match: {schemes: [http], hosts: [b.test], paths: ["/v1/*"]}
+    auth: {type: apiKey, name: X-Api-Key, credential: k}
+EOF2
+)
+STATE=$TB_DIR/state
+tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
+    --state-dir "$STATE" --http-addr ":18080"
+CA=$STATE/ca-bundle.crt
+C=(curl -sS --max-time 8 --cacert "$CA")
+
+# --- injection over TLS -------------------------------------------------------
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox "${C[@]}" -D - -H 'Authorization: Bearer fake-key' \
+    -H 'Accept-Encoding: gzip' 'https://a.test/v1/me?echo=Authorization')
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/me \
+    "h.authorization=Bearer $SECRET" 'h.accept-encoding=identity'
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/me \
+    'h.authorization=Bearer fake-key'
+tb_expect_match "echoed header redacted" \
+    '^X-Echo-Authorization: \[REDACTED\]' "$(tr -d '\r' <<<"$out")"
+tb_expect_match "the JSON echo masks it in the body" \
+    '"authorization": *"\*{26}"' "$out"
+tb_check_fails "the secret is nowhere in the response" \
+    grep -qF "$SECRET" <<<"$out"
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected \
+    binding=a-api host=a.test method=GET path=/v1/me
+
+out=$(tb_sandbox "${C[@]}" -H 'Authorization: Bearer fake-key' \
+    'https://a.test/v1/c?echo=Authorization&chunked=1')
+tb_expect_match "chunked echo: redacted and re-chunked intact" \
+    '"authorization": *"\*{26}"' "$out"
+tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
+
+# the response's Content-Length stays true (length-preserving masking);
+# keep-alive goes on after a redacted response
+n=$(tb_sandbox "${C[@]}" -o /dev/null -o /dev/null -w '%{num_connects} %{http_code}\n' \
+    'https://a.test/v1/k1' 'https://a.test/v1/k2' | tr '\n' ' ')
+tb_expect_eq "two injected requests on one connection" "1 200 0 200 " "$n"
+
+# --- what does not match is forwarded untouched -------------------------------
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Authorization: Bearer fake-key' \
+    https://a.test/other
+tb_sandbox "${C[@]}" -o /dev/null -H 'Authorization: Bearer fake-key' \
+    -X PUT https://a.test/v1/put
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/other \
+    'h.authorization=Bearer fake-key'
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/put \
+    'h.authorization=Bearer fake-key'
+
+# --- refusals before the origin -----------------------------------------------
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+code=$(tb_sandbox "${C[@]}" -o /dev/null -w '%{http_code}' -X TRACE \
+    https://a.test/v1/trace)
+tb_expect_eq "TRACE to a bound host: 403" 403 "$code"
+code=$(tb_sandbox "${C[@]}" -o /dev/null -w '%{http_code}' --path-as-is \
+    'https://a.test/v1/a%2f..%2fadmin')
+tb_expect_eq "an encoded slash in the path: 400" 400 "$code"
+code=$(tb_sandbox "${C[@]}" -o /dev/null -w '%{http_code}' --path-as-is \
+    'https://a.test/v1/../admin')
+tb_expect_eq "dot segments are resolved before matching: /admin is not /v1/*" \
+    200 "$code"
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/trace
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'h.authorization=Bearer real-secret-value-1'
+tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=refused reason=vault_refused
+
+# --- streams and upgrades -----------------------------------------------------
+mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
+    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+HC=$TB_DIR/sbx-bin/http_client.py
+sse=$(tb_sandbox "$TB_PY" "$HC" sse 'https://a.test/v1/ev?sse=3&gap_ms=700' "$CA")
+tb_expect_match "SSE on an injected request: three events" '^0 .*
+1 .*
+2 ' "$sse"
+tb_check "... each as it is produced (the redactor does not hold an event back)" \
+    "$TB_PY" -c 'import sys; t=[float(l.split()[1]) for l in sys.argv[1].splitlines()]; sys.exit(0 if t[2]-t[0] > 1.0 else 1)' "$sse"
+ws=$(tb_sandbox "$TB_PY" "$HC" ws 'https://a.test/v1/sock?ws=1' "$CA" hello)
+tb_expect_match "a WebSocket on an injected request cannot be redacted: 502" \
+    '^HTTP/1.1 502' "$ws"
+
+# --- plain HTTP: the http scheme binding --------------------------------------
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox curl -sS --max-time 8 -4 -D - -H 'X-Api-Key: fake' \
+    'http://b.test/v1/p?echo=X-Api-Key')
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/p \
+    "h.x-api-key=$SECRET"
+tb_expect_match "plain HTTP echo redacted" \
+    '^X-Echo-X-Api-Key: \[REDACTED\]' "$(tr -d '\r' <<<"$out")"
+tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
+
+# the operator's view, from outside (the API is closed to the sandbox)
+st=$(tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/v1/status")
+tb_expect_match "status: the vault is enforced" '"credential-vault"' "$st"
+tb_check_fails "status never shows the secret" grep -qF "$SECRET" <<<"$st"
+
+# --- a reload that drops a binding: the next request is not injected ----------
+cat >"$pol" <<EOF2
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: b.test}
+credentials:
+  - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
+bindings:
+  - name: a-api
+    match: {hosts: [a.test], paths: ["/v1/*"], methods: [GET, POST]}
+    auth: {type: bearer, credential: k}
+EOF2
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+kill -HUP "$TB_EGRESSD_PID"
+tb_check "SIGHUP reloads" tb_wait_log_line --since "$m" --timeout 3 \
+    "$TB_EGRESSD_LOG" policy.loaded trigger=sighup
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox curl -sS --max-time 8 -4 -o /dev/null -H 'X-Api-Key: fake' \
+    'http://b.test/v1/after'
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/after \
+    'h.x-api-key=fake'
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null https://a.test/v1/still
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/still \
+    "h.authorization=Bearer $SECRET"
+
+tb_check_fails "the secret never reaches egressd's log" \
+    grep -qF "$SECRET" "$TB_EGRESSD_LOG"
+tb_finish
