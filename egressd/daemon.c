@@ -1050,6 +1050,8 @@ egressd_proxy_stats(struct egressd *d)
 	st->proxy_refused = ps.refused;
 	st->proxy_up_bytes = ps.up_bytes;
 	st->proxy_down_bytes = ps.down_bytes;
+	memcpy(st->vault_decisions, ps.vault_decisions,
+	    sizeof(st->vault_decisions));
 	for (i = 0; i < PROXY_NREASONS && i < STATS_PROXY_REASONS; i++) {
 		st->proxy_reason_names[i] = proxy_reason_name(i);
 		st->proxy_closed[i] = ps.by_reason[i];

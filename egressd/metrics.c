@@ -180,6 +180,18 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 	    "egressd_proxy_connections_total{decision=\"refused\"} "
 	    "%" PRIu64 "\n",
 	    st->proxy_refused);
+	metrics_family(o, "egressd_vault_decisions_total", "counter",
+	    "Credential Vault decisions on requests to bound hosts.");
+	{
+		static const char *const dn[] = {
+		    "no_match", "injected", "ambiguous", "refused"};
+
+		for (i = 0; i < 4; i++)
+			metrics_printf(o,
+			    "egressd_vault_decisions_total{decision=\"%s\"} "
+			    "%" PRIu64 "\n",
+			    dn[i], st->vault_decisions[i]);
+	}
 	metrics_family(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "
 	    "a relayed one ended).");

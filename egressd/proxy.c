@@ -187,7 +187,9 @@ static const char *const proxy_state_names[PROXY_NSTATES] = {
 const char *
 proxy_reason_name(enum proxy_reason r)
 {
-	return (unsigned)r < PROXY_NREASONS ? proxy_reason_names[r] : "?";
+	return (unsigned)r < PROXY_NREASONS && proxy_reason_names[r] != NULL
+	    ? proxy_reason_names[r]
+	    : "?";
 }
 
 const char *
@@ -639,18 +641,19 @@ static void
 proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
     const struct http_head *h, const char *name, uint64_t revision)
 {
+	static const char *const names[] = {
+	    "no_match", "injected", "ambiguous", "refused"};
 	char m[HTTP_METHOD_MAX + 1];
 	size_t ml =
 	    h->method.n < HTTP_METHOD_MAX ? h->method.n : HTTP_METHOD_MAX;
 
 	memcpy(m, h->method.p, ml);
 	m[ml] = '\0';
-	log_info(c->p->log,
-	    vi->decision == VAULT_INJECTED ? "vault.inject" : "vault.refused",
+	if ((unsigned)vi->decision < 4)
+		c->p->st.vault_decisions[vi->decision]++;
+	log_info(c->p->log, "vault.inject",
 	    LOG_S("decision",
-	        vi->decision == VAULT_INJECTED        ? "injected"
-	            : vi->decision == VAULT_AMBIGUOUS ? "ambiguous"
-	                                              : "refused"),
+	        (unsigned)vi->decision < 4 ? names[vi->decision] : "?"),
 	    LOG_S("reason", vi->reason),
 	    LOG_S("binding", vi->binding != NULL ? vi->binding : ""),
 	    LOG_U("revision", revision), LOG_S("host", name),
@@ -711,6 +714,7 @@ proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
 	}
 	switch (vi.decision) {
 	case VAULT_NO_MATCH:
+		proxy_log_inject(c, &vi, h, name, vault_policy(v)->revision);
 		break;
 	case VAULT_AMBIGUOUS:
 	case VAULT_REFUSED:

@@ -159,6 +159,9 @@ struct proxy_status {
 	uint64_t terminated; /* connections terminated with egressd's CA */
 	uint64_t refused; /* connections refused before upstream */
 	uint64_t injected; /* requests a credential was injected into */
+	/* vault decisions on requests to bound hosts: no_match, injected,
+	 * ambiguous, refused (enum vault_decision order) */
+	uint64_t vault_decisions[4];
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
 	size_t active;
 	size_t by_state[PROXY_NSTATES];

@@ -75,6 +75,8 @@ struct stats {
 	bool proxy_on;
 	uint64_t proxy_accepted, proxy_passthrough, proxy_refused;
 	uint64_t proxy_up_bytes, proxy_down_bytes;
+	uint64_t
+	    vault_decisions[4]; /* no_match, injected, ambiguous, refused */
 	uint64_t proxy_closed[STATS_PROXY_REASONS];
 	const char *proxy_reason_names[STATS_PROXY_REASONS];
 	size_t proxy_nreasons;

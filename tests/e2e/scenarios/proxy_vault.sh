@@ -62,6 +62,28 @@ tb_expect_match "chunked echo: redacted and re-chunked intact" \
     '"authorization": *"\*{26}"' "$out"
 tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
 
+out=$(tb_sandbox "${C[@]}" --raw -D - \
+    'https://a.test/v1/t?echo=Authorization&trailer=1')
+tb_expect_match "chunked with trailers: the body arrives" '"authorization"' "$out"
+tb_check_fails "... and neither body nor trailers carry the secret" \
+    grep -qF "$SECRET" <<<"$out"
+out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' 'https://a.test/v1/z?ce=gzip')
+tb_expect_match "a compressed response to an injected request is refused: 502" \
+    '502$' "$out"
+tb_check_fails "... unscanned bytes never reach the client" grep -qF "$SECRET" <<<"$out"
+tb_assert_log "$TB_EGRESSD_LOG" vault.unsafe_response name=a.test
+
+# a pipelined second request on the same connection to a path the binding
+# does not cover carries the client's own header, not the secret
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -o /dev/null -H 'Authorization: Bearer fake-key' \
+    https://a.test/v1/first https://a.test/second
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/first \
+    "h.authorization=Bearer $SECRET"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/second \
+    'h.authorization=Bearer fake-key'
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=no_match host=a.test path=/second
+
 # the response's Content-Length stays true (length-preserving masking);
 # keep-alive goes on after a redacted response
 n=$(tb_sandbox "${C[@]}" -o /dev/null -o /dev/null -w '%{num_connects} %{http_code}\n' \
@@ -123,6 +145,12 @@ tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
 st=$(tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/v1/status")
 tb_expect_match "status: the vault is enforced" '"credential-vault"' "$st"
 tb_check_fails "status never shows the secret" grep -qF "$SECRET" <<<"$st"
+met=$(tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/metrics")
+tb_expect_match "metrics count injections" \
+    'egressd_vault_decisions_total\{decision="injected"\} [1-9]' "$met"
+tb_expect_match "... and refusals" \
+    'egressd_vault_decisions_total\{decision="refused"\} [1-9]' "$met"
+tb_check_fails "metrics never show the secret" grep -qF "$SECRET" <<<"$met"
 
 # --- a reload that drops a binding: the next request is not injected ----------
 cat >"$pol" <<EOF2

@@ -23,6 +23,7 @@ Query parameters shape the response (all bounded):
   bytes=N            body of N 'x' bytes instead of the JSON echo
   delay_ms=N         wait before answering
   close=1            Connection: close
+  ce=NAME            a Content-Encoding: NAME header (the body is not encoded)
   sse=N              text/event-stream, chunked: N events ("data: event K"),
                      one chunk each, gap_ms apart (default 300, at most 2000)
   ws=1               with "Upgrade: websocket": 101, then every text or
@@ -241,6 +242,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         loc = qget("location")
         if loc is not None:
             self.send_header("Location", loc)
+        ce = qget("ce")
+        if ce is not None and ce.isalnum() and len(ce) <= 16:
+            self.send_header("Content-Encoding", ce)
         if qget("close") == "1":
             self.send_header("Connection", "close")
             self.close_connection = True
