@@ -81,6 +81,7 @@ def main():
     first_rcode = {}  # rcode -> send/answer times of its first answer
     first_answer = None
     lost_at = []  # send times of unanswered queries
+    send_errors = []  # (send time, errno name, local port) of failed sends
     t0 = time.monotonic()
     t_exec = None
     child = None
@@ -143,6 +144,15 @@ def main():
                     s.connect((a.server, a.port))
                     s.send(query(qid, a.name, a.qtype))
                 except OSError as e:
+                    if e.errno != errno.ECONNREFUSED and len(send_errors) < 20:
+                        try:
+                            lport = s.getsockname()[1]
+                        except OSError:
+                            lport = 0
+                        send_errors.append(
+                            [round((time.monotonic() - t0) * 1000.0, 1),
+                             errno.errorcode.get(e.errno, str(e.errno)),
+                             lport])
                     s.close()
                     counts["send_failed" if e.errno != errno.ECONNREFUSED
                            else "refused"] += 1
@@ -194,7 +204,8 @@ def main():
 
     out = dict(counts, rcodes=rcodes,
                interval_ms=a.interval_ms, timeout_ms=a.timeout_ms,
-               lost_sent_ms=[rel(t) for t in lost_at[:20]])
+               lost_sent_ms=[rel(t) for t in lost_at[:20]],
+               send_errors=send_errors)
     if first_answer is not None:
         out["first_answer_sent_ms"] = rel(first_answer[0])
         out["first_answer_ms"] = rel(first_answer[1])
