@@ -17,7 +17,10 @@ mkdir -p "$TB_DIR/trust"
 cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
 printf '%s\n' "$SECRET" >"$TB_DIR/egressd/key-k"
 chmod 600 "$TB_DIR/egressd/key-k"
-pol=$(tb_policy_file policy.yaml <<EOF2
+# vault_policy [PLAIN]: the policy, with the plain-HTTP binding of b.test
+# when PLAIN is 1
+vault_policy() {
+	cat <<EOF2
 defaultAction: deny
 egress:
   - {action: allow, target: a.test}
@@ -28,11 +31,15 @@ bindings:
   - name: a-api
     match: {hosts: [a.test], paths: ["/v1/*"], methods: [GET, POST]}
     auth: {type: bearer, credential: k}
+EOF2
+	[ "${1:-0}" = 1 ] && cat <<EOF2
   - name: b-plain
     match: {schemes: [http], hosts: [b.test], paths: ["/v1/*"]}
     auth: {type: apiKey, name: X-Api-Key, credential: k}
 EOF2
-)
+	return 0
+}
+pol=$(vault_policy 1 | tb_policy_file policy.yaml)
 STATE=$TB_DIR/state
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
     --state-dir "$STATE" --http-addr ":18080"
@@ -153,18 +160,7 @@ tb_expect_match "... and refusals" \
 tb_check_fails "metrics never show the secret" grep -qF "$SECRET" <<<"$met"
 
 # --- a reload that drops a binding: the next request is not injected ----------
-cat >"$pol" <<EOF2
-defaultAction: deny
-egress:
-  - {action: allow, target: a.test}
-  - {action: allow, target: b.test}
-credentials:
-  - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
-bindings:
-  - name: a-api
-    match: {hosts: [a.test], paths: ["/v1/*"], methods: [GET, POST]}
-    auth: {type: bearer, credential: k}
-EOF2
+vault_policy 0 >"$pol"
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 kill -HUP "$TB_EGRESSD_PID"
 tb_check "SIGHUP reloads" tb_wait_log_line --since "$m" --timeout 3 \
