@@ -235,6 +235,8 @@ policy_config_unref(struct policy_config *c)
 	for (i = 0; i < c->nbindings; i++)
 		policy_binding_free(c->bindings[i]);
 	free(c->bindings);
+	free(c->cred_rev);
+	free(c->bind_rev);
 	files_free(c->files, c->nfiles);
 	free(c);
 }
@@ -249,14 +251,61 @@ index_free(struct policy_index *ix)
 	policy_layer_free(ix->user);
 	policy_overlays_unref(ix->ov);
 	policy_config_unref(ix->cfg);
+	policy_config_unref(ix->vault);
+	free(ix->all_creds);
+	free(ix->all_binds);
 	files_free(ix->files, ix->nfiles);
 	free(ix);
+}
+
+/* Operator's items first, then the vault's (the order the load-time
+ * check reports overlaps in). */
+static int
+index_join_vault(struct policy_index *ix)
+{
+	const struct policy_config *c = ix->cfg, *v = ix->vault;
+
+	ix->all_creds =
+	    calloc(c->ncredentials + v->ncredentials + 1, sizeof(void *));
+	ix->all_binds = calloc(c->nbindings + v->nbindings + 1, sizeof(void *));
+	if (ix->all_creds == NULL || ix->all_binds == NULL)
+		return -1;
+	if (c->ncredentials > 0)
+		memcpy(ix->all_creds, c->credentials,
+		    c->ncredentials * sizeof(void *));
+	if (v->ncredentials > 0)
+		memcpy(ix->all_creds + c->ncredentials, v->credentials,
+		    v->ncredentials * sizeof(void *));
+	if (c->nbindings > 0)
+		memcpy(
+		    ix->all_binds, c->bindings, c->nbindings * sizeof(void *));
+	if (v->nbindings > 0)
+		memcpy(ix->all_binds + c->nbindings, v->bindings,
+		    v->nbindings * sizeof(void *));
+	return 0;
+}
+
+struct policy_rule *
+policy_rules_dup(const struct policy *p)
+{
+	struct policy_rule *v = calloc(p->nrules + 1, sizeof(*v));
+	size_t i;
+
+	if (v == NULL)
+		return NULL;
+	for (i = 0; i < p->nrules; i++)
+		if (policy_rule_copy(&v[i], &p->rules[i]) == -1) {
+			policy_rules_free(v, i);
+			return NULL;
+		}
+	return v;
 }
 
 struct policy *
 policy_assemble(enum policy_action def, bool user_empty,
     struct policy_rule *rules, size_t nrules, struct policy_overlays *ov,
-    struct policy_config *cfg, const char *source, uint64_t revision)
+    struct policy_config *cfg, struct policy_config *vault, const char *source,
+    uint64_t revision)
 {
 	struct policy *p = calloc(1, sizeof(*p));
 	struct policy_index *ix = calloc(1, sizeof(*ix));
@@ -270,6 +319,8 @@ policy_assemble(enum policy_action def, bool user_empty,
 		goto out_free;
 	ix->ov = ov;
 	ix->cfg = cfg;
+	ix->vault = vault;
+	vault = NULL;
 	p->index = ix;
 	p->rules = rules;
 	p->nrules = nrules;
@@ -299,6 +350,14 @@ policy_assemble(enum policy_action def, bool user_empty,
 	p->ncredentials = cfg->ncredentials;
 	p->bindings = cfg->bindings;
 	p->nbindings = cfg->nbindings;
+	if (ix->vault != NULL) {
+		if (index_join_vault(ix) == -1)
+			goto out_policy;
+		p->credentials = ix->all_creds;
+		p->ncredentials += ix->vault->ncredentials;
+		p->bindings = ix->all_binds;
+		p->nbindings += ix->vault->nbindings;
+	}
 	return p;
 out_policy:
 	p->refs = 1;
@@ -308,6 +367,7 @@ out_free:
 	policy_rules_free(rules, nrules);
 	policy_overlays_unref(ov);
 	policy_config_unref(cfg);
+	policy_config_unref(vault);
 	free(ix);
 	free(p);
 	return NULL;
@@ -317,7 +377,7 @@ struct policy *
 policy_new_deny_all(void)
 {
 	return policy_assemble(
-	    POLICY_DENY, true, NULL, 0, NULL, NULL, "default", 0);
+	    POLICY_DENY, true, NULL, 0, NULL, NULL, NULL, "default", 0);
 }
 
 struct policy *

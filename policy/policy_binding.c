@@ -58,6 +58,76 @@ policy_binding_free(struct policy_binding *b)
 	free(b);
 }
 
+static int
+str_dup(char **dst, const char *src)
+{
+	*dst = NULL;
+	return src == NULL || (*dst = strdup(src)) != NULL ? 0 : -1;
+}
+
+static int
+bstrs_dup(struct bstrs *dst, const struct bstrs *src)
+{
+	dst->n = 0;
+	if ((dst->v = calloc(src->n + 1, sizeof(char *))) == NULL)
+		return -1;
+	for (; dst->n < src->n; dst->n++)
+		if (str_dup(&dst->v[dst->n], src->v[dst->n]) == -1)
+			return -1;
+	return 0;
+}
+
+struct policy_binding *
+policy_binding_dup(const struct policy_binding *b)
+{
+	struct policy_binding *d = calloc(1, sizeof(*d));
+	size_t i;
+
+	if (d == NULL)
+		return NULL;
+	d->line = b->line;
+	d->col = b->col;
+	d->schemes = b->schemes;
+	d->methods = b->methods;
+	d->auth = b->auth;
+	if (str_dup(&d->name, b->name) == -1 ||
+	    bstrs_dup(&d->hosts, &b->hosts) == -1 ||
+	    bstrs_dup(&d->paths, &b->paths) == -1 ||
+	    str_dup(&d->credential, b->credential) == -1 ||
+	    str_dup(&d->header, b->header) == -1)
+		goto fail;
+	if (b->nheaders > 0 &&
+	    (d->headers = calloc(b->nheaders, sizeof(*d->headers))) == NULL)
+		goto fail;
+	for (; d->nheaders < b->nheaders; d->nheaders++) {
+		i = d->nheaders;
+		if (str_dup(&d->headers[i].name, b->headers[i].name) == -1 ||
+		    str_dup(&d->headers[i].credential,
+		        b->headers[i].credential) == -1) {
+			d->nheaders++; /* freed with the rest */
+			goto fail;
+		}
+	}
+	if (b->nsubst > 0 &&
+	    (d->subst = calloc(b->nsubst, sizeof(*d->subst))) == NULL)
+		goto fail;
+	for (; d->nsubst < b->nsubst; d->nsubst++) {
+		i = d->nsubst;
+		d->subst[i].in = b->subst[i].in;
+		if (str_dup(&d->subst[i].credential, b->subst[i].credential) ==
+		        -1 ||
+		    str_dup(&d->subst[i].placeholder,
+		        b->subst[i].placeholder) == -1) {
+			d->nsubst++;
+			goto fail;
+		}
+	}
+	return d;
+fail:
+	policy_binding_free(d);
+	return NULL;
+}
+
 /* ---- names ---- */
 
 /* The name of the one bit set in bit among names[], NULL otherwise. */

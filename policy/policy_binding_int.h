@@ -51,6 +51,8 @@ void policy_bstrs_free(struct bstrs *s);
 /* True when name lies strictly below suffix ("a.b.c" below "b.c"). */
 bool policy_name_below(const char *name, const char *suffix);
 void policy_binding_free(struct policy_binding *b);
+/* A deep copy; NULL when out of memory. */
+struct policy_binding *policy_binding_dup(const struct policy_binding *b);
 
 /* The bindings list, walked into cfg (policy_binding_walk.c). */
 int policy_binding_walk(

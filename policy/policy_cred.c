@@ -7,6 +7,7 @@
  * returned by a getter.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "policy/policy_cred.h"
 #include "util/secmem.h"
@@ -25,6 +26,28 @@ policy_credential_free(struct policy_credential *c)
 	free(c->name);
 	free(c->path);
 	free(c);
+}
+
+struct policy_credential *
+policy_credential_dup(const struct policy_credential *c)
+{
+	struct policy_credential *d = calloc(1, sizeof(*d));
+
+	if (d == NULL)
+		return NULL;
+	d->source = c->source;
+	d->loc = c->loc;
+	d->vlen = c->vlen;
+	if ((d->name = strdup(c->name)) == NULL ||
+	    (c->path != NULL && (d->path = strdup(c->path)) == NULL) ||
+	    (c->value != NULL && (d->value = malloc(c->vlen)) == NULL)) {
+		d->value = NULL;
+		policy_credential_free(d);
+		return NULL;
+	}
+	if (c->value != NULL)
+		memcpy(d->value, c->value, c->vlen);
+	return d;
 }
 
 const char *

@@ -24,6 +24,10 @@ struct policy_credential {
 };
 
 void policy_credential_free(struct policy_credential *c);
+/* A deep copy (the value too, wiped when the copy is freed); NULL when
+ * out of memory. */
+struct policy_credential *policy_credential_dup(
+    const struct policy_credential *c);
 /* The credentials list, walked into cfg (names unique). */
 int policy_cred_walk(
     struct pwalk *w, const struct pnode *v, struct policy_config *cfg);

@@ -60,7 +60,14 @@ sk_type(struct pwalk *w, const struct pnode *v, void *obj)
 		return -1;
 	if (strcmp(v->str, "inline") == 0)
 		cw->c->source = POLICY_CRED_INLINE;
-	else if (strcmp(v->str, "file") == 0)
+	else if (strcmp(v->str, "file") == 0 && w->api_vault) {
+		/* The API must not make egressd read its own files into a
+		 * request: file sources are the operator's alone. */
+		pw_err(w, v,
+		    "source type \"file\" is accepted only in the operator's "
+		    "policy file");
+		return -1;
+	} else if (strcmp(v->str, "file") == 0)
 		cw->c->source = POLICY_CRED_FILE;
 	else {
 		pw_err(w, v, "unknown source type \"%.32s\" (inline or file)",
@@ -137,6 +144,11 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 	(void)pw_map(w, v, source_keys, 3, cw);
 	if (v->type != PNODE_MAP)
 		return -1;
+	if (w->api_vault && cw->type_at == NULL) {
+		/* The API's source type defaults to inline (contract §4). */
+		cw->c->source = POLICY_CRED_INLINE;
+		cw->have_type = true;
+	}
 	if (!cw->have_type) {
 		if (cw->type_at == NULL)
 			pw_err(w, v, "source has no type");

@@ -101,12 +101,14 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 void
 policy_cred_yaml(struct ybuf *b, const struct policy *p)
 {
+	/* The operator's own: the API's vault is never written to disk. */
+	const struct policy_config *cfg = p->index->cfg;
 	size_t i;
 
-	if (p->ncredentials > 0)
+	if (cfg->ncredentials > 0)
 		yb_printf(b, "credentials:\n");
-	for (i = 0; i < p->ncredentials; i++) {
-		const struct policy_credential *c = p->credentials[i];
+	for (i = 0; i < cfg->ncredentials; i++) {
+		const struct policy_credential *c = cfg->credentials[i];
 		yb_printf(b, "  - name: ");
 		yb_quoted(b, policy_credential_name(c));
 		if (policy_credential_source(c) == POLICY_CRED_FILE) {
@@ -120,13 +122,13 @@ policy_cred_yaml(struct ybuf *b, const struct policy *p)
 			    "\n    source:\n      type: \"inline\"\n"
 			    "      value: \"[REDACTED]\"\n");
 	}
-	if (p->nbindings > 0)
+	if (cfg->nbindings > 0)
 		yb_printf(b, "bindings:\n");
-	for (i = 0; i < p->nbindings; i++) {
+	for (i = 0; i < cfg->nbindings; i++) {
 		yb_printf(b, "  - name: ");
-		yb_quoted(b, p->bindings[i]->name);
+		yb_quoted(b, cfg->bindings[i]->name);
 		yb_printf(b, "\n");
-		yaml_match(b, p->bindings[i]);
-		yaml_auth(b, p->bindings[i]);
+		yaml_match(b, cfg->bindings[i]);
+		yaml_auth(b, cfg->bindings[i]);
 	}
 }

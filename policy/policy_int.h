@@ -165,12 +165,28 @@ struct policy_config {
 	size_t nbindings;
 	char *files[POLICY_FILES_MAX];
 	size_t nfiles;
+	/*
+	 * Set only on the configuration that is the API's credential vault
+	 * (policy_vault.c): its revision and each item's (parallel to
+	 * credentials and bindings; NULL when there are none).
+	 */
+	uint64_t vault_revision;
+	uint64_t *cred_rev, *bind_rev;
 };
 
 struct policy_index {
 	struct policy_layer *user;
 	struct policy_overlays *ov;
-	struct policy_config *cfg;
+	struct policy_config *cfg; /* the operator's file */
+	/*
+	 * The API's credential vault (credentials and bindings only), NULL
+	 * when none exists. With one, the snapshot's credentials and
+	 * bindings arrays are all_creds/all_binds: the operator's first, then
+	 * the vault's (borrowed from the two configs, the arrays owned here).
+	 */
+	struct policy_config *vault;
+	struct policy_credential **all_creds;
+	struct policy_binding **all_binds;
 	char *files[POLICY_FILES_MAX]; /* names user rules' locs point to */
 	size_t nfiles;
 };
@@ -189,12 +205,17 @@ const char *policy_files_intern(char **files, size_t *nfiles, const char *name);
 
 /*
  * Assembles a snapshot from user rules (taken over) and shared operator
- * configuration (referenced, may be NULL for empty). Compiles the index.
- * Returns NULL only on allocation failure (rules are freed then).
+ * configuration (referenced, may be NULL for empty), plus the API's
+ * credential vault (referenced, NULL for none). Compiles the index.
+ * Returns NULL only on allocation failure (rules and references are
+ * released then).
  */
 struct policy *policy_assemble(enum policy_action def, bool user_empty,
     struct policy_rule *rules, size_t nrules, struct policy_overlays *ov,
-    struct policy_config *cfg, const char *source, uint64_t revision);
+    struct policy_config *cfg, struct policy_config *vault, const char *source,
+    uint64_t revision);
+/* A copy of p's user rules (NULL when out of memory). */
+struct policy_rule *policy_rules_dup(const struct policy *p);
 
 /* Frees an array of rules. */
 void policy_rules_free(struct policy_rule *rules, size_t n);

@@ -104,8 +104,10 @@ derive(const struct policy *base, enum policy_action def, bool user_empty,
 
 	ix->ov->refs++;
 	ix->cfg->refs++;
-	p = policy_assemble(def, user_empty, rules, n, ix->ov, ix->cfg, "api",
-	    base->revision + 1);
+	if (ix->vault != NULL)
+		ix->vault->refs++;
+	p = policy_assemble(def, user_empty, rules, n, ix->ov, ix->cfg,
+	    ix->vault, "api", base->revision + 1);
 	if (p == NULL)
 		err_set(e, "out of memory");
 	return p;

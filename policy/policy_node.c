@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/secmem.h"
 #include "util/grow.h"
 
 struct pnode *
@@ -32,6 +33,9 @@ pnode_free(struct pnode *n)
 	for (i = 0; i < n->nkids; i++)
 		pnode_free(n->kids[i]);
 	free(n->kids);
+	/* Scalars of an API body may be credential values. */
+	if (n->str != NULL)
+		secmem_wipe(n->str, n->len > 0 ? n->len : strlen(n->str));
 	free(n->str);
 	free(n);
 }

@@ -173,22 +173,6 @@ out_unref:
 	return NULL;
 }
 
-static struct policy_rule *
-rules_dup(const struct policy *p)
-{
-	struct policy_rule *v = calloc(p->nrules + 1, sizeof(*v));
-	size_t i;
-
-	if (v == NULL)
-		return NULL;
-	for (i = 0; i < p->nrules; i++)
-		if (policy_rule_copy(&v[i], &p->rules[i]) == -1) {
-			policy_rules_free(v, i);
-			return NULL;
-		}
-	return v;
-}
-
 struct policy *
 policy_with_overlays_dir(
     const struct policy *base, const char *dir, struct policy_diag *d)
@@ -211,14 +195,17 @@ policy_with_overlays_dir(
 		policy_rules_free(lists[i].v, lists[i].n);
 	if (o == NULL)
 		return NULL;
-	if ((rules = rules_dup(base)) == NULL) {
+	if ((rules = policy_rules_dup(base)) == NULL) {
 		policy_overlays_unref(o);
 		policy_diag_add(d, dir, 0, 0, "out of memory");
 		return NULL;
 	}
 	base->index->cfg->refs++;
+	if (base->index->vault != NULL)
+		base->index->vault->refs++;
 	p = policy_assemble(base->default_action, base->user_empty, rules,
-	    base->nrules, o, base->index->cfg, base->source, base->revision);
+	    base->nrules, o, base->index->cfg, base->index->vault, base->source,
+	    base->revision);
 	if (p == NULL) {
 		policy_diag_add(d, dir, 0, 0, "out of memory");
 		return NULL;

@@ -700,7 +700,7 @@ build_policy(struct pwalk *w, struct pbuild *b)
 		return NULL;
 	}
 	p = policy_assemble(b->def, false, b->lists[RL_USER].v,
-	    b->lists[RL_USER].n, ov, b->cfg, w->name, 1);
+	    b->lists[RL_USER].n, ov, b->cfg, NULL, w->name, 1);
 	if (p == NULL)
 		pw_err(w, NULL, "out of memory");
 	return p;
@@ -718,7 +718,7 @@ policy_from_tree(const struct pnode *root, const char *name,
 	b.def = POLICY_DENY;
 	if (tree_is_empty(root))
 		return policy_assemble(
-		    POLICY_DENY, true, NULL, 0, NULL, NULL, name, 1);
+		    POLICY_DENY, true, NULL, 0, NULL, NULL, NULL, name, 1);
 	if ((b.cfg = policy_config_new()) == NULL) {
 		pw_err(&w, NULL, "out of memory");
 		return NULL;

@@ -20,6 +20,9 @@ struct pwalk {
 	struct policy_diag *d;
 	size_t errs;
 	size_t nrules; /* items of every rule list so far (the rule cap) */
+	/* An API body of the credential vault, not the operator's file:
+	 * a credential's source type defaults to inline, file is refused. */
+	bool api_vault;
 };
 
 /* One entry of a keyword table: the key and what to do with its value. */
