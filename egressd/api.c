@@ -25,6 +25,7 @@
 
 #include "egressd/api.h"
 #include "egressd/api_frame.h"
+#include "egressd/api_int.h"
 #include "egressd/http_head.h"
 #include "egressd/log.h"
 #include "egressd/metrics.h"
@@ -33,7 +34,6 @@
 #include "util/now.h"
 #include "util/secmem.h"
 
-#define API_MAGIC 0x41504921u /* "API!" */
 #define API_TOKEN_HEADER "OPENSANDBOX-EGRESS-AUTH"
 #define API_POLICY_ALLOW "GET, POST, PUT, PATCH, DELETE"
 #define API_PATH_MAX 256 /* raw request target kept for routing */
@@ -44,90 +44,6 @@
 #ifndef EGRESSD_VERSION
 #define EGRESSD_VERSION "unknown"
 #endif
-
-struct api;
-
-/*
- * A peer that sent wrong tokens: after API_AUTH_FREE_FAILS of them, its
- * requests to authenticated routes are answered 429 without looking at
- * the token for a backoff that doubles from API_AUTH_BACKOFF_MS to
- * API_AUTH_BACKOFF_MAX_MS; a request refused so counts as one more
- * failure. IPv6 peers are keyed by their /64 (one host has many
- * addresses), Unix socket peers share one key. A right token clears the
- * entry; API_AUTH_FORGET_S without failures forgets it.
- */
-struct api_peer {
-	bool used;
-	uint8_t key[17]; /* family, then the address (IPv6: /64) */
-	uint32_t fails;
-	uint64_t until_us, last_us;
-};
-
-/*
- * One accepted connection, from the bufferevent we create for it until
- * api_sweep finds evhttp has freed that bufferevent. Every byte that
- * arrives passes api_conn_input_cb (an evbuffer callback on the input,
- * run before evhttp reads the bytes), which frames it (api_frame) to run
- * the head and body deadlines and to answer oversized requests itself.
- */
-#define API_CONN_MAGIC 0x41504943u /* "APIC" */
-
-struct api_conn {
-	uint32_t magic;
-	struct api *a;
-	struct bufferevent *bev;
-	struct api_frame fr;
-	uint64_t seq; /* fr.seq the deadline was armed for */
-	struct event *deadline;
-	bool slot; /* holds one of the API_CONNS_MAX slots */
-	bool refused; /* our own answer sent: input dropped until close */
-	bool closing; /* read side shut: evhttp sees EOF and frees it */
-};
-
-struct api {
-	uint32_t magic;
-	struct event_base *base;
-	struct evhttp *http;
-	struct api_hooks h;
-	char *token; /* NULL when none configured */
-	size_t tokenlen;
-	bool insecure_no_token;
-	size_t max_rules;
-	uint64_t start_time_s;
-	struct log *log;
-	struct stats *stats;
-
-	struct evhttp_bound_socket *tcp, *unx;
-	uint16_t tcp_port;
-	char tcp_text[API_ADDR_MAX];
-	char *unix_path; /* unlinked on free */
-
-	/*
-	 * Connections, tracked from accept by the bufferevent we create for
-	 * each (evhttp_set_bevcb). libevent 2.1 has no close hook for a
-	 * server connection, so api_sweep() finds the live ones: a live
-	 * connection always has its read or write event added on the base.
-	 * At API_CONNS_MAX the listeners pause (new connections wait in the
-	 * kernel backlog) and a timer sweeps until a slot frees.
-	 */
-	struct api_conn *conns[API_CONNS_MAX + 1]; /* +1: past the cap */
-	size_t nall; /* entries of conns */
-	size_t nconns; /* of them holding a slot */
-	bool paused;
-	struct event *ev_sweep;
-
-	/* Peers that sent wrong tokens (api_auth_*). */
-	struct api_peer peers[API_AUTH_PEERS];
-};
-
-/* One request being answered. */
-struct api_req {
-	struct api *a;
-	struct evhttp_request *req;
-	const char *path;
-	enum evhttp_cmd_type cmd;
-	int status;
-};
 
 static const char *const api_op_names[] = {
     [API_OP_REPLACE] = "replace",
@@ -164,7 +80,7 @@ api_method_name(enum evhttp_cmd_type cmd)
 
 /* ---- answers ---- */
 
-static void
+void
 api_reply(struct api_req *r, int code, const char *ctype, const char *body,
     size_t len)
 {
@@ -186,11 +102,7 @@ api_reply(struct api_req *r, int code, const char *ctype, const char *body,
 		evbuffer_free(b);
 }
 
-/* text/plain with a trailing newline, as Go's http.Error writes it. */
-static void api_reply_text(struct api_req *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
+void
 api_reply_text(struct api_req *r, int code, const char *fmt, ...)
 {
 	char msg[API_MSG_MAX];
@@ -211,8 +123,7 @@ api_reply_text(struct api_req *r, int code, const char *fmt, ...)
 	api_reply(r, code, "text/plain; charset=utf-8", msg, (size_t)n);
 }
 
-/* Compact JSON plus a newline, as Go's json.Encoder writes it. Steals o. */
-static void
+void
 api_reply_json(struct api_req *r, int code, json_t *o)
 {
 	char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -240,7 +151,7 @@ api_reply_json(struct api_req *r, int code, json_t *o)
 	free(s);
 }
 
-static void
+void
 api_reply_405(struct api_req *r, const char *allow)
 {
 	evhttp_add_header(
@@ -345,6 +256,28 @@ api_peer_key(const struct sockaddr *sa, uint8_t key[17])
 		} else
 			memcpy(key + 1, a6->s6_addr, 8); /* the /64 */
 	}
+}
+
+/* Loopback or the Unix socket: the transports vault writes accept
+ * besides TLS (contract §4), which this API does not serve. */
+static bool
+api_peer_local(const struct sockaddr *sa)
+{
+	const uint8_t *a;
+
+	if (sa == NULL)
+		return false;
+	if (sa->sa_family == AF_UNIX)
+		return true;
+	if (sa->sa_family == AF_INET)
+		return ((const uint8_t *)&((const struct sockaddr_in *)sa)
+		               ->sin_addr)[0] == 127;
+	if (sa->sa_family != AF_INET6)
+		return false;
+	a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	if (IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)a))
+		return true;
+	return IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a) && a[12] == 127;
 }
 
 static struct api_peer *
@@ -880,13 +813,14 @@ struct api_route {
 	void (*handler)(struct api_req *r);
 };
 
-/*
- * Read-only table. The Credential Vault (contract §4) adds
- * "/credential-vault" and "/credential-vault/" (prefix) here with their own
- * auth order; until then both fall through to 404.
- */
+/* Read-only table. */
 static const struct api_route api_routes[] = {
     {.path = "/policy", .auth = true, .handler = api_policy_cb},
+    {.path = "/credential-vault", .auth = true, .handler = api_vault_cb},
+    {.path = "/credential-vault/",
+        .prefix = true,
+        .auth = true,
+        .handler = api_vault_sub_cb},
     {.path = "/healthz", .quiet = true, .handler = api_healthz_cb},
     {.path = "/readyz", .quiet = true, .handler = api_readyz_cb},
     {.path = "/metrics",
@@ -1317,8 +1251,10 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		    (unsigned)port);
 	}
 
-	if (evcon != NULL)
+	if (evcon != NULL) {
 		api_peer_key(evhttp_connection_get_addr(evcon), key);
+		r.local = api_peer_local(evhttp_connection_get_addr(evcon));
+	}
 	rt = api_route_find(r.path);
 	guarded = rt != NULL && rt->auth && a->token != NULL;
 	if (evcon != NULL && !api_conn_admit(a, evcon)) {

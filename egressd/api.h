@@ -7,7 +7,9 @@
  *   GET  /readyz                         never authenticated
  *   GET  /metrics                        token when configured
  *   GET  /v1/status                      token when configured
- *   /credential-vault*                   reserved, 404 until the vault lands
+ *   GET|POST|PATCH|DELETE /credential-vault   token (writes: see below)
+ *   GET  /credential-vault/credentials[/NAME], /bindings[/NAME]
+ *   *    /credential-vault/_active       always 403
  * Anything else is 404 "404 page not found".
  *
  * Checks on /policy run in the reference's order: 401 (token), 405
@@ -89,6 +91,15 @@ struct api_hooks {
 	/* Readiness for /readyz: true, or false with why ("nft not ready").
 	 * NULL: always ready. */
 	bool (*ready)(void *arg, char *why, size_t whylen);
+	/*
+	 * Puts a Credential Vault mutation (a snapshot from policy_vault.h)
+	 * in force like policy_commit, without rewriting the policy file
+	 * (the vault is never written to disk). NULL: vault writes 412.
+	 */
+	int (*vault_commit)(void *arg, struct policy *next, struct err *e);
+	/* May the vault be written now? false with the 412 message in why
+	 * ("credential proxy is not ready"). NULL: never. */
+	bool (*vault_writable)(void *arg, char *why, size_t whylen);
 	/* Adds the daemon's fields to the /v1/status object. May be NULL. */
 	void (*status)(void *arg, json_t *out);
 	/* Called right before /metrics renders: refresh stats from the

@@ -25,6 +25,7 @@
 #include "egressd/webhook.h"
 #include "policy/policy.h"
 #include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
 #include "vault/vault.h"
 #include "util/addr.h"
 #include "util/fileread.h"
@@ -216,6 +217,21 @@ egressd_reload(struct egressd *d, const char *why)
 	policy_diag_clear(&dg);
 	/* The loader's snapshot is still ours alone: number it in sequence. */
 	next->revision = d->policy->revision + 1;
+	/* The API's vault stays in force across the operator's reload. */
+	{
+		struct policy *loaded = next;
+
+		next = policy_vault_carry(loaded, d->policy, &e);
+		policy_unref(loaded);
+		if (next == NULL) {
+			d->stats.policy_reloads_failed++;
+			log_error(d->log, "policy.reload_failed",
+			    LOG_S("trigger", why), LOG_S("error", e.msg),
+			    LOG_S("reason", "credential vault"),
+			    LOG_U("revision", d->policy->revision));
+			return -1;
+		}
+	}
 	if (egressd_commit(d, next, false, &e) == -1) {
 		d->stats.policy_reloads_failed++;
 		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
@@ -1022,7 +1038,44 @@ egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
 	return egressd_commit(d, next, true, e);
 }
 
-/* A mutation must not leave a binding of the operator's file uncovered. */
+/* The vault lives in memory: its mutations never rewrite the file. */
+static int
+egressd_api_vault_commit_cb(void *arg, struct policy *next, struct err *e)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	return egressd_commit(d, next, false, e);
+}
+
+/*
+ * Writes need the proxy that injects (contract §4: 412 before it is
+ * ready) and verified upstreams: a secret never goes to an origin whose
+ * certificate was not checked.
+ */
+static bool
+egressd_api_vault_writable_cb(void *arg, char *why, size_t whylen)
+{
+	struct egressd *d = arg;
+
+	if (d->magic != EGRESSD_MAGIC)
+		abort();
+	if (d->proxy == NULL) {
+		(void)snprintf(why, whylen, "credential proxy is not ready");
+		return false;
+	}
+	if (d->cfg->ssl_insecure) {
+		(void)snprintf(why, whylen,
+		    "credential vault writes are refused while upstream TLS "
+		    "verification is off (--ssl-insecure)");
+		return false;
+	}
+	return true;
+}
+
+/* A mutation must not leave a binding (the file's or the vault's)
+ * uncovered. */
 static int
 egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 {
@@ -1156,6 +1209,12 @@ egressd_api_status_cb(void *arg, json_t *out)
 	} else
 		json_object_set_new(notenf, "credentialVault",
 		    json_string("off (needs --proxy)"));
+	/* The API's vault (revision 0: none) and every binding in force. */
+	json_object_set_new(out, "credentialVault",
+	    json_pack("{s:I, s:I, s:I}", "revision",
+	        (json_int_t)policy_vault_revision(d->policy), "bindings",
+	        (json_int_t)d->policy->nbindings, "apiBindings",
+	        (json_int_t)policy_vault_nbindings(d->policy)));
 	json_object_set_new(out, "version", json_string(EGRESSD_VERSION));
 	json_object_set_new(
 	    out, "configuredMode", json_string(config_mode_name(d->cfg->mode)));
@@ -1262,6 +1321,8 @@ egressd_start_api(struct egressd *d, struct err *e)
 	h.policy_get = egressd_policy_get_cb;
 	h.policy_commit = egressd_api_commit_cb;
 	h.policy_vault_check = egressd_api_vault_check_cb;
+	h.vault_commit = egressd_api_vault_commit_cb;
+	h.vault_writable = egressd_api_vault_writable_cb;
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;
 	h.enforcement_mode = egressd_api_mode_cb;

@@ -1,0 +1,358 @@
+/*
+ * api_vault: the Credential Vault routes of the control API (contract §4,
+ * §6; docs/api.md). The vault itself is a layer of the policy snapshot
+ * (policy/policy_vault.h); this file checks the request, asks the pure
+ * mutation for the next snapshot, commits it through the daemon's hook
+ * and renders the state. No answer, log line or error ever holds a
+ * credential value: the state names credentials, and the mutations'
+ * messages name positions and names only. The request body, which holds
+ * the values, is wiped once it has been parsed.
+ *
+ * Order of checks on writes: 401 (route), 405, 412 (no token; proxy not
+ * ready or upstream verification off), 426 (neither loopback nor the Unix
+ * socket: this API serves no TLS), then 400, 404, 409 from the mutation.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "egressd/api_int.h"
+#include "egressd/log.h"
+#include "egressd/stats.h"
+#include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
+#include "util/secmem.h"
+
+#define VAULT_ROOT "/credential-vault"
+#define VAULT_ALLOW "GET, POST, PATCH, DELETE"
+#define VAULT_NOT_FOUND "credential vault not found"
+
+/* ---- the state, as the SDKs read it ---- */
+
+static json_t *
+bits_array(unsigned bits, const char *(*name)(unsigned bit))
+{
+	json_t *a = json_array();
+	unsigned b;
+
+	for (b = 1; a != NULL && b != 0 && b <= bits; b <<= 1)
+		if ((bits & b) != 0 && name(b) != NULL)
+			json_array_append_new(a, json_string(name(b)));
+	return a;
+}
+
+static const char *
+scheme_name(unsigned bit)
+{
+	return bit == POLICY_SCHEME_HTTPS ? "https"
+	       : bit == POLICY_SCHEME_HTTP ? "http"
+	                                   : NULL;
+}
+
+static json_t *
+strings_array(const struct policy_binding *b, size_t n,
+    const char *(*at)(const struct policy_binding *b, size_t i))
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		json_array_append_new(a, json_string(at(b, i)));
+	return a;
+}
+
+static json_t *
+credential_json(const struct policy *p, size_t i)
+{
+	uint64_t rev = 0;
+	const struct policy_credential *c = policy_vault_credential(p, i, &rev);
+
+	/* Never the value: API credentials are inline ones. */
+	return json_pack("{s:s, s:s, s:I}", "name", policy_credential_name(c),
+	    "sourceType", "inline", "revision", (json_int_t)rev);
+}
+
+static json_t *
+binding_json(const struct policy *p, size_t i)
+{
+	uint64_t rev = 0;
+	const struct policy_binding *b = policy_vault_binding(p, i, &rev);
+	json_t *auth, *match;
+
+	match = json_pack("{s:o, s:o, s:o, s:o}", "schemes",
+	    bits_array(policy_binding_schemes(b), scheme_name), "hosts",
+	    strings_array(b, policy_binding_nhosts(b), policy_binding_host),
+	    "methods", bits_array(policy_binding_methods(b), policy_method_name),
+	    "paths",
+	    strings_array(b, policy_binding_npaths(b), policy_binding_path));
+	auth = json_pack(
+	    "{s:s}", "type", policy_auth_type_name(policy_binding_auth(b)));
+	if (auth != NULL && policy_binding_header_name(b) != NULL)
+		json_object_set_new(
+		    auth, "name", json_string(policy_binding_header_name(b)));
+	return json_pack("{s:s, s:I, s:o, s:o}", "name", policy_binding_name(b),
+	    "revision", (json_int_t)rev, "match", match, "auth", auth);
+}
+
+static json_t *
+list_json(const struct policy *p, bool creds)
+{
+	size_t n = creds ? policy_vault_ncredentials(p)
+	                 : policy_vault_nbindings(p);
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		json_array_append_new(
+		    a, creds ? credential_json(p, i) : binding_json(p, i));
+	return a;
+}
+
+static json_t *
+state_json(const struct policy *p)
+{
+	return json_pack("{s:I, s:o, s:o}", "revision",
+	    (json_int_t)policy_vault_revision(p), "credentials",
+	    list_json(p, true), "bindings", list_json(p, false));
+}
+
+/* ---- writes ---- */
+
+static const char *const op_names[] = {"create", "patch", "delete"};
+
+enum vault_op { VOP_CREATE, VOP_PATCH, VOP_DELETE };
+
+static int
+status_code(enum policy_vault_status st)
+{
+	switch (st) {
+	case POLICY_VAULT_OK:
+		return 200;
+	case POLICY_VAULT_BAD_BODY:
+	case POLICY_VAULT_REJECTED:
+		return 400;
+	case POLICY_VAULT_NONE:
+	case POLICY_VAULT_MISSING:
+		return 404;
+	case POLICY_VAULT_EXISTS:
+	case POLICY_VAULT_CONFLICT:
+		return 409;
+	case POLICY_VAULT_NOMEM:
+		break;
+	}
+	return 500;
+}
+
+static void
+write_failed(struct api_req *r, enum vault_op op, int code, const char *msg)
+{
+	log_warn(r->a->log, "vault.update_failed", LOG_S("op", op_names[op]),
+	    LOG_I("status", code), LOG_S("error", msg));
+}
+
+/* 412 and 426, in the contract's order; true when the write may go on. */
+static bool
+write_allowed(struct api_req *r, enum vault_op op)
+{
+	struct api *a = r->a;
+	char why[API_WHY_MAX] = "credential proxy is not ready";
+
+	if (a->token == NULL) {
+		api_reply_text(
+		    r, 412, "credential vault requires egress API auth token");
+		write_failed(r, op, 412, "no token");
+		return false;
+	}
+	if (a->h.vault_commit == NULL || a->h.vault_writable == NULL ||
+	    !a->h.vault_writable(a->h.arg, why, sizeof(why))) {
+		api_reply_text(r, 412, "%s", why);
+		write_failed(r, op, 412, why);
+		return false;
+	}
+	if (!r->local) {
+		api_reply_text(r, 426,
+		    "credential vault writes require TLS or loopback "
+		    "transport");
+		write_failed(r, op, 426, "not loopback");
+		return false;
+	}
+	return true;
+}
+
+static void
+vault_write(struct api_req *r, enum vault_op op)
+{
+	struct api *a = r->a;
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	size_t len = evbuffer_get_length(in);
+	enum policy_vault_status st = POLICY_VAULT_NOMEM;
+	struct policy *cur, *next = NULL;
+	unsigned char *body = NULL;
+	struct err e;
+	int code;
+
+	if (!write_allowed(r, op))
+		goto out_wipe;
+	if (len > 0 && len <= API_BODY_MAX &&
+	    (body = evbuffer_pullup(in, -1)) == NULL) {
+		api_reply_text(r, 500, "internal error: out of memory");
+		goto out_wipe;
+	}
+	/* Held across the commit hook, which swaps the snapshot. */
+	cur = policy_ref(a->h.policy_get(a->h.arg));
+	err_clear(&e);
+	switch (op) {
+	case VOP_CREATE:
+		next = policy_vault_create_json(
+		    cur, (const char *)body, len, &st, &e);
+		break;
+	case VOP_PATCH:
+		next = policy_vault_patch_json(
+		    cur, (const char *)body, len, &st, &e);
+		break;
+	case VOP_DELETE:
+		next = policy_vault_delete(cur, &st, &e);
+		break;
+	}
+	if (body != NULL)
+		secmem_wipe(body, len);
+	if (next == NULL) {
+		code = status_code(st);
+		if (st == POLICY_VAULT_BAD_BODY)
+			api_reply_text(
+			    r, code, "invalid credential vault: %s", e.msg);
+		else if (st == POLICY_VAULT_REJECTED)
+			api_reply_text(r, code,
+			    "credential vault policy validation: %s", e.msg);
+		else
+			api_reply_text(r, code, "%s", e.msg);
+		write_failed(r, op, code, e.msg);
+		goto out_unref;
+	}
+	err_clear(&e);
+	if (a->h.vault_commit(a->h.arg, next, &e) == -1) {
+		api_reply_text(r, 500, "%s",
+		    e.msg[0] != '\0' ? e.msg : "failed to apply credential vault");
+		write_failed(r, op, 500, e.msg);
+		goto out_unref;
+	}
+	/* In force: the proxy decides by the new revision from now on. */
+	log_info(a->log, "vault.updated", LOG_S("op", op_names[op]),
+	    LOG_U("revision", policy_vault_revision(next)),
+	    LOG_U("credentials", policy_vault_ncredentials(next)),
+	    LOG_U("bindings", policy_vault_nbindings(next)));
+	if (op == VOP_DELETE)
+		api_reply(r, 204, "text/plain; charset=utf-8", NULL, 0);
+	else
+		api_reply_json(r, op == VOP_CREATE ? 201 : 200, state_json(next));
+out_unref:
+	policy_unref(next);
+	policy_unref(cur);
+out_wipe:
+	if (len > 0 && (body = evbuffer_pullup(in, -1)) != NULL)
+		secmem_wipe(body, len);
+	evbuffer_drain(in, len);
+}
+
+/* ---- routes ---- */
+
+void
+api_vault_cb(struct api_req *r)
+{
+	const struct policy *p;
+
+	switch (r->cmd) {
+	case EVHTTP_REQ_GET:
+		p = r->a->h.policy_get(r->a->h.arg);
+		if (!policy_vault_exists(p))
+			api_reply_text(r, 404, VAULT_NOT_FOUND);
+		else
+			api_reply_json(r, 200, state_json(p));
+		return;
+	case EVHTTP_REQ_POST:
+		vault_write(r, VOP_CREATE);
+		return;
+	case EVHTTP_REQ_PATCH:
+		vault_write(r, VOP_PATCH);
+		return;
+	case EVHTTP_REQ_DELETE:
+		vault_write(r, VOP_DELETE);
+		return;
+	default:
+		api_reply_405(r, VAULT_ALLOW);
+		return;
+	}
+}
+
+/* The index of name among p's credentials or bindings, or -1. */
+static long
+find_item(const struct policy *p, bool creds, const char *name)
+{
+	size_t n = creds ? policy_vault_ncredentials(p)
+	                 : policy_vault_nbindings(p);
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const char *x = creds ? policy_credential_name(
+		                            policy_vault_credential(p, i, NULL))
+		                      : policy_binding_name(
+		                            policy_vault_binding(p, i, NULL));
+		if (strcmp(x, name) == 0)
+			return (long)i;
+	}
+	return -1;
+}
+
+void
+api_vault_sub_cb(struct api_req *r)
+{
+	const char *rest = r->path + strlen(VAULT_ROOT "/");
+	const struct policy *p;
+	bool creds;
+	size_t n;
+	long i;
+
+	/* The reference's internal route: nothing here reads it. */
+	if (strcmp(rest, "_active") == 0) {
+		api_reply_text(r, 403, "forbidden");
+		return;
+	}
+	if (strncmp(rest, "credentials", n = strlen("credentials")) == 0)
+		creds = true;
+	else if (strncmp(rest, "bindings", n = strlen("bindings")) == 0)
+		creds = false;
+	else {
+		api_reply_text(r, 404, "404 page not found");
+		return;
+	}
+	rest += n;
+	if (rest[0] != '\0' && (rest[0] != '/' || rest[1] == '\0')) {
+		api_reply_text(r, 404, "404 page not found");
+		return;
+	}
+	if (r->cmd != EVHTTP_REQ_GET) {
+		api_reply_405(r, "GET");
+		return;
+	}
+	p = r->a->h.policy_get(r->a->h.arg);
+	if (!policy_vault_exists(p)) {
+		api_reply_text(r, 404, VAULT_NOT_FOUND);
+		return;
+	}
+	if (rest[0] == '\0') {
+		api_reply_json(r, 200,
+		    json_pack("{s:I, s:o}", "revision",
+		        (json_int_t)policy_vault_revision(p),
+		        creds ? "credentials" : "bindings", list_json(p, creds)));
+		return;
+	}
+	if ((i = find_item(p, creds, rest + 1)) == -1)
+		api_reply_text(r, 404,
+		    creds ? "credential not found" : "binding not found");
+	else
+		api_reply_json(r, 200,
+		    creds ? credential_json(p, (size_t)i)
+		          : binding_json(p, (size_t)i));
+}
