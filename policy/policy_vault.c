@@ -270,9 +270,8 @@ body_walk(const char *body, size_t len, const struct pkey *keys, size_t nkeys,
 		err_set(e, "body larger than %u bytes", POLICY_BODY_MAX);
 		goto out;
 	}
-	if ((root = policy_json_read(
-	         body != NULL ? body : "", body != NULL ? len : 0, BODY_NAME,
-	         &d)) == NULL) {
+	if ((root = policy_json_read(body != NULL ? body : "",
+	         body != NULL ? len : 0, BODY_NAME, &d)) == NULL) {
 		policy_diag_to_err(&d, e);
 		goto out;
 	}
@@ -331,8 +330,8 @@ list_find(const struct vlist *l, const char *name)
 static int
 vitem_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct vitem *)a)->name,
-	    ((const struct vitem *)b)->name);
+	return strcmp(
+	    ((const struct vitem *)a)->name, ((const struct vitem *)b)->name);
 }
 
 /*
@@ -383,10 +382,10 @@ bind_name(const void *o)
 	return policy_binding_name(o);
 }
 
-static const struct vkind kind_cred = {"credential", cred_dup, cred_free,
-    cred_name};
-static const struct vkind kind_bind = {"binding", bind_dup, bind_free,
-    bind_name};
+static const struct vkind kind_cred = {
+    "credential", cred_dup, cred_free, cred_name};
+static const struct vkind kind_bind = {
+    "binding", bind_dup, bind_free, bind_name};
 
 static void
 vlist_free(const struct vkind *k, struct vlist *l)
@@ -453,8 +452,8 @@ apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
 	for (i = 0; i < nrep; i++) {
 		if ((j = list_find(out, k->name(rep[i]))) == -1) {
 			set_st(st, POLICY_VAULT_MISSING);
-			err_set(e, "%s \"%s\" not found", k->what,
-			    k->name(rep[i]));
+			err_set(
+			    e, "%s \"%s\" not found", k->what, k->name(rep[i]));
 			goto fail;
 		}
 		k->free(out->v[j].obj);
@@ -517,8 +516,7 @@ vault_build(const struct policy_config *old, struct vbody *b, uint64_t rev,
 
 	if (apply_set(&kind_cred, old ? (void *const *)old->credentials : NULL,
 	        old ? old->cred_rev : &none, old ? old->ncredentials : 0,
-	        (void **)b->creds.add->credentials,
-	        b->creds.add->ncredentials,
+	        (void **)b->creds.add->credentials, b->creds.add->ncredentials,
 	        (void **)b->creds.replace->credentials,
 	        b->creds.replace->ncredentials, b->creds.del, b->creds.ndel,
 	        rev, &lc, st, e) == -1)
@@ -720,8 +718,8 @@ policy_vault_create_json(const struct policy *base, const char *body,
 }
 
 struct policy *
-policy_vault_patch_json(const struct policy *base, const char *body,
-    size_t len, enum policy_vault_status *st, struct err *e)
+policy_vault_patch_json(const struct policy *base, const char *body, size_t len,
+    enum policy_vault_status *st, struct err *e)
 {
 	return mutate(base, body, len, false, st, e);
 }

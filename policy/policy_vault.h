@@ -63,8 +63,7 @@ const struct policy_binding *policy_vault_binding(
  * operator's). Bindings as in the policy file.
  */
 struct policy *policy_vault_create_json(const struct policy *base,
-    const char *body, size_t len, enum policy_vault_status *st,
-    struct err *e);
+    const char *body, size_t len, enum policy_vault_status *st, struct err *e);
 /*
  * PATCH: {"expectedRevision"?, "credentials"?:{add?, replace?, delete?},
  * "bindings"?:{...}}; add and replace are item lists, delete a list of
@@ -72,8 +71,7 @@ struct policy *policy_vault_create_json(const struct policy *base,
  * revision goes up by one even when nothing changed.
  */
 struct policy *policy_vault_patch_json(const struct policy *base,
-    const char *body, size_t len, enum policy_vault_status *st,
-    struct err *e);
+    const char *body, size_t len, enum policy_vault_status *st, struct err *e);
 /* DELETE: base without its vault. */
 struct policy *policy_vault_delete(
     const struct policy *base, enum policy_vault_status *st, struct err *e);

@@ -549,6 +549,14 @@ test_no_token(void **state)
 	expect_text(
 	    &r, 412, "policy mutations require egress API auth token\n");
 	resp_free(&r);
+	/* The vault: 405 first, then 412 (no token), before anything else. */
+	call_full(f, "PUT", "/credential-vault", NULL, "{}", 2, &r);
+	expect_text(&r, 405, "method not allowed\n");
+	resp_free(&r);
+	call_full(f, "POST", "/credential-vault", NULL, "{", 1, &r);
+	expect_text(
+	    &r, 412, "credential vault requires egress API auth token\n");
+	resp_free(&r);
 	assert_int_equal(f->commits, 0);
 	logs = fx_logs(f);
 	assert_non_null(strstr(logs, "\"ev\":\"api.read_only\""));
@@ -1054,14 +1062,30 @@ static void
 test_routes(void **state)
 {
 	static const char *const paths[] = {"/", "/policy/", "/policyx",
-	    "/credential-vault", "/credential-vault/credentials",
-	    "/credential-vault/_active", "/v1/status/x", "/POLICY"};
+	    "/credential-vaultx", "/credential-vault/other",
+	    "/credential-vault/credentials/", "/credential-vault/bindingsx",
+	    "/v1/status/x", "/POLICY"};
 	struct fx *f = *state;
 	size_t i;
 
 	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		roundtrip(f, "GET", paths[i], NULL, 404, TEXT,
 		    "404 page not found\n");
+	/* The vault's routes (the fixture has none: e2e_proxy_vault_api
+	 * drives a real one). */
+	roundtrip(f, "GET", "/credential-vault", NULL, 404, TEXT,
+	    "credential vault not found\n");
+	roundtrip(f, "GET", "/credential-vault/credentials", NULL, 404, TEXT,
+	    "credential vault not found\n");
+	roundtrip(f, "GET", "/credential-vault/bindings/x", NULL, 404, TEXT,
+	    "credential vault not found\n");
+	roundtrip(f, "GET", "/credential-vault/_active", NULL, 403, TEXT,
+	    "forbidden\n");
+	roundtrip(f, "POST", "/credential-vault/credentials", "{}", 405, TEXT,
+	    "method not allowed\n");
+	/* No vault hooks (no proxy): writes are 412, the body never read. */
+	roundtrip(f, "POST", "/credential-vault", "{", 412, TEXT,
+	    "credential proxy is not ready\n");
 	/* The query string is not part of the route. */
 	roundtrip(f, "GET", "/healthz?x=1", NULL, 200, TEXT, "ok");
 }
