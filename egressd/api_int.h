@@ -102,8 +102,8 @@ struct api_req {
 };
 
 /* Answers. Each sends the reply and records its status in r. */
-void api_reply(struct api_req *r, int code, const char *ctype,
-    const char *body, size_t len);
+void api_reply(struct api_req *r, int code, const char *ctype, const char *body,
+    size_t len);
 /* text/plain with a trailing newline, as Go's http.Error writes it. */
 void api_reply_text(struct api_req *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

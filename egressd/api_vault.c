@@ -47,8 +47,8 @@ static const char *
 scheme_name(unsigned bit)
 {
 	return bit == POLICY_SCHEME_HTTPS ? "https"
-	       : bit == POLICY_SCHEME_HTTP ? "http"
-	                                   : NULL;
+	    : bit == POLICY_SCHEME_HTTP   ? "http"
+	                                  : NULL;
 }
 
 static json_t *
@@ -84,8 +84,8 @@ binding_json(const struct policy *p, size_t i)
 	match = json_pack("{s:o, s:o, s:o, s:o}", "schemes",
 	    bits_array(policy_binding_schemes(b), scheme_name), "hosts",
 	    strings_array(b, policy_binding_nhosts(b), policy_binding_host),
-	    "methods", bits_array(policy_binding_methods(b), policy_method_name),
-	    "paths",
+	    "methods",
+	    bits_array(policy_binding_methods(b), policy_method_name), "paths",
 	    strings_array(b, policy_binding_npaths(b), policy_binding_path));
 	auth = json_pack(
 	    "{s:s}", "type", policy_auth_type_name(policy_binding_auth(b)));
@@ -99,8 +99,8 @@ binding_json(const struct policy *p, size_t i)
 static json_t *
 list_json(const struct policy *p, bool creds)
 {
-	size_t n = creds ? policy_vault_ncredentials(p)
-	                 : policy_vault_nbindings(p);
+	size_t n =
+	    creds ? policy_vault_ncredentials(p) : policy_vault_nbindings(p);
 	json_t *a = json_array();
 	size_t i;
 
@@ -234,7 +234,8 @@ vault_write(struct api_req *r, enum vault_op op)
 	err_clear(&e);
 	if (a->h.vault_commit(a->h.arg, next, &e) == -1) {
 		api_reply_text(r, 500, "%s",
-		    e.msg[0] != '\0' ? e.msg : "failed to apply credential vault");
+		    e.msg[0] != '\0' ? e.msg
+		                     : "failed to apply credential vault");
 		write_failed(r, op, 500, e.msg);
 		goto out_unref;
 	}
@@ -246,7 +247,8 @@ vault_write(struct api_req *r, enum vault_op op)
 	if (op == VOP_DELETE)
 		api_reply(r, 204, "text/plain; charset=utf-8", NULL, 0);
 	else
-		api_reply_json(r, op == VOP_CREATE ? 201 : 200, state_json(next));
+		api_reply_json(
+		    r, op == VOP_CREATE ? 201 : 200, state_json(next));
 out_unref:
 	policy_unref(next);
 	policy_unref(cur);
@@ -290,15 +292,15 @@ api_vault_cb(struct api_req *r)
 static long
 find_item(const struct policy *p, bool creds, const char *name)
 {
-	size_t n = creds ? policy_vault_ncredentials(p)
-	                 : policy_vault_nbindings(p);
+	size_t n =
+	    creds ? policy_vault_ncredentials(p) : policy_vault_nbindings(p);
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		const char *x = creds ? policy_credential_name(
-		                            policy_vault_credential(p, i, NULL))
-		                      : policy_binding_name(
-		                            policy_vault_binding(p, i, NULL));
+		const char *x = creds
+		    ? policy_credential_name(
+		          policy_vault_credential(p, i, NULL))
+		    : policy_binding_name(policy_vault_binding(p, i, NULL));
 		if (strcmp(x, name) == 0)
 			return (long)i;
 	}
@@ -345,7 +347,8 @@ api_vault_sub_cb(struct api_req *r)
 		api_reply_json(r, 200,
 		    json_pack("{s:I, s:o}", "revision",
 		        (json_int_t)policy_vault_revision(p),
-		        creds ? "credentials" : "bindings", list_json(p, creds)));
+		        creds ? "credentials" : "bindings",
+		        list_json(p, creds)));
 		return;
 	}
 	if ((i = find_item(p, creds, rest + 1)) == -1)

@@ -12,32 +12,18 @@
 #include "util/fileread.h"
 #include "util/hash.h"
 
-/*
- * egressd rewrites the policy file after API changes and never writes a
- * secret, so an inline credential value in that file would be replaced by
- * "[REDACTED]" on the first change. Refuse it up front.
- */
-
-static int
-policyfile_check_persistable(
-    const struct config *cfg, const struct policy *p, struct policy_diag *d)
+/* The file holds the operator's inline credential values when it came
+ * with them: written back only for its owner. */
+static bool
+policyfile_has_inline(const struct policy *p)
 {
 	size_t i;
 
-	if (cfg->policy_file == NULL)
-		return 0;
-	for (i = 0; i < p->ncredentials; i++) {
-		if (policy_credential_source(p->credentials[i]) !=
+	for (i = 0; i < p->ncredentials; i++)
+		if (policy_credential_source(p->credentials[i]) ==
 		    POLICY_CRED_INLINE)
-			continue;
-		policy_diag_add(d, cfg->policy_file, 0, 0,
-		    "credential \"%s\": inline values cannot live in the "
-		    "policy file egressd rewrites; use source: {type: file, "
-		    "path: ...}",
-		    policy_credential_name(p->credentials[i]));
-		return -1;
-	}
-	return 0;
+			return true;
+	return false;
 }
 
 /*
@@ -107,10 +93,6 @@ policyfile_load(const struct config *cfg, struct policy_diag *d,
 		base = policy_new_deny_all();
 	if (base == NULL)
 		return NULL;
-	if (policyfile_check_persistable(cfg, base, d) == -1) {
-		policy_unref(base);
-		return NULL;
-	}
 	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
 		return base;
 	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
@@ -137,7 +119,8 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 		return -1;
 	}
 	len = strlen(yaml);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    policyfile_has_inline(p) ? 0600 : 0640);
 	if (fd == -1) {
 		err_set(e, "%s: %s", tmp, strerror(errno));
 		goto out_free;
@@ -178,13 +161,13 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 	}
 	if (hash != NULL)
 		*hash = hash_fnv1a(yaml, len);
-	free(yaml);
+	policy_yaml_free(yaml);
 	return 0;
 out_unlink:
 	if (fd != -1)
 		close(fd);
 	unlink(tmp);
 out_free:
-	free(yaml);
+	policy_yaml_free(yaml);
 	return -1;
 }

@@ -336,13 +336,17 @@ int policy_name_normalize(
  * Serialization. User policy as the API returns it:
  * {"defaultAction":..,"egress":[{"action":..,"target":display}, ...]}
  * ("ports"/"protocols" only when set; "egress" always present; newly
- * allocated, caller frees). Canonical YAML of the whole snapshot that
- * loads back to the same snapshot, except: inline credential values are
- * written as "[REDACTED]" (never the secret), and overlay rules read from
- * the always-rules directory are left out (they are re-read from it).
+ * allocated, caller frees). Canonical YAML of the operator's snapshot
+ * that loads back to the same snapshot, except that overlay rules read
+ * from the always-rules directory are left out (they are re-read from
+ * it) and so is the API's credential vault (never written to disk). The
+ * operator's inline credential values ARE written: this is what egressd
+ * writes back into the operator's own policy file, where they came from.
+ * Free it with policy_yaml_free (it wipes), and never log or answer it.
  */
 char *policy_user_to_json(const struct policy *p);
 char *policy_to_yaml(const struct policy *p);
+void policy_yaml_free(char *yaml);
 
 /*
  * Credentials and bindings of the policy file (contract §4). The secret

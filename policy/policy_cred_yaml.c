@@ -98,6 +98,15 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 		yaml_subst(b, &x->subst[i]);
 }
 
+/* The operator's own inline value goes back into the operator's own
+ * file, escaped byte by byte (no printf-style function sees it). */
+static int
+put_value(void *arg, const uint8_t *value, size_t len)
+{
+	yb_quoted_secret(arg, value, len);
+	return 0;
+}
+
 void
 policy_cred_yaml(struct ybuf *b, const struct policy *p)
 {
@@ -117,10 +126,13 @@ policy_cred_yaml(struct ybuf *b, const struct policy *p)
 			    "      path: ");
 			yb_quoted(b, policy_credential_path(c));
 			yb_printf(b, "\n");
-		} else
+		} else {
 			yb_printf(b,
 			    "\n    source:\n      type: \"inline\"\n"
-			    "      value: \"[REDACTED]\"\n");
+			    "      value: ");
+			(void)policy_credential_export(c, put_value, b);
+			yb_put(b, "\n", 1);
+		}
 	}
 	if (cfg->nbindings > 0)
 		yb_printf(b, "bindings:\n");

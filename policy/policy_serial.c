@@ -13,6 +13,7 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_int.h"
 #include "policy/policy_ybuf.h"
+#include "util/secmem.h"
 #include "util/utf8.h"
 
 static const char *
@@ -231,9 +232,7 @@ policy_to_yaml(const struct policy *p)
 	if (p == NULL)
 		return NULL;
 	ov = p->index->ov;
-	yb_printf(&b,
-	    "# egressd policy, canonical form (secret values are "
-	    "not written)\n");
+	yb_printf(&b, "# egressd policy, canonical form\n");
 	if (p->user_empty && only_defaults(p, ov)) {
 		yb_printf(&b, "{}\n");
 		return b.oom ? (free(b.s), NULL) : b.s;
@@ -252,8 +251,16 @@ policy_to_yaml(const struct policy *p)
 	yaml_proxy(&b, &p->proxy);
 	policy_cred_yaml(&b, p);
 	if (b.oom) {
-		free(b.s);
+		yb_free(&b);
 		return NULL;
 	}
 	return b.s;
+}
+
+void
+policy_yaml_free(char *yaml)
+{
+	if (yaml != NULL)
+		secmem_wipe(yaml, strlen(yaml));
+	free(yaml);
 }

@@ -9,7 +9,57 @@
 #include <string.h>
 
 #include "policy/policy_ybuf.h"
+#include "util/secmem.h"
 #include "util/utf8.h"
+
+/*
+ * Room for more than need bytes after b->n. The buffer may hold a
+ * credential value (policy_cred_yaml): it moves by copy and wipe, never
+ * realloc, so no stale copy is left in freed memory.
+ */
+static bool
+yb_grow(struct ybuf *b, size_t need)
+{
+	size_t cap = b->cap ? b->cap : 1024;
+	char *ns;
+
+	if (b->cap - b->n > need)
+		return true;
+	while (cap - b->n <= need)
+		cap *= 2;
+	if ((ns = malloc(cap)) == NULL) {
+		b->oom = true;
+		return false;
+	}
+	if (b->s != NULL) {
+		memcpy(ns, b->s, b->n);
+		secmem_wipe(b->s, b->cap);
+		free(b->s);
+	}
+	b->s = ns;
+	b->cap = cap;
+	return true;
+}
+
+void
+yb_put(struct ybuf *b, const void *p, size_t n)
+{
+	if (b->oom || !yb_grow(b, n))
+		return;
+	memcpy(b->s + b->n, p, n);
+	b->n += n;
+	b->s[b->n] = '\0';
+}
+
+void
+yb_free(struct ybuf *b)
+{
+	if (b->s != NULL)
+		secmem_wipe(b->s, b->cap);
+	free(b->s);
+	b->s = NULL;
+	b->n = b->cap = 0;
+}
 
 void
 yb_printf(struct ybuf *b, const char *fmt, ...)
@@ -32,16 +82,8 @@ yb_printf(struct ybuf *b, const char *fmt, ...)
 			b->n += (size_t)n;
 			return;
 		}
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap - b->n <= (size_t)n)
-			cap *= 2;
-		char *ns = realloc(b->s, cap);
-		if (ns == NULL) {
-			b->oom = true;
+		if (!yb_grow(b, (size_t)n))
 			return;
-		}
-		b->s = ns;
-		b->cap = cap;
 	}
 }
 
@@ -71,4 +113,51 @@ yb_quoted(struct ybuf *b, const char *s)
 		s++;
 	}
 	yb_printf(b, "\"");
+}
+
+/* Escapes written byte by byte with yb_put: no printf-style function
+ * ever sees the value. */
+static void
+yb_hex(struct ybuf *b, char kind, uint32_t v, unsigned digits)
+{
+	static const char hex[] = "0123456789abcdef";
+	char out[10];
+	unsigned i;
+
+	out[0] = '\\';
+	out[1] = kind;
+	for (i = 0; i < digits; i++)
+		out[2 + i] = hex[(v >> (4 * (digits - 1 - i))) & 0xf];
+	yb_put(b, out, 2 + digits);
+}
+
+void
+yb_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n)
+{
+	size_t i = 0, k;
+	uint32_t cp;
+
+	yb_put(b, "\"", 1);
+	while (i < n) {
+		uint8_t c = v[i];
+		if (c == '"' || c == '\\') {
+			char esc[2] = {'\\', (char)c};
+			yb_put(b, esc, 2);
+		} else if (c < 0x20 || c == 0x7f)
+			yb_hex(b, 'u', c, 4);
+		else if (c < 0x80)
+			yb_put(b, &v[i], 1);
+		else if ((k = utf8_decode(v + i, n - i < 4 ? n - i : 4, &cp)) >
+		    0) {
+			if (cp > 0xffff)
+				yb_hex(b, 'U', cp, 8);
+			else
+				yb_hex(b, 'u', cp, 4);
+			i += k;
+			continue;
+		} else
+			yb_hex(b, 'x', c, 2);
+		i++;
+	}
+	yb_put(b, "\"", 1);
 }

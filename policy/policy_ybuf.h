@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct ybuf {
 	char *s;
@@ -19,5 +20,12 @@ void yb_printf(struct ybuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A double-quoted scalar (JSON-compatible escapes). */
 void yb_quoted(struct ybuf *b, const char *s);
+/* n raw bytes (kept NUL-terminated). */
+void yb_put(struct ybuf *b, const void *p, size_t n);
+/* A credential value as a double-quoted scalar, escaped without any
+ * printf-style function. */
+void yb_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n);
+/* Wipes and frees the buffer (it may hold a credential value). */
+void yb_free(struct ybuf *b);
 
 #endif

@@ -17,18 +17,27 @@ printf '%s\n' "$TB_EGRESSD_TOKEN" >"$TB_DIR/token"
 chmod 600 "$TB_DIR/token"
 mkdir -p "$TB_DIR/trust"
 cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
-pol=$(tb_policy_file policy.yaml <<'EOF'
+# The operator's own inline credential (b.test), beside the API's vault.
+S0=real-operator-secret-$RANDOM
+pol=$(tb_policy_file policy.yaml <<EOF
 defaultAction: deny
 egress:
   - {action: allow, target: a.test}
   - {action: allow, target: b.test}
+credentials:
+  - {name: op, source: {type: inline, value: "$S0"}}
+bindings:
+  - name: op-b
+    match: {hosts: [b.test]}
+    auth: {type: apiKey, name: X-Op-Key, credential: op}
 EOF
 )
 STATE=$TB_DIR/state
 SOCK=$TB_DIR/egressd/api.sock
-tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
-    --state-dir "$STATE" --http-addr ":18080" --api-socket "$SOCK" \
-    --api-token-file "$TB_DIR/token"
+EARGS=(--policy "$pol" --proxy --trust-dir "$TB_DIR/trust"
+    --state-dir "$STATE" --http-addr ":18080" --api-socket "$SOCK"
+    --api-token-file "$TB_DIR/token")
+tb_start_egressd "${EARGS[@]}"
 # tb_api METHOD PATH [BODY] on the Unix socket: the operator's local path
 # (nft keeps every unmarked socket of the pod, root's too, off the TCP
 # port; the host reaches it from outside and is not loopback).
@@ -181,16 +190,37 @@ tb_expect_eq "created again: revision 1" 201 \
     "$(tb_api POST /credential-vault '{"credentials":[],"bindings":[]}')"
 tb_expect_match "... revision 1" '^\{"revision":1,' "$(body)"
 
+# --- the operator's inline credential survives the API's rewrite and a restart ----
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+fetch https://b.test/op1
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/op1 \
+    "h.x-op-key=$S0"
+tb_check "the /policy PATCH rewrote the file (c.test in it)" grep -q c.test "$pol"
+tb_check "... with the operator's value kept as it was" grep -qF "value: \"$S0\"" "$pol"
+tb_expect_eq "... readable by its owner only" 600 "$(stat -c %a "$pol")"
+tb_stop_egressd TERM
+tb_expect_eq "egressd stopped cleanly" 0 "$TB_EGRESSD_STATUS"
+tb_start_egressd "${EARGS[@]}"
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+fetch https://b.test/op2
+fetch https://a.test/v1/restarted
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/op2 \
+    "h.x-op-key=$S0"
+tb_expect_eq "the API's vault is gone after a restart" 404 "$(tb_api GET /credential-vault)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/restarted \
+    'h.authorization=Bearer fake-key'
+
 # --- no value anywhere egressd writes ----------------------------------------------
-for f in "$TB_EGRESSD_LOG" "$TB_DIR/egressd/stderr" "$TB_DIR/egressd/stdout" "$pol"; do
-	tb_check_fails "no value in ${f##*/}" grep -qF -e "$S1" -e "$S2" "$f"
+for f in "$TB_EGRESSD_LOG" "$TB_DIR/egressd/stderr" "$TB_DIR/egressd/stdout"; do
+	tb_check_fails "no value in ${f##*/}" grep -qF -e "$S0" -e "$S1" -e "$S2" "$f"
 done
-tb_check_fails "no value in the state dir" grep -rqF -e "$S1" -e "$S2" "$STATE"
+tb_check_fails "no API value in the policy file" grep -qF -e "$S1" -e "$S2" "$pol"
+tb_check_fails "no value in the state dir" grep -rqF -e "$S0" -e "$S1" -e "$S2" "$STATE"
 tb_expect_eq "/v1/status answers" 200 "$(tb_api GET /v1/status)"
 tb_expect_match "... with the vault's revision" \
-    '"credentialVault":\{"revision":1,"bindings":0,"apiBindings":0\}' "$(body)"
-tb_check_fails "... without a value" grep -qF -e "$S1" -e "$S2" "$TB_API_BODY"
+    '"credentialVault":\{"revision":0,"bindings":1,"apiBindings":0\}' "$(body)"
+tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" "$TB_API_BODY"
 tb_expect_eq "/metrics answers" 200 "$(tb_api GET /metrics)"
-tb_check_fails "... without a value" grep -qF -e "$S1" -e "$S2" "$TB_API_BODY"
+tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" "$TB_API_BODY"
 tb_assert_log "$TB_EGRESSD_LOG" vault.updated op=patch revision=3
 tb_finish

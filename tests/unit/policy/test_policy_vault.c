@@ -70,8 +70,8 @@ create(const struct policy *b, const char *body)
 
 /* A mutation that must fail with st; returns e's message (static). */
 static const char *
-patch_fails(const struct policy *p, const char *body,
-    enum policy_vault_status want)
+patch_fails(
+    const struct policy *p, const char *body, enum policy_vault_status want)
 {
 	static struct err e;
 	enum policy_vault_status st = POLICY_VAULT_OK;
@@ -236,8 +236,8 @@ test_patch(void **state)
 	assert_string_equal(cred_at(p2, 1, &rev), "k1");
 	assert_int_equal(rev, 1);
 	/* stale expectedRevision */
-	assert_string_equal(patch_fails(p2, "{\"expectedRevision\":1}",
-	                        POLICY_VAULT_CONFLICT),
+	assert_string_equal(
+	    patch_fails(p2, "{\"expectedRevision\":1}", POLICY_VAULT_CONFLICT),
 	    "expectedRevision 1 does not match current revision 2");
 	/* delete → replace → add in one, with the right revision */
 	p3 = patch(p2,
@@ -277,12 +277,12 @@ test_patch(void **state)
 	        POLICY_VAULT_CONFLICT),
 	    "credential \"z\" already exists");
 	/* deleting a credential a binding still uses */
+	assert_non_null(
+	    strstr(patch_fails(p3, "{\"credentials\":{\"delete\":[\"k1\"]}}",
+	               POLICY_VAULT_REJECTED),
+	        "unknown credential \"k1\""));
 	assert_non_null(strstr(
-	    patch_fails(p3, "{\"credentials\":{\"delete\":[\"k1\"]}}",
-	        POLICY_VAULT_REJECTED),
-	    "unknown credential \"k1\""));
-	assert_non_null(strstr(patch_fails(p3, "{\"bindings\":{\"x\":[]}}",
-	                           POLICY_VAULT_BAD_BODY),
+	    patch_fails(p3, "{\"bindings\":{\"x\":[]}}", POLICY_VAULT_BAD_BODY),
 	    "\"x\""));
 	assert_int_equal(policy_vault_revision(p3), 3);
 	/* both gone in one step */
@@ -344,10 +344,11 @@ test_carried(void **state)
 	p = create(b, CREATE);
 	/* a /policy mutation keeps the vault */
 	{
-	const char *more = "[{\"action\":\"allow\",\"target\":\"x.example."
-	                   "com\"}]";
+		const char *more =
+		    "[{\"action\":\"allow\",\"target\":\"x.example."
+		    "com\"}]";
 
-	m = policy_patch_json(p, more, strlen(more), 0, &over, &e);
+		m = policy_patch_json(p, more, strlen(more), 0, &over, &e);
 	}
 	assert_non_null(m);
 	assert_int_equal(policy_vault_revision(m), 1);
