@@ -41,6 +41,7 @@
 #define EGRESSD_MAGIC 0x45475244u /* "EGRD" */
 #define EGRESSD_RELOAD_DEBOUNCE_MS 100
 #define EGRESSD_WHY_MAX 256
+#define EGRESSD_CRED_WATCH_MAX 64 /* credential files watched */
 
 struct event_base;
 struct event;
@@ -78,6 +79,16 @@ struct egressd {
 	char policy_base[4096]; /* file name of the policy inside its dir */
 	char token_base[4096]; /* file name of the token file inside its dir */
 	bool rules_dir_dirty;
+	/* The directories of file credentials (a Kubernetes Secret volume
+	 * swaps their ..data link): an event there reloads, and the commit
+	 * reads the files again. Only added (a watch may be shared with the
+	 * policy's or the token's directory), at most EGRESSD_CRED_WATCH_MAX. */
+	struct {
+		int wd;
+		char base[NAME_MAX + 1];
+	} cred_watch[EGRESSD_CRED_WATCH_MAX];
+	size_t ncred_watch;
+	bool creds_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
 	struct nft_renew *renew; /* conntrack renew, sliced on the loop */
 	/* Flow cutting: passes on the loop, one after the other. */
@@ -199,10 +210,11 @@ egressd_reload(struct egressd *d, const char *why)
 	 * Our own rewrite, or a touch, comes back through inotify with the
 	 * bytes already in force: not a new policy. SIGHUP always reloads.
 	 */
-	if (strcmp(why, "inotify") == 0 && !d->rules_dir_dirty && have &&
-	    d->file_hash_valid && h == d->file_hash)
+	if (strcmp(why, "inotify") == 0 && !d->rules_dir_dirty &&
+	    !d->creds_dirty && have && d->file_hash_valid && h == d->file_hash)
 		return 0;
 	d->rules_dir_dirty = false;
+	d->creds_dirty = false;
 	policy_diag_init(&dg);
 	next = policyfile_load(d->cfg, &dg, &info);
 	if (next == NULL) {
@@ -302,6 +314,15 @@ egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 			if (ev->wd == d->wd_token && ev->len > 0 &&
 			    (kswap || strcmp(ev->name, d->token_base) == 0))
 				relevant = true;
+			for (size_t i = 0; ev->len > 0 && i < d->ncred_watch;
+			     i++)
+				if (ev->wd == d->cred_watch[i].wd &&
+				    (kswap ||
+				        strcmp(ev->name,
+				            d->cred_watch[i].base) == 0)) {
+					relevant = true;
+					d->creds_dirty = true;
+				}
 			p += sizeof(*ev) + ev->len;
 		}
 	}
@@ -330,11 +351,52 @@ egressd_watch_dir_of(struct egressd *d, const char *path, char *base,
 	return wd;
 }
 
+#define EGRESSD_WATCH_MASK                                                     \
+	(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |                \
+	    IN_MOVED_FROM | IN_ATTRIB)
+
+/* Watches the directory of every file credential of p not watched yet. */
+static void
+egressd_watch_creds(struct egressd *d, const struct policy *p)
+{
+	char base[NAME_MAX + 1];
+	size_t i, j;
+	int wd;
+
+	if (d->inotify_fd == -1)
+		return;
+	for (i = 0; i < p->ncredentials; i++) {
+		const char *path = policy_credential_path(p->credentials[i]);
+		if (policy_credential_source(p->credentials[i]) !=
+		        POLICY_CRED_FILE ||
+		    path == NULL)
+			continue;
+		if (d->ncred_watch == EGRESSD_CRED_WATCH_MAX) {
+			log_warn(d->log, "vault.watch_failed",
+			    LOG_S("path", path),
+			    LOG_S("error", "too many credential files"));
+			return;
+		}
+		wd = egressd_watch_dir_of(d, path, base, sizeof(base),
+		    "vault.watch_failed", EGRESSD_WATCH_MASK);
+		if (wd == -1)
+			continue;
+		for (j = 0; j < d->ncred_watch; j++)
+			if (d->cred_watch[j].wd == wd &&
+			    strcmp(d->cred_watch[j].base, base) == 0)
+				break;
+		if (j < d->ncred_watch)
+			continue;
+		d->cred_watch[j].wd = wd;
+		memcpy(d->cred_watch[j].base, base, sizeof(base));
+		d->ncred_watch++;
+	}
+}
+
 static int
 egressd_watch_files(struct egressd *d, struct err *e)
 {
-	const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
-	    IN_DELETE | IN_MOVED_FROM | IN_ATTRIB;
+	const uint32_t mask = EGRESSD_WATCH_MASK;
 
 	d->wd_policy = d->wd_rules = d->wd_token = -1;
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -359,6 +421,7 @@ egressd_watch_files(struct egressd *d, struct err *e)
 			    LOG_S("path", d->cfg->rules_dir),
 			    LOG_S("error", strerror(errno)));
 	}
+	egressd_watch_creds(d, d->policy);
 	d->ev_inotify = event_new(d->base, d->inotify_fd, EV_READ | EV_PERSIST,
 	    egressd_inotify_cb, d);
 	d->ev_reload = evtimer_new(d->base, egressd_reload_cb, d);
@@ -1522,6 +1585,7 @@ egressd_commit(
 	}
 	/* In force everywhere: what follows the new policy. */
 	vault_free(c.vold);
+	egressd_watch_creds(d, next);
 	egressd_follow_upstreams(d, c.old, next);
 	policy_unref(c.old);
 	if (d->nft != NULL) {
