@@ -19,13 +19,28 @@ policy_credential_free(struct policy_credential *c)
 {
 	if (c == NULL)
 		return;
-	if (c->value != NULL) {
-		secmem_wipe(c->value, c->vlen);
-		free(c->value);
-	}
+	secmem_arena_free(c->arena); /* wipes the value */
 	free(c->name);
 	free(c->path);
 	free(c);
+}
+
+int
+policy_credential_set_value(
+    struct policy_credential *c, const uint8_t *v, size_t n)
+{
+	struct err e;
+
+	secmem_arena_free(c->arena);
+	c->value = NULL;
+	c->vlen = 0;
+	/* One page or a few: the value and the arena's own header. */
+	if ((c->arena = secmem_arena_new(n + 64, &e)) == NULL ||
+	    (c->value = secmem_alloc(c->arena, n)) == NULL)
+		return -1;
+	memcpy(c->value, v, n);
+	c->vlen = n;
+	return 0;
 }
 
 struct policy_credential *
@@ -37,16 +52,13 @@ policy_credential_dup(const struct policy_credential *c)
 		return NULL;
 	d->source = c->source;
 	d->loc = c->loc;
-	d->vlen = c->vlen;
 	if ((d->name = strdup(c->name)) == NULL ||
 	    (c->path != NULL && (d->path = strdup(c->path)) == NULL) ||
-	    (c->value != NULL && (d->value = malloc(c->vlen)) == NULL)) {
-		d->value = NULL;
+	    (c->value != NULL &&
+	        policy_credential_set_value(d, c->value, c->vlen) == -1)) {
 		policy_credential_free(d);
 		return NULL;
 	}
-	if (c->value != NULL)
-		memcpy(d->value, c->value, c->vlen);
 	return d;
 }
 

@@ -13,15 +13,26 @@
 
 struct pwalk;
 
-/* Owned by the policy_config of a snapshot; value is wiped when freed. */
+struct secmem_arena;
+
+/*
+ * Owned by the policy_config of a snapshot. An inline value lives in an
+ * arena of its own (mlock where allowed, MADV_DONTDUMP, guard pages),
+ * wiped and unmapped when the credential is freed.
+ */
 struct policy_credential {
 	char *name;
 	enum policy_cred_source source;
 	char *path;
-	uint8_t *value;
+	uint8_t *value; /* in arena */
 	size_t vlen;
+	struct secmem_arena *arena;
 	struct policy_loc loc;
 };
+
+/* Copies v[0..n) into a new arena of c's; 0, or -1 (out of memory). */
+int policy_credential_set_value(
+    struct policy_credential *c, const uint8_t *v, size_t n);
 
 void policy_credential_free(struct policy_credential *c);
 /* A deep copy (the value too, wiped when the copy is freed); NULL when

@@ -98,12 +98,11 @@ sk_value(struct pwalk *w, const struct pnode *v, void *obj)
 		pw_err(w, v, "credential value contains CR or LF");
 		return -1;
 	}
-	if ((cw->c->value = malloc(v->len)) == NULL) {
-		pw_err(w, v, "out of memory");
+	if (policy_credential_set_value(
+	        cw->c, (const uint8_t *)v->str, v->len) == -1) {
+		pw_err(w, v, "out of memory for a credential value");
 		return -1;
 	}
-	memcpy(cw->c->value, v->str, v->len);
-	cw->c->vlen = v->len;
 	return 0;
 }
 
