@@ -105,6 +105,9 @@ struct egressd {
 	 * is in force came from policy_fallback (shown in /v1/status). */
 	bool policy_file_missing;
 	const char *policy_fallback;
+	/* Why API changes are not written back (policyfile_persist_off),
+	 * NULL when they are. */
+	const char *persist_off;
 };
 
 /*
@@ -1296,6 +1299,10 @@ egressd_api_status_cb(void *arg, json_t *out)
 	if (d->cfg->policy_file != NULL)
 		json_object_set_new(
 		    pol, "file", json_string(d->cfg->policy_file));
+	if (d->persist_off != NULL)
+		json_object_set_new(pol, "persist",
+		    json_pack(
+		        "{s:b, s:s}", "enabled", 0, "reason", d->persist_off));
 	if (d->policy_file_missing) {
 		char w[EGRESSD_WHY_MAX + PATH_MAX];
 		(void)snprintf(w, sizeof(w),
@@ -1534,6 +1541,10 @@ commit_persist(struct egressd *d, struct commit *c, struct err *e)
 {
 	if (!c->persist || d->cfg->policy_file == NULL)
 		return 1;
+	/* The operator's volume is the source of truth: the change stays in
+	 * memory until a restart or the volume's next update. */
+	if (d->persist_off != NULL)
+		return 1;
 	if (policyfile_write(c->next, d->cfg->policy_file, &d->file_hash,
 	        d->cfg->failpoint, d->log, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
@@ -1634,6 +1645,13 @@ egressd_init(
 	    LOG_U("rules", d->policy->nrules),
 	    LOG_S("mode", policy_mode_name(d->policy)));
 	egressd_note_policy_file(d, &info, "start");
+	if ((d->persist_off = policyfile_persist_off(cfg->policy_file)) != NULL)
+		log_warn(lg, "policy.persist_off",
+		    LOG_S("path", cfg->policy_file),
+		    LOG_S("reason", d->persist_off),
+		    LOG_S("effect",
+		        "API changes stay in memory until a restart or the "
+		        "file's next update"));
 	for (i = 0; i < cfg->unknown_env.n; i++)
 		log_warn(lg, "config.unknown_variable",
 		    LOG_S("name", cfg->unknown_env.v[i]));

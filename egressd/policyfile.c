@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "egressd/failpoint.h"
@@ -98,6 +99,29 @@ policyfile_load(const struct config *cfg, struct policy_diag *d,
 	full = policy_with_overlays_dir(base, cfg->rules_dir, d);
 	policy_unref(base);
 	return full;
+}
+
+const char *
+policyfile_persist_off(const char *path)
+{
+	char dir[PATH_MAX], link[PATH_MAX], base[NAME_MAX + 1];
+	struct statvfs vfs;
+	struct stat st;
+	ssize_t n;
+
+	if (path == NULL)
+		return NULL;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) &&
+	    (n = readlink(path, link, sizeof(link) - 1)) > 0) {
+		link[n] = '\0';
+		if (strncmp(link, "..data/", 7) == 0)
+			return "a Kubernetes ConfigMap or Secret volume";
+	}
+	if (fileread_split_path(path, dir, sizeof(dir), base, sizeof(base)) ==
+	        0 &&
+	    statvfs(dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0)
+		return "a read-only file system";
+	return NULL;
 }
 
 int

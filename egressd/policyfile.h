@@ -41,6 +41,15 @@ struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d,
     struct policyfile_info *info);
 
 /*
+ * Why path cannot take egressd's rewrites, or NULL when it can: a file
+ * in a Kubernetes ConfigMap/Secret volume (a link through "..data": the
+ * kubelet owns it, and a rewrite would be replaced by the next sync) or
+ * on a read-only file system. The daemon then keeps API changes in
+ * memory only (static string; NULL path is NULL).
+ */
+const char *policyfile_persist_off(const char *path);
+
+/*
  * Writes p to path. *hash (may be NULL) gets the hash of the bytes
  * written, so the daemon can recognise its own rewrite coming back through
  * the file watch. failpoint/lg serve crash-injection tests. 0/-1.

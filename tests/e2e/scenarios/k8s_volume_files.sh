@@ -71,6 +71,27 @@ tb_expect_eq "the new token works" 200 "$(api_get "$NEW")"
 tb_expect_eq "the old one no longer does" 401 "$(api_get "$TOKEN")"
 tb_check_fails "neither token is in the log" grep -qF -e "$NEW" -e "$TOKEN" \
     "$TB_EGRESSD_LOG"
+
+# --- API changes over a ConfigMap policy: in force, kept in memory -------
+tb_assert_log "$TB_EGRESSD_LOG" policy.persist_off path="$VOL/policy.yaml" \
+    'reason=a Kubernetes ConfigMap or Secret volume'
+code=$(tb_host curl -sS --max-time 5 -o "$API_BODY" -w '%{http_code}' \
+    -X PATCH -H "OPENSANDBOX-EGRESS-AUTH: $NEW" \
+    --data-binary '[{"action":"allow","target":"a.test"}]' \
+    "http://$TB_SBX_HOST_IP4:18080/policy" 2>/dev/null)
+tb_expect_eq "a /policy PATCH over the ConfigMap's file: 200 (it was 500)" \
+    200 "$code"
+tb_expect_eq "... in force: a.test resolves again" "$TB_ORIGIN_A4" \
+    "$(tb_sandbox dig +short +time=2 +tries=1 a.test A)"
+tb_check_fails "... the kubelet's file is not rewritten" \
+    grep -q a.test "$VOL/..2026_12_03_v3/policy.yaml"
+tb_check "... the link is still the kubelet's" test -L "$VOL/policy.yaml"
+code=$(tb_host curl -sS --max-time 5 -o "$API_BODY" -w '%{http_code}' \
+    -H "OPENSANDBOX-EGRESS-AUTH: $NEW" \
+    "http://$TB_SBX_HOST_IP4:18080/v1/status" 2>/dev/null)
+tb_expect_match "/v1/status says changes are not written back" \
+    '"persist":\{"enabled":false,"reason":"a Kubernetes ConfigMap' \
+    "$(cat "$API_BODY")"
 # a broken update (an empty token file) keeps the token in force
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 publish v4 b.test " "
