@@ -130,7 +130,8 @@ sub_at(const struct vault_bind *vb, unsigned bit, const uint8_t *p, size_t n)
 		const struct vault_sub *s = &vb->subs[i];
 
 		if ((s->in & bit) && s->phlen <= n &&
-		    (uint8_t)s->ph[0] == p[0] && memcmp(s->ph, p, s->phlen) == 0)
+		    (uint8_t)s->ph[0] == p[0] &&
+		    memcmp(s->ph, p, s->phlen) == 0)
 			return s;
 	}
 	return NULL;
@@ -206,7 +207,8 @@ vault_subst(const struct vault *v, const struct vault_inject *vi,
 	(void)subst_pass(vb, s, bit, in, n, max, buf, &hits);
 	if (s == VAULT_SURFACE_HEADER)
 		for (i = 0; i < len; i++)
-			if (buf[i] == '\r' || buf[i] == '\n' || buf[i] == '\0') {
+			if (buf[i] == '\r' || buf[i] == '\n' ||
+			    buf[i] == '\0') {
 				vault_subst_free(buf, len);
 				err_set(e,
 				    "a header value would hold CR, LF or NUL "

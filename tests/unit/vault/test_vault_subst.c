@@ -66,8 +66,7 @@ static void
 decide(struct vault *v, unsigned scheme, const char *host, const char *path,
     struct vault_inject *out)
 {
-	struct vault_req rq = {
-	    scheme, host, 0, "POST", 4, path, strlen(path)};
+	struct vault_req rq = {scheme, host, 0, "POST", 4, path, strlen(path)};
 	struct err e;
 
 	err_clear(&e);
@@ -155,8 +154,8 @@ expect_sub(struct fx *f, const struct vault_inject *vi, enum vault_surface s,
 
 	if (want == NULL) {
 		if (rc != VAULT_SUBST_NONE)
-			fail_msg("surface %d \"%s\": rc %d, want NONE", s, in,
-			    rc);
+			fail_msg(
+			    "surface %d \"%s\": rc %d, want NONE", s, in, rc);
 		return;
 	}
 	if (rc != VAULT_SUBST_DONE)
@@ -185,11 +184,11 @@ test_header(void **state)
 	struct fx *f = *state;
 
 	/* the raw value (tab and all); the longest placeholder first */
-	expect_sub(f, &f->api, VAULT_SURFACE_HEADER, "Bearer PH_K",
-	    "Bearer " VAL_K);
+	expect_sub(
+	    f, &f->api, VAULT_SURFACE_HEADER, "Bearer PH_K", "Bearer " VAL_K);
 	expect_sub(f, &f->api, VAULT_SURFACE_HEADER, "PH_K_LONG", "plain-P");
-	expect_sub(f, &f->api, VAULT_SURFACE_HEADER, "x HDRONLY y",
-	    "x plain-P y");
+	expect_sub(
+	    f, &f->api, VAULT_SURFACE_HEADER, "x HDRONLY y", "x plain-P y");
 }
 
 static void
@@ -239,8 +238,8 @@ test_binding_only(void **state)
 	/* passthrough: no line, substitutions only */
 	assert_int_equal(f->pass.decision, VAULT_INJECTED);
 	assert_null(f->pass.lines);
-	assert_int_equal(f->pass.subst_in,
-	    POLICY_SUBST_HEADER | POLICY_SUBST_QUERY);
+	assert_int_equal(
+	    f->pass.subst_in, POLICY_SUBST_HEADER | POLICY_SUBST_QUERY);
 	expect_sub(f, &f->pass, VAULT_SURFACE_QUERY, "t={{P}}", "t=plain-P");
 	expect_sub(f, &f->pass, VAULT_SURFACE_HEADER, "{{P}}", "plain-P");
 	expect_sub(f, &f->pass, VAULT_SURFACE_PATH, "/p/{{P}}", NULL);
@@ -254,7 +253,8 @@ test_body_json_form(void **state)
 
 	expect_sub(f, &f->api, VAULT_SURFACE_JSON,
 	    "{\"key\":\"PH_K\",\"l\":\"PH_K_LONG\",\"h\":\"HDRONLY\"}",
-	    "{\"key\":\"a/b c+d~e\\\"f\\\\g\\th&i=j\xc3\xa9\",\"l\":\"plain-P\","
+	    "{\"key\":\"a/b "
+	    "c+d~e\\\"f\\\\g\\th&i=j\xc3\xa9\",\"l\":\"plain-P\","
 	    "\"h\":\"HDRONLY\"}");
 	expect_sub(f, &f->api, VAULT_SURFACE_FORM, "a=1&key=PH_K&l=PH_K_LONG",
 	    "a=1&key=a%2Fb+c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9&l=plain-P");
@@ -310,8 +310,8 @@ test_bounds(void **state)
 	assert_int_equal(len, n - 1 - 4 + strlen(VAL_K) + 3);
 	free(res);
 	/* the head surfaces have no such bound, only max */
-	assert_int_equal(sub(f, &f->api, VAULT_SURFACE_HEADER, body, n,
-	                     2 * n, &res, NULL),
+	assert_int_equal(
+	    sub(f, &f->api, VAULT_SURFACE_HEADER, body, n, 2 * n, &res, NULL),
 	    VAULT_SUBST_DONE);
 	free(res);
 	/* a body full of placeholders: refused beyond max, cheaply */
@@ -334,8 +334,8 @@ test_bounds(void **state)
 static enum vault_surface
 BS(const char *ct, const char *ce)
 {
-	return vault_subst_body_surface(ct, ct != NULL ? strlen(ct) : 0, ce,
-	    ce != NULL ? strlen(ce) : 0);
+	return vault_subst_body_surface(
+	    ct, ct != NULL ? strlen(ct) : 0, ce, ce != NULL ? strlen(ce) : 0);
 }
 
 static void
@@ -343,20 +343,20 @@ test_body_types(void **state)
 {
 	(void)state;
 	assert_int_equal(BS("application/json", NULL), VAULT_SURFACE_JSON);
-	assert_int_equal(BS(" Application/JSON ; charset=utf-8", NULL),
-	    VAULT_SURFACE_JSON);
+	assert_int_equal(
+	    BS(" Application/JSON ; charset=utf-8", NULL), VAULT_SURFACE_JSON);
 	assert_int_equal(
 	    BS("application/vnd.api+json", NULL), VAULT_SURFACE_JSON);
-	assert_int_equal(BS("application/x-www-form-urlencoded", NULL),
-	    VAULT_SURFACE_FORM);
+	assert_int_equal(
+	    BS("application/x-www-form-urlencoded", NULL), VAULT_SURFACE_FORM);
 	assert_int_equal(
 	    BS("application/json", "identity"), VAULT_SURFACE_JSON);
 	/* left alone */
 	assert_int_equal(BS("application/json", "gzip"), VAULT_SURFACE_NONE);
-	assert_int_equal(BS("application/x-www-form-urlencoded", "br"),
-	    VAULT_SURFACE_NONE);
-	assert_int_equal(BS("multipart/form-data; boundary=x", NULL),
-	    VAULT_SURFACE_NONE);
+	assert_int_equal(
+	    BS("application/x-www-form-urlencoded", "br"), VAULT_SURFACE_NONE);
+	assert_int_equal(
+	    BS("multipart/form-data; boundary=x", NULL), VAULT_SURFACE_NONE);
 	assert_int_equal(BS("text/plain", NULL), VAULT_SURFACE_NONE);
 	assert_int_equal(BS("application/jsonx", NULL), VAULT_SURFACE_NONE);
 	assert_int_equal(BS("application/+json", NULL), VAULT_SURFACE_NONE);
@@ -417,9 +417,9 @@ test_echo_redacted(void **state)
 		char *res;
 
 		assert_non_null(r);
-		assert_int_equal(sub(f, &f->api, cases[i].s, cases[i].in,
-		                     strlen(cases[i].in), VAULT_SUBST_HEAD_MAX,
-		                     &res, &len),
+		assert_int_equal(
+		    sub(f, &f->api, cases[i].s, cases[i].in,
+		        strlen(cases[i].in), VAULT_SUBST_HEAD_MAX, &res, &len),
 		    VAULT_SUBST_DONE);
 		vault_redact_feed(r, (const uint8_t *)res, len, sink_emit, &s);
 		vault_redact_finish(r, sink_emit, &s);
@@ -446,8 +446,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_header, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_absent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_several, setup, teardown),
-	    cmocka_unit_test_setup_teardown(
-	        test_binding_only, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_binding_only, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_body_json_form, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_header_crlf, setup, teardown),
