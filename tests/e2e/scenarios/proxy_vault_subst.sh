@@ -96,15 +96,34 @@ big=$(head -c 3000 /dev/zero | tr '\0' x)
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 t0=$(date +%s%N)
 tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
-    -H 'Expect: 100-continue' \
+    -H 'Expect: 100-continue' --expect100-timeout 5 \
     --data-raw "{\"pad\":\"$big\",\"key\":\"$PH\"}" https://a.test/v1/big
 t1=$(date +%s%N)
 # (jsonlog's "~" conditions cannot hold '=': the regex avoids it)
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/big \
     '!h.expect' "body_len=$((${#big} + 19 + ${#SECRET}))" \
     'body~^\{"pad":"x{3000}","key":"sub/s3cret v\+1"\}$'
-tb_check "... without waiting for curl's 1 s Expect timeout" \
-    test $(((t1 - t0) / 1000000)) -lt 900
+tb_check "... without waiting for curl's Expect timeout (5 s)" \
+    test $(((t1 - t0) / 1000000)) -lt 3000
+
+# the body bound: 1 MiB exactly is rewritten, one byte more is not
+mkdir -p "$TB_DIR/sbx-bin" && chmod 755 "$TB_DIR/sbx-bin"
+for n in 1048576 1048577; do
+	"$TB_PY" -c 'import sys; n = int(sys.argv[1]); h = "{\"key\":\"%s\",\"pad\":\"" % sys.argv[2]
+sys.stdout.write(h + "x" * (n - len(h) - 2) + "\"}")' "$n" "$PH" >"$TB_DIR/sbx-bin/body-$n.json"
+	chmod 644 "$TB_DIR/sbx-bin/body-$n.json"
+done
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
+    --data-binary "@$TB_DIR/sbx-bin/body-1048576.json" https://a.test/v1/at-bound
+tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
+    --data-binary "@$TB_DIR/sbx-bin/body-1048577.json" https://a.test/v1/over-bound
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/at-bound "h.content-length=$((1048576 - ${#PH} + ${#SECRET}))" \
+    'body~^\{"key":"sub/s3cret v\+1","pad":"x'
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/over-bound h.content-length=1048577 \
+    "body~^\\{\"key\":\"$PH\",\"pad\":\"x"
 
 # compressed, multipart and chunked bodies are left alone
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
