@@ -1215,7 +1215,9 @@ proxy_http_pump(struct proxy_conn *c)
 		rc = proxy_vault_request(c, &h, name, in, end, &used,
 		    &body_taken, &wait, &status, &why);
 		if (rc == 2) {
-			/* a body to substitute: the whole request first */
+			/* a body to substitute: the whole request first
+			 * (bytes are arriving: not idle) */
+			c->last_ms = now_mono_ms();
 			bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
 			return 0;
 		}

@@ -58,20 +58,23 @@ C=(curl -sS --max-time 8 --cacert "$CA")
 sent="{\"key\":\"$SECRET\",\"again\":\"$SECRET\",\"n\":1}"
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 out=$(tb_sandbox "${C[@]}" -D - -H "X-Token: tok $PH end" \
+    -H "Authorization: Bearer $PH" \
     -H 'Content-Type: application/json' \
     --data-raw "{\"key\":\"$PH\",\"again\":\"$PH\",\"n\":1}" \
-    "https://a.test/v1/items/$PH?key=$PH&echo=X-Token")
+    "https://a.test/v1/items/$PH?key=$PH&echo=X-Token,Authorization")
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request method=POST \
-    "path=/v1/items/$PCT" "query=key=$PCT&echo=X-Token" \
-    "h.x-token=tok $SECRET end" \
+    "path=/v1/items/$PCT" "query=key=$PCT&echo=X-Token,Authorization" \
+    "h.x-token=tok $SECRET end" "h.authorization=Bearer $SECRET" \
     "body=$sent" "h.content-length=${#sent}" \
-    '!h.authorization' 'h.accept-encoding=identity'
+    'h.accept-encoding=identity'
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     "raw_head~$PH"
 tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected \
     binding=a-subst host=a.test method=POST "path=/v1/items/$PH"
 tb_expect_match "the echoed header is redacted" \
     '^X-Echo-X-Token: tok \[REDACTED\] end' "$(tr -d '\r' <<<"$out")"
+tb_expect_match "... and the echoed Authorization (the sandbox wrote Bearer PLACEHOLDER)" \
+    '^X-Echo-Authorization: \[REDACTED\]$' "$(tr -d '\r' <<<"$out")"
 tb_expect_match "the JSON echo masks the percent-encoded path" \
     '"path": *"/v1/items/\*{20}"' "$out"
 tb_check_fails "the value is nowhere in the response" \
