@@ -33,6 +33,7 @@ egress:
   - {action: allow, target: a.test}
   - {action: allow, target: b.test}
   - {action: allow, target: c.test}
+  - {action: allow, target: shared-a.test}
 credentials:
   - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
   - {name: o, source: {type: file, path: $TB_DIR/egressd/key-o}}
@@ -46,6 +47,12 @@ bindings:
   - name: c-key
     match: {hosts: [c.test]}
     auth: {type: apiKey, name: X-Api-Key, credential: o}
+  - name: plain-query
+    match: {schemes: [http], hosts: [shared-a.test]}
+    auth:
+      type: passthrough
+      substitutions:
+        - {credential: k, placeholder: $PH, in: [query]}
 EOF2
 )
 STATE=$TB_DIR/state
@@ -143,6 +150,15 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     path=/v1/multi "body~\"k\"\\r\\n\\r\\n$PH\\r\\n"
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     path=/v1/chunked "body={\"k\":\"$PH\"}"
+
+# plain HTTP, a binding with schemes [http] that substitutes in the query
+# only: the header keeps its placeholder
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox curl -sS --max-time 8 -4 -H "X-Token: $PH" \
+    "http://shared-a.test/v1/p?k=$PH")
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/p \
+    "query=k=$PCT" "h.x-token=$PH" server.scheme=http
+tb_check_fails "plain HTTP echo: no value" grep -qF "$PCT" <<<"$out"
 
 # --- elsewhere the placeholder stays a placeholder ----------------------------
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
