@@ -4,11 +4,15 @@
 # query, a header and a JSON (and a form) body to the bound host, and the
 # origin sees the real value there, encoded for each surface
 # (percent-encoded in path and query, raw in the header, JSON-escaped or
-# form-encoded in the body, Content-Length fixed up). The same placeholder
-# to an unbound host, to a path the binding does not cover, or to a host
-# bound to another binding without substitutions arrives untouched. A
-# passthrough binding adds no header. What the origin echoes back reaches
-# the client redacted, and the value never reaches egressd's log.
+# form-encoded in the body, Content-Length fixed up; a body of 1 MiB is
+# rewritten, one byte more is not; Expect: 100-continue answered by
+# egressd; plain HTTP too). Compressed, multipart and chunked bodies and
+# reserved headers keep their placeholders. The same placeholder to an
+# unbound host (plain and TLS), to a path the binding does not cover, or
+# to a host bound to another binding without substitutions arrives
+# untouched. A passthrough binding adds no header. What the origin echoes
+# back reaches the client redacted, and the value never reaches egressd's
+# log, stdout, stderr or /v1/status.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
