@@ -1267,12 +1267,9 @@ egressd_api_status_cb(void *arg, json_t *out)
 	else
 		json_object_set_new(
 		    notenf, "transparentProxy", json_string("off (--proxy)"));
-	if (d->proxy != NULL && d->vault != NULL) {
+	if (d->proxy != NULL && d->vault != NULL)
 		json_array_append_new(enf, json_string("credential-vault"));
-		/* bindings parse substitutions; nothing applies them yet */
-		json_object_set_new(notenf, "credentialSubstitutions",
-		    json_string("not part of this release"));
-	} else
+	else
 		json_object_set_new(notenf, "credentialVault",
 		    json_string("off (needs --proxy)"));
 	/* The API's vault (revision 0: none) and every binding in force. */

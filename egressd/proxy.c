@@ -127,6 +127,9 @@ struct proxy_conn {
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
+	/* egressd answered "100 Continue" itself: it waits for the body of
+	 * the request at the head of the stream (placeholder substitution) */
+	bool cont_sent;
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
 };
@@ -530,9 +533,9 @@ proxy_maybe_done(struct proxy_conn *c)
 
 static enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
-static int proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
-    const char *name, const char *buf, size_t end, struct vault **used,
-    int *status, enum proxy_reason *why);
+static int proxy_vault_request(struct proxy_conn *c, struct http_head *h,
+    const char *name, struct evbuffer *in, size_t end, struct vault **used,
+    uint64_t *body_taken, size_t *wait, int *status, enum proxy_reason *why);
 
 /*
  * How many of the len bytes at the start of in belong to body b
@@ -661,32 +664,220 @@ proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
 	    LOG_S("path", vi->norm_path != NULL ? vi->norm_path : ""));
 }
 
+/* Adds the secret piece p[0..n) (malloc'd; taken) to out: wiped and
+ * freed once sent, or when out is freed unsent. -1: out of memory. */
+static int
+proxy_add_secret(struct evbuffer *out, uint8_t *p, size_t n)
+{
+	if (evbuffer_add_reference(out, p, n, proxy_wipe_cleanup, p) == -1) {
+		proxy_wipe_cleanup(p, n, p);
+		return -1;
+	}
+	return 0;
+}
+
+/* Why a rewrite was refused: fixed text for the log and the decision. */
+struct proxy_subst_refusal {
+	int status;
+	const char *reason;
+};
+
 /*
- * A judged request head (buf[0..end)) to a host a binding could match:
- * the vault decides. 0: forward the head as it came; 1: the rewritten
- * head (normalized path, the client's copies of the injected headers and
- * Accept-Encoding dropped, "Accept-Encoding: identity" and the
- * credential added) went to the origin and *used holds a vault
- * reference for the response's redaction; -1: refused (*status, *why);
- * -2: out of memory.
+ * in[0..n), a piece of surface s, to out with its placeholders
+ * substituted (vault_subst); *budget is what substitutions may still
+ * produce and shrinks by what they did. 0; -1 refused (*r); -2 out of
+ * memory.
  */
 static int
-proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
-    const char *name, const char *buf, size_t end, struct vault **used,
-    int *status, enum proxy_reason *why)
+proxy_add_subst(struct evbuffer *out, struct vault *v,
+    const struct vault_inject *vi, enum vault_surface s, const char *in,
+    size_t n, size_t *budget, struct proxy_subst_refusal *r)
+{
+	uint8_t *res;
+	size_t len;
+	struct err e;
+
+	switch (vault_subst(v, vi, s, in, n, *budget, &res, &len, &e)) {
+	case VAULT_SUBST_NONE:
+		return n == 0 || evbuffer_add(out, in, n) == 0 ? 0 : -2;
+	case VAULT_SUBST_DONE:
+		*budget -= len;
+		return proxy_add_secret(out, res, len) == 0 ? 0 : -2;
+	case VAULT_SUBST_REFUSED:
+		r->status = 400;
+		r->reason = "a substituted header value holds CR, LF or NUL";
+		return -1;
+	case VAULT_SUBST_TOO_LARGE:
+		r->status = s == VAULT_SURFACE_JSON || s == VAULT_SURFACE_FORM
+		    ? 413
+		    : 431;
+		r->reason = "placeholder substitution too large";
+		return -1;
+	case VAULT_SUBST_NOMEM:
+		break;
+	}
+	return -2;
+}
+
+/*
+ * The body surface of an injected request h: a Content-Length body of 1
+ * to VAULT_SUBST_BODY_MAX bytes with one Content-Type, at most one
+ * Content-Encoding (vault_subst_body_surface decides on them), when the
+ * binding substitutes in bodies. NONE: the body is forwarded as it comes.
+ */
+static enum vault_surface
+proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
+{
+	const struct http_span *ct, *ce;
+	size_t nct, nce;
+
+	if (!(vi->subst_in & POLICY_SUBST_BODY) ||
+	    h->body != HTTP_BODY_LENGTH || h->content_length == 0 ||
+	    h->content_length > VAULT_SUBST_BODY_MAX)
+		return VAULT_SURFACE_NONE;
+	ct = http_header_get(h, "content-type", &nct);
+	ce = http_header_get(h, "content-encoding", &nce);
+	if (nct != 1 || nce > 1)
+		return VAULT_SURFACE_NONE;
+	return vault_subst_body_surface(
+	    ct->p, ct->n, ce != NULL ? ce->p : NULL, ce != NULL ? ce->n : 0);
+}
+
+/*
+ * The request of an injected decision, rewritten into tmp: the request
+ * line with the normalized path and the query, the client's headers but
+ * those vi removes and Accept-Encoding (and Expect when egressd answered
+ * it, Content-Length when the body is rewritten), "Accept-Encoding:
+ * identity", the credential lines, then the body body[0..blen) of
+ * surface bs when a placeholder occurs in it (*body_done). Path, query,
+ * header values and body have their placeholders substituted; every
+ * piece holding a value is a copy wiped once sent. 0; -1 refused (*r);
+ * -2 out of memory.
+ */
+static int
+proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
+    const struct vault_inject *vi, const struct http_head *h,
+    enum vault_surface bs, const char *body, size_t blen, bool *body_done,
+    struct proxy_subst_refusal *r)
+{
+	size_t budget = VAULT_SUBST_HEAD_MAX, nblen = 0, i;
+	uint8_t *nb = NULL;
+	uint8_t *sec;
+	struct err e;
+	int rc = 0;
+
+	*body_done = false;
+	if (bs != VAULT_SURFACE_NONE) {
+		switch (vault_subst(v, vi, bs, body, blen,
+		    VAULT_SUBST_BODY_OUT_MAX, &nb, &nblen, &e)) {
+		case VAULT_SUBST_NONE:
+		case VAULT_SUBST_DONE:
+			break;
+		case VAULT_SUBST_REFUSED:
+		case VAULT_SUBST_TOO_LARGE:
+			r->status = 413;
+			r->reason = "placeholder substitution too large";
+			return -1;
+		case VAULT_SUBST_NOMEM:
+			return -2;
+		}
+	}
+	if (evbuffer_add(tmp, h->method.p, h->method.n) == -1 ||
+	    evbuffer_add(tmp, " ", 1) == -1)
+		goto nomem;
+	if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_PATH, vi->norm_path,
+	         vi->norm_path_len, &budget, r)) != 0)
+		goto out;
+	if (h->has_query) {
+		if (evbuffer_add(tmp, "?", 1) == -1)
+			goto nomem;
+		if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_QUERY,
+		         h->query.p, h->query.n, &budget, r)) != 0)
+			goto out;
+	}
+	if (evbuffer_add_printf(tmp, " HTTP/1.%d\r\n", h->minor) < 0)
+		goto nomem;
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+
+		if (proxy_header_removed(&f->name, vi) ||
+		    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
+		    (nb != NULL && http_span_ieq(&f->name, "content-length")))
+			continue;
+		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
+		    evbuffer_add(tmp, ": ", 2) == -1)
+			goto nomem;
+		if (vault_subst_header_ok(f->name.p, f->name.n))
+			rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
+			    f->value.p, f->value.n, &budget, r);
+		else
+			rc = f->value.n == 0 ||
+			        evbuffer_add(tmp, f->value.p, f->value.n) == 0
+			    ? 0
+			    : -2;
+		if (rc != 0)
+			goto out;
+		if (evbuffer_add(tmp, "\r\n", 2) == -1)
+			goto nomem;
+	}
+	if (nb != NULL &&
+	    evbuffer_add_printf(tmp, "Content-Length: %zu\r\n", nblen) < 0)
+		goto nomem;
+	if (evbuffer_add(tmp, "Accept-Encoding: identity\r\n", 27) == -1)
+		goto nomem;
+	/* the credential: a copy the buffer wipes once it is sent */
+	if (vi->lines_len > 0) {
+		if ((sec = malloc(vi->lines_len)) == NULL)
+			goto nomem;
+		memcpy(sec, vi->lines, vi->lines_len);
+		if (proxy_add_secret(tmp, sec, vi->lines_len) == -1)
+			goto nomem;
+	}
+	if (evbuffer_add(tmp, "\r\n", 2) == -1)
+		goto nomem;
+	if (nb != NULL) {
+		rc = proxy_add_secret(tmp, nb, nblen) == 0 ? 0 : -2;
+		nb = NULL;
+		*body_done = rc == 0;
+	}
+	goto out;
+nomem:
+	rc = -2;
+out:
+	vault_subst_free(nb, nblen);
+	return rc;
+}
+
+/*
+ * A judged request head h (end bytes at the start of in) to a host a
+ * binding could match: the vault decides. 0: forward the head as it
+ * came; 1: the rewritten request (proxy_vault_rewrite) went to the origin,
+ * *body_taken bytes of body with it (drain end + *body_taken), and *used
+ * holds a vault reference for the response's redaction; 2: its body is to
+ * be substituted and not all here: call again once in holds *wait bytes;
+ * -1: refused (*status, *why); -2: out of memory. When the body is pulled
+ * up, h is parsed again (its spans point into in's new first chain).
+ */
+static int
+proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
+    struct evbuffer *in, size_t end, struct vault **used, uint64_t *body_taken,
+    size_t *wait, int *status, enum proxy_reason *why)
 {
 	struct vault *v;
 	struct vault_req rq;
 	struct vault_inject vi;
-	struct evbuffer *out;
+	struct proxy_subst_refusal r = {0, NULL};
+	enum vault_surface bs;
+	struct evbuffer *tmp;
 	struct err e = {""};
-	char *sec;
-	size_t i;
+	const char *buf, *body = NULL;
+	size_t blen = 0;
+	bool body_done;
 	int rc = 0;
 
-	(void)buf;
-	(void)end;
 	*used = NULL;
+	*body_taken = 0;
+	*wait = 0;
 	if (c->p->h.vault_get == NULL ||
 	    (v = c->p->h.vault_get(c->p->h.arg)) == NULL)
 		return 0;
@@ -725,47 +916,64 @@ proxy_vault_request(struct proxy_conn *c, const struct http_head *h,
 		rc = -1;
 		break;
 	case VAULT_INJECTED:
-		out = bufferevent_get_output(c->up);
-		if (evbuffer_add_printf(out, "%.*s %.*s%s%.*s HTTP/1.%d\r\n",
-		        (int)h->method.n, h->method.p, (int)vi.norm_path_len,
-		        vi.norm_path, h->has_query ? "?" : "", (int)h->query.n,
-		        h->has_query ? h->query.p : "", h->minor) < 0) {
+		if ((bs = proxy_subst_body(h, &vi)) != VAULT_SURFACE_NONE) {
+			size_t need = end + (size_t)h->content_length;
+
+			if (evbuffer_get_length(in) < need) {
+				/* decided again when the body is here */
+				if (h->expect_continue && c->rq_n == 0 &&
+				    !c->cont_sent) {
+					c->cont_sent = true;
+					if (evbuffer_add(
+					        bufferevent_get_output(c->cli),
+					        "HTTP/1.1 100 Continue\r\n\r\n",
+					        25) == -1) {
+						rc = -2;
+						break;
+					}
+				}
+				*wait = need;
+				rc = 2;
+				break;
+			}
+			buf =
+			    (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
+			if (buf == NULL) {
+				rc = -2;
+				break;
+			}
+			if (http_parse_request(buf, end, h, &e) !=
+			    HTTP_HEAD_OK) {
+				rc = -2; /* parsed before: cannot happen */
+				break;
+			}
+			body = buf + end;
+			blen = (size_t)h->content_length;
+		}
+		if ((tmp = evbuffer_new()) == NULL) {
 			rc = -2;
 			break;
 		}
-		for (i = 0; i < h->nh && rc == 0; i++) {
-			const struct http_header *f = &h->h[i];
-
-			if (proxy_header_removed(&f->name, &vi))
-				continue;
-			if (evbuffer_add_printf(out, "%.*s: %.*s\r\n",
-			        (int)f->name.n, f->name.p, (int)f->value.n,
-			        f->value.p) < 0)
-				rc = -2;
-		}
+		rc = proxy_vault_rewrite(
+		    c, tmp, v, &vi, h, bs, body, blen, &body_done, &r);
 		if (rc == 0 &&
-		    evbuffer_add(out, "Accept-Encoding: identity\r\n", 27) ==
+		    evbuffer_add_buffer(bufferevent_get_output(c->up), tmp) ==
 		        -1)
 			rc = -2;
-		/* the credential: a copy the buffer wipes once it is sent */
-		if (rc == 0 && vi.lines_len > 0) {
-			if ((sec = malloc(vi.lines_len)) == NULL)
-				rc = -2;
-			else {
-				memcpy(sec, vi.lines, vi.lines_len);
-				if (evbuffer_add_reference(out, sec,
-				        vi.lines_len, proxy_wipe_cleanup,
-				        sec) == -1) {
-					proxy_wipe_cleanup(
-					    sec, vi.lines_len, sec);
-					rc = -2;
-				}
-			}
+		evbuffer_free(tmp); /* wipes what did not go */
+		if (rc == -1) {
+			vi.decision = VAULT_REFUSED;
+			vi.status = r.status;
+			vi.reason = r.reason;
+			proxy_log_inject(
+			    c, &vi, h, name, vault_policy(v)->revision);
+			*status = r.status;
+			*why = PROXY_VAULT_REFUSED;
+			break;
 		}
-		if (rc == 0 && evbuffer_add(out, "\r\n", 2) == -1)
-			rc = -2;
 		if (rc == 0) {
-			c->up_bytes += end;
+			*body_taken = body_done ? h->content_length : 0;
+			c->up_bytes += end + *body_taken;
 			c->last_ms = now_mono_ms();
 			c->p->st.injected++;
 			*used = vault_ref(v);
@@ -942,6 +1150,8 @@ proxy_http_pump(struct proxy_conn *c)
 	enum proxy_reason why;
 	char name[TLS_HELLO_SNI_MAX + 1];
 	struct vault *used;
+	uint64_t body_taken;
+	size_t wait;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -1002,9 +1212,16 @@ proxy_http_pump(struct proxy_conn *c)
 		if (why != PROXY_OK)
 			goto refuse;
 		used = NULL;
-		rc = proxy_vault_request(c, &h, name,
-		    (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
-		    &used, &status, &why);
+		rc = proxy_vault_request(c, &h, name, in, end, &used,
+		    &body_taken, &wait, &status, &why);
+		if (rc == 2) {
+			/* a body to substitute: the whole request first
+			 * (bytes are arriving: not idle) */
+			c->last_ms = now_mono_ms();
+			bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
+			return 0;
+		}
+		c->cont_sent = false;
 		if (rc == -1)
 			goto refuse;
 		if (rc == -2)
@@ -1021,11 +1238,13 @@ proxy_http_pump(struct proxy_conn *c)
 			c->rq_n++;
 		}
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-		if (rc == 1)
-			evbuffer_drain(in, end); /* its rewrite went up */
+		if (rc == 1) /* its rewrite went up (with its body) */
+			evbuffer_drain(in, end + (size_t)body_taken);
 		else if (proxy_move(c, c->cli, c->up, end) == -1)
 			goto nomem;
 		proxy_body_start(&c->hbody, &h);
+		if (body_taken > 0)
+			c->hbody.kind = HTTP_BODY_NONE;
 		if (h.conn_upgrade) {
 			/* no body: what follows is the other protocol,
 			 * relayed only once the origin said 101 */

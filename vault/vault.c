@@ -230,6 +230,48 @@ bad_ref:
 	return -1;
 }
 
+static int
+sub_cmp(const void *a, const void *b)
+{
+	const struct vault_sub *x = a, *y = b;
+
+	return x->phlen < y->phlen ? 1 : x->phlen > y->phlen ? -1 : 0;
+}
+
+/* The binding's substitutions, longest placeholder first (vault_subst
+ * prefers the longest where several start at one byte). */
+static int
+bind_subs_init(struct vault *v, struct vault_bind *vb, struct err *e)
+{
+	const struct policy_binding *b = vb->b;
+	size_t n = policy_binding_nsubsts(b), i;
+
+	if (n == 0)
+		return 0;
+	if ((vb->subs = calloc(n, sizeof(*vb->subs))) == NULL) {
+		err_set(e, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct vault_sub *s = &vb->subs[i];
+		const char *cname = policy_binding_subst(b, i, &s->ph, &s->in);
+
+		if ((s->c = cred_find(v, cname)) == NULL || s->ph == NULL ||
+		    s->ph[0] == '\0') {
+			err_set(e,
+			    "binding \"%s\": substitution %zu: credential "
+			    "reference not found",
+			    policy_binding_name(b), i);
+			return -1;
+		}
+		s->phlen = strlen(s->ph);
+		vb->subst_in |= s->in;
+		vb->nsubs++;
+	}
+	qsort(vb->subs, vb->nsubs, sizeof(*vb->subs), sub_cmp);
+	return 0;
+}
+
 static void
 bind_clear(struct vault_bind *vb)
 {
@@ -239,6 +281,7 @@ bind_clear(struct vault_bind *vb)
 		free(vb->lower[i]);
 	free(vb->lower);
 	free((void *)vb->creds);
+	free(vb->subs);
 }
 
 /* ---- lifetimes ---- */
@@ -375,7 +418,8 @@ vault_new(const struct policy *p, struct err *e)
 		goto out_free;
 	for (i = 0; i < p->nbindings; i++) {
 		v->nbinds++;
-		if (bind_init(v, &v->binds[i], p->bindings[i], e) == -1)
+		if (bind_init(v, &v->binds[i], p->bindings[i], e) == -1 ||
+		    bind_subs_init(v, &v->binds[i], e) == -1)
 			goto out_free;
 	}
 	if (vault_move_arena(v, e) == -1 || vault_redact_build(v, e) == -1)
@@ -617,6 +661,8 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 	if (render(v, vb, out, e) == -1)
 		return -1;
 	out->binding = policy_binding_name(b);
+	out->bind = vb;
+	out->subst_in = vb->subst_in;
 	decide_as(out, VAULT_INJECTED, 0, "credential injected");
 	return 0;
 }

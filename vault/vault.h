@@ -13,10 +13,11 @@
  * struct vault_inject (arena memory, wiped by vault_inject_clear) and as
  * the masked stream the redactor emits; no error message ever holds one.
  *
- * Out of scope for now: placeholder substitutions (contract §4
- * "substitutions"): bindings that carry them load and match, their
- * auth header is injected, but no placeholder is replaced; a passthrough
- * binding therefore injects nothing at all.
+ * Placeholder substitutions (contract §4 "substitutions", vault_subst.c)
+ * are applied by the proxy on an injected request through vault_subst:
+ * the rewritten piece is the only other form in which a value leaves the
+ * vault (a malloc'd buffer the caller wipes once it is sent). A
+ * passthrough binding injects no line and only substitutes.
  */
 #ifndef EGRESSD_VAULT_H
 #define EGRESSD_VAULT_H
@@ -45,6 +46,7 @@
 #define VAULT_METHOD_MAX 32 /* longer method tokens match no binding */
 
 struct vault;
+struct vault_bind;
 
 /*
  * Builds one revision from p (takes its own policy_ref; released when the
@@ -121,6 +123,12 @@ struct vault_inject {
 	 * NULL/0 when nothing is written. */
 	char *lines;
 	size_t lines_len;
+	/* VAULT_INJECTED: the POLICY_SUBST_* surfaces some substitution of
+	 * the binding lists (0: none; vault_subst would change nothing). */
+	unsigned subst_in;
+	/* The binding (vault_subst reads its substitutions); NULL unless
+	 * VAULT_INJECTED. */
+	const struct vault_bind *bind;
 };
 
 /*
@@ -139,6 +147,89 @@ int vault_decide(struct vault *v, const struct vault_req *rq,
     struct vault_inject *out, struct err *e);
 /* Wipes and frees lines, frees norm_path, zeroes *out. */
 void vault_inject_clear(struct vault *v, struct vault_inject *out);
+
+/*
+ * Placeholder substitutions (vault_subst.c). On a VAULT_INJECTED request,
+ * every substitution {credential, placeholder, in} of the matched binding
+ * replaces each occurrence of the literal placeholder with the credential's
+ * value, on the surfaces it lists only, encoded for the surface:
+ * - VAULT_SURFACE_PATH, _QUERY: percent-encoded, every byte but the RFC
+ *   3986 unreserved ones (ALPHA DIGIT - . _ ~) as "%XY" (upper-case hex);
+ * - VAULT_SURFACE_HEADER: the raw value; a header value that would hold
+ *   CR, LF or NUL after substitution is refused (the request is answered
+ *   400 and nothing is forwarded). Headers vault_subst_header_ok refuses
+ *   are never substituted;
+ * - VAULT_SURFACE_JSON (body, application/json or a "+json" type): JSON
+ *   string escaping ('"', '\\' and control bytes escaped; the placeholder
+ *   is expected inside a JSON string);
+ * - VAULT_SURFACE_FORM (body, application/x-www-form-urlencoded): form
+ *   encoding (unreserved kept, space as '+', the rest "%XY").
+ * These are byte for byte forms the redactor masks (the value percent-
+ * and JSON-encoded), so an origin echoing a substituted piece back is
+ * redacted like an injected header. Occurrences are found left to right,
+ * the longest placeholder first where several start at one byte; a
+ * replaced value is never scanned again. Placeholders are not secret.
+ *
+ * Bodies: only a Content-Length body of at most VAULT_SUBST_BODY_MAX bytes,
+ * without a Content-Encoding, of a JSON or form type
+ * (vault_subst_body_surface) is rewritten; the proxy then fixes up
+ * Content-Length. Chunked, larger, compressed, multipart or other bodies
+ * are forwarded as they came (placeholders included).
+ */
+#define VAULT_SUBST_BODY_MAX (1u << 20) /* body bytes rewritten, at most */
+/* What substitutions may make of one request: a body at most
+ * VAULT_SUBST_BODY_OUT_MAX bytes, the path, query and header values
+ * together at most VAULT_SUBST_HEAD_MAX; beyond, the request is refused. */
+#define VAULT_SUBST_BODY_OUT_MAX (4u << 20)
+#define VAULT_SUBST_HEAD_MAX (256u << 10)
+
+enum vault_surface {
+	VAULT_SURFACE_NONE, /* a body left alone */
+	VAULT_SURFACE_PATH,
+	VAULT_SURFACE_QUERY,
+	VAULT_SURFACE_HEADER,
+	VAULT_SURFACE_JSON,
+	VAULT_SURFACE_FORM,
+};
+
+enum vault_subst_rc {
+	VAULT_SUBST_NOMEM = -1, /* out of memory: forward nothing (503) */
+	VAULT_SUBST_NONE = 0, /* no placeholder there: forward in as it is */
+	VAULT_SUBST_DONE = 1, /* *out holds the rewritten piece */
+	VAULT_SUBST_REFUSED = 2, /* a header value with CR, LF or NUL: 400 */
+	VAULT_SUBST_TOO_LARGE = 3, /* the rewrite exceeds max: 413 / 431 */
+};
+
+/*
+ * The body surface of a request: ctype/ctype_len its one Content-Type
+ * value, cenc/cenc_len its Content-Encoding (NULL when absent; "identity"
+ * counts as absent). JSON for application/json and application/...+json,
+ * FORM for application/x-www-form-urlencoded (media types case-
+ * insensitive, parameters ignored), NONE for anything else: no or
+ * several types (the caller passes NULL), multipart, any encoding.
+ */
+enum vault_surface vault_subst_body_surface(
+    const char *ctype, size_t ctype_len, const char *cenc, size_t cenc_len);
+/* False for the header names substitutions never touch (case-insensitive):
+ * those that frame the request or name its host (contract §4's reserved
+ * names: host, content-length, transfer-encoding, ...). */
+bool vault_subst_header_ok(const char *name, size_t n);
+/*
+ * Rewrites in[0..n), a piece of surface s of the request vi was decided
+ * for (borrows v and vi, which must be the pair vault_decide filled).
+ * VAULT_SUBST_DONE: *out (malloc'd, secret: the caller wipes it, e.g. with
+ * vault_subst_free, once it is sent) holds *outlen bytes. NONE when vi is
+ * not VAULT_INJECTED, no substitution of its binding lists the surface,
+ * no placeholder occurs, or a body surface's n exceeds
+ * VAULT_SUBST_BODY_MAX. TOO_LARGE when the result would exceed max bytes;
+ * REFUSED for a header value holding CR, LF or NUL after substitution;
+ * NOMEM. e says why (never a value) for the last three.
+ */
+enum vault_subst_rc vault_subst(const struct vault *v,
+    const struct vault_inject *vi, enum vault_surface s, const void *in,
+    size_t n, size_t max, uint8_t **out, size_t *outlen, struct err *e);
+/* Wipes and frees a vault_subst result; NULL is a no-op. */
+void vault_subst_free(uint8_t *out, size_t len);
 
 /*
  * Redaction (vault_redact.c). The patterns are every secret value of the

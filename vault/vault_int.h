@@ -16,6 +16,14 @@ struct vault_cred {
 	size_t len;
 };
 
+/* One substitution of a binding (vault_subst.c). */
+struct vault_sub {
+	const char *ph; /* the placeholder, borrowed from the policy */
+	size_t phlen;
+	const struct vault_cred *c;
+	unsigned in; /* POLICY_SUBST_* */
+};
+
 struct vault_bind {
 	const struct policy_binding *b; /* borrowed from the policy */
 	/* Lowercase names of the headers the auth writes (malloc'd). */
@@ -25,6 +33,10 @@ struct vault_bind {
 	const struct vault_cred **creds;
 	size_t ncreds;
 	size_t render_len; /* bytes of the rendered lines, NUL excluded */
+	/* Substitutions, longest placeholder first (malloc'd). */
+	struct vault_sub *subs;
+	size_t nsubs;
+	unsigned subst_in; /* union of their surfaces */
 };
 
 /* A redaction pattern: len bytes at p (in the arena). */

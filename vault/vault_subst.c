@@ -1,0 +1,294 @@
+/*
+ * vault_subst: placeholder substitutions (vault.h, contract §4). Bytes in,
+ * bytes out: the proxy hands a piece of an injected request (the path,
+ * the query, a header value, a body) and gets it back with the binding's
+ * placeholders replaced by the values, encoded for the surface.
+ *
+ * Two passes over the piece: the first measures the result (so the bound
+ * is checked before anything is allocated), the second writes it. Values
+ * are read from the arena and written straight into the result, encoded
+ * byte by byte: no value is ever formatted or copied elsewhere.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/text.h"
+#include "vault/vault_int.h"
+
+static bool
+unreserved(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+	    c == '~';
+}
+
+static const char hex_upper[] = "0123456789ABCDEF";
+
+/*
+ * Writes the encoding of c for surface s at o (when o is not NULL) and
+ * returns its length. The forms are those vault_redact.c renders
+ * (form_percent upper-case, form_json without "\/"), so echoes of a
+ * substituted piece are masked.
+ */
+static size_t
+enc_byte(enum vault_surface s, uint8_t c, uint8_t *o)
+{
+	static const char hex_lower[] = "0123456789abcdef";
+	char esc = 0;
+
+	switch (s) {
+	case VAULT_SURFACE_PATH:
+	case VAULT_SURFACE_QUERY:
+	case VAULT_SURFACE_FORM:
+		if (unreserved(c))
+			break;
+		if (s == VAULT_SURFACE_FORM && c == ' ') {
+			if (o != NULL)
+				o[0] = '+';
+			return 1;
+		}
+		if (o != NULL) {
+			o[0] = '%';
+			o[1] = (uint8_t)hex_upper[c >> 4];
+			o[2] = (uint8_t)hex_upper[c & 15];
+		}
+		return 3;
+	case VAULT_SURFACE_JSON:
+		switch (c) {
+		case '"':
+			esc = '"';
+			break;
+		case '\\':
+			esc = '\\';
+			break;
+		case '\b':
+			esc = 'b';
+			break;
+		case '\f':
+			esc = 'f';
+			break;
+		case '\t':
+			esc = 't';
+			break;
+		default:
+			break;
+		}
+		if (esc != 0) {
+			if (o != NULL) {
+				o[0] = '\\';
+				o[1] = (uint8_t)esc;
+			}
+			return 2;
+		}
+		if (c < 0x20) {
+			if (o != NULL) {
+				memcpy(o, "\\u00", 4);
+				o[4] = (uint8_t)hex_lower[c >> 4];
+				o[5] = (uint8_t)hex_lower[c & 15];
+			}
+			return 6;
+		}
+		break;
+	case VAULT_SURFACE_HEADER:
+	case VAULT_SURFACE_NONE:
+		break;
+	}
+	if (o != NULL)
+		o[0] = c;
+	return 1;
+}
+
+static unsigned
+surface_bit(enum vault_surface s)
+{
+	switch (s) {
+	case VAULT_SURFACE_PATH:
+		return POLICY_SUBST_PATH;
+	case VAULT_SURFACE_QUERY:
+		return POLICY_SUBST_QUERY;
+	case VAULT_SURFACE_HEADER:
+		return POLICY_SUBST_HEADER;
+	case VAULT_SURFACE_JSON:
+	case VAULT_SURFACE_FORM:
+		return POLICY_SUBST_BODY;
+	case VAULT_SURFACE_NONE:
+		break;
+	}
+	return 0;
+}
+
+/* The substitution of surface bit whose placeholder starts at p (n bytes
+ * left), the longest first; NULL if none. */
+static const struct vault_sub *
+sub_at(const struct vault_bind *vb, unsigned bit, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < vb->nsubs; i++) {
+		const struct vault_sub *s = &vb->subs[i];
+
+		if ((s->in & bit) && s->phlen <= n &&
+		    (uint8_t)s->ph[0] == p[0] &&
+		    memcmp(s->ph, p, s->phlen) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+/*
+ * One pass: the length of the result (o NULL), or the result written at
+ * o. *hits counts the placeholders replaced. Measuring stops encoding
+ * values once past max (the caller refuses anything beyond it), so the
+ * cost is bounded by n + max whatever the values' lengths.
+ */
+static size_t
+subst_pass(const struct vault_bind *vb, enum vault_surface s, unsigned bit,
+    const uint8_t *in, size_t n, size_t max, uint8_t *o, size_t *hits)
+{
+	uint8_t first[256];
+	size_t i = 0, len = 0, k;
+
+	memset(first, 0, sizeof(first));
+	for (k = 0; k < vb->nsubs; k++)
+		if (vb->subs[k].in & bit)
+			first[(uint8_t)vb->subs[k].ph[0]] = 1;
+	*hits = 0;
+	while (i < n) {
+		const struct vault_sub *sub =
+		    first[in[i]] ? sub_at(vb, bit, in + i, n - i) : NULL;
+
+		if (sub == NULL) {
+			if (o != NULL)
+				o[len] = in[i];
+			len++;
+			i++;
+			continue;
+		}
+		for (k = 0; k < sub->c->len && (o != NULL || len <= max); k++)
+			len += enc_byte(s, (uint8_t)sub->c->val[k],
+			    o != NULL ? o + len : NULL);
+		i += sub->phlen;
+		(*hits)++;
+	}
+	return len;
+}
+
+enum vault_subst_rc
+vault_subst(const struct vault *v, const struct vault_inject *vi,
+    enum vault_surface s, const void *in, size_t n, size_t max, uint8_t **out,
+    size_t *outlen, struct err *e)
+{
+	const struct vault_bind *vb = vi->bind;
+	unsigned bit = surface_bit(s);
+	size_t len, hits, i;
+	uint8_t *buf;
+
+	(void)v;
+	*out = NULL;
+	*outlen = 0;
+	if (vi->decision != VAULT_INJECTED || vb == NULL || bit == 0 ||
+	    !(vi->subst_in & bit) || n == 0)
+		return VAULT_SUBST_NONE;
+	if (bit == POLICY_SUBST_BODY && n > VAULT_SUBST_BODY_MAX)
+		return VAULT_SUBST_NONE;
+	len = subst_pass(vb, s, bit, in, n, max, NULL, &hits);
+	if (hits == 0)
+		return VAULT_SUBST_NONE;
+	if (len > max) {
+		err_set(e, "placeholder substitution exceeds %zu bytes", max);
+		return VAULT_SUBST_TOO_LARGE;
+	}
+	if ((buf = malloc(len + 1)) == NULL) {
+		err_set(e, "out of memory");
+		return VAULT_SUBST_NOMEM;
+	}
+	(void)subst_pass(vb, s, bit, in, n, max, buf, &hits);
+	if (s == VAULT_SURFACE_HEADER)
+		for (i = 0; i < len; i++)
+			if (buf[i] == '\r' || buf[i] == '\n' ||
+			    buf[i] == '\0') {
+				vault_subst_free(buf, len);
+				err_set(e,
+				    "a header value would hold CR, LF or NUL "
+				    "after placeholder substitution");
+				return VAULT_SUBST_REFUSED;
+			}
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
+	return VAULT_SUBST_DONE;
+}
+
+void
+vault_subst_free(uint8_t *out, size_t len)
+{
+	if (out == NULL)
+		return;
+	secmem_wipe(out, len);
+	free(out);
+}
+
+/* s[0..n) without leading and trailing spaces and tabs. */
+static void
+trim(const char **s, size_t *n)
+{
+	while (*n > 0 && (**s == ' ' || **s == '\t')) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
+		(*n)--;
+}
+
+static bool
+ieq(const char *s, size_t n, const char *lit)
+{
+	return strlen(lit) == n && strncasecmp(s, lit, n) == 0;
+}
+
+enum vault_surface
+vault_subst_body_surface(
+    const char *ctype, size_t ctype_len, const char *cenc, size_t cenc_len)
+{
+	const char *semi;
+	size_t n;
+
+	if (cenc != NULL) {
+		trim(&cenc, &cenc_len);
+		if (!ieq(cenc, cenc_len, "identity"))
+			return VAULT_SURFACE_NONE;
+	}
+	if (ctype == NULL)
+		return VAULT_SURFACE_NONE;
+	semi = memchr(ctype, ';', ctype_len);
+	n = semi != NULL ? (size_t)(semi - ctype) : ctype_len;
+	trim(&ctype, &n);
+	if (ieq(ctype, n, "application/json"))
+		return VAULT_SURFACE_JSON;
+	if (ieq(ctype, n, "application/x-www-form-urlencoded"))
+		return VAULT_SURFACE_FORM;
+	/* application/<subtype>+json (RFC 6839 structured syntax suffix) */
+	if (n > 17 && strncasecmp(ctype, "application/", 12) == 0 &&
+	    strncasecmp(ctype + n - 5, "+json", 5) == 0 &&
+	    memchr(ctype + 12, '/', n - 12) == NULL)
+		return VAULT_SURFACE_JSON;
+	return VAULT_SURFACE_NONE;
+}
+
+bool
+vault_subst_header_ok(const char *name, size_t n)
+{
+	/* contract §4's reserved names, which no injection writes either */
+	static const char *const never[] = {"host", "content-length",
+	    "content-type", "transfer-encoding", "connection", "upgrade", "te",
+	    "trailer", "proxy-authorization", "proxy-authenticate", "forwarded",
+	    "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"};
+	size_t i;
+
+	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		if (ieq(name, n, never[i]))
+			return false;
+	return true;
+}
