@@ -1171,6 +1171,9 @@ egressd_proxy_stats(struct egressd *d)
 	st->proxy_down_bytes = ps.down_bytes;
 	memcpy(st->vault_decisions, ps.vault_decisions,
 	    sizeof(st->vault_decisions));
+	memcpy(st->vault_bindings, ps.vault_bindings,
+	    ps.nvault_bindings * sizeof(ps.vault_bindings[0]));
+	st->nvault_bindings = ps.nvault_bindings;
 	for (i = 0; i < PROXY_NREASONS && i < STATS_PROXY_REASONS; i++) {
 		st->proxy_reason_names[i] = proxy_reason_name(i);
 		st->proxy_closed[i] = ps.by_reason[i];

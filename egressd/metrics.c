@@ -191,6 +191,18 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 			    "egressd_vault_decisions_total{decision=\"%s\"} "
 			    "%" PRIu64 "\n",
 			    dn[i], st->vault_decisions[i]);
+		/* Binding names are [A-Za-z0-9._-]: safe label values. */
+		metrics_family(o, "egressd_vault_binding_decisions_total",
+		    "counter",
+		    "Credential Vault decisions by the binding that matched.");
+		for (i = 0; i < st->nvault_bindings; i++)
+			for (size_t k = 1; k < 4; k++)
+				metrics_printf(o,
+				    "egressd_vault_binding_decisions_total{"
+				    "binding=\"%s\",decision=\"%s\"} %" PRIu64
+				    "\n",
+				    st->vault_bindings[i].name, dn[k],
+				    st->vault_bindings[i].decisions[k]);
 	}
 	metrics_family(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "

@@ -29,6 +29,7 @@
 #include "util/now.h"
 #include "util/secmem.h"
 #include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
 #include "vault/vault.h"
 
 /* linux/netfilter_ipv6/ip6_tables.h pulls in the iptables ABI; the one
@@ -640,9 +641,29 @@ proxy_header_removed(
 	return false;
 }
 
+/* The per-binding row of name (stats.h): found, added, or the shared
+ * last one once the table is full. */
+static struct stats_vault_binding *
+proxy_binding_row(struct proxy_status *st, const char *name)
+{
+	struct stats_vault_binding *r;
+	size_t i;
+
+	for (i = 0; i < st->nvault_bindings; i++)
+		if (strcmp(st->vault_bindings[i].name, name) == 0)
+			return &st->vault_bindings[i];
+	if (st->nvault_bindings == STATS_VAULT_BINDINGS - 1)
+		name = STATS_VAULT_OTHER;
+	if (st->nvault_bindings == STATS_VAULT_BINDINGS)
+		return &st->vault_bindings[STATS_VAULT_BINDINGS - 1];
+	r = &st->vault_bindings[st->nvault_bindings++];
+	(void)snprintf(r->name, sizeof(r->name), "%s", name);
+	return r;
+}
+
 static void
 proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
-    const struct http_head *h, const char *name, uint64_t revision)
+    const struct http_head *h, const char *name, const struct vault *v)
 {
 	static const char *const names[] = {
 	    "no_match", "injected", "ambiguous", "refused"};
@@ -652,15 +673,22 @@ proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
 
 	memcpy(m, h->method.p, ml);
 	m[ml] = '\0';
-	if ((unsigned)vi->decision < 4)
+	if ((unsigned)vi->decision < 4) {
 		c->p->st.vault_decisions[vi->decision]++;
+		if (vi->binding != NULL)
+			proxy_binding_row(&c->p->st, vi->binding)
+			    ->decisions[vi->decision]++;
+	}
+	/* revision: the policy snapshot's; vault_revision: the API vault's
+	 * (0 when the decision came from the operator's file alone). */
 	log_info(c->p->log, "vault.inject",
 	    LOG_S("decision",
 	        (unsigned)vi->decision < 4 ? names[vi->decision] : "?"),
 	    LOG_S("reason", vi->reason),
 	    LOG_S("binding", vi->binding != NULL ? vi->binding : ""),
-	    LOG_U("revision", revision), LOG_S("host", name),
-	    LOG_U("port", c->dport), LOG_S("method", m),
+	    LOG_U("revision", vault_policy(v)->revision),
+	    LOG_U("vault_revision", policy_vault_revision(vault_policy(v))),
+	    LOG_S("host", name), LOG_U("port", c->dport), LOG_S("method", m),
 	    LOG_S("path", vi->norm_path != NULL ? vi->norm_path : ""));
 }
 
@@ -905,11 +933,11 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	}
 	switch (vi.decision) {
 	case VAULT_NO_MATCH:
-		proxy_log_inject(c, &vi, h, name, vault_policy(v)->revision);
+		proxy_log_inject(c, &vi, h, name, v);
 		break;
 	case VAULT_AMBIGUOUS:
 	case VAULT_REFUSED:
-		proxy_log_inject(c, &vi, h, name, vault_policy(v)->revision);
+		proxy_log_inject(c, &vi, h, name, v);
 		*status = vi.status != 0 ? vi.status : 403;
 		*why = vi.decision == VAULT_AMBIGUOUS ? PROXY_VAULT_AMBIGUOUS
 		                                      : PROXY_VAULT_REFUSED;
@@ -965,8 +993,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 			vi.decision = VAULT_REFUSED;
 			vi.status = r.status;
 			vi.reason = r.reason;
-			proxy_log_inject(
-			    c, &vi, h, name, vault_policy(v)->revision);
+			proxy_log_inject(c, &vi, h, name, v);
 			*status = r.status;
 			*why = PROXY_VAULT_REFUSED;
 			break;
@@ -977,8 +1004,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 			c->last_ms = now_mono_ms();
 			c->p->st.injected++;
 			*used = vault_ref(v);
-			proxy_log_inject(
-			    c, &vi, h, name, vault_policy(v)->revision);
+			proxy_log_inject(c, &vi, h, name, v);
 			rc = 1;
 		}
 		break;

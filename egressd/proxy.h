@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egressd/stats.h"
 #include "util/addr.h"
 #include "util/err.h"
 
@@ -162,6 +163,9 @@ struct proxy_status {
 	/* vault decisions on requests to bound hosts: no_match, injected,
 	 * ambiguous, refused (enum vault_decision order) */
 	uint64_t vault_decisions[4];
+	/* the same per binding (stats.h) */
+	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
+	size_t nvault_bindings;
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
 	size_t active;
 	size_t by_state[PROXY_NSTATES];

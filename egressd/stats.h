@@ -18,6 +18,21 @@
 		1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000                      \
 	}
 
+/*
+ * Vault decisions per binding name (issue 18 item 9). The first
+ * STATS_VAULT_BINDINGS - 1 names seen get a row each; later ones share
+ * the last row, named STATS_VAULT_OTHER. Rows are never dropped, so the
+ * counters stay monotonic across vault revisions.
+ */
+#define STATS_VAULT_BINDINGS 256
+#define STATS_VAULT_NAME_MAX 64 /* = POLICY_CRED_NAME_MAX */
+#define STATS_VAULT_OTHER "_other"
+struct stats_vault_binding {
+	char name[STATS_VAULT_NAME_MAX + 1];
+	uint64_t decisions[4]; /* no_match (never), injected, ambiguous,
+				* refused */
+};
+
 struct stats {
 	/* DNS, by decision. */
 	uint64_t dns_queries; /* every query received */
@@ -77,6 +92,8 @@ struct stats {
 	uint64_t proxy_up_bytes, proxy_down_bytes;
 	uint64_t
 	    vault_decisions[4]; /* no_match, injected, ambiguous, refused */
+	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
+	size_t nvault_bindings;
 	uint64_t proxy_closed[STATS_PROXY_REASONS];
 	const char *proxy_reason_names[STATS_PROXY_REASONS];
 	size_t proxy_nreasons;

@@ -157,6 +157,8 @@ tb_expect_match "metrics count injections" \
     'egressd_vault_decisions_total\{decision="injected"\} [1-9]' "$met"
 tb_expect_match "... and refusals" \
     'egressd_vault_decisions_total\{decision="refused"\} [1-9]' "$met"
+tb_expect_match "... by binding" \
+    'egressd_vault_binding_decisions_total\{binding="a-api",decision="injected"\} [1-9]' "$met"
 tb_check_fails "metrics never show the secret" grep -qF "$SECRET" <<<"$met"
 
 # --- a reload that drops a binding: the next request is not injected ----------

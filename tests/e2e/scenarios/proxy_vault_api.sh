@@ -123,7 +123,7 @@ fetch https://a.test/other
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/other \
     'h.authorization=Bearer fake-key'
 tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected binding=a-api \
-    host=a.test
+    host=a.test vault_revision=2
 
 # --- replace: the old value is gone the moment the API answered ------------------
 tb_expect_eq "a stale expectedRevision: 409" 409 \

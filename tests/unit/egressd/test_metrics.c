@@ -64,6 +64,14 @@ fill(struct stats *st)
 	st->nft_learned = 42;
 	st->nft_learned_current = 17;
 	st->policy_revision = 9;
+	/* the proxy and two bindings' vault rows (promtool lints them) */
+	st->proxy_on = true;
+	st->vault_decisions[1] = 5;
+	st->nvault_bindings = 2;
+	strcpy(st->vault_bindings[0].name, "gh-api");
+	st->vault_bindings[0].decisions[1] = 4;
+	strcpy(st->vault_bindings[1].name, "openai.v1");
+	st->vault_bindings[1].decisions[3] = 1;
 	st->policy_reloads_ok = 2;
 	st->policy_reloads_failed = 1;
 	st->policy_updates_ok = 6;
@@ -130,6 +138,12 @@ test_values(void **state)
 	has_line(s, "egressd_nft_failures_total 1");
 	has_line(s, "egressd_nft_learned_addresses 17");
 	has_line(s, "egressd_policy_revision 9");
+	has_line(s,
+	    "egressd_vault_binding_decisions_total{binding=\"gh-api\","
+	    "decision=\"injected\"} 4");
+	has_line(s,
+	    "egressd_vault_binding_decisions_total{binding=\"openai.v1\","
+	    "decision=\"refused\"} 1");
 	has_line(s, "egressd_policy_reloads_total{result=\"ok\"} 2");
 	has_line(s, "egressd_policy_reloads_total{result=\"failed\"} 1");
 	has_line(s, "egressd_policy_updates_total{result=\"failed\"} 3");
