@@ -26,6 +26,7 @@
 #include "egressd/tls_ca.h"
 #include "egressd/sock.h"
 #include "egressd/tls_hello.h"
+#include "egressd/tls_sess.h"
 #include "util/now.h"
 #include "util/secmem.h"
 #include "policy/policy_binding.h"
@@ -151,6 +152,7 @@ struct proxy {
 	struct log_limiter lim;
 	struct tls_ca *ca; /* termination; NULL: never */
 	SSL_CTX *sctx, *cctx;
+	struct tls_sess_cache *sess; /* upstream sessions to resume */
 };
 
 static const char *const proxy_reason_names[PROXY_NREASONS] = {
@@ -281,6 +283,11 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 
 	if (!c->refused)
 		c->why = why;
+	/* A terminated origin's session, kept for the next connection to
+	 * it (after the response: TLS 1.3 tickets have arrived by now). */
+	if (c->term && c->up != NULL)
+		tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up),
+		    c->up_ready, c->name, &c->dst, c->dport);
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
 	log_info(p->log, "proxy.closed",
 	    LOG_S("decision",
@@ -295,6 +302,10 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	                                     : "unknown"),
 	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
 	    LOG_U("down", c->down_bytes),
+	    LOG_B("resumed",
+	        c->term && c->up != NULL && c->up_ready &&
+	            SSL_session_reused(bufferevent_openssl_get_ssl(c->up)) ==
+	                1),
 	    LOG_U("ms", now_mono_ms() - c->t0_ms));
 	p->st.by_reason[c->why]++;
 	p->st.by_state[c->st]--;
@@ -1823,6 +1834,8 @@ proxy_connect(struct proxy_conn *c)
 		if (ssl == NULL ||
 		    SSL_set_tlsext_host_name(ssl, c->name) != 1 ||
 		    (!p->o.ssl_insecure && SSL_set1_host(ssl, c->name) != 1) ||
+		    tls_sess_offer(p->sess, ssl, c->name, &c->dst, c->dport) <
+		        0 ||
 		    (connect(fd, (struct sockaddr *)&ss, sl) == -1 &&
 		        errno != EINPROGRESS)) {
 			(void)snprintf(c->tls_why, sizeof(c->tls_why),
@@ -2420,6 +2433,10 @@ proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
 	    (p->cctx = proxy_tls_client_ctx(
 	         o->trust_dir, o->ssl_insecure, &ncerts, e)) == NULL)
 		return -1;
+	if ((p->sess = tls_sess_new()) == NULL) {
+		err_set(e, "TLS session cache: out of memory");
+		return -1;
+	}
 	log_info(p->log, "proxy.tls_ready", LOG_S("state_dir", o->state_dir),
 	    LOG_S("bundle", bundle),
 	    LOG_S("trust_dir", o->trust_dir ? o->trust_dir : "default"),
@@ -2495,6 +2512,7 @@ proxy_free(struct proxy *p)
 		close(p->reserve_fd);
 	SSL_CTX_free(p->sctx);
 	SSL_CTX_free(p->cctx);
+	tls_sess_free(p->sess);
 	tls_ca_free(p->ca);
 	p->magic = 0;
 	free(p);

@@ -10,8 +10,8 @@
  * directory (every certificate file in it, links followed: a Kubernetes
  * ConfigMap mount works without c_rehash) with the host name checked
  * (SSL_set1_host per connection), unless --ssl-insecure; ALPN
- * "http/1.1"; a client session cache so reconnects to the same origin
- * resume.
+ * "http/1.1"; sessions to resume are kept by the proxy (tls_sess.h),
+ * per SNI name and origin address.
  *
  * The caller owns the contexts (SSL_CTX_free).
  */

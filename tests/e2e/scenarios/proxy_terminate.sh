@@ -114,6 +114,18 @@ tb_expect_eq "a host without a binding is passed through (origin's certificate, 
     000 "$code"
 tb_check "... which the test CA verifies" tb_sandbox curl -sS -o /dev/null --max-time 5 https://c.test/
 
+# a new client connection resumes the origin's TLS session (tls_sess.c):
+# no full handshake upstream after the first
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+for i in 1 2 3 4; do
+	tb_sandbox curl -sS -o /dev/null --max-time 5 \
+	    --cacert "$STATE/ca-bundle.crt" "https://a.test/resume$i"
+done
+tb_assert_log --since "$m" --min 3 "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test resumed=true
+tb_assert_log --since "$m" --max 1 "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test resumed=false
+
 # unverifiable origin
 tb_stop_egressd
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/other-trust" \
