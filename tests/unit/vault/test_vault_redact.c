@@ -460,6 +460,65 @@ test_large(void **state)
 	vault_free(v);
 }
 
+/*
+ * The skip filter (a window as long as the shortest form moves by the
+ * shift of its last two bytes): noise made of the value's own bytes, so
+ * shifts of every size occur, with occurrences at every offset; and a
+ * value whose shortest form is too short for the filter (every position
+ * probed). Both against the naive reference, in one piece and in pieces.
+ */
+static void
+test_skip_filter(void **state)
+{
+	static const char *const f8[] = {
+	    "k9Zq-Xw7", "Bearer k9Zq-Xw7", "azlacS1Ydzc"};
+	static const char *const f3[] = {"k9Z", "Bearer k9Z", "azla"};
+	static const struct {
+		const char *yaml;
+		const char *const *forms;
+		size_t nforms;
+	} cases[] = {
+	    {"credentials: [{name: a, source: {type: inline, value: "
+	     "k9Zq-Xw7}}]\n",
+	        f8, 3},
+	    {"credentials: [{name: a, source: {type: inline, value: k9Z}}]\n",
+	        f3, 3},
+	};
+	struct sink *s = malloc(sizeof(*s));
+	size_t n = 40000, c, i, k, cuts[16];
+	uint8_t *in = malloc(n), *want = malloc(n);
+	uint32_t x = 0x1234567;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct vault *v = vault_of(cases[c].yaml);
+		struct vault_redactor *r = vault_redactor_new(v);
+		const char *val = cases[c].forms[0];
+
+		for (i = 0; i < n; i++)
+			in[i] = (uint8_t)val[rnd(&x) % strlen(val)];
+		for (i = 7, k = 0; i + 16 < n; i += 53 + k % 17, k++) {
+			const char *f = cases[c].forms[k % cases[c].nforms];
+
+			memcpy(in + i, f, strlen(f));
+		}
+		reference(cases[c].forms, cases[c].nforms, in, n, want);
+		run(r, in, n, NULL, 0, s);
+		assert_int_equal(s->n, n);
+		assert_memory_equal(s->buf, want, n);
+		for (i = 0; i < 16; i++)
+			cuts[i] = (i + 1) * 2311 + rnd(&x) % 64;
+		run(r, in, n, cuts, 16, s);
+		assert_int_equal(s->n, n);
+		assert_memory_equal(s->buf, want, n);
+		vault_redactor_free(r);
+		vault_free(v);
+	}
+	free(in);
+	free(want);
+	free(s);
+}
+
 int
 main(void)
 {
@@ -473,6 +532,7 @@ main(void)
 	    cmocka_unit_test(test_header),
 	    cmocka_unit_test(test_no_credentials),
 	    cmocka_unit_test(test_large),
+	    cmocka_unit_test(test_skip_filter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
