@@ -28,7 +28,7 @@
 #include "policy/policy.h"
 #include "vault/vault.h"
 
-#define FZ_BODY_MAX 16384
+#define FZ_BODY_MAX 65536 /* above VAULT_REDACT_CHUNK: feeds that split */
 #define FZ_CUTS_MAX 16
 #define FZ_VALUES_MAX 3
 #define FZ_VALUE_MAX 24
