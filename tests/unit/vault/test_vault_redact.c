@@ -519,6 +519,53 @@ test_skip_filter(void **state)
 	free(s);
 }
 
+/*
+ * FAILS (finding of the fuzzing session, not fixed): issue 18 asks for
+ * zero occurrences "in any encoding", and §7 names percent-encoded and
+ * JSON-escaped forms, but the redactor knows one percent-encoding (every
+ * byte but the unreserved ones) and one JSON escaping (minimal, raw
+ * non-ASCII). What common encoders write for the same values is not
+ * matched: Python's urllib.parse.quote keeps '/', JavaScript's
+ * encodeURIComponent keeps !'()*, Python's json.dumps escapes non-ASCII
+ * (ensure_ascii), Go's encoding/json escapes < > & as \u003c \u003e
+ * \u0026.
+ */
+static void
+test_other_encoders(void **state)
+{
+	static const struct {
+		const char *value, *encoded, *by;
+	} cases[] = {
+	    {"abc+def/ghi", "abc%2Bdef/ghi", "urllib.parse.quote"},
+	    {"a b!c", "a%20b!c", "encodeURIComponent"},
+	    {"p\xc3\xa4ss", "p\\u00e4ss", "json.dumps"},
+	    {"a<b>&c", "a\\u003cb\\u003e\\u0026c", "Go json.Marshal"},
+	};
+	size_t i, hl, missed = 0;
+	char y[256], *h;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct vault *v;
+
+		snprintf(y, sizeof(y),
+		    "credentials: [{name: c, source: {type: inline, value: "
+		    "'%s'}}]\n",
+		    cases[i].value);
+		v = vault_of(y);
+		h = vault_redact_header(
+		    v, cases[i].encoded, strlen(cases[i].encoded), &hl);
+		if (h == NULL || strcmp(h, "[REDACTED]") != 0) {
+			print_error("%s's form \"%s\" not redacted\n",
+			    cases[i].by, cases[i].encoded);
+			missed++;
+		}
+		free(h);
+		vault_free(v);
+	}
+	assert_int_equal(missed, 0);
+}
+
 int
 main(void)
 {
@@ -533,6 +580,7 @@ main(void)
 	    cmocka_unit_test(test_no_credentials),
 	    cmocka_unit_test(test_large),
 	    cmocka_unit_test(test_skip_filter),
+	    cmocka_unit_test(test_other_encoders),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
