@@ -244,8 +244,11 @@ void vault_subst_free(uint8_t *out, size_t len);
  * The matcher is a first-byte table (candidates sorted longest first)
  * behind a two-byte bitmap, then memcmp: one table probe per byte of
  * response that starts no pattern; at most all patterns sharing the
- * first two bytes otherwise (bounded by VAULT_PATTERN_BYTES_MAX). Tables
- * and patterns live in the arena.
+ * first two bytes otherwise (bounded by VAULT_PATTERN_BYTES_MAX). Streams
+ * put a skip filter in front (Wu-Manber, two-byte blocks, a 64 KiB shift
+ * table): where the response shares little with the values, one probe
+ * per up to (shortest pattern - 1) bytes. Tables and patterns live in
+ * the arena.
  */
 struct vault_redactor;
 

@@ -14,6 +14,16 @@
  * are bounded by VAULT_PATTERN_BYTES_MAX. Not constant time (the compared
  * bytes are the response's, and an origin timing egressd's redaction
  * learns at most where its own bytes begin a secret's rendered form).
+ *
+ * In front of it, streams use a skip filter (Wu-Manber with blocks of two
+ * bytes): with win the shortest pattern's length (capped), a window of
+ * win bytes looks at its last two; if they occur in no pattern's first
+ * win bytes at an offset j, no pattern starts within the next
+ * win - 2 - j positions (win - 1 if they occur nowhere), and the window
+ * moves on that far without probing them. A pattern that starts at
+ * position i ends its first win bytes with two bytes of shift 0 at
+ * window i, so no start is ever skipped. Random bytes and text that
+ * shares little with the values move by up to win - 1 per probe.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +37,11 @@
 /* Bytes of every form of a value of n bytes, an upper bound. */
 #define VAULT_FORMS_BYTES(n) (26u * (n) + 64u)
 #define REDACTED "[REDACTED]"
+/* The skip filter's window: patterns shorter than the minimum turn it off
+ * (the probes would cost more than they save); the maximum keeps shifts
+ * in a byte. */
+#define VAULT_SKIP_WIN_MIN 4u
+#define VAULT_SKIP_WIN_MAX 255u
 
 /* ---- rendered forms ---- */
 
@@ -225,6 +240,33 @@ pat_cmp(const void *a, const void *b)
 	return c;
 }
 
+/* The skip filter's shifts (see the top of the file). */
+static void
+skip_build(struct vault_match *m)
+{
+	size_t i, j, min = SIZE_MAX;
+
+	for (i = 0; i < m->npats; i++)
+		if (m->pats[i].len < min)
+			min = m->pats[i].len;
+	m->win = 0;
+	if (m->npats == 0 || min < VAULT_SKIP_WIN_MIN)
+		return;
+	m->win = min < VAULT_SKIP_WIN_MAX ? min : VAULT_SKIP_WIN_MAX;
+	memset(m->shift, (int)(m->win - 1), sizeof(m->shift));
+	for (i = 0; i < m->npats; i++) {
+		const uint8_t *p = m->pats[i].p;
+
+		for (j = 0; j + 2 <= m->win; j++) {
+			unsigned k = (unsigned)p[j] << 8 | p[j + 1];
+			uint8_t sh = (uint8_t)(m->win - 2 - j);
+
+			if (sh < m->shift[k])
+				m->shift[k] = sh;
+		}
+	}
+}
+
 size_t
 vault_redact_arena_need(const struct vault_cred *c, size_t n)
 {
@@ -291,6 +333,7 @@ vault_redact_build(struct vault *v, struct err *e)
 			m->pair[k >> 3] |= (uint8_t)(1u << (k & 7));
 		}
 	}
+	skip_build(m);
 	/* start[c]: first pattern whose first byte is >= c. */
 	for (i = 0, j = 0; i < 257; i++) {
 		while (j < m->npats && m->pats[j].p[0] < i)
@@ -359,28 +402,51 @@ vault_redactor_new(const struct vault *v)
 	return r;
 }
 
-/* Scans starts [0, s) of w[0..t), masks and emits w[0..s), keeps the
- * rest. */
+/*
+ * Scans starts [0, s) of w[0..t), masks and emits w[0..s), keeps the
+ * rest. The bytes covered so far are the run [cs, ce) (r->mend carries
+ * its part beyond s into the next round); a run is masked once a match
+ * starts past its end: later starts never read the bytes before them.
+ */
 static void
 redact_round(struct vault_redactor *r, size_t t, size_t s,
     void (*emit)(void *, const uint8_t *, size_t), void *arg)
 {
 	const struct vault_match *m = r->v->m;
-	size_t i, l, mend = r->mend;
+	const uint8_t *w = r->w;
+	size_t i = 0, l, cs = 0, ce = r->mend, fast = 0;
 
-	/* Byte i is masked once the starts up to i were tried: later ones
-	 * never read it. */
-	for (i = 0; i < s; i++) {
-		if ((l = match_at(m, r->w + i, t - i)) != 0 && i + l > mend)
-			mend = i + l;
-		if (i < mend)
-			r->w[i] = '*';
+	/* Starts below fast have the whole window in w[0..t). */
+	if (m->win != 0 && t >= m->win)
+		fast = t - m->win + 1 < s ? t - m->win + 1 : s;
+	while (i < s) {
+		while (i < fast) {
+			const uint8_t *b = w + i + m->win - 2;
+			uint8_t sh = m->shift[(unsigned)b[0] << 8 | b[1]];
+
+			if (sh == 0)
+				break;
+			i += sh;
+		}
+		if (i >= s)
+			break;
+		if ((l = match_at(m, w + i, t - i)) != 0) {
+			if (i > ce) {
+				memset(r->w + cs, '*', ce - cs);
+				cs = i;
+			}
+			if (i + l > ce)
+				ce = i + l;
+		}
+		i++;
 	}
+	if (ce > cs)
+		memset(r->w + cs, '*', (ce < s ? ce : s) - cs);
 	if (s > 0)
 		emit(arg, r->w, s);
 	memmove(r->w, r->w + s, t - s);
 	r->h = t - s;
-	r->mend = mend > s ? mend - s : 0;
+	r->mend = ce > s ? ce - s : 0;
 }
 
 void

@@ -460,6 +460,112 @@ test_large(void **state)
 	vault_free(v);
 }
 
+/*
+ * The skip filter (a window as long as the shortest form moves by the
+ * shift of its last two bytes): noise made of the value's own bytes, so
+ * shifts of every size occur, with occurrences at every offset; and a
+ * value whose shortest form is too short for the filter (every position
+ * probed). Both against the naive reference, in one piece and in pieces.
+ */
+static void
+test_skip_filter(void **state)
+{
+	static const char *const f8[] = {
+	    "k9Zq-Xw7", "Bearer k9Zq-Xw7", "azlacS1Ydzc"};
+	static const char *const f3[] = {"k9Z", "Bearer k9Z", "azla"};
+	static const struct {
+		const char *yaml;
+		const char *const *forms;
+		size_t nforms;
+	} cases[] = {
+	    {"credentials: [{name: a, source: {type: inline, value: "
+	     "k9Zq-Xw7}}]\n",
+	        f8, 3},
+	    {"credentials: [{name: a, source: {type: inline, value: k9Z}}]\n",
+	        f3, 3},
+	};
+	struct sink *s = malloc(sizeof(*s));
+	size_t n = 40000, c, i, k, cuts[16];
+	uint8_t *in = malloc(n), *want = malloc(n);
+	uint32_t x = 0x1234567;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct vault *v = vault_of(cases[c].yaml);
+		struct vault_redactor *r = vault_redactor_new(v);
+		const char *val = cases[c].forms[0];
+
+		for (i = 0; i < n; i++)
+			in[i] = (uint8_t)val[rnd(&x) % strlen(val)];
+		for (i = 7, k = 0; i + 16 < n; i += 53 + k % 17, k++) {
+			const char *f = cases[c].forms[k % cases[c].nforms];
+
+			memcpy(in + i, f, strlen(f));
+		}
+		reference(cases[c].forms, cases[c].nforms, in, n, want);
+		run(r, in, n, NULL, 0, s);
+		assert_int_equal(s->n, n);
+		assert_memory_equal(s->buf, want, n);
+		for (i = 0; i < 16; i++)
+			cuts[i] = (i + 1) * 2311 + rnd(&x) % 64;
+		run(r, in, n, cuts, 16, s);
+		assert_int_equal(s->n, n);
+		assert_memory_equal(s->buf, want, n);
+		vault_redactor_free(r);
+		vault_free(v);
+	}
+	free(in);
+	free(want);
+	free(s);
+}
+
+/*
+ * FAILS (finding of the fuzzing session, not fixed): issue 18 asks for
+ * zero occurrences "in any encoding", and §7 names percent-encoded and
+ * JSON-escaped forms, but the redactor knows one percent-encoding (every
+ * byte but the unreserved ones) and one JSON escaping (minimal, raw
+ * non-ASCII). What common encoders write for the same values is not
+ * matched: Python's urllib.parse.quote keeps '/', JavaScript's
+ * encodeURIComponent keeps !'()*, Python's json.dumps escapes non-ASCII
+ * (ensure_ascii), Go's encoding/json escapes < > & as \u003c \u003e
+ * \u0026.
+ */
+static void
+test_other_encoders(void **state)
+{
+	static const struct {
+		const char *value, *encoded, *by;
+	} cases[] = {
+	    {"abc+def/ghi", "abc%2Bdef/ghi", "urllib.parse.quote"},
+	    {"a b!c", "a%20b!c", "encodeURIComponent"},
+	    {"p\xc3\xa4ss", "p\\u00e4ss", "json.dumps"},
+	    {"a<b>&c", "a\\u003cb\\u003e\\u0026c", "Go json.Marshal"},
+	};
+	size_t i, hl, missed = 0;
+	char y[256], *h;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct vault *v;
+
+		snprintf(y, sizeof(y),
+		    "credentials: [{name: c, source: {type: inline, value: "
+		    "'%s'}}]\n",
+		    cases[i].value);
+		v = vault_of(y);
+		h = vault_redact_header(
+		    v, cases[i].encoded, strlen(cases[i].encoded), &hl);
+		if (h == NULL || strcmp(h, "[REDACTED]") != 0) {
+			print_error("%s's form \"%s\" not redacted\n",
+			    cases[i].by, cases[i].encoded);
+			missed++;
+		}
+		free(h);
+		vault_free(v);
+	}
+	assert_int_equal(missed, 0);
+}
+
 int
 main(void)
 {
@@ -473,6 +579,8 @@ main(void)
 	    cmocka_unit_test(test_header),
 	    cmocka_unit_test(test_no_credentials),
 	    cmocka_unit_test(test_large),
+	    cmocka_unit_test(test_skip_filter),
+	    cmocka_unit_test(test_other_encoders),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,464 @@
+/*
+ * Fuzzes the streaming redactor (vault_redact.c) and the header
+ * rewriting. The vault holds either a fixed set of values (ASCII with
+ * every character the forms escape, UTF-8, a tab) or one to three values
+ * taken from the input; the rest of the input is a response body, fed in
+ * pieces cut at fuzz-chosen offsets, with or without a flush after each.
+ * The rendered forms are computed here, from the contract (vault.h), not
+ * with the vault's code: the value, "Bearer " + value, base64 (standard
+ * and URL alphabets, unpadded), percent-encoding of every byte but the
+ * unreserved ones (upper- and lower-case hex, and '+' for a space) and
+ * JSON escaping (with and without "\/"). Invariants:
+ *  - the output has the input's length and equals a naive reference that
+ *    masks every occurrence of every form in the whole input with '*';
+ *  - no form occurs in the output (no value here contains '*');
+ *  - after each feed at most vault_redact_holdback() bytes are held, and
+ *    after a flush the held bytes are a proper prefix of some form;
+ *  - the same redactor gives the same output for a second stream;
+ *  - vault_redact_header returns NULL (length 0) exactly when no form
+ *    occurs, otherwise the input with each maximal covered run replaced by
+ *    "[REDACTED]", and no form occurs in it outside those replacements.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz/fuzz_check.h"
+#include "policy/policy.h"
+#include "vault/vault.h"
+
+#define FZ_BODY_MAX 65536 /* above VAULT_REDACT_CHUNK: feeds that split */
+#define FZ_CUTS_MAX 16
+#define FZ_VALUES_MAX 3
+#define FZ_VALUE_MAX 24
+#define FZ_FORMS 9
+/* Forms of all values: the fixed set's longest value is < 64 bytes. */
+#define FZ_PATS_MAX (8 * FZ_FORMS)
+#define FZ_PAT_MAX (64 * 6 + 16)
+
+/* The fixed set: the characters every form escapes, UTF-8, a tab. */
+static const char *const fixed_values[] = {
+    "sk-live-4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a99",
+    "a/b c+d\"e\\f",
+    "p\xc3\xa4ss w\xc3\xb6rd/\xe2\x82\xac",
+    "tab\there<&>'=?;:@",
+    "ghp_R2D2c3poBB8x",
+};
+#define NFIXED (sizeof(fixed_values) / sizeof(fixed_values[0]))
+
+struct pat {
+	uint8_t p[FZ_PAT_MAX];
+	size_t n;
+};
+
+struct model {
+	struct pat pats[FZ_PATS_MAX];
+	size_t npats;
+};
+
+/* ---- the forms, from the contract ---- */
+
+static void
+put(struct pat *t, const void *p, size_t n)
+{
+	check(t->n + n <= sizeof(t->p));
+	memcpy(t->p + t->n, p, n);
+	t->n += n;
+}
+
+static void
+put_c(struct pat *t, uint8_t c)
+{
+	put(t, &c, 1);
+}
+
+static void
+b64(struct pat *t, const uint8_t *v, size_t n, const char *al)
+{
+	size_t i, bits = 0;
+	uint32_t acc = 0;
+
+	/* Bit by bit: six at a time, the tail zero-padded, no '='. */
+	for (i = 0; i < n; i++) {
+		acc = acc << 8 | v[i];
+		bits += 8;
+		while (bits >= 6) {
+			put_c(t, (uint8_t)al[acc >> (bits - 6) & 63]);
+			bits -= 6;
+		}
+	}
+	if (bits > 0)
+		put_c(t, (uint8_t)al[acc << (6 - bits) & 63]);
+}
+
+static bool
+is_unreserved(uint8_t c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+	    (c >= 'A' && c <= 'Z') || strchr("-._~", c) != NULL;
+}
+
+static void
+pct(struct pat *t, const uint8_t *v, size_t n, bool lower, bool plus)
+{
+	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (v[i] != 0 && is_unreserved(v[i]))
+			put_c(t, v[i]);
+		else if (plus && v[i] == ' ')
+			put_c(t, '+');
+		else {
+			put_c(t, '%');
+			put_c(t, (uint8_t)hex[v[i] / 16]);
+			put_c(t, (uint8_t)hex[v[i] % 16]);
+		}
+	}
+}
+
+static void
+json(struct pat *t, const uint8_t *v, size_t n, bool slash)
+{
+	size_t i;
+	char x[8];
+
+	for (i = 0; i < n; i++) {
+		switch (v[i]) {
+		case '"':
+			put(t, "\\\"", 2);
+			break;
+		case '\\':
+			put(t, "\\\\", 2);
+			break;
+		case '\b':
+			put(t, "\\b", 2);
+			break;
+		case '\f':
+			put(t, "\\f", 2);
+			break;
+		case '\t':
+			put(t, "\\t", 2);
+			break;
+		case '/':
+			if (slash)
+				put(t, "\\/", 2);
+			else
+				put_c(t, '/');
+			break;
+		default:
+			if (v[i] < 0x20) {
+				snprintf(x, sizeof(x), "\\u%04x", v[i]);
+				put(t, x, 6);
+			} else
+				put_c(t, v[i]);
+		}
+	}
+}
+
+static void
+model_add(struct model *m, const uint8_t *v, size_t n)
+{
+	static const char std[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char url[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	struct pat *t = &m->pats[m->npats];
+
+	check(m->npats + FZ_FORMS <= FZ_PATS_MAX);
+	memset(t, 0, FZ_FORMS * sizeof(*t));
+	put(&t[0], v, n);
+	put(&t[1], "Bearer ", 7);
+	put(&t[1], v, n);
+	b64(&t[2], v, n, std);
+	b64(&t[3], v, n, url);
+	pct(&t[4], v, n, false, false);
+	pct(&t[5], v, n, true, false);
+	pct(&t[6], v, n, false, true);
+	json(&t[7], v, n, false);
+	json(&t[8], v, n, true);
+	m->npats += FZ_FORMS;
+}
+
+/* Every byte of every occurrence of every form, in the whole input. */
+static void
+cover(const struct model *m, const uint8_t *in, size_t n, uint8_t *cov)
+{
+	size_t k, i;
+
+	memset(cov, 0, n);
+	for (k = 0; k < m->npats; k++) {
+		const struct pat *t = &m->pats[k];
+
+		for (i = 0; i + t->n <= n; i++)
+			if (memcmp(in + i, t->p, t->n) == 0)
+				memset(cov + i, 1, t->n);
+	}
+}
+
+/* ---- the vault ---- */
+
+static size_t
+json_value(char *out, size_t cap, const uint8_t *v, size_t n)
+{
+	size_t o = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (v[i] == '"' || v[i] == '\\')
+			o += (size_t)snprintf(out + o, cap - o, "\\%c", v[i]);
+		else if (v[i] < 0x20)
+			o +=
+			    (size_t)snprintf(out + o, cap - o, "\\u%04x", v[i]);
+		else
+			o += (size_t)snprintf(out + o, cap - o, "%c", v[i]);
+		check(o < cap);
+	}
+	return o;
+}
+
+static struct vault *
+vault_of(const uint8_t *const *vals, const size_t *lens, size_t nv)
+{
+	char buf[4096], val[512];
+	struct policy_diag d;
+	struct policy *p;
+	struct vault *v;
+	struct err e;
+	size_t o, i;
+
+	o = (size_t)snprintf(buf, sizeof(buf), "{\"credentials\": [");
+	for (i = 0; i < nv; i++) {
+		json_value(val, sizeof(val), vals[i], lens[i]);
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+		    "%s{\"name\": \"c%zu\", \"source\": {\"type\": "
+		    "\"inline\", \"value\": \"%s\"}}",
+		    i ? ", " : "", i, val);
+		check(o < sizeof(buf));
+	}
+	o += (size_t)snprintf(buf + o, sizeof(buf) - o, "]}");
+	check(o < sizeof(buf));
+	policy_diag_init(&d);
+	p = policy_parse_json(buf, o, "fuzz", &d);
+	if (p == NULL)
+		fprintf(stderr, "%s\n%s\n", buf, d.n ? d.msgs[0] : "");
+	check(p != NULL);
+	policy_diag_clear(&d);
+	v = vault_new(p, &e);
+	if (v == NULL)
+		fprintf(stderr, "vault_new: %s\n", e.msg);
+	check(v != NULL);
+	policy_unref(p);
+	return v;
+}
+
+/* ---- streams ---- */
+
+struct sink {
+	uint8_t buf[FZ_BODY_MAX];
+	size_t n;
+};
+
+static void
+sink_emit(void *arg, const uint8_t *p, size_t n)
+{
+	struct sink *s = arg;
+
+	check(n > 0 && s->n + n <= sizeof(s->buf));
+	memcpy(s->buf + s->n, p, n);
+	s->n += n;
+}
+
+/* Is in[0..n) a proper prefix of some form? */
+static bool
+pending(const struct model *m, const uint8_t *in, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < m->npats; k++)
+		if (m->pats[k].n > n && memcmp(m->pats[k].p, in, n) == 0)
+			return true;
+	return false;
+}
+
+static void
+stream(struct vault_redactor *r, const struct model *m, size_t hold,
+    const uint8_t *in, size_t n, const size_t *cuts, size_t ncuts, bool flush,
+    struct sink *s)
+{
+	size_t at = 0, i;
+
+	s->n = 0;
+	for (i = 0; i <= ncuts; i++) {
+		size_t end = i < ncuts ? cuts[i] : n;
+
+		vault_redact_feed(r, in + at, end - at, sink_emit, s);
+		check(s->n <= end && end - s->n <= hold);
+		if (flush) {
+			vault_redact_flush(r, sink_emit, s);
+			check(s->n <= end);
+			if (s->n < end)
+				check(pending(m, in + s->n, end - s->n));
+		}
+		at = end;
+	}
+	vault_redact_finish(r, sink_emit, s);
+	check(s->n == n);
+}
+
+static void
+check_no_form(const struct model *m, const uint8_t *out, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < m->npats; k++)
+		check(memmem(out, n, m->pats[k].p, m->pats[k].n) == NULL);
+}
+
+static void
+check_header(const struct vault *v, const struct model *m, const uint8_t *in,
+    size_t n, const uint8_t *cov)
+{
+	static char want[FZ_BODY_MAX * 10 + 1];
+	static uint8_t ins[FZ_BODY_MAX * 10];
+	size_t i, o = 0, hl = 1, k, j;
+	bool any = false;
+	char *h;
+
+	for (i = 0; i < n; i++) {
+		if (!cov[i]) {
+			want[o] = (char)in[i];
+			ins[o++] = 0;
+		} else if (i == 0 || !cov[i - 1]) {
+			memcpy(want + o, "[REDACTED]", 10);
+			memset(ins + o, 1, 10);
+			o += 10;
+			any = true;
+		}
+	}
+	h = vault_redact_header(v, (const char *)in, n, &hl);
+	if (!any) {
+		check(h == NULL && hl == 0);
+		return;
+	}
+	check(h != NULL && hl == o && h[o] == '\0');
+	check(memcmp(h, want, o) == 0);
+	/* Whatever form the result holds, it holds only thanks to an
+	 * inserted "[REDACTED]". */
+	for (k = 0; k < m->npats; k++) {
+		const struct pat *t = &m->pats[k];
+
+		for (i = 0; i + t->n <= o; i++) {
+			if (memcmp(h + i, t->p, t->n) != 0)
+				continue;
+			for (j = 0; j < t->n && !ins[i + j]; j++)
+				;
+			check(j < t->n);
+		}
+	}
+	free(h);
+}
+
+static int
+size_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct vault *fixed;
+	static struct model fixed_model, dm;
+	static struct sink s1, s2;
+	static uint8_t cov[FZ_BODY_MAX], want[FZ_BODY_MAX];
+	uint8_t vals[FZ_VALUES_MAX][FZ_VALUE_MAX];
+	const uint8_t *vp[FZ_VALUES_MAX];
+	size_t lens[FZ_VALUES_MAX], cuts[FZ_CUTS_MAX], ncuts, nv, i, j, n;
+	const struct model *m;
+	struct vault_redactor *r;
+	struct vault *v;
+	const uint8_t *in;
+	unsigned flags;
+	bool flush;
+
+	if (size < 2)
+		return 0;
+	if (fixed == NULL) {
+		const uint8_t *fv[NFIXED];
+		size_t fl[NFIXED];
+
+		for (i = 0; i < NFIXED; i++) {
+			fv[i] = (const uint8_t *)fixed_values[i];
+			fl[i] = strlen(fixed_values[i]);
+			model_add(&fixed_model, fv[i], fl[i]);
+		}
+		fixed = vault_of(fv, fl, NFIXED);
+	}
+	flags = *data++;
+	size--;
+	nv = flags & 3;
+	flush = flags & 4;
+	ncuts = (flags >> 3) % (FZ_CUTS_MAX + 1);
+	/* The values: printable or control bytes, never NUL, CR, LF or '*'
+	 * (an all-'*' mask could otherwise spell a value). */
+	for (i = 0; i < nv; i++) {
+		if (size == 0)
+			return 0;
+		lens[i] = 1 + data[0] % FZ_VALUE_MAX;
+		data++;
+		size--;
+		if (size < lens[i])
+			return 0;
+		for (j = 0; j < lens[i]; j++) {
+			uint8_t c = data[j] & 0x7f;
+
+			if (c == 0 || c == '\r' || c == '\n' || c == '*')
+				c = '_';
+			vals[i][j] = c;
+		}
+		vp[i] = vals[i];
+		data += lens[i];
+		size -= lens[i];
+	}
+	if (size < 2 * ncuts)
+		return 0;
+	n = size - 2 * ncuts;
+	if (n > FZ_BODY_MAX)
+		return 0;
+	for (i = 0; i < ncuts; i++)
+		cuts[i] =
+		    (size_t)(data[2 * i] | data[2 * i + 1] << 8) % (n + 1);
+	qsort(cuts, ncuts, sizeof(cuts[0]), size_cmp);
+	in = data + 2 * ncuts;
+
+	if (nv == 0) {
+		v = fixed;
+		m = &fixed_model;
+	} else {
+		dm.npats = 0;
+		for (i = 0; i < nv; i++)
+			model_add(&dm, vp[i], lens[i]);
+		v = vault_of(vp, lens, nv);
+		m = &dm;
+	}
+	check((r = vault_redactor_new(v)) != NULL);
+	cover(m, in, n, cov);
+	for (i = 0; i < n; i++)
+		want[i] = cov[i] ? '*' : in[i];
+
+	stream(r, m, vault_redact_holdback(v), in, n, cuts, ncuts, flush, &s1);
+	check(memcmp(s1.buf, want, n) == 0);
+	check_no_form(m, s1.buf, n);
+	/* The same redactor, a second stream in one piece. */
+	stream(r, m, vault_redact_holdback(v), in, n, NULL, 0, false, &s2);
+	check(memcmp(s2.buf, want, n) == 0);
+	vault_redactor_free(r);
+
+	check_header(v, m, in, n, cov);
+	if (v != fixed)
+		vault_free(v);
+	return 0;
+}
