@@ -32,7 +32,7 @@
 #define FZ_CUTS_MAX 16
 #define FZ_VALUES_MAX 3
 #define FZ_VALUE_MAX 24
-#define FZ_FORMS 9
+#define FZ_FORMS 13
 /* Forms of all values: the fixed set's longest value is < 64 bytes. */
 #define FZ_PATS_MAX (8 * FZ_FORMS)
 #define FZ_PAT_MAX (64 * 6 + 16)
@@ -100,13 +100,14 @@ is_unreserved(uint8_t c)
 }
 
 static void
-pct(struct pat *t, const uint8_t *v, size_t n, bool lower, bool plus)
+pct(struct pat *t, const uint8_t *v, size_t n, bool lower, bool plus,
+    const char *keep)
 {
 	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (v[i] != 0 && is_unreserved(v[i]))
+		if (v[i] != 0 && (is_unreserved(v[i]) || strchr(keep, v[i])))
 			put_c(t, v[i]);
 		else if (plus && v[i] == ' ')
 			put_c(t, '+');
@@ -118,13 +119,68 @@ pct(struct pat *t, const uint8_t *v, size_t n, bool lower, bool plus)
 	}
 }
 
-static void
-json(struct pat *t, const uint8_t *v, size_t n, bool slash)
+/* A well-formed UTF-8 sequence at v (RFC 3629 table 3-7): its length
+ * and code point, or 0. */
+static size_t
+utf8_at(const uint8_t *v, size_t n, uint32_t *cp)
 {
-	size_t i;
-	char x[8];
+	uint8_t c = v[0], lo = 0x80, hi = 0xbf;
+	size_t len, i;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	if (c == 0xed)
+		hi = 0x9f;
+	if (c == 0xf0)
+		lo = 0x90;
+	if (c == 0xf4)
+		hi = 0x8f;
+	if (n < len || v[1] < lo || v[1] > hi)
+		return 0;
+	*cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+	for (i = 1; i < len; i++) {
+		if (i > 1 && (v[i] < 0x80 || v[i] > 0xbf))
+			return 0;
+		*cp = *cp << 6 | (v[i] & 0x3f);
+	}
+	return len;
+}
+
+/* flags: 1 '/' as "\/", 2 non-ASCII as \uXXXX (surrogate pairs above
+ * the BMP), 4 <, >, & as \u00XX. */
+static void
+json(struct pat *t, const uint8_t *v, size_t n, unsigned flags)
+{
+	size_t i, k;
+	uint32_t cp;
+	char x[16];
 
 	for (i = 0; i < n; i++) {
+		if ((flags & 2) && v[i] >= 0x80 &&
+		    (k = utf8_at(v + i, n - i, &cp)) > 0) {
+			if (cp > 0xffff)
+				snprintf(x, sizeof(x), "\\u%04x\\u%04x",
+				    0xd800 + ((cp - 0x10000) >> 10),
+				    0xdc00 + ((cp - 0x10000) & 0x3ff));
+			else
+				snprintf(x, sizeof(x), "\\u%04x", cp);
+			put(t, x, strlen(x));
+			i += k - 1;
+			continue;
+		}
+		if ((flags & 4) && strchr("<>&", v[i]) != NULL && v[i] != 0) {
+			snprintf(x, sizeof(x), "\\u%04x", v[i]);
+			put(t, x, 6);
+			continue;
+		}
 		switch (v[i]) {
 		case '"':
 			put(t, "\\\"", 2);
@@ -142,7 +198,7 @@ json(struct pat *t, const uint8_t *v, size_t n, bool slash)
 			put(t, "\\t", 2);
 			break;
 		case '/':
-			if (slash)
+			if (flags & 1)
 				put(t, "\\/", 2);
 			else
 				put_c(t, '/');
@@ -173,11 +229,15 @@ model_add(struct model *m, const uint8_t *v, size_t n)
 	put(&t[1], v, n);
 	b64(&t[2], v, n, std);
 	b64(&t[3], v, n, url);
-	pct(&t[4], v, n, false, false);
-	pct(&t[5], v, n, true, false);
-	pct(&t[6], v, n, false, true);
-	json(&t[7], v, n, false);
-	json(&t[8], v, n, true);
+	pct(&t[4], v, n, false, false, "");
+	pct(&t[5], v, n, true, false, "");
+	pct(&t[6], v, n, false, true, "");
+	pct(&t[7], v, n, false, false, "/");
+	pct(&t[8], v, n, false, false, "!'()*");
+	json(&t[9], v, n, 0);
+	json(&t[10], v, n, 1);
+	json(&t[11], v, n, 2);
+	json(&t[12], v, n, 4);
 	m->npats += FZ_FORMS;
 }
 

@@ -28,14 +28,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/utf8.h"
 #include "vault/vault_int.h"
 
 /* Bytes taken from the input per scan round (plus the held ones). */
 #define VAULT_REDACT_CHUNK 16384u
 /* Rendered forms per value (vault_forms), an upper bound. */
-#define VAULT_FORMS_MAX 9u
-/* Bytes of every form of a value of n bytes, an upper bound. */
-#define VAULT_FORMS_BYTES(n) (26u * (n) + 64u)
+#define VAULT_FORMS_MAX 13u
+/* Bytes of every form of a value of n bytes, an upper bound: raw and
+ * Bearer 2n + 7, base64 2 x 4n/3 + 2, five percent forms 15n, four JSON
+ * forms 24n (six bytes per byte at most). */
+#define VAULT_FORMS_BYTES(n) (44u * (n) + 64u)
 #define REDACTED "[REDACTED]"
 /* The skip filter's window: patterns shorter than the minimum turn it off
  * (the probes would cost more than they save); the maximum keeps shifts
@@ -129,17 +132,20 @@ unreserved(uint8_t c)
 	    c == '~';
 }
 
-/* Percent-encoding of every byte but the unreserved ones; form: a space
- * is '+'. */
+/* Percent-encoding of every byte but the unreserved ones and those in
+ * keep (what common encoders leave alone: "/" for Python's quote,
+ * "!'()*" for JavaScript's encodeURIComponent); form: a space is '+'. */
 static void
-form_percent(struct forms *f, const uint8_t *v, size_t n, bool lower, bool form)
+form_percent(struct forms *f, const uint8_t *v, size_t n, bool lower, bool form,
+    const char *keep)
 {
 	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
 	uint8_t *s = form_begin(f);
 	size_t o = f->off, i;
 
 	for (i = 0; i < n; i++) {
-		if (unreserved(v[i])) {
+		if (unreserved(v[i]) ||
+		    (v[i] != 0 && strchr(keep, v[i]) != NULL)) {
 			f->buf[o++] = v[i];
 		} else if (form && v[i] == ' ') {
 			f->buf[o++] = '+';
@@ -152,17 +158,51 @@ form_percent(struct forms *f, const uint8_t *v, size_t n, bool lower, bool form)
 	form_end(f, s, o);
 }
 
-/* JSON string escaping (RFC 8259 §7), minimal; slash: '/' as "\/" too. */
-static void
-form_json(struct forms *f, const uint8_t *v, size_t n, bool slash)
+#define JSON_SLASH 0x1u /* '/' as "\/" */
+#define JSON_ASCII 0x2u /* non-ASCII as \uXXXX (Python's json.dumps) */
+#define JSON_HTML 0x4u /* <, >, & as \u003c... (Go's json.Marshal) */
+
+static size_t
+json_u(uint8_t *o, uint32_t cp)
 {
 	static const char hex[] = "0123456789abcdef";
+	int k;
+
+	o[0] = '\\';
+	o[1] = 'u';
+	for (k = 0; k < 4; k++)
+		o[2 + k] = (uint8_t)hex[(cp >> (12 - 4 * k)) & 15];
+	return 6;
+}
+
+/* JSON string escaping (RFC 8259 §7), minimal, plus what the JSON_*
+ * flags ask for. */
+static void
+form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
+{
 	uint8_t *s = form_begin(f);
-	size_t o = f->off, i;
+	size_t o = f->off, i, k;
+	uint32_t cp;
 
 	for (i = 0; i < n; i++) {
 		uint8_t c = v[i];
 		char esc = 0;
+
+		if ((flags & JSON_ASCII) && c >= 0x80 &&
+		    (k = utf8_decode(v + i, n - i, &cp)) > 0) {
+			if (cp > 0xffff) {
+				cp -= 0x10000;
+				o += json_u(f->buf + o, 0xd800 | (cp >> 10));
+				o += json_u(f->buf + o, 0xdc00 | (cp & 0x3ff));
+			} else
+				o += json_u(f->buf + o, cp);
+			i += k - 1;
+			continue;
+		}
+		if ((flags & JSON_HTML) && (c == '<' || c == '>' || c == '&')) {
+			o += json_u(f->buf + o, c);
+			continue;
+		}
 
 		switch (c) {
 		case '"':
@@ -181,7 +221,7 @@ form_json(struct forms *f, const uint8_t *v, size_t n, bool slash)
 			esc = 't';
 			break;
 		case '/':
-			esc = slash ? '/' : 0;
+			esc = (flags & JSON_SLASH) ? '/' : 0;
 			break;
 		default:
 			break;
@@ -190,10 +230,7 @@ form_json(struct forms *f, const uint8_t *v, size_t n, bool slash)
 			f->buf[o++] = '\\';
 			f->buf[o++] = (uint8_t)esc;
 		} else if (c < 0x20) {
-			memcpy(f->buf + o, "\\u00", 4);
-			o += 4;
-			f->buf[o++] = (uint8_t)hex[c >> 4];
-			f->buf[o++] = (uint8_t)hex[c & 15];
+			o += json_u(f->buf + o, c);
 		} else {
 			f->buf[o++] = c;
 		}
@@ -207,6 +244,26 @@ has_byte(const uint8_t *v, size_t n, uint8_t c)
 	return memchr(v, c, n) != NULL;
 }
 
+static bool
+has_any(const uint8_t *v, size_t n, const char *set)
+{
+	for (; *set != '\0'; set++)
+		if (has_byte(v, n, (uint8_t)*set))
+			return true;
+	return false;
+}
+
+static bool
+has_high(const uint8_t *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] >= 0x80)
+			return true;
+	return false;
+}
+
 /* Every form of one value; duplicates are dropped after sorting. */
 static void
 vault_forms(struct forms *f, const uint8_t *v, size_t n)
@@ -215,13 +272,21 @@ vault_forms(struct forms *f, const uint8_t *v, size_t n)
 	form_raw(f, "Bearer ", v, n);
 	form_base64(f, v, n, false);
 	form_base64(f, v, n, true);
-	form_percent(f, v, n, false, false);
-	form_percent(f, v, n, true, false);
+	form_percent(f, v, n, false, false, "");
+	form_percent(f, v, n, true, false, "");
 	if (has_byte(v, n, ' '))
-		form_percent(f, v, n, false, true);
-	form_json(f, v, n, false);
+		form_percent(f, v, n, false, true, "");
 	if (has_byte(v, n, '/'))
-		form_json(f, v, n, true);
+		form_percent(f, v, n, false, false, "/");
+	if (has_any(v, n, "!'()*"))
+		form_percent(f, v, n, false, false, "!'()*");
+	form_json(f, v, n, 0);
+	if (has_byte(v, n, '/'))
+		form_json(f, v, n, JSON_SLASH);
+	if (has_high(v, n))
+		form_json(f, v, n, JSON_ASCII);
+	if (has_any(v, n, "<>&"))
+		form_json(f, v, n, JSON_HTML);
 }
 
 /* ---- the matcher ---- */
