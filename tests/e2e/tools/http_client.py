@@ -7,6 +7,9 @@
                                          frame, prints each echo
   http_client.py raw HOST PORT FILE      sends FILE's bytes over plain TCP,
                                          prints what comes back (5 s cap)
+  http_client.py rawtls HOST PORT CAFILE FILE
+                                         the same inside TLS to HOST (SNI,
+                                         verified against CAFILE)
 Every socket has a 10 s timeout; output is bounded.
 """
 import base64
@@ -75,9 +78,13 @@ def ws(url, cafile, msgs):
     f.read(2)
 
 
-def raw(host, port, path):
+def raw(host, port, path, cafile=None):
     data = open(path, "rb").read()
     s = socket.create_connection((host, int(port)), timeout=5)
+    if cafile is not None:
+        ctx = ssl.create_default_context(cafile=cafile)
+        ctx.set_alpn_protocols(["http/1.1"])
+        s = ctx.wrap_socket(s, server_hostname=host)
     s.sendall(data)
     out = b""
     try:
@@ -86,7 +93,7 @@ def raw(host, port, path):
             if not d:
                 break
             out += d
-    except socket.timeout:
+    except (socket.timeout, ssl.SSLError, ConnectionResetError):
         pass
     sys.stdout.write(out.decode("latin-1"))
 
@@ -99,5 +106,7 @@ if __name__ == "__main__":
         ws(a[1], a[2], a[3:])
     elif len(a) == 4 and a[0] == "raw":
         raw(a[1], a[2], a[3])
+    elif len(a) == 5 and a[0] == "rawtls":
+        raw(a[1], a[2], a[4], a[3])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,87 @@
+#!/bin/bash
+# threat_14_smuggling (THREATS §14, issue 17 acceptance): a corpus of
+# hostile request heads sent by the sandbox, over plain HTTP to an allowed
+# host and inside TLS to a bound (terminated) host: Content-Length with
+# Transfer-Encoding, two Content-Lengths, obfuscated or doubled
+# Transfer-Encoding, obs-fold, a bare CR, a NUL, a duplicate Host, a
+# malformed request line, a header without a colon, a signed length, an
+# oversized head. Each is refused by egressd (4xx, or 501 for a coding it
+# does not implement; the connection closed) and
+# nothing of it (nor a request smuggled in its body) reaches the origin.
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_setup
+
+mkdir -p "$TB_DIR/trust"
+cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
+printf 'smuggle-secret\n' >"$TB_DIR/egressd/key"
+chmod 600 "$TB_DIR/egressd/key"
+pol=$(tb_policy_file policy.yaml <<EOF
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: b.test}
+credentials:
+  - {name: k, source: {type: file, path: $TB_DIR/egressd/key}}
+bindings:
+  - name: b-api
+    match: {hosts: [b.test]}
+    auth: {type: bearer, credential: k}
+EOF
+)
+STATE=$TB_DIR/state
+tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
+    --state-dir "$STATE"
+CORPUS=$TB_DIR/sbx-corpus
+mkdir -p "$CORPUS"
+cp "$(dirname "$0")/../tools/http_client.py" "$CORPUS/"
+HC=$CORPUS/http_client.py
+
+# case NAME HEAD-AND-BODY (printf format, %s = host): one corpus file; the
+# request's path is /smug-NAME and any request smuggled behind it is
+# /smuggled-NAME.
+NAMES=()
+case_() {
+	local n=$1 fmt=$2 h
+	for h in a.test b.test; do
+		# shellcheck disable=SC2059
+		printf "$fmt" "$h" >"$CORPUS/$n.$h"
+	done
+	NAMES+=("$n")
+}
+case_ cl-te 'POST /smug-cl-te HTTP/1.1\r\nHost: %s\r\nContent-Length: 49\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled-cl-te HTTP/1.1\r\nHost: x\r\n\r\n'
+case_ te-cl 'POST /smug-te-cl HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n2e\r\nGET /smuggled-te-cl HTTP/1.1\r\nHost: x\r\n\r\n\r\n0\r\n\r\n'
+case_ two-cl 'POST /smug-two-cl HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nContent-Length: 44\r\n\r\nGET /smuggled-two-cl HTTP/1.1\r\nHost: x\r\n\r\n'
+case_ te-space 'POST /smug-te-space HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n'
+case_ te-x 'POST /smug-te-x HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n'
+case_ te-two 'POST /smug-te-two HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n'
+case_ fold 'GET /smug-fold HTTP/1.1\r\nHost: %s\r\nX-A: a\r\n b\r\n\r\n'
+case_ bare-cr 'GET /smug-bare-cr HTTP/1.1\r\nHost: %s\r\nX-A: a\rb\r\n\r\n'
+case_ nul 'GET /smug-nul HTTP/1.1\r\nHost: %s\r\nX-A: a\000b\r\n\r\n'
+case_ two-host 'GET /smug-two-host HTTP/1.1\r\nHost: %s\r\nHost: b.test\r\n\r\n'
+case_ line 'GET /smug-line x HTTP/1.1\r\nHost: %s\r\n\r\n'
+case_ colon 'GET /smug-colon HTTP/1.1\r\nHost: %s\r\nX-No-Colon\r\n\r\n'
+case_ cl-sign 'POST /smug-cl-sign HTTP/1.1\r\nHost: %s\r\nContent-Length: +4\r\n\r\nabcd'
+# an oversized head: 100 headers of 1 KiB
+big='GET /smug-big HTTP/1.1\r\nHost: %s\r\n'
+for i in $(seq 100); do big+="X-Pad-$i: $(head -c 1000 /dev/zero | tr '\0' a)\r\n"; done
+case_ big "$big"'\r\n'
+chmod 755 "$CORPUS" && chmod 644 "$CORPUS"/*
+
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+for n in "${NAMES[@]}"; do
+	out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/$n.a.test" | head -n 1)
+	tb_expect_match "plain HTTP, $n: refused" '^HTTP/1\.1 (4[0-9][0-9]|501) ' "$out"
+	out=$(tb_sandbox "$TB_PY" "$HC" rawtls b.test 443 "$STATE/ca-bundle.crt" \
+	    "$CORPUS/$n.b.test" | head -n 1)
+	tb_expect_match "terminated TLS, $n: refused" '^HTTP/1\.1 (4[0-9][0-9]|501) ' "$out"
+done
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path~^/smug'
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.bad_request
+# a well-formed request on the same paths still works (the corpus is what
+# is refused, not the hosts)
+out=$(tb_sandbox curl -sS --max-time 5 -4 -o /dev/null -w '%{http_code}' \
+    http://a.test/smug-control)
+tb_expect_eq "control: a clean request passes" 200 "$out"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/smug-control
+tb_finish
