@@ -58,6 +58,9 @@ chmod 644 "$TB_DIR/trust-all.pem"
 C=(curl -sS --max-time 8 --cacert "$TB_DIR/trust-all.pem")
 S1=real-vault-secret-one-$RANDOM
 S2=real-vault-secret-two-$RANDOM
+B64=$(printf 'user:real-basic-%s' "$RANDOM" | base64) # basic: already base64
+H1=real-header-one-$RANDOM
+H2=real-header-two-$RANDOM
 body() { cat "$TB_API_BODY"; }
 # fetch: one request from the sandbox user with the fake key; the origin's
 # view of its Authorization header is checked by the caller.
@@ -174,6 +177,20 @@ tb_expect_match "... revision 3" '^\{"revision":3,' "$(body)"
 tb_expect_eq "a /policy change that keeps it covered: 200" 200 \
     "$(tb_api PATCH /policy '[{"action":"allow","target":"c.test"}]')"
 tb_expect_eq "... and the vault is still there" 200 "$(tb_api GET /credential-vault/credentials/k)"
+# basic and customHeaders on the host the PATCH just allowed
+add2='{"credentials":{"add":[{"name":"u","source":{"value":"'$B64'"}},{"name":"h1","source":{"value":"'$H1'"}},{"name":"h2","source":{"value":"'$H2'"}}]},"bindings":{"add":[{"name":"c-basic","match":{"hosts":["c.test"],"paths":["/basic/*"]},"auth":{"type":"basic","credential":"u"}},{"name":"c-custom","match":{"hosts":["c.test"],"paths":["/custom/*"]},"auth":{"type":"customHeaders","headers":[{"name":"X-Key-One","credential":"h1"},{"name":"X-Key-Two","credential":"h2"}]}}]}}'
+tb_expect_eq "PATCH add basic and customHeaders bindings: 200" 200 \
+    "$(tb_api PATCH /credential-vault "$add2")"
+tb_expect_match "... customHeaders has no auth.name" \
+    '"name":"c-custom","revision":4,"match":\{[^}]*\},"auth":\{"type":"customHeaders"\}' "$(body)"
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Authorization: Basic ZmFrZTpmYWtl' \
+    https://c.test/basic/x
+tb_sandbox "${C[@]}" -o /dev/null -H 'X-Key-One: fake' https://c.test/custom/x
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/basic/x \
+    "h.authorization=Basic $B64"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/custom/x \
+    "h.x-key-one=$H1" "h.x-key-two=$H2"
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 fetch https://a.test/v1/after-policy
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/after-policy \
@@ -212,15 +229,15 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/restarted
 
 # --- no value anywhere egressd writes ----------------------------------------------
 for f in "$TB_EGRESSD_LOG" "$TB_DIR/egressd/stderr" "$TB_DIR/egressd/stdout"; do
-	tb_check_fails "no value in ${f##*/}" grep -qF -e "$S0" -e "$S1" -e "$S2" "$f"
+	tb_check_fails "no value in ${f##*/}" grep -qF -e "$S0" -e "$S1" -e "$S2" -e "$B64" -e "$H1" -e "$H2" "$f"
 done
-tb_check_fails "no API value in the policy file" grep -qF -e "$S1" -e "$S2" "$pol"
-tb_check_fails "no value in the state dir" grep -rqF -e "$S0" -e "$S1" -e "$S2" "$STATE"
+tb_check_fails "no API value in the policy file" grep -qF -e "$S1" -e "$S2" -e "$B64" -e "$H1" -e "$H2" "$pol"
+tb_check_fails "no value in the state dir" grep -rqF -e "$S0" -e "$S1" -e "$S2" -e "$B64" -e "$H1" -e "$H2" "$STATE"
 tb_expect_eq "/v1/status answers" 200 "$(tb_api GET /v1/status)"
 tb_expect_match "... with the vault's revision" \
     '"credentialVault":\{"revision":0,"bindings":1,"apiBindings":0\}' "$(body)"
-tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" "$TB_API_BODY"
+tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" -e "$B64" -e "$H1" -e "$H2" "$TB_API_BODY"
 tb_expect_eq "/metrics answers" 200 "$(tb_api GET /metrics)"
-tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" "$TB_API_BODY"
+tb_check_fails "... without a value" grep -qF -e "$S0" -e "$S1" -e "$S2" -e "$B64" -e "$H1" -e "$H2" "$TB_API_BODY"
 tb_assert_log "$TB_EGRESSD_LOG" vault.updated op=patch revision=3
 tb_finish
