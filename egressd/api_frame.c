@@ -39,18 +39,6 @@ frame_request_done(struct api_frame *f)
 	frame_to(f, API_FRAME_IDLE);
 }
 
-/* " \t" around a header value, as evhttp trims it. */
-static void
-frame_trim(const char **s, size_t *n)
-{
-	while (*n > 0 && (**s == ' ' || **s == '\t')) {
-		(*s)++;
-		(*n)--;
-	}
-	while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
-		(*n)--;
-}
-
 static bool
 frame_name_is(const char *line, size_t n, const char *name)
 {
@@ -84,7 +72,7 @@ frame_header(struct api_frame *f)
 		return frame_fail(f, API_FRAME_BAD);
 	v = colon + 1;
 	vn = n - (size_t)(v - l);
-	frame_trim(&v, &vn);
+	text_trim_ows(&v, &vn); /* as evhttp trims */
 	if (frame_name_is(l, (size_t)(colon - l), "transfer-encoding")) {
 		/* evhttp: the first Transfer-Encoding, exactly "chunked". */
 		if ((size_t)(colon - l) == strlen("transfer-encoding") &&

@@ -13,21 +13,13 @@
 #include "policy/policy_path.h"
 #include "util/text.h"
 
-static bool
-unreserved(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-	    c == '~';
-}
-
 /* RFC 3986 pchar without pct-encoded, plus '/'. */
 static bool
 path_char(unsigned char c)
 {
 	/* c != 0 first: strchr() finds a set's terminator, so a raw NUL
 	 * would pass as a path character. */
-	return unreserved(c) ||
+	return text_unreserved(c) ||
 	    (c != '\0' && strchr("!$&'()*+,;=:@/", c) != NULL);
 }
 
@@ -83,7 +75,7 @@ decode(const char *in, size_t len, char *out, struct err *e)
 			                    : "NUL");
 			return -1;
 		}
-		if (unreserved(c))
+		if (text_unreserved(c))
 			out[o++] = (char)c;
 		else {
 			out[o++] = '%';

@@ -7,6 +7,8 @@
 #ifndef EGRESSD_TEXT_H
 #define EGRESSD_TEXT_H
 
+#include <stddef.h>
+
 /* The value of one hex digit (either case), or -1. */
 static inline int
 text_hexval(int c)
@@ -18,6 +20,27 @@ text_hexval(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+/* RFC 3986 unreserved: ALPHA DIGIT - . _ ~ */
+static inline int
+text_unreserved(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+	    c == '~';
+}
+
+/* s[0..n) without leading and trailing spaces and tabs (HTTP's OWS). */
+static inline void
+text_trim_ows(const char **s, size_t *n)
+{
+	while (*n > 0 && (**s == ' ' || **s == '\t')) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
+		(*n)--;
 }
 
 /* ASCII lower case; every other byte unchanged. */

@@ -78,6 +78,19 @@ struct vault {
 	struct vault_match *m; /* arena; NULL when there are no values */
 };
 
+/*
+ * The byte encoders of the rendered forms (vault_redact.c), shared with
+ * the substitutions (vault_subst.c) so a substituted piece is, by
+ * construction, in a form the redactor masks. Each writes the encoding
+ * of c at o (when o is not NULL) and returns its length (at most 6).
+ */
+#define VAULT_PCT_LOWER 0x1u /* lower-case hex digits */
+#define VAULT_PCT_PLUS 0x2u /* a space as '+' (forms) */
+size_t vault_enc_pct(uint8_t c, unsigned flags, const char *keep, uint8_t *o);
+#define VAULT_JSON_SLASH 0x1u /* '/' as "\/" */
+#define VAULT_JSON_HTML 0x4u /* <, >, & as \u003c... (Go's json.Marshal) */
+size_t vault_enc_json(uint8_t c, unsigned flags, uint8_t *o);
+
 /* Builds v->m from v->creds (vault_redact.c): 0, or -1 and e. */
 int vault_redact_build(struct vault *v, struct err *e);
 /* Bytes the matcher of these credentials needs in the arena (an upper

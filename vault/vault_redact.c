@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/text.h"
 #include "util/utf8.h"
 #include "vault/vault_int.h"
 
@@ -124,50 +125,58 @@ form_base64(struct forms *f, const uint8_t *v, size_t n, bool url)
 	form_end(f, s, o);
 }
 
-static bool
-unreserved(uint8_t c)
+size_t
+vault_enc_pct(uint8_t c, unsigned flags, const char *keep, uint8_t *o)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-	    c == '~';
+	const char *hex =
+	    (flags & VAULT_PCT_LOWER) ? "0123456789abcdef" : "0123456789ABCDEF";
+
+	if (text_unreserved(c) || (c != 0 && strchr(keep, c) != NULL)) {
+		if (o != NULL)
+			o[0] = c;
+		return 1;
+	}
+	if ((flags & VAULT_PCT_PLUS) && c == ' ') {
+		if (o != NULL)
+			o[0] = '+';
+		return 1;
+	}
+	if (o != NULL) {
+		o[0] = '%';
+		o[1] = (uint8_t)hex[c >> 4];
+		o[2] = (uint8_t)hex[c & 15];
+	}
+	return 3;
 }
 
 /* Percent-encoding of every byte but the unreserved ones and those in
  * keep (what common encoders leave alone: "/" for Python's quote,
- * "!'()*" for JavaScript's encodeURIComponent); form: a space is '+'. */
+ * "!'()*" for JavaScript's encodeURIComponent). */
 static void
-form_percent(struct forms *f, const uint8_t *v, size_t n, bool lower, bool form,
+form_percent(struct forms *f, const uint8_t *v, size_t n, unsigned flags,
     const char *keep)
 {
-	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
 	uint8_t *s = form_begin(f);
 	size_t o = f->off, i;
 
-	for (i = 0; i < n; i++) {
-		if (unreserved(v[i]) ||
-		    (v[i] != 0 && strchr(keep, v[i]) != NULL)) {
-			f->buf[o++] = v[i];
-		} else if (form && v[i] == ' ') {
-			f->buf[o++] = '+';
-		} else {
-			f->buf[o++] = '%';
-			f->buf[o++] = (uint8_t)hex[v[i] >> 4];
-			f->buf[o++] = (uint8_t)hex[v[i] & 15];
-		}
-	}
+	for (i = 0; i < n; i++)
+		o += vault_enc_pct(v[i], flags, keep, f->buf + o);
 	form_end(f, s, o);
 }
 
-#define JSON_SLASH 0x1u /* '/' as "\/" */
-#define JSON_ASCII 0x2u /* non-ASCII as \uXXXX (Python's json.dumps) */
-#define JSON_HTML 0x4u /* <, >, & as \u003c... (Go's json.Marshal) */
+/* non-ASCII as \uXXXX (Python's json.dumps): whole code points, so
+ * not a flag of the byte encoder */
+#define JSON_ASCII 0x2u
 
+/* "\uXXXX" at o (o may be NULL: the length only). */
 static size_t
 json_u(uint8_t *o, uint32_t cp)
 {
 	static const char hex[] = "0123456789abcdef";
 	int k;
 
+	if (o == NULL)
+		return 6;
 	o[0] = '\\';
 	o[1] = 'u';
 	for (k = 0; k < 4; k++)
@@ -175,8 +184,51 @@ json_u(uint8_t *o, uint32_t cp)
 	return 6;
 }
 
-/* JSON string escaping (RFC 8259 §7), minimal, plus what the JSON_*
- * flags ask for. */
+size_t
+vault_enc_json(uint8_t c, unsigned flags, uint8_t *o)
+{
+	char esc = 0;
+
+	if ((flags & VAULT_JSON_HTML) && (c == '<' || c == '>' || c == '&'))
+		return json_u(o, c);
+	switch (c) {
+	case '"':
+		esc = '"';
+		break;
+	case '\\':
+		esc = '\\';
+		break;
+	case '\b':
+		esc = 'b';
+		break;
+	case '\f':
+		esc = 'f';
+		break;
+	case '\t':
+		esc = 't';
+		break;
+	case '/':
+		esc = (flags & VAULT_JSON_SLASH) ? '/' : 0;
+		break;
+	default:
+		break;
+	}
+	if (esc != 0) {
+		if (o != NULL) {
+			o[0] = '\\';
+			o[1] = (uint8_t)esc;
+		}
+		return 2;
+	}
+	if (c < 0x20)
+		return json_u(o, c);
+	if (o != NULL)
+		o[0] = c;
+	return 1;
+}
+
+/* JSON string escaping (RFC 8259 §7), minimal, plus what the flags ask
+ * for (VAULT_JSON_*, JSON_ASCII). */
 static void
 form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
 {
@@ -185,10 +237,7 @@ form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
 	uint32_t cp;
 
 	for (i = 0; i < n; i++) {
-		uint8_t c = v[i];
-		char esc = 0;
-
-		if ((flags & JSON_ASCII) && c >= 0x80 &&
+		if ((flags & JSON_ASCII) && v[i] >= 0x80 &&
 		    (k = utf8_decode(v + i, n - i, &cp)) > 0) {
 			if (cp > 0xffff) {
 				cp -= 0x10000;
@@ -199,41 +248,7 @@ form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
 			i += k - 1;
 			continue;
 		}
-		if ((flags & JSON_HTML) && (c == '<' || c == '>' || c == '&')) {
-			o += json_u(f->buf + o, c);
-			continue;
-		}
-
-		switch (c) {
-		case '"':
-			esc = '"';
-			break;
-		case '\\':
-			esc = '\\';
-			break;
-		case '\b':
-			esc = 'b';
-			break;
-		case '\f':
-			esc = 'f';
-			break;
-		case '\t':
-			esc = 't';
-			break;
-		case '/':
-			esc = (flags & JSON_SLASH) ? '/' : 0;
-			break;
-		default:
-			break;
-		}
-		if (esc != 0) {
-			f->buf[o++] = '\\';
-			f->buf[o++] = (uint8_t)esc;
-		} else if (c < 0x20) {
-			o += json_u(f->buf + o, c);
-		} else {
-			f->buf[o++] = c;
-		}
+		o += vault_enc_json(v[i], flags, f->buf + o);
 	}
 	form_end(f, s, o);
 }
@@ -272,21 +287,21 @@ vault_forms(struct forms *f, const uint8_t *v, size_t n)
 	form_raw(f, "Bearer ", v, n);
 	form_base64(f, v, n, false);
 	form_base64(f, v, n, true);
-	form_percent(f, v, n, false, false, "");
-	form_percent(f, v, n, true, false, "");
+	form_percent(f, v, n, 0, "");
+	form_percent(f, v, n, VAULT_PCT_LOWER, "");
 	if (has_byte(v, n, ' '))
-		form_percent(f, v, n, false, true, "");
+		form_percent(f, v, n, VAULT_PCT_PLUS, "");
 	if (has_byte(v, n, '/'))
-		form_percent(f, v, n, false, false, "/");
+		form_percent(f, v, n, 0, "/");
 	if (has_any(v, n, "!'()*"))
-		form_percent(f, v, n, false, false, "!'()*");
+		form_percent(f, v, n, 0, "!'()*");
 	form_json(f, v, n, 0);
 	if (has_byte(v, n, '/'))
-		form_json(f, v, n, JSON_SLASH);
+		form_json(f, v, n, VAULT_JSON_SLASH);
 	if (has_high(v, n))
 		form_json(f, v, n, JSON_ASCII);
 	if (has_any(v, n, "<>&"))
-		form_json(f, v, n, JSON_HTML);
+		form_json(f, v, n, VAULT_JSON_HTML);
 }
 
 /* ---- the matcher ---- */

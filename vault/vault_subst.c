@@ -16,81 +16,23 @@
 #include "util/text.h"
 #include "vault/vault_int.h"
 
-static bool
-unreserved(uint8_t c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-	    c == '~';
-}
-
-static const char hex_upper[] = "0123456789ABCDEF";
-
 /*
- * Writes the encoding of c for surface s at o (when o is not NULL) and
- * returns its length. The forms are those vault_redact.c renders
- * (form_percent upper-case, form_json without "\/"), so echoes of a
- * substituted piece are masked.
+ * The encoding of c for surface s at o (o may be NULL: the length only):
+ * the forms vault_redact.c renders (percent upper-case, JSON without
+ * "\/"), through its own encoders, so echoes of a substituted piece are
+ * masked.
  */
 static size_t
 enc_byte(enum vault_surface s, uint8_t c, uint8_t *o)
 {
-	static const char hex_lower[] = "0123456789abcdef";
-	char esc = 0;
-
 	switch (s) {
 	case VAULT_SURFACE_PATH:
 	case VAULT_SURFACE_QUERY:
+		return vault_enc_pct(c, 0, "", o);
 	case VAULT_SURFACE_FORM:
-		if (unreserved(c))
-			break;
-		if (s == VAULT_SURFACE_FORM && c == ' ') {
-			if (o != NULL)
-				o[0] = '+';
-			return 1;
-		}
-		if (o != NULL) {
-			o[0] = '%';
-			o[1] = (uint8_t)hex_upper[c >> 4];
-			o[2] = (uint8_t)hex_upper[c & 15];
-		}
-		return 3;
+		return vault_enc_pct(c, VAULT_PCT_PLUS, "", o);
 	case VAULT_SURFACE_JSON:
-		switch (c) {
-		case '"':
-			esc = '"';
-			break;
-		case '\\':
-			esc = '\\';
-			break;
-		case '\b':
-			esc = 'b';
-			break;
-		case '\f':
-			esc = 'f';
-			break;
-		case '\t':
-			esc = 't';
-			break;
-		default:
-			break;
-		}
-		if (esc != 0) {
-			if (o != NULL) {
-				o[0] = '\\';
-				o[1] = (uint8_t)esc;
-			}
-			return 2;
-		}
-		if (c < 0x20) {
-			if (o != NULL) {
-				memcpy(o, "\\u00", 4);
-				o[4] = (uint8_t)hex_lower[c >> 4];
-				o[5] = (uint8_t)hex_lower[c & 15];
-			}
-			return 6;
-		}
-		break;
+		return vault_enc_json(c, 0, o);
 	case VAULT_SURFACE_HEADER:
 	case VAULT_SURFACE_NONE:
 		break;
@@ -230,18 +172,6 @@ vault_subst_free(uint8_t *out, size_t len)
 	free(out);
 }
 
-/* s[0..n) without leading and trailing spaces and tabs. */
-static void
-trim(const char **s, size_t *n)
-{
-	while (*n > 0 && (**s == ' ' || **s == '\t')) {
-		(*s)++;
-		(*n)--;
-	}
-	while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
-		(*n)--;
-}
-
 static bool
 ieq(const char *s, size_t n, const char *lit)
 {
@@ -256,7 +186,7 @@ vault_subst_body_surface(
 	size_t n;
 
 	if (cenc != NULL) {
-		trim(&cenc, &cenc_len);
+		text_trim_ows(&cenc, &cenc_len);
 		if (!ieq(cenc, cenc_len, "identity"))
 			return VAULT_SURFACE_NONE;
 	}
@@ -264,7 +194,7 @@ vault_subst_body_surface(
 		return VAULT_SURFACE_NONE;
 	semi = memchr(ctype, ';', ctype_len);
 	n = semi != NULL ? (size_t)(semi - ctype) : ctype_len;
-	trim(&ctype, &n);
+	text_trim_ows(&ctype, &n);
 	if (ieq(ctype, n, "application/json"))
 		return VAULT_SURFACE_JSON;
 	if (ieq(ctype, n, "application/x-www-form-urlencoded"))
