@@ -190,6 +190,7 @@ config_clear(struct config *c)
 	free(c->state_dir);
 	free(c->ca_key_file);
 	free(c->ca_cert_file);
+	free(c->ca_bundle);
 	free(c->deny_webhook);
 	free(c->sandbox_id);
 	free(c->log_file);
@@ -509,6 +510,7 @@ enum config_key {
 	K_STATE_DIR,
 	K_CA_KEY,
 	K_CA_CERT,
+	K_CA_BUNDLE,
 	K_TRUST_DIR,
 	K_SSL_INSECURE,
 	K_TOKEN_FILE,
@@ -640,6 +642,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_set_str(&c->ca_key_file, v, what, e);
 	case K_CA_CERT:
 		return config_set_str(&c->ca_cert_file, v, what, e);
+	case K_CA_BUNDLE:
+		return config_set_str(&c->ca_bundle, v, what, e);
 	case K_INTERCEPT_PORTS:
 		return config_set_ports(
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
@@ -692,6 +696,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_STATE_DIR", K_STATE_DIR},
     {"EGRESSD_CA_KEY_FILE", K_CA_KEY},
     {"EGRESSD_CA_CERT_FILE", K_CA_CERT},
+    {"EGRESSD_CA_BUNDLE", K_CA_BUNDLE},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
 };
 
@@ -805,6 +810,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("state-dir", K_STATE_DIR),
     CF_KEY("ca-key", K_CA_KEY),
     CF_KEY("ca-cert", K_CA_CERT),
+    CF_KEY("ca-bundle", K_CA_BUNDLE),
     CF_KEY("trust-dir", K_TRUST_DIR),
     CF_TRUE("ssl-insecure", ssl_insecure),
     CF_TRUE("version", version),

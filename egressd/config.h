@@ -91,6 +91,7 @@ struct config {
 	bool ssl_insecure;
 	char *state_dir; /* the proxy's CA and the exported bundle */
 	char *ca_key_file, *ca_cert_file; /* an operator's CA, or NULL */
+	char *ca_bundle; /* where the bundle goes; NULL: in state_dir */
 
 	/* Misc. */
 	char *deny_webhook;

@@ -977,6 +977,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	o.port = c->proxy_port;
 	o.mark = c->mark;
 	o.state_dir = c->state_dir;
+	o.ca_bundle = c->ca_bundle;
 	o.ca_key_file = c->ca_key_file;
 	o.ca_cert_file = c->ca_cert_file;
 	o.trust_dir = c->trust_dir;

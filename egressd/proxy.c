@@ -2420,8 +2420,14 @@ proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
 		err_prefix(e, "proxy CA");
 		return -1;
 	}
-	if (snprintf(bundle, sizeof(bundle), "%s/%s", o->state_dir,
-	        PROXY_BUNDLE_FILE) >= (int)sizeof(bundle)) {
+	if (o->ca_bundle != NULL && o->ca_bundle[0] != '\0') {
+		if (snprintf(bundle, sizeof(bundle), "%s", o->ca_bundle) >=
+		    (int)sizeof(bundle)) {
+			err_set(e, "CA bundle path too long");
+			return -1;
+		}
+	} else if (snprintf(bundle, sizeof(bundle), "%s/%s", o->state_dir,
+	               PROXY_BUNDLE_FILE) >= (int)sizeof(bundle)) {
 		err_set(e, "state directory path too long");
 		return -1;
 	}

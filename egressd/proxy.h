@@ -149,6 +149,9 @@ struct proxy_opts {
 	 * are not verified (tests and debugging only).
 	 */
 	const char *state_dir;
+	/* The merged bundle (system roots + the CA) for the sandbox: this
+	 * path, or state_dir/ca-bundle.crt when NULL. */
+	const char *ca_bundle;
 	const char *ca_key_file, *ca_cert_file; /* operator's CA, or NULL */
 	const char *trust_dir;
 	bool ssl_insecure;

@@ -42,9 +42,12 @@ bindings:
 EOF
 )
 STATE=$TB_DIR/state
+# the bundle in a volume of its own, as the deployments have it
+mkdir -p "$TB_DIR/ca-vol"
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
-    --state-dir "$STATE"
-C=(curl -sS --max-time 8 --cacert "$STATE/ca-bundle.crt" -o /dev/null
+    --state-dir "$STATE" --ca-bundle "$TB_DIR/ca-vol/ca-bundle.pem"
+tb_check_fails "--ca-bundle: nothing in the state dir" test -e "$STATE/ca-bundle.crt"
+C=(curl -sS --max-time 8 --cacert "$TB_DIR/ca-vol/ca-bundle.pem" -o /dev/null
     -H 'Authorization: Bearer fake-key')
 
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
