@@ -18,7 +18,9 @@
 #                bytes spliced);
 #   terminating  egressd --proxy, term.bench.test (a bearer binding: TLS
 #                terminated with egressd's CA, origin verified, header
-#                injected);
+#                injected); also term_plain (a path the binding does
+#                not cover: terminated only) and inject_1m/term_plain_1m
+#                (the same with 1 MiB bodies), for the vault's own cost;
 #   mitmdump     mitmproxy 8 in transparent mode (nft redirect of the
 #                client's uid), an addon setting the same header: the
 #                reference's own proxy;
@@ -69,6 +71,13 @@ head -c 1024 /dev/zero | tr '\0' x >"$DIR/www/small"
 mount -t tmpfs -o size=$((BULK_MB + 16))m tmpfs "$DIR/www" 2>/dev/null &&
     head -c 1024 /dev/zero | tr '\0' x >"$DIR/www/small"
 head -c $((BULK_MB << 20)) /dev/zero >"$DIR/www/bulk"
+# the vault's cost: the same bodies (1 KiB, 1 MiB) on paths the binding
+# covers (/small, /inj/*: injected, response redacted) and on one it does
+# not (/plain/*: terminated only)
+mkdir -p "$DIR/www/plain" "$DIR/www/inj"
+head -c $((1 << 20)) /dev/zero | tr '\0' x >"$DIR/www/plain/mid"
+cp "$DIR/www/small" "$DIR/www/plain/small"
+cp "$DIR/www/plain/mid" "$DIR/www/inj/mid"
 cat >"$DIR/ng-up/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -164,7 +173,7 @@ credentials:
   - {name: k, source: {type: file, path: $DIR/key}}
 bindings:
   - name: term
-    match: {hosts: [term.bench.test]}
+    match: {hosts: [term.bench.test], paths: ["/small", "/bulk", "/inj/*"]}
     auth: {type: bearer, credential: k}
 EOF
 printf 'bench-secret\n' >"$DIR/key"
@@ -189,6 +198,9 @@ cat "$DIR/state/ca.crt" "$DIR/ca.crt" >"$DIR/both.crt"
 chmod 644 "$DIR/both.crt"
 measure passthrough "https://pass.bench.test/small"
 measure terminating "https://term.bench.test/small" "$DIR/both.crt"
+measure term_plain "https://term.bench.test/plain/small" "$DIR/both.crt"
+measure inject_1m "https://term.bench.test/inj/mid" "$DIR/both.crt"
+measure term_plain_1m "https://term.bench.test/plain/mid" "$DIR/both.crt"
 cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
 c0=$(cpu)
 bulk passthrough "https://pass.bench.test/bulk"
@@ -295,6 +307,18 @@ for close in $CONNS; do
 			    m, k, c, rps, p50, p99, (d > 0 ? rps / d : 0),
 			    (dp > 0 ? p99 / dp : 0) }'
 		done
+	done
+done
+printf '\nthe vault (injection + response redaction) against termination alone, req/s:\n'
+for close in $CONNS; do
+	for c in $CONCS; do
+		read -r a _ <<<"$(r "terminating-$c-$close")"
+		read -r b _ <<<"$(r "term_plain-$c-$close")"
+		read -r x _ <<<"$(r "inject_1m-$c-$close")"
+		read -r y _ <<<"$(r "term_plain_1m-$c-$close")"
+		awk -v k="$close" -v c="$c" -v a="$a" -v b="$b" -v x="$x" -v y="$y" 'BEGIN {
+		    printf "  %-5s c=%-3s 1 KiB: %.0f vs %.0f (%.2fx)   1 MiB: %.0f vs %.0f (%.2fx)\n",
+		    k, c, a, b, (b > 0 ? a / b : 0), x, y, (y > 0 ? x / y : 0) }'
 	done
 done
 printf '\nbulk %s MiB, one download: direct %s MB/s, passthrough %s MB/s, terminating %s MB/s\n' \
