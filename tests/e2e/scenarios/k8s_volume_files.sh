@@ -50,8 +50,8 @@ tb_expect_eq "the ConfigMap's policy is in force: a.test resolves" \
 # --- an update: ..data swapped by rename, as the kubelet does ------------
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 publish v2 b.test
-tb_check "the swap reloads the policy (no signal, no write to the link)" \
-    tb_wait_log_line --since "$m" --timeout 10 "$TB_EGRESSD_LOG" \
+tb_check "the swap reloads the policy within 2 s (no signal, no write to the link)" \
+    tb_wait_log_line --since "$m" --timeout 2 "$TB_EGRESSD_LOG" \
     policy.loaded
 tb_expect_eq "b.test resolves now" "$TB_ORIGIN_B4" \
     "$(tb_sandbox dig +short +time=2 +tries=1 b.test A)"
@@ -65,8 +65,8 @@ tb_check "GET /policy shows the new rule" grep -q '"target":"b.test"' \
 NEW="k8s2-$TB_ID-$RANDOM$RANDOM"
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
 publish v3 b.test "$NEW"
-tb_check "the swap rotates the token" tb_wait_log_line --since "$m" \
-    --timeout 10 "$TB_EGRESSD_LOG" api.token_rotated
+tb_check "the swap rotates the token within 2 s" tb_wait_log_line --since "$m" \
+    --timeout 2 "$TB_EGRESSD_LOG" api.token_rotated
 tb_expect_eq "the new token works" 200 "$(api_get "$NEW")"
 tb_expect_eq "the old one no longer does" 401 "$(api_get "$TOKEN")"
 tb_check_fails "neither token is in the log" grep -qF -e "$NEW" -e "$TOKEN" \
