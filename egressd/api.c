@@ -18,6 +18,9 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/http.h>
@@ -1134,16 +1137,10 @@ api_conn_input_cb(
 }
 
 static struct bufferevent *
-api_bev_cb(struct event_base *base, void *arg)
+api_bev_track(struct api *a, struct event_base *base, struct bufferevent *bev)
 {
-	struct api *a = arg;
-	struct bufferevent *bev;
 	struct api_conn *c;
 
-	if (a == NULL || a->magic != API_MAGIC)
-		abort();
-	api_sweep(a);
-	bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL)
 		return NULL;
 	/* Listeners pause at the cap, so at most one arrives past it (a
@@ -1176,6 +1173,41 @@ api_bev_cb(struct event_base *base, void *arg)
 		    LOG_S("reason", "connection cap reached"));
 	}
 	return bev;
+}
+
+static struct bufferevent *
+api_bev_cb(struct event_base *base, void *arg)
+{
+	struct api *a = arg;
+
+	if (a == NULL || a->magic != API_MAGIC)
+		abort();
+	api_sweep(a);
+	return api_bev_track(
+	    a, base, bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE));
+}
+
+/* The TLS listener: the handshake runs inside the bufferevent; what
+ * api_frame and evhttp read is the decrypted stream. */
+static struct bufferevent *
+api_bev_tls_cb(struct event_base *base, void *arg)
+{
+	struct api *a = arg;
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (a == NULL || a->magic != API_MAGIC)
+		abort();
+	api_sweep(a);
+	if ((ssl = SSL_new(a->tls)) == NULL)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(
+	    base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	return api_bev_track(a, base, bev);
 }
 
 /*
@@ -1253,7 +1285,10 @@ api_request_cb(struct evhttp_request *req, void *arg)
 
 	if (evcon != NULL) {
 		api_peer_key(evhttp_connection_get_addr(evcon), key);
-		r.local = api_peer_local(evhttp_connection_get_addr(evcon));
+		r.transport_ok =
+		    api_peer_local(evhttp_connection_get_addr(evcon)) ||
+		    bufferevent_openssl_get_ssl(
+		        evhttp_connection_get_bufferevent(evcon)) != NULL;
 	}
 	rt = api_route_find(r.path);
 	guarded = rt != NULL && rt->auth && a->token != NULL;
@@ -1449,13 +1484,65 @@ api_bind_unix(struct api *a, const char *path, unsigned mode, struct err *e)
 		return -1;
 	}
 	if ((a->unix_path = strdup(path)) == NULL ||
-	    (a->unx = evhttp_accept_socket_with_handle(a->http, fd)) == NULL) {
+	    (a->unx = evhttp_accept_socket_with_handle(a->http_unix, fd)) ==
+	        NULL) {
 		err_set(e, "api socket %s: cannot register", path);
 		close(fd);
 		unlink(path);
 		return -1;
 	}
 	return 0;
+}
+
+/* One evhttp server as the API wants it; bevcb makes its connections. */
+static struct evhttp *
+api_http_new(
+    struct api *a, struct bufferevent *(*bevcb)(struct event_base *, void *))
+{
+	struct evhttp *h = evhttp_new(a->base);
+
+	if (h == NULL)
+		return NULL;
+	/* Every method reaches api_request_cb so /policy can answer 405. */
+	evhttp_set_allowed_methods(h, 0xffff);
+	/* api_frame enforces the real bounds, answering in our format;
+	 * evhttp's (twice as large) are only a backstop. */
+	evhttp_set_max_body_size(h, 2 * (ev_ssize_t)API_BODY_MAX);
+	evhttp_set_max_headers_size(h, 2 * (ev_ssize_t)API_HEADERS_MAX);
+	evhttp_set_timeout(h, API_TIMEOUT_S);
+	/* Read (and drop) an oversized body before answering 413, so the
+	 * client sees the answer instead of a reset. */
+	evhttp_set_flags(h, EVHTTP_SERVER_LINGERING_CLOSE);
+	evhttp_set_gencb(h, api_request_cb, a);
+	evhttp_set_bevcb(h, bevcb, a);
+	return h;
+}
+
+/* The TLS listener's context: TLS 1.2 and up, the operator's chain and
+ * key; NULL and e when they do not load or do not match. */
+static SSL_CTX *
+api_tls_ctx(const char *cert, const char *key, struct err *e)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	unsigned long code;
+	char why[256] = "";
+
+	if (ctx == NULL ||
+	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+	    SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		if ((code = ERR_get_error()) != 0)
+			ERR_error_string_n(code, why, sizeof(why));
+		ERR_clear_error();
+		err_set(e, "api TLS (%s, %s): %s", cert, key,
+		    why[0] != '\0' ? why : "cannot load");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_options(
+	    ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	return ctx;
 }
 
 struct api *
@@ -1488,22 +1575,15 @@ api_new(struct event_base *base, const struct api_opts *o,
 			goto out_free;
 		}
 	}
-	if ((a->http = evhttp_new(base)) == NULL) {
+	if (o->tls_cert != NULL && o->tls_cert[0] != '\0' &&
+	    (a->tls = api_tls_ctx(o->tls_cert, o->tls_key, e)) == NULL)
+		goto out_free;
+	if ((a->http = api_http_new(
+	         a, a->tls != NULL ? api_bev_tls_cb : api_bev_cb)) == NULL ||
+	    (a->http_unix = api_http_new(a, api_bev_cb)) == NULL) {
 		err_set(e, "api: evhttp_new failed");
 		goto out_free;
 	}
-	/* Every method reaches api_request_cb so /policy can answer 405. */
-	evhttp_set_allowed_methods(a->http, 0xffff);
-	/* api_frame enforces the real bounds, answering in our format;
-	 * evhttp's (twice as large) are only a backstop. */
-	evhttp_set_max_body_size(a->http, 2 * (ev_ssize_t)API_BODY_MAX);
-	evhttp_set_max_headers_size(a->http, 2 * (ev_ssize_t)API_HEADERS_MAX);
-	evhttp_set_timeout(a->http, API_TIMEOUT_S);
-	/* Read (and drop) an oversized body before answering 413, so the
-	 * client sees the answer instead of a reset. */
-	evhttp_set_flags(a->http, EVHTTP_SERVER_LINGERING_CLOSE);
-	evhttp_set_gencb(a->http, api_request_cb, a);
-	evhttp_set_bevcb(a->http, api_bev_cb, a);
 	if ((a->ev_sweep = event_new(
 	         base, -1, EV_PERSIST, api_sweep_timer_cb, a)) == NULL) {
 		err_set(e, "api: out of memory");
@@ -1529,6 +1609,7 @@ api_new(struct event_base *base, const struct api_opts *o,
 		        "no token configured; policy mutations "
 		        "are refused (412)"));
 	log_info(a->log, "api.listen", LOG_S("tcp", a->tcp_text),
+	    LOG_B("tls", a->tls != NULL),
 	    LOG_S("unix", a->unix_path != NULL ? a->unix_path : ""),
 	    LOG_B("auth", a->token != NULL));
 	return a;
@@ -1576,6 +1657,9 @@ api_free(struct api *a)
 	/* Frees every connection and closes the listeners. */
 	if (a->http != NULL)
 		evhttp_free(a->http);
+	if (a->http_unix != NULL)
+		evhttp_free(a->http_unix);
+	SSL_CTX_free(a->tls);
 	while (a->nall > 0)
 		api_conn_free(a->conns[--a->nall]);
 	if (a->unix_path != NULL) {

@@ -113,6 +113,9 @@ struct api_hooks {
 struct api_opts {
 	const char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
 	const char *listen_unix; /* socket path; NULL or "" = none */
+	/* TLS on the TCP listener: a PEM certificate chain and its key
+	 * (both or neither). The Unix socket stays plain. */
+	const char *tls_cert, *tls_key;
 	unsigned unix_mode; /* 0 means API_UNIX_MODE */
 	const char *token; /* copied (and wiped on free); NULL/"" = none */
 	bool insecure_no_token; /* allow mutations without any token */

@@ -58,7 +58,11 @@ struct api_conn {
 struct api {
 	uint32_t magic;
 	struct event_base *base;
-	struct evhttp *http;
+	/* The TCP listener's server (TLS when tls is set) and the Unix
+	 * socket's (always plain: libevent 2.1 has one bufferevent hook per
+	 * server, not per listener). */
+	struct evhttp *http, *http_unix;
+	struct ssl_ctx_st *tls; /* SSL_CTX of --api-tls-cert, or NULL */
 	struct api_hooks h;
 	char *token; /* NULL when none configured */
 	size_t tokenlen;
@@ -98,7 +102,9 @@ struct api_req {
 	const char *path;
 	enum evhttp_cmd_type cmd;
 	int status;
-	bool local; /* the peer is loopback or on the Unix socket */
+	/* Vault writes may come this way (contract §4): TLS, a loopback
+	 * peer, or the Unix socket. */
+	bool transport_ok;
 };
 
 /* Answers. Each sends the reply and records its status in r. */

@@ -9,8 +9,8 @@
  * the values, is wiped once it has been parsed.
  *
  * Order of checks on writes: 401 (route), 405, 412 (no token; proxy not
- * ready or upstream verification off), 426 (neither loopback nor the Unix
- * socket: this API serves no TLS), then 400, 404, 409 from the mutation.
+ * ready or upstream verification off), 426 (neither TLS, nor loopback, nor
+ * the Unix socket), then 400, 404, 409 from the mutation.
  */
 #include <stdio.h>
 #include <string.h>
@@ -171,7 +171,7 @@ write_allowed(struct api_req *r, enum vault_op op)
 		write_failed(r, op, 412, why);
 		return false;
 	}
-	if (!r->local) {
+	if (!r->transport_ok) {
 		api_reply_text(r, 426,
 		    "credential vault writes require TLS or loopback "
 		    "transport");

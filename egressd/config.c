@@ -179,6 +179,8 @@ config_clear(struct config *c)
 	free(c->rules_dir);
 	free(c->http_addr);
 	free(c->api_socket);
+	free(c->api_tls_cert);
+	free(c->api_tls_key);
 	config_wipe_token(c);
 	free(c->token_file);
 	free(c->dns_upstreams);
@@ -515,6 +517,8 @@ enum config_key {
 	K_SSL_INSECURE,
 	K_TOKEN_FILE,
 	K_API_SOCKET,
+	K_API_TLS_CERT,
+	K_API_TLS_KEY,
 	K_RULES_DIR,
 	K_LOG_FILE,
 	K_DNS_PORT,
@@ -609,6 +613,10 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_set_str(&c->token_file, v, what, e);
 	case K_API_SOCKET:
 		return config_set_str(&c->api_socket, v, what, e);
+	case K_API_TLS_CERT:
+		return config_set_str(&c->api_tls_cert, v, what, e);
+	case K_API_TLS_KEY:
+		return config_set_str(&c->api_tls_key, v, what, e);
 	case K_RULES_DIR:
 		return config_set_str(&c->rules_dir, v, what, e);
 	case K_LOG_FILE:
@@ -682,6 +690,8 @@ static const struct config_env config_envs[] = {
     {"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", K_SSL_INSECURE},
     {"EGRESSD_API_TOKEN_FILE", K_TOKEN_FILE},
     {"EGRESSD_API_SOCKET", K_API_SOCKET},
+    {"EGRESSD_API_TLS_CERT", K_API_TLS_CERT},
+    {"EGRESSD_API_TLS_KEY", K_API_TLS_KEY},
     {"EGRESSD_API_INSECURE_NO_TOKEN", K_INSECURE_NO_TOKEN},
     {"EGRESSD_RULES_DIR", K_RULES_DIR},
     {"EGRESSD_LOG_FILE", K_LOG_FILE},
@@ -788,6 +798,8 @@ static const struct config_flag config_flags[] = {
     CF_KEY("rules-dir", K_RULES_DIR),
     CF_KEY("http-addr", K_HTTP_ADDR),
     CF_KEY("api-socket", K_API_SOCKET),
+    CF_KEY("api-tls-cert", K_API_TLS_CERT),
+    CF_KEY("api-tls-key", K_API_TLS_KEY),
     CF_KEY("api-token-file", K_TOKEN_FILE),
     {"api-token", F_KEY, K_TOKEN, 0, 0, true},
     CF_TRUE("api-insecure-no-token", api_insecure_no_token),
@@ -1013,6 +1025,10 @@ config_finish(struct config *c, struct err *e)
 		err_set(e,
 		    "the transparent proxy needs mode dns+nft (the "
 		    "redirect to it is an nftables rule)");
+		return -1;
+	}
+	if ((c->api_tls_cert == NULL) != (c->api_tls_key == NULL)) {
+		err_set(e, "--api-tls-cert and --api-tls-key go together");
 		return -1;
 	}
 	if ((c->ca_key_file == NULL) != (c->ca_cert_file == NULL)) {

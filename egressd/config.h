@@ -51,6 +51,9 @@ struct config {
 	/* Control API. */
 	char *http_addr; /* "" disables TCP */
 	char *api_socket;
+	/* TLS on the TCP API (both or neither): vault writes from off the
+	 * pod need it (contract §4, 426 otherwise). */
+	char *api_tls_cert, *api_tls_key;
 	char *token; /* secret: wiped by config_clear, never logged */
 	char *token_file;
 	bool api_insecure_no_token;

@@ -1383,6 +1383,8 @@ egressd_start_api(struct egressd *d, struct err *e)
 	memset(&h, 0, sizeof(h));
 	o.listen_tcp = c->http_addr;
 	o.listen_unix = c->api_socket;
+	o.tls_cert = c->api_tls_cert;
+	o.tls_key = c->api_tls_key;
 	o.token = c->token;
 	o.insecure_no_token = c->api_insecure_no_token;
 	o.max_rules = c->max_rules;
