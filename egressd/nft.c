@@ -26,6 +26,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 
+#include "egressd/nft_err.h"
 #include "egressd/nft_int.h"
 #include "egressd/stats.h"
 #include "util/hash.h"
@@ -431,8 +432,6 @@ mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 
 static void learn_detach(struct nft *n);
 static void learn_drain(struct nft *n);
-static void ext_ack(
-    const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs);
 
 /* ---- socket, send, acks ---- */
 
@@ -472,7 +471,11 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 	}
 	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (n->nl == NULL) {
-		err_set(e, "nft: netlink socket: %s", strerror(errno));
+		int en = errno;
+		const char *hint = nft_err_hint(NFT_ERR_SOCKET, NULL, en);
+
+		err_set(e, "nft: netlink socket: %s%s%s", strerror(en),
+		    hint[0] ? "; " : "", hint);
 		goto out_free;
 	}
 	if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
@@ -549,38 +552,6 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
 	}
 }
 
-/* The extended-ack text and offset, if the kernel sent them. */
-static void
-ext_ack(const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs)
-{
-	const struct nlmsgerr *me = mnl_nlmsg_get_payload(nlh);
-	const struct nlattr *a;
-	size_t off;
-
-	msg[0] = '\0';
-	*offs = -1;
-	if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
-		return;
-	off = sizeof(*nlh) + sizeof(*me);
-	if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
-		off += me->msg.nlmsg_len - sizeof(me->msg);
-	off = NLMSG_ALIGN(off);
-	if (nlh->nlmsg_len <= off)
-		return;
-	for (a = (const struct nlattr *)((const uint8_t *)nlh + off);
-	     mnl_attr_ok(a,
-	         (int)((const uint8_t *)nlh + nlh->nlmsg_len -
-	             (const uint8_t *)a));
-	     a = mnl_attr_next(a)) {
-		if (mnl_attr_get_type(a) == NLMSGERR_ATTR_MSG &&
-		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
-			snprintf(msg, msglen, "%s", mnl_attr_get_str(a));
-		else if (mnl_attr_get_type(a) == NLMSGERR_ATTR_OFFS &&
-		    mnl_attr_validate(a, MNL_TYPE_U32) == 0)
-			*offs = (int)mnl_attr_get_u32(a);
-	}
-}
-
 /*
  * Sends one finished batch and waits for one ack per message. The first
  * failing message (lowest index) is reported with the kernel's errno and
@@ -589,81 +560,32 @@ ext_ack(const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs)
 static int
 nft_send(struct nft *n, struct nft_batch *b, struct err *e)
 {
-	uint8_t *buf;
+	struct nft_acks acks;
 	uint32_t base = n->seq;
-	size_t nmsgs = b->nmsgs, acked = 0, bad = (size_t)-1;
-	int bad_errno = 0, bad_offs = -1, rc = -1;
-	char kmsg[256] = "", tmp[256];
+	size_t nmsgs = b->nmsgs;
+	int rc = -1;
 	ssize_t r;
 
 	n->seq += (uint32_t)nmsgs + 2;
 	nft_batch_set_seq_(b, base);
 	sock_bufs(n, b->len, nmsgs);
-	buf = n->rbuf;
+	nft_acks_init(&acks, base, nmsgs);
 	r = mnl_socket_sendto(n->nl, b->buf, b->len);
 	if (r < 0 || (size_t)r != b->len) {
 		err_set(e, "nft: netlink send (%zu bytes): %s", b->len,
 		    r < 0 ? strerror(errno) : "short write");
 		goto out;
 	}
-	while (acked < nmsgs) {
-		const struct nlmsghdr *nlh;
-		int len;
-
-		r = mnl_socket_recvfrom(n->nl, buf, NFT_RECV_BUF);
+	do {
+		r = mnl_socket_recvfrom(n->nl, n->rbuf, NFT_RECV_BUF);
 		if (r < 0) {
 			err_set(e, "nft: waiting for acks (%zu of %zu): %s",
-			    acked, nmsgs,
+			    acks.acked, nmsgs,
 			    errno == EAGAIN ? "timeout" : strerror(errno));
 			goto out;
 		}
-		len = (int)r;
-		for (nlh = (const struct nlmsghdr *)buf; mnl_nlmsg_ok(nlh, len);
-		     nlh = mnl_nlmsg_next(nlh, &len)) {
-			const struct nlmsgerr *me;
-			uint32_t s = nlh->nlmsg_seq;
-
-			if (nlh->nlmsg_type != NLMSG_ERROR)
-				continue;
-			me = mnl_nlmsg_get_payload(nlh);
-			if (s == base) {
-				/* the batch as a whole (commit, ENOMEM) */
-				ext_ack(nlh, tmp, sizeof(tmp), &bad_offs);
-				err_set(e,
-				    "nft: kernel refused the batch "
-				    "(%zu messages): %s%s%s",
-				    nmsgs, strerror(-me->error),
-				    tmp[0] ? ": " : "", tmp);
-				goto out;
-			}
-			if (s <= base || s > base + nmsgs)
-				continue; /* not ours (stale) */
-			acked++;
-			if (me->error != 0 && s - base - 1 < bad) {
-				bad = s - base - 1;
-				bad_errno = -me->error;
-				ext_ack(nlh, kmsg, sizeof(kmsg), &bad_offs);
-			}
-		}
-	}
-	if (bad != (size_t)-1) {
-		if (bad_offs >= 0)
-			snprintf(tmp, sizeof(tmp),
-			    " (bad attribute at byte %d)", bad_offs);
-		else if ((bad_errno == ENOENT || bad_errno == EOPNOTSUPP) &&
-		    strncmp(nft_batch_msg_label(b, bad), "NEWRULE", 7) == 0)
-			snprintf(tmp, sizeof(tmp),
-			    " (an expression of this rule missing from the "
-			    "kernel? see docs/nft.md)");
-		else
-			tmp[0] = '\0';
-		err_set(e,
-		    "nft: kernel refused message %zu of %zu (%s): %s%s%s%s",
-		    bad + 1, nmsgs, nft_batch_msg_label(b, bad),
-		    strerror(bad_errno), kmsg[0] ? ": " : "", kmsg, tmp);
-		goto out;
-	}
-	rc = 0;
+	} while (!nft_acks_feed(&acks, n->rbuf, (size_t)r));
+	rc = nft_acks_result(&acks, b, e);
 out:
 	if (n->st != NULL) {
 		if (rc == 0)
@@ -714,8 +636,12 @@ nft_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb, void *arg,
 		}
 		rc = mnl_cb_run(buf, (size_t)r, seq, n->portid, cb, arg);
 		if (rc == MNL_CB_ERROR) {
-			err_set(e, "nft: %s: %s", what, strerror(errno));
-			rc = -errno;
+			int en = errno;
+			const char *hint = nft_err_hint(NFT_ERR_GET, NULL, en);
+
+			err_set(e, "nft: %s: %s%s%s", what, strerror(en),
+			    hint[0] ? "; " : "", hint);
+			rc = -en;
 			break;
 		}
 		if (rc == MNL_CB_STOP) {
@@ -2026,7 +1952,7 @@ learn_read_acks(struct nft *n)
 			if (t == NULL)
 				continue; /* not ours (stale) */
 			if (s == t->base || me->error != 0) {
-				ext_ack(nlh, kmsg, sizeof(kmsg), &offs);
+				nft_err_ext_ack(nlh, kmsg, sizeof(kmsg), &offs);
 				if (!t->failed)
 					(void)snprintf(t->why, sizeof(t->why),
 					    "nft: kernel refused a learn "

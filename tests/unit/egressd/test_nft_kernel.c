@@ -15,10 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <linux/capability.h>
 
 #include <event2/event.h>
 
@@ -1195,6 +1199,69 @@ test_learn_evicts(void **state)
 	nft_free(n);
 }
 
+/*
+ * A container without NET_ADMIN, for real: a child drops CAP_NET_ADMIN
+ * and tries the first apply. The refusal must name the capability
+ * (nft_err; the other missing-nftables paths are injected in
+ * test_nft_err.c) and leave the table as it was.
+ */
+static void
+test_no_cap_net_admin(void **state)
+{
+	struct __user_cap_header_struct h = {
+	    .version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct c[2];
+	int fds[2], status;
+	char msg[512] = "";
+	ssize_t r;
+	pid_t pid;
+	char *out;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct policy *p = ts_policy_json(p1_json);
+		struct nft_opts o;
+		struct nft *n;
+		struct err e;
+
+		close(fds[0]);
+		if (syscall(SYS_capget, &h, c) != 0)
+			_exit(2);
+		c[CAP_NET_ADMIN / 32].effective &=
+		    ~(1u << (CAP_NET_ADMIN % 32));
+		c[CAP_NET_ADMIN / 32].permitted &=
+		    ~(1u << (CAP_NET_ADMIN % 32));
+		if (syscall(SYS_capset, &h, c) != 0)
+			_exit(3);
+		nft_opts_init(&o);
+		n = nft_new(&o, NULL, &e);
+		if (n != NULL && nft_apply_policy(n, p, &e) == 0)
+			_exit(4); /* applied without the capability */
+		if (write(fds[1], e.msg, strlen(e.msg)) < 0)
+			_exit(5);
+		_exit(0);
+	}
+	close(fds[1]);
+	r = read(fds[0], msg, sizeof(msg) - 1);
+	close(fds[0]);
+	assert_true(waitpid(pid, &status, 0) == pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(r > 0);
+	msg[r] = '\0';
+	if (strstr(msg, "CAP_NET_ADMIN") == NULL ||
+	    strstr(msg, strerror(EPERM)) == NULL)
+		fail_msg("refusal without the reason: %s", msg);
+	out = run("nft list tables");
+	assert_null(strstr(out, "table inet egressd"));
+	free(out);
+}
+
 int
 main(void)
 {
@@ -1218,6 +1285,7 @@ main(void)
 	    cmocka_unit_test_setup(test_learn_async_batched, setup),
 	    cmocka_unit_test_setup(test_learn_async_limited, setup),
 	    cmocka_unit_test_setup(test_learn_evicts, setup),
+	    cmocka_unit_test_setup(test_no_cap_net_admin, setup),
 	};
 
 	have_netns = ts_netns_enter("test_nft_kernel");
