@@ -655,6 +655,36 @@ if (what === "k8s") {
   sameObjects(objs, baseObjects(), "helm");
   await validateK8s(objs, "helm");
   checkGating(objs, "helm");
+  // With API TLS on (egressd.apiTLS.secretName): the same gating, the
+  // probes on HTTPS (plain HTTP on that port is refused), the certificate
+  // and key from that Secret, mounted into egressd only.
+  const tlsSecret = "egressd-api-tls";
+  const tobjs = parseDocs(
+    execFileSync(helm, ["template", "egressd", chart, "--set", `egressd.apiTLS.secretName=${tlsSecret}`], {
+      encoding: "utf8",
+    }),
+  );
+  await validateK8s(tobjs, "helm+apiTLS");
+  checkGating(tobjs, "helm+apiTLS");
+  const tpod = tobjs.find((o) => o.kind === "Pod");
+  const tside = tpod.spec.initContainers.find((c) => c.name === "egressd");
+  const probes = ["startupProbe", "livenessProbe", "readinessProbe"].map((k) => tside[k]);
+  ok(
+    probes.every((p) => p?.httpGet?.scheme === "HTTPS"),
+    "helm+apiTLS: every probe of egressd uses HTTPS",
+  );
+  const tvol = (tpod.spec.volumes || []).find((v) => v.secret?.secretName === tlsSecret);
+  for (const flag of ["--api-tls-cert", "--api-tls-key"]) {
+    const a = (tside.args || []).find((x) => x.startsWith(flag + "="));
+    const file = a && a.slice(flag.length + 1);
+    const m = tvol && (tside.volumeMounts || []).find((x) => x.name === tvol.name && file?.startsWith(x.mountPath + "/"));
+    ok(!!m && m.readOnly === true, `helm+apiTLS: ${flag} names a file of the TLS Secret, mounted read-only`);
+  }
+  const dside = objs.find((o) => o.kind === "Pod").spec.initContainers.find((c) => c.name === "egressd");
+  ok(
+    !(dside.args || []).some((x) => x.startsWith("--api-tls")) && dside.startupProbe.httpGet.scheme === undefined,
+    "helm: API TLS is off by default (plain probes, no TLS flags)",
+  );
 } else if (what === "compose") {
   await composeCheck();
 } else {
