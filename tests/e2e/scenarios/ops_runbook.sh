@@ -1,6 +1,6 @@
 #!/bin/bash
-# ops_runbook: the incident runbook of docs/operations.md, done as an
-# operator would against a running egressd with the proxy and a vault
+# ops_runbook: docs/operations.md's incident runbook and upgrade, done as
+# an operator would against a running egressd with the proxy and a vault
 # binding. (1) The sandbox has a raw TCP connection up, a terminated
 # keep-alive HTTPS connection whose first request got the real key, and a
 # pass-through keep-alive one. (2) "Stop all egress now": a deny-all while
@@ -11,9 +11,13 @@
 # fail; the pass-through connection lives on (the documented limit) until
 # egressd is killed, which leaves the table in force; the restarted
 # egressd keeps the deny-all (persisted) and has no vault. (3) Egress
-# restored: the next request is not injected. (4) The documented jq
-# one-liners (checked to be in the doc verbatim) find the injection, the
-# revocation, the policy commits and the API calls.
+# restored: the next request is not injected; the vault written again
+# injects, a PATCH revokes one credential, the next request is not
+# injected. An upgrade (SIGTERM, start): in the gap HTTPS to a learned
+# address is refused and DNS unanswered; the new egressd serves it at
+# once. (4) The documented jq one-liners (checked to be in the doc
+# verbatim) find the injections, the revocations, the policy commits,
+# the API calls, the cut, the denials and the refused proxy connection.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -174,13 +178,48 @@ tb_check "the sandbox reaches a.test again" tb_sandbox "${C[@]}" -o /dev/null \
     -H 'Authorization: Bearer fake-key' https://a.test/v1/restored
 tb_assert_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/v1/restored \
     'h.authorization=Bearer fake-key'
+# the server writes its vault again; then one credential is revoked alone
+S2=real-runbook-second-$RANDOM$RANDOM
+add2=${add//$S1/$S2}
+tb_expect_eq "the vault created again (new value): 201" 201 \
+    "$(tb_api POST /credential-vault "$add2")"
+m=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Authorization: Bearer fake-key' \
+    https://a.test/v1/again
+tb_assert_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/v1/again \
+    "h.authorization=Bearer $S2"
+tb_expect_eq "revoke: PATCH deletes the credential and its binding: 200" 200 \
+    "$(tb_api PATCH /credential-vault '{"credentials":{"delete":["k"]},"bindings":{"delete":["a-api"]}}')"
+tb_expect_eq "... revision 2, empty" '{"revision":2,"credentials":[],"bindings":[]}' "$(body)"
+m=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Authorization: Bearer fake-key' \
+    https://a.test/v1/revoked
+tb_assert_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/v1/revoked \
+    'h.authorization=Bearer fake-key'
 wait "$term_pid"
+
+# --- an upgrade: SIGTERM, then the new egressd adopts the table ------------------------
+tb_expect_eq "a.test's address is learned" "$TB_ORIGIN_A4" "$(dig_s a.test A)"
+tb_stop_egressd TERM
+tb_expect_eq "the old egressd stops cleanly" 0 "$TB_EGRESSD_STATUS"
+R=(--resolve "a.test:443:$TB_ORIGIN_A4")
+tb_check_fails "in the gap, HTTPS to the learned address meets no proxy (refused)" \
+    tb_sandbox "${C[@]}" "${R[@]}" -o /dev/null https://a.test/v1/gap
+nd_works "... a raw connection to it still opens (its lease runs)" \
+    tcp "$TB_ORIGIN_A4" 7
+tb_check_fails "... and no lookup is answered" \
+    tb_sandbox dig +short +time=1 +tries=1 a.test A
+tb_start_egressd "${EARGS[@]}"
+tb_check "the new egressd: the learned address works at once (adopted)" \
+    tb_sandbox "${C[@]}" "${R[@]}" -o /dev/null https://a.test/v1/upgraded
+tb_assert_log "$TB_ORIGIN_LOG" origin.request path=/v1/upgraded
+tb_assert_no_log "$TB_ORIGIN_LOG" origin.request path=/v1/gap
 
 # --- (4) reconstruct from the log with the documented one-liners ----------------------
 # Each command below is in docs/operations.md verbatim (LOG=egressd's log).
 J_INJECT='jq -c '\''select(.ev=="vault.inject" and .decision=="injected") | {ts, sandbox, binding, vault_revision, revision, host, method, path}'\'' "$LOG"'
 J_CHANGES='jq -c '\''select(.ev=="policy.updated" or .ev=="policy.loaded" or .ev=="vault.updated") | {ts, ev, op, trigger, revision, mode, reset, credentials, bindings}'\'' "$LOG"'
-J_REVOKED='jq -r '\''select(.ev=="vault.updated" and .op=="delete") | .ts'\'' "$LOG" | tail -n 1'
+J_REVOKED='jq -r '\''select(.ev=="vault.updated") | .ts'\'' "$LOG" | tail -n 1'
 J_AFTER='jq -c --arg t "$T" '\''select(.ev=="vault.inject" and .decision=="injected" and .ts > $t)'\'' "$LOG"'
 J_API='jq -c '\''select(.ev=="api.request" and .method!="GET") | {ts, method, path, status, peer}'\'' "$LOG"'
 J_CUT='jq -c '\''select(.ev=="nft.flows_cut") | {ts, trigger, cut, revision}'\'' "$LOG"'
@@ -192,14 +231,21 @@ done
 run_j() { LOG=$LOG T=${T:-} bash -c "${!1}"; }
 out=$(run_j J_INJECT)
 tb_expect_match "injections: a-api at vault revision 1, path /v1/ka0" \
-    '"sandbox":"'"$SBX_ID"'","binding":"a-api","vault_revision":1,.*"host":"a.test","method":"GET","path":"/v1/ka0"' "$out"
-tb_expect_eq "... exactly one" 1 "$(grep -c . <<<"$out")"
+    '^\{"ts":"[^"]*","sandbox":"'"$SBX_ID"'","binding":"a-api","vault_revision":1,"revision":2,"host":"a.test","method":"GET","path":"/v1/ka0"\}$' \
+    "$(sed -n 1p <<<"$out")"
+tb_expect_match "... then /v1/again, by the vault of the restarted egressd" \
+    '"binding":"a-api","vault_revision":1,.*"path":"/v1/again"\}$' \
+    "$(sed -n 2p <<<"$out")"
+tb_expect_eq "... and no other" 2 "$(grep -c . <<<"$out")"
 out=$(run_j J_CHANGES | jq -r '[.ev, (.op // .trigger), (.reset|tostring)] | join(":")' | tr '\n' ' ')
-tb_expect_match "commits in order: vault create, vault delete, deny-all, restart, restore" \
-    'vault.updated:create:null .*vault.updated:delete:null policy.updated:replace:true .*policy.loaded:start:null policy.updated:replace:false' "$out"
+tb_expect_match "commits in order: vault create, delete, deny-all, restart, restore, vault create, revoke, restart" \
+    'vault.updated:create:null .*vault.updated:delete:null policy.updated:replace:true .*policy.loaded:start:null policy.updated:replace:false vault.updated:create:null vault.updated:patch:null policy.loaded:start:null $' "$out"
 T=$(run_j J_REVOKED)
-tb_check "the revocation has a time" test -n "$T"
+tb_expect_eq "the last vault change is the revocation (PATCH)" \
+    "$T" "$(jq -r 'select(.ev=="vault.updated" and .op=="patch") | .ts' "$LOG")"
 tb_expect_eq "nothing injected after it" "" "$(T=$T run_j J_AFTER)"
+tb_expect_eq "... while before it there was" 2 \
+    "$(T=2000-01-01 run_j J_AFTER | grep -c .)"
 out=$(run_j J_API)
 tb_expect_match "API calls: the refused deny-all, the DELETE, the deny-all" \
     '"method":"POST","path":"/policy","status":400.*"method":"DELETE","path":"/credential-vault","status":204.*"method":"POST","path":"/policy","status":200' \
@@ -209,5 +255,5 @@ tb_expect_match "flow cuts: at least one by the update" '"trigger":"update","cut
 tb_expect_match "denials: a.test after the stop" '"name":"a.test","reason":' "$(run_j J_DENY)"
 tb_expect_match "proxy connections: the keep-alive one refused after the stop" \
     '"decision":"refused","reason":"name_denied","name":"a.test"' "$(run_j J_PROXY)"
-tb_check_fails "no value in the log" grep -qF "$S1" "$LOG"
+tb_check_fails "no value in the log" grep -qF -e "$S1" -e "$S2" "$LOG"
 tb_finish
