@@ -1607,6 +1607,15 @@ egressd_commit(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
 		egressd_cut_flows(d, "update");
 	}
+	/* The proxy's connections are redirected flows the cut skips. */
+	if (d->proxy != NULL) {
+		size_t closed = proxy_rejudge(d->proxy);
+
+		if (closed > 0)
+			log_info(d->log, "proxy.rejudged",
+			    LOG_U("closed", closed),
+			    LOG_U("revision", next->revision));
+	}
 	return 0;
 }
 

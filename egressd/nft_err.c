@@ -205,7 +205,8 @@ nft_acks_result(
 
 	if (a->batch_errno != 0) {
 		hint = nft_err_hint(NFT_ERR_BATCH, NULL, a->batch_errno);
-		err_set(e, "nft: kernel refused the batch (%zu messages): %s%s%s%s%s",
+		err_set(e,
+		    "nft: kernel refused the batch (%zu messages): %s%s%s%s%s",
 		    a->nmsgs, strerror(a->batch_errno), a->kmsg[0] ? ": " : "",
 		    a->kmsg, hint[0] ? "; " : "", hint);
 		return -1;
@@ -215,8 +216,8 @@ nft_acks_result(
 	label = nft_batch_msg_label(b, a->bad);
 	hint = nft_err_hint(NFT_ERR_MSG, label, a->bad_errno);
 	if (a->bad_offs >= 0)
-		(void)snprintf(offs, sizeof(offs), " (bad attribute at byte %d)",
-		    a->bad_offs);
+		(void)snprintf(offs, sizeof(offs),
+		    " (bad attribute at byte %d)", a->bad_offs);
 	err_set(e, "nft: kernel refused message %zu of %zu (%s): %s%s%s%s%s%s",
 	    a->bad + 1, a->nmsgs, label, strerror(a->bad_errno),
 	    a->kmsg[0] ? ": " : "", a->kmsg, offs, hint[0] ? "; " : "", hint);

@@ -181,6 +181,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_VAULT_REFUSED] = "vault_refused",
     [PROXY_VAULT_AMBIGUOUS] = "vault_ambiguous",
     [PROXY_VAULT_UNSAFE] = "vault_unsafe",
+    [PROXY_POLICY_CHANGED] = "policy_changed",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -2528,6 +2529,26 @@ uint16_t
 proxy_port(const struct proxy *p)
 {
 	return p->port;
+}
+
+size_t
+proxy_rejudge(struct proxy *p)
+{
+	struct proxy_conn *c, *next;
+	size_t closed = 0;
+
+	for (c = p->conns; c != NULL; c = next) {
+		next = c->next;
+		if ((c->st != PROXY_ST_CONNECT && c->st != PROXY_ST_RELAY) ||
+		    c->refused || c->name[0] == '\0')
+			continue;
+		if (p->h.judge(p->h.arg, c->name, &c->dst, c->dport) ==
+		    PROXY_OK)
+			continue;
+		proxy_conn_close(c, PROXY_POLICY_CHANGED);
+		closed++;
+	}
+	return closed;
 }
 
 void

@@ -93,6 +93,8 @@ enum proxy_reason {
 	PROXY_VAULT_AMBIGUOUS, /* vault: more than one binding matched (403) */
 	PROXY_VAULT_UNSAFE, /* vault: an injected request's response could
 	                       not be redacted (encoded, close-delimited): 502 */
+	PROXY_POLICY_CHANGED, /* a new policy denies an open connection's
+	                         name or destination: closed (proxy_rejudge) */
 	PROXY_NREASONS,
 };
 
@@ -182,6 +184,16 @@ struct proxy *proxy_new(struct event_base *base, const struct proxy_opts *o,
 /* Closes every connection (reason shutdown) and the listeners. */
 void proxy_free(struct proxy *p);
 uint16_t proxy_port(const struct proxy *p);
+/*
+ * A new policy is in force: every connection past its decision (being
+ * connected or relaying: pass-through, terminated or plain HTTP) is
+ * judged again by hooks.judge with its name (SNI, or a plain
+ * connection's first Host) and original destination, and closed at once
+ * (reason policy_changed) when refused, so stopping egress also stops
+ * the tunnels already open, which the conntrack flow cut cannot see
+ * (they are redirected to the proxy). Returns how many were closed.
+ */
+size_t proxy_rejudge(struct proxy *p);
 void proxy_status(const struct proxy *p, struct proxy_status *st);
 
 /*

@@ -6,10 +6,9 @@
 # pass-through keep-alive one. (2) "Stop all egress now": a deny-all while
 # a binding covers a host is refused (400), so the runbook revokes the API
 # vault first (DELETE /credential-vault), then POST /policy with an empty
-# body: the raw connection is cut, the terminated connection's next
-# request is refused (403), new lookups are NXDOMAIN, new connections
-# fail; the pass-through connection lives on (the documented limit) until
-# egressd is killed, which leaves the table in force; the restarted
+# body: the raw connection is cut, the proxy closes the terminated and the
+# pass-through connections (proxy_rejudge), new lookups are NXDOMAIN, new
+# connections fail; killing egressd leaves the table in force; the restarted
 # egressd keeps the deny-all (persisted) and has no vault. (3) Egress
 # restored: the next request is not injected; the vault written again
 # injects, a PATCH revokes one credential, the next request is not
@@ -133,6 +132,8 @@ tb_expect_match "... credential vault policy validation" \
 # the runbook: revoke the API vault, then deny all
 tb_expect_eq "runbook 1: DELETE /credential-vault: 204" 204 \
     "$(tb_api DELETE /credential-vault)"
+# a commit that denies nothing open closes nothing (the rejudge ran)
+tb_assert_no_log --since "$m" "$LOG" proxy.closed
 tb_expect_eq "runbook 2: POST /policy with an empty body: 200" 200 \
     "$(tb_api POST /policy '')"
 tb_expect_eq "... deny_all" \
@@ -143,10 +144,19 @@ tb_expect_match "the raw connection was cut (reset)" '^err (ECONNRESET|EPIPE) ' 
     "$(grep '^err' "$hold" || cat "$hold")"
 tb_check "nft.flows_cut logged it" tb_wait_log_line --since "$m" --timeout 3 \
     "$LOG" nft.flows_cut trigger=update 'cut~^[1-9]'
-tb_check "the terminated connection's next request: 403" \
-    tb_wait_line "$term" '^r1 403 same$' 8
-tb_check "the pass-through connection still relays (documented limit)" \
-    tb_wait_line "$pass" '^r1 200 same$' 8
+# the proxy's tunnels are redirected flows the conntrack cut skips: the
+# proxy judges its open connections again and closes both at once
+tb_check "the proxy closed the terminated connection (policy_changed)" \
+    tb_wait_log_line --since "$m" --timeout 3 "$LOG" proxy.closed \
+    name=a.test reason=policy_changed
+tb_check "... and the pass-through one" \
+    tb_wait_log_line --since "$m" --timeout 3 "$LOG" proxy.closed \
+    name=b.test reason=policy_changed
+tb_assert_log "$LOG" proxy.rejudged closed=2
+tb_check "the terminated connection's next request fails (closed)" \
+    tb_wait_line "$term" '^r1 [A-Za-z]' 8
+tb_check "the pass-through connection no longer relays" \
+    tb_wait_line "$pass" '^r1 [A-Za-z]' 8
 tb_expect_eq "a new lookup of a.test: NXDOMAIN" NXDOMAIN "$(rcode a.test)"
 tb_expect_eq "... and of b.test" NXDOMAIN "$(rcode b.test)"
 nd_fails_fast "a new connection to a.test's address fails" tcp "$TB_ORIGIN_A4" 7
@@ -162,7 +172,7 @@ tb_check "the table is still in force" \
     tb_sandbox_root nft list chain inet egressd filter_out
 touch "$GO/killed"
 wait "$pass_pid"
-tb_expect_match "the pass-through connection ended with egressd" '^r2 [A-Za-z]' \
+tb_expect_match "with egressd dead the sandbox cannot reconnect" '^r2 [A-Za-z]' \
     "$(grep '^r2' "$pass" || cat "$pass")"
 tb_check_fails "with egressd dead, nothing answers DNS" \
     tb_sandbox dig +short +time=1 +tries=1 a.test A
@@ -253,7 +263,10 @@ tb_expect_match "API calls: the refused deny-all, the DELETE, the deny-all" \
 tb_expect_match "flow cuts: at least one by the update" '"trigger":"update","cut":[1-9]' \
     "$(run_j J_CUT)"
 tb_expect_match "denials: a.test after the stop" '"name":"a.test","reason":' "$(run_j J_DENY)"
-tb_expect_match "proxy connections: the keep-alive one refused after the stop" \
-    '"decision":"refused","reason":"name_denied","name":"a.test"' "$(run_j J_PROXY)"
+out=$(run_j J_PROXY)
+tb_expect_match "proxy connections: the terminated one closed by the stop" \
+    '"decision":"terminated","reason":"policy_changed","name":"a.test"' "$out"
+tb_expect_match "... and the pass-through one" \
+    '"decision":"passthrough","reason":"policy_changed","name":"b.test"' "$out"
 tb_check_fails "no value in the log" grep -qF -e "$S1" -e "$S2" "$LOG"
 tb_finish

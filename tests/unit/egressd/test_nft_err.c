@@ -167,19 +167,19 @@ test_split_reads_and_missing_ack(void **state)
 
 	nft_acks_init(&a, BASE, f->n);
 	for (size_t i = 0; i + 1 < f->n; i++) {
-		size_t len = put_ack(buf, 0, BASE + 1 + (uint32_t)i, 0, NULL,
-		    -1);
+		size_t len =
+		    put_ack(buf, 0, BASE + 1 + (uint32_t)i, 0, NULL, -1);
 
 		assert_false(nft_acks_feed(&a, buf, len));
 	}
 	assert_int_equal(a.acked, f->n - 1);
 	/* a stale ack of an earlier batch and a non-error message: ignored */
-	assert_false(nft_acks_feed(&a, buf,
-	    put_ack(buf, 0, BASE - 3, EPERM, "old", -1)));
+	assert_false(nft_acks_feed(
+	    &a, buf, put_ack(buf, 0, BASE - 3, EPERM, "old", -1)));
 	((struct nlmsghdr *)buf)->nlmsg_type = NLMSG_DONE;
 	assert_false(nft_acks_feed(&a, buf, NLMSG_HDRLEN + 20));
-	assert_true(nft_acks_feed(&a, buf,
-	    put_ack(buf, 0, BASE + (uint32_t)f->n, 0, NULL, -1)));
+	assert_true(nft_acks_feed(
+	    &a, buf, put_ack(buf, 0, BASE + (uint32_t)f->n, 0, NULL, -1)));
 	assert_int_equal(a.bad, (size_t)-1);
 }
 
@@ -193,8 +193,8 @@ test_no_cap_net_admin(void **state)
 	struct err e;
 
 	nft_acks_init(&a, BASE, f->n);
-	assert_true(nft_acks_feed(&a, buf, put_ack(buf, 0, BASE, EPERM, NULL,
-	                                       -1)));
+	assert_true(
+	    nft_acks_feed(&a, buf, put_ack(buf, 0, BASE, EPERM, NULL, -1)));
 	assert_int_equal(nft_acks_result(&a, f->b, &e), -1);
 	assert_non_null(strstr(e.msg, "refused the batch"));
 	assert_non_null(strstr(e.msg, strerror(EPERM)));
@@ -211,8 +211,8 @@ test_no_nf_tables(void **state)
 	struct err e;
 
 	nft_acks_init(&a, BASE, f->n);
-	assert_true(nft_acks_feed(&a, buf,
-	    put_ack(buf, 0, BASE, EOPNOTSUPP, NULL, -1)));
+	assert_true(nft_acks_feed(
+	    &a, buf, put_ack(buf, 0, BASE, EOPNOTSUPP, NULL, -1)));
 	assert_int_equal(nft_acks_result(&a, f->b, &e), -1);
 	assert_non_null(strstr(e.msg, "no nf_tables"));
 	assert_non_null(strstr(e.msg, "nothing can be enforced"));
@@ -250,9 +250,8 @@ test_missing_expression(void **state)
 	assert_non_null(errs);
 	errs[k] = EOPNOTSUPP;
 	errs[f->n - 1] = ENOENT;
-	assert_int_equal(run_acks(f, errs, "Unknown expression type", msg,
-	                     sizeof(msg)),
-	    -1);
+	assert_int_equal(
+	    run_acks(f, errs, "Unknown expression type", msg, sizeof(msg)), -1);
 	assert_non_null(strstr(msg, nft_batch_msg_label(f->b, k)));
 	assert_non_null(strstr(msg, ": Unknown expression type"));
 	assert_non_null(strstr(msg, "nft_ct"));
@@ -280,28 +279,26 @@ static void
 test_socket_hints(void **state)
 {
 	(void)state;
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_SOCKET, NULL,
-	                           EPROTONOSUPPORT),
-	    "no netfilter netlink"));
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_SOCKET, NULL, EPERM),
-	    "seccomp"));
+	assert_non_null(
+	    strstr(nft_err_hint(NFT_ERR_SOCKET, NULL, EPROTONOSUPPORT),
+	        "no netfilter netlink"));
+	assert_non_null(
+	    strstr(nft_err_hint(NFT_ERR_SOCKET, NULL, EPERM), "seccomp"));
 	assert_string_equal(nft_err_hint(NFT_ERR_SOCKET, NULL, EMFILE), "");
 	/* a GET's ENOENT means "absent", not "no nftables" */
 	assert_string_equal(nft_err_hint(NFT_ERR_GET, NULL, ENOENT), "");
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_GET, NULL, EPERM),
-	    "CAP_NET_ADMIN"));
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_GET, NULL, EOPNOTSUPP),
-	    "no nf_tables"));
+	assert_non_null(
+	    strstr(nft_err_hint(NFT_ERR_GET, NULL, EPERM), "CAP_NET_ADMIN"));
+	assert_non_null(strstr(
+	    nft_err_hint(NFT_ERR_GET, NULL, EOPNOTSUPP), "no nf_tables"));
 	/* an errno with nothing to add gets nothing, not a wrong guess */
 	assert_string_equal(nft_err_hint(NFT_ERR_MSG, "NEWRULE x", EBUSY), "");
-	assert_string_equal(
-	    nft_err_hint(NFT_ERR_MSG, "NEWCHAINX", ENOENT), "");
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_MSG, "NEWSETELEM x",
-	                           ENOSPC),
-	    "kernel limit"));
-	assert_non_null(strstr(nft_err_hint(NFT_ERR_MSG, "NEWTABLE egressd",
-	                           EAFNOSUPPORT),
-	    "inet family"));
+	assert_string_equal(nft_err_hint(NFT_ERR_MSG, "NEWCHAINX", ENOENT), "");
+	assert_non_null(strstr(
+	    nft_err_hint(NFT_ERR_MSG, "NEWSETELEM x", ENOSPC), "kernel limit"));
+	assert_non_null(
+	    strstr(nft_err_hint(NFT_ERR_MSG, "NEWTABLE egressd", EAFNOSUPPORT),
+	        "inet family"));
 }
 
 /* The kernel's offset TLV, and acks too short to hold an nlmsgerr. */
@@ -317,7 +314,8 @@ test_ext_ack_and_garbage(void **state)
 	int offs;
 
 	len = put_ack(buf, 0, BASE + 2, EINVAL, "bad", 24);
-	nft_err_ext_ack((const struct nlmsghdr *)buf, text, sizeof(text), &offs);
+	nft_err_ext_ack(
+	    (const struct nlmsghdr *)buf, text, sizeof(text), &offs);
 	assert_string_equal(text, "bad");
 	assert_int_equal(offs, 24);
 	nft_acks_init(&a, BASE, f->n);
