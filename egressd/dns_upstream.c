@@ -135,8 +135,8 @@ dns_upstream_parse(const char *s, struct dns_upstream_addr *out, struct err *e)
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
-	if (addr_parse_hostport(
-	        s, DNS_UPSTREAM_PORT_DEFAULT, 0, &a, &out->port, e) == -1)
+	if (addr_parse_hostport(s, EGRESSD_DEFAULT_DNS_UPSTREAM_PORT, 0, &a,
+	        &out->port, e) == -1)
 		return -1;
 	out->family = a.family;
 	memcpy(out->addr, a.a, sizeof(out->addr));
@@ -209,7 +209,7 @@ dns_upstream_parse_resolv_conf(const char *buf, size_t len,
 			continue;
 		}
 		/* resolv.conf never carries a port: "ip:port" is not glibc's. */
-		if (out[*nout].port != DNS_UPSTREAM_PORT_DEFAULT) {
+		if (out[*nout].port != EGRESSD_DEFAULT_DNS_UPSTREAM_PORT) {
 			if (!have_err) {
 				err_set(&first, "%s: ports are not valid here",
 				    word);

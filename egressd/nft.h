@@ -63,6 +63,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "egressd/defaults.h"
 #include "util/err.h"
 #include "policy/policy.h"
 
@@ -85,13 +86,13 @@ struct stats;
 #define NFT_ADDRS_MAX 64 /* nameserver-exempt, DoH blocklist */
 /*
  * Elements per learned set (learned4, learned6, and any later set of
- * learned elements): the default and the bounds of --learned-max. When a
+ * learned elements): the bounds of --learned-max (its default is
+ * EGRESSD_DEFAULT_LEARNED_MAX, defaults.h). When a
  * set is full, learning a new address evicts the least recently learned
  * one (docs/nft.md). The kernel set is declared with NFT_LEARNED_SLACK
  * times that size: elements that expired but that the kernel has not
  * collected yet still count there, and must never make an add fail.
  */
-#define NFT_LEARNED_MAX_DEFAULT 262144
 #define NFT_LEARNED_MAX_MIN 16
 #define NFT_LEARNED_MAX_LIMIT (16u << 20)
 #define NFT_LEARNED_SLACK 2

@@ -94,14 +94,14 @@ nft_opts_init(struct nft_opts *o)
 	o->ttl_min = NFT_DEFAULT_TTL_MIN;
 	o->ttl_max = NFT_DEFAULT_TTL_MAX;
 	o->log_rate = NFT_DEFAULT_LOG_RATE;
-	o->learned_max = NFT_LEARNED_MAX_DEFAULT;
+	o->learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 }
 
 uint32_t
 nft_learned_kernel_size(uint32_t learned_max)
 {
 	if (learned_max == 0)
-		learned_max = NFT_LEARNED_MAX_DEFAULT;
+		learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 	if (learned_max > NFT_LEARNED_MAX_LIMIT)
 		learned_max = NFT_LEARNED_MAX_LIMIT;
 	return learned_max * NFT_LEARNED_SLACK;

@@ -45,7 +45,6 @@
 #define POLICY_DEPTH_MAX 16 /* nesting of YAML/JSON */
 #define POLICY_NAME_MAX 253 /* DNS name, presentation form */
 #define POLICY_DIAG_MAX 100 /* errors kept per load */
-#define POLICY_DEFAULT_MAX_RULES 4096 /* OPENSANDBOX_EGRESS_MAX_RULES */
 
 enum policy_action {
 	POLICY_DENY = 0,
