@@ -111,8 +111,6 @@ struct stats;
 #define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
 #define NFT_ACK_TIMEOUT_MS 5000 /* per recv while waiting for acks */
 #define NFT_ELEMS_PER_MSG 128 /* set elements per netlink message */
-#define NFT_DEFAULT_TTL_MIN 30 /* seconds */
-#define NFT_DEFAULT_TTL_MAX 3600 /* seconds */
 #define NFT_DEFAULT_LOG_RATE 5 /* kernel log lines/s for drops */
 #define NFT_SELFCHECK_TIMEOUT_MS 500 /* per probe datagram (failure only) */
 

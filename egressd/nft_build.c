@@ -91,8 +91,8 @@ nft_opts_init(struct nft_opts *o)
 	o->intercept_ports[0] = 80;
 	o->intercept_ports[1] = 443;
 	o->nintercept_ports = 2;
-	o->ttl_min = NFT_DEFAULT_TTL_MIN;
-	o->ttl_max = NFT_DEFAULT_TTL_MAX;
+	o->ttl_min = POLICY_DNS_TTL_MIN_DEFAULT;
+	o->ttl_max = POLICY_DNS_TTL_MAX_DEFAULT;
 	o->log_rate = NFT_DEFAULT_LOG_RATE;
 	o->learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 }

@@ -110,6 +110,15 @@ enum policy_cname_mode {
 	POLICY_CNAME_ALLOW_CHAINS, /* same; documented alias for future modes */
 };
 
+/*
+ * Defaults of the policy's "dns" block (docs/policy.md): the learned-address
+ * TTL clamp is also what the nft module falls back to without a policy.
+ */
+#define POLICY_DNS_TIMEOUT_MS_DEFAULT 5000
+#define POLICY_DNS_TTL_MIN_DEFAULT 30 /* seconds */
+#define POLICY_DNS_TTL_MAX_DEFAULT 3600 /* seconds */
+#define POLICY_DNS_NEGATIVE_TTL_DEFAULT 30 /* seconds */
+
 struct policy_dns {
 	char **upstreams; /* "ip", "ip:port", "[v6]:port"; literals only */
 	size_t nupstreams;
