@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -80,7 +81,7 @@ struct dns_upstream_attempt {
 struct dns_upstream_req {
 	uint32_t magic;
 	struct dns_upstreams *set;
-	struct dns_upstream_req *prev, *next; /* set->reqs */
+	LIST_ENTRY(dns_upstream_req) entry; /* set->reqs */
 	uint8_t *query;
 	size_t qlen;
 	bool tcp;
@@ -113,7 +114,7 @@ struct dns_upstreams {
 	char *probe_name;
 	struct dns_upstream *ups[DNS_UPSTREAMS_MAX];
 	size_t n;
-	struct dns_upstream_req *reqs;
+	LIST_HEAD(, dns_upstream_req) reqs;
 	size_t npending;
 	struct event *probe_timer;
 	bool lib_init;
@@ -745,16 +746,8 @@ static void dns_upstream_attempt_cb(
 static void
 dns_upstream_req_unlink(struct dns_upstream_req *r)
 {
-	struct dns_upstreams *u = r->set;
-
-	if (r->prev != NULL)
-		r->prev->next = r->next;
-	else
-		u->reqs = r->next;
-	if (r->next != NULL)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-	u->npending--;
+	LIST_REMOVE(r, entry);
+	r->set->npending--;
 }
 
 /* Forgets a from r's outstanding attempts. */
@@ -1101,10 +1094,7 @@ dns_upstream_send(struct dns_upstreams *u, const uint8_t *query, size_t qlen,
 	r->done = done;
 	r->arg = arg;
 	dns_upstream_req_order(r);
-	r->next = u->reqs;
-	if (u->reqs != NULL)
-		u->reqs->prev = r;
-	u->reqs = r;
+	LIST_INSERT_HEAD(&u->reqs, r, entry);
 	u->npending++;
 	/*
 	 * The first attempt starts on the next loop turn, so done can never
@@ -1276,8 +1266,8 @@ dns_upstreams_free(struct dns_upstreams *u)
 
 	if (u == NULL)
 		return;
-	while (u->reqs != NULL) {
-		struct dns_upstream_req *r = u->reqs;
+	while (!LIST_EMPTY(&u->reqs)) {
+		struct dns_upstream_req *r = LIST_FIRST(&u->reqs);
 
 		r->done = NULL;
 		dns_upstream_req_unlink(r);
@@ -1313,7 +1303,8 @@ dns_upstreams_replace(struct dns_upstreams *u,
 	for (i = 0; i < nold; i++)
 		dns_upstream_destroy(old[i]);
 	/* Every pending request restarts on the new list, next loop turn. */
-	for (r = u->reqs; r != NULL; r = r->next) {
+	LIST_FOREACH(r, &u->reqs, entry)
+	{
 		struct timeval zero = {0, 0};
 
 		dns_upstream_req_orphan_all(r);
