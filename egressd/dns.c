@@ -162,18 +162,11 @@ struct dns {
 /* ---- clock ---- */
 
 static uint64_t
-dns_mono_ms(void *arg)
-{
-	(void)arg;
-	return now_mono_ms();
-}
-
-static uint64_t
 dns_now(const struct dns *d)
 {
 	if (d->h.clock_ms != NULL)
 		return d->h.clock_ms(d->h.arg);
-	return dns_mono_ms(NULL);
+	return now_mono_ms();
 }
 
 static uint64_t

@@ -33,7 +33,7 @@ struct dns_cache {
 	size_t max_entries, max_bytes;
 	uint64_t evictions;
 	uint64_t next_entry; /* memo entry numbers */
-	dns_cache_clock_fn clock;
+	now_clock_fn clock;
 	void *clock_arg;
 };
 
@@ -55,8 +55,8 @@ dns_cache_key_eq(const struct dns_cache_key *a, const struct dns_cache_key *b)
 }
 
 struct dns_cache *
-dns_cache_new(size_t max_entries, size_t max_bytes, dns_cache_clock_fn clock,
-    void *clock_arg)
+dns_cache_new(
+    size_t max_entries, size_t max_bytes, now_clock_fn clock, void *clock_arg)
 {
 	struct dns_cache *c;
 	size_t nb = DNS_CACHE_BUCKETS_MIN;

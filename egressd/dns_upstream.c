@@ -330,13 +330,6 @@ dns_upstream_name_wire(const char *s, uint8_t *out, size_t cap, size_t *len)
 /* ---- clock, health, stats ---- */
 
 static uint64_t
-dns_upstream_mono_ms(void *arg)
-{
-	(void)arg;
-	return now_mono_ms();
-}
-
-static uint64_t
 dns_upstream_now(const struct dns_upstreams *u)
 {
 	return u->o.clock(u->o.clock_arg);
@@ -536,7 +529,7 @@ dns_upstream_bind_own_port(ares_socket_t fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &sl) < 0)
 		return -1;
 	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
-		start = (unsigned)dns_upstream_mono_ms(NULL);
+		start = (unsigned)now_mono_ms();
 	for (i = 0; i < n; i++) {
 		uint16_t port =
 		    (uint16_t)(DNS_UPSTREAM_SPORT_LO + (start + i) % n);
@@ -1211,7 +1204,7 @@ dns_upstreams_new(struct event_base *base,
 	if (u->o.probe_interval_ms == 0)
 		u->o.probe_interval_ms = DNS_UPSTREAM_PROBE_MS_DEFAULT;
 	if (u->o.clock == NULL)
-		u->o.clock = dns_upstream_mono_ms;
+		u->o.clock = now_mono_ms_clock;
 	u->o.probe_name = NULL;
 	if (u->o.mark != 0)
 		dns_upstream_check_ephemeral(lg);

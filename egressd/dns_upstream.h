@@ -41,6 +41,7 @@
 #include "egressd/log.h"
 #include "egressd/stats.h"
 #include "util/err.h"
+#include "util/now.h"
 
 struct event_base;
 
@@ -116,15 +117,12 @@ int dns_upstream_query_build(const uint8_t *name_wire, size_t name_len,
     uint16_t qtype, uint16_t qclass, bool cd, bool dnssec_ok, uint8_t *out,
     size_t cap, size_t *outlen);
 
-/* Monotonic milliseconds. */
-typedef uint64_t (*dns_upstream_clock_fn)(void *arg);
-
 struct dns_upstreams_opts {
 	uint32_t mark; /* SO_MARK for every upstream socket; 0 = none */
 	unsigned attempt_timeout_ms; /* 0 = DNS_UPSTREAM_ATTEMPT_MS_DEFAULT */
 	const char *probe_name; /* NULL: probe with ". NS" */
 	unsigned probe_interval_ms; /* 0 = DNS_UPSTREAM_PROBE_MS_DEFAULT */
-	dns_upstream_clock_fn clock; /* NULL = CLOCK_MONOTONIC */
+	now_clock_fn clock; /* NULL = now_mono_ms_clock */
 	void *clock_arg;
 };
 
