@@ -24,6 +24,7 @@
 #include "egressd/dns_rewrite.h"
 #include "egressd/dns_wire.h"
 #include "egressd/log_agg.h"
+#include "egressd/sock.h"
 #include "util/addr.h"
 #include "util/now.h"
 
@@ -1066,15 +1067,8 @@ dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
 
 	if ((sl = dns_listen_sockaddr(family, addr, port, &ss, e)) == 0)
 		return -1;
-	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err_set(e, "socket: %s", strerror(errno));
+	if ((fd = sock_open_local(family, SOCK_DGRAM | SOCK_NONBLOCK, e)) < 0)
 		return -1;
-	}
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (family == AF_INET6)
-		(void)setsockopt(
-		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	dns_udp_size_rcvbuf(fd);
 	(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
