@@ -494,6 +494,28 @@ api_verdict_set(
 	va_end(ap);
 }
 
+/* 400: what (a fixed string, the reason too) failed, as e says. */
+static void
+api_verdict_invalid(
+    struct api_verdict *v, const char *what, const struct err *e)
+{
+	api_verdict_set(v, 400, what, "%s: %s", what, e->msg);
+}
+
+/* The verdict on a mutation that built v->next: none is 413 when it went
+ * over the rule cap, else 400 for what. */
+static void
+api_verdict_built(
+    struct api_verdict *v, bool over, const char *what, const struct err *e)
+{
+	if (v->next != NULL)
+		return;
+	if (over)
+		api_verdict_set(v, 413, "over rule cap", "%s", e->msg);
+	else
+		api_verdict_invalid(v, what, e);
+}
+
 void
 api_policy_decide(const struct policy *cur, enum api_op op, const char *body,
     size_t len, size_t max_rules, struct api_verdict *v)
@@ -525,30 +547,20 @@ api_policy_decide(const struct policy *cur, enum api_op op, const char *body,
 		v->reset = len == 0;
 		v->next =
 		    policy_replace_json(cur, body, len, max_rules, &over, &e);
-		if (v->next == NULL && over)
-			api_verdict_set(v, 413, "over rule cap", "%s", e.msg);
-		else if (v->next == NULL)
-			api_verdict_set(v, 400, "invalid policy",
-			    "invalid policy: %s", e.msg);
+		api_verdict_built(v, over, "invalid policy", &e);
 		return;
 	case API_OP_PATCH:
 		if (api_check_list(body, len, false, &e) == -1) {
-			api_verdict_set(v, 400, "invalid patch rules",
-			    "invalid patch rules: %s", e.msg);
+			api_verdict_invalid(v, "invalid patch rules", &e);
 			return;
 		}
 		v->next =
 		    policy_patch_json(cur, body, len, max_rules, &over, &e);
-		if (v->next == NULL && over)
-			api_verdict_set(v, 413, "over rule cap", "%s", e.msg);
-		else if (v->next == NULL)
-			api_verdict_set(v, 400, "invalid merged policy",
-			    "invalid merged policy: %s", e.msg);
+		api_verdict_built(v, over, "invalid merged policy", &e);
 		return;
 	case API_OP_DELETE:
 		if (api_check_list(body, len, true, &e) == -1) {
-			api_verdict_set(v, 400, "invalid delete targets",
-			    "invalid delete targets: %s", e.msg);
+			api_verdict_invalid(v, "invalid delete targets", &e);
 			return;
 		}
 		v->next = policy_delete_json(cur, body, len, &matched, &e);
@@ -556,8 +568,7 @@ api_policy_decide(const struct policy *cur, enum api_op op, const char *body,
 		    strcmp(e.msg, API_NOMATCH_REASON) == 0)
 			v->nomatch = true; /* 200, nothing to apply */
 		else if (v->next == NULL)
-			api_verdict_set(v, 400, "invalid delete targets",
-			    "invalid delete targets: %s", e.msg);
+			api_verdict_invalid(v, "invalid delete targets", &e);
 		return;
 	}
 	api_verdict_set(v, 400, "unknown operation", "unknown operation");

@@ -18,115 +18,75 @@
 #include "util/fileread.h"
 #include "util/secmem.h"
 
-static const char config_usage_text[] =
-    "usage: egressd [options]\n"
-    "  --policy FILE           policy file (YAML or JSON); rewritten after "
-    "API\n"
-    "                          changes (env OPENSANDBOX_EGRESS_POLICY_FILE)\n"
-    "  --check                 validate the policy file and exit\n"
-    "  --mode MODE             dns+nft (default) or dns (no nftables)\n"
-    "  --rules-dir DIR         always-rules directory "
-    "(" EGRESSD_DEFAULT_RULES_DIR ")\n"
-    "  --http-addr ADDR        control API address, \"\" to disable "
-    "(" EGRESSD_DEFAULT_HTTP_ADDR ")\n"
-    "  --api-socket PATH       control API on a Unix socket (mode 0660)\n"
-    "  --api-token-file FILE   file holding the API token (preferred)\n"
-    "  --api-token TOKEN       API token (wiped from the process arguments)\n"
-    "  --api-insecure-no-token allow mutations without a token\n"
-    "  --max-rules N           cap on egress rules, 0 = none (4096)\n"
-    "  --policy-file-max BYTES largest policy file (256000000)\n"
-    "  --dns-upstream ADDR     upstream resolver IP[:port] (repeatable)\n"
-    "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 "
-    "(" EGRESSD_STR(
-        EGRESSD_DEFAULT_DNS_PORT) ")\n"
-                                  "  --dns-timeout SECONDS   per-upstream "
-                                  "timeout, 1..120 (5)\n"
-                                  "  --mark MARK             SO_MARK of "
-                                  "egressd's own sockets (0x1)\n"
-                                  "  --protect-port PORT     a local port the "
-                                  "sandbox may not reach\n"
-                                  "                          (repeatable; the "
-                                  "API port always is)\n"
-                                  "  --inbound-port PORT     pin a TCP port "
-                                  "peers may connect to; replies\n"
-                                  "                          of inbound "
-                                  "connections leave only from the\n"
-                                  "                          pinned ports and "
-                                  "the API port (repeatable)\n"
-                                  "  --proxy                 transparent proxy "
-                                  "on intercepted ports (env\n"
-                                  "                          "
-                                  "OPENSANDBOX_EGRESS_"
-                                  "MITMPROXY_TRANSPARENT)\n"
-                                  "  --proxy-port PORT       its port on "
-                                  "127.0.0.1/::1 (" EGRESSD_STR(
-                                      EGRESSD_DEFAULT_PROXY_PORT) ")\n"
-                                                                  "  "
-                                                                  "--intercept-"
-                                                                  "port PORT   "
-                                                                  "a TCP port "
-                                                                  "redirected "
-                                                                  "to the "
-                                                                  "proxy "
-                                                                  "besides\n"
-                                                                  "            "
-                                                                  "            "
-                                                                  "  80 and "
-                                                                  "443 "
-                                                                  "(repeatable)"
-                                                                  "\n"
-                                                                  "  "
-                                                                  "--teardown-"
-                                                                  "on-exit     "
-                                                                  " remove the "
-                                                                  "nftables "
-                                                                  "table on a "
-                                                                  "clean stop\n"
-                                                                  "  "
-                                                                  "--learned-"
-                                                                  "max N       "
-                                                                  "  elements "
-                                                                  "per "
-                                                                  "learned "
-                                                                  "set; beyond "
-                                                                  "it the "
-                                                                  "least\n"
-                                                                  "            "
-                                                                  "            "
-                                                                  "  recently "
-                                                                  "learned "
-                                                                  "are evicted "
-                                                                  "(262144)\n"
-                                                                  "  "
-                                                                  "--sandbox-"
-                                                                  "id ID       "
-                                                                  "  added to "
-                                                                  "every "
-                                                                  "log line\n"
-                                                                  "  "
-                                                                  "--log-level "
-                                                                  "LEVEL       "
-                                                                  "debug, "
-                                                                  "info, "
-                                                                  "warn, error "
-                                                                  "(info)\n"
-                                                                  "  "
-                                                                  "--log-file "
-                                                                  "FILE        "
-                                                                  " JSON lines "
-                                                                  "to "
-                                                                  "FILE "
-                                                                  "(reopened "
-                                                                  "on "
-                                                                  "SIGUSR1)\n"
-                                                                  "  "
-                                                                  "--version, "
-                                                                  "--help\n";
-
-const char *
-config_usage(void)
+/*
+ * The numbers come from defaults.h (and the bounds it names), printed
+ * rather than spelled out here, so the help cannot drift from the code.
+ */
+void
+config_usage(FILE *f)
 {
-	return config_usage_text;
+	fprintf(f,
+	    "usage: egressd [options]\n"
+	    "  --policy FILE           policy file (YAML or JSON); rewritten "
+	    "after API\n"
+	    "                          changes (env "
+	    "OPENSANDBOX_EGRESS_POLICY_FILE)\n"
+	    "  --check                 validate the policy file and exit\n"
+	    "  --mode MODE             dns+nft (default) or dns (no nftables)\n"
+	    "  --rules-dir DIR         always-rules directory (%s)\n"
+	    "  --http-addr ADDR        control API address, \"\" to disable "
+	    "(%s)\n"
+	    "  --api-socket PATH       control API on a Unix socket (mode "
+	    "0660)\n"
+	    "  --api-token-file FILE   file holding the API token "
+	    "(preferred)\n"
+	    "  --api-token TOKEN       API token (wiped from the process "
+	    "arguments)\n"
+	    "  --api-insecure-no-token allow mutations without a token\n"
+	    "  --max-rules N           cap on egress rules, 0 = none (%u)\n"
+	    "  --policy-file-max BYTES largest policy file (%u)\n"
+	    "  --dns-upstream ADDR     upstream resolver IP[:port] "
+	    "(repeatable)\n"
+	    "  --dns-port PORT         resolver listen port on 127.0.0.1/::1 "
+	    "(%u)\n"
+	    "  --dns-timeout SECONDS   per-upstream timeout, 1..%u (%u)\n"
+	    "  --mark MARK             SO_MARK of egressd's own sockets "
+	    "(%#x)\n"
+	    "  --protect-port PORT     a local port the sandbox may not reach\n"
+	    "                          (repeatable; the API port always is)\n"
+	    "  --inbound-port PORT     pin a TCP port peers may connect to; "
+	    "replies\n"
+	    "                          of inbound connections leave only from "
+	    "the\n"
+	    "                          pinned ports and the API port "
+	    "(repeatable)\n"
+	    "  --proxy                 transparent proxy on intercepted ports "
+	    "(env\n"
+	    "                          "
+	    "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT)"
+	    "\n"
+	    "  --proxy-port PORT       its port on 127.0.0.1/::1 (%u)\n"
+	    "  --intercept-port PORT   a TCP port redirected to the proxy "
+	    "besides\n"
+	    "                          80 and 443 (repeatable)\n"
+	    "  --teardown-on-exit      remove the nftables table on a clean "
+	    "stop\n"
+	    "  --learned-max N         elements per learned set; beyond it the "
+	    "least\n"
+	    "                          recently learned are evicted (%u)\n"
+	    "  --sandbox-id ID         added to every log line\n"
+	    "  --log-level LEVEL       debug, info, warn, error (%s)\n"
+	    "  --log-file FILE         JSON lines to FILE (reopened on "
+	    "SIGUSR1)\n"
+	    "  --version, --help\n",
+	    EGRESSD_DEFAULT_RULES_DIR, EGRESSD_DEFAULT_HTTP_ADDR,
+	    (unsigned)EGRESSD_DEFAULT_MAX_RULES, (unsigned)POLICY_FILE_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_PORT,
+	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK,
+	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
+	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
+	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
 }
 
 void
@@ -139,14 +99,14 @@ config_init(struct config *c)
 	c->trust_dir = strdup(EGRESSD_DEFAULT_TRUST_DIR);
 	c->state_dir = strdup(EGRESSD_DEFAULT_STATE_DIR);
 	c->max_rules = EGRESSD_DEFAULT_MAX_RULES;
-	c->learned_max = NFT_LEARNED_MAX_DEFAULT;
+	c->learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 	c->policy_file_max = POLICY_FILE_MAX;
 	c->dns_port = EGRESSD_DEFAULT_DNS_PORT;
 	c->dns_timeout_s = EGRESSD_DEFAULT_DNS_TIMEOUT_S;
 	c->dns_probe_interval_s = EGRESSD_DEFAULT_PROBE_INTERVAL_S;
 	c->mark = EGRESSD_DEFAULT_MARK;
 	c->proxy_port = EGRESSD_DEFAULT_PROXY_PORT;
-	c->log_level = LOG_INFO;
+	c->log_level = EGRESSD_DEFAULT_LOG_LEVEL;
 }
 
 static void
@@ -345,7 +305,8 @@ config_set_upstreams(
 		goto fail;
 	}
 	for (i = 0; i < l.n; i++) {
-		if (config_parse_hostport(l.v[i], 53, &v[i], e) == -1) {
+		if (config_parse_hostport(l.v[i],
+		        EGRESSD_DEFAULT_DNS_UPSTREAM_PORT, &v[i], e) == -1) {
 			err_prefix(e, "%s", what);
 			goto fail;
 		}
@@ -555,8 +516,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		c->max_rules = (size_t)n;
 		return 0;
 	case K_POLICY_FILE_MAX:
-		if (config_parse_uint(
-		        v, 1024, POLICY_FILE_CEILING, &n, what, e) == -1)
+		if (config_parse_uint(v, EGRESSD_POLICY_FILE_MAX_MIN,
+		        POLICY_FILE_CEILING, &n, what, e) == -1)
 			return -1;
 		c->policy_file_max = (size_t)n;
 		return 0;
@@ -581,14 +542,15 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_set_upstreams(c, v, what, e);
 	case K_UPSTREAM_TIMEOUT:
 		if (config_parse_uint(
-		        v, 1, CONFIG_MAX_DNS_TIMEOUT_S, &n, what, e) == -1)
+		        v, 1, EGRESSD_DNS_TIMEOUT_S_MAX, &n, what, e) == -1)
 			return -1;
 		c->dns_timeout_s = (unsigned)n;
 		return 0;
 	case K_PROBE:
 		return config_set_str(&c->dns_probe, v, what, e);
 	case K_PROBE_INTERVAL:
-		if (config_parse_uint(v, 1, 86400, &n, what, e) == -1)
+		if (config_parse_uint(
+		        v, 1, EGRESSD_PROBE_INTERVAL_S_MAX, &n, what, e) == -1)
 			return -1;
 		c->dns_probe_interval_s = (unsigned)n;
 		return 0;

@@ -13,12 +13,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "egressd/defaults.h"
 #include "egressd/log.h"
 #include "util/err.h"
 
-#define CONFIG_MAX_DNS_TIMEOUT_S 120
 #define CONFIG_LIST_MAX 64 /* entries of any comma-separated list */
 #define CONFIG_TOKEN_MAX 4096 /* bytes of an API token */
 #define CONFIG_VALUE_MAX 4096 /* bytes of any other value */
@@ -145,7 +145,7 @@ int config_parse_hostport(const char *s, uint16_t default_port,
     struct config_hostport *out, struct err *e);
 
 const char *config_mode_name(enum config_mode m);
-/* The --help text. */
-const char *config_usage(void);
+/* Prints the --help text to f. */
+void config_usage(FILE *f);
 
 #endif

@@ -111,6 +111,21 @@ struct egressd {
 };
 
 /*
+ * The daemon context behind a callback's void *: every event and hook
+ * callback of this file starts here, so a stray or freed pointer stops
+ * the process instead of being used.
+ */
+static struct egressd *
+egressd_arg(void *arg)
+{
+	struct egressd *d = arg;
+
+	if (d == NULL || d->magic != EGRESSD_MAGIC)
+		abort();
+	return d;
+}
+
+/*
  * Puts next in force (takes a new reference; the caller keeps its own).
  * persist: rewrite the policy file afterwards (API mutations).
  */
@@ -269,12 +284,10 @@ egressd_reload(struct egressd *d, const char *why)
 static void
 egressd_reload_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
 	(void)fd;
 	(void)what;
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	(void)egressd_reload(d, "inotify");
 }
 
@@ -285,7 +298,7 @@ egressd_reload_cb(evutil_socket_t fd, short what, void *arg)
 static void
 egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	char buf[4096]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct timeval tv = {0, EGRESSD_RELOAD_DEBOUNCE_MS * 1000};
@@ -293,8 +306,6 @@ egressd_inotify_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
 		char *p = buf;
 		while (p < buf + n) {
@@ -439,11 +450,9 @@ egressd_watch_files(struct egressd *d, struct err *e)
 static void
 egressd_signal_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
 	(void)what;
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	switch (sig) {
 	case SIGTERM:
 	case SIGINT:
@@ -494,10 +503,8 @@ egressd_signals(struct egressd *d, struct err *e)
 static struct policy *
 egressd_policy_get_cb(void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return d->policy;
 }
 
@@ -510,12 +517,10 @@ static int
 egressd_learn_cb(void *arg, const char *qname, const struct dns_learn_addr *a,
     size_t n, struct err *e)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct nft_learn_addr batch[NFT_LEARN_BATCH_MAX];
 	size_t i, k;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	if (d->nft == NULL)
 		return 0;
 	for (i = 0; i < n; i += k) {
@@ -545,13 +550,11 @@ egressd_learn_submit_cb(void *arg, const char *qname,
     void (*done)(void *done_arg, int rc, const char *why), void *done_arg,
     struct err *e)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct nft_learn_addr batch[NFT_LEARN_BATCH_MAX];
 	uint64_t ticket;
 	size_t i;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	if (n > NFT_LEARN_BATCH_MAX) {
 		err_set(e, "nft: %zu addresses in one answer (max %d)", n,
 		    NFT_LEARN_BATCH_MAX);
@@ -573,10 +576,8 @@ egressd_learn_submit_cb(void *arg, const char *qname,
 static void
 egressd_learn_cancel_cb(void *arg, uint64_t ticket)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	nft_learn_cancel(d->nft, ticket);
 }
 
@@ -699,10 +700,8 @@ egressd_cut_pass(struct egressd *d)
 static void
 egressd_cut_done(void *arg, int rc, size_t cut, bool more, const char *why)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	d->cut_total += cut;
 	d->cut_passes++;
 	if (rc == -1) {
@@ -839,10 +838,8 @@ egressd_enforce_nft(struct egressd *d, struct err *e)
 static void
 egressd_on_deny_cb(void *arg, const char *qname, const char *reason)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	webhook_notify(d->webhook, qname, reason);
 }
 
@@ -892,15 +889,13 @@ static enum proxy_reason
 egressd_proxy_judge_cb(
     void *arg, const char *name, const struct addr *dst, uint16_t port)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct policy_reach reach;
 	const char *names[NFT_NAMES_PER_ADDR];
 	struct addr lit;
 	size_t i, n;
 	int fam;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	fam = dst->family == AF_INET ? 4 : 6;
 	if (addr_parse_ip(name, strlen(name), &lit))
 		return lit.family == dst->family &&
@@ -928,10 +923,8 @@ egressd_proxy_judge_cb(
 static bool
 egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return d->vault != NULL && vault_host_bound(d->vault, sni, port);
 }
 
@@ -939,10 +932,8 @@ egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
 static struct vault *
 egressd_proxy_vault_cb(void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return d->vault;
 }
 
@@ -951,11 +942,9 @@ egressd_proxy_vault_cb(void *arg)
 static bool
 egressd_intercepted_cb(void *arg, const char *name)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
 	(void)name;
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return d->proxy != NULL;
 }
 
@@ -1058,13 +1047,11 @@ egressd_renewed_cb(void *arg, int rc, size_t renewed, const char *why)
 static void
 egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct err e = {""};
 
 	(void)fd;
 	(void)what;
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	if (d->nft == NULL)
 		return;
 	/*
@@ -1098,10 +1085,8 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 static int
 egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return egressd_commit(d, next, true, e);
 }
 
@@ -1109,10 +1094,8 @@ egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
 static int
 egressd_api_vault_commit_cb(void *arg, struct policy *next, struct err *e)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return egressd_commit(d, next, false, e);
 }
 
@@ -1124,10 +1107,8 @@ egressd_api_vault_commit_cb(void *arg, struct policy *next, struct err *e)
 static bool
 egressd_api_vault_writable_cb(void *arg, char *why, size_t whylen)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	if (d->proxy == NULL) {
 		(void)snprintf(why, whylen, "credential proxy is not ready");
 		return false;
@@ -1146,10 +1127,7 @@ egressd_api_vault_writable_cb(void *arg, char *why, size_t whylen)
 static int
 egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 {
-	struct egressd *d = arg;
-
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
+	(void)egressd_arg(arg);
 	return policy_check_bindings(next, e);
 }
 
@@ -1190,13 +1168,11 @@ egressd_proxy_stats(struct egressd *d)
 static void
 egressd_api_metrics_refresh_cb(void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct nft_counter c[NFT_NCOUNTERS];
 	struct err e = {""};
 	size_t i;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	egressd_proxy_stats(d);
 	if (d->nft == NULL)
 		return;
@@ -1215,10 +1191,8 @@ egressd_api_metrics_refresh_cb(void *arg)
 static const char *
 egressd_api_mode_cb(void *arg)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	return d->nft_ok ? "dns+nft" : "dns";
 }
 
@@ -1226,11 +1200,9 @@ egressd_api_mode_cb(void *arg)
 static bool
 egressd_api_ready_cb(void *arg, char *why, size_t whylen)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	const char *dwhy = NULL;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	if (d->cfg->mode == CONFIG_MODE_DNS_NFT && !d->nft_ok) {
 		(void)snprintf(why, whylen, "nft not ready");
 		return false;
@@ -1250,13 +1222,11 @@ egressd_api_ready_cb(void *arg, char *why, size_t whylen)
 static void
 egressd_api_status_cb(void *arg, json_t *out)
 {
-	struct egressd *d = arg;
+	struct egressd *d = egressd_arg(arg);
 	struct dns_status ds;
 	json_t *enf, *notenf, *dns, *ups, *pol;
 	size_t i;
 
-	if (d->magic != EGRESSD_MAGIC)
-		abort();
 	enf = json_array();
 	notenf = json_object();
 	if (d->nft_ok) {

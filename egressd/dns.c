@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "egressd/dns_rewrite.h"
 #include "egressd/dns_wire.h"
 #include "egressd/log_agg.h"
+#include "egressd/sock.h"
 #include "util/addr.h"
 #include "util/now.h"
 
@@ -76,8 +78,8 @@ struct dns_conn {
 	struct bufferevent *bev;
 	unsigned inflight, nqueries;
 	bool read_paused;
-	struct dns_req *reqs; /* queries of this connection in flight */
-	struct dns_conn *prev, *next;
+	LIST_HEAD(, dns_req) reqs; /* queries of this connection in flight */
+	LIST_ENTRY(dns_conn) entry; /* d->conns, then d->graveyard */
 };
 
 enum dns_req_state {
@@ -92,8 +94,8 @@ struct dns_req {
 	struct dns *d;
 	enum dns_req_state state;
 	struct dns_origin from;
-	struct dns_req *cprev, *cnext; /* conn->reqs */
-	struct dns_req *prev, *next; /* d->reqs */
+	LIST_ENTRY(dns_req) centry; /* from.conn->reqs, while from.conn */
+	LIST_ENTRY(dns_req) entry; /* d->reqs */
 	struct policy *pol; /* DNS_REQ_LEARNING: learned under; own ref */
 	struct dns_query q;
 	struct dns_cache_key key;
@@ -128,12 +130,12 @@ struct dns {
 	struct dns_upstreams *ups;
 	struct dns_cache *cache;
 
-	struct dns_conn *conns, *graveyard;
+	LIST_HEAD(, dns_conn) conns, graveyard;
 	size_t nconns;
 	struct event *reaper;
 	uint64_t next_conn_id;
 
-	struct dns_req *reqs;
+	LIST_HEAD(, dns_req) reqs;
 	size_t nreqs;
 
 	struct log_agg deny_agg; /* dns.deny lines, per-name aggregated */
@@ -161,18 +163,11 @@ struct dns {
 /* ---- clock ---- */
 
 static uint64_t
-dns_mono_ms(void *arg)
-{
-	(void)arg;
-	return now_mono_ms();
-}
-
-static uint64_t
 dns_now(const struct dns *d)
 {
 	if (d->h.clock_ms != NULL)
 		return d->h.clock_ms(d->h.arg);
-	return dns_mono_ms(NULL);
+	return now_mono_ms();
 }
 
 static uint64_t
@@ -599,27 +594,11 @@ dns_release(struct dns *d, const struct dns_origin *o,
 static void
 dns_req_unlink(struct dns_req *r)
 {
-	struct dns *d = r->d;
-
-	if (r->prev != NULL)
-		r->prev->next = r->next;
-	else
-		d->reqs = r->next;
-	if (r->next != NULL)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-	d->nreqs--;
+	LIST_REMOVE(r, entry);
+	r->d->nreqs--;
 	if (r->from.conn != NULL) {
-		struct dns_conn *c = r->from.conn;
-
-		if (r->cprev != NULL)
-			r->cprev->cnext = r->cnext;
-		else
-			c->reqs = r->cnext;
-		if (r->cnext != NULL)
-			r->cnext->cprev = r->cprev;
-		r->cprev = r->cnext = NULL;
-		c->inflight--;
+		LIST_REMOVE(r, centry);
+		r->from.conn->inflight--;
 	}
 }
 
@@ -627,19 +606,11 @@ dns_req_unlink(struct dns_req *r)
 static void
 dns_req_link(struct dns *d, struct dns_req *r)
 {
-	r->next = d->reqs;
-	if (d->reqs != NULL)
-		d->reqs->prev = r;
-	d->reqs = r;
+	LIST_INSERT_HEAD(&d->reqs, r, entry);
 	d->nreqs++;
 	if (r->from.conn != NULL) {
-		struct dns_conn *c = r->from.conn;
-
-		r->cnext = c->reqs;
-		if (c->reqs != NULL)
-			c->reqs->cprev = r;
-		c->reqs = r;
-		c->inflight++;
+		LIST_INSERT_HEAD(&r->from.conn->reqs, r, centry);
+		r->from.conn->inflight++;
 	}
 }
 
@@ -1096,15 +1067,8 @@ dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
 
 	if ((sl = dns_listen_sockaddr(family, addr, port, &ss, e)) == 0)
 		return -1;
-	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err_set(e, "socket: %s", strerror(errno));
+	if ((fd = sock_open_local(family, SOCK_DGRAM | SOCK_NONBLOCK, e)) < 0)
 		return -1;
-	}
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (family == AF_INET6)
-		(void)setsockopt(
-		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	dns_udp_size_rcvbuf(fd);
 	(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
@@ -1174,10 +1138,10 @@ dns_reaper_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (d->magic != DNS_MAGIC)
 		abort();
-	while (d->graveyard != NULL) {
-		struct dns_conn *c = d->graveyard;
+	while (!LIST_EMPTY(&d->graveyard)) {
+		struct dns_conn *c = LIST_FIRST(&d->graveyard);
 
-		d->graveyard = c->next;
+		LIST_REMOVE(c, entry);
 		c->magic = DNS_DEAD_MAGIC;
 		free(c);
 	}
@@ -1199,23 +1163,17 @@ dns_conn_close(struct dns_conn *c, const char *reason)
 	dns_conn_set_state(c, DNS_CONN_CLOSED);
 	log_debug(d->lg, "dns.tcp.close", LOG_U("conn", c->id),
 	    LOG_S("reason", reason), LOG_U("queries", c->nqueries));
-	for (r = c->reqs; r != NULL; r = r->cnext)
-		r->from.conn = NULL;
-	c->reqs = NULL;
+	/* They are no longer on any connection's list (dns_req_unlink). */
+	LIST_FOREACH(r, &c->reqs, centry)
+	r->from.conn = NULL;
+	LIST_INIT(&c->reqs);
 	c->inflight = 0;
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
 	c->bev = NULL;
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		d->conns = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, entry);
 	d->nconns--;
-	c->prev = NULL;
-	c->next = d->graveyard;
-	d->graveyard = c;
+	LIST_INSERT_HEAD(&d->graveyard, c, entry);
 	event_active(d->reaper, EV_TIMEOUT, 0);
 }
 
@@ -1398,10 +1356,7 @@ dns_tcp_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	bufferevent_setwatermark(
 	    c->bev, EV_READ, 0, 2 * (DNS_TCP_PREFIX_LEN + DNS_MSG_MAX));
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-	c->next = d->conns;
-	if (d->conns != NULL)
-		d->conns->prev = c;
-	d->conns = c;
+	LIST_INSERT_HEAD(&d->conns, c, entry);
 	d->nconns++;
 }
 
@@ -1653,10 +1608,10 @@ dns_free(struct dns *d)
 {
 	if (d == NULL)
 		return;
-	while (d->conns != NULL)
-		dns_conn_close(d->conns, "shutdown");
-	while (d->reqs != NULL) {
-		struct dns_req *r = d->reqs;
+	while (!LIST_EMPTY(&d->conns))
+		dns_conn_close(LIST_FIRST(&d->conns), "shutdown");
+	while (!LIST_EMPTY(&d->reqs)) {
+		struct dns_req *r = LIST_FIRST(&d->reqs);
 
 		if (r->ureq != NULL)
 			dns_upstream_cancel(r->ureq);

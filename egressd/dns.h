@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 
 #include "egressd/dns_upstream.h"
+#include "util/now.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
 #include "policy/policy.h"
@@ -101,7 +102,7 @@ struct dns_hooks {
 	    void *done_arg, struct err *e);
 	void (*learn_cancel)(void *arg, uint64_t ticket);
 	bool (*intercepted)(void *arg, const char *name);
-	uint64_t (*clock_ms)(void *arg);
+	now_clock_fn clock_ms;
 	/*
 	 * Called for every denied name (before log rate limiting; names of
 	 * log_skip.always excluded) with a fixed reason string ("policy",

@@ -1,6 +1,6 @@
 /*
- * dns_cache: hash table with chaining for lookups plus one doubly linked
- * list in recency order for eviction. Expired entries are dropped lazily
+ * dns_cache: hash table with chaining for lookups plus one tail queue
+ * (sys/queue.h) in recency order for eviction. Expired entries are dropped lazily
  * on lookup and, under pressure, by LRU eviction.
  */
 #include "egressd/dns_cache.h"
@@ -9,12 +9,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #define DNS_CACHE_BUCKETS_MIN 64u
 
 struct dns_cache_entry {
 	struct dns_cache_entry *hnext; /* bucket chain */
-	struct dns_cache_entry *prev, *next; /* LRU: head = most recent */
+	TAILQ_ENTRY(dns_cache_entry) lru; /* first = most recent */
 	uint64_t hash;
 	struct dns_cache_key key;
 	uint64_t stored_ms, expires_ms;
@@ -27,12 +28,12 @@ struct dns_cache_entry {
 struct dns_cache {
 	struct dns_cache_entry **buckets;
 	size_t nbuckets; /* power of two */
-	struct dns_cache_entry *head, *tail;
+	TAILQ_HEAD(dns_cache_lru, dns_cache_entry) lru;
 	size_t count, bytes;
 	size_t max_entries, max_bytes;
 	uint64_t evictions;
 	uint64_t next_entry; /* memo entry numbers */
-	dns_cache_clock_fn clock;
+	now_clock_fn clock;
 	void *clock_arg;
 };
 
@@ -54,8 +55,8 @@ dns_cache_key_eq(const struct dns_cache_key *a, const struct dns_cache_key *b)
 }
 
 struct dns_cache *
-dns_cache_new(size_t max_entries, size_t max_bytes, dns_cache_clock_fn clock,
-    void *clock_arg)
+dns_cache_new(
+    size_t max_entries, size_t max_bytes, now_clock_fn clock, void *clock_arg)
 {
 	struct dns_cache *c;
 	size_t nb = DNS_CACHE_BUCKETS_MIN;
@@ -77,37 +78,12 @@ dns_cache_new(size_t max_entries, size_t max_bytes, dns_cache_clock_fn clock,
 		return NULL;
 	}
 	c->nbuckets = nb;
+	TAILQ_INIT(&c->lru);
 	c->max_entries = max_entries;
 	c->max_bytes = max_bytes;
 	c->clock = clock;
 	c->clock_arg = clock_arg;
 	return c;
-}
-
-static void
-dns_cache_lru_unlink(struct dns_cache *c, struct dns_cache_entry *en)
-{
-	if (en->prev != NULL)
-		en->prev->next = en->next;
-	else
-		c->head = en->next;
-	if (en->next != NULL)
-		en->next->prev = en->prev;
-	else
-		c->tail = en->prev;
-	en->prev = en->next = NULL;
-}
-
-static void
-dns_cache_lru_push(struct dns_cache *c, struct dns_cache_entry *en)
-{
-	en->prev = NULL;
-	en->next = c->head;
-	if (c->head != NULL)
-		c->head->prev = en;
-	c->head = en;
-	if (c->tail == NULL)
-		c->tail = en;
 }
 
 static void
@@ -119,7 +95,7 @@ dns_cache_remove(struct dns_cache *c, struct dns_cache_entry *en)
 		pp = &(*pp)->hnext;
 	if (*pp == en)
 		*pp = en->hnext;
-	dns_cache_lru_unlink(c, en);
+	TAILQ_REMOVE(&c->lru, en, lru);
 	c->count--;
 	c->bytes -= en->cost;
 	free(en);
@@ -191,9 +167,9 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	old = dns_cache_find(c, k, hash);
 	if (old != NULL)
 		dns_cache_remove(c, old);
-	while (c->tail != NULL &&
+	while (!TAILQ_EMPTY(&c->lru) &&
 	    (c->count + 1 > c->max_entries || c->bytes + cost > c->max_bytes)) {
-		dns_cache_remove(c, c->tail);
+		dns_cache_remove(c, TAILQ_LAST(&c->lru, dns_cache_lru));
 		c->evictions++;
 	}
 	en = malloc(sizeof(*en) + len);
@@ -211,7 +187,7 @@ dns_cache_put(struct dns_cache *c, const struct dns_cache_key *k,
 	memcpy(en->msg, msg, len);
 	en->hnext = c->buckets[hash & (c->nbuckets - 1)];
 	c->buckets[hash & (c->nbuckets - 1)] = en;
-	dns_cache_lru_push(c, en);
+	TAILQ_INSERT_HEAD(&c->lru, en, lru);
 	c->count++;
 	c->bytes += cost;
 	return &en->memo;
@@ -232,8 +208,8 @@ dns_cache_get(struct dns_cache *c, const struct dns_cache_key *k, size_t *len,
 		dns_cache_remove(c, en);
 		return NULL;
 	}
-	dns_cache_lru_unlink(c, en);
-	dns_cache_lru_push(c, en);
+	TAILQ_REMOVE(&c->lru, en, lru);
+	TAILQ_INSERT_HEAD(&c->lru, en, lru);
 	*len = en->len;
 	*age_s =
 	    now > en->stored_ms ? (uint32_t)((now - en->stored_ms) / 1000u) : 0;
@@ -265,8 +241,8 @@ dns_cache_drop(struct dns_cache *c, const struct dns_cache_key *k)
 void
 dns_cache_flush(struct dns_cache *c)
 {
-	while (c->head != NULL)
-		dns_cache_remove(c, c->head);
+	while (!TAILQ_EMPTY(&c->lru))
+		dns_cache_remove(c, TAILQ_FIRST(&c->lru));
 }
 
 size_t

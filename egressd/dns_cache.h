@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/now.h"
+
 #define DNS_CACHE_ENTRIES_DEFAULT 8192 /* entries */
 #define DNS_CACHE_BYTES_DEFAULT (8u << 20) /* bytes, overhead included */
 #define DNS_CACHE_TTL_MAX 86400 /* longer TTLs are cut to this */
@@ -29,9 +31,6 @@
 /* Key flags: answers differ with DNSSEC bits, so they are in the key. */
 #define DNS_CACHE_KEY_DO 0x1u
 #define DNS_CACHE_KEY_CD 0x2u
-
-/* Monotonic milliseconds. */
-typedef uint64_t (*dns_cache_clock_fn)(void *arg);
 
 struct dns_cache_key {
 	uint8_t name[DNS_CACHE_KEY_NAME_MAX]; /* wire form, lowercased */
@@ -57,8 +56,8 @@ struct dns_cache;
  * max_entries/max_bytes 0 pick the defaults. clock is required. NULL on
  * allocation failure.
  */
-struct dns_cache *dns_cache_new(size_t max_entries, size_t max_bytes,
-    dns_cache_clock_fn clock, void *clock_arg);
+struct dns_cache *dns_cache_new(
+    size_t max_entries, size_t max_bytes, now_clock_fn clock, void *clock_arg);
 void dns_cache_free(struct dns_cache *c); /* NULL is a no-op */
 
 /*

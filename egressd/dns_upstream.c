@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -80,7 +81,7 @@ struct dns_upstream_attempt {
 struct dns_upstream_req {
 	uint32_t magic;
 	struct dns_upstreams *set;
-	struct dns_upstream_req *prev, *next; /* set->reqs */
+	LIST_ENTRY(dns_upstream_req) entry; /* set->reqs */
 	uint8_t *query;
 	size_t qlen;
 	bool tcp;
@@ -113,7 +114,7 @@ struct dns_upstreams {
 	char *probe_name;
 	struct dns_upstream *ups[DNS_UPSTREAMS_MAX];
 	size_t n;
-	struct dns_upstream_req *reqs;
+	LIST_HEAD(, dns_upstream_req) reqs;
 	size_t npending;
 	struct event *probe_timer;
 	bool lib_init;
@@ -135,8 +136,8 @@ dns_upstream_parse(const char *s, struct dns_upstream_addr *out, struct err *e)
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
-	if (addr_parse_hostport(
-	        s, DNS_UPSTREAM_PORT_DEFAULT, 0, &a, &out->port, e) == -1)
+	if (addr_parse_hostport(s, EGRESSD_DEFAULT_DNS_UPSTREAM_PORT, 0, &a,
+	        &out->port, e) == -1)
 		return -1;
 	out->family = a.family;
 	memcpy(out->addr, a.a, sizeof(out->addr));
@@ -209,7 +210,7 @@ dns_upstream_parse_resolv_conf(const char *buf, size_t len,
 			continue;
 		}
 		/* resolv.conf never carries a port: "ip:port" is not glibc's. */
-		if (out[*nout].port != DNS_UPSTREAM_PORT_DEFAULT) {
+		if (out[*nout].port != EGRESSD_DEFAULT_DNS_UPSTREAM_PORT) {
 			if (!have_err) {
 				err_set(&first, "%s: ports are not valid here",
 				    word);
@@ -327,13 +328,6 @@ dns_upstream_name_wire(const char *s, uint8_t *out, size_t cap, size_t *len)
 }
 
 /* ---- clock, health, stats ---- */
-
-static uint64_t
-dns_upstream_mono_ms(void *arg)
-{
-	(void)arg;
-	return now_mono_ms();
-}
 
 static uint64_t
 dns_upstream_now(const struct dns_upstreams *u)
@@ -535,7 +529,7 @@ dns_upstream_bind_own_port(ares_socket_t fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &sl) < 0)
 		return -1;
 	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
-		start = (unsigned)dns_upstream_mono_ms(NULL);
+		start = (unsigned)now_mono_ms();
 	for (i = 0; i < n; i++) {
 		uint16_t port =
 		    (uint16_t)(DNS_UPSTREAM_SPORT_LO + (start + i) % n);
@@ -745,16 +739,8 @@ static void dns_upstream_attempt_cb(
 static void
 dns_upstream_req_unlink(struct dns_upstream_req *r)
 {
-	struct dns_upstreams *u = r->set;
-
-	if (r->prev != NULL)
-		r->prev->next = r->next;
-	else
-		u->reqs = r->next;
-	if (r->next != NULL)
-		r->next->prev = r->prev;
-	r->prev = r->next = NULL;
-	u->npending--;
+	LIST_REMOVE(r, entry);
+	r->set->npending--;
 }
 
 /* Forgets a from r's outstanding attempts. */
@@ -1101,10 +1087,7 @@ dns_upstream_send(struct dns_upstreams *u, const uint8_t *query, size_t qlen,
 	r->done = done;
 	r->arg = arg;
 	dns_upstream_req_order(r);
-	r->next = u->reqs;
-	if (u->reqs != NULL)
-		u->reqs->prev = r;
-	u->reqs = r;
+	LIST_INSERT_HEAD(&u->reqs, r, entry);
 	u->npending++;
 	/*
 	 * The first attempt starts on the next loop turn, so done can never
@@ -1221,7 +1204,7 @@ dns_upstreams_new(struct event_base *base,
 	if (u->o.probe_interval_ms == 0)
 		u->o.probe_interval_ms = DNS_UPSTREAM_PROBE_MS_DEFAULT;
 	if (u->o.clock == NULL)
-		u->o.clock = dns_upstream_mono_ms;
+		u->o.clock = now_mono_ms_clock;
 	u->o.probe_name = NULL;
 	if (u->o.mark != 0)
 		dns_upstream_check_ephemeral(lg);
@@ -1276,8 +1259,8 @@ dns_upstreams_free(struct dns_upstreams *u)
 
 	if (u == NULL)
 		return;
-	while (u->reqs != NULL) {
-		struct dns_upstream_req *r = u->reqs;
+	while (!LIST_EMPTY(&u->reqs)) {
+		struct dns_upstream_req *r = LIST_FIRST(&u->reqs);
 
 		r->done = NULL;
 		dns_upstream_req_unlink(r);
@@ -1313,7 +1296,8 @@ dns_upstreams_replace(struct dns_upstreams *u,
 	for (i = 0; i < nold; i++)
 		dns_upstream_destroy(old[i]);
 	/* Every pending request restarts on the new list, next loop turn. */
-	for (r = u->reqs; r != NULL; r = r->next) {
+	LIST_FOREACH(r, &u->reqs, entry)
+	{
 		struct timeval zero = {0, 0};
 
 		dns_upstream_req_orphan_all(r);

@@ -37,14 +37,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egressd/defaults.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
 #include "util/err.h"
+#include "util/now.h"
 
 struct event_base;
 
 #define DNS_UPSTREAMS_MAX 8 /* configured upstreams */
-#define DNS_UPSTREAM_PORT_DEFAULT 53
 /*
  * Source ports of egressd's own UDP sockets (upstream queries), above the
  * kernel's default ephemeral range (32768-60999). The ruleset drops every
@@ -60,7 +61,8 @@ struct event_base;
 #define DNS_UPSTREAM_FAILS_UNHEALTHY 2 /* consecutive failures -> down */
 #define DNS_UPSTREAM_ROUNDS_MAX 3 /* passes over the list per query */
 #define DNS_UPSTREAM_ATTEMPT_MS_DEFAULT 2000
-#define DNS_UPSTREAM_BUDGET_MS_DEFAULT 5000
+/* The configuration's defaults (defaults.h), in milliseconds. */
+#define DNS_UPSTREAM_BUDGET_MS_DEFAULT (EGRESSD_DEFAULT_DNS_TIMEOUT_S * 1000u)
 /*
  * Hedging: how long an attempt may go unanswered before the next upstream
  * is asked too (the first attempt keeps running). An upstream that never
@@ -69,7 +71,7 @@ struct event_base;
  */
 #define DNS_UPSTREAM_RTO_INIT_MS 400
 #define DNS_UPSTREAM_RTO_MIN_MS 150
-#define DNS_UPSTREAM_PROBE_MS_DEFAULT 30000
+#define DNS_UPSTREAM_PROBE_MS_DEFAULT (EGRESSD_DEFAULT_PROBE_INTERVAL_S * 1000u)
 #define DNS_UPSTREAM_PROBE_QTYPE_NAME 1 /* A of the configured name */
 #define DNS_UPSTREAM_PROBE_QTYPE_ROOT 2 /* ". NS" when none is set */
 #define DNS_UPSTREAM_EDNS_SIZE 1232 /* = DNS_EDNS_UDP_SIZE */
@@ -115,15 +117,12 @@ int dns_upstream_query_build(const uint8_t *name_wire, size_t name_len,
     uint16_t qtype, uint16_t qclass, bool cd, bool dnssec_ok, uint8_t *out,
     size_t cap, size_t *outlen);
 
-/* Monotonic milliseconds. */
-typedef uint64_t (*dns_upstream_clock_fn)(void *arg);
-
 struct dns_upstreams_opts {
 	uint32_t mark; /* SO_MARK for every upstream socket; 0 = none */
 	unsigned attempt_timeout_ms; /* 0 = DNS_UPSTREAM_ATTEMPT_MS_DEFAULT */
 	const char *probe_name; /* NULL: probe with ". NS" */
 	unsigned probe_interval_ms; /* 0 = DNS_UPSTREAM_PROBE_MS_DEFAULT */
-	dns_upstream_clock_fn clock; /* NULL = CLOCK_MONOTONIC */
+	now_clock_fn clock; /* NULL = now_mono_ms_clock */
 	void *clock_arg;
 };
 

@@ -90,7 +90,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.help) {
-		fputs(config_usage(), stdout);
+		config_usage(stdout);
 		config_clear(&cfg);
 		return 0;
 	}

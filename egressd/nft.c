@@ -455,7 +455,7 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 	n->ttl_max = o->ttl_max;
 	n->cap = o->learned_max;
 	if (n->cap < NFT_LEARNED_MAX_MIN)
-		n->cap = o->learned_max == 0 ? NFT_LEARNED_MAX_DEFAULT
+		n->cap = o->learned_max == 0 ? EGRESSD_DEFAULT_LEARNED_MAX
 		                             : NFT_LEARNED_MAX_MIN;
 	if (n->cap > NFT_LEARNED_MAX_LIMIT)
 		n->cap = NFT_LEARNED_MAX_LIMIT;

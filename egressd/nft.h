@@ -63,6 +63,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "egressd/defaults.h"
 #include "util/err.h"
 #include "policy/policy.h"
 
@@ -85,13 +86,13 @@ struct stats;
 #define NFT_ADDRS_MAX 64 /* nameserver-exempt, DoH blocklist */
 /*
  * Elements per learned set (learned4, learned6, and any later set of
- * learned elements): the default and the bounds of --learned-max. When a
+ * learned elements): the bounds of --learned-max (its default is
+ * EGRESSD_DEFAULT_LEARNED_MAX, defaults.h). When a
  * set is full, learning a new address evicts the least recently learned
  * one (docs/nft.md). The kernel set is declared with NFT_LEARNED_SLACK
  * times that size: elements that expired but that the kernel has not
  * collected yet still count there, and must never make an add fail.
  */
-#define NFT_LEARNED_MAX_DEFAULT 262144
 #define NFT_LEARNED_MAX_MIN 16
 #define NFT_LEARNED_MAX_LIMIT (16u << 20)
 #define NFT_LEARNED_SLACK 2
@@ -110,8 +111,6 @@ struct stats;
 #define NFT_BATCH_MAX (64u << 20) /* bytes of one batch */
 #define NFT_ACK_TIMEOUT_MS 5000 /* per recv while waiting for acks */
 #define NFT_ELEMS_PER_MSG 128 /* set elements per netlink message */
-#define NFT_DEFAULT_TTL_MIN 30 /* seconds */
-#define NFT_DEFAULT_TTL_MAX 3600 /* seconds */
 #define NFT_DEFAULT_LOG_RATE 5 /* kernel log lines/s for drops */
 #define NFT_SELFCHECK_TIMEOUT_MS 500 /* per probe datagram (failure only) */
 

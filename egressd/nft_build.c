@@ -91,17 +91,17 @@ nft_opts_init(struct nft_opts *o)
 	o->intercept_ports[0] = 80;
 	o->intercept_ports[1] = 443;
 	o->nintercept_ports = 2;
-	o->ttl_min = NFT_DEFAULT_TTL_MIN;
-	o->ttl_max = NFT_DEFAULT_TTL_MAX;
+	o->ttl_min = POLICY_DNS_TTL_MIN_DEFAULT;
+	o->ttl_max = POLICY_DNS_TTL_MAX_DEFAULT;
 	o->log_rate = NFT_DEFAULT_LOG_RATE;
-	o->learned_max = NFT_LEARNED_MAX_DEFAULT;
+	o->learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 }
 
 uint32_t
 nft_learned_kernel_size(uint32_t learned_max)
 {
 	if (learned_max == 0)
-		learned_max = NFT_LEARNED_MAX_DEFAULT;
+		learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 	if (learned_max > NFT_LEARNED_MAX_LIMIT)
 		learned_max = NFT_LEARNED_MAX_LIMIT;
 	return learned_max * NFT_LEARNED_SLACK;
@@ -1260,7 +1260,18 @@ out_nomem:
 
 /* ---- policy layers -> ordered groups ---- */
 
-enum { L_ALWAYS_DENY, L_ALWAYS_ALLOW, L_INFRA, L_USER, L_COUNT };
+void
+nft_layers_(const struct policy *p, struct nft_layers *out)
+{
+	out->r[NFT_L_ALWAYS_DENY] = p->always_deny;
+	out->n[NFT_L_ALWAYS_DENY] = p->nalways_deny;
+	out->r[NFT_L_ALWAYS_ALLOW] = p->always_allow;
+	out->n[NFT_L_ALWAYS_ALLOW] = p->nalways_allow;
+	out->r[NFT_L_INFRA] = p->infra;
+	out->n[NFT_L_INFRA] = p->ninfra;
+	out->r[NFT_L_USER] = p->rules;
+	out->n[NFT_L_USER] = p->nrules;
+}
 
 struct gent {
 	unsigned layer;
@@ -1314,13 +1325,13 @@ gent_cmp(const void *pa, const void *pb)
 	return memcmp(x->r->prefix.addr, y->r->prefix.addr, 16);
 }
 
-static const char *const layer_allow_counter[L_COUNT] = {
+static const char *const layer_allow_counter[NFT_L_COUNT] = {
     "always_deny",
     "always_allow",
     "infra",
     "user_allow",
 };
-static const char *const layer_deny_counter[L_COUNT] = {
+static const char *const layer_deny_counter[NFT_L_COUNT] = {
     "always_deny",
     "always_allow",
     "infra",
@@ -1496,10 +1507,7 @@ v6_form(const struct policy_rule *r, size_t form, struct policy_rule *out)
 static int
 emit_layers(struct bctx *c, const struct policy *p)
 {
-	const struct policy_rule *lr[L_COUNT] = {
-	    p->always_deny, p->always_allow, p->infra, p->rules};
-	size_t ln[L_COUNT] = {
-	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
+	struct nft_layers ly;
 	struct policy_rule *syn = NULL; /* IPv6 forms of IPv4 denies */
 	struct gent *g;
 	size_t n = 0, nsyn = 0, ntw = 0, i, j, k;
@@ -1507,10 +1515,11 @@ emit_layers(struct bctx *c, const struct policy *p)
 	int rc = -1;
 	bool internal_done = false;
 
-	for (l = 0; l < L_COUNT; l++) {
-		n += ln[l];
-		for (i = 0; i < ln[l]; i++)
-			ntw += v6_twinned(&lr[l][i]);
+	nft_layers_(p, &ly);
+	for (l = 0; l < NFT_L_COUNT; l++) {
+		n += ly.n[l];
+		for (i = 0; i < ly.n[l]; i++)
+			ntw += v6_twinned(&ly.r[l][i]);
 	}
 	g = calloc(n + NFT_V6_FORMS * ntw + 1, sizeof(*g));
 	syn = calloc(NFT_V6_FORMS * ntw + 1, sizeof(*syn));
@@ -1519,9 +1528,9 @@ emit_layers(struct bctx *c, const struct policy *p)
 		goto out;
 	}
 	n = 0;
-	for (l = 0; l < L_COUNT; l++)
-		for (i = 0; i < ln[l]; i++) {
-			const struct policy_rule *r = &lr[l][i];
+	for (l = 0; l < NFT_L_COUNT; l++)
+		for (i = 0; i < ly.n[l]; i++) {
+			const struct policy_rule *r = &ly.r[l][i];
 
 			if (r->kind != POLICY_TARGET_IP &&
 			    r->kind != POLICY_TARGET_CIDR)
@@ -1550,7 +1559,7 @@ emit_layers(struct bctx *c, const struct policy *p)
 		}
 	qsort(g, n, sizeof(*g), gent_cmp);
 	for (i = 0; i < n; i = j) {
-		if (!internal_done && g[i].layer == L_USER) {
+		if (!internal_done && g[i].layer == NFT_L_USER) {
 			if (emit_internal(c) < 0)
 				goto out;
 			internal_done = true;

@@ -174,6 +174,24 @@ bool nft_ct_outbound_(const struct nlmsghdr *nlh, uint32_t mark,
  * twin: the IPv4 deny rule).
  */
 struct nft_twins;
+/*
+ * The rule lists of a snapshot in the order the filter chain judges them
+ * (the first layer with a matching rule decides): the builder emits them
+ * so and the twins index mirrors them, so both take them from here.
+ */
+enum nft_layer {
+	NFT_L_ALWAYS_DENY,
+	NFT_L_ALWAYS_ALLOW,
+	NFT_L_INFRA,
+	NFT_L_USER,
+	NFT_L_COUNT
+};
+struct nft_layers {
+	const struct policy_rule *r[NFT_L_COUNT]; /* borrowed from p */
+	size_t n[NFT_L_COUNT];
+};
+void nft_layers_(const struct policy *p, struct nft_layers *out);
+
 struct nft_twins *nft_twins_new_(void);
 void nft_twins_free_(struct nft_twins *tw);
 enum policy_action nft_twins_match_(struct nft_twins *tw,

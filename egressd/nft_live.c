@@ -461,15 +461,11 @@ sc_bind(int family, const uint8_t *addr, uint16_t port)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sc_sockaddr(&ss, family, addr, port);
-	int fd, one = 1, saved;
+	struct err e;
+	int fd, saved;
 
-	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if ((fd = sock_open_local(family, SOCK_DGRAM, &e)) < 0)
 		return -1;
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (family == AF_INET6)
-		(void)setsockopt(
-		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
 		saved = errno;
 		close(fd);

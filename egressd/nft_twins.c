@@ -16,8 +16,6 @@
 #include "egressd/nft_int.h"
 #include "egressd/special_ranges.h"
 
-enum { TW_ALWAYS_DENY, TW_ALWAYS_ALLOW, TW_INFRA, TW_USER, TW_LAYERS };
-
 struct twin_ent {
 	uint32_t a4; /* host order, host bits zero */
 	uint8_t len;
@@ -26,8 +24,8 @@ struct twin_ent {
 
 struct nft_twins {
 	bool built;
-	struct twin_ent *e[TW_LAYERS];
-	size_t n[TW_LAYERS];
+	struct twin_ent *e[NFT_L_COUNT];
+	size_t n[NFT_L_COUNT];
 };
 
 struct nft_twins *
@@ -43,7 +41,7 @@ nft_twins_free_(struct nft_twins *tw)
 
 	if (tw == NULL)
 		return;
-	for (l = 0; l < TW_LAYERS; l++)
+	for (l = 0; l < NFT_L_COUNT; l++)
 		free(tw->e[l]);
 	free(tw);
 }
@@ -75,25 +73,23 @@ mask4(unsigned len)
 static int
 twins_build(struct nft_twins *tw, const struct policy *p)
 {
-	const struct policy_rule *lr[TW_LAYERS] = {
-	    p->always_deny, p->always_allow, p->infra, p->rules};
-	size_t ln[TW_LAYERS] = {
-	    p->nalways_deny, p->nalways_allow, p->ninfra, p->nrules};
+	struct nft_layers ly;
 	unsigned l;
 	size_t i, k;
 
-	for (l = 0; l < TW_LAYERS; l++) {
-		for (i = 0, k = 0; i < ln[l]; i++)
-			k += lr[l][i].action == POLICY_DENY &&
-			    lr[l][i].prefix.family == 4 &&
-			    (lr[l][i].kind == POLICY_TARGET_IP ||
-			        lr[l][i].kind == POLICY_TARGET_CIDR);
+	nft_layers_(p, &ly);
+	for (l = 0; l < NFT_L_COUNT; l++) {
+		for (i = 0, k = 0; i < ly.n[l]; i++)
+			k += ly.r[l][i].action == POLICY_DENY &&
+			    ly.r[l][i].prefix.family == 4 &&
+			    (ly.r[l][i].kind == POLICY_TARGET_IP ||
+			        ly.r[l][i].kind == POLICY_TARGET_CIDR);
 		if (k == 0)
 			continue;
 		if ((tw->e[l] = calloc(k, sizeof(*tw->e[l]))) == NULL)
 			return -1;
-		for (i = 0; i < ln[l]; i++) {
-			const struct policy_rule *r = &lr[l][i];
+		for (i = 0; i < ly.n[l]; i++) {
+			const struct policy_rule *r = &ly.r[l][i];
 			struct twin_ent *t;
 
 			if (r->action != POLICY_DENY || r->prefix.family != 4 ||
@@ -160,13 +156,13 @@ layer_of(const struct policy_rule *r)
 {
 	switch (r->origin) {
 	case POLICY_ORIGIN_ALWAYS_DENY:
-		return TW_ALWAYS_DENY;
+		return NFT_L_ALWAYS_DENY;
 	case POLICY_ORIGIN_ALWAYS_ALLOW:
-		return TW_ALWAYS_ALLOW;
+		return NFT_L_ALWAYS_ALLOW;
 	case POLICY_ORIGIN_INFRA:
-		return TW_INFRA;
+		return NFT_L_INFRA;
 	default:
-		return TW_USER;
+		return NFT_L_USER;
 	}
 }
 
@@ -190,8 +186,8 @@ nft_twins_match_(struct nft_twins *tw, const struct policy *p, int family,
 	/* the first layer with a match decides (IPv6 rule or twin); in
 	 * the layer of the IPv6 rule the longer prefix wins, deny at a
 	 * tie (a twin is a deny) */
-	l6 = r6 != NULL ? layer_of(r6) : TW_LAYERS;
-	for (l = 0; l < TW_LAYERS && l <= l6; l++) {
+	l6 = r6 != NULL ? layer_of(r6) : NFT_L_COUNT;
+	for (l = 0; l < NFT_L_COUNT && l <= l6; l++) {
 		if ((t = layer_deny4(tw, l, a4, proto, port, &len)) == NULL)
 			continue;
 		if (l == l6 && base + len < r6->prefix.len)

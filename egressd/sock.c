@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,5 +30,22 @@ sock_open_marked(int family, int type, uint32_t mark, struct err *e)
 		close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+int
+sock_open_local(int family, int type, struct err *e)
+{
+	int fd = socket(family, type | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd == -1) {
+		err_set(e, "socket: %s", strerror(errno));
+		return -1;
+	}
+	/* Best effort, as before: neither is needed for the bind itself. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (family == AF_INET6)
+		(void)setsockopt(
+		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	return fd;
 }

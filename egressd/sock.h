@@ -1,10 +1,11 @@
 /*
- * sock: egressd's own sockets to the outside (DNS upstreams, the deny
+ * sock: egressd's own sockets. To the outside (DNS upstreams, the deny
  * webhook, the self-check probes, and the proxy's upstream connections
- * next). Each carries SO_MARK so the filter lets egressd's own traffic
+ * next) each carries SO_MARK so the filter lets egressd's own traffic
  * out while the sandbox's stays redirected: a socket whose mark cannot be
  * set is never used (its traffic would loop back into egressd or be
- * dropped).
+ * dropped). Local ones (the resolver's and the self-check's) are opened
+ * one way too, so an IPv4 and an IPv6 socket can share a port.
  */
 #ifndef EGRESSD_SOCK_H
 #define EGRESSD_SOCK_H
@@ -21,5 +22,13 @@ int sock_set_mark(int fd, uint32_t mark, struct err *e);
  * and e (the socket closed).
  */
 int sock_open_marked(int family, int type, uint32_t mark, struct err *e);
+
+/*
+ * socket(family, type | SOCK_CLOEXEC) for binding to a local address and
+ * port: SO_REUSEADDR (a restart binds again at once), and IPV6_V6ONLY on
+ * an IPv6 one (its IPv4 twin binds the same port). The fd, unbound; or -1
+ * with e and errno.
+ */
+int sock_open_local(int family, int type, struct err *e);
 
 #endif

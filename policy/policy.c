@@ -9,12 +9,6 @@
 #include "policy/policy_cred.h"
 #include "policy/policy_int.h"
 
-/* Learned-address TTL clamp and DNS defaults (docs/policy.md "dns"). */
-#define DNS_TIMEOUT_MS_DEFAULT 5000
-#define DNS_TTL_MIN_DEFAULT 30
-#define DNS_TTL_MAX_DEFAULT 3600
-#define DNS_NEGATIVE_TTL_DEFAULT 30
-
 /* ---- diagnostics ---- */
 
 void
@@ -192,10 +186,10 @@ void
 policy_config_dns_defaults(struct policy_dns *dns)
 {
 	memset(dns, 0, sizeof(*dns));
-	dns->timeout_ms = DNS_TIMEOUT_MS_DEFAULT;
-	dns->ttl_min = DNS_TTL_MIN_DEFAULT;
-	dns->ttl_max = DNS_TTL_MAX_DEFAULT;
-	dns->negative_ttl = DNS_NEGATIVE_TTL_DEFAULT;
+	dns->timeout_ms = POLICY_DNS_TIMEOUT_MS_DEFAULT;
+	dns->ttl_min = POLICY_DNS_TTL_MIN_DEFAULT;
+	dns->ttl_max = POLICY_DNS_TTL_MAX_DEFAULT;
+	dns->negative_ttl = POLICY_DNS_NEGATIVE_TTL_DEFAULT;
 	dns->private_answers = POLICY_PRIVATE_DROP;
 	dns->cname_mode = POLICY_CNAME_STRICT;
 }

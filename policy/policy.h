@@ -45,7 +45,6 @@
 #define POLICY_DEPTH_MAX 16 /* nesting of YAML/JSON */
 #define POLICY_NAME_MAX 253 /* DNS name, presentation form */
 #define POLICY_DIAG_MAX 100 /* errors kept per load */
-#define POLICY_DEFAULT_MAX_RULES 4096 /* OPENSANDBOX_EGRESS_MAX_RULES */
 
 enum policy_action {
 	POLICY_DENY = 0,
@@ -110,6 +109,15 @@ enum policy_cname_mode {
 	POLICY_CNAME_STRICT = 0, /* every name of the chain must be allowed */
 	POLICY_CNAME_ALLOW_CHAINS, /* same; documented alias for future modes */
 };
+
+/*
+ * Defaults of the policy's "dns" block (docs/policy.md): the learned-address
+ * TTL clamp is also what the nft module falls back to without a policy.
+ */
+#define POLICY_DNS_TIMEOUT_MS_DEFAULT 5000
+#define POLICY_DNS_TTL_MIN_DEFAULT 30 /* seconds */
+#define POLICY_DNS_TTL_MAX_DEFAULT 3600 /* seconds */
+#define POLICY_DNS_NEGATIVE_TTL_DEFAULT 30 /* seconds */
 
 struct policy_dns {
 	char **upstreams; /* "ip", "ip:port", "[v6]:port"; literals only */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
 
 static const char *const method_names[] = {
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
@@ -293,4 +294,23 @@ policy_binding_subst(const struct policy_binding *b, size_t i,
 	if (in != NULL)
 		*in = b->subst[i].in;
 	return b->subst[i].credential;
+}
+
+const char *
+policy_binding_unknown_cred(const struct policy_binding *b,
+    struct policy_credential *const *creds, size_t n)
+{
+	size_t i;
+
+	if (b->credential != NULL &&
+	    !policy_credential_listed(creds, n, b->credential))
+		return b->credential;
+	for (i = 0; i < b->nheaders; i++)
+		if (!policy_credential_listed(
+		        creds, n, b->headers[i].credential))
+			return b->headers[i].credential;
+	for (i = 0; i < b->nsubst; i++)
+		if (!policy_credential_listed(creds, n, b->subst[i].credential))
+			return b->subst[i].credential;
+	return NULL;
 }

@@ -81,33 +81,13 @@ policy_host_covered(const struct policy *p, const char *host, struct err *e)
 	return false;
 }
 
-static bool
-cred_exists(const struct policy *p, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < p->ncredentials; i++)
-		if (strcmp(policy_credential_name(p->credentials[i]), name) ==
-		    0)
-			return true;
-	return false;
-}
-
 static int
 binding_refs(
     const struct policy *p, const struct policy_binding *b, struct err *e)
 {
-	const char *missing = NULL;
-	size_t i;
+	const char *missing =
+	    policy_binding_unknown_cred(b, p->credentials, p->ncredentials);
 
-	if (b->credential && !cred_exists(p, b->credential))
-		missing = b->credential;
-	for (i = 0; missing == NULL && i < b->nheaders; i++)
-		if (!cred_exists(p, b->headers[i].credential))
-			missing = b->headers[i].credential;
-	for (i = 0; missing == NULL && i < b->nsubst; i++)
-		if (!cred_exists(p, b->subst[i].credential))
-			missing = b->subst[i].credential;
 	if (missing == NULL)
 		return 0;
 	err_set(e, "binding \"%s\" references unknown credential \"%s\"",

@@ -53,6 +53,11 @@ bool policy_name_below(const char *name, const char *suffix);
 void policy_binding_free(struct policy_binding *b);
 /* A deep copy; NULL when out of memory. */
 struct policy_binding *policy_binding_dup(const struct policy_binding *b);
+/* The first credential b names (its credential, then its headers', then
+ * its substitutions') that none of creds[0..n) is, or NULL; borrowed from
+ * b. */
+const char *policy_binding_unknown_cred(const struct policy_binding *b,
+    struct policy_credential *const *creds, size_t n);
 
 /* The bindings list, walked into cfg (policy_binding_walk.c). */
 int policy_binding_walk(

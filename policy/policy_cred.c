@@ -68,6 +68,18 @@ policy_credential_name(const struct policy_credential *c)
 	return c->name;
 }
 
+bool
+policy_credential_listed(
+    struct policy_credential *const *v, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(v[i]->name, name) == 0)
+			return true;
+	return false;
+}
+
 enum policy_cred_source
 policy_credential_source(const struct policy_credential *c)
 {

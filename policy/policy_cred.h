@@ -39,6 +39,10 @@ void policy_credential_free(struct policy_credential *c);
  * out of memory. */
 struct policy_credential *policy_credential_dup(
     const struct policy_credential *c);
+/* Whether one of v[0..n) is named name (credential lists of a snapshot
+ * or of a configuration layer). */
+bool policy_credential_listed(
+    struct policy_credential *const *v, size_t n, const char *name);
 /* The credentials list, walked into cfg (names unique). */
 int policy_cred_walk(
     struct pwalk *w, const struct pnode *v, struct policy_config *cfg);

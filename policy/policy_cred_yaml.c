@@ -21,11 +21,25 @@ yaml_strs(struct ybuf *b, const char *key, const struct bstrs *s)
 	yb_printf(b, "]\n");
 }
 
+/* The bits of mask as a flow list of their names, in bit order. */
+static void
+yaml_bits(struct ybuf *b, unsigned mask, const char *(*name)(unsigned bit))
+{
+	const char *sep = "";
+	unsigned k;
+
+	yb_printf(b, "[");
+	for (k = 0; name(1u << k) != NULL; k++)
+		if (mask & (1u << k)) {
+			yb_printf(b, "%s\"%s\"", sep, name(1u << k));
+			sep = ", ";
+		}
+	yb_printf(b, "]\n");
+}
+
 static void
 yaml_match(struct ybuf *b, const struct policy_binding *x)
 {
-	const char *sep = "";
-	size_t k;
 
 	yb_printf(b, "    match:\n      schemes: [%s%s%s]\n",
 	    (x->schemes & POLICY_SCHEME_HTTPS) ? "\"https\"" : "",
@@ -35,35 +49,20 @@ yaml_match(struct ybuf *b, const struct policy_binding *x)
 	        : "",
 	    (x->schemes & POLICY_SCHEME_HTTP) ? "\"http\"" : "");
 	yaml_strs(b, "hosts", &x->hosts);
-	yb_printf(b, "      methods: [");
-	for (k = 0; policy_method_name(1u << k) != NULL; k++)
-		if (x->methods & (1u << k)) {
-			yb_printf(
-			    b, "%s\"%s\"", sep, policy_method_name(1u << k));
-			sep = ", ";
-		}
-	yb_printf(b, "]\n");
+	yb_printf(b, "      methods: ");
+	yaml_bits(b, x->methods, policy_method_name);
 	yaml_strs(b, "paths", &x->paths);
 }
 
 static void
 yaml_subst(struct ybuf *b, const struct bsubst *s)
 {
-	const char *sep = "";
-	unsigned k;
-
 	yb_printf(b, "        - credential: ");
 	yb_quoted(b, s->credential);
 	yb_printf(b, "\n          placeholder: ");
 	yb_quoted(b, s->placeholder);
-	yb_printf(b, "\n          in: [");
-	for (k = 0; policy_subst_in_name(1u << k) != NULL; k++)
-		if (s->in & (1u << k)) {
-			yb_printf(
-			    b, "%s\"%s\"", sep, policy_subst_in_name(1u << k));
-			sep = ", ";
-		}
-	yb_printf(b, "]\n");
+	yb_printf(b, "\n          in: ");
+	yaml_bits(b, s->in, policy_subst_in_name);
 }
 
 static void

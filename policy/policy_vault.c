@@ -551,13 +551,7 @@ vault_build(const struct policy_config *old, struct vbody *b, uint64_t rev,
 static bool
 cfg_has_cred(const struct policy_config *c, const char *name)
 {
-	size_t i;
-
-	for (i = 0; i < c->ncredentials; i++)
-		if (strcmp(policy_credential_name(c->credentials[i]), name) ==
-		    0)
-			return true;
-	return false;
+	return policy_credential_listed(c->credentials, c->ncredentials, name);
 }
 
 static bool
@@ -569,23 +563,6 @@ cfg_has_binding(const struct policy_config *c, const char *name)
 		if (strcmp(c->bindings[i]->name, name) == 0)
 			return true;
 	return false;
-}
-
-/* A credential an API binding names that the vault does not hold. */
-static const char *
-foreign_ref(const struct policy_config *v, const struct policy_binding *b)
-{
-	size_t i;
-
-	if (b->credential != NULL && !cfg_has_cred(v, b->credential))
-		return b->credential;
-	for (i = 0; i < b->nheaders; i++)
-		if (!cfg_has_cred(v, b->headers[i].credential))
-			return b->headers[i].credential;
-	for (i = 0; i < b->nsubst; i++)
-		if (!cfg_has_cred(v, b->subst[i].credential))
-			return b->subst[i].credential;
-	return NULL;
 }
 
 /* The two layers stay apart (policy_vault.h). */
@@ -615,7 +592,8 @@ layers_apart(const struct policy_config *op, const struct policy_config *v,
 			    b->name);
 			return -1;
 		}
-		if ((ref = foreign_ref(v, b)) != NULL) {
+		if ((ref = policy_binding_unknown_cred(
+		         b, v->credentials, v->ncredentials)) != NULL) {
 			err_set(e,
 			    "binding \"%s\" references unknown credential "
 			    "\"%s\"",

@@ -21,6 +21,13 @@ now_mono_ms(void)
 }
 
 uint64_t
+now_mono_ms_clock(void *arg)
+{
+	(void)arg;
+	return now_mono_ms();
+}
+
+uint64_t
 now_mono_us(void)
 {
 	return now_read(CLOCK_MONOTONIC, 1000000u);

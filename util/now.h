@@ -8,7 +8,16 @@
 
 #include <stdint.h>
 
+/*
+ * An injected clock: monotonic milliseconds, arg the caller's. Modules
+ * with time-dependent logic take one (tests pass a clock they step);
+ * now_mono_ms_clock is the real one in this form.
+ */
+typedef uint64_t (*now_clock_fn)(void *arg);
+
 uint64_t now_mono_ms(void);
+/* now_mono_ms as a now_clock_fn; arg is ignored. */
+uint64_t now_mono_ms_clock(void *arg);
 uint64_t now_mono_us(void);
 /* Milliseconds since the Unix epoch. */
 uint64_t now_wall_ms(void);

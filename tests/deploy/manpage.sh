@@ -1,7 +1,7 @@
 #!/bin/bash
 # deploy_manpage: docs/egressd.8 and docs/operations.md name every flag and
-# every variable egressd/config.c accepts, and the man page renders
-# without a groff warning.
+# every variable egressd/config.c accepts and state every value of
+# egressd/defaults.h, and the man page renders without a groff warning.
 set -u -o pipefail
 src=${EGRESSD_SRCDIR:?}
 page=$src/docs/egressd.8
@@ -9,8 +9,14 @@ rc=0 n=0
 flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/config.c" |
     grep -oE '"[a-z-]+"' | tr -d '"')
 vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/config.c" | tr -d '{"')
+# Every number and path of egressd/defaults.h (defaults and the ranges of
+# settings): changing a default without the docs fails here.
+vals=$(sed -nE 's%^#define EGRESSD_[A-Z0-9_]+ +("[^"]*"|[0-9][0-9a-fx]*)u?( +/[*].*)?$%\1%p' \
+    "$src/egressd/defaults.h" | tr -d '"')
 [ "$(wc -w <<<"$flags")" -ge 20 ] && [ "$(wc -w <<<"$vars")" -ge 30 ] ||
     { echo "FAIL: could not read the flag and variable tables of config.c"; exit 1; }
+[ "$(wc -w <<<"$vals")" -ge 12 ] ||
+    { echo "FAIL: could not read the values of defaults.h"; exit 1; }
 for doc in "$page" "$src/docs/operations.md"; do
 	text=$(sed 's/\\-/-/g' "$doc")
 	for f in $flags; do
@@ -22,6 +28,11 @@ for doc in "$page" "$src/docs/operations.md"; do
 		n=$((n + 1))
 		grep -qw -- "$v" <<<"$text" ||
 		    { echo "FAIL: $v not in ${doc#"$src"/}"; rc=1; }
+	done
+	for v in $vals; do
+		n=$((n + 1))
+		grep -qE -- "(^|[^0-9A-Za-z/])$v([^0-9A-Za-z/]|\$)" <<<"$text" ||
+		    { echo "FAIL: default $v (defaults.h) not in ${doc#"$src"/}"; rc=1; }
 	done
 done
 if command -v groff >/dev/null; then

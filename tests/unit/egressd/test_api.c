@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "egressd/api.h"
+#include "egressd/defaults.h"
 #include "egressd/log.h"
 #include "egressd/stats.h"
 #include "util/now.h"
@@ -160,7 +161,7 @@ fx_alloc(void)
 	f->opts = (struct api_opts){
 	    .listen_tcp = "127.0.0.1:0",
 	    .token = TOKEN,
-	    .max_rules = POLICY_DEFAULT_MAX_RULES,
+	    .max_rules = EGRESSD_DEFAULT_MAX_RULES,
 	    .start_time_s = 1700000000,
 	    .log = &f->log,
 	    .stats = &f->stats,

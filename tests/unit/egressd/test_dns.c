@@ -194,9 +194,14 @@ set_policy(struct ctx *c, const char *json)
 	c->pol = ts_policy_json(json);
 }
 
+/*
+ * A resolver on 127.0.0.1 (any port) in front of the fake upstreams fs,
+ * with the test's hooks: the synchronous learn hook, or with async the
+ * asynchronous one (learn_submit, learn_cancel) as the daemon wires it.
+ */
 static void
-start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
-    unsigned timeout_ms, unsigned attempt_ms)
+start_dns_with(struct ctx *c, struct fake_upstream **fs, size_t n,
+    unsigned timeout_ms, unsigned attempt_ms, bool async)
 {
 	char addrs[4][64];
 	const char *v[4];
@@ -219,8 +224,13 @@ start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
 	o.attempt_timeout_ms = attempt_ms;
 	memset(&h, 0, sizeof(h));
 	h.policy_get = hook_policy;
-	h.learn = hook_learn;
-	h.intercepted = hook_intercepted;
+	h.learn = hook_learn; /* unused when learn_submit is set */
+	if (async) {
+		h.learn_submit = hook_learn_submit;
+		h.learn_cancel = hook_learn_cancel;
+	} else {
+		h.intercepted = hook_intercepted;
+	}
 	h.clock_ms = hook_clock;
 	h.arg = c;
 	c->dns = dns_new(c->base, &o, &h, &c->lg, &c->st, &e);
@@ -228,38 +238,18 @@ start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
 		fail_msg("dns_new: %s", e.msg);
 }
 
+static void
+start_dns(struct ctx *c, struct fake_upstream **fs, size_t n,
+    unsigned timeout_ms, unsigned attempt_ms)
+{
+	start_dns_with(c, fs, n, timeout_ms, attempt_ms, false);
+}
+
 /* start_dns with the asynchronous learn hook instead of learn. */
 static void
 start_dns_async(struct ctx *c, struct fake_upstream **fs, size_t n)
 {
-	char addrs[4][64];
-	const char *v[4];
-	struct dns_opts o;
-	struct dns_hooks h;
-	struct err e;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		fake_upstream_addr(fs[i], addrs[i], sizeof(addrs[i]));
-		v[i] = addrs[i];
-	}
-	memset(&o, 0, sizeof(o));
-	o.listen4 = "127.0.0.1";
-	o.listen6 = "";
-	o.upstreams = v;
-	o.nupstreams = n;
-	o.timeout_ms = 2000;
-	o.attempt_timeout_ms = 500;
-	memset(&h, 0, sizeof(h));
-	h.policy_get = hook_policy;
-	h.learn = hook_learn; /* unused when learn_submit is set */
-	h.learn_submit = hook_learn_submit;
-	h.learn_cancel = hook_learn_cancel;
-	h.clock_ms = hook_clock;
-	h.arg = c;
-	c->dns = dns_new(c->base, &o, &h, &c->lg, &c->st, &e);
-	if (c->dns == NULL)
-		fail_msg("dns_new: %s", e.msg);
+	start_dns_with(c, fs, n, 2000, 500, true);
 }
 
 static int

@@ -50,12 +50,28 @@ test_clocks(void **state)
 	    wall / 1000 + 60 > (uint64_t)t && wall / 1000 < (uint64_t)t + 60);
 }
 
+/* The injected-clock form reads the same clock, whatever arg holds. */
+static void
+test_clock_fn(void **state)
+{
+	now_clock_fn fn = now_mono_ms_clock;
+	uint64_t a, b, c;
+
+	(void)state;
+	a = now_mono_ms();
+	b = fn(&a);
+	c = now_mono_ms();
+	assert_true(b >= a && b <= c);
+	assert_true(fn(NULL) >= c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fnv_vectors),
 	    cmocka_unit_test(test_clocks),
+	    cmocka_unit_test(test_clock_fn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
