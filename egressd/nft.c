@@ -585,7 +585,7 @@ nft_send(struct nft *n, struct nft_batch *b, struct err *e)
 			goto out;
 		}
 	} while (!nft_acks_feed(&acks, n->rbuf, (size_t)r));
-	rc = nft_acks_result(&acks, b, e);
+	rc = nft_acks_result(&acks, nft_batch_msg_label(b, acks.bad), e);
 out:
 	if (n->st != NULL) {
 		if (rc == 0)

@@ -5,8 +5,6 @@
 #include <linux/netlink.h>
 #include <libmnl/libmnl.h>
 
-#include "egressd/nft.h"
-
 static bool
 label_is(const char *label, const char *kind)
 {
@@ -197,8 +195,7 @@ nft_acks_feed(struct nft_acks *a, const void *buf, size_t len)
 }
 
 int
-nft_acks_result(
-    const struct nft_acks *a, const struct nft_batch *b, struct err *e)
+nft_acks_result(const struct nft_acks *a, const char *bad_label, struct err *e)
 {
 	char offs[64] = "";
 	const char *label, *hint;
@@ -213,7 +210,7 @@ nft_acks_result(
 	}
 	if (a->bad == (size_t)-1)
 		return 0;
-	label = nft_batch_msg_label(b, a->bad);
+	label = bad_label != NULL ? bad_label : "?";
 	hint = nft_err_hint(NFT_ERR_MSG, label, a->bad_errno);
 	if (a->bad_offs >= 0)
 		(void)snprintf(offs, sizeof(offs),

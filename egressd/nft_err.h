@@ -20,7 +20,6 @@
 #include "util/err.h"
 
 struct nlmsghdr;
-struct nft_batch;
 
 /* Where an error surfaced. */
 enum nft_err_where {
@@ -73,9 +72,12 @@ bool nft_acks_feed(struct nft_acks *a, const void *buf, size_t len);
 
 /*
  * 0 when every message was accepted; -1 with e naming the refused message
- * (by b's label), the kernel's errno and words, and nft_err_hint().
+ * (by bad_label: the caller's label of message a->bad, e.g.
+ * nft_batch_msg_label(b, a->bad); a label rather than the batch keeps
+ * this module below nft.h), the kernel's errno and words, and
+ * nft_err_hint().
  */
 int nft_acks_result(
-    const struct nft_acks *a, const struct nft_batch *b, struct err *e);
+    const struct nft_acks *a, const char *bad_label, struct err *e);
 
 #endif

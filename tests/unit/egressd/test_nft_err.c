@@ -142,7 +142,7 @@ run_acks(const struct fx *f, const int *errs, const char *text, char *msg,
 	done = nft_acks_feed(&a, buf, len);
 	assert_true(done);
 	memset(&e, 0, sizeof(e));
-	rc = nft_acks_result(&a, f->b, &e);
+	rc = nft_acks_result(&a, nft_batch_msg_label(f->b, a.bad), &e);
 	(void)snprintf(msg, msglen, "%s", rc == 0 ? "" : e.msg);
 	free(buf);
 	return rc;
@@ -195,7 +195,8 @@ test_no_cap_net_admin(void **state)
 	nft_acks_init(&a, BASE, f->n);
 	assert_true(
 	    nft_acks_feed(&a, buf, put_ack(buf, 0, BASE, EPERM, NULL, -1)));
-	assert_int_equal(nft_acks_result(&a, f->b, &e), -1);
+	assert_int_equal(
+	    nft_acks_result(&a, nft_batch_msg_label(f->b, a.bad), &e), -1);
 	assert_non_null(strstr(e.msg, "refused the batch"));
 	assert_non_null(strstr(e.msg, strerror(EPERM)));
 	assert_non_null(strstr(e.msg, "CAP_NET_ADMIN"));
@@ -213,7 +214,8 @@ test_no_nf_tables(void **state)
 	nft_acks_init(&a, BASE, f->n);
 	assert_true(nft_acks_feed(
 	    &a, buf, put_ack(buf, 0, BASE, EOPNOTSUPP, NULL, -1)));
-	assert_int_equal(nft_acks_result(&a, f->b, &e), -1);
+	assert_int_equal(
+	    nft_acks_result(&a, nft_batch_msg_label(f->b, a.bad), &e), -1);
 	assert_non_null(strstr(e.msg, "no nf_tables"));
 	assert_non_null(strstr(e.msg, "nothing can be enforced"));
 }
@@ -320,7 +322,8 @@ test_ext_ack_and_garbage(void **state)
 	assert_int_equal(offs, 24);
 	nft_acks_init(&a, BASE, f->n);
 	assert_false(nft_acks_feed(&a, buf, len));
-	assert_int_equal(nft_acks_result(&a, f->b, &e), -1);
+	assert_int_equal(
+	    nft_acks_result(&a, nft_batch_msg_label(f->b, a.bad), &e), -1);
 	assert_non_null(strstr(e.msg, "(bad attribute at byte 24)"));
 
 	/* truncated: header claims an error but carries no nlmsgerr */
