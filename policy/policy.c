@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/policy_binding_int.h"
-#include "policy/policy_cred.h"
 #include "policy/policy_int.h"
+#include "policy/policy_parts.h"
 
 /* ---- diagnostics ---- */
 

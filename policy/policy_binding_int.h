@@ -10,6 +10,7 @@
 
 #include "policy/policy_binding.h"
 #include "policy/policy_int.h"
+#include "policy/policy_parts.h"
 
 #define POLICY_PLACEHOLDER_MAX 256 /* bytes of one substitution placeholder */
 
@@ -50,7 +51,6 @@ struct policy_binding {
 void policy_bstrs_free(struct bstrs *s);
 /* True when name lies strictly below suffix ("a.b.c" below "b.c"). */
 bool policy_name_below(const char *name, const char *suffix);
-void policy_binding_free(struct policy_binding *b);
 /* A deep copy; NULL when out of memory. */
 struct policy_binding *policy_binding_dup(const struct policy_binding *b);
 /* The first credential b names (its credential, then its headers', then

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "policy/policy_int.h"
+#include "policy/policy_parts.h"
 
 struct pwalk;
 
@@ -34,7 +35,6 @@ struct policy_credential {
 int policy_credential_set_value(
     struct policy_credential *c, const uint8_t *v, size_t n);
 
-void policy_credential_free(struct policy_credential *c);
 /* A deep copy (the value too, wiped when the copy is freed); NULL when
  * out of memory. */
 struct policy_credential *policy_credential_dup(
