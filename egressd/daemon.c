@@ -1145,6 +1145,9 @@ egressd_proxy_stats(struct egressd *d)
 	st->proxy_on = true;
 	st->proxy_accepted = ps.accepted;
 	st->proxy_passthrough = ps.passthrough;
+	st->proxy_terminated = ps.terminated;
+	st->proxy_upstream_reused = ps.upstream_reused;
+	st->proxy_upstream_idle = ps.upstream_idle;
 	st->proxy_refused = ps.refused;
 	st->proxy_up_bytes = ps.up_bytes;
 	st->proxy_down_bytes = ps.down_bytes;

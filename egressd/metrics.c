@@ -177,9 +177,21 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 	    "%" PRIu64 "\n",
 	    st->proxy_passthrough);
 	metrics_printf(o,
+	    "egressd_proxy_connections_total{decision=\"terminated\"} "
+	    "%" PRIu64 "\n",
+	    st->proxy_terminated);
+	metrics_printf(o,
 	    "egressd_proxy_connections_total{decision=\"refused\"} "
 	    "%" PRIu64 "\n",
 	    st->proxy_refused);
+	metrics_counter(o, "egressd_proxy_upstream_reused_total",
+	    "Terminated connections that took an idle upstream connection "
+	    "from the pool instead of dialling.",
+	    st->proxy_upstream_reused);
+	metrics_family(o, "egressd_proxy_upstream_idle", "gauge",
+	    "Idle upstream connections in the pool.");
+	metrics_printf(o, "egressd_proxy_upstream_idle %" PRIu64 "\n",
+	    st->proxy_upstream_idle);
 	metrics_family(o, "egressd_vault_decisions_total", "counter",
 	    "Credential Vault decisions on requests to bound hosts.");
 	{

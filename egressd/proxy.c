@@ -22,6 +22,7 @@
 #include "egressd/http_head.h"
 #include "egressd/log.h"
 #include "egressd/proxy.h"
+#include "egressd/proxy_pool.h"
 #include "egressd/proxy_tls.h"
 #include "egressd/tls_ca.h"
 #include "egressd/sock.h"
@@ -99,6 +100,10 @@ struct proxy_conn {
 	uint8_t *pbuf; /* PEEK: what MSG_PEEK returned */
 	bool term; /* terminated TLS (else pass-through or plain) */
 	bool cli_ready, up_ready, up_failed; /* terminated: handshakes */
+	/* terminated: up came from the pool; up may go back to it (no
+	 * request or response on it said Connection: close, no upgrade) */
+	bool up_reused, up_keep;
+	bool up_resumed; /* terminated: its upstream handshake resumed */
 	char tls_why[128]; /* the upstream TLS failure, for the log */
 	/* pass-through after the decision: splice(2), no bufferevents */
 	bool spliced;
@@ -153,6 +158,7 @@ struct proxy {
 	struct tls_ca *ca; /* termination; NULL: never */
 	SSL_CTX *sctx, *cctx;
 	struct tls_sess_cache *sess; /* upstream sessions to resume */
+	struct proxy_pool *pool; /* idle upstream connections to reuse */
 };
 
 static const char *const proxy_reason_names[PROXY_NREASONS] = {
@@ -302,11 +308,8 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	            : c->proto == PROTO_HTTP ? "http"
 	                                     : "unknown"),
 	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
-	    LOG_U("down", c->down_bytes),
-	    LOG_B("resumed",
-	        c->term && c->up != NULL && c->up_ready &&
-	            SSL_session_reused(bufferevent_openssl_get_ssl(c->up)) ==
-	                1),
+	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->up_resumed),
+	    LOG_B("reused", c->up_reused),
 	    LOG_U("ms", now_mono_ms() - c->t0_ms));
 	p->st.by_reason[c->why]++;
 	p->st.by_state[c->st]--;
@@ -639,6 +642,54 @@ proxy_wipe_cleanup(const void *data, size_t len, void *arg)
 	free(arg);
 }
 
+/*
+ * The index of h's Connection field when it is the only one and says
+ * just "close" on an HTTP/1.1 request of a terminated connection, else
+ * -1. Connection is hop-by-hop: egressd leaves it out upstream, so the
+ * origin connection can go to the pool (proxy_pool.h) once the client,
+ * which asked for close and so closes after the response (RFC 9112
+ * §9.6), is gone. Anything else in Connection is forwarded as sent.
+ */
+static int
+proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
+{
+	int at = -1;
+	size_t i;
+
+	if (!c->term || h->minor != 1 || !h->conn_close || h->conn_upgrade)
+		return -1;
+	for (i = 0; i < h->nh; i++) {
+		if (!http_span_ieq(&h->h[i].name, "connection"))
+			continue;
+		if (at != -1 || !http_span_ieq(&h->h[i].value, "close"))
+			return -1;
+		at = (int)i;
+	}
+	return at;
+}
+
+/* Head bytes buf[0..end) to up without field i's line. -1: no memory. */
+static int
+proxy_move_without(struct proxy_conn *c, const char *buf, size_t end,
+    const struct http_header *f)
+{
+	struct evbuffer *out = bufferevent_get_output(c->up);
+	size_t from = (size_t)(f->name.p - buf);
+	size_t vend = (size_t)(f->value.p - buf) + f->value.n;
+	const char *nl = memchr(buf + vend, '\n', end - vend);
+	size_t to = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+
+	if (evbuffer_add(out, buf, from) == -1 ||
+	    evbuffer_add(out, buf + to, end - to) == -1)
+		return -1;
+	evbuffer_drain(bufferevent_get_input(c->cli), end);
+	c->up_bytes += end;
+	c->last_ms = now_mono_ms();
+	if (evbuffer_get_length(out) >= PROXY_HIGH_WM)
+		bufferevent_disable(c->cli, EV_READ);
+	return 0;
+}
+
 static bool
 proxy_header_removed(
     const struct http_span *name, const struct vault_inject *vi)
@@ -841,6 +892,7 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		const struct http_header *f = &h->h[i];
 
 		if (proxy_header_removed(&f->name, vi) ||
+		    (int)i == proxy_close_field(c, h) ||
 		    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
 		    (nb != NULL && http_span_ieq(&f->name, "content-length")))
 			continue;
@@ -1190,6 +1242,7 @@ proxy_http_pump(struct proxy_conn *c)
 	struct vault *used;
 	uint64_t body_taken;
 	size_t wait;
+	int closef;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -1274,11 +1327,21 @@ proxy_http_pump(struct proxy_conn *c)
 			c->rq_upgrade[slot] = h.conn_upgrade;
 			c->rq_vault[slot] = used;
 			c->rq_n++;
+			closef = proxy_close_field(c, &h);
+			if ((h.conn_close && closef == -1) || h.conn_upgrade)
+				c->up_keep = false;
 		}
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 		if (rc == 1) /* its rewrite went up (with its body) */
 			evbuffer_drain(in, end + (size_t)body_taken);
-		else if (proxy_move(c, c->cli, c->up, end) == -1)
+		else if (closef != -1) {
+			/* h's spans point into in's first chain, pulled up */
+			if (proxy_move_without(c,
+			        (const char *)evbuffer_pullup(
+			            in, (ev_ssize_t)end),
+			        end, &h.h[closef]) == -1)
+				goto nomem;
+		} else if (proxy_move(c, c->cli, c->up, end) == -1)
 			goto nomem;
 		proxy_body_start(&c->hbody, &h);
 		if (body_taken > 0)
@@ -1417,6 +1480,8 @@ proxy_resp_pump(struct proxy_conn *c)
 			if (http_parse_response(buf, end, &m, &h, &e) !=
 			    HTTP_HEAD_OK)
 				goto bad;
+			if (h.conn_close)
+				c->up_keep = false;
 			if (c->rq_vault[c->rq_first] != NULL) {
 				int vr = proxy_vault_response_head(
 				    c, &h, buf, end, &e);
@@ -1549,6 +1614,35 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 	}
 }
 
+/*
+ * The client of a terminated connection left between two requests: its
+ * verified upstream connection goes to the pool for the next client
+ * connection to the same origin, and c closes. Only at a message
+ * boundary with nothing buffered either way, every response delivered,
+ * and no request or response on it that said Connection: close (the
+ * origin would close it) or upgraded it. True if c is gone.
+ */
+static bool
+proxy_pool_keep(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+
+	if (!c->term || c->up == NULL || !c->up_ready || !c->up_keep ||
+	    c->up_eof || c->up_shut || c->rq_n != 0 || c->red != NULL ||
+	    c->hphase != H_HEAD || c->rphase != H_HEAD ||
+	    c->refuse_status != 0 ||
+	    evbuffer_get_length(bufferevent_get_input(c->up)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->up)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0)
+		return false;
+	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
+	    c->name, &c->dst, c->dport);
+	proxy_pool_put(p->pool, c->up, c->name, &c->dst, c->dport);
+	c->up = NULL;
+	proxy_conn_close(c, PROXY_OK);
+	return true;
+}
+
 static void
 proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 {
@@ -1568,6 +1662,8 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		c->up_eof = true;
 	/* what was read before the FIN goes first */
 	if (proxy_relay_read(c, b) == -1 || c->st != PROXY_ST_RELAY)
+		return;
+	if (is_cli && proxy_pool_keep(c))
 		return;
 	bufferevent_disable(b, EV_READ);
 	if (!is_cli && c->refuse_status != 0) {
@@ -1771,14 +1867,32 @@ proxy_term_fail(struct proxy_conn *c)
 	proxy_refuse_http(c, 502, PROXY_UPSTREAM_TLS);
 }
 
+static void proxy_connect(struct proxy_conn *c);
+
 static void
 proxy_up_event(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = arg;
 
 	if (c->st == PROXY_ST_CONNECT) {
+		if (c->up_reused) {
+			/* the origin closed the pooled connection while the
+			 * client's handshake ran: nothing was sent on it, dial
+			 * afresh */
+			bufferevent_free(c->up);
+			c->up = NULL;
+			c->up_reused = c->up_ready = false;
+			proxy_connect(c);
+			if (c->st == PROXY_ST_CONNECT && c->up_failed &&
+			    c->cli_ready)
+				proxy_term_fail(c);
+			return;
+		}
 		if (what & BEV_EVENT_CONNECTED) {
 			c->up_ready = true;
+			c->up_resumed = c->term &&
+			    SSL_session_reused(
+			        bufferevent_openssl_get_ssl(c->up)) == 1;
 			if (!c->term || c->cli_ready)
 				proxy_start_relay(c);
 			return;
@@ -1810,6 +1924,22 @@ proxy_connect(struct proxy_conn *c)
 	struct err e = {""};
 	int fd;
 
+	c->up_keep = true;
+	if (c->term &&
+	    (c->up = proxy_pool_take(p->pool, c->name, &c->dst, c->dport)) !=
+	        NULL) {
+		/* verified for this name and address already; reading, so
+		 * the origin closing it before the relay starts is seen */
+		c->up_reused = c->up_ready = true;
+		p->st.upstream_reused++;
+		proxy_set_state(c, PROXY_ST_CONNECT);
+		(void)evtimer_del(c->timer);
+		proxy_arm(c, p->o.connect_ms);
+		bufferevent_setcb(
+		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+		bufferevent_enable(c->up, EV_READ);
+		return;
+	}
 	fd = sock_open_marked(
 	    c->dst.family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
 	if (fd == -1) {
@@ -2440,7 +2570,8 @@ proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
 	    (p->cctx = proxy_tls_client_ctx(
 	         o->trust_dir, o->ssl_insecure, &ncerts, e)) == NULL)
 		return -1;
-	if ((p->sess = tls_sess_new()) == NULL) {
+	if ((p->sess = tls_sess_new()) == NULL ||
+	    (p->pool = proxy_pool_new(p->base, 0, 0)) == NULL) {
 		err_set(e, "TLS session cache: out of memory");
 		return -1;
 	}
@@ -2517,6 +2648,7 @@ proxy_free(struct proxy *p)
 	}
 	if (p->reserve_fd != -1)
 		close(p->reserve_fd);
+	proxy_pool_free(p->pool);
 	SSL_CTX_free(p->sctx);
 	SSL_CTX_free(p->cctx);
 	tls_sess_free(p->sess);
@@ -2537,6 +2669,9 @@ proxy_rejudge(struct proxy *p)
 	struct proxy_conn *c, *next;
 	size_t closed = 0;
 
+	/* idle upstream connections are not judged again: dialled anew if
+	 * still allowed */
+	(void)proxy_pool_flush(p->pool);
 	for (c = p->conns; c != NULL; c = next) {
 		next = c->next;
 		if ((c->st != PROXY_ST_CONNECT && c->st != PROXY_ST_RELAY) ||
@@ -2558,6 +2693,7 @@ proxy_status(const struct proxy *p, struct proxy_status *st)
 
 	*st = p->st;
 	st->paused = p->paused;
+	st->upstream_idle = proxy_pool_count(p->pool);
 	/* bytes of open connections count too */
 	for (c = p->conns; c != NULL; c = c->next) {
 		st->up_bytes += c->up_bytes;

@@ -175,6 +175,10 @@ struct proxy_status {
 	size_t active;
 	size_t by_state[PROXY_NSTATES];
 	uint64_t up_bytes, down_bytes; /* relayed, client->origin, back */
+	/* terminated connections that took a pooled upstream connection;
+	 * idle upstream connections in the pool now (proxy_pool.h) */
+	uint64_t upstream_reused;
+	size_t upstream_idle;
 	bool paused; /* accept paused at the cap */
 };
 

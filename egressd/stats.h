@@ -89,7 +89,9 @@ struct stats {
 #define STATS_PROXY_STATES 8
 	bool proxy_on;
 	uint64_t proxy_accepted, proxy_passthrough, proxy_refused;
+	uint64_t proxy_terminated;
 	uint64_t proxy_up_bytes, proxy_down_bytes;
+	uint64_t proxy_upstream_reused, proxy_upstream_idle;
 	uint64_t
 	    vault_decisions[4]; /* no_match, injected, ambiguous, refused */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];

@@ -114,17 +114,27 @@ tb_expect_eq "a host without a binding is passed through (origin's certificate, 
     000 "$code"
 tb_check "... which the test CA verifies" tb_sandbox curl -sS -o /dev/null --max-time 5 https://c.test/
 
-# a new client connection resumes the origin's TLS session (tls_sess.c):
-# no full handshake upstream after the first
+# a new client connection resumes the origin's TLS session (tls_sess.c)
+# or takes an idle origin connection (proxy_pool.c): no full handshake
+# upstream after the first. One connection first (its origin connection
+# goes to the pool, its session to the cache), then two at once, each
+# answered after 1.5 s so they overlap even on a loaded machine: one
+# takes the pooled connection, the other dials and resumes.
+tb_sandbox curl -sS -o /dev/null --max-time 5 --cacert "$CA" https://a.test/resume0
 m=$(tb_log_mark "$TB_EGRESSD_LOG")
-for i in 1 2 3 4; do
-	tb_sandbox curl -sS -o /dev/null --max-time 5 \
-	    --cacert "$STATE/ca-bundle.crt" "https://a.test/resume$i"
+pids=()
+for i in 1 2; do
+	tb_sandbox curl -sS -o /dev/null --max-time 5 --cacert "$CA" \
+	    "https://a.test/resume$i?delay_ms=1500" &
+	pids+=($!)
 done
-tb_assert_log --since "$m" --min 3 "$TB_EGRESSD_LOG" proxy.closed \
-    decision=terminated name=a.test resumed=true
-tb_assert_log --since "$m" --max 1 "$TB_EGRESSD_LOG" proxy.closed \
-    decision=terminated name=a.test resumed=false
+for p in "${pids[@]}"; do wait "$p"; done
+tb_assert_log --since "$m" --min 1 "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test resumed=true reused=false
+tb_assert_log --since "$m" --min 1 "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test reused=true
+tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test resumed=false reused=false
 
 # unverifiable origin
 tb_stop_egressd

@@ -23,6 +23,9 @@ Query parameters shape the response (all bounded):
   bytes=N            body of N 'x' bytes instead of the JSON echo
   delay_ms=N         wait before answering
   close=1            Connection: close
+  idle_ms=N          after this response, close the connection if no
+                     request arrives within N ms (a short keep-alive
+                     timeout; without a close_notify, as many servers)
   ce=NAME            a Content-Encoding: NAME header (the body is not encoded)
   sse=N              text/event-stream, chunked: N events ("data: event K"),
                      one chunk each, gap_ms apart (default 300, at most 2000)
@@ -175,6 +178,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except ValueError:
                 n = 0
                 self.close_connection = True
+            if n > MAX_BODY:
+                # the rest stays unread: this connection cannot go on
+                self.close_connection = True
             n = max(0, min(n, MAX_BODY))
             body += self.rfile.read(n)
         return bytes(body)
@@ -245,9 +251,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ce = qget("ce")
         if ce is not None and ce.isalnum() and len(ce) <= 16:
             self.send_header("Content-Encoding", ce)
-        if qget("close") == "1":
+        if qget("close") == "1" or self.close_connection:
+            # said, as a well-behaved server does, so that no client
+            # (or proxy pool) reuses a connection about to close
             self.send_header("Connection", "close")
             self.close_connection = True
+        idle = qint("idle_ms", 0, IDLE_TIMEOUT_S * 1000)
+        if idle:
+            self.connection.settimeout(idle / 1000.0)
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
             if trailer and echoed:
