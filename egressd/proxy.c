@@ -127,6 +127,13 @@ struct proxy_conn {
 	 * response's framing depends on its request: HEAD, CONNECT) */
 	char rq_method[PROXY_PIPELINE_MAX][HTTP_METHOD_MAX + 1];
 	bool rq_upgrade[PROXY_PIPELINE_MAX];
+	/* the request's lone "Connection: close" was left out upstream
+	 * (proxy_close_field): its response says close to the client */
+	bool rq_close[PROXY_PIPELINE_MAX];
+	/* such a request was forwarded: no head after it is read, and the
+	 * client connection closes once its response is out (RFC 9112
+	 * §9.6), its origin connection going to the pool */
+	bool cli_closing;
 	/* the vault revision a request was injected from (a reference):
 	 * its response is redacted against it. NULL: not injected */
 	struct vault *rq_vault[PROXY_PIPELINE_MAX];
@@ -690,6 +697,41 @@ proxy_move_without(struct proxy_conn *c, const char *buf, size_t end,
 	return 0;
 }
 
+#define PROXY_CLOSE_LINE "Connection: close\r\n" /* 19 bytes */
+
+/* Response head buf[0..end) to the client without its Connection
+ * fields and with PROXY_CLOSE_LINE (the answer to a close request whose
+ * close egressd kept from the origin). -1: no memory. */
+static int
+proxy_head_close(struct proxy_conn *c, const char *buf, size_t end,
+    const struct http_head *h)
+{
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	size_t at = 0, i;
+
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+		size_t from = (size_t)(f->name.p - buf);
+		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
+		const char *nl;
+
+		if (!http_span_ieq(&f->name, "connection"))
+			continue;
+		nl = memchr(buf + vend, '\n', end - vend);
+		if (evbuffer_add(out, buf + at, from - at) == -1)
+			return -1;
+		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	}
+	/* the rest without the final CRLF, then the close line and it */
+	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
+	    evbuffer_add(out, PROXY_CLOSE_LINE "\r\n", 21) == -1)
+		return -1;
+	evbuffer_drain(bufferevent_get_input(c->up), end);
+	c->down_bytes += end;
+	c->last_ms = now_mono_ms();
+	return 0;
+}
+
 static bool
 proxy_header_removed(
     const struct http_span *name, const struct vault_inject *vi)
@@ -1108,6 +1150,7 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 {
 	struct vault *v = c->rq_vault[c->rq_first];
 	struct evbuffer *out = bufferevent_get_output(c->cli);
+	bool close = c->rq_close[c->rq_first] && h->status >= 200;
 	const struct http_span *ce;
 	const char *eol;
 	size_t i, rl;
@@ -1133,7 +1176,11 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
 		size_t n;
-		char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+		char *red;
+
+		if (close && http_span_ieq(&f->name, "connection"))
+			continue;
+		red = vault_redact_header(v, f->value.p, f->value.n, &n);
 
 		if (red == NULL && n == SIZE_MAX)
 			continue; /* no memory to redact it: dropped */
@@ -1145,6 +1192,8 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 		}
 		free(red);
 	}
+	if (close && evbuffer_add(out, PROXY_CLOSE_LINE, 19) == -1)
+		return -2;
 	if (evbuffer_add(out, "\r\n", 2) == -1)
 		return -2;
 	c->down_bytes += end;
@@ -1270,6 +1319,8 @@ proxy_http_pump(struct proxy_conn *c)
 			continue;
 		}
 		/* H_HEAD */
+		if (c->cli_closing)
+			return 0; /* nothing after a close request */
 		if (c->rq_n == PROXY_PIPELINE_MAX) {
 			/* resumed when a response completes */
 			return 0;
@@ -1330,6 +1381,7 @@ proxy_http_pump(struct proxy_conn *c)
 			closef = proxy_close_field(c, &h);
 			if ((h.conn_close && closef == -1) || h.conn_upgrade)
 				c->up_keep = false;
+			c->rq_close[slot] = c->cli_closing = closef != -1;
 		}
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 		if (rc == 1) /* its rewrite went up (with its body) */
@@ -1377,12 +1429,25 @@ refuse:
 	return 0;
 }
 
+static bool proxy_pool_keep(struct proxy_conn *c);
+
+/* The response to a close request is out: the client connection ends,
+ * its origin connection to the pool when it can go there. */
+static void
+proxy_close_finish(struct proxy_conn *c)
+{
+	if (!proxy_pool_keep(c))
+		proxy_conn_close(c, PROXY_OK);
+}
+
 /* The response at the head of the queue is complete. -1: c is gone. */
 static int
 proxy_resp_done(struct proxy_conn *c)
 {
 	bool was_upgrade = c->rq_upgrade[c->rq_first];
+	bool was_close = c->rq_close[c->rq_first];
 
+	c->rq_close[c->rq_first] = false;
 	vault_redactor_free(c->red);
 	c->red = NULL;
 	vault_free(c->rq_vault[c->rq_first]);
@@ -1393,6 +1458,14 @@ proxy_resp_done(struct proxy_conn *c)
 	if (c->hphase == H_STOPPED && c->rq_n == 0) {
 		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
 		return -1; /* c lives on in REFUSE, but the pumps stop */
+	}
+	if (was_close) {
+		/* proxy_write_cb finishes once the client has it all */
+		bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) != 0)
+			return 0;
+		proxy_close_finish(c);
+		return -1;
 	}
 	if (was_upgrade && c->hphase == H_UPGRADE)
 		c->hphase = H_HEAD; /* refused by the origin: HTTP goes on */
@@ -1516,7 +1589,14 @@ proxy_resp_pump(struct proxy_conn *c)
 				continue;
 			}
 		}
-		if (proxy_move(c, c->up, c->cli, end) == -1)
+		if (c->rq_close[c->rq_first] && h.status >= 200 &&
+		    h.status != 101) {
+			if (proxy_head_close(c,
+			        (const char *)evbuffer_pullup(
+			            in, (ev_ssize_t)end),
+			        end, &h) == -1)
+				goto nomem;
+		} else if (proxy_move(c, c->up, c->cli, end) == -1)
 			goto nomem;
 		if (h.status == 101) {
 			if (!c->rq_upgrade[c->rq_first]) {
@@ -1594,6 +1674,11 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 	}
 	if (c->st != PROXY_ST_RELAY)
 		return;
+	if (b == c->cli && c->cli_closing && c->rq_n == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
+		proxy_close_finish(c);
+		return;
+	}
 	o = proxy_other(c, b);
 	if (b == c->cli && c->refuse_status != 0 && c->up_eof &&
 	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {

@@ -146,6 +146,39 @@ rs = [json.loads(l) for l in f]
 rs = [r for r in rs if r.get("ev") == "origin.request" and r["path"] == "/close1"]
 sys.exit(0 if len(rs) == 1 and "connection" not in rs[0]["h"] else 1)
 PY
+tb_expect_match "... while the client is told Connection: close" \
+    '^[Cc]onnection: close' "$(tb_sandbox curl -sS -D - -o /dev/null \
+    --max-time 5 --cacert "$CA" -H 'Connection: close' https://a.test/close1b |
+    tr -d '\r')"
+tb_expect_match "... also on an injected request (the vault's head)" \
+    '^[Cc]onnection: close' "$(tb_sandbox curl -sS -D - -o /dev/null \
+    --max-time 5 --cacert "$CA" -H 'Connection: close' \
+    -H 'Authorization: Bearer fake-key' https://a.test/api/close |
+    tr -d '\r')"
+m=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_expect_eq "a request pipelined after a close request: one answer, then EOF" "1 eof" \
+    "$(tb_sandbox "$TB_PY" -c '
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+s = ctx.wrap_socket(socket.create_connection(("a.test", 443), timeout=5),
+                    server_hostname="a.test")
+s.sendall(b"GET /close3 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+          b"GET /after-close HTTP/1.1\r\nHost: a.test\r\n\r\n")
+data, eof = b"", False
+while True:
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        break
+    except (ssl.SSLError, OSError):
+        eof = True
+        break
+    if not d:
+        eof = True
+        break
+    data += d
+print(data.count(b"HTTP/1.1 "), "eof" if eof else "open")' "$CA")"
+tb_assert_no_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/after-close
 tb_expect_eq "/metrics: its origin connection pooled all the same" 1 \
     "$(metric egressd_proxy_upstream_idle)"
 tb_expect_eq "an origin's Connection: close (on the pooled connection)" 200 \
