@@ -30,7 +30,7 @@
 #include "util/addr.h"
 
 #define PROXY_POOL_MAX 64 /* idle connections kept, all origins */
-#define PROXY_POOL_PER_KEY 8 /* of one (name, address, port) */
+#define PROXY_POOL_PER_KEY 32 /* of one (name, address, port) */
 #define PROXY_POOL_IDLE_MS 4000 /* closed after this long unused */
 
 struct bufferevent;
