@@ -10,7 +10,16 @@
 enum {
 	ST_SIZE0, /* the first hex digit of a chunk size */
 	ST_SIZE, /* more hex digits, or the end of them */
-	ST_EXT, /* chunk extensions up to CR */
+	/* chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ) */
+	ST_EXT_WS, /* BWS: only more of it or ';' may follow */
+	ST_EXT_NAME0, /* after ';': BWS, then the name's first byte */
+	ST_EXT_NAME,
+	ST_EXT_NAME_WS, /* BWS after a name: '=' or ';' next */
+	ST_EXT_VAL0, /* after '=': BWS, then a token or a quoted string */
+	ST_EXT_TOKEN,
+	ST_EXT_QUOTED,
+	ST_EXT_QESC, /* after a backslash inside the quotes */
+	ST_EXT_ENDQ, /* after the closing quote */
 	ST_SIZE_LF,
 	ST_DATA,
 	ST_DATA_CR,
@@ -46,25 +55,95 @@ fail_at(struct http_chunk *c, struct err *e, const char *why, size_t *used,
 	return HTTP_CHUNK_BAD;
 }
 
-/* One byte of a chunk-ext: BWS ";" BWS name [BWS "=" BWS value]. */
 static bool
-ext_byte(struct http_chunk *c, uint8_t ch)
+is_ws(uint8_t ch)
 {
-	if (c->in_quote) {
-		if (c->quote_esc)
-			c->quote_esc = false;
-		else if (ch == '\\')
-			c->quote_esc = true;
-		else if (ch == '"')
-			c->in_quote = false;
-		return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+	return ch == ' ' || ch == '\t';
+}
+
+/* qdtext and the byte of a quoted-pair (RFC 9110 5.6.4): HTAB, SP,
+ * VCHAR, obs-text; qdtext excludes '"' and '\\' (the caller's cases). */
+static bool
+is_qbyte(uint8_t ch)
+{
+	return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+}
+
+/*
+ * One byte of the chunk-size line after the size, strictly by the
+ * grammar: an extension starts with ';' after optional whitespace, and
+ * anything else after the hex digits is an error (a lenient parser here
+ * reads "5 x" or "5zz" as a size other parsers do not: smuggling). The
+ * new state, ST_SIZE_LF at the line's CR, or -1 with *why.
+ */
+static int
+ext_byte(int st, uint8_t ch, const char **why)
+{
+	switch (st) {
+	case ST_EXT_QUOTED:
+		if (ch == '\\')
+			return ST_EXT_QESC;
+		if (ch == '"')
+			return ST_EXT_ENDQ;
+		if (is_qbyte(ch))
+			return ST_EXT_QUOTED;
+		*why = ch == '\r' ? "unterminated quoted extension"
+		                  : "invalid byte in a chunk extension";
+		return -1;
+	case ST_EXT_QESC:
+		if (is_qbyte(ch))
+			return ST_EXT_QUOTED;
+		*why = "invalid byte in a chunk extension";
+		return -1;
+	case ST_EXT_NAME0:
+		if (is_ws(ch))
+			return st;
+		if (http_is_tchar(ch))
+			return ST_EXT_NAME;
+		*why = "chunk extension without a name";
+		return -1;
+	case ST_EXT_VAL0:
+		if (is_ws(ch))
+			return st;
+		if (ch == '"')
+			return ST_EXT_QUOTED;
+		if (http_is_tchar(ch))
+			return ST_EXT_TOKEN;
+		*why = "chunk extension without a value after '='";
+		return -1;
+	case ST_EXT_WS:
+		if (is_ws(ch))
+			return st;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		*why = "chunk extension not starting with ';'";
+		return -1;
+	case ST_EXT_NAME_WS:
+		if (is_ws(ch))
+			return st;
+		if (ch == '=')
+			return ST_EXT_VAL0;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		*why = "invalid byte after a chunk extension's name";
+		return -1;
+	default: /* ST_SIZE (after a digit), ST_EXT_NAME, _TOKEN, _ENDQ */
+		if ((st == ST_EXT_NAME || st == ST_EXT_TOKEN) &&
+		    http_is_tchar(ch))
+			return st;
+		if (ch == '\r')
+			return ST_SIZE_LF;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		if (is_ws(ch))
+			return st == ST_EXT_NAME ? ST_EXT_NAME_WS : ST_EXT_WS;
+		if (ch == '=' && st == ST_EXT_NAME)
+			return ST_EXT_VAL0;
+		*why = st == ST_SIZE ? "invalid byte after a chunk size (an "
+		                       "extension starts with ';')"
+		                     : "invalid byte in a chunk extension";
+		return -1;
 	}
-	if (ch == '"') {
-		c->in_quote = true;
-		return true;
-	}
-	return http_is_tchar(ch) || ch == ';' || ch == '=' || ch == ' ' ||
-	    ch == '\t';
 }
 
 enum http_chunk_rc
@@ -95,28 +174,32 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 			}
 			if (c->state == ST_SIZE0)
 				return fail(c, e, "chunk size is not hex");
-			c->state = ST_EXT;
 			/* FALLTHROUGH */
-		case ST_EXT:
-			if (ch == '\r') {
-				if (c->in_quote)
-					return fail(c, e,
-					    "unterminated quoted extension");
-				c->state = ST_SIZE_LF;
-			} else if (!ext_byte(c, ch)) {
-				return fail(
-				    c, e, "invalid byte in a chunk extension");
-			}
+		case ST_EXT_WS:
+		case ST_EXT_NAME0:
+		case ST_EXT_NAME:
+		case ST_EXT_NAME_WS:
+		case ST_EXT_VAL0:
+		case ST_EXT_TOKEN:
+		case ST_EXT_QUOTED:
+		case ST_EXT_QESC:
+		case ST_EXT_ENDQ: {
+			const char *why = NULL;
+			int st = ext_byte(c->state, ch, &why);
+
+			if (st == -1)
+				return fail(c, e, why);
 			if (++c->line > HTTP_CHUNK_LINE_MAX)
 				return fail(c, e, "chunk-size line too long");
+			c->state = st;
 			i++;
 			break;
+		}
 		case ST_SIZE_LF:
 			if (ch != '\n')
 				return fail(c, e, "bare CR after a chunk size");
 			i++;
 			c->line = 0;
-			c->in_quote = c->quote_esc = false;
 			c->state = c->left == 0 ? ST_TRAILER : ST_DATA;
 			break;
 		case ST_DATA: {

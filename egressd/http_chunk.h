@@ -8,8 +8,9 @@
  * tells how much of the input it consumed and which part of that is body
  * data. The proxy re-frames (or forwards) what it was told; it never trusts
  * the peer's framing bytes it did not validate. Strict: a chunk size is
- * hex digits only (at most 15, so it fits in 60 bits), extensions are
- * token[=token|quoted-string] and bounded, every line ends in CRLF, the
+ * hex digits only (at most 15, so it fits in 60 bits), then nothing but
+ * extensions, each ';' (after optional whitespace) name[=token or
+ * quoted-string], the line bounded; every line ends in CRLF, the
  * trailer section is bounded and made of valid header lines.
  */
 #ifndef EGRESSD_HTTP_CHUNK_H
@@ -37,7 +38,6 @@ struct http_chunk {
 	size_t line; /* bytes of the current line (size or trailer) */
 	size_t trailer; /* bytes of the trailer section so far */
 	uint64_t total; /* body bytes decoded */
-	bool in_quote, quote_esc; /* inside a quoted chunk-ext value */
 };
 
 void http_chunk_init(struct http_chunk *c);

@@ -42,6 +42,17 @@ static const struct cwant chunks[] = {
     {"bad_ctl_ext", HTTP_CHUNK_BAD, "", 0},
     {"bad_trailer_fold", HTTP_CHUNK_BAD, "", 0},
     {"bad_unterminated_quote", HTTP_CHUNK_BAD, "", 0},
+    {"ok_ext_bws", HTTP_CHUNK_DONE, "hello", 0},
+    {"bad_ext_no_semi", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_ws_only", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_ws_token", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_eq_after_size", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_no_name", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_no_value", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_two_values", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_trailing_ws", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_quote_del", HTTP_CHUNK_BAD, "", 0},
+    {"bad_ext_last_chunk", HTTP_CHUNK_BAD, "hello", 0},
 };
 
 /* Decodes in pieces of step bytes (0 = whole). */
@@ -106,11 +117,74 @@ test_chunked(void **state)
 	}
 }
 
+/*
+ * The chunk-size line: after the hex digits only ';'-led extensions
+ * (optional whitespace before each ';'); the decoder stops at the first
+ * byte the grammar does not allow, and says why.
+ */
+static void
+test_ext_strict(void **state)
+{
+	static const struct {
+		const char *line;
+		size_t at; /* the offending byte; SIZE_MAX: accepted */
+		const char *why;
+	} cases[] = {
+	    {"5;a\r\n", SIZE_MAX, NULL},
+	    {"5 ; a = b\r\n", SIZE_MAX, NULL},
+	    {"5\t;a=\"q\\\"\";b\r\n", SIZE_MAX, NULL},
+	    {"5;a;b;c=d\r\n", SIZE_MAX, NULL},
+	    {"5x\r\n", 1, "extension starts with ';'"},
+	    {"5 x\r\n", 2, "not starting with ';'"},
+	    {"5 \r\n", 2, "not starting with ';'"},
+	    {"5\t\r\n", 2, "not starting with ';'"},
+	    {"5,a\r\n", 1, "extension starts with ';'"},
+	    {"5;\r\n", 2, "without a name"},
+	    {"5; \r\n", 3, "without a name"},
+	    {"5;a b\r\n", 4, "after a chunk extension's name"},
+	    {"5;a=\r\n", 4, "without a value"},
+	    {"5;a==b\r\n", 4, "without a value"},
+	    {"5;a=b=c\r\n", 5, "invalid byte in a chunk extension"},
+	    {"5;a=\"b\"c\r\n", 7, "invalid byte in a chunk extension"},
+	    {"5;a=\"b\r\n", 6, "unterminated"},
+	    {"5;a=\"\\\x01\"\r\n", 6, "invalid byte"},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct http_chunk c;
+		struct err e = {""};
+		const char *l = cases[i].line;
+		size_t used = 0, nd;
+		const uint8_t *d;
+		enum http_chunk_rc rc;
+
+		http_chunk_init(&c);
+		rc = http_chunk_feed(
+		    &c, (const uint8_t *)l, strlen(l), &used, &d, &nd, &e);
+		if (cases[i].at == SIZE_MAX) {
+			if (rc != HTTP_CHUNK_AGAIN || used != strlen(l))
+				fail_msg("%zu: refused: %s", i, e.msg);
+			continue;
+		}
+		if (rc != HTTP_CHUNK_BAD)
+			fail_msg("%zu: accepted", i);
+		if (used != cases[i].at)
+			fail_msg("%zu: stopped at %zu, want %zu", i, used,
+			    cases[i].at);
+		if (strstr(e.msg, cases[i].why) == NULL)
+			fail_msg("%zu: \"%s\" does not say \"%s\"", i, e.msg,
+			    cases[i].why);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_chunked),
+	    cmocka_unit_test(test_ext_strict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
