@@ -42,6 +42,36 @@ http_chunk_init(struct http_chunk *c)
 	c->state = ST_SIZE0;
 }
 
+void
+http_chunk_keep_trailers(struct http_chunk *c, struct http_chunk_trailers *t)
+{
+	c->keep = t;
+	if (t != NULL)
+		t->len = 0;
+}
+
+bool
+http_chunk_trailer_next(
+    const struct http_chunk_trailers *t, size_t *pos, struct http_header *f)
+{
+	const char *p = t->buf + *pos, *end = t->buf + t->len, *colon, *cr;
+
+	/* the decoder validated the lines; still, never read past len */
+	if (*pos >= t->len || *p == '\r')
+		return false;
+	if ((colon = memchr(p, ':', (size_t)(end - p))) == NULL ||
+	    (cr = memchr(colon, '\r', (size_t)(end - colon))) == NULL ||
+	    cr + 1 >= end)
+		return false;
+	f->name.p = p;
+	f->name.n = (size_t)(colon - p);
+	f->value.p = colon + 1;
+	f->value.n = (size_t)(cr - colon - 1);
+	text_trim_ows(&f->value.p, &f->value.n);
+	*pos = (size_t)(cr + 2 - t->buf);
+	return true;
+}
+
 /* *used: the bytes before the offending one. */
 #define fail(c, e, why) fail_at(c, e, why, used, i)
 
@@ -269,6 +299,9 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		count_trailer:
 			if (++c->trailer > HTTP_CHUNK_TRAILER_MAX)
 				return fail(c, e, "trailer section too large");
+			/* the final CR is not a field's: not kept */
+			if (c->keep != NULL && c->state != ST_END_LF)
+				c->keep->buf[c->keep->len++] = (char)ch;
 			i++;
 			break;
 		}

@@ -95,6 +95,14 @@ chunks = {
     "bad_ext_trailing_ws": "5;a \r\nhello\r\n0\r\n\r\n",
     "bad_ext_quote_del": "5;a=\"x\x7fy\"\r\nhello\r\n0\r\n\r\n",
     "bad_ext_last_chunk": "5\r\nhello\r\n0 x\r\n\r\n",
+    # trailer sections the vault path hands on field by field
+    "ok_trailer_fields": "2\r\nhi\r\n0\r\nX-A:  one two \t\r\nx-b:\r\n"
+                         "Grpc-Status:0\r\nX-C: a:b\r\n\r\nNEXT",
+    "ok_trailer_max": "0\r\n" + "X-Pad: " + "p" * 16374 + "\r\n\r\n",
+    "bad_trailer_big": "0\r\n" + "X-Pad: " + "p" * 16375 + "\r\n\r\n",
+    "bad_trailer_space_name": "0\r\nX-A : 1\r\n\r\n",
+    "bad_trailer_no_colon": "0\r\nX-A\r\n\r\n",
+    "bad_trailer_bare_lf": "0\r\nX-A: 1\n\r\n",
 }
 for d, cases in (("http_head", heads), ("http_chunk", chunks)):
     os.makedirs(os.path.join(BASE, d), exist_ok=True)

@@ -53,18 +53,26 @@ static const struct cwant chunks[] = {
     {"bad_ext_trailing_ws", HTTP_CHUNK_BAD, "", 0},
     {"bad_ext_quote_del", HTTP_CHUNK_BAD, "", 0},
     {"bad_ext_last_chunk", HTTP_CHUNK_BAD, "hello", 0},
+    {"ok_trailer_fields", HTTP_CHUNK_DONE, "hi", 4},
+    {"ok_trailer_max", HTTP_CHUNK_DONE, "", 0},
+    {"bad_trailer_big", HTTP_CHUNK_BAD, "", 0},
+    {"bad_trailer_space_name", HTTP_CHUNK_BAD, "", 0},
+    {"bad_trailer_no_colon", HTTP_CHUNK_BAD, "", 0},
+    {"bad_trailer_bare_lf", HTTP_CHUNK_BAD, "", 0},
 };
 
-/* Decodes in pieces of step bytes (0 = whole). */
+/* Decodes in pieces of step bytes (0 = whole), the trailer section into
+ * t when not NULL. */
 static enum http_chunk_rc
-decode(
-    const char *in, size_t n, size_t step, char *out, size_t *nout, size_t *end)
+decode_keep(const char *in, size_t n, size_t step, char *out, size_t *nout,
+    size_t *end, struct http_chunk_trailers *t)
 {
 	struct http_chunk c;
 	struct err e;
 	size_t off = 0;
 
 	http_chunk_init(&c);
+	http_chunk_keep_trailers(&c, t);
 	*nout = 0;
 	while (off < n) {
 		size_t lim = step && n - off > step ? step : n - off, used, nd;
@@ -84,6 +92,13 @@ decode(
 	}
 	*end = off;
 	return HTTP_CHUNK_AGAIN;
+}
+
+static enum http_chunk_rc
+decode(
+    const char *in, size_t n, size_t step, char *out, size_t *nout, size_t *end)
+{
+	return decode_keep(in, n, step, out, nout, end, NULL);
 }
 
 static void
@@ -115,6 +130,71 @@ test_chunked(void **state)
 				    w->file, n - end, w->rest);
 		}
 	}
+}
+
+static bool
+span_is(const struct http_span *s, const char *lit)
+{
+	return s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
+}
+
+/*
+ * A kept trailer section comes out field by field, the same whatever the
+ * segmentation: names as sent, values without their surrounding
+ * whitespace (an empty one stays a field), a ':' inside a value kept.
+ */
+static void
+test_trailer_fields(void **state)
+{
+	static const char *const want[][2] = {
+	    {"X-A", "one two"},
+	    {"x-b", ""},
+	    {"Grpc-Status", "0"},
+	    {"X-C", "a:b"},
+	};
+	static struct http_chunk_trailers t;
+	static const size_t steps[] = {0, 1, 3, 7};
+	char out[64];
+	size_t n, s, nout, end, pos, k;
+	struct http_header f;
+
+	(void)state;
+	n = corpus_file("http_chunk", "ok_trailer_fields", buf, sizeof(buf));
+	for (s = 0; s < 4; s++) {
+		assert_int_equal(
+		    decode_keep(buf, n, steps[s], out, &nout, &end, &t),
+		    HTTP_CHUNK_DONE);
+		assert_int_equal(n - end, 4); /* "NEXT" is not the body's */
+		pos = 0;
+		for (k = 0; http_chunk_trailer_next(&t, &pos, &f); k++) {
+			if (k == 4)
+				fail_msg(
+				    "step %zu: more than 4 fields", steps[s]);
+			if (!span_is(&f.name, want[k][0]) ||
+			    !span_is(&f.value, want[k][1]))
+				fail_msg(
+				    "step %zu: field %zu is \"%.*s: %.*s\"",
+				    steps[s], k, (int)f.name.n, f.name.p,
+				    (int)f.value.n, f.value.p);
+		}
+		assert_int_equal(k, 4);
+	}
+	/* no trailers: an empty section */
+	n = corpus_file("http_chunk", "ok_simple", buf, sizeof(buf));
+	assert_int_equal(
+	    decode_keep(buf, n, 0, out, &nout, &end, &t), HTTP_CHUNK_DONE);
+	pos = 0;
+	assert_false(http_chunk_trailer_next(&t, &pos, &f));
+	/* the largest section fits the storage whole */
+	n = corpus_file("http_chunk", "ok_trailer_max", buf, sizeof(buf));
+	assert_int_equal(
+	    decode_keep(buf, n, 5, out, &nout, &end, &t), HTTP_CHUNK_DONE);
+	pos = 0;
+	assert_true(http_chunk_trailer_next(&t, &pos, &f));
+	assert_true(span_is(&f.name, "X-Pad"));
+	assert_int_equal(f.value.n, 16374);
+	assert_false(http_chunk_trailer_next(&t, &pos, &f));
+	assert_int_equal(t.len, HTTP_CHUNK_TRAILER_MAX - 1);
 }
 
 /*
@@ -185,6 +265,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_chunked),
 	    cmocka_unit_test(test_ext_strict),
+	    cmocka_unit_test(test_trailer_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
