@@ -72,6 +72,57 @@ http_chunk_trailer_next(
 	return true;
 }
 
+/* Lowercase; see http_chunk.h for why each group. */
+static const char *const trailer_denied[] = {
+    "transfer-encoding",
+    "content-length",
+    "trailer",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+    "host",
+    "expect",
+    "max-forwards",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "authentication-info",
+    "proxy-authentication-info",
+    "cookie",
+    "set-cookie",
+    "cache-control",
+    "pragma",
+    "age",
+    "expires",
+    "date",
+    "location",
+    "retry-after",
+    "vary",
+    "content-type",
+    "content-encoding",
+    "content-range",
+};
+
+bool
+http_chunk_trailer_allowed(const struct http_span *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(trailer_denied) / sizeof(trailer_denied[0]); i++)
+		if (http_span_ieq(name, trailer_denied[i]))
+			return false;
+	return true;
+}
+
 /* *used: the bytes before the offending one. */
 #define fail(c, e, why) fail_at(c, e, why, used, i)
 

@@ -71,6 +71,17 @@ void http_chunk_keep_trailers(
  */
 bool http_chunk_trailer_next(
     const struct http_chunk_trailers *t, size_t *pos, struct http_header *f);
+/*
+ * May a field named name be forwarded from a trailer section? Not the
+ * ones a recipient must know before the content (RFC 9110 6.5.1):
+ * framing (Transfer-Encoding, Content-Length, Trailer), hop-by-hop
+ * fields, routing (Host), request modifiers (Expect, Range, the
+ * conditionals), authentication (Authorization, WWW-Authenticate,
+ * Cookie, Set-Cookie, ...), response controls (Cache-Control, Age,
+ * Expires, Date, Location, Retry-After, Vary) and the content's format
+ * (Content-Type, Content-Encoding, Content-Range).
+ */
+bool http_chunk_trailer_allowed(const struct http_span *name);
 
 /*
  * Consumes bytes of in[0..len) and returns at the first event: DATA with

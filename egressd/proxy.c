@@ -129,6 +129,9 @@ struct proxy_conn {
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
+	/* its trailer section (chunked only), re-sent redacted after the
+	 * last chunk; wiped and freed with the response */
+	struct http_chunk_trailers *rtrail;
 	/* egressd answered "100 Continue" itself: it waits for the body of
 	 * the request at the head of the stream (placeholder substitution) */
 	bool cont_sent;
@@ -275,6 +278,17 @@ proxy_arm(struct proxy_conn *c, unsigned ms)
 	(void)evtimer_add(c->timer, &tv);
 }
 
+/* The kept trailer section may hold an echo of a secret: wiped. */
+static void
+proxy_trailers_free(struct proxy_conn *c)
+{
+	if (c->rtrail == NULL)
+		return;
+	secmem_wipe(c->rtrail, sizeof(*c->rtrail));
+	free(c->rtrail);
+	c->rtrail = NULL;
+}
+
 /* The one close path. */
 static void
 proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
@@ -344,6 +358,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	vault_redactor_free(c->red);
+	proxy_trailers_free(c);
 	{
 		size_t i;
 
@@ -1100,9 +1115,44 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 }
 
 /*
+ * The last chunk of a re-chunked redacted response, then its trailer
+ * fields: those a trailer may carry (http_chunk_trailer_allowed), each
+ * value redacted like a header's. -1: out of memory.
+ */
+static int
+proxy_vault_trailers(struct proxy_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	struct vault *v = c->rq_vault[c->rq_first];
+	struct http_header f;
+	size_t pos = 0, n;
+	char *red;
+
+	if (evbuffer_add(out, "0\r\n", 3) == -1)
+		return -1;
+	while (
+	    c->rtrail != NULL && http_chunk_trailer_next(c->rtrail, &pos, &f)) {
+		if (!http_chunk_trailer_allowed(&f.name))
+			continue;
+		red = vault_redact_header(v, f.value.p, f.value.n, &n);
+		if (red == NULL && n == SIZE_MAX)
+			continue; /* no memory to redact it: dropped */
+		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f.name.n,
+		        f.name.p, (int)(red != NULL ? n : f.value.n),
+		        red != NULL ? red : f.value.p) < 0) {
+			free(red);
+			return -1;
+		}
+		free(red);
+	}
+	proxy_trailers_free(c);
+	return evbuffer_add(out, "\r\n", 2);
+}
+
+/*
  * Body bytes of a redacted response: LENGTH forwarded redacted (same
- * length), CHUNKED decoded, redacted and re-chunked (trailers dropped:
- * nothing redacts them). -1 bad framing (e).
+ * length), CHUNKED decoded, redacted and re-chunked, its trailers kept
+ * and re-sent redacted. -1 bad framing (e), -2 out of memory.
  */
 static int
 proxy_vault_body(
@@ -1155,9 +1205,8 @@ proxy_vault_body(
 		vault_redact_flush(c->red, proxy_red_emit, c);
 	if (*done) {
 		vault_redact_finish(c->red, proxy_red_emit, c);
-		if (c->red_chunked)
-			(void)evbuffer_add(
-			    bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
+		if (c->red_chunked && proxy_vault_trailers(c) == -1)
+			return -2;
 		vault_redactor_free(c->red);
 		c->red = NULL;
 	}
@@ -1165,6 +1214,18 @@ proxy_vault_body(
 	if (evbuffer_get_length(bufferevent_get_output(c->cli)) >=
 	    PROXY_HIGH_WM)
 		bufferevent_disable(c->up, EV_READ);
+	return 0;
+}
+
+/* The redacted chunked response keeps its trailer section. -1: out of
+ * memory. */
+static int
+proxy_keep_trailers(struct proxy_conn *c)
+{
+	if (c->rtrail == NULL &&
+	    (c->rtrail = malloc(sizeof(*c->rtrail))) == NULL)
+		return -1;
+	http_chunk_keep_trailers(&c->rbody.ch, c->rtrail);
 	return 0;
 }
 
@@ -1322,6 +1383,7 @@ proxy_resp_done(struct proxy_conn *c)
 
 	vault_redactor_free(c->red);
 	c->red = NULL;
+	proxy_trailers_free(c);
 	vault_free(c->rq_vault[c->rq_first]);
 	c->rq_vault[c->rq_first] = NULL;
 	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
@@ -1367,7 +1429,11 @@ proxy_resp_pump(struct proxy_conn *c)
 		if (len == 0)
 			return 0;
 		if (c->rphase == H_BODY && c->red != NULL) {
-			if (proxy_vault_body(c, in, &done, &e) == -1)
+			int vb = proxy_vault_body(c, in, &done, &e);
+
+			if (vb == -2)
+				goto nomem;
+			if (vb == -1)
 				goto bad;
 			if (done) {
 				if (proxy_resp_done(c) == -1 ||
@@ -1443,6 +1509,10 @@ proxy_resp_pump(struct proxy_conn *c)
 						c->red_chunked =
 						    c->rbody.kind ==
 						    HTTP_BODY_CHUNKED;
+						if (c->red_chunked &&
+						    proxy_keep_trailers(c) ==
+						        -1)
+							goto nomem;
 						c->rphase = H_BODY;
 					} else if (proxy_resp_done(c) == -1 ||
 					    c->st != PROXY_ST_RELAY)

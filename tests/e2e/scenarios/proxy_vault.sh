@@ -69,11 +69,45 @@ tb_expect_match "chunked echo: redacted and re-chunked intact" \
     '"authorization": *"\*{26}"' "$out"
 tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
 
-out=$(tb_sandbox "${C[@]}" --raw -D - \
+# trailers: kept, and re-sent after the last chunk with every value
+# redacted like a header's; fields a trailer may not carry are dropped
+out=$(tb_sandbox "${C[@]}" --raw -D - -H 'Authorization: Bearer fake-key' \
     'https://a.test/v1/t?echo=Authorization&trailer=1')
 tb_expect_match "chunked with trailers: the body arrives" '"authorization"' "$out"
 tb_check_fails "... and neither body nor trailers carry the secret" \
     grep -qF "$SECRET" <<<"$out"
+# curl --raw leaves the chunked framing alone: what follows the last chunk
+# ("0") is the trailer section as egressd sent it
+tail=$(tr -d '\r' <<<"$out" |
+    awk '/^0$/ {t = ""; on = 1; next} on {t = t $0 "\n"} END {printf "%s", t}')
+tb_expect_eq "curl: the echoed trailer arrives after the last chunk, redacted" \
+    "X-Echo-Authorization: [REDACTED]" "$(sed '/^$/d' <<<"$tail")"
+mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
+    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+HC=$TB_DIR/sbx-bin/http_client.py
+tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
+    'https://a.test/v1/t2?echo=Authorization&trailer=1&trailer_extra=1&split=7' \
+    "$CA" 'Authorization: Bearer fake-key')
+tb_expect_match "python, chunked decoded by hand: the trailer section ends cleanly" \
+    '^END$' "$tr"
+tb_expect_match "... the echoed trailer redacted" \
+    '^T X-Echo-Authorization: \[REDACTED\]$' "$tr"
+tb_expect_match "... a field a trailer may carry passes" \
+    '^T Server-Timing: app;dur=1$' "$tr"
+tb_check_fails "... framing and cookie fields sent as trailers are dropped" \
+    grep -qiE '^T (Content-Length|Set-Cookie|Transfer-Encoding):' <<<"$tr"
+tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$tr"
+# a request no binding matches is not redacted: its trailers pass as sent
+tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
+    'https://a.test/other?echo=Authorization&trailer=1&trailer_extra=1' \
+    "$CA" 'Authorization: Bearer fake-key')
+tb_expect_eq "not injected: every trailer field as the origin sent it" \
+    "T X-Echo-Authorization: Bearer fake-key
+T Content-Length: 99999
+T Set-Cookie: sid=1
+T Transfer-Encoding: gzip
+T Server-Timing: app;dur=1
+END" "$(grep -E '^(T|END)' <<<"$tr")"
 out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' 'https://a.test/v1/z?ce=gzip')
 tb_expect_match "a compressed response to an injected request is refused: 502" \
     '502$' "$out"
@@ -125,9 +159,6 @@ tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'h.authorizatio
 tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=refused reason=vault_refused
 
 # --- streams and upgrades -----------------------------------------------------
-mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
-    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
-HC=$TB_DIR/sbx-bin/http_client.py
 sse=$(tb_sandbox "$TB_PY" "$HC" sse 'https://a.test/v1/ev?sse=3&gap_ms=700' "$CA")
 tb_expect_match "SSE on an injected request: three events" '^0 .*
 1 .*

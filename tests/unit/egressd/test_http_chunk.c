@@ -197,6 +197,38 @@ test_trailer_fields(void **state)
 	assert_int_equal(t.len, HTTP_CHUNK_TRAILER_MAX - 1);
 }
 
+/* The fields a trailer may not carry, in any case; others pass. */
+static void
+test_trailer_allowed(void **state)
+{
+	static const char *const denied[] = {"Transfer-Encoding",
+	    "content-length", "TRAILER", "Connection", "Keep-Alive", "TE",
+	    "Upgrade", "Host", "Expect", "Range", "If-None-Match",
+	    "Authorization", "Proxy-Authorization", "WWW-Authenticate",
+	    "Set-Cookie", "Cookie", "Cache-Control", "Age", "Date", "Location",
+	    "Retry-After", "Vary", "Content-Type", "Content-Encoding",
+	    "Content-Range"};
+	static const char *const allowed[] = {"X-Echo-Authorization",
+	    "Server-Timing", "Grpc-Status", "Grpc-Message", "Digest",
+	    "Content-Digest", "ETag", "X-Host", "Hosts", "T", "Tee"};
+	struct http_span s;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+		s.p = denied[i];
+		s.n = strlen(denied[i]);
+		if (http_chunk_trailer_allowed(&s))
+			fail_msg("%s allowed in a trailer", denied[i]);
+	}
+	for (i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		s.p = allowed[i];
+		s.n = strlen(allowed[i]);
+		if (!http_chunk_trailer_allowed(&s))
+			fail_msg("%s refused in a trailer", allowed[i]);
+	}
+}
+
 /*
  * The chunk-size line: after the hex digits only ';'-led extensions
  * (optional whitespace before each ';'); the decoder stops at the first
@@ -266,6 +298,7 @@ main(void)
 	    cmocka_unit_test(test_chunked),
 	    cmocka_unit_test(test_ext_strict),
 	    cmocka_unit_test(test_trailer_fields),
+	    cmocka_unit_test(test_trailer_allowed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
