@@ -3,10 +3,11 @@
 # The sandbox sends a fake key; the origin gets the real one (the fake
 # removed) only when exactly one binding matches scheme, host, port,
 # method and path; whatever the origin echoes back (headers, JSON body,
-# chunked, SSE) reaches the client with the secret masked; TRACE and
-# encoded slashes to a bound host are refused before the origin sees
-# anything; a response egressd cannot redact (an upgrade) is a 502; the
-# secret never reaches egressd's log.
+# chunked and its trailers, SSE) reaches the client with the secret
+# masked; TRACE and encoded slashes to a bound host are refused before
+# the origin sees anything; a response egressd cannot redact (an upgrade)
+# or will not decode (compressed, --vault-compressed refuse) is a 502;
+# the secret never reaches egressd's log.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -108,11 +109,18 @@ T Set-Cookie: sid=1
 T Transfer-Encoding: gzip
 T Server-Timing: app;dur=1
 END" "$(grep -E '^(T|END)' <<<"$tr")"
-out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' 'https://a.test/v1/z?ce=gzip')
+# --vault-compressed refuse (the default): a compressed echo of the secret
+# is answered 502, its bytes never forwarded (e2e proxy_vault_decode: decode)
+out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' -H 'Authorization: Bearer fake-key' \
+    'https://a.test/v1/z?echo=Authorization&enc=gzip')
 tb_expect_match "a compressed response to an injected request is refused: 502" \
     '502$' "$out"
+tb_expect_match "... saying why" '^egressd: vault_compressed: ' "$out"
 tb_check_fails "... unscanned bytes never reach the client" grep -qF "$SECRET" <<<"$out"
-tb_assert_log "$TB_EGRESSD_LOG" vault.unsafe_response name=a.test
+tb_check_fails "... nor compressed ones (a gzip member's magic)" \
+    grep -qF $'\x1f\x8b' <<<"$out"
+tb_assert_log "$TB_EGRESSD_LOG" vault.compressed outcome=refused \
+    encoding=gzip mode=refuse reason=mode_refuse name=a.test
 
 # a pipelined second request on the same connection to a path the binding
 # does not cover carries the client's own header, not the secret
@@ -168,6 +176,7 @@ tb_check "... each as it is produced (the redactor does not hold an event back)"
 ws=$(tb_sandbox "$TB_PY" "$HC" ws 'https://a.test/v1/sock?ws=1' "$CA" hello)
 tb_expect_match "a WebSocket on an injected request cannot be redacted: 502" \
     '^HTTP/1.1 502' "$ws"
+tb_assert_log "$TB_EGRESSD_LOG" vault.unsafe_response name=a.test
 
 # --- plain HTTP: the http scheme binding --------------------------------------
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
@@ -190,6 +199,8 @@ tb_expect_match "... and refusals" \
     'egressd_vault_decisions_total\{decision="refused"\} [1-9]' "$met"
 tb_expect_match "... by binding" \
     'egressd_vault_binding_decisions_total\{binding="a-api",decision="injected"\} [1-9]' "$met"
+tb_expect_match "... and the compressed response refused" \
+    'egressd_vault_compressed_responses_total\{outcome="refused"\} 1' "$met"
 tb_check_fails "metrics never show the secret" grep -qF "$SECRET" <<<"$met"
 
 # --- a reload that drops a binding: the next request is not injected ----------

@@ -27,6 +27,8 @@ Query parameters shape the response (all bounded):
   bomb=N             a gzip body of N MiB of zeros (at most 256; about
                      1 KiB compressed per MiB)
   split=N            chunked: chunks of N bytes (1..16384)
+  forms=Name         the JSON echo also carries that header's value (after
+                     "Bearer ") rendered: "forms": {"b64", "b64url", "pct"}
   status=NNN         response status (default 200)
   location=URL       Location header (use with status=302 for redirects)
   bytes=N            body of N 'x' bytes instead of the JSON echo
@@ -251,6 +253,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             payload = None
             ctype = "application/octet-stream"
         else:
+            fv = self.headers.get(qget("forms", ""))
+            if fv is not None:
+                rec = dict(rec, forms=rendered(fv))
             payload = (json.dumps(rec, indent=1) + "\n").encode()
             if enc in ENCODERS:
                 payload = ENCODERS[enc](payload)
@@ -373,6 +378,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 tail += ("%s: %s\r\n" % (name, val)).encode("latin-1")
             self.wfile.write(tail + b"\r\n")
         self.wfile.flush()
+
+
+def rendered(value):
+    import base64
+    v = value[7:] if value.startswith("Bearer ") else value
+    b = v.encode("latin-1")
+    return {"b64": base64.b64encode(b).decode(),
+            "b64url": base64.urlsafe_b64encode(b).decode().rstrip("="),
+            "pct": urllib.parse.quote(v, safe="")}
 
 
 def zcompress(wbits):

@@ -42,10 +42,26 @@ def sse(url, cafile):
     t0 = time.monotonic()
     s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
                "Connection: close\r\n\r\n" % (path, host)).encode())
+    f = s.makefile("rb")
+    chunked = False
+    while True:
+        ln = f.readline(65536)
+        if ln in (b"\r\n", b""):
+            break
+        chunked |= ln.lower() == b"transfer-encoding: chunked\r\n"
     buf = b""
     k = 0
     while k < 100:
-        d = s.recv(4096)
+        if chunked:
+            # the framing (a redacted stream's chunks need not follow
+            # the events) is not part of the events
+            size = f.readline(4096)
+            if not size.endswith(b"\r\n") or int(size, 16) == 0:
+                break
+            d = f.read(int(size, 16))
+            f.read(2)
+        else:
+            d = f.read1(4096)
         if not d:
             break
         buf += d
