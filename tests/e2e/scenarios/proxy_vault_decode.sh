@@ -95,6 +95,19 @@ done
 tb_assert_log "$TB_EGRESSD_LOG" vault.compressed outcome=decoded \
     encoding=deflate name=a.test
 
+# --- a large decoded body: streamed under the watermark, intact ---------------
+want=$("$TB_PY" -c 'import hashlib, sys
+n, out, i, size = int(sys.argv[1]), [], 0, 0
+while size < n:
+    ln = b"%d %s\n" % (i, hashlib.sha256(b"%d" % i).hexdigest().encode())
+    out.append(ln); size += len(ln); i += 1
+print(hashlib.sha256(b"".join(out)[:n]).hexdigest())' 6000000)
+for q in 'enc=gzip' 'enc=deflate&chunked=1'; do
+	got=$(tb_sandbox "${C[@]}" "https://a.test/v1/big?text=6000000&$q" |
+	    sha256sum | cut -d' ' -f1)
+	tb_expect_eq "6 MB of text, $q: decoded whole, byte for byte" "$want" "$got"
+done
+
 # --- trailers of a decoded response -----------------------------------------
 tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
     'https://a.test/v1/t?echo=Authorization&enc=gzip&trailer=1&trailer_extra=1&split=5' \

@@ -32,6 +32,9 @@ Query parameters shape the response (all bounded):
   status=NNN         response status (default 200)
   location=URL       Location header (use with status=302 for redirects)
   bytes=N            body of N 'x' bytes instead of the JSON echo
+  text=N             body of N bytes of text that compresses about 2:1: the
+                     lines "%d %s\n" % (i, sha256(str(i)).hexdigest()),
+                     cut at N (at most 16 MiB)
   delay_ms=N         wait before answering
   close=1            Connection: close
   ce=NAME            a Content-Encoding: NAME header (the body is not encoded)
@@ -248,6 +251,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = len(payload)
             ctype = "application/octet-stream"
             enc = "gzip"
+        elif qget("text") is not None:
+            payload = text(qint("text", 0, MAX_BYTES))
+            if enc in ENCODERS:
+                payload = ENCODERS[enc](payload)
+            n = len(payload)
+            ctype = "text/plain"
         elif qget("bytes") is not None:
             n = qint("bytes", 0, MAX_BYTES)
             payload = None
@@ -378,6 +387,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 tail += ("%s: %s\r\n" % (name, val)).encode("latin-1")
             self.wfile.write(tail + b"\r\n")
         self.wfile.flush()
+
+
+def text(n):
+    import hashlib
+    out, i, size = [], 0, 0
+    while size < n:
+        ln = b"%d %s\n" % (i, hashlib.sha256(b"%d" % i).hexdigest().encode())
+        out.append(ln)
+        size += len(ln)
+        i += 1
+    return b"".join(out)[:n]
 
 
 def rendered(value):
