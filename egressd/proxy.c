@@ -1195,6 +1195,27 @@ proxy_vault_coding(
 	return -1;
 }
 
+/* The field f (a header or a trailer) to out, its value redacted: every
+ * run of a secret's rendered forms "[REDACTED]". -1: out of memory. */
+static int
+proxy_add_redacted(
+    struct evbuffer *out, const struct vault *v, const struct http_header *f)
+{
+	size_t n;
+	char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+	int rc;
+
+	if (red == NULL && n == SIZE_MAX)
+		return 0; /* no memory to redact it: dropped */
+	rc = evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
+	         f->name.p, (int)(red != NULL ? n : f->value.n),
+	         red != NULL ? red : f->value.p) < 0
+	    ? -1
+	    : 0;
+	free(red);
+	return rc;
+}
+
 /* A field of a response to be decoded that goes: not its framing, not
  * the coding egressd removes. */
 static bool
@@ -1239,21 +1260,11 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 		return -2;
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
-		size_t n;
-		char *red;
 
 		if (decode && !proxy_decoded_keeps(&f->name))
 			continue;
-		red = vault_redact_header(v, f->value.p, f->value.n, &n);
-		if (red == NULL && n == SIZE_MAX)
-			continue; /* no memory to redact it: dropped */
-		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
-		        f->name.p, (int)(red != NULL ? n : f->value.n),
-		        red != NULL ? red : f->value.p) < 0) {
-			free(red);
+		if (proxy_add_redacted(out, v, f) == -1)
 			return -2;
-		}
-		free(red);
 	}
 	if (decode && h->body != HTTP_BODY_NONE &&
 	    evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28) == -1)
@@ -1275,25 +1286,15 @@ proxy_vault_trailers(struct proxy_conn *c)
 	struct evbuffer *out = proxy_red_out(c);
 	struct vault *v = c->rq_vault[c->rq_first];
 	struct http_header f;
-	size_t pos = 0, n;
-	char *red;
+	size_t pos = 0;
 
 	if (evbuffer_add(out, "0\r\n", 3) == -1)
 		return -1;
 	while (
 	    c->rtrail != NULL && http_chunk_trailer_next(c->rtrail, &pos, &f)) {
-		if (!http_chunk_trailer_allowed(&f.name))
-			continue;
-		red = vault_redact_header(v, f.value.p, f.value.n, &n);
-		if (red == NULL && n == SIZE_MAX)
-			continue; /* no memory to redact it: dropped */
-		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f.name.n,
-		        f.name.p, (int)(red != NULL ? n : f.value.n),
-		        red != NULL ? red : f.value.p) < 0) {
-			free(red);
+		if (http_chunk_trailer_allowed(&f.name) &&
+		    proxy_add_redacted(out, v, &f) == -1)
 			return -1;
-		}
-		free(red);
 	}
 	proxy_trailers_free(c);
 	return evbuffer_add(out, "\r\n", 2);

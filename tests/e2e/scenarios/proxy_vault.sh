@@ -14,10 +14,7 @@ tb_setup
 tb_host_setup # the operator: the control API is closed to the sandbox
 
 SECRET=real-secret-value-1
-mkdir -p "$TB_DIR/trust"
-cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
-printf '%s\n' "$SECRET" >"$TB_DIR/egressd/key-k"
-chmod 600 "$TB_DIR/egressd/key-k"
+tb_vault_files "$SECRET"
 # vault_policy [PLAIN]: the policy, with the plain-HTTP binding of b.test
 # when PLAIN is 1
 vault_policy() {

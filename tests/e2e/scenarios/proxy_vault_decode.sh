@@ -15,10 +15,7 @@ tb_setup
 tb_host_setup # the operator: the control API is closed to the sandbox
 
 SECRET=real-secret-value-1
-mkdir -p "$TB_DIR/trust"
-cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
-printf '%s\n' "$SECRET" >"$TB_DIR/egressd/key-k"
-chmod 600 "$TB_DIR/egressd/key-k"
+tb_vault_files "$SECRET"
 pol=$(tb_policy_file policy.yaml <<EOF2
 defaultAction: deny
 egress:

@@ -134,6 +134,18 @@ out:
 	return r;
 }
 
+/* z[0..nz) decodes to exactly want[0..n) whole (out: room for n). */
+static void
+decodes_whole(enum http_coding c, const struct http_decode_limits *l,
+    const uint8_t *z, size_t nz, const uint8_t *want, size_t n, uint8_t *out)
+{
+	struct result r = decode(c, l, z, nz, 0, 4096, out, n);
+
+	assert_int_equal(r.rc, HTTP_DECODE_AGAIN);
+	assert_int_equal(r.nout, n);
+	assert_memory_equal(out, want, n);
+}
+
 static void
 test_roundtrip_pieces(void **state)
 {
@@ -286,9 +298,7 @@ test_bomb_ratio(void **state)
 	}
 	/* the same stream passes with the ratio off */
 	l.ratio_max = 0;
-	r = decode(HTTP_CODING_GZIP, &l, z, nz, 0, 16384, out, n);
-	assert_int_equal(r.rc, HTTP_DECODE_AGAIN);
-	assert_int_equal(r.nout, n);
+	decodes_whole(HTTP_CODING_GZIP, &l, z, nz, zeros, n, out);
 	free(z);
 	free(zeros);
 	free(out);
@@ -313,9 +323,7 @@ test_bomb_size(void **state)
 		assert_memory_equal(out, p, r.nout);
 	}
 	l.out_max = n;
-	r = decode(HTTP_CODING_DEFLATE, &l, z, nz, 0, 4096, out, n);
-	assert_int_equal(r.rc, HTTP_DECODE_AGAIN);
-	assert_int_equal(r.nout, n);
+	decodes_whole(HTTP_CODING_DEFLATE, &l, z, nz, p, n, out);
 	free(z);
 	free(p);
 	free(out);
