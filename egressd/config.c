@@ -69,6 +69,11 @@ config_usage(FILE *f)
 	    "  --intercept-port PORT   a TCP port redirected to the proxy "
 	    "besides\n"
 	    "                          80 and 443 (repeatable)\n"
+	    "  --vault-compressed MODE a compressed response to an injected "
+	    "request:\n"
+	    "                          refuse (502) or decode (gzip, deflate; "
+	    "then\n"
+	    "                          redacted) (%s)\n"
 	    "  --teardown-on-exit      remove the nftables table on a clean "
 	    "stop\n"
 	    "  --learned-max N         elements per learned set; beyond it the "
@@ -85,8 +90,38 @@ config_usage(FILE *f)
 	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
 	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
+	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
 	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
 	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
+}
+
+static const char *const config_vault_compressed_names[] = {
+    [CONFIG_VAULT_COMPRESSED_REFUSE] = "refuse",
+    [CONFIG_VAULT_COMPRESSED_DECODE] = "decode",
+};
+
+static int
+config_parse_vault_compressed(const char *s, enum config_vault_compressed *out)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(config_vault_compressed_names) /
+	         sizeof(config_vault_compressed_names[0]);
+	     i++)
+		if (strcmp(s, config_vault_compressed_names[i]) == 0) {
+			*out = (enum config_vault_compressed)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *
+config_vault_compressed_name(enum config_vault_compressed v)
+{
+	return (unsigned)v < sizeof(config_vault_compressed_names) /
+	            sizeof(config_vault_compressed_names[0])
+	    ? config_vault_compressed_names[v]
+	    : "?";
 }
 
 void
@@ -107,6 +142,8 @@ config_init(struct config *c)
 	c->mark = EGRESSD_DEFAULT_MARK;
 	c->proxy_port = EGRESSD_DEFAULT_PROXY_PORT;
 	c->log_level = EGRESSD_DEFAULT_LOG_LEVEL;
+	(void)config_parse_vault_compressed(
+	    EGRESSD_DEFAULT_VAULT_COMPRESSED, &c->vault_compressed);
 }
 
 static void
@@ -490,6 +527,7 @@ enum config_key {
 	K_FAILPOINT,
 	K_PROTECTED_PORTS,
 	K_INBOUND_PORTS,
+	K_VAULT_COMPRESSED,
 };
 
 static int
@@ -619,6 +657,15 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
 	case K_FAILPOINT:
 		return config_set_str(&c->failpoint, v, what, e);
+	case K_VAULT_COMPRESSED:
+		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
+		    -1) {
+			err_set(e,
+			    "%s: \"%.64s\" is not a mode (refuse, decode)",
+			    what, v);
+			return -1;
+		}
+		return 0;
 	}
 	err_set(e, "%s: unknown setting", what);
 	return -1;
@@ -670,6 +717,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_CA_CERT_FILE", K_CA_CERT},
     {"EGRESSD_CA_BUNDLE", K_CA_BUNDLE},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
+    {"EGRESSD_VAULT_COMPRESSED", K_VAULT_COMPRESSED},
 };
 
 int
@@ -781,6 +829,7 @@ static const struct config_flag config_flags[] = {
     CF_TRUE("proxy", proxy_transparent),
     CF_KEY("proxy-port", K_PROXY_PORT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
+    CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
     CF_KEY("state-dir", K_STATE_DIR),
     CF_KEY("ca-key", K_CA_KEY),
     CF_KEY("ca-cert", K_CA_CERT),

@@ -30,6 +30,13 @@ enum config_mode {
 };
 
 /* A parsed "IP", "IP:port" or "[IPv6]:port" (literals only). */
+/* --vault-compressed (defaults.h): what a compressed response to an
+ * injected request gets. */
+enum config_vault_compressed {
+	CONFIG_VAULT_COMPRESSED_REFUSE = 0,
+	CONFIG_VAULT_COMPRESSED_DECODE,
+};
+
 struct config_hostport {
 	int family; /* AF_INET or AF_INET6 */
 	uint8_t addr[16];
@@ -95,6 +102,7 @@ struct config {
 	char *state_dir; /* the proxy's CA and the exported bundle */
 	char *ca_key_file, *ca_cert_file; /* an operator's CA, or NULL */
 	char *ca_bundle; /* where the bundle goes; NULL: in state_dir */
+	enum config_vault_compressed vault_compressed;
 
 	/* Misc. */
 	char *deny_webhook;
@@ -145,6 +153,8 @@ int config_parse_hostport(const char *s, uint16_t default_port,
     struct config_hostport *out, struct err *e);
 
 const char *config_mode_name(enum config_mode m);
+/* "refuse" or "decode", the spelling of the flag's values. */
+const char *config_vault_compressed_name(enum config_vault_compressed v);
 /* Prints the --help text to f. */
 void config_usage(FILE *f);
 

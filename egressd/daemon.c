@@ -971,6 +971,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	o.ca_cert_file = c->ca_cert_file;
 	o.trust_dir = c->trust_dir;
 	o.ssl_insecure = c->ssl_insecure;
+	o.vault_decode = c->vault_compressed == CONFIG_VAULT_COMPRESSED_DECODE;
 	h.judge = egressd_proxy_judge_cb;
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;
@@ -1156,6 +1157,8 @@ egressd_proxy_stats(struct egressd *d)
 	memcpy(st->vault_bindings, ps.vault_bindings,
 	    ps.nvault_bindings * sizeof(ps.vault_bindings[0]));
 	st->nvault_bindings = ps.nvault_bindings;
+	memcpy(st->vault_compressed, ps.vault_compressed,
+	    sizeof(st->vault_compressed));
 	for (i = 0; i < PROXY_NREASONS && i < STATS_PROXY_REASONS; i++) {
 		st->proxy_reason_names[i] = proxy_reason_name(i);
 		st->proxy_closed[i] = ps.by_reason[i];

@@ -48,6 +48,10 @@
 #define EGRESSD_DEFAULT_PROXY_PORT 18081 /* OPENSANDBOX_EGRESS_MITMPROXY_PORT */
 #define EGRESSD_DEFAULT_TRUST_DIR "/etc/ssl/certs"
 #define EGRESSD_DEFAULT_STATE_DIR "/var/lib/egressd"
+/* A compressed response on a connection the vault injected into:
+ * "refuse" (502, never forwarded unscanned) or "decode" (decoded,
+ * redacted, forwarded as identity). */
+#define EGRESSD_DEFAULT_VAULT_COMPRESSED "refuse"
 
 /* Logging (enum log_level, egressd/log.h). */
 #define EGRESSD_DEFAULT_LOG_LEVEL LOG_INFO

@@ -10,7 +10,16 @@
 enum {
 	ST_SIZE0, /* the first hex digit of a chunk size */
 	ST_SIZE, /* more hex digits, or the end of them */
-	ST_EXT, /* chunk extensions up to CR */
+	/* chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ) */
+	ST_EXT_WS, /* BWS: only more of it or ';' may follow */
+	ST_EXT_NAME0, /* after ';': BWS, then the name's first byte */
+	ST_EXT_NAME,
+	ST_EXT_NAME_WS, /* BWS after a name: '=' or ';' next */
+	ST_EXT_VAL0, /* after '=': BWS, then a token or a quoted string */
+	ST_EXT_TOKEN,
+	ST_EXT_QUOTED,
+	ST_EXT_QESC, /* after a backslash inside the quotes */
+	ST_EXT_ENDQ, /* after the closing quote */
 	ST_SIZE_LF,
 	ST_DATA,
 	ST_DATA_CR,
@@ -33,6 +42,87 @@ http_chunk_init(struct http_chunk *c)
 	c->state = ST_SIZE0;
 }
 
+void
+http_chunk_keep_trailers(struct http_chunk *c, struct http_chunk_trailers *t)
+{
+	c->keep = t;
+	if (t != NULL)
+		t->len = 0;
+}
+
+bool
+http_chunk_trailer_next(
+    const struct http_chunk_trailers *t, size_t *pos, struct http_header *f)
+{
+	const char *p = t->buf + *pos, *end = t->buf + t->len, *colon, *cr;
+
+	/* the decoder validated the lines; still, never read past len */
+	if (*pos >= t->len || *p == '\r')
+		return false;
+	if ((colon = memchr(p, ':', (size_t)(end - p))) == NULL ||
+	    (cr = memchr(colon, '\r', (size_t)(end - colon))) == NULL ||
+	    cr + 1 >= end)
+		return false;
+	f->name.p = p;
+	f->name.n = (size_t)(colon - p);
+	f->value.p = colon + 1;
+	f->value.n = (size_t)(cr - colon - 1);
+	text_trim_ows(&f->value.p, &f->value.n);
+	*pos = (size_t)(cr + 2 - t->buf);
+	return true;
+}
+
+/* Lowercase; see http_chunk.h for why each group. */
+static const char *const trailer_denied[] = {
+    "transfer-encoding",
+    "content-length",
+    "trailer",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+    "host",
+    "expect",
+    "max-forwards",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "authentication-info",
+    "proxy-authentication-info",
+    "cookie",
+    "set-cookie",
+    "cache-control",
+    "pragma",
+    "age",
+    "expires",
+    "date",
+    "location",
+    "retry-after",
+    "vary",
+    "content-type",
+    "content-encoding",
+    "content-range",
+};
+
+bool
+http_chunk_trailer_allowed(const struct http_span *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(trailer_denied) / sizeof(trailer_denied[0]); i++)
+		if (http_span_ieq(name, trailer_denied[i]))
+			return false;
+	return true;
+}
+
 /* *used: the bytes before the offending one. */
 #define fail(c, e, why) fail_at(c, e, why, used, i)
 
@@ -46,25 +136,95 @@ fail_at(struct http_chunk *c, struct err *e, const char *why, size_t *used,
 	return HTTP_CHUNK_BAD;
 }
 
-/* One byte of a chunk-ext: BWS ";" BWS name [BWS "=" BWS value]. */
 static bool
-ext_byte(struct http_chunk *c, uint8_t ch)
+is_ws(uint8_t ch)
 {
-	if (c->in_quote) {
-		if (c->quote_esc)
-			c->quote_esc = false;
-		else if (ch == '\\')
-			c->quote_esc = true;
-		else if (ch == '"')
-			c->in_quote = false;
-		return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+	return ch == ' ' || ch == '\t';
+}
+
+/* qdtext and the byte of a quoted-pair (RFC 9110 5.6.4): HTAB, SP,
+ * VCHAR, obs-text; qdtext excludes '"' and '\\' (the caller's cases). */
+static bool
+is_qbyte(uint8_t ch)
+{
+	return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+}
+
+/*
+ * One byte of the chunk-size line after the size, strictly by the
+ * grammar: an extension starts with ';' after optional whitespace, and
+ * anything else after the hex digits is an error (a lenient parser here
+ * reads "5 x" or "5zz" as a size other parsers do not: smuggling). The
+ * new state, ST_SIZE_LF at the line's CR, or -1 with *why.
+ */
+static int
+ext_byte(int st, uint8_t ch, const char **why)
+{
+	switch (st) {
+	case ST_EXT_QUOTED:
+		if (ch == '\\')
+			return ST_EXT_QESC;
+		if (ch == '"')
+			return ST_EXT_ENDQ;
+		if (is_qbyte(ch))
+			return ST_EXT_QUOTED;
+		*why = ch == '\r' ? "unterminated quoted extension"
+		                  : "invalid byte in a chunk extension";
+		return -1;
+	case ST_EXT_QESC:
+		if (is_qbyte(ch))
+			return ST_EXT_QUOTED;
+		*why = "invalid byte in a chunk extension";
+		return -1;
+	case ST_EXT_NAME0:
+		if (is_ws(ch))
+			return st;
+		if (http_is_tchar(ch))
+			return ST_EXT_NAME;
+		*why = "chunk extension without a name";
+		return -1;
+	case ST_EXT_VAL0:
+		if (is_ws(ch))
+			return st;
+		if (ch == '"')
+			return ST_EXT_QUOTED;
+		if (http_is_tchar(ch))
+			return ST_EXT_TOKEN;
+		*why = "chunk extension without a value after '='";
+		return -1;
+	case ST_EXT_WS:
+		if (is_ws(ch))
+			return st;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		*why = "chunk extension not starting with ';'";
+		return -1;
+	case ST_EXT_NAME_WS:
+		if (is_ws(ch))
+			return st;
+		if (ch == '=')
+			return ST_EXT_VAL0;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		*why = "invalid byte after a chunk extension's name";
+		return -1;
+	default: /* ST_SIZE (after a digit), ST_EXT_NAME, _TOKEN, _ENDQ */
+		if ((st == ST_EXT_NAME || st == ST_EXT_TOKEN) &&
+		    http_is_tchar(ch))
+			return st;
+		if (ch == '\r')
+			return ST_SIZE_LF;
+		if (ch == ';')
+			return ST_EXT_NAME0;
+		if (is_ws(ch))
+			return st == ST_EXT_NAME ? ST_EXT_NAME_WS : ST_EXT_WS;
+		if (ch == '=' && st == ST_EXT_NAME)
+			return ST_EXT_VAL0;
+		*why = st == ST_SIZE ? "invalid byte after a chunk size (an "
+		                       "extension starts with ';')"
+		                     : "invalid byte in a chunk extension";
+		return -1;
 	}
-	if (ch == '"') {
-		c->in_quote = true;
-		return true;
-	}
-	return http_is_tchar(ch) || ch == ';' || ch == '=' || ch == ' ' ||
-	    ch == '\t';
 }
 
 enum http_chunk_rc
@@ -95,28 +255,32 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 			}
 			if (c->state == ST_SIZE0)
 				return fail(c, e, "chunk size is not hex");
-			c->state = ST_EXT;
 			/* FALLTHROUGH */
-		case ST_EXT:
-			if (ch == '\r') {
-				if (c->in_quote)
-					return fail(c, e,
-					    "unterminated quoted extension");
-				c->state = ST_SIZE_LF;
-			} else if (!ext_byte(c, ch)) {
-				return fail(
-				    c, e, "invalid byte in a chunk extension");
-			}
+		case ST_EXT_WS:
+		case ST_EXT_NAME0:
+		case ST_EXT_NAME:
+		case ST_EXT_NAME_WS:
+		case ST_EXT_VAL0:
+		case ST_EXT_TOKEN:
+		case ST_EXT_QUOTED:
+		case ST_EXT_QESC:
+		case ST_EXT_ENDQ: {
+			const char *why = NULL;
+			int st = ext_byte(c->state, ch, &why);
+
+			if (st == -1)
+				return fail(c, e, why);
 			if (++c->line > HTTP_CHUNK_LINE_MAX)
 				return fail(c, e, "chunk-size line too long");
+			c->state = st;
 			i++;
 			break;
+		}
 		case ST_SIZE_LF:
 			if (ch != '\n')
 				return fail(c, e, "bare CR after a chunk size");
 			i++;
 			c->line = 0;
-			c->in_quote = c->quote_esc = false;
 			c->state = c->left == 0 ? ST_TRAILER : ST_DATA;
 			break;
 		case ST_DATA: {
@@ -186,6 +350,9 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		count_trailer:
 			if (++c->trailer > HTTP_CHUNK_TRAILER_MAX)
 				return fail(c, e, "trailer section too large");
+			/* the final CR is not a field's: not kept */
+			if (c->keep != NULL && c->state != ST_END_LF)
+				c->keep->buf[c->keep->len++] = (char)ch;
 			i++;
 			break;
 		}

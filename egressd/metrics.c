@@ -216,6 +216,19 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 				    st->vault_bindings[i].name, dn[k],
 				    st->vault_bindings[i].decisions[k]);
 	}
+	metrics_family(o, "egressd_vault_compressed_responses_total", "counter",
+	    "Compressed responses to requests a credential was injected "
+	    "into: decoded and redacted, refused, or failed while decoding.");
+	{
+		static const char *const cn[] = {
+		    "decoded", "refused", "failed"};
+
+		for (i = 0; i < 3; i++)
+			metrics_printf(o,
+			    "egressd_vault_compressed_responses_total{"
+			    "outcome=\"%s\"} %" PRIu64 "\n",
+			    cn[i], st->vault_compressed[i]);
+	}
 	metrics_family(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "
 	    "a relayed one ended).");

@@ -19,6 +19,7 @@
 #include <openssl/ssl.h>
 
 #include "egressd/http_chunk.h"
+#include "egressd/http_decode.h"
 #include "egressd/http_head.h"
 #include "egressd/log.h"
 #include "egressd/proxy.h"
@@ -50,6 +51,10 @@
 #define PROXY_IO_MAX (128u << 10) /* bytes per read or write call */
 #define PROXY_SPLICE_MAX (256u << 10) /* pipe size of a spliced direction */
 #define PROXY_LOG_RATE 50 /* proxy.refused lines per second, burst 100 */
+/* Compressed bytes decoded per step of a redacted response: with the
+ * decoder's ratio cap, what one step can add to the client's queue
+ * before the watermark is checked again. */
+#define PROXY_DECODE_STEP 4096
 
 enum proxy_proto { PROTO_UNKNOWN, PROTO_TLS, PROTO_HTTP };
 
@@ -134,6 +139,7 @@ struct proxy_conn {
 	 * client connection closes once its response is out (RFC 9112
 	 * §9.6), its origin connection going to the pool */
 	bool cli_closing;
+	bool rq_http10[PROXY_PIPELINE_MAX]; /* no chunked framing back */
 	/* the vault revision a request was injected from (a reference):
 	 * its response is redacted against it. NULL: not injected */
 	struct vault *rq_vault[PROXY_PIPELINE_MAX];
@@ -141,6 +147,18 @@ struct proxy_conn {
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
+	/* its trailer section (chunked only), re-sent redacted after the
+	 * last chunk; wiped and freed with the response */
+	struct http_chunk_trailers *rtrail;
+	/* its body is compressed (--vault-compressed decode): decoded, then
+	 * redacted and re-chunked as identity */
+	struct http_decode *dec;
+	enum http_coding dec_coding;
+	/* its head and first decoded bytes, held back until
+	 * HTTP_DECODE_RATIO_FREE bytes are decoded, the body ends or the
+	 * origin pauses: a bomb caught by then is a clean 502, not a cut
+	 * body */
+	struct evbuffer *hold;
 	/* egressd answered "100 Continue" itself: it waits for the body of
 	 * the request at the head of the stream (placeholder substitution) */
 	bool cont_sent;
@@ -195,6 +213,8 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_VAULT_AMBIGUOUS] = "vault_ambiguous",
     [PROXY_VAULT_UNSAFE] = "vault_unsafe",
     [PROXY_POLICY_CHANGED] = "policy_changed",
+    [PROXY_VAULT_COMPRESSED] = "vault_compressed",
+    [PROXY_VAULT_DECODE] = "vault_decode_failed",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -210,6 +230,18 @@ proxy_reason_name(enum proxy_reason r)
 	return (unsigned)r < PROXY_NREASONS && proxy_reason_names[r] != NULL
 	    ? proxy_reason_names[r]
 	    : "?";
+}
+
+const char *
+proxy_compressed_name(enum proxy_compressed c)
+{
+	static const char *const names[] = {
+	    [PROXY_COMPRESSED_DECODED] = "decoded",
+	    [PROXY_COMPRESSED_REFUSED] = "refused",
+	    [PROXY_COMPRESSED_FAILED] = "failed",
+	};
+
+	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
 }
 
 const char *
@@ -262,6 +294,8 @@ proxy_http_status(enum proxy_reason r)
 	case PROXY_UPSTREAM_TLS:
 	case PROXY_CONNECT_FAILED:
 	case PROXY_CONNECT_TIMEOUT:
+	case PROXY_VAULT_COMPRESSED:
+	case PROXY_VAULT_DECODE:
 		return 502;
 	default:
 		return 403;
@@ -288,6 +322,49 @@ proxy_arm(struct proxy_conn *c, unsigned ms)
 	(void)evtimer_add(c->timer, &tv);
 }
 
+/* What a redacted response holds besides its redactor: the kept
+ * trailer section (it may hold an echo of a secret: wiped), the
+ * decoder (it wipes its window) and the held head and bytes (redacted
+ * already). */
+static void
+proxy_trailers_free(struct proxy_conn *c)
+{
+	if (c->rtrail == NULL)
+		return;
+	secmem_wipe(c->rtrail, sizeof(*c->rtrail));
+	free(c->rtrail);
+	c->rtrail = NULL;
+}
+
+static void
+proxy_red_state_free(struct proxy_conn *c)
+{
+	vault_redactor_free(c->red);
+	c->red = NULL;
+	proxy_trailers_free(c);
+	http_decode_free(c->dec);
+	c->dec = NULL;
+	if (c->hold != NULL) {
+		evbuffer_free(c->hold);
+		c->hold = NULL;
+	}
+}
+
+/* One vault.compressed line and its counter. */
+static void
+proxy_log_compressed(
+    struct proxy_conn *c, enum proxy_compressed o, const char *reason)
+{
+	c->p->st.vault_compressed[o]++;
+	log_at_(c->p->log, o == PROXY_COMPRESSED_DECODED ? LOG_INFO : LOG_WARN,
+	    "vault.compressed", LOG_S("outcome", proxy_compressed_name(o)),
+	    LOG_S("encoding", http_coding_name(c->dec_coding)),
+	    LOG_S("mode", c->p->o.vault_decode ? "decode" : "refuse"),
+	    LOG_S("reason", reason), LOG_S("name", c->name),
+	    LOG_U("in", c->dec != NULL ? http_decode_in(c->dec) : 0),
+	    LOG_U("out", c->dec != NULL ? http_decode_out(c->dec) : 0));
+}
+
 /* The one close path. */
 static void
 proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
@@ -297,6 +374,9 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 
 	if (!c->refused)
 		c->why = why;
+	if (c->dec != NULL) /* a response being decoded ends unfinished */
+		proxy_log_compressed(
+		    c, PROXY_COMPRESSED_FAILED, "connection_closed");
 	/* A terminated origin's session, kept for the next connection to
 	 * it (after the response: TLS 1.3 tickets have arrived by now). */
 	if (c->term && c->up != NULL)
@@ -353,7 +433,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		close(c->fd);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
-	vault_redactor_free(c->red);
+	proxy_red_state_free(c);
 	{
 		size_t i;
 
@@ -476,21 +556,33 @@ proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why)
 	proxy_refuse_send(c, alert, sizeof(alert));
 }
 
+/* detail: our own fixed text (never the peer's), or NULL. */
 static void
-proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
+proxy_refuse_http_detail(
+    struct proxy_conn *c, int status, enum proxy_reason why, const char *detail)
 {
 	char msg[512];
 	int body, n;
-	char text[64];
+	char text[256];
 
 	c->why = why;
-	body = snprintf(
-	    text, sizeof(text), "egressd: %s\n", proxy_reason_name(why));
+	body = snprintf(text, sizeof(text), "egressd: %s%s%s\n",
+	    proxy_reason_name(why), detail != NULL ? ": " : "",
+	    detail != NULL ? detail : "");
+	if (body >= (int)sizeof(text))
+		body = snprintf(text, sizeof(text), "egressd: %s\n",
+		    proxy_reason_name(why));
 	n = snprintf(msg, sizeof(msg),
 	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
 	    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
 	    status, http_reason(status), body, text);
 	proxy_refuse_send(c, msg, (size_t)n);
+}
+
+static void
+proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
+{
+	proxy_refuse_http_detail(c, status, why, NULL);
 }
 
 /* --- relaying ---------------------------------------------------------------- */
@@ -1119,6 +1211,28 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	return rc;
 }
 
+/* Where a redacted response goes: the client, or the hold while a
+ * decoded one's start is held back. */
+static struct evbuffer *
+proxy_red_out(struct proxy_conn *c)
+{
+	return c->hold != NULL ? c->hold : bufferevent_get_output(c->cli);
+}
+
+/* The held head and bytes go to the client (from now on, everything). */
+static int
+proxy_hold_release(struct proxy_conn *c)
+{
+	int rc;
+
+	if (c->hold == NULL)
+		return 0;
+	rc = evbuffer_add_buffer(bufferevent_get_output(c->cli), c->hold);
+	evbuffer_free(c->hold);
+	c->hold = NULL;
+	return rc;
+}
+
 /* Redacted response bytes to the client; chunked bodies are re-chunked
  * (the redaction preserves length, the spans do not follow the
  * origin's chunks). */
@@ -1126,7 +1240,7 @@ static void
 proxy_red_emit(void *arg, const uint8_t *p, size_t n)
 {
 	struct proxy_conn *c = arg;
-	struct evbuffer *out = bufferevent_get_output(c->cli);
+	struct evbuffer *out = proxy_red_out(c);
 
 	if (n == 0)
 		return;
@@ -1139,28 +1253,91 @@ proxy_red_emit(void *arg, const uint8_t *p, size_t n)
 }
 
 /*
+ * The Content-Encoding of a response head h to an injected request
+ * (c->dec_coding): 0 none (or identity), 1 to be decoded, -1 refused
+ * with *reason (fixed text). Refused: --vault-compressed refuse, a
+ * coding other than gzip or deflate (or more than one), a 1xx or a 206
+ * (a range of a compressed representation does not decode alone), a
+ * body to an HTTP/1.0 client (decoded bodies are chunked).
+ */
+static int
+proxy_vault_coding(
+    struct proxy_conn *c, const struct http_head *h, const char **reason)
+{
+	size_t n;
+	const struct http_span *ce = http_header_get(h, "content-encoding", &n);
+
+	c->dec_coding = HTTP_CODING_IDENTITY;
+	*reason = "";
+	if (ce == NULL)
+		return 0;
+	c->dec_coding =
+	    n > 1 ? HTTP_CODING_LIST : http_coding_parse(ce->p, ce->n);
+	if (c->dec_coding == HTTP_CODING_IDENTITY)
+		return 0;
+	if (!c->p->o.vault_decode)
+		*reason = "mode_refuse";
+	else if (c->dec_coding != HTTP_CODING_GZIP &&
+	    c->dec_coding != HTTP_CODING_DEFLATE)
+		*reason = "unsupported_encoding";
+	else if (h->status < 200 || h->status == 206)
+		*reason = "partial_content";
+	else if (h->body != HTTP_BODY_NONE && c->rq_http10[c->rq_first])
+		*reason = "http10_client";
+	else
+		return 1;
+	return -1;
+}
+
+/* The field f (a header or a trailer) to out, its value redacted: every
+ * run of a secret's rendered forms "[REDACTED]". -1: out of memory. */
+static int
+proxy_add_redacted(
+    struct evbuffer *out, const struct vault *v, const struct http_header *f)
+{
+	size_t n;
+	char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+	int rc;
+
+	if (red == NULL && n == SIZE_MAX)
+		return 0; /* no memory to redact it: dropped */
+	rc = evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
+	         f->name.p, (int)(red != NULL ? n : f->value.n),
+	         red != NULL ? red : f->value.p) < 0
+	    ? -1
+	    : 0;
+	free(red);
+	return rc;
+}
+
+/* A field of a response to be decoded that goes: not its framing, not
+ * the coding egressd removes. */
+static bool
+proxy_decoded_keeps(const struct http_span *name)
+{
+	return !http_span_ieq(name, "content-encoding") &&
+	    !http_span_ieq(name, "content-length") &&
+	    !http_span_ieq(name, "transfer-encoding");
+}
+
+/*
  * The response head of an injected request, to the client with every
- * header value redacted. -1: the response cannot be redacted (a
- * content coding, a body until close, an upgrade): the caller answers
- * 502 instead. -2: out of memory.
+ * header value redacted; with decode, as the identity response it
+ * becomes: version HTTP/1.1 (egressd frames it), Content-Encoding,
+ * Content-Length and Transfer-Encoding dropped, chunked when it has a
+ * body. -1: the response cannot be redacted (a body until close, an
+ * upgrade): the caller answers 502 instead. -2: out of memory.
  */
 static int
 proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
-    const char *buf, size_t end, struct err *e)
+    const char *buf, size_t end, bool decode, struct err *e)
 {
 	struct vault *v = c->rq_vault[c->rq_first];
-	struct evbuffer *out = bufferevent_get_output(c->cli);
+	struct evbuffer *out = proxy_red_out(c);
 	bool close = c->rq_close[c->rq_first] && h->status >= 200;
-	const struct http_span *ce;
 	const char *eol;
 	size_t i, rl;
 
-	if ((ce = http_header_get(h, "content-encoding", NULL)) != NULL &&
-	    !http_span_ieq(ce, "identity")) {
-		(void)snprintf(e->msg, sizeof(e->msg),
-		    "a Content-Encoding on a response to an injected request");
-		return -1;
-	}
 	if (h->status == 101 ||
 	    (h->status >= 200 && h->body == HTTP_BODY_CLOSE)) {
 		(void)snprintf(e->msg, sizeof(e->msg), "%s",
@@ -1171,28 +1348,25 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 	}
 	eol = memchr(buf, '\n', end);
 	rl = eol != NULL ? (size_t)(eol - buf) + 1 : end;
-	if (evbuffer_add(out, buf, rl) == -1)
+	/* "HTTP/1.x" is checked by the parser: only the version changes */
+	if (decode ? evbuffer_add(out, "HTTP/1.1", 8) == -1 ||
+	            evbuffer_add(out, buf + 8, rl - 8) == -1
+	           : evbuffer_add(out, buf, rl) == -1)
 		return -2;
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
-		size_t n;
-		char *red;
 
 		if (close && http_span_ieq(&f->name, "connection"))
 			continue;
-		red = vault_redact_header(v, f->value.p, f->value.n, &n);
-
-		if (red == NULL && n == SIZE_MAX)
-			continue; /* no memory to redact it: dropped */
-		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
-		        f->name.p, (int)(red != NULL ? n : f->value.n),
-		        red != NULL ? red : f->value.p) < 0) {
-			free(red);
+		if (decode && !proxy_decoded_keeps(&f->name))
+			continue;
+		if (proxy_add_redacted(out, v, f) == -1)
 			return -2;
-		}
-		free(red);
 	}
 	if (close && evbuffer_add(out, PROXY_CLOSE_LINE, 19) == -1)
+		return -2;
+	if (decode && h->body != HTTP_BODY_NONE &&
+	    evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28) == -1)
 		return -2;
 	if (evbuffer_add(out, "\r\n", 2) == -1)
 		return -2;
@@ -1201,9 +1375,82 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 }
 
 /*
+ * The last chunk of a re-chunked redacted response, then its trailer
+ * fields: those a trailer may carry (http_chunk_trailer_allowed), each
+ * value redacted like a header's. -1: out of memory.
+ */
+static int
+proxy_vault_trailers(struct proxy_conn *c)
+{
+	struct evbuffer *out = proxy_red_out(c);
+	struct vault *v = c->rq_vault[c->rq_first];
+	struct http_header f;
+	size_t pos = 0;
+
+	if (evbuffer_add(out, "0\r\n", 3) == -1)
+		return -1;
+	while (
+	    c->rtrail != NULL && http_chunk_trailer_next(c->rtrail, &pos, &f)) {
+		if (http_chunk_trailer_allowed(&f.name) &&
+		    proxy_add_redacted(out, v, &f) == -1)
+			return -1;
+	}
+	proxy_trailers_free(c);
+	return evbuffer_add(out, "\r\n", 2);
+}
+
+/*
+ * Body data p[0..n) of a redacted response to the redactor, decoded
+ * first when it is compressed. -1: the decoding failed (e).
+ */
+static int
+proxy_vault_data(
+    struct proxy_conn *c, const uint8_t *p, size_t n, struct err *e)
+{
+	uint8_t out[16384];
+	size_t used, got;
+	enum http_decode_rc rc;
+
+	if (c->dec == NULL) {
+		vault_redact_feed(c->red, p, n, proxy_red_emit, c);
+		return 0;
+	}
+	do {
+		rc = http_decode_feed(
+		    c->dec, p, n, &used, out, sizeof(out), &got, e);
+		p += used;
+		n -= used;
+		if (got > 0)
+			vault_redact_feed(c->red, out, got, proxy_red_emit, c);
+		/* past the free allowance the ratio is checked: a bomb
+		 * would have failed this call */
+		if (rc != HTTP_DECODE_BAD && c->hold != NULL &&
+		    http_decode_out(c->dec) > HTTP_DECODE_RATIO_FREE &&
+		    proxy_hold_release(c) == -1)
+			rc = HTTP_DECODE_BAD;
+	} while (rc == HTTP_DECODE_DATA);
+	secmem_wipe(out, sizeof(out)); /* decoded, not yet redacted */
+	return rc == HTTP_DECODE_BAD ? -1 : 0;
+}
+
+/* Output queued toward the client, held or not: over the watermark, a
+ * decoded response stops until it drains. */
+static bool
+proxy_decode_full(struct proxy_conn *c)
+{
+	return c->dec != NULL &&
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) +
+	        (c->hold != NULL ? evbuffer_get_length(c->hold) : 0) >=
+	    PROXY_HIGH_WM;
+}
+
+/*
  * Body bytes of a redacted response: LENGTH forwarded redacted (same
- * length), CHUNKED decoded, redacted and re-chunked (trailers dropped:
- * nothing redacts them). -1 bad framing (e).
+ * length), CHUNKED decoded, redacted and re-chunked, its trailers kept
+ * and re-sent redacted; a compressed body (c->dec) decoded, redacted
+ * and chunked, PROXY_DECODE_STEP compressed bytes at a time while the
+ * client's queue is under the watermark. -1 bad framing (e), -2 out of
+ * memory, -3 the decoding failed (e).
  */
 static int
 proxy_vault_body(
@@ -1212,35 +1459,40 @@ proxy_vault_body(
 	struct proxy_body *b = &c->rbody;
 	uint8_t tmp[16384];
 	size_t n, used, nd, consumed = 0;
+	size_t step = c->dec != NULL ? PROXY_DECODE_STEP : sizeof(tmp);
 	const uint8_t *d;
 	enum http_chunk_rc rc;
 
 	*done = false;
 	if (b->kind == HTTP_BODY_LENGTH) {
-		while (b->left > 0 && evbuffer_get_length(in) > 0) {
+		while (b->left > 0 && evbuffer_get_length(in) > 0 &&
+		    !proxy_decode_full(c)) {
 			n = evbuffer_get_length(in);
-			if (n > sizeof(tmp))
-				n = sizeof(tmp);
+			if (n > step)
+				n = step;
 			if (n > b->left)
 				n = (size_t)b->left;
 			n = (size_t)evbuffer_remove(in, tmp, n);
 			b->left -= n;
-			vault_redact_feed(c->red, tmp, n, proxy_red_emit, c);
+			if (proxy_vault_data(c, tmp, n, e) == -1)
+				return -3;
 		}
 		*done = b->left == 0;
 	} else if (b->kind == HTTP_BODY_CHUNKED) {
-		while (!*done && evbuffer_get_length(in) > 0) {
+		while (!*done && evbuffer_get_length(in) > 0 &&
+		    !proxy_decode_full(c)) {
 			n = evbuffer_copyout(in, tmp, sizeof(tmp));
 			consumed = 0;
-			while (consumed < n) {
+			while (consumed < n && !proxy_decode_full(c)) {
 				rc = http_chunk_feed(&b->ch, tmp + consumed,
-				    n - consumed, &used, &d, &nd, e);
+				    n - consumed < step ? n - consumed : step,
+				    &used, &d, &nd, e);
 				if (rc == HTTP_CHUNK_BAD)
 					return -1;
-				if (rc == HTTP_CHUNK_DATA)
-					vault_redact_feed(
-					    c->red, d, nd, proxy_red_emit, c);
 				consumed += used;
+				if (rc == HTTP_CHUNK_DATA &&
+				    proxy_vault_data(c, d, nd, e) == -1)
+					return -3;
 				if (rc == HTTP_CHUNK_DONE) {
 					*done = true;
 					break;
@@ -1250,22 +1502,123 @@ proxy_vault_body(
 		}
 	} else
 		*done = true;
-	if (!*done && evbuffer_get_length(in) == 0)
+	if (!*done && evbuffer_get_length(in) == 0) {
 		/* the origin paused (SSE, long poll): hand over all but a
 		 * possible secret's beginning */
 		vault_redact_flush(c->red, proxy_red_emit, c);
+		if (proxy_hold_release(c) == -1)
+			return -2;
+	}
 	if (*done) {
+		if (c->dec != NULL && http_decode_finish(c->dec, e) == -1)
+			return -3;
 		vault_redact_finish(c->red, proxy_red_emit, c);
-		if (c->red_chunked)
-			(void)evbuffer_add(
-			    bufferevent_get_output(c->cli), "0\r\n\r\n", 5);
-		vault_redactor_free(c->red);
-		c->red = NULL;
+		if (c->red_chunked && proxy_vault_trailers(c) == -1)
+			return -2;
+		if (proxy_hold_release(c) == -1)
+			return -2;
+		if (c->dec != NULL)
+			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
+		proxy_red_state_free(c);
 	}
 	c->last_ms = now_mono_ms();
 	if (evbuffer_get_length(bufferevent_get_output(c->cli)) >=
-	    PROXY_HIGH_WM)
+	        PROXY_HIGH_WM ||
+	    proxy_decode_full(c))
 		bufferevent_disable(c->up, EV_READ);
+	return 0;
+}
+
+/*
+ * Decoding a response failed (e): logged; a 502 when nothing of it went
+ * out yet, else the connection is cut (the client sees a body that never
+ * ended, not a complete one). -1: c is gone (or out of RELAY).
+ */
+static int
+proxy_vault_decode_failed(struct proxy_conn *c, const struct err *e)
+{
+	proxy_log_compressed(c, PROXY_COMPRESSED_FAILED,
+	    http_decode_why_name(http_decode_why(c->dec)));
+	if (c->hold != NULL) {
+		proxy_red_state_free(c);
+		proxy_refuse_http_detail(c, 502, PROXY_VAULT_DECODE, e->msg);
+		return -1;
+	}
+	proxy_red_state_free(c);
+	proxy_conn_close(c, PROXY_VAULT_DECODE);
+	return -1;
+}
+
+/* The redacted chunked response keeps its trailer section. -1: out of
+ * memory. */
+static int
+proxy_keep_trailers(struct proxy_conn *c)
+{
+	if (c->rtrail == NULL &&
+	    (c->rtrail = malloc(sizeof(*c->rtrail))) == NULL)
+		return -1;
+	http_chunk_keep_trailers(&c->rbody.ch, c->rtrail);
+	return 0;
+}
+
+static int proxy_resp_done(struct proxy_conn *c);
+
+/*
+ * A response head h (end bytes of buf) to an injected request, judged
+ * and sent redacted (or held); its body set up: redacted, and decoded
+ * first when it is compressed and --vault-compressed decode. The caller
+ * drains the head. -1: refused (502) or c is gone; -2: out of memory.
+ */
+static int
+proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
+    const char *buf, size_t end, struct err *e)
+{
+	const char *reason;
+	int cv = proxy_vault_coding(c, h, &reason), vr;
+	bool has_body;
+
+	if (cv == -1) {
+		proxy_log_compressed(c, PROXY_COMPRESSED_REFUSED, reason);
+		proxy_refuse_http_detail(c, 502, PROXY_VAULT_COMPRESSED,
+		    c->p->o.vault_decode
+		        ? "a compressed response egressd cannot "
+		          "decode, to a request a credential "
+		          "was injected into"
+		        : "a compressed response to a request a "
+		          "credential was injected into");
+		return -1;
+	}
+	has_body = h->status >= 200 && h->body != HTTP_BODY_NONE;
+	if (cv == 1 && has_body) {
+		if ((c->dec = http_decode_new(c->dec_coding, NULL)) == NULL ||
+		    (c->hold = evbuffer_new()) == NULL)
+			return -2;
+	}
+	vr = proxy_vault_response_head(c, h, buf, end, cv == 1, e);
+	if (vr == -1) {
+		proxy_red_state_free(c);
+		log_warn(c->p->log, "vault.unsafe_response",
+		    LOG_S("name", c->name), LOG_S("error", e->msg));
+		proxy_refuse_http(c, 502, PROXY_VAULT_UNSAFE);
+		return -1;
+	}
+	if (vr == -2)
+		return -2;
+	if (h->status < 200)
+		return 0;
+	proxy_body_start(&c->rbody, h);
+	if (c->rbody.kind == HTTP_BODY_NONE) {
+		if (cv == 1)
+			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
+		return proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY ? -1
+		                                                           : 0;
+	}
+	if ((c->red = vault_redactor_new(c->rq_vault[c->rq_first])) == NULL)
+		return -2;
+	c->red_chunked = c->rbody.kind == HTTP_BODY_CHUNKED || c->dec != NULL;
+	if (c->rbody.kind == HTTP_BODY_CHUNKED && proxy_keep_trailers(c) == -1)
+		return -2;
+	c->rphase = H_BODY;
 	return 0;
 }
 
@@ -1376,6 +1729,7 @@ proxy_http_pump(struct proxy_conn *c)
 			memcpy(c->rq_method[slot], h.method.p, ml);
 			c->rq_method[slot][ml] = '\0';
 			c->rq_upgrade[slot] = h.conn_upgrade;
+			c->rq_http10[slot] = h.minor == 0;
 			c->rq_vault[slot] = used;
 			c->rq_n++;
 			closef = proxy_close_field(c, &h);
@@ -1448,8 +1802,7 @@ proxy_resp_done(struct proxy_conn *c)
 	bool was_close = c->rq_close[c->rq_first];
 
 	c->rq_close[c->rq_first] = false;
-	vault_redactor_free(c->red);
-	c->red = NULL;
+	proxy_red_state_free(c);
 	vault_free(c->rq_vault[c->rq_first]);
 	c->rq_vault[c->rq_first] = NULL;
 	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
@@ -1503,7 +1856,13 @@ proxy_resp_pump(struct proxy_conn *c)
 		if (len == 0)
 			return 0;
 		if (c->rphase == H_BODY && c->red != NULL) {
-			if (proxy_vault_body(c, in, &done, &e) == -1)
+			int vb = proxy_vault_body(c, in, &done, &e);
+
+			if (vb == -3)
+				return proxy_vault_decode_failed(c, &e);
+			if (vb == -2)
+				goto nomem;
+			if (vb == -1)
 				goto bad;
 			if (done) {
 				if (proxy_resp_done(c) == -1 ||
@@ -1556,36 +1915,14 @@ proxy_resp_pump(struct proxy_conn *c)
 			if (h.conn_close)
 				c->up_keep = false;
 			if (c->rq_vault[c->rq_first] != NULL) {
-				int vr = proxy_vault_response_head(
-				    c, &h, buf, end, &e);
+				int vr =
+				    proxy_vault_response(c, &h, buf, end, &e);
 
 				if (vr == -2)
 					goto nomem;
-				if (vr == -1) {
-					log_warn(c->p->log,
-					    "vault.unsafe_response",
-					    LOG_S("name", c->name),
-					    LOG_S("error", e.msg));
-					proxy_refuse_http(
-					    c, 502, PROXY_VAULT_UNSAFE);
+				if (vr == -1)
 					return -1;
-				}
 				evbuffer_drain(in, end);
-				if (h.status >= 200) {
-					proxy_body_start(&c->rbody, &h);
-					if (c->rbody.kind != HTTP_BODY_NONE) {
-						c->red = vault_redactor_new(
-						    c->rq_vault[c->rq_first]);
-						if (c->red == NULL)
-							goto nomem;
-						c->red_chunked =
-						    c->rbody.kind ==
-						    HTTP_BODY_CHUNKED;
-						c->rphase = H_BODY;
-					} else if (proxy_resp_done(c) == -1 ||
-					    c->st != PROXY_ST_RELAY)
-						return -1;
-				}
 				continue;
 			}
 		}
@@ -1690,6 +2027,12 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 	        (c->hphase == H_STOPPED || c->hphase == H_UPGRADE))) {
 		bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
+		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+			return;
+	} else if (o == c->up && c->up_eof && c->dec != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(o)) > 0) {
+		/* a decoded response paused at the watermark, the rest of it
+		 * read before the origin's FIN */
 		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
 			return;
 	}

@@ -95,6 +95,11 @@ enum proxy_reason {
 	                       not be redacted (encoded, close-delimited): 502 */
 	PROXY_POLICY_CHANGED, /* a new policy denies an open connection's
 	                         name or destination: closed (proxy_rejudge) */
+	PROXY_VAULT_COMPRESSED, /* vault: a compressed response to an
+	                           injected request, refused (502) */
+	PROXY_VAULT_DECODE, /* vault: decoding a compressed response failed
+	                       (a bomb, corrupt, truncated): 502 before its
+	                       head went out, else the connection is cut */
 	PROXY_NREASONS,
 };
 
@@ -107,7 +112,16 @@ enum proxy_state {
 	PROXY_NSTATES,
 };
 
+/* The rows of proxy_status.vault_compressed; proxy_compressed_name()
+ * the log's and the metric's spelling. */
+enum proxy_compressed {
+	PROXY_COMPRESSED_DECODED = 0,
+	PROXY_COMPRESSED_REFUSED,
+	PROXY_COMPRESSED_FAILED,
+};
+
 const char *proxy_reason_name(enum proxy_reason r);
+const char *proxy_compressed_name(enum proxy_compressed c);
 const char *proxy_state_name(enum proxy_state s);
 
 struct vault;
@@ -157,6 +171,13 @@ struct proxy_opts {
 	const char *ca_key_file, *ca_cert_file; /* operator's CA, or NULL */
 	const char *trust_dir;
 	bool ssl_insecure;
+	/*
+	 * A compressed response to an injected request: false, refused
+	 * (502); true, gzip and deflate decoded (http_decode.h), redacted
+	 * and sent as identity, chunked. Other codings are refused either
+	 * way: compressed bytes never pass unscanned.
+	 */
+	bool vault_decode;
 };
 
 struct proxy_status {
@@ -171,6 +192,9 @@ struct proxy_status {
 	/* the same per binding (stats.h) */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
 	size_t nvault_bindings;
+	/* compressed responses to injected requests: decoded, refused at
+	 * the head, failed while decoding (enum proxy_compressed) */
+	uint64_t vault_compressed[3];
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
 	size_t active;
 	size_t by_state[PROXY_NSTATES];

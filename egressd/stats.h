@@ -96,6 +96,9 @@ struct stats {
 	    vault_decisions[4]; /* no_match, injected, ambiguous, refused */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
 	size_t nvault_bindings;
+	/* compressed responses to injected requests: decoded, refused,
+	 * failed (enum proxy_compressed order) */
+	uint64_t vault_compressed[3];
 	uint64_t proxy_closed[STATS_PROXY_REASONS];
 	const char *proxy_reason_names[STATS_PROXY_REASONS];
 	size_t proxy_nreasons;

@@ -5,7 +5,11 @@
  *    the same outcome, the same data bytes and stops at the same offset:
  *    segment boundaries never change what egressd forwards;
  *  - data spans lie inside the input and add up to what it counts;
- *  - it never decodes more data than it consumed.
+ *  - it never decodes more data than it consumed;
+ *  - the kept trailer section is the same too, fits its storage, and
+ *    comes out as fields with a token name and a value holding no CR,
+ *    LF or NUL and no surrounding whitespace, which account for every
+ *    kept byte (no field is skipped).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "egressd/http_chunk.h"
+#include "egressd/http_head.h"
 #include "fuzz/fuzz_check.h"
 
 struct outcome {
@@ -22,8 +27,11 @@ struct outcome {
 	uint64_t total;
 };
 
+static struct http_chunk_trailers tw, tp;
+
 static struct outcome
-run(const uint8_t *in, size_t size, size_t piece, uint8_t *out)
+run(const uint8_t *in, size_t size, size_t piece, uint8_t *out,
+    struct http_chunk_trailers *t)
 {
 	struct http_chunk c;
 	struct outcome o = {HTTP_CHUNK_AGAIN, 0, 0, 0};
@@ -31,6 +39,7 @@ run(const uint8_t *in, size_t size, size_t piece, uint8_t *out)
 	size_t off = 0;
 
 	http_chunk_init(&c);
+	http_chunk_keep_trailers(&c, t);
 	while (off < size) {
 		size_t lim = piece && size - off > piece ? piece : size - off;
 		size_t used = 0, nd;
@@ -55,7 +64,33 @@ run(const uint8_t *in, size_t size, size_t piece, uint8_t *out)
 	o.end = off;
 	o.total = c.total;
 	check(o.total == o.ndata && o.ndata <= o.end);
+	check(t->len <= sizeof(t->buf));
 	return o;
+}
+
+static void
+check_fields(const struct http_chunk_trailers *t)
+{
+	struct http_header f;
+	size_t pos = 0, k, len = 0;
+
+	while (http_chunk_trailer_next(t, &pos, &f)) {
+		check(f.name.n > 0);
+		for (k = 0; k < f.name.n; k++)
+			check(http_is_tchar((unsigned char)f.name.p[k]));
+		for (k = 0; k < f.value.n; k++)
+			check(f.value.p[k] != '\r' && f.value.p[k] != '\n' &&
+			    f.value.p[k] != '\0');
+		check(f.value.n == 0 ||
+		    (f.value.p[0] != ' ' && f.value.p[0] != '\t' &&
+		        f.value.p[f.value.n - 1] != ' ' &&
+		        f.value.p[f.value.n - 1] != '\t'));
+		/* the value lies between the name's ':' and the line's CR */
+		check(f.value.p > f.name.p + f.name.n &&
+		    f.value.p + f.value.n <= t->buf + pos - 2);
+		len = pos;
+	}
+	check(len == t->len);
 }
 
 int
@@ -67,12 +102,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t i;
 
 	check(a != NULL && b != NULL);
-	w = run(data, size, 0, a);
+	w = run(data, size, 0, a, &tw);
+	if (w.rc == HTTP_CHUNK_DONE)
+		check_fields(&tw);
 	for (i = 0; i < 2; i++) {
-		p = run(data, size, pieces[i], b);
+		p = run(data, size, pieces[i], b, &tp);
 		check(p.rc == w.rc && p.ndata == w.ndata && p.total == w.total);
 		check(memcmp(a, b, w.ndata) == 0);
 		check(p.end == w.end);
+		check(tp.len == tw.len && memcmp(tp.buf, tw.buf, tw.len) == 0);
 	}
 	free(a);
 	free(b);

@@ -82,6 +82,27 @@ chunks = {
     "bad_ctl_ext": "5;a\x01\r\nhello\r\n0\r\n\r\n",
     "bad_trailer_fold": "0\r\nX: 1\r\n 2\r\n\r\n",
     "bad_unterminated_quote": "5;a=\"x\r\nhello\r\n",
+    # an extension starts with ';' after optional whitespace; nothing
+    # else may follow the hex digits (RFC 9112 7.1.1)
+    "ok_ext_bws": "5 ;\tname = val ; q=\"x\\\"y\" ;flag\r\nhello\r\n0 ; last\r\n\r\n",
+    "bad_ext_no_semi": "5zz\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_ws_only": "5 \r\nhello\r\n0\r\n\r\n",
+    "bad_ext_ws_token": "5 x\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_eq_after_size": "5=1\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_no_name": "5;=v\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_no_value": "5;a=\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_two_values": "5;a=b c\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_trailing_ws": "5;a \r\nhello\r\n0\r\n\r\n",
+    "bad_ext_quote_del": "5;a=\"x\x7fy\"\r\nhello\r\n0\r\n\r\n",
+    "bad_ext_last_chunk": "5\r\nhello\r\n0 x\r\n\r\n",
+    # trailer sections the vault path hands on field by field
+    "ok_trailer_fields": "2\r\nhi\r\n0\r\nX-A:  one two \t\r\nx-b:\r\n"
+                         "Grpc-Status:0\r\nX-C: a:b\r\n\r\nNEXT",
+    "ok_trailer_max": "0\r\n" + "X-Pad: " + "p" * 16374 + "\r\n\r\n",
+    "bad_trailer_big": "0\r\n" + "X-Pad: " + "p" * 16375 + "\r\n\r\n",
+    "bad_trailer_space_name": "0\r\nX-A : 1\r\n\r\n",
+    "bad_trailer_no_colon": "0\r\nX-A\r\n\r\n",
+    "bad_trailer_bare_lf": "0\r\nX-A: 1\n\r\n",
 }
 for d, cases in (("http_head", heads), ("http_chunk", chunks)):
     os.makedirs(os.path.join(BASE, d), exist_ok=True)

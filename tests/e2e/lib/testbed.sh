@@ -607,6 +607,18 @@ tb__pki()
 	chmod 644 "$d/ca.crt"
 }
 
+# tb_vault_files VALUE: what a Credential Vault scenario starts from: the
+# run's CA as the origins' trust directory ($TB_DIR/trust, for
+# --trust-dir) and VALUE, a credential, in $TB_DIR/egressd/key-k (0600).
+tb_vault_files()
+{
+	mkdir -p "$TB_DIR/trust" &&
+	    cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem" &&
+	    printf '%s\n' "$1" >"$TB_DIR/egressd/key-k" &&
+	    chmod 600 "$TB_DIR/egressd/key-k" ||
+	    tb_die "tb_vault_files: cannot write the trust directory or key"
+}
+
 # tb_pki_leaf NAME SAN: issue $TB_DIR/pki/NAME.{crt,key} from the run's CA
 # (SAN in openssl syntax: "DNS:x.test,IP:203.0.113.10"); prints the .crt path.
 tb_pki_leaf()

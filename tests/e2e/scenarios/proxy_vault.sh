@@ -3,20 +3,18 @@
 # The sandbox sends a fake key; the origin gets the real one (the fake
 # removed) only when exactly one binding matches scheme, host, port,
 # method and path; whatever the origin echoes back (headers, JSON body,
-# chunked, SSE) reaches the client with the secret masked; TRACE and
-# encoded slashes to a bound host are refused before the origin sees
-# anything; a response egressd cannot redact (an upgrade) is a 502; the
-# secret never reaches egressd's log.
+# chunked and its trailers, SSE) reaches the client with the secret
+# masked; TRACE and encoded slashes to a bound host are refused before
+# the origin sees anything; a response egressd cannot redact (an upgrade)
+# or will not decode (compressed, --vault-compressed refuse) is a 502;
+# the secret never reaches egressd's log.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
 tb_host_setup # the operator: the control API is closed to the sandbox
 
 SECRET=real-secret-value-1
-mkdir -p "$TB_DIR/trust"
-cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
-printf '%s\n' "$SECRET" >"$TB_DIR/egressd/key-k"
-chmod 600 "$TB_DIR/egressd/key-k"
+tb_vault_files "$SECRET"
 # vault_policy [PLAIN]: the policy, with the plain-HTTP binding of b.test
 # when PLAIN is 1
 vault_policy() {
@@ -69,16 +67,57 @@ tb_expect_match "chunked echo: redacted and re-chunked intact" \
     '"authorization": *"\*{26}"' "$out"
 tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$out"
 
-out=$(tb_sandbox "${C[@]}" --raw -D - \
+# trailers: kept, and re-sent after the last chunk with every value
+# redacted like a header's; fields a trailer may not carry are dropped
+out=$(tb_sandbox "${C[@]}" --raw -D - -H 'Authorization: Bearer fake-key' \
     'https://a.test/v1/t?echo=Authorization&trailer=1')
 tb_expect_match "chunked with trailers: the body arrives" '"authorization"' "$out"
 tb_check_fails "... and neither body nor trailers carry the secret" \
     grep -qF "$SECRET" <<<"$out"
-out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' 'https://a.test/v1/z?ce=gzip')
+# curl --raw leaves the chunked framing alone: what follows the last chunk
+# ("0") is the trailer section as egressd sent it
+tail=$(tr -d '\r' <<<"$out" |
+    awk '/^0$/ {t = ""; on = 1; next} on {t = t $0 "\n"} END {printf "%s", t}')
+tb_expect_eq "curl: the echoed trailer arrives after the last chunk, redacted" \
+    "X-Echo-Authorization: [REDACTED]" "$(sed '/^$/d' <<<"$tail")"
+mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
+    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+HC=$TB_DIR/sbx-bin/http_client.py
+tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
+    'https://a.test/v1/t2?echo=Authorization&trailer=1&trailer_extra=1&split=7' \
+    "$CA" 'Authorization: Bearer fake-key')
+tb_expect_match "python, chunked decoded by hand: the trailer section ends cleanly" \
+    '^END$' "$tr"
+tb_expect_match "... the echoed trailer redacted" \
+    '^T X-Echo-Authorization: \[REDACTED\]$' "$tr"
+tb_expect_match "... a field a trailer may carry passes" \
+    '^T Server-Timing: app;dur=1$' "$tr"
+tb_check_fails "... framing and cookie fields sent as trailers are dropped" \
+    grep -qiE '^T (Content-Length|Set-Cookie|Transfer-Encoding):' <<<"$tr"
+tb_check_fails "... no secret" grep -qF "$SECRET" <<<"$tr"
+# a request no binding matches is not redacted: its trailers pass as sent
+tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
+    'https://a.test/other?echo=Authorization&trailer=1&trailer_extra=1' \
+    "$CA" 'Authorization: Bearer fake-key')
+tb_expect_eq "not injected: every trailer field as the origin sent it" \
+    "T X-Echo-Authorization: Bearer fake-key
+T Content-Length: 99999
+T Set-Cookie: sid=1
+T Transfer-Encoding: gzip
+T Server-Timing: app;dur=1
+END" "$(grep -E '^(T|END)' <<<"$tr")"
+# --vault-compressed refuse (the default): a compressed echo of the secret
+# is answered 502, its bytes never forwarded (e2e proxy_vault_decode: decode)
+out=$(tb_sandbox "${C[@]}" -w '\n%{http_code}' -H 'Authorization: Bearer fake-key' \
+    'https://a.test/v1/z?echo=Authorization&enc=gzip')
 tb_expect_match "a compressed response to an injected request is refused: 502" \
     '502$' "$out"
+tb_expect_match "... saying why" '^egressd: vault_compressed: ' "$out"
 tb_check_fails "... unscanned bytes never reach the client" grep -qF "$SECRET" <<<"$out"
-tb_assert_log "$TB_EGRESSD_LOG" vault.unsafe_response name=a.test
+tb_check_fails "... nor compressed ones (a gzip member's magic)" \
+    grep -qF $'\x1f\x8b' <<<"$out"
+tb_assert_log "$TB_EGRESSD_LOG" vault.compressed outcome=refused \
+    encoding=gzip mode=refuse reason=mode_refuse name=a.test
 
 # a pipelined second request on the same connection to a path the binding
 # does not cover carries the client's own header, not the secret
@@ -125,9 +164,6 @@ tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'h.authorizatio
 tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=refused reason=vault_refused
 
 # --- streams and upgrades -----------------------------------------------------
-mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
-    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
-HC=$TB_DIR/sbx-bin/http_client.py
 sse=$(tb_sandbox "$TB_PY" "$HC" sse 'https://a.test/v1/ev?sse=3&gap_ms=700' "$CA")
 tb_expect_match "SSE on an injected request: three events" '^0 .*
 1 .*
@@ -137,6 +173,7 @@ tb_check "... each as it is produced (the redactor does not hold an event back)"
 ws=$(tb_sandbox "$TB_PY" "$HC" ws 'https://a.test/v1/sock?ws=1' "$CA" hello)
 tb_expect_match "a WebSocket on an injected request cannot be redacted: 502" \
     '^HTTP/1.1 502' "$ws"
+tb_assert_log "$TB_EGRESSD_LOG" vault.unsafe_response name=a.test
 
 # --- plain HTTP: the http scheme binding --------------------------------------
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
@@ -159,6 +196,8 @@ tb_expect_match "... and refusals" \
     'egressd_vault_decisions_total\{decision="refused"\} [1-9]' "$met"
 tb_expect_match "... by binding" \
     'egressd_vault_binding_decisions_total\{binding="a-api",decision="injected"\} [1-9]' "$met"
+tb_expect_match "... and the compressed response refused" \
+    'egressd_vault_compressed_responses_total\{outcome="refused"\} 1' "$met"
 tb_check_fails "metrics never show the secret" grep -qF "$SECRET" <<<"$met"
 
 # --- a reload that drops a binding: the next request is not injected ----------

@@ -18,9 +18,23 @@ Query parameters shape the response (all bounded):
                      "X-Echo-Name1: value" (the JSON body always carries all)
   chunked=1          send the body with Transfer-Encoding: chunked
   trailer=1          chunked, plus the echo= headers again as trailers
+  trailer_extra=1    with trailer=1, also trailers a trailer may not carry
+                     (Content-Length, Set-Cookie, Transfer-Encoding) and one
+                     it may (Server-Timing)
+  enc=CODING         the body compressed: gzip, deflate (zlib-wrapped),
+                     rawdeflate (sent as "deflate"); br and zstd are sent
+                     as labelled but uncompressed (the stdlib has neither)
+  bomb=N             a gzip body of N MiB of zeros (at most 256; about
+                     1 KiB compressed per MiB)
+  split=N            chunked: chunks of N bytes (1..16384)
+  forms=Name         the JSON echo also carries that header's value (after
+                     "Bearer ") rendered: "forms": {"b64", "b64url", "pct"}
   status=NNN         response status (default 200)
   location=URL       Location header (use with status=302 for redirects)
   bytes=N            body of N 'x' bytes instead of the JSON echo
+  text=N             body of N bytes of text that compresses about 2:1: the
+                     lines "%d %s\n" % (i, sha256(str(i)).hexdigest()),
+                     cut at N (at most 16 MiB)
   delay_ms=N         wait before answering
   close=1            Connection: close
   idle_ms=N          after this response, close the connection if no
@@ -28,7 +42,9 @@ Query parameters shape the response (all bounded):
                      timeout; without a close_notify, as many servers)
   ce=NAME            a Content-Encoding: NAME header (the body is not encoded)
   sse=N              text/event-stream, chunked: N events ("data: event K"),
-                     one chunk each, gap_ms apart (default 300, at most 2000)
+                     one chunk each, gap_ms apart (default 300, at most 2000);
+                     with enc=gzip one gzip stream, flushed after each event
+                     (the echo= headers' values ride along in each event)
   ws=1               with "Upgrade: websocket": 101, then every text or
                      binary frame echoed until a close frame (64 KiB per
                      frame, 100 frames)
@@ -51,11 +67,13 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 MAX_BODY = 1 << 20
 MAX_BODY_LOGGED = 64 << 10
 MAX_RAW_HEAD = 64 << 10
 MAX_BYTES = 16 << 20
+MAX_BOMB_MIB = 256
 MAX_DELAY_MS = 10000
 MAX_CONNS = 512  # per listener; more are closed at once
 IDLE_TIMEOUT_S = 30
@@ -217,8 +235,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
         if qget("ws") == "1" and h.get("upgrade", "").lower() == "websocket":
             return self.websocket_echo(h)
+        enc = qget("enc")
+        echo = [n.strip() for n in qget("echo", "").split(",") if n.strip()]
+        echoed = [(n, self.headers.get(n)) for n in echo
+                  if self.headers.get(n) is not None]
         if qget("sse") is not None:
-            return self.sse(qint("sse", 1, 100), qint("gap_ms", 300, 2000))
+            return self.sse(qint("sse", 1, 100), qint("gap_ms", 300, 2000),
+                            enc, echoed)
 
         delay = qint("delay_ms", 0, MAX_DELAY_MS)
         if delay:
@@ -226,20 +249,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
         status = qint("status", 200, 599)
         if status < 100:
             status = 200
-        echo = [n.strip() for n in qget("echo", "").split(",") if n.strip()]
-        echoed = [(n, self.headers.get(n)) for n in echo
-                  if self.headers.get(n) is not None]
         trailer = qget("trailer") == "1"
         chunked = trailer or qget("chunked") == "1"
 
-        if qget("bytes") is not None:
+        if qget("bomb") is not None:
+            payload = bomb(qint("bomb", 1, MAX_BOMB_MIB))
+            n = len(payload)
+            ctype = "application/octet-stream"
+            enc = "gzip"
+        elif qget("text") is not None:
+            payload = text(qint("text", 0, MAX_BYTES))
+            if enc in ENCODERS:
+                payload = ENCODERS[enc](payload)
+            n = len(payload)
+            ctype = "text/plain"
+        elif qget("bytes") is not None:
             n = qint("bytes", 0, MAX_BYTES)
             payload = None
             ctype = "application/octet-stream"
         else:
+            fv = self.headers.get(qget("forms", ""))
+            if fv is not None:
+                rec = dict(rec, forms=rendered(fv))
             payload = (json.dumps(rec, indent=1) + "\n").encode()
+            if enc in ENCODERS:
+                payload = ENCODERS[enc](payload)
             n = len(payload)
             ctype = "application/json"
+        if payload is None and enc in ENCODERS:
+            payload = ENCODERS[enc](b"x" * n)
+            n = len(payload)
 
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -251,6 +290,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ce = qget("ce")
         if ce is not None and ce.isalnum() and len(ce) <= 16:
             self.send_header("Content-Encoding", ce)
+        elif enc in CODING_LABEL:
+            self.send_header("Content-Encoding", CODING_LABEL[enc])
         if qget("close") == "1" or self.close_connection:
             # said, as a well-behaved server does, so that no client
             # (or proxy pool) reuses a connection about to close
@@ -269,20 +310,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        self.write_body(payload, n, chunked, echoed if trailer else [])
+        tr = echoed if trailer else []
+        if trailer and qget("trailer_extra") == "1":
+            tr = tr + [("Content-Length", "99999"), ("Set-Cookie", "sid=1"),
+                       ("Transfer-Encoding", "gzip"),
+                       ("Server-Timing", "app;dur=1")]
+        self.write_body(payload, n, chunked, tr,
+                        qint("split", CHUNK, CHUNK) or CHUNK)
 
-    def sse(self, n, gap_ms):
+    def sse(self, n, gap_ms, enc, echoed):
+        z = zlib.compressobj(6, zlib.DEFLATED, 31) if enc == "gzip" else None
+        extra = "".join(" %s=%s" % nv for nv in echoed)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
+        if z is not None:
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for k in range(n):
             if k:
                 time.sleep(gap_ms / 1000.0)
-            ev = ("data: event %d\n\n" % k).encode()
+            ev = ("data: event %d%s\n\n" % (k, extra)).encode()
+            if z is not None:
+                ev = z.compress(ev) + z.flush(zlib.Z_SYNC_FLUSH)
             self.wfile.write(b"%x\r\n" % len(ev) + ev + b"\r\n")
             self.wfile.flush()
+        if z is not None:
+            ev = z.flush()
+            self.wfile.write(b"%x\r\n" % len(ev) + ev + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -324,10 +380,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(out + data)
                 self.wfile.flush()
 
-    def write_body(self, payload, n, chunked, trailers):
+    def write_body(self, payload, n, chunked, trailers, size=CHUNK):
         sent = 0
         while sent < n:
-            k = min(CHUNK, n - sent)
+            k = min(size if chunked else CHUNK, n - sent)
             part = payload[sent:sent + k] if payload is not None else b"x" * k
             if chunked:
                 self.wfile.write(b"%x\r\n" % k + part + b"\r\n")
@@ -337,9 +393,58 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if chunked:
             tail = b"0\r\n"
             for name, val in trailers:
-                tail += ("X-Echo-%s: %s\r\n" % (name, val)).encode("latin-1")
+                if name not in EXTRA_TRAILERS:
+                    name = "X-Echo-" + name
+                tail += ("%s: %s\r\n" % (name, val)).encode("latin-1")
             self.wfile.write(tail + b"\r\n")
         self.wfile.flush()
+
+
+def text(n):
+    import hashlib
+    out, i, size = [], 0, 0
+    while size < n:
+        ln = b"%d %s\n" % (i, hashlib.sha256(b"%d" % i).hexdigest().encode())
+        out.append(ln)
+        size += len(ln)
+        i += 1
+    return b"".join(out)[:n]
+
+
+def rendered(value):
+    import base64
+    v = value[7:] if value.startswith("Bearer ") else value
+    b = v.encode("latin-1")
+    return {"b64": base64.b64encode(b).decode(),
+            "b64url": base64.urlsafe_b64encode(b).decode().rstrip("="),
+            "pct": urllib.parse.quote(v, safe="")}
+
+
+def zcompress(wbits):
+    def f(data):
+        c = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        return c.compress(data) + c.flush()
+    return f
+
+
+ENCODERS = {"gzip": zcompress(31), "deflate": zcompress(15),
+            "rawdeflate": zcompress(-15), "br": bytes, "zstd": bytes}
+CODING_LABEL = {"gzip": "gzip", "deflate": "deflate",
+                "rawdeflate": "deflate", "br": "br", "zstd": "zstd"}
+EXTRA_TRAILERS = ("Content-Length", "Set-Cookie", "Transfer-Encoding",
+                  "Server-Timing")
+_bombs = {}
+_bombs_lock = threading.Lock()
+
+
+def bomb(mib):
+    with _bombs_lock:
+        if mib not in _bombs:
+            c = zlib.compressobj(9, zlib.DEFLATED, 31)
+            zero = bytes(1 << 20)
+            _bombs[mib] = b"".join(c.compress(zero) for _ in range(mib)) + \
+                c.flush()
+        return _bombs[mib]
 
 
 for _m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",

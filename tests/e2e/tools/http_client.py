@@ -5,6 +5,13 @@
                                          time since the request was sent
   http_client.py ws URL CAFILE MSG...    WebSocket: sends each MSG as a text
                                          frame, prints each echo
+  http_client.py trailers URL CAFILE [HEADER]...
+                                         GET with the headers ("Name: value"),
+                                         the chunked response decoded by hand:
+                                         prints "STATUS N", "H name: value"
+                                         per header, "BODY N" (its length),
+                                         "T name: value" per trailer field,
+                                         "END" after the final CRLF
   http_client.py raw HOST PORT FILE      sends FILE's bytes over plain TCP,
                                          prints what comes back (5 s cap)
   http_client.py rawtls HOST PORT CAFILE FILE
@@ -35,10 +42,26 @@ def sse(url, cafile):
     t0 = time.monotonic()
     s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n"
                "Connection: close\r\n\r\n" % (path, host)).encode())
+    f = s.makefile("rb")
+    chunked = False
+    while True:
+        ln = f.readline(65536)
+        if ln in (b"\r\n", b""):
+            break
+        chunked |= ln.lower() == b"transfer-encoding: chunked\r\n"
     buf = b""
     k = 0
     while k < 100:
-        d = s.recv(4096)
+        if chunked:
+            # the framing (a redacted stream's chunks need not follow
+            # the events) is not part of the events
+            size = f.readline(4096)
+            if not size.endswith(b"\r\n") or int(size, 16) == 0:
+                break
+            d = f.read(int(size, 16))
+            f.read(2)
+        else:
+            d = f.read1(4096)
         if not d:
             break
         buf += d
@@ -78,6 +101,45 @@ def ws(url, cafile, msgs):
     f.read(2)
 
 
+def trailers(url, cafile, headers):
+    s, host, path = tls_conn(url, cafile)
+    # keep-alive: the response is framed; an origin closing after it
+    # without close_notify must not race its own tail
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
+               % (path, host, "".join(h + "\r\n" for h in headers)))
+              .encode())
+    f = s.makefile("rb")
+    print("STATUS", f.readline().decode("latin-1").split()[1])
+    while True:
+        ln = f.readline(65536).decode("latin-1").rstrip("\r\n")
+        if not ln:
+            break
+        print("H", ln)
+    body = 0
+    while body < (64 << 20):
+        size = f.readline(4096)
+        if not size.endswith(b"\r\n"):
+            print("BAD chunk size line %r" % size[:64])
+            return
+        n = int(size.split(b";")[0], 16)
+        if n == 0:
+            break
+        body += len(f.read(n))
+        if f.read(2) != b"\r\n":
+            print("BAD chunk end")
+            return
+    print("BODY", body)
+    for _ in range(1000):
+        ln = f.readline(65536)
+        if ln == b"\r\n":
+            print("END")
+            return
+        if not ln.endswith(b"\r\n"):
+            print("BAD trailer line %r" % ln[:64])
+            return
+        print("T", ln.decode("latin-1").rstrip("\r\n"))
+
+
 def raw(host, port, path, cafile=None):
     data = open(path, "rb").read()
     s = socket.create_connection((host, int(port)), timeout=5)
@@ -104,6 +166,8 @@ if __name__ == "__main__":
         sse(a[1], a[2])
     elif len(a) >= 3 and a[0] == "ws":
         ws(a[1], a[2], a[3:])
+    elif len(a) >= 3 and a[0] == "trailers":
+        trailers(a[1], a[2], a[3:])
     elif len(a) == 4 and a[0] == "raw":
         raw(a[1], a[2], a[3])
     elif len(a) == 5 and a[0] == "rawtls":

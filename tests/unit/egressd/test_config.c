@@ -364,6 +364,40 @@ test_learned_max(void **state)
 	config_clear(&c);
 }
 
+/* --vault-compressed: refuse by default, env, flag over env, bad values
+ * named. */
+static void
+test_vault_compressed(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_VAULT_COMPRESSED=decode", NULL};
+	char *bad_env[] = {"EGRESSD_VAULT_COMPRESSED=gzip", NULL};
+	char *empty_env[] = {"EGRESSD_VAULT_COMPRESSED=", NULL};
+	char a0[] = "egressd", a1[] = "--vault-compressed", a2[] = "refuse",
+	     a3[] = "passthrough";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *bad_argv[] = {a0, a1, a3, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.vault_compressed, CONFIG_VAULT_COMPRESSED_REFUSE);
+	assert_string_equal(
+	    config_vault_compressed_name(c.vault_compressed), "refuse");
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.vault_compressed, CONFIG_VAULT_COMPRESSED_DECODE);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.vault_compressed, CONFIG_VAULT_COMPRESSED_REFUSE);
+	assert_int_equal(config_from_env(&c, bad_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_VAULT_COMPRESSED"));
+	assert_non_null(strstr(e.msg, "refuse, decode"));
+	assert_int_equal(config_from_env(&c, empty_env, &e), -1);
+	assert_int_equal(config_from_args(&c, 3, bad_argv, &e), -1);
+	assert_non_null(strstr(e.msg, "--vault-compressed"));
+	assert_int_equal(c.vault_compressed, CONFIG_VAULT_COMPRESSED_REFUSE);
+	config_clear(&c);
+}
+
 int
 main(void)
 {
@@ -380,6 +414,7 @@ main(void)
 	    cmocka_unit_test(test_inbound_ports),
 	    cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_learned_max),
+	    cmocka_unit_test(test_vault_compressed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,6 +72,9 @@ fill(struct stats *st)
 	st->vault_bindings[0].decisions[1] = 4;
 	strcpy(st->vault_bindings[1].name, "openai.v1");
 	st->vault_bindings[1].decisions[3] = 1;
+	st->vault_compressed[0] = 8;
+	st->vault_compressed[1] = 2;
+	st->vault_compressed[2] = 1;
 	st->policy_reloads_ok = 2;
 	st->policy_reloads_failed = 1;
 	st->policy_updates_ok = 6;
@@ -144,6 +147,12 @@ test_values(void **state)
 	has_line(s,
 	    "egressd_vault_binding_decisions_total{binding=\"openai.v1\","
 	    "decision=\"refused\"} 1");
+	has_line(s,
+	    "egressd_vault_compressed_responses_total{outcome=\"decoded\"} 8");
+	has_line(s,
+	    "egressd_vault_compressed_responses_total{outcome=\"refused\"} 2");
+	has_line(s,
+	    "egressd_vault_compressed_responses_total{outcome=\"failed\"} 1");
 	has_line(s, "egressd_policy_reloads_total{result=\"ok\"} 2");
 	has_line(s, "egressd_policy_reloads_total{result=\"failed\"} 1");
 	has_line(s, "egressd_policy_updates_total{result=\"failed\"} 3");
