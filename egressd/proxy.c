@@ -2071,16 +2071,47 @@ proxy_pool_keep(struct proxy_conn *c)
 	return true;
 }
 
+/*
+ * Whether the error on TLS bufferevent b is only the peer closing the
+ * TCP connection without a close_notify (OpenSSL 3 reports it as
+ * SSL_R_UNEXPECTED_EOF_WHILE_READING). Many servers and clients
+ * (Python's ssl among them) close so: an end, not a failure. The
+ * errors are consumed.
+ */
+static bool
+proxy_dirty_eof(struct bufferevent *b)
+{
+	unsigned long code;
+	bool eof = false, other = false;
+
+	if (bufferevent_openssl_get_ssl(b) == NULL)
+		return false;
+	while ((code = bufferevent_get_openssl_error(b)) != 0) {
+		if (ERR_GET_LIB(code) == 0)
+			continue; /* libevent keeps SSL_get_error's value too */
+		if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			eof = true;
+		else
+			other = true;
+	}
+	return eof && !other;
+}
+
 static void
 proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 {
 	struct bufferevent *o = proxy_other(c, b);
 	bool is_cli = b == c->cli;
+	bool dirty = false;
 
 	if (what & BEV_EVENT_ERROR) {
-		proxy_conn_close(
-		    c, is_cli ? PROXY_CLIENT_ERROR : PROXY_UPSTREAM_ERROR);
-		return;
+		if (!(dirty = proxy_dirty_eof(b))) {
+			proxy_conn_close(c,
+			    is_cli ? PROXY_CLIENT_ERROR : PROXY_UPSTREAM_ERROR);
+			return;
+		}
+		what |= BEV_EVENT_EOF;
 	}
 	if (!(what & BEV_EVENT_EOF))
 		return;
@@ -2091,6 +2122,14 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	/* what was read before the FIN goes first */
 	if (proxy_relay_read(c, b) == -1 || c->st != PROXY_ST_RELAY)
 		return;
+	if (dirty && !is_cli && c->rphase == H_BODY &&
+	    c->rbody.kind == HTTP_BODY_CLOSE) {
+		/* a body ended by a close that was no TLS close: it may be
+		 * cut short, and a clean close toward the client would say
+		 * it is whole. Cut the client too. */
+		proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+		return;
+	}
 	if (is_cli && proxy_pool_keep(c))
 		return;
 	bufferevent_disable(b, EV_READ);

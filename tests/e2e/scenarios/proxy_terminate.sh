@@ -136,6 +136,18 @@ tb_assert_log --since "$m" --min 1 "$TB_EGRESSD_LOG" proxy.closed \
 tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" proxy.closed \
     decision=terminated name=a.test resumed=false reused=false
 
+# an origin that closes without a TLS close_notify (the test origin,
+# like many servers) after a Connection: close response: an end, not a
+# failure; every byte still reaches the client
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+for i in 1 2 3; do
+	tb_expect_eq "Connection: close response, unclean TLS close ($i): every byte" \
+	    3000000 "$(tb_sandbox curl -sS --max-time 10 --cacert "$CA" \
+	    "https://a.test/dirty$i?close=1&bytes=3000000" | wc -c)"
+done
+tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" proxy.closed name=a.test \
+    reason=upstream_error
+
 # unverifiable origin
 tb_stop_egressd
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/other-trust" \
