@@ -343,26 +343,41 @@ static const struct pkey header_keys[] = {
     {"credential", hk_credential},
 };
 
+/*
+ * A list (pw_list) of mappings that each need every key of keys: an array
+ * of v->nkids records of size bytes, each walked against keys (need is
+ * the error of one without them all). NULL: not a list, out of memory.
+ */
+static void *
+walk_records(struct pwalk *w, const struct pnode *v, const char *what,
+    const struct pkey *keys, size_t nkeys, size_t size, const char *need)
+{
+	uint64_t all = (1ull << nkeys) - 1;
+	char *rec;
+	size_t i;
+
+	if (!pw_list(w, v, what))
+		return NULL;
+	if ((rec = calloc(v->nkids, size)) == NULL)
+		return NULL;
+	for (i = 0; i < v->nkids; i++)
+		if (pw_map(w, v->kids[i], keys, nkeys, rec + i * size) != all &&
+		    v->kids[i]->type == PNODE_MAP)
+			pw_err(w, v->kids[i], "%s", need);
+	return rec;
+}
+
 static int
 ak_headers(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
-	size_t i;
 
 	bw->headers_at = v;
-	if (!pw_list(w, v, "headers"))
-		return -1;
-	if ((bw->b->headers = calloc(v->nkids, sizeof(struct bheader))) == NULL)
+	bw->b->headers = walk_records(w, v, "headers", header_keys, 2,
+	    sizeof(struct bheader), "header needs name and credential");
+	if (bw->b->headers == NULL)
 		return -1;
 	bw->b->nheaders = v->nkids;
-	for (i = 0; i < v->nkids; i++) {
-		uint64_t seen =
-		    pw_map(w, v->kids[i], header_keys, 2, &bw->b->headers[i]);
-		if (v->kids[i]->type == PNODE_MAP && seen != 3)
-			pw_err(w, v->kids[i],
-			    "header needs name and "
-			    "credential");
-	}
 	return 0;
 }
 
@@ -433,22 +448,14 @@ static int
 ak_substitutions(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
-	size_t i;
 
 	bw->subst_at = v;
-	if (!pw_list(w, v, "substitutions"))
-		return -1;
-	if ((bw->b->subst = calloc(v->nkids, sizeof(struct bsubst))) == NULL)
+	bw->b->subst = walk_records(w, v, "substitutions", subst_keys, 3,
+	    sizeof(struct bsubst),
+	    "substitution needs credential, placeholder and in");
+	if (bw->b->subst == NULL)
 		return -1;
 	bw->b->nsubst = v->nkids;
-	for (i = 0; i < v->nkids; i++) {
-		uint64_t seen =
-		    pw_map(w, v->kids[i], subst_keys, 3, &bw->b->subst[i]);
-		if (v->kids[i]->type == PNODE_MAP && seen != 7)
-			pw_err(w, v->kids[i],
-			    "substitution needs credential, "
-			    "placeholder and in");
-	}
 	return 0;
 }
 

@@ -366,31 +366,31 @@ tk_egress(struct pwalk *w, const struct pnode *v, void *obj)
 	    w, v, RL_USER, &((struct pbuild *)obj)->lists[RL_USER]);
 }
 
+/* The lists that make the overlays (always-deny, always-allow, logSkip). */
+static int
+overlay_list(
+    struct pwalk *w, const struct pnode *v, struct pbuild *b, enum rlist l)
+{
+	b->have_overlays = true;
+	return rule_list(w, v, l, &b->lists[l]);
+}
+
 static int
 tk_always_deny(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_DENY, &b->lists[RL_DENY]);
+	return overlay_list(w, v, obj, RL_DENY);
 }
 
 static int
 tk_always_allow(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_ALLOW, &b->lists[RL_ALLOW]);
+	return overlay_list(w, v, obj, RL_ALLOW);
 }
 
 static int
 tk_log_skip(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_LOG_SKIP, &b->lists[RL_LOG_SKIP]);
+	return overlay_list(w, v, obj, RL_LOG_SKIP);
 }
 
 static int
@@ -442,85 +442,85 @@ dk_upstreams(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
+/* A number of seconds or milliseconds in [lo, hi]. */
 static int
-dk_timeout(struct pwalk *w, const struct pnode *v, void *obj)
+dns_number(struct pwalk *w, const struct pnode *v, unsigned long lo,
+    unsigned long hi, uint32_t *out)
 {
 	unsigned long x;
 
-	if (!pw_uint(w, v, 1, TIMEOUT_MS_MAX, false, &x))
+	if (!pw_uint(w, v, lo, hi, false, &x))
 		return -1;
-	((struct policy_dns *)obj)->timeout_ms = (unsigned)x;
+	*out = (uint32_t)x;
 	return 0;
+}
+
+static int
+dk_timeout(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return dns_number(
+	    w, v, 1, TIMEOUT_MS_MAX, &((struct policy_dns *)obj)->timeout_ms);
 }
 
 static int
 dk_ttl_min(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
-
-	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
-		return -1;
-	((struct policy_dns *)obj)->ttl_min = (uint32_t)x;
-	return 0;
+	return dns_number(
+	    w, v, 0, TTL_MAX, &((struct policy_dns *)obj)->ttl_min);
 }
 
 static int
 dk_ttl_max(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
-
-	if (!pw_uint(w, v, 1, TTL_MAX, false, &x))
-		return -1;
-	((struct policy_dns *)obj)->ttl_max = (uint32_t)x;
-	return 0;
+	return dns_number(
+	    w, v, 1, TTL_MAX, &((struct policy_dns *)obj)->ttl_max);
 }
 
 static int
 dk_negative(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
+	return dns_number(
+	    w, v, 0, TTL_MAX, &((struct policy_dns *)obj)->negative_ttl);
+}
 
-	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
+/* A setting of two words: 0 for the first, 1 for the second, -1 (an
+ * error naming both) for anything else. */
+static int
+dns_choice(struct pwalk *w, const struct pnode *v, const char *what,
+    const char *first, const char *second)
+{
+	if (!pw_is(w, v, PNODE_STR))
 		return -1;
-	((struct policy_dns *)obj)->negative_ttl = (uint32_t)x;
-	return 0;
+	if (strcmp(v->str, first) == 0)
+		return 0;
+	if (strcmp(v->str, second) == 0)
+		return 1;
+	pw_err(w, v, "unknown %s \"%.32s\" (%s or %s)", what, v->str, first,
+	    second);
+	return -1;
 }
 
 static int
 dk_private(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct policy_dns *dns = obj;
+	int k = dns_choice(w, v, "privateAnswers", "drop", "allow");
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (k < 0)
 		return -1;
-	if (strcmp(v->str, "drop") == 0)
-		dns->private_answers = POLICY_PRIVATE_DROP;
-	else if (strcmp(v->str, "allow") == 0)
-		dns->private_answers = POLICY_PRIVATE_ALLOW;
-	else {
-		pw_err(w, v, "unknown privateAnswers \"%.32s\" (drop or allow)",
-		    v->str);
-		return -1;
-	}
+	((struct policy_dns *)obj)->private_answers =
+	    k == 0 ? POLICY_PRIVATE_DROP : POLICY_PRIVATE_ALLOW;
 	return 0;
 }
 
 static int
 dk_cname(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct policy_dns *dns = obj;
+	int k = dns_choice(w, v, "cname", "strict", "allow-chains");
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (k < 0)
 		return -1;
-	if (strcmp(v->str, "strict") == 0)
-		dns->cname_mode = POLICY_CNAME_STRICT;
-	else if (strcmp(v->str, "allow-chains") == 0)
-		dns->cname_mode = POLICY_CNAME_ALLOW_CHAINS;
-	else {
-		pw_err(w, v, "unknown cname \"%.32s\" (strict or allow-chains)",
-		    v->str);
-		return -1;
-	}
+	((struct policy_dns *)obj)->cname_mode =
+	    k == 0 ? POLICY_CNAME_STRICT : POLICY_CNAME_ALLOW_CHAINS;
 	return 0;
 }
 
