@@ -29,6 +29,7 @@
 #include "egressd/nft_err.h"
 #include "egressd/nft_int.h"
 #include "egressd/stats.h"
+#include "util/coalesce.h"
 #include "util/hash.h"
 #include "util/now.h"
 
@@ -281,18 +282,34 @@ lim_has(const struct nft_limit *v, size_t n, const struct nft_limit *x)
 	return false;
 }
 
-static int
-lim_cmp(const void *pa, const void *pb)
+/* The sort key: the protocol range, then the port range. */
+static uint64_t
+lim_key(const struct nft_limit *l)
 {
-	const struct nft_limit *a = pa, *b = pb;
+	return (uint64_t)l->plo << 48 | (uint64_t)l->phi << 32 |
+	    (uint64_t)l->lo << 16 | l->hi;
+}
 
-	if (a->plo != b->plo)
-		return a->plo < b->plo ? -1 : 1;
-	if (a->phi != b->phi)
-		return a->phi < b->phi ? -1 : 1;
-	if (a->lo != b->lo)
-		return a->lo < b->lo ? -1 : 1;
-	return a->hi < b->hi ? -1 : a->hi > b->hi;
+static int
+lim_cmp(const void *a, const void *b)
+{
+	return coalesce_cmp(lim_key(a), lim_key(b));
+}
+
+/* Port ranges of the same protocol range that overlap or touch merge. */
+static bool
+lim_absorb(void *kept, const void *next, void *arg)
+{
+	struct nft_limit *k = kept;
+	const struct nft_limit *x = next;
+
+	(void)arg;
+	if (lim_key(x) >> 32 != lim_key(k) >> 32 ||
+	    (unsigned)x->lo > (unsigned)k->hi + 1)
+		return false;
+	if (x->hi > k->hi)
+		k->hi = x->hi;
+	return true;
 }
 
 /*
@@ -305,19 +322,7 @@ lim_cmp(const void *pa, const void *pb)
 static size_t
 lim_norm(struct nft_limit *v, size_t n)
 {
-	size_t i, o = 0;
-
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), lim_cmp);
-	for (i = 1; i < n; i++)
-		if (v[i].plo == v[o].plo && v[i].phi == v[o].phi &&
-		    (unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
-			if (v[i].hi > v[o].hi)
-				v[o].hi = v[i].hi;
-		} else
-			v[++o] = v[i];
-	return o + 1;
+	return coalesce(v, n, sizeof(*v), lim_cmp, lim_absorb, NULL);
 }
 
 /* Every limit of a lies inside an element of v (v normalized). */

@@ -31,6 +31,7 @@
 #include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
 #include "util/addr.h"
+#include "util/coalesce.h"
 #include "egressd/special_ranges.h"
 
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
@@ -664,28 +665,30 @@ prefix_range(const uint8_t *addr, unsigned len, unsigned w, struct rng *r)
 	}
 }
 
+/* Overlapping or adjacent ranges of w-byte keys merge (arg: &w); so does
+ * any after one that reaches the top. */
+static bool
+rng_absorb(void *kept, const void *next, void *arg)
+{
+	struct rng *k = kept;
+	const struct rng *x = next;
+	unsigned w = *(const unsigned *)arg;
+	uint8_t after[16];
+
+	memcpy(after, k->hi, 16);
+	if (!bytes_inc(after, w) && memcmp(x->lo, after, w) > 0)
+		return false;
+	if (memcmp(x->hi, k->hi, w) > 0)
+		memcpy(k->hi, x->hi, 16);
+	return true;
+}
+
 /* Sorts and merges overlapping/adjacent ranges in place; returns count.
  * Keys are compared over 16 bytes: unused tail bytes are zero. */
 static size_t
 rng_merge(struct rng *r, size_t n, unsigned w)
 {
-	size_t i, out = 0;
-	uint8_t next[16];
-
-	if (n == 0)
-		return 0;
-	qsort(r, n, sizeof(*r), rng_cmp16);
-	for (i = 1; i < n; i++) {
-		memcpy(next, r[out].hi, 16);
-		if (bytes_inc(next, w) || memcmp(r[i].lo, next, w) <= 0) {
-			/* overlapping, adjacent, or cur reaches the top */
-			if (memcmp(r[i].hi, r[out].hi, w) > 0)
-				memcpy(r[out].hi, r[i].hi, 16);
-			continue;
-		}
-		r[++out] = r[i];
-	}
-	return out + 1;
+	return coalesce(r, n, sizeof(*r), rng_cmp16, rng_absorb, &w);
 }
 
 /*
