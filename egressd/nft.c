@@ -304,12 +304,8 @@ lim_absorb(void *kept, const void *next, void *arg)
 	const struct nft_limit *x = next;
 
 	(void)arg;
-	if (lim_key(x) >> 32 != lim_key(k) >> 32 ||
-	    (unsigned)x->lo > (unsigned)k->hi + 1)
-		return false;
-	if (x->hi > k->hi)
-		k->hi = x->hi;
-	return true;
+	return lim_key(x) >> 32 == lim_key(k) >> 32 &&
+	    coalesce_u16(&k->hi, x->lo, x->hi);
 }
 
 /*

@@ -463,15 +463,11 @@ prange_cmp(const void *a, const void *b)
 static bool
 prange_absorb(void *kept, const void *next, void *arg)
 {
-	struct policy_port_range *k = kept;
 	const struct policy_port_range *x = next;
 
 	(void)arg;
-	if ((unsigned)x->lo > (unsigned)k->hi + 1)
-		return false;
-	if (x->hi > k->hi)
-		k->hi = x->hi;
-	return true;
+	return coalesce_u16(
+	    &((struct policy_port_range *)kept)->hi, x->lo, x->hi);
 }
 
 /* Sorts and merges v in place. */

@@ -20,6 +20,21 @@ coalesce_cmp(uint64_t a, uint64_t b)
 }
 
 /*
+ * The merge of two port ranges, for absorb functions: when [lo, hi]
+ * starts at most one past *end (they overlap or touch), widens *end to
+ * cover it and returns true.
+ */
+static inline bool
+coalesce_u16(uint16_t *end, uint16_t lo, uint16_t hi)
+{
+	if ((unsigned)lo > (unsigned)*end + 1)
+		return false;
+	if (hi > *end)
+		*end = hi;
+	return true;
+}
+
+/*
  * Sorts the n elements of size bytes at v with cmp, then walks them in
  * order: absorb(kept, next, arg) either widens kept (the last element
  * kept) to cover next and returns true, or returns false and next is kept

@@ -1,7 +1,7 @@
 /*
  * coalesce: sorted and merged in place (overlapping and adjacent ranges
  * into one, disjoint ones kept in order), the merge decided by absorb
- * with its argument, and the three-way compare.
+ * with its argument, the three-way compare and the port-range merge.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,6 +95,23 @@ test_edges(void **state)
 	assert_int_equal(coalesce_cmp(UINT64_MAX, 0), 1);
 }
 
+static void
+test_u16(void **state)
+{
+	uint16_t end = 10;
+
+	(void)state;
+	assert_true(coalesce_u16(&end, 11, 20)); /* adjacent */
+	assert_int_equal(end, 20);
+	assert_true(coalesce_u16(&end, 5, 8)); /* inside: end stays */
+	assert_int_equal(end, 20);
+	assert_false(coalesce_u16(&end, 22, 30)); /* a gap of one */
+	assert_int_equal(end, 20);
+	end = 65535;
+	assert_true(coalesce_u16(&end, 65535, 65535)); /* no wrap at the top */
+	assert_int_equal(end, 65535);
+}
+
 int
 main(void)
 {
@@ -102,6 +119,7 @@ main(void)
 	    cmocka_unit_test(test_merges),
 	    cmocka_unit_test(test_absorb_decides),
 	    cmocka_unit_test(test_edges),
+	    cmocka_unit_test(test_u16),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
