@@ -565,13 +565,8 @@ nft_cut_new(struct nft *n, struct event_base *base, struct err *e)
 		return NULL;
 	}
 	c->n = n;
-	c->d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*c->d.out));
-	if (c->d.out == NULL) {
-		err_set(e, "nft: out of memory");
-		nft_cut_free(c);
-		return NULL;
-	}
-	if ((c->ctd = nft_ctd_new_(base, e)) == NULL) {
+	c->ctd = nft_ctd_new_(base, NFT_CT_DELETE_MAX, sizeof(*c->d.out), e);
+	if (c->ctd == NULL) {
 		nft_cut_free(c);
 		return NULL;
 	}
@@ -585,7 +580,6 @@ nft_cut_free(struct nft_cut *c)
 		return;
 	nft_ctd_free_(c->ctd);
 	cut_release(c);
-	free(c->d.out);
 	free(c);
 }
 
@@ -608,8 +602,6 @@ int
 nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
     void *arg, struct err *e)
 {
-	struct nft_ct_flow *out = c->d.out;
-
 	if (c->busy) {
 		err_set(e, "nft: a cut pass is already under way");
 		return -1;
@@ -618,7 +610,7 @@ nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
 	c->d.n = c->n;
 	c->d.p = p;
 	c->d.mark = nft_mark_(c->n);
-	c->d.out = out;
+	c->d.out = nft_ctd_results_(c->ctd);
 	c->cut = 0;
 	if ((c->d.tw = nft_twins_new_()) == NULL) {
 		err_set(e, "nft: out of memory");
