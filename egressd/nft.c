@@ -28,6 +28,7 @@
 
 #include "egressd/nft_err.h"
 #include "egressd/nft_int.h"
+#include "egressd/sock.h"
 #include "egressd/stats.h"
 #include "util/coalesce.h"
 #include "util/hash.h"
@@ -528,27 +529,18 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
 {
 	int fd = mnl_socket_get_fd(n->nl);
 	size_t want;
-	int v;
 
 	/* Grow only: small learn batches then cost no syscall here. */
 	want = sndlen + 4096;
 	if (want > n->sndbuf) {
-		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		sock_set_buf(fd, SO_SNDBUF, want);
 		n->sndbuf = want;
 	}
 	want = nmsgs * NFT_RCVBUF_PER_MSG;
 	if (want < NFT_RCVBUF_MIN)
 		want = NFT_RCVBUF_MIN;
 	if (want > n->rcvbuf) {
-		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+		sock_set_buf(fd, SO_RCVBUF, want);
 		n->rcvbuf = want;
 	}
 }
@@ -1984,16 +1976,9 @@ learn_read_acks(struct nft *n)
 static void
 learn_bufs(struct nft *n, size_t sndlen)
 {
-	int fd = mnl_socket_get_fd(n->lnl), v;
-
 	if (sndlen + 4096 > n->lsndbuf) {
 		n->lsndbuf = sndlen + 4096;
-		v = n->lsndbuf > (size_t)INT32_MAX / 2 ? INT32_MAX / 2
-		                                       : (int)n->lsndbuf;
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		sock_set_buf(mnl_socket_get_fd(n->lnl), SO_SNDBUF, n->lsndbuf);
 	}
 }
 
@@ -2187,7 +2172,7 @@ learn_detach(struct nft *n)
 int
 nft_attach(struct nft *n, struct event_base *base, struct err *e)
 {
-	int one = 1, v = (int)NFT_RCVBUF_MIN * 4, fd;
+	int one = 1, fd;
 
 	if (n->lnl != NULL) {
 		err_set(e, "nft: already attached");
@@ -2209,8 +2194,7 @@ nft_attach(struct nft *n, struct event_base *base, struct err *e)
 	mnl_socket_setsockopt(n->lnl, NETLINK_CAP_ACK, &one, sizeof(one));
 	fd = mnl_socket_get_fd(n->lnl);
 	/* Room for the acks of several transactions of NFT_LEARN_TXN_MAX. */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	sock_set_buf(fd, SO_RCVBUF, NFT_RCVBUF_MIN * 4);
 	n->base = base;
 	n->lread = event_new(base, fd, EV_READ | EV_PERSIST, learn_read_cb, n);
 	n->lflush = evtimer_new(base, learn_flush_cb, n);
