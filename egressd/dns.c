@@ -162,12 +162,11 @@ struct dns {
 
 /* ---- clock ---- */
 
+/* The injected clock, or the real one (dns_new). */
 static uint64_t
 dns_now(const struct dns *d)
 {
-	if (d->h.clock_ms != NULL)
-		return d->h.clock_ms(d->h.arg);
-	return now_mono_ms();
+	return d->h.clock_ms(d->h.arg);
 }
 
 static uint64_t
@@ -1459,6 +1458,8 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 	d->base = base;
 	if (h != NULL)
 		d->h = *h;
+	if (d->h.clock_ms == NULL)
+		d->h.clock_ms = now_mono_ms_clock;
 	d->lg = lg;
 	d->st = st != NULL ? st : &d->st_local;
 	d->udp4.fd = d->udp6.fd = -1;

@@ -125,12 +125,11 @@ struct nft {
 	bool flush_armed;
 };
 
+/* The injected clock, or the real one (nft_new). */
 static uint64_t
 now_ms(const struct nft *n)
 {
-	if (n->o.clock != NULL)
-		return n->o.clock(n->o.clock_arg);
-	return now_mono_ms();
+	return n->o.clock(n->o.clock_arg);
 }
 
 static uint32_t
@@ -452,6 +451,8 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 	}
 	n->magic = NFT_MAGIC;
 	n->o = *o;
+	if (n->o.clock == NULL)
+		n->o.clock = now_mono_ms_clock;
 	n->st = st;
 	n->ttl_min = o->ttl_min;
 	n->ttl_max = o->ttl_max;
