@@ -5,6 +5,7 @@
  * checked where it is, and each auth type's shape. The cross checks that
  * need the whole snapshot are policy_binding_check.c's.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +226,11 @@ mk_paths(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey match_keys[] = {
-    {"schemes", mk_schemes},
-    {"ports", mk_ports},
-    {"hosts", mk_hosts},
-    {"methods", mk_methods},
-    {"paths", mk_paths},
+    {"schemes", mk_schemes, 0},
+    {"ports", mk_ports, 0},
+    {"hosts", mk_hosts, 0},
+    {"methods", mk_methods, 0},
+    {"paths", mk_paths, 0},
 };
 
 /* Deprecated ports must be the scheme's own port. */
@@ -324,23 +325,23 @@ ak_name(struct pwalk *w, const struct pnode *v, void *obj)
 	return walk_header_name(w, v, &bw->b->header) ? 0 : -1;
 }
 
+/* A header name into the char * field at obj. */
 static int
-hk_name(struct pwalk *w, const struct pnode *v, void *obj)
+header_name_key(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	return walk_header_name(w, v, &((struct bheader *)obj)->name) ? 0 : -1;
+	return walk_header_name(w, v, obj) ? 0 : -1;
 }
 
+/* A credential's name into the char * field at obj. */
 static int
-hk_credential(struct pwalk *w, const struct pnode *v, void *obj)
+credential_key(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	return policy_cred_walk_name(w, v, &((struct bheader *)obj)->credential)
-	    ? 0
-	    : -1;
+	return policy_cred_walk_name(w, v, obj) ? 0 : -1;
 }
 
 static const struct pkey header_keys[] = {
-    {"name", hk_name},
-    {"credential", hk_credential},
+    {"name", header_name_key, offsetof(struct bheader, name)},
+    {"credential", credential_key, offsetof(struct bheader, credential)},
 };
 
 /*
@@ -379,14 +380,6 @@ ak_headers(struct pwalk *w, const struct pnode *v, void *obj)
 		return -1;
 	bw->b->nheaders = v->nkids;
 	return 0;
-}
-
-static int
-uk_credential(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk_name(w, v, &((struct bsubst *)obj)->credential)
-	    ? 0
-	    : -1;
 }
 
 static int
@@ -439,9 +432,9 @@ uk_in(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey subst_keys[] = {
-    {"credential", uk_credential},
-    {"placeholder", uk_placeholder},
-    {"in", uk_in},
+    {"credential", credential_key, offsetof(struct bsubst, credential)},
+    {"placeholder", uk_placeholder, 0},
+    {"in", uk_in, 0},
 };
 
 static int
@@ -460,11 +453,11 @@ ak_substitutions(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey auth_keys[] = {
-    {"type", ak_type},
-    {"credential", ak_credential},
-    {"name", ak_name},
-    {"headers", ak_headers},
-    {"substitutions", ak_substitutions},
+    {"type", ak_type, 0},
+    {"credential", ak_credential, 0},
+    {"name", ak_name, 0},
+    {"headers", ak_headers, 0},
+    {"substitutions", ak_substitutions, 0},
 };
 
 /* Which auth keys each type needs (+) or refuses (-). */
@@ -518,9 +511,9 @@ bk_name(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey binding_keys[] = {
-    {"name", bk_name},
-    {"match", bk_match},
-    {"auth", bk_auth},
+    {"name", bk_name, 0},
+    {"match", bk_match, 0},
+    {"auth", bk_auth, 0},
 };
 
 static int
@@ -577,4 +570,10 @@ policy_binding_walk(
 	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "binding", binding_item,
 	    cfg, (void *const *const *)&cfg->bindings, &cfg->nbindings,
 	    binding_name_at);
+}
+
+int
+policy_binding_walk_key(struct pwalk *w, const struct pnode *v, void *cfgp)
+{
+	return policy_binding_walk(w, v, *(struct policy_config **)cfgp);
 }

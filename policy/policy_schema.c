@@ -5,6 +5,7 @@
  * of them.
  */
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,10 +218,10 @@ rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey rule_keys[] = {
-    {"action", rk_action},
-    {"target", rk_target},
-    {"ports", rk_ports},
-    {"protocols", rk_protocols},
+    {"action", rk_action, 0},
+    {"target", rk_target, 0},
+    {"ports", rk_ports, 0},
+    {"protocols", rk_protocols, 0},
 };
 
 static enum policy_action
@@ -525,13 +526,13 @@ dk_cname(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey dns_keys[] = {
-    {"upstreams", dk_upstreams},
-    {"timeoutMs", dk_timeout},
-    {"ttlMin", dk_ttl_min},
-    {"ttlMax", dk_ttl_max},
-    {"negativeTtl", dk_negative},
-    {"privateAnswers", dk_private},
-    {"cname", dk_cname},
+    {"upstreams", dk_upstreams, 0},
+    {"timeoutMs", dk_timeout, 0},
+    {"ttlMin", dk_ttl_min, 0},
+    {"ttlMax", dk_ttl_max, 0},
+    {"negativeTtl", dk_negative, 0},
+    {"privateAnswers", dk_private, 0},
+    {"cname", dk_cname, 0},
 };
 
 /* The key node of a mapping entry, for positions. */
@@ -586,7 +587,7 @@ xk_intercept(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey proxy_keys[] = {
-    {"interceptPorts", xk_intercept},
+    {"interceptPorts", xk_intercept, 0},
 };
 
 static int
@@ -598,30 +599,18 @@ tk_proxy(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
-static int
-tk_credentials(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk(w, v, ((struct pbuild *)obj)->cfg);
-}
-
-static int
-tk_bindings(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_binding_walk(w, v, ((struct pbuild *)obj)->cfg);
-}
-
 /* The user keys come first: POLICY_SCHEMA_USER uses only those two. */
 static const struct pkey top_keys[] = {
-    {"defaultAction", tk_default},
-    {"egress", tk_egress},
-    {"alwaysDeny", tk_always_deny},
-    {"alwaysAllow", tk_always_allow},
-    {"infra", tk_infra},
-    {"logSkip", tk_log_skip},
-    {"dns", tk_dns},
-    {"proxy", tk_proxy},
-    {"credentials", tk_credentials},
-    {"bindings", tk_bindings},
+    {"defaultAction", tk_default, 0},
+    {"egress", tk_egress, 0},
+    {"alwaysDeny", tk_always_deny, 0},
+    {"alwaysAllow", tk_always_allow, 0},
+    {"infra", tk_infra, 0},
+    {"logSkip", tk_log_skip, 0},
+    {"dns", tk_dns, 0},
+    {"proxy", tk_proxy, 0},
+    {"credentials", policy_cred_walk_key, offsetof(struct pbuild, cfg)},
+    {"bindings", policy_binding_walk_key, offsetof(struct pbuild, cfg)},
 };
 
 #define TOP_USER_KEYS 2
