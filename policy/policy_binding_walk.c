@@ -564,16 +564,11 @@ binding_name_at(const void *obj, struct pnode *at)
 }
 
 int
-policy_binding_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+policy_binding_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
+	struct policy_config *cfg = *(struct policy_config **)cfgp;
+
 	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "binding", binding_item,
 	    cfg, (void *const *const *)&cfg->bindings, &cfg->nbindings,
 	    binding_name_at);
-}
-
-int
-policy_binding_walk_key(struct pwalk *w, const struct pnode *v, void *cfgp)
-{
-	return policy_binding_walk(w, v, *(struct policy_config **)cfgp);
 }

@@ -201,16 +201,11 @@ cred_name_at(const void *obj, struct pnode *at)
 }
 
 int
-policy_cred_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+policy_cred_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
+	struct policy_config *cfg = *(struct policy_config **)cfgp;
+
 	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "credential", cred_item,
 	    cfg, (void *const *const *)&cfg->credentials, &cfg->ncredentials,
 	    cred_name_at);
-}
-
-int
-policy_cred_walk_key(struct pwalk *w, const struct pnode *v, void *cfgp)
-{
-	return policy_cred_walk(w, v, *(struct policy_config **)cfgp);
 }

@@ -609,8 +609,8 @@ static const struct pkey top_keys[] = {
     {"logSkip", tk_log_skip, 0},
     {"dns", tk_dns, 0},
     {"proxy", tk_proxy, 0},
-    {"credentials", policy_cred_walk_key, offsetof(struct pbuild, cfg)},
-    {"bindings", policy_binding_walk_key, offsetof(struct pbuild, cfg)},
+    {"credentials", policy_cred_walk, offsetof(struct pbuild, cfg)},
+    {"bindings", policy_binding_walk, offsetof(struct pbuild, cfg)},
 };
 
 #define TOP_USER_KEYS 2

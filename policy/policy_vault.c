@@ -150,14 +150,14 @@ k_delete(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey cred_set_keys[] = {
-    {"add", policy_cred_walk_key, offsetof(struct vset, add)},
-    {"replace", policy_cred_walk_key, offsetof(struct vset, replace)},
+    {"add", policy_cred_walk, offsetof(struct vset, add)},
+    {"replace", policy_cred_walk, offsetof(struct vset, replace)},
     {"delete", k_delete, 0},
 };
 
 static const struct pkey bind_set_keys[] = {
-    {"add", policy_binding_walk_key, offsetof(struct vset, add)},
-    {"replace", policy_binding_walk_key, offsetof(struct vset, replace)},
+    {"add", policy_binding_walk, offsetof(struct vset, add)},
+    {"replace", policy_binding_walk, offsetof(struct vset, replace)},
     {"delete", k_delete, 0},
 };
 
@@ -196,8 +196,8 @@ static const struct pkey patch_keys[] = {
 
 /* POST's lists are the add sets of a mutation on an empty vault. */
 static const struct pkey create_keys[] = {
-    {"credentials", policy_cred_walk_key, offsetof(struct vbody, creds.add)},
-    {"bindings", policy_binding_walk_key, offsetof(struct vbody, binds.add)},
+    {"credentials", policy_cred_walk, offsetof(struct vbody, creds.add)},
+    {"bindings", policy_binding_walk, offsetof(struct vbody, binds.add)},
 };
 
 static void
