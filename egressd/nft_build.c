@@ -1186,29 +1186,29 @@ msg_rule(struct bctx *c, const struct rspec *s)
 }
 
 /*
- * One row of a chain's rules. A row with per_family stands for one rule
- * per address family that has a destination in it (daddr[0] or
- * daddr_set[0] for IPv4, [1] for IPv6); a family with neither is left
- * out. skip leaves the row out (what an option turned off).
+ * One row of a chain's rules. A row with l4proto stands for one rule per
+ * protocol in it, in that order; with per_family, for one rule per
+ * address family that has a destination in it (daddr[0] or daddr_set[0]
+ * for IPv4, [1] for IPv6; a family with neither is left out), the
+ * families inside the protocols. skip leaves the row out (what an option
+ * turned off).
  */
 struct rrow {
 	struct rspec s;
+	uint8_t l4proto[2]; /* one rule per protocol given, in this order */
 	bool per_family;
 	const uint8_t *daddr[2];
 	const char *daddr_set[2];
 	bool skip;
 };
 
+/* s once, or once per family of the row (per_family). */
 static int
-msg_row(struct bctx *c, const char *chain, const struct rrow *row)
+msg_row_46(struct bctx *c, const struct rrow *row, struct rspec s)
 {
 	static const uint8_t nfproto[2] = {NFPROTO_IPV4, NFPROTO_IPV6};
-	struct rspec s = row->s;
 	size_t f;
 
-	s.chain = chain;
-	if (row->skip)
-		return 0;
 	if (!row->per_family)
 		return msg_rule(c, &s);
 	for (f = 0; f < 2; f++) {
@@ -1218,6 +1218,25 @@ msg_row(struct bctx *c, const char *chain, const struct rrow *row)
 		s.daddr = row->daddr[f];
 		s.daddr_set = row->daddr_set[f];
 		if (msg_rule(c, &s) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+msg_row(struct bctx *c, const char *chain, const struct rrow *row)
+{
+	struct rspec s = row->s;
+	size_t p;
+
+	if (row->skip)
+		return 0;
+	s.chain = chain;
+	if (row->l4proto[0] == 0)
+		return msg_row_46(c, row, s);
+	for (p = 0; p < 2 && row->l4proto[p] != 0; p++) {
+		s.l4proto = row->l4proto[p];
+		if (msg_row_46(c, row, s) < 0)
 			return -1;
 	}
 	return 0;
@@ -1821,14 +1840,8 @@ emit_nat_chain(struct bctx *c, const struct static_sets *ss)
 	        .per_family = true,
 	        .daddr_set = {ss->ns[0], ss->ns[1]}},
 	    /* th dport is only read after an l4proto match. */
-	    {.s = {.l4proto = IPPROTO_TCP,
-	         .dport = 53,
-	         .v = V_REDIRECT,
-	         .redir_port = o->dns_port}},
-	    {.s = {.l4proto = IPPROTO_UDP,
-	         .dport = 53,
-	         .v = V_REDIRECT,
-	         .redir_port = o->dns_port}},
+	    {.s = {.dport = 53, .v = V_REDIRECT, .redir_port = o->dns_port},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP}},
 	    {.s = {.l4proto = IPPROTO_TCP,
 	         .dport_set = "intercept_ports",
 	         .v = V_REDIRECT,
@@ -1958,45 +1971,23 @@ filter_local(struct bctx *c, const struct static_sets *ss)
 	const struct nft_opts *o = c->o;
 	const struct rrow rows[] = {
 	    /* Operator-exempt nameservers (not redirected above). */
-	    {.s = {.l4proto = IPPROTO_UDP,
-	         .dport = 53,
-	         .counter = "ns_exempt",
-	         .v = V_ACCEPT},
-	        .per_family = true,
-	        .daddr_set = {ss->ns[0], ss->ns[1]}},
-	    {.s = {.l4proto = IPPROTO_TCP,
-	         .dport = 53,
-	         .counter = "ns_exempt",
-	         .v = V_ACCEPT},
+	    {.s = {.dport = 53, .counter = "ns_exempt", .v = V_ACCEPT},
+	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},
 	        .per_family = true,
 	        .daddr_set = {ss->ns[0], ss->ns[1]}},
 	    /* Control API and operator ports: no unmarked socket reaches
 	     * them on any local address (127/8, ::1, the namespace's own
 	     * addresses). */
-	    {.s = {.l4proto = IPPROTO_TCP,
-	         .dport_set = "protected_ports",
+	    {.s = {.dport_set = "protected_ports",
 	         .fib_local = true,
 	         .counter = "api_block",
 	         .v = V_DENY},
-	        .skip = o->nprotected_ports == 0},
-	    {.s = {.l4proto = IPPROTO_UDP,
-	         .dport_set = "protected_ports",
-	         .fib_local = true,
-	         .counter = "api_block",
-	         .v = V_DENY},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP},
 	        .skip = o->nprotected_ports == 0},
 	    /* The resolver, by destination and port: after the NAT redirect
 	     * the packet still carries its original oif (THREATS traps). */
-	    {.s = {.l4proto = IPPROTO_UDP,
-	         .dport = o->dns_port,
-	         .counter = "dns",
-	         .v = V_ACCEPT},
-	        .per_family = true,
-	        .daddr = {lo4, lo6}},
-	    {.s = {.l4proto = IPPROTO_TCP,
-	         .dport = o->dns_port,
-	         .counter = "dns",
-	         .v = V_ACCEPT},
+	    {.s = {.dport = o->dns_port, .counter = "dns", .v = V_ACCEPT},
+	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},
 	        .per_family = true,
 	        .daddr = {lo4, lo6}},
 	    {.s = {.l4proto = IPPROTO_TCP,
@@ -2019,14 +2010,8 @@ filter_channels(struct bctx *c, const struct static_sets *ss)
 	/* Alternate resolvers and channels egressd cannot see. */
 	const struct rrow rows[] = {
 	    /* DoT, and DoQ on udp */
-	    {.s = {.l4proto = IPPROTO_TCP,
-	         .dport = 853,
-	         .counter = "dot",
-	         .v = V_DENY}},
-	    {.s = {.l4proto = IPPROTO_UDP,
-	         .dport = 853,
-	         .counter = "dot",
-	         .v = V_DENY}},
+	    {.s = {.dport = 853, .counter = "dot", .v = V_DENY},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP}},
 	    {.s = {.l4proto = IPPROTO_UDP,
 	         .dport = 443,
 	         .counter = "quic",
