@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -24,20 +23,12 @@
 #include "egressd/nft.h"
 #include "egressd/stats.h"
 #include "policy/policy.h"
+#include "util/now.h"
 
 #define BENCH_N_DEFAULT 4096
 #define BENCH_N_MAX 60000
 #define BENCH_FORK_N 256 /* forking is slow: fewer rounds */
 #define BENCH_CMD_MAX 4096
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int
 dcmp(const void *a, const void *b)
@@ -90,20 +81,20 @@ bench_learn(
 
 	if (lat == NULL)
 		return -1;
-	start = now_s();
+	start = now_mono_s();
 	for (i = 0; i < calls; i++) {
 		for (j = 0; j < batch; j++)
 			addr_of(i * batch + j, run, &a[j]);
-		t0 = now_s();
+		t0 = now_mono_s();
 		if (nft_learn(n, a, batch, &e) < 0) {
 			fprintf(stderr, "nft_learn: %s\n", e.msg);
 			free(lat);
 			return -1;
 		}
-		t1 = now_s();
+		t1 = now_mono_s();
 		lat[i] = t1 - t0;
 	}
-	summarize(lat, calls, calls * batch, now_s() - start, r);
+	summarize(lat, calls, calls * batch, now_mono_s() - start, r);
 	free(lat);
 	return 0;
 }
@@ -121,7 +112,7 @@ bench_fork(size_t total, size_t batch, unsigned run, struct result *r)
 
 	if (lat == NULL)
 		return -1;
-	start = now_s();
+	start = now_mono_s();
 	for (i = 0; i < calls; i++) {
 		off = 0;
 		for (j = 0; j < batch; j++) {
@@ -133,7 +124,7 @@ bench_fork(size_t total, size_t batch, unsigned run, struct result *r)
 		}
 		snprintf(cmd, sizeof(cmd),
 		    "add element inet egressd learned6 { %s }", elems);
-		t0 = now_s();
+		t0 = now_mono_s();
 		pid = fork();
 		if (pid == 0) {
 			execlp("nft", "nft", cmd, (char *)NULL);
@@ -145,9 +136,9 @@ bench_fork(size_t total, size_t batch, unsigned run, struct result *r)
 			free(lat);
 			return -1;
 		}
-		lat[i] = now_s() - t0;
+		lat[i] = now_mono_s() - t0;
 	}
-	summarize(lat, calls, calls * batch, now_s() - start, r);
+	summarize(lat, calls, calls * batch, now_mono_s() - start, r);
 	free(lat);
 	return 0;
 }
@@ -176,7 +167,7 @@ async_done_cb(void *arg, int rc, const char *why)
 	struct async_run *a = s->a;
 
 	(void)why;
-	a->lat[s->i] = now_s() - a->t0[s->i];
+	a->lat[s->i] = now_mono_s() - a->t0[s->i];
 	a->done++;
 	a->inflight--;
 	if (rc != 0)
@@ -202,7 +193,7 @@ async_submit(struct async_run *a)
 		s->i = a->sent;
 		addr_of(a->sent, a->run, &la);
 		la.addr[13] = (uint8_t)(a->sent >> 16);
-		a->t0[a->sent] = now_s();
+		a->t0[a->sent] = now_mono_s();
 		if (nft_learn_submit(
 		        a->n, &la, 1, la.name, async_done_cb, s, &e) == 0) {
 			fprintf(stderr, "submit: %s\n", e.msg);
@@ -228,7 +219,7 @@ bench_async(struct event_base *base, struct nft *n, size_t total, size_t k,
 	a.lat = calloc(total, sizeof(*a.lat));
 	if (a.t0 == NULL || a.lat == NULL)
 		goto out;
-	start = now_s();
+	start = now_mono_s();
 	if (async_submit(&a) < 0)
 		goto out;
 	while (a.done < a.total)
@@ -238,7 +229,7 @@ bench_async(struct event_base *base, struct nft *n, size_t total, size_t k,
 		fprintf(stderr, "bench_nft: %zu learns failed\n", a.failed);
 		goto out;
 	}
-	summarize(a.lat, total, total, now_s() - start, r);
+	summarize(a.lat, total, total, now_mono_s() - start, r);
 	rc = 0;
 out:
 	free(a.t0);

@@ -9,25 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "egressd/config.h"
 #include "egressd/policyfile.h"
 #include "policy/policy.h"
+#include "util/now.h"
 
 #define BENCH_LOOKUPS 2000000u
 #define BENCH_NAMES 4096u
 #define BENCH_NAME_MAX 96u
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /*
  * A policy of n rules, exact names, wildcards and CIDRs mixed, in JSON or
@@ -87,9 +78,9 @@ load(size_t n, double *secs)
 	if (j == NULL)
 		return NULL;
 	policy_diag_init(&d);
-	t0 = now_s();
+	t0 = now_mono_s();
 	p = policy_parse_json(j, len, "bench", &d);
-	*secs = now_s() - t0;
+	*secs = now_mono_s() - t0;
 	if (p == NULL && d.n > 0)
 		fprintf(stderr, "load: %s\n", d.msgs[0]);
 	policy_diag_clear(&d);
@@ -126,20 +117,20 @@ static double
 bench_domains(
     const struct policy *p, char names[][BENCH_NAME_MAX], size_t *allowed)
 {
-	double t0 = now_s();
+	double t0 = now_mono_s();
 	size_t i;
 
 	*allowed = 0;
 	for (i = 0; i < BENCH_LOOKUPS; i++)
 		*allowed += policy_match_domain(p, names[i % BENCH_NAMES],
 		                NULL) == POLICY_ALLOW;
-	return (double)BENCH_LOOKUPS / (now_s() - t0);
+	return (double)BENCH_LOOKUPS / (now_mono_s() - t0);
 }
 
 static double
 bench_addrs(const struct policy *p, size_t *denied)
 {
-	double t0 = now_s();
+	double t0 = now_mono_s();
 	uint8_t a[4] = {10, 0, 0, 1};
 	size_t i;
 
@@ -150,7 +141,7 @@ bench_addrs(const struct policy *p, size_t *denied)
 		*denied += policy_match_addr(p, 4, a, POLICY_PROTO_TCP, 443,
 		               NULL) == POLICY_DENY;
 	}
-	return (double)BENCH_LOOKUPS / (now_s() - t0);
+	return (double)BENCH_LOOKUPS / (now_mono_s() - t0);
 }
 
 /*
@@ -222,7 +213,7 @@ bench_file(int form)
 	free(buf);
 	policy_diag_init(&d);
 	config_init(&cfg);
-	t0 = now_s();
+	t0 = now_mono_s();
 	if (form == 2) {
 		free(cfg.policy_file);
 		free(cfg.rules_dir);
@@ -234,7 +225,7 @@ bench_file(int form)
 		p = policy_load_file(path, &d);
 	printf("%s, 100000 rules, %s, %zu bytes: %.3fs%s%s\n",
 	    form == 2 ? "policyfile_load" : "policy_load_file", names[form],
-	    len, now_s() - t0,
+	    len, now_mono_s() - t0,
 	    p ? "" : " FAILED: ", p ? "" : (d.n ? d.msgs[0] : "?"));
 	if (p != NULL && form == 2 && p->nrules != 100000)
 		printf("  FAILED: %zu rules loaded\n", p->nrules);

@@ -162,12 +162,11 @@ struct dns {
 
 /* ---- clock ---- */
 
+/* The injected clock, or the real one (dns_new). */
 static uint64_t
 dns_now(const struct dns *d)
 {
-	if (d->h.clock_ms != NULL)
-		return d->h.clock_ms(d->h.arg);
-	return now_mono_ms();
+	return d->h.clock_ms(d->h.arg);
 }
 
 static uint64_t
@@ -996,25 +995,6 @@ dns_udp_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/*
- * The default receive buffer (rmem_default, ~200 KiB) holds a few hundred
- * small datagrams: a burst of junk from the sandbox filled it and the next
- * real query was dropped by the kernel, so the client waited for its retry
- * timer. DNS_UDP_RCVBUF absorbs a burst of thousands while egressd drains
- * it; the memory is charged only while datagrams wait. SO_RCVBUFFORCE
- * (CAP_NET_ADMIN, which egressd has) passes rmem_max; without it, the
- * largest size rmem_max allows.
- */
-static void
-dns_udp_size_rcvbuf(int fd)
-{
-	int sz = DNS_UDP_RCVBUF;
-
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) == 0)
-		return;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-}
-
 int
 dns_udp_fd(const struct dns *d, int family)
 {
@@ -1069,7 +1049,13 @@ dns_udp_open(struct dns *d, struct dns_udp *u, int family, const char *addr,
 		return -1;
 	if ((fd = sock_open_local(family, SOCK_DGRAM | SOCK_NONBLOCK, e)) < 0)
 		return -1;
-	dns_udp_size_rcvbuf(fd);
+	/* The default receive buffer (rmem_default, ~200 KiB) holds a few
+	 * hundred small datagrams: a burst of junk from the sandbox filled
+	 * it and the next real query was dropped by the kernel, so the
+	 * client waited for its retry timer. DNS_UDP_RCVBUF absorbs a burst
+	 * of thousands while egressd drains it; the memory is charged only
+	 * while datagrams wait. */
+	sock_set_buf(fd, SO_RCVBUF, DNS_UDP_RCVBUF);
 	(void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
 		err_set(
@@ -1472,6 +1458,8 @@ dns_new(struct event_base *base, const struct dns_opts *o,
 	d->base = base;
 	if (h != NULL)
 		d->h = *h;
+	if (d->h.clock_ms == NULL)
+		d->h.clock_ms = now_mono_ms_clock;
 	d->lg = lg;
 	d->st = st != NULL ? st : &d->st_local;
 	d->udp4.fd = d->udp6.fd = -1;

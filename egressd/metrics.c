@@ -56,6 +56,24 @@ metrics_gauge(
 	metrics_printf(o, "%s %" PRIu64 "\n", name, v);
 }
 
+/*
+ * A family whose samples differ by one label: label="values[i]" counts
+ * v[i]. The values are fixed strings of egressd (or names already safe as
+ * label values), never peer text.
+ */
+static void
+metrics_labelled(struct metrics_out *o, const char *name, const char *type,
+    const char *help, const char *label, const char *const *values,
+    const uint64_t *v, size_t n)
+{
+	size_t i;
+
+	metrics_family(o, name, type, help);
+	for (i = 0; i < n; i++)
+		metrics_printf(o, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label,
+		    values[i], v[i]);
+}
+
 /* Label values escape backslash, double quote and newline (format 0.0.4);
  * other bytes pass. Cut at METRICS_LABEL_MAX. */
 static void
@@ -91,28 +109,19 @@ metrics_label_escape(const char *in, char *out, size_t outlen)
 static void
 metrics_dns(struct metrics_out *o, const struct stats *st)
 {
-	static const char name[] = "egressd_dns_queries_total";
-	const struct {
-		const char *decision;
-		uint64_t v;
-	} by[] = {
-	    {"allowed", st->dns_allowed},
-	    {"denied", st->dns_denied},
-	    {"cname_denied", st->dns_cname_denied},
-	    {"local", st->dns_local},
-	    {"formerr", st->dns_formerr},
-	    {"servfail", st->dns_servfail},
-	};
+	static const char *const decisions[] = {"allowed", "denied",
+	    "cname_denied", "local", "formerr", "servfail"};
+	const uint64_t by[] = {st->dns_allowed, st->dns_denied,
+	    st->dns_cname_denied, st->dns_local, st->dns_formerr,
+	    st->dns_servfail};
 	uint64_t cum = 0;
 	size_t i;
 
 	metrics_counter(o, "egressd_dns_queries_received_total",
 	    "DNS queries received from the sandbox.", st->dns_queries);
-	metrics_family(
-	    o, name, "counter", "DNS queries answered, by decision.");
-	for (i = 0; i < sizeof(by) / sizeof(by[0]); i++)
-		metrics_printf(o, "%s{decision=\"%s\"} %" PRIu64 "\n", name,
-		    by[i].decision, by[i].v);
+	metrics_labelled(o, "egressd_dns_queries_total", "counter",
+	    "DNS queries answered, by decision.", "decision", decisions, by,
+	    sizeof(by) / sizeof(by[0]));
 	metrics_counter(o, "egressd_dns_private_answers_stripped_total",
 	    "Answers whose internal addresses were removed (rebinding).",
 	    st->dns_private_stripped);
@@ -170,39 +179,25 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 		return;
 	metrics_counter(o, "egressd_proxy_accepted_total",
 	    "Connections the transparent proxy accepted.", st->proxy_accepted);
-	metrics_family(o, "egressd_proxy_connections_total", "counter",
-	    "Proxy connections by decision.");
-	metrics_printf(o,
-	    "egressd_proxy_connections_total{decision=\"passthrough\"} "
-	    "%" PRIu64 "\n",
-	    st->proxy_passthrough);
-	metrics_printf(o,
-	    "egressd_proxy_connections_total{decision=\"terminated\"} "
-	    "%" PRIu64 "\n",
-	    st->proxy_terminated);
-	metrics_printf(o,
-	    "egressd_proxy_connections_total{decision=\"refused\"} "
-	    "%" PRIu64 "\n",
-	    st->proxy_refused);
+	metrics_labelled(o, "egressd_proxy_connections_total", "counter",
+	    "Proxy connections by decision.", "decision",
+	    (const char *const[]){"passthrough", "terminated", "refused"},
+	    (const uint64_t[]){
+	        st->proxy_passthrough, st->proxy_terminated, st->proxy_refused},
+	    3);
 	metrics_counter(o, "egressd_proxy_upstream_reused_total",
 	    "Terminated connections that took an idle upstream connection "
 	    "from the pool instead of dialling.",
 	    st->proxy_upstream_reused);
-	metrics_family(o, "egressd_proxy_upstream_idle", "gauge",
-	    "Idle upstream connections in the pool.");
-	metrics_printf(o, "egressd_proxy_upstream_idle %" PRIu64 "\n",
-	    st->proxy_upstream_idle);
-	metrics_family(o, "egressd_vault_decisions_total", "counter",
-	    "Credential Vault decisions on requests to bound hosts.");
+	metrics_gauge(o, "egressd_proxy_upstream_idle",
+	    "Idle upstream connections in the pool.", st->proxy_upstream_idle);
 	{
 		static const char *const dn[] = {
 		    "no_match", "injected", "ambiguous", "refused"};
 
-		for (i = 0; i < 4; i++)
-			metrics_printf(o,
-			    "egressd_vault_decisions_total{decision=\"%s\"} "
-			    "%" PRIu64 "\n",
-			    dn[i], st->vault_decisions[i]);
+		metrics_labelled(o, "egressd_vault_decisions_total", "counter",
+		    "Credential Vault decisions on requests to bound hosts.",
+		    "decision", dn, st->vault_decisions, 4);
 		/* Binding names are [A-Za-z0-9._-]: safe label values. */
 		metrics_family(o, "egressd_vault_binding_decisions_total",
 		    "counter",
@@ -216,45 +211,31 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 				    st->vault_bindings[i].name, dn[k],
 				    st->vault_bindings[i].decisions[k]);
 	}
-	metrics_family(o, "egressd_vault_compressed_responses_total", "counter",
+	metrics_labelled(o, "egressd_vault_compressed_responses_total",
+	    "counter",
 	    "Compressed responses to requests a credential was injected "
-	    "into: decoded and redacted, refused, or failed while decoding.");
-	{
-		static const char *const cn[] = {
-		    "decoded", "refused", "failed"};
-
-		for (i = 0; i < 3; i++)
-			metrics_printf(o,
-			    "egressd_vault_compressed_responses_total{"
-			    "outcome=\"%s\"} %" PRIu64 "\n",
-			    cn[i], st->vault_compressed[i]);
-	}
-	metrics_family(o, "egressd_proxy_closed_total", "counter",
+	    "into: decoded and redacted, refused, or failed while decoding.",
+	    "outcome", (const char *const[]){"decoded", "refused", "failed"},
+	    st->vault_compressed, 3);
+	metrics_labelled(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "
-	    "a relayed one ended).");
-	for (i = 0; i < st->proxy_nreasons; i++)
-		metrics_printf(o,
-		    "egressd_proxy_closed_total{reason=\"%s\"} %" PRIu64 "\n",
-		    st->proxy_reason_names[i], st->proxy_closed[i]);
-	metrics_family(o, "egressd_proxy_connections", "gauge",
-	    "Open proxy connections, by state.");
-	for (i = 0; i < st->proxy_nstates; i++)
-		metrics_printf(o,
-		    "egressd_proxy_connections{state=\"%s\"} %" PRIu64 "\n",
-		    st->proxy_state_names[i], st->proxy_active[i]);
-	metrics_family(o, "egressd_proxy_bytes_total", "counter",
-	    "Bytes relayed by the proxy, by direction.");
-	metrics_printf(o,
-	    "egressd_proxy_bytes_total{direction=\"up\"} %" PRIu64 "\n",
-	    st->proxy_up_bytes);
-	metrics_printf(o,
-	    "egressd_proxy_bytes_total{direction=\"down\"} %" PRIu64 "\n",
-	    st->proxy_down_bytes);
+	    "a relayed one ended).",
+	    "reason", st->proxy_reason_names, st->proxy_closed,
+	    st->proxy_nreasons);
+	metrics_labelled(o, "egressd_proxy_connections", "gauge",
+	    "Open proxy connections, by state.", "state", st->proxy_state_names,
+	    st->proxy_active, st->proxy_nstates);
+	metrics_labelled(o, "egressd_proxy_bytes_total", "counter",
+	    "Bytes relayed by the proxy, by direction.", "direction",
+	    (const char *const[]){"up", "down"},
+	    (const uint64_t[]){st->proxy_up_bytes, st->proxy_down_bytes}, 2);
 }
 
 static void
 metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 {
+	static const char *const results[] = {"ok", "failed"};
+
 	metrics_counter(o, "egressd_nft_batches_total",
 	    "nftables batches committed.", st->nft_batches);
 	metrics_counter(o, "egressd_nft_failures_total",
@@ -265,15 +246,11 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	metrics_gauge(o, "egressd_nft_learned_addresses",
 	    "Addresses currently in the learned sets.",
 	    st->nft_learned_current);
-	metrics_family(o, "egressd_nft_learned_set_elements", "gauge",
+	metrics_labelled(o, "egressd_nft_learned_set_elements", "gauge",
 	    "Elements in each learned set (its fill level against "
-	    "egressd_nft_learned_set_capacity).");
-	metrics_printf(o,
-	    "egressd_nft_learned_set_elements{set=\"learned4\"} %" PRIu64 "\n",
-	    st->nft_learned_set[0]);
-	metrics_printf(o,
-	    "egressd_nft_learned_set_elements{set=\"learned6\"} %" PRIu64 "\n",
-	    st->nft_learned_set[1]);
+	    "egressd_nft_learned_set_capacity).",
+	    "set", (const char *const[]){"learned4", "learned6"},
+	    st->nft_learned_set, 2);
 	metrics_gauge(o, "egressd_nft_learned_set_capacity",
 	    "Elements a learned set holds before the least recently learned "
 	    "are evicted (--learned-max).",
@@ -288,44 +265,30 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	/* Counter names are fixed strings of the nft module, never peer
 	 * text, so they need no escaping beyond the label syntax. */
 	if (st->nft_rule_counters > 0) {
-		size_t i;
+		size_t n = st->nft_rule_counters < STATS_NFT_COUNTERS
+		    ? st->nft_rule_counters
+		    : STATS_NFT_COUNTERS;
 
-		metrics_family(o, "egressd_nft_packets_total", "counter",
+		metrics_labelled(o, "egressd_nft_packets_total", "counter",
 		    "Packets counted by each decision of the nft filter "
-		    "chain.");
-		for (i = 0; i < st->nft_rule_counters && i < STATS_NFT_COUNTERS;
-		     i++)
-			metrics_printf(o,
-			    "egressd_nft_packets_total{decision=\"%s\"} "
-			    "%" PRIu64 "\n",
-			    st->nft_rule_names[i], st->nft_rule_packets[i]);
-		metrics_family(o, "egressd_nft_bytes_total", "counter",
-		    "Bytes counted by each decision of the nft filter chain.");
-		for (i = 0; i < st->nft_rule_counters && i < STATS_NFT_COUNTERS;
-		     i++)
-			metrics_printf(o,
-			    "egressd_nft_bytes_total{decision=\"%s\"} %" PRIu64
-			    "\n",
-			    st->nft_rule_names[i], st->nft_rule_bytes[i]);
+		    "chain.",
+		    "decision", st->nft_rule_names, st->nft_rule_packets, n);
+		metrics_labelled(o, "egressd_nft_bytes_total", "counter",
+		    "Bytes counted by each decision of the nft filter chain.",
+		    "decision", st->nft_rule_names, st->nft_rule_bytes, n);
 	}
 	metrics_gauge(o, "egressd_policy_revision",
 	    "Revision of the policy in force.", st->policy_revision);
-	metrics_family(o, "egressd_policy_reloads_total", "counter",
-	    "Policy file reloads, by result.");
-	metrics_printf(o,
-	    "egressd_policy_reloads_total{result=\"ok\"} %" PRIu64 "\n",
-	    st->policy_reloads_ok);
-	metrics_printf(o,
-	    "egressd_policy_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-	    st->policy_reloads_failed);
-	metrics_family(o, "egressd_policy_updates_total", "counter",
-	    "Policy API mutations, by result.");
-	metrics_printf(o,
-	    "egressd_policy_updates_total{result=\"ok\"} %" PRIu64 "\n",
-	    st->policy_updates_ok);
-	metrics_printf(o,
-	    "egressd_policy_updates_total{result=\"failed\"} %" PRIu64 "\n",
-	    st->policy_updates_failed);
+	metrics_labelled(o, "egressd_policy_reloads_total", "counter",
+	    "Policy file reloads, by result.", "result", results,
+	    (const uint64_t[]){
+	        st->policy_reloads_ok, st->policy_reloads_failed},
+	    2);
+	metrics_labelled(o, "egressd_policy_updates_total", "counter",
+	    "Policy API mutations, by result.", "result", results,
+	    (const uint64_t[]){
+	        st->policy_updates_ok, st->policy_updates_failed},
+	    2);
 }
 
 int

@@ -28,7 +28,9 @@
 
 #include "egressd/nft_err.h"
 #include "egressd/nft_int.h"
+#include "egressd/sock.h"
 #include "egressd/stats.h"
+#include "util/coalesce.h"
 #include "util/hash.h"
 #include "util/now.h"
 
@@ -123,12 +125,11 @@ struct nft {
 	bool flush_armed;
 };
 
+/* The injected clock, or the real one (nft_new). */
 static uint64_t
 now_ms(const struct nft *n)
 {
-	if (n->o.clock != NULL)
-		return n->o.clock(n->o.clock_arg);
-	return now_mono_ms();
+	return n->o.clock(n->o.clock_arg);
 }
 
 static uint32_t
@@ -281,18 +282,30 @@ lim_has(const struct nft_limit *v, size_t n, const struct nft_limit *x)
 	return false;
 }
 
-static int
-lim_cmp(const void *pa, const void *pb)
+/* The sort key: the protocol range, then the port range. */
+static uint64_t
+lim_key(const struct nft_limit *l)
 {
-	const struct nft_limit *a = pa, *b = pb;
+	return (uint64_t)l->plo << 48 | (uint64_t)l->phi << 32 |
+	    (uint64_t)l->lo << 16 | l->hi;
+}
 
-	if (a->plo != b->plo)
-		return a->plo < b->plo ? -1 : 1;
-	if (a->phi != b->phi)
-		return a->phi < b->phi ? -1 : 1;
-	if (a->lo != b->lo)
-		return a->lo < b->lo ? -1 : 1;
-	return a->hi < b->hi ? -1 : a->hi > b->hi;
+static int
+lim_cmp(const void *a, const void *b)
+{
+	return coalesce_cmp(lim_key(a), lim_key(b));
+}
+
+/* Port ranges of the same protocol range that overlap or touch merge. */
+static bool
+lim_absorb(void *kept, const void *next, void *arg)
+{
+	struct nft_limit *k = kept;
+	const struct nft_limit *x = next;
+
+	(void)arg;
+	return lim_key(x) >> 32 == lim_key(k) >> 32 &&
+	    coalesce_u16(&k->hi, x->lo, x->hi);
 }
 
 /*
@@ -305,19 +318,7 @@ lim_cmp(const void *pa, const void *pb)
 static size_t
 lim_norm(struct nft_limit *v, size_t n)
 {
-	size_t i, o = 0;
-
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), lim_cmp);
-	for (i = 1; i < n; i++)
-		if (v[i].plo == v[o].plo && v[i].phi == v[o].phi &&
-		    (unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
-			if (v[i].hi > v[o].hi)
-				v[o].hi = v[i].hi;
-		} else
-			v[++o] = v[i];
-	return o + 1;
+	return coalesce(v, n, sizeof(*v), lim_cmp, lim_absorb, NULL);
 }
 
 /* Every limit of a lies inside an element of v (v normalized). */
@@ -450,6 +451,8 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 	}
 	n->magic = NFT_MAGIC;
 	n->o = *o;
+	if (n->o.clock == NULL)
+		n->o.clock = now_mono_ms_clock;
 	n->st = st;
 	n->ttl_min = o->ttl_min;
 	n->ttl_max = o->ttl_max;
@@ -527,27 +530,18 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
 {
 	int fd = mnl_socket_get_fd(n->nl);
 	size_t want;
-	int v;
 
 	/* Grow only: small learn batches then cost no syscall here. */
 	want = sndlen + 4096;
 	if (want > n->sndbuf) {
-		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		sock_set_buf(fd, SO_SNDBUF, want);
 		n->sndbuf = want;
 	}
 	want = nmsgs * NFT_RCVBUF_PER_MSG;
 	if (want < NFT_RCVBUF_MIN)
 		want = NFT_RCVBUF_MIN;
 	if (want > n->rcvbuf) {
-		v = want > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)want;
-		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+		sock_set_buf(fd, SO_RCVBUF, want);
 		n->rcvbuf = want;
 	}
 }
@@ -1983,16 +1977,9 @@ learn_read_acks(struct nft *n)
 static void
 learn_bufs(struct nft *n, size_t sndlen)
 {
-	int fd = mnl_socket_get_fd(n->lnl), v;
-
 	if (sndlen + 4096 > n->lsndbuf) {
 		n->lsndbuf = sndlen + 4096;
-		v = n->lsndbuf > (size_t)INT32_MAX / 2 ? INT32_MAX / 2
-		                                       : (int)n->lsndbuf;
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) <
-		    0)
-			(void)setsockopt(
-			    fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+		sock_set_buf(mnl_socket_get_fd(n->lnl), SO_SNDBUF, n->lsndbuf);
 	}
 }
 
@@ -2186,7 +2173,7 @@ learn_detach(struct nft *n)
 int
 nft_attach(struct nft *n, struct event_base *base, struct err *e)
 {
-	int one = 1, v = (int)NFT_RCVBUF_MIN * 4, fd;
+	int one = 1, fd;
 
 	if (n->lnl != NULL) {
 		err_set(e, "nft: already attached");
@@ -2208,8 +2195,7 @@ nft_attach(struct nft *n, struct event_base *base, struct err *e)
 	mnl_socket_setsockopt(n->lnl, NETLINK_CAP_ACK, &one, sizeof(one));
 	fd = mnl_socket_get_fd(n->lnl);
 	/* Room for the acks of several transactions of NFT_LEARN_TXN_MAX. */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	sock_set_buf(fd, SO_RCVBUF, NFT_RCVBUF_MIN * 4);
 	n->base = base;
 	n->lread = event_new(base, fd, EV_READ | EV_PERSIST, learn_read_cb, n);
 	n->lflush = evtimer_new(base, learn_flush_cb, n);

@@ -31,6 +31,7 @@
 #include "egressd/dns_upstream.h"
 #include "egressd/nft_int.h"
 #include "util/addr.h"
+#include "util/coalesce.h"
 #include "egressd/special_ranges.h"
 
 /* nft's datatype ids, so `nft list ruleset` prints sets readably. */
@@ -342,30 +343,54 @@ msg_chain(struct bctx *c, uint16_t type, const char *name, int hooknum,
 	return nft_batch_push_(c->b, label, c->e);
 }
 
+/* An empty rule of chain in our table; NULL when out of memory. */
+static struct nftnl_rule *
+rule_new(const char *chain)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+
+	if (r == NULL)
+		return NULL;
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	return r;
+}
+
+/* Frees r (if any) and reports the allocation that failed: -1. */
+static int
+rule_nomem(struct bctx *c, struct nftnl_rule *r)
+{
+	if (r != NULL)
+		nftnl_rule_free(r);
+	err_set(c->e, "nft: out of memory");
+	return -1;
+}
+
+/* Appends r as one message of type with label; r is freed. */
+static int
+rule_push(struct bctx *c, struct nftnl_rule *r, uint16_t type, uint16_t flags,
+    const char *label)
+{
+	struct nlmsghdr *nlh = hdr(c, type, flags);
+
+	if (nlh != NULL)
+		nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	return nlh == NULL ? -1 : nft_batch_push_(c->b, label, c->e);
+}
+
 /* DELRULE without a handle flushes the chain. */
 static int
 msg_flush_chain(struct bctx *c, const char *chain)
 {
-	struct nftnl_rule *r = nftnl_rule_alloc();
-	struct nlmsghdr *nlh;
+	struct nftnl_rule *r = rule_new(chain);
 	char label[NFT_LABEL_MAX];
 
-	if (r == NULL) {
-		err_set(c->e, "nft: out of memory");
-		return -1;
-	}
-	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
-	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	nlh = hdr(c, NFT_MSG_DELRULE, 0);
-	if (nlh == NULL) {
-		nftnl_rule_free(r);
-		return -1;
-	}
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	nftnl_rule_free(r);
+	if (r == NULL)
+		return rule_nomem(c, r);
 	snprintf(label, sizeof(label), "FLUSH chain %s", chain);
-	return nft_batch_push_(c->b, label, c->e);
+	return rule_push(c, r, NFT_MSG_DELRULE, 0, label);
 }
 
 static int
@@ -640,28 +665,30 @@ prefix_range(const uint8_t *addr, unsigned len, unsigned w, struct rng *r)
 	}
 }
 
+/* Overlapping or adjacent ranges of w-byte keys merge (arg: &w); so does
+ * any after one that reaches the top. */
+static bool
+rng_absorb(void *kept, const void *next, void *arg)
+{
+	struct rng *k = kept;
+	const struct rng *x = next;
+	unsigned w = *(const unsigned *)arg;
+	uint8_t after[16];
+
+	memcpy(after, k->hi, 16);
+	if (!bytes_inc(after, w) && memcmp(x->lo, after, w) > 0)
+		return false;
+	if (memcmp(x->hi, k->hi, w) > 0)
+		memcpy(k->hi, x->hi, 16);
+	return true;
+}
+
 /* Sorts and merges overlapping/adjacent ranges in place; returns count.
  * Keys are compared over 16 bytes: unused tail bytes are zero. */
 static size_t
 rng_merge(struct rng *r, size_t n, unsigned w)
 {
-	size_t i, out = 0;
-	uint8_t next[16];
-
-	if (n == 0)
-		return 0;
-	qsort(r, n, sizeof(*r), rng_cmp16);
-	for (i = 1; i < n; i++) {
-		memcpy(next, r[out].hi, 16);
-		if (bytes_inc(next, w) || memcmp(r[i].lo, next, w) <= 0) {
-			/* overlapping, adjacent, or cur reaches the top */
-			if (memcmp(r[i].hi, r[out].hi, w) > 0)
-				memcpy(r[out].hi, r[i].hi, 16);
-			continue;
-		}
-		r[++out] = r[i];
-	}
-	return out + 1;
+	return coalesce(r, n, sizeof(*r), rng_cmp16, rng_absorb, &w);
 }
 
 /*
@@ -858,15 +885,21 @@ e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len)
 }
 
 static int
-e_lookup(struct nftnl_rule *r, const char *set)
+e_lookup_reg(struct nftnl_rule *r, uint32_t sreg, const char *set)
 {
 	struct nftnl_expr *x = nftnl_expr_alloc("lookup");
 
 	if (x == NULL)
 		return -1;
-	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, sreg);
 	nftnl_expr_set_str(x, NFTNL_EXPR_LOOKUP_SET, set);
 	return add_expr(r, x);
+}
+
+static int
+e_lookup(struct nftnl_rule *r, const char *set)
+{
+	return e_lookup_reg(r, NFT_REG_1, set);
 }
 
 static int
@@ -1124,74 +1157,104 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 	return -1;
 }
 
+/* A NEWRULE appended to chain, labelled with the rule's counter. */
+static int
+rule_append(struct bctx *c, struct nftnl_rule *r, const char *chain,
+    const char *counter)
+{
+	char label[NFT_LABEL_MAX];
+
+	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", chain,
+	    c->b->nmsgs, counter != NULL ? counter : "-");
+	return rule_push(
+	    c, r, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, label);
+}
+
 static int
 msg_rule(struct bctx *c, const struct rspec *s)
 {
-	struct nftnl_rule *r = nftnl_rule_alloc();
-	struct nlmsghdr *nlh;
-	char label[NFT_LABEL_MAX];
+	struct nftnl_rule *r = rule_new(s->chain);
 	uint32_t mark = c->o->mark;
 
-	if (r == NULL)
-		goto out_nomem;
-	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
-	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, s->chain);
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	if (s->mark &&
-	    (e_meta(r, NFT_META_MARK) < 0 ||
-	        e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0))
-		goto out_nomem_rule;
-	if (rule_exprs(r, s) < 0)
-		goto out_nomem_rule;
-	nlh = hdr(c, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
-	if (nlh == NULL) {
-		nftnl_rule_free(r);
-		return -1;
-	}
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	nftnl_rule_free(r);
-	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", s->chain,
-	    c->b->nmsgs, s->counter != NULL ? s->counter : "-");
-	return nft_batch_push_(c->b, label, c->e);
-out_nomem_rule:
-	nftnl_rule_free(r);
-out_nomem:
-	err_set(c->e, "nft: out of memory");
-	return -1;
+	if (r == NULL ||
+	    (s->mark &&
+	        (e_meta(r, NFT_META_MARK) < 0 ||
+	            e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0)) ||
+	    rule_exprs(r, s) < 0)
+		return rule_nomem(c, r);
+	return rule_append(c, r, s->chain, s->counter);
 }
 
-/* The same spec once for tcp and once for udp. */
-static int
-msg_rule_tcpudp(struct bctx *c, struct rspec s)
-{
-	s.l4proto = IPPROTO_TCP;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.l4proto = IPPROTO_UDP;
-	return msg_rule(c, &s);
-}
+/*
+ * One row of a chain's rules. A row with l4proto stands for one rule per
+ * protocol in it, in that order; with per_family, for one rule per
+ * address family that has a destination in it (daddr[0] or daddr_set[0]
+ * for IPv4, [1] for IPv6; a family with neither is left out), the
+ * families inside the protocols. skip leaves the row out (what an option
+ * turned off).
+ */
+struct rrow {
+	struct rspec s;
+	uint8_t l4proto[2]; /* one rule per protocol given, in this order */
+	bool per_family;
+	const uint8_t *daddr[2];
+	const char *daddr_set[2];
+	bool skip;
+};
 
-/* The same spec once per family, daddr given per family. */
+/* s once, or once per family of the row (per_family). */
 static int
-msg_rule_46(struct bctx *c, struct rspec s, const uint8_t *a4,
-    const uint8_t *a6, const char *set4, const char *set6)
+msg_row_46(struct bctx *c, const struct rrow *row, struct rspec s)
 {
-	if (a4 != NULL || set4 != NULL) {
-		s.nfproto = NFPROTO_IPV4;
-		s.daddr = a4;
-		s.daddr_set = set4;
-		if (msg_rule(c, &s) < 0)
-			return -1;
-	}
-	if (a6 != NULL || set6 != NULL) {
-		s.nfproto = NFPROTO_IPV6;
-		s.daddr = a6;
-		s.daddr_set = set6;
+	static const uint8_t nfproto[2] = {NFPROTO_IPV4, NFPROTO_IPV6};
+	size_t f;
+
+	if (!row->per_family)
+		return msg_rule(c, &s);
+	for (f = 0; f < 2; f++) {
+		if (row->daddr[f] == NULL && row->daddr_set[f] == NULL)
+			continue;
+		s.nfproto = nfproto[f];
+		s.daddr = row->daddr[f];
+		s.daddr_set = row->daddr_set[f];
 		if (msg_rule(c, &s) < 0)
 			return -1;
 	}
 	return 0;
 }
+
+static int
+msg_row(struct bctx *c, const char *chain, const struct rrow *row)
+{
+	struct rspec s = row->s;
+	size_t p;
+
+	if (row->skip)
+		return 0;
+	s.chain = chain;
+	if (row->l4proto[0] == 0)
+		return msg_row_46(c, row, s);
+	for (p = 0; p < 2 && row->l4proto[p] != 0; p++) {
+		s.l4proto = row->l4proto[p];
+		if (msg_row_46(c, row, s) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The rows of a chain, in order. */
+static int
+msg_rows(struct bctx *c, const char *chain, const struct rrow *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (msg_row(c, chain, &rows[i]) < 0)
+			return -1;
+	return 0;
+}
+
+#define NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
 
 static uint32_t
 limited_type(int family)
@@ -1210,52 +1273,25 @@ limited_type(int family)
 static int
 msg_rule_limited(struct bctx *c, int family, enum policy_action def)
 {
-	struct nftnl_rule *r = nftnl_rule_alloc();
-	struct nftnl_expr *x;
-	struct nlmsghdr *nlh;
-	char label[NFT_LABEL_MAX];
+	struct nftnl_rule *r = rule_new(NFT_CHAIN_FILTER);
 	uint8_t nfp = family == 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
 	uint32_t w = family == 4 ? 1 : 4; /* address in 32-bit words */
 	const char *counter = def == POLICY_DENY ? "learned" : "user_deny";
 
-	if (r == NULL)
-		goto out_nomem;
-	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
-	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, NFT_CHAIN_FILTER);
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	if (e_meta(r, NFT_META_NFPROTO) < 0 ||
+	if (r == NULL || e_meta(r, NFT_META_NFPROTO) < 0 ||
 	    e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
 	    e_payload_reg(r, NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
 	        family == 4 ? 16 : 24, w * 4) < 0 ||
 	    e_meta_reg(r, NFT_REG32_00 + w, NFT_META_L4PROTO) < 0 ||
 	    e_payload_reg(r, NFT_REG32_00 + w + 1, NFT_PAYLOAD_TRANSPORT_HEADER,
-	        2, 2) < 0)
-		goto out_nomem_rule;
-	x = nftnl_expr_alloc("lookup");
-	if (x == NULL)
-		goto out_nomem_rule;
-	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
-	nftnl_expr_set_str(x, NFTNL_EXPR_LOOKUP_SET,
-	    family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6);
-	if (add_expr(r, x) < 0 || e_objref(r, counter) < 0 ||
+	        2, 2) < 0 ||
+	    e_lookup_reg(r, NFT_REG32_00,
+	        family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6) < 0 ||
+	    e_objref(r, counter) < 0 ||
 	    (def == POLICY_DENY ? e_verdict(r, NF_ACCEPT, NULL)
 	                        : e_verdict(r, NFT_JUMP, NFT_CHAIN_DENY)) < 0)
-		goto out_nomem_rule;
-	nlh = hdr(c, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
-	if (nlh == NULL) {
-		nftnl_rule_free(r);
-		return -1;
-	}
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	nftnl_rule_free(r);
-	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", NFT_CHAIN_FILTER,
-	    c->b->nmsgs, counter);
-	return nft_batch_push_(c->b, label, c->e);
-out_nomem_rule:
-	nftnl_rule_free(r);
-out_nomem:
-	err_set(c->e, "nft: out of memory");
-	return -1;
+		return rule_nomem(c, r);
+	return rule_append(c, r, NFT_CHAIN_FILTER, counter);
 }
 
 /* ---- policy layers -> ordered groups ---- */
@@ -1469,16 +1505,14 @@ out:
 static int
 emit_internal(struct bctx *c)
 {
-	struct rspec s;
+	const struct rrow deny = {.s = {.counter = "internal", .v = V_DENY},
+	    .per_family = true,
+	    .daddr_set = {"internal4", "internal6"}};
 
 	if (internal_set(c, "internal4", 4) < 0 ||
 	    internal_set(c, "internal6", 6) < 0)
 		return -1;
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.counter = "internal";
-	s.v = V_DENY;
-	return msg_rule_46(c, s, NULL, NULL, "internal4", "internal6");
+	return msg_row(c, NFT_CHAIN_FILTER, &deny);
 }
 
 /*
@@ -1593,44 +1627,38 @@ name_in(const char *name, const char *const *list, size_t n)
 	return false;
 }
 
+/*
+ * The prefixes of pf as one address set per family that has any, named
+ * name[0] (IPv4) and name[1] (IPv6); made[f] is then name[f], else NULL.
+ */
 static int
-emit_prefix_list_set(struct bctx *c, const char *base,
-    const struct policy_prefix *pf, size_t n, bool *has4, bool *has6)
+emit_prefix_list_set(struct bctx *c, const char *const name[2],
+    const struct policy_prefix *pf, size_t n, const char *made[2])
 {
-	const struct policy_prefix **p4, **p6;
-	char name[NFT_SETNAME_MAX];
-	size_t i, n4 = 0, n6 = 0;
+	const struct policy_prefix **p;
+	size_t i, k, f;
 	int rc = -1;
 
-	*has4 = *has6 = false;
-	p4 = calloc(n + 1, sizeof(*p4));
-	p6 = calloc(n + 1, sizeof(*p6));
-	if (p4 == NULL || p6 == NULL) {
+	made[0] = made[1] = NULL;
+	if ((p = calloc(n + 1, sizeof(*p))) == NULL) {
 		err_set(c->e, "nft: out of memory");
-		goto out;
+		return -1;
 	}
-	for (i = 0; i < n; i++) {
-		if (pf[i].family == 4)
-			p4[n4++] = &pf[i];
-		else if (pf[i].family == 6)
-			p6[n6++] = &pf[i];
-	}
-	if (n4 != 0) {
-		snprintf(name, sizeof(name), "%s4", base);
-		if (addr_set(c, name, 4, p4, n4) < 0)
+	for (f = 0; f < 2; f++) {
+		int family = f == 0 ? 4 : 6;
+
+		for (i = k = 0; i < n; i++)
+			if (pf[i].family == family)
+				p[k++] = &pf[i];
+		if (k == 0)
+			continue;
+		if (addr_set(c, name[f], family, p, k) < 0)
 			goto out;
-		*has4 = true;
-	}
-	if (n6 != 0) {
-		snprintf(name, sizeof(name), "%s6", base);
-		if (addr_set(c, name, 6, p6, n6) < 0)
-			goto out;
-		*has6 = true;
+		made[f] = name[f];
 	}
 	rc = 0;
 out:
-	free(p4);
-	free(p6);
+	free(p);
 	return rc;
 }
 
@@ -1651,9 +1679,10 @@ check_opts(const struct nft_opts *o, struct err *e)
 	return 0;
 }
 
-/* Which optional static sets exist (the rules that use them follow). */
+/* The optional static sets that exist, [0] IPv4, [1] IPv6 (NULL: none;
+ * the rules that use them follow). */
 struct static_sets {
-	bool ns4, ns6, doh4, doh6;
+	const char *ns[2], *doh[2];
 };
 
 /* The table; on adopt, the old contents go in the same transaction. */
@@ -1756,12 +1785,13 @@ emit_static_sets(struct bctx *c, struct static_sets *ss)
 		if (port_set(c, "intercept_ports", pr, o->nintercept_ports) < 0)
 			return -1;
 	}
-	if (emit_prefix_list_set(c, "ns_exempt", o->ns_exempt, o->nns_exempt,
-	        &ss->ns4, &ss->ns6) < 0)
+	if (emit_prefix_list_set(c,
+	        (const char *const[]){"ns_exempt4", "ns_exempt6"}, o->ns_exempt,
+	        o->nns_exempt, ss->ns) < 0)
 		return -1;
 	if (o->block_doh_443 &&
-	    emit_prefix_list_set(c, "doh", o->doh_block, o->ndoh_block,
-	        &ss->doh4, &ss->doh6) < 0)
+	    emit_prefix_list_set(c, (const char *const[]){"doh4", "doh6"},
+	        o->doh_block, o->ndoh_block, ss->doh) < 0)
 		return -1;
 
 	return 0;
@@ -1783,202 +1813,152 @@ emit_chains(struct bctx *c)
 	return 0;
 }
 
-/* Chain deny. */
+/* Chain deny: log (rate limited), then fail fast. */
 static int
 emit_deny_chain(struct bctx *c)
 {
 	const struct nft_opts *o = c->o;
-	struct rspec s;
+	const struct rrow rows[] = {
+	    {.s = {.v = V_LOG,
+	         .log_rate = o->log_rate > 1000 ? 1000 : o->log_rate},
+	        .skip = o->log_rate == 0},
+	    {.s = {.l4proto = IPPROTO_TCP, .v = V_TCP_RESET}},
+	    {.s = {.v = V_ICMPX}},
+	};
 
-	/* deny: log (rate limited), then fail fast. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_DENY;
-	if (o->log_rate != 0) {
-		s.v = V_LOG;
-		s.log_rate = o->log_rate > 1000 ? 1000 : o->log_rate;
-		if (msg_rule(c, &s) < 0)
-			return -1;
-	}
-	s.v = V_TCP_RESET;
-	s.l4proto = IPPROTO_TCP;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.v = V_ICMPX;
-	s.l4proto = 0;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-
-	return 0;
+	return msg_rows(c, NFT_CHAIN_DENY, rows, NROWS(rows));
 }
 
-/* Chain nat_out. */
+/* Chain nat_out: own sockets exempt, then every port 53 to the resolver. */
 static int
 emit_nat_chain(struct bctx *c, const struct static_sets *ss)
 {
 	const struct nft_opts *o = c->o;
-	struct rspec s;
+	const struct rrow rows[] = {
+	    {.s = {.mark = true, .v = V_ACCEPT}},
+	    {.s = {.dport = 53, .v = V_ACCEPT},
+	        .per_family = true,
+	        .daddr_set = {ss->ns[0], ss->ns[1]}},
+	    /* th dport is only read after an l4proto match. */
+	    {.s = {.dport = 53, .v = V_REDIRECT, .redir_port = o->dns_port},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP}},
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport_set = "intercept_ports",
+	         .v = V_REDIRECT,
+	         .redir_port = o->proxy_port},
+	        .per_family = true,
+	        .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6},
+	        .skip = o->proxy_port == 0 || o->nintercept_ports == 0},
+	};
 
-	/* nat_out: own sockets exempt, then every port 53 to the resolver. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_NAT;
-	s.mark = true;
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.mark = false;
-	s.dport = 53;
-	if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
-	        ss->ns6 ? "ns_exempt6" : NULL) < 0)
-		return -1;
-	/* th dport is only read after an l4proto match. */
-	s.dport = 53;
-	s.v = V_REDIRECT;
-	s.redir_port = o->dns_port;
-	s.nfproto = 0;
-	s.daddr_set = NULL;
-	if (msg_rule_tcpudp(c, s) < 0)
-		return -1;
-	if (o->proxy_port != 0 && o->nintercept_ports != 0) {
-		memset(&s, 0, sizeof(s));
-		s.chain = NFT_CHAIN_NAT;
-		s.l4proto = IPPROTO_TCP;
-		s.dport_set = "intercept_ports";
-		s.v = V_REDIRECT;
-		s.redir_port = o->proxy_port;
-		if (msg_rule_46(c, s, NULL, NULL, NFT_SET_LEARNED4,
-		        NFT_SET_LEARNED6) < 0)
-			return -1;
-	}
-
-	return 0;
+	return msg_rows(c, NFT_CHAIN_NAT, rows, NROWS(rows));
 }
 
 /* filter_out, 1: source-routed packets. */
 static int
 filter_source_route(struct bctx *c)
 {
-	struct rspec s;
-
 	/* Source routing (IPv4 LSRR/SSRR, any IPv6 routing header): the
 	 * header's destination is a hop, the final one hides in the
 	 * option, so the rules below would judge the wrong address. Any
 	 * user may set IP_OPTIONS and IPV6_RTHDR. Before the ct rules: an
 	 * established flow may not grow a route either. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.v = V_DENY;
-	s.nfproto = NFPROTO_IPV4;
-	s.ip4_option = 131; /* IPOPT_LSRR */
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.ip4_option = 137; /* IPOPT_SSRR */
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.ip4_option = 0;
-	s.nfproto = NFPROTO_IPV6;
-	s.ip6_rthdr = true;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	return 0;
+	static const struct rrow rows[] = {
+	    {.s = {.nfproto = NFPROTO_IPV4,
+	         .ip4_option = 131 /* IPOPT_LSRR */,
+	         .v = V_DENY}},
+	    {.s = {.nfproto = NFPROTO_IPV4,
+	         .ip4_option = 137 /* IPOPT_SSRR */,
+	         .v = V_DENY}},
+	    {.s = {.nfproto = NFPROTO_IPV6, .ip6_rthdr = true, .v = V_DENY}},
+	};
+
+	return msg_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 
 /* filter_out, 2: established and related flows. */
 static int
 filter_conntrack(struct bctx *c)
 {
-	const struct nft_opts *o = c->o;
-	struct rspec s;
+	const uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
+	const struct rrow rows[] = {
+	    /* Flows the sandbox started: every packet, original direction. */
+	    {.s = {.ct_estrel = true,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .v = V_ACCEPT}},
+	    /* What is left of established/related goes in the reply
+	     * direction of a flow a peer started. ICMP errors about inbound
+	     * packets (the kernel's; no unprivileged socket sends them) and
+	     * replies inside the pod (oif lo) pass; so do replies of inbound
+	     * TCP connections, a listening socket's (the sandbox's services:
+	     * execd, reached on the pod IP), only from the operator's
+	     * inbound ports when pinned. Inbound-started UDP and ICMP
+	     * "flows" (a peer's one datagram that the sandbox would answer
+	     * for ever) fall through to the policy: an answer leaves only
+	     * where the sandbox may send anyway. */
+	    {.s = {.ct_state = NF_CT_STATE_BIT(IP_CT_RELATED), .v = V_ACCEPT}},
+	    {.s = {.ct_state = est, .oif_lo = true, .v = V_ACCEPT}},
+	    {.s = {.ct_state = est,
+	         .l4proto = IPPROTO_TCP,
+	         .sport_set =
+	             c->o->ninbound_ports != 0 ? "inbound_ports" : NULL,
+	         .v = V_ACCEPT}},
+	    /* the kernel's echo replies to a peer's ping (they carry the
+	     * peer's payload; no unprivileged socket sends a reply) */
+	    {.s = {.ct_state = est,
+	         .nfproto = NFPROTO_IPV4,
+	         .l4proto = IPPROTO_ICMP,
+	         .icmp6_lo = 0, /* echo-reply */
+	         .icmp6_hi = 0,
+	         .icmp_type = true,
+	         .v = V_ACCEPT}},
+	    {.s = {.ct_state = est,
+	         .nfproto = NFPROTO_IPV6,
+	         .l4proto = IPPROTO_ICMPV6,
+	         .icmp6_lo = 129, /* echo-reply */
+	         .icmp6_hi = 129,
+	         .icmp_type = true,
+	         .v = V_ACCEPT}},
+	};
 
-	/* Flows the sandbox started: every packet, original direction. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.ct_estrel = true;
-	s.ct_dir = 1 + IP_CT_DIR_ORIGINAL;
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	/* What is left of established/related goes in the reply direction
-	 * of a flow a peer started. ICMP errors about inbound packets (the
-	 * kernel's; no unprivileged socket sends them) and replies inside
-	 * the pod (oif lo) pass; so do replies of inbound TCP connections,
-	 * a listening socket's (the sandbox's services: execd, reached on
-	 * the pod IP), only from the operator's inbound ports when pinned.
-	 * Inbound-started UDP and ICMP "flows" (a peer's one datagram that
-	 * the sandbox would answer for ever) fall through to the policy:
-	 * an answer leaves only where the sandbox may send anyway. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.ct_state = NF_CT_STATE_BIT(IP_CT_RELATED);
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
-	s.oif_lo = true;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.oif_lo = false;
-	s.l4proto = IPPROTO_TCP;
-	s.sport_set = o->ninbound_ports != 0 ? "inbound_ports" : NULL;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	/* the kernel's echo replies to a peer's ping (they carry the
-	 * peer's payload; no unprivileged socket sends a reply) */
-	s.sport_set = NULL;
-	s.nfproto = NFPROTO_IPV4;
-	s.l4proto = IPPROTO_ICMP;
-	s.icmp6_lo = s.icmp6_hi = 0; /* echo-reply */
-	s.icmp_type = true;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.nfproto = NFPROTO_IPV6;
-	s.l4proto = IPPROTO_ICMPV6;
-	s.icmp6_lo = s.icmp6_hi = 129; /* echo-reply */
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	return 0;
+	return msg_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 
 /* filter_out, 3: egressd's own packets, its source ports, ICMPv6 ND. */
 static int
 filter_own(struct bctx *c)
 {
-	struct rspec s;
+	static const struct rrow rows[] = {
+	    /* conntrack cannot see socket marks: nft_cut_denied_flows()
+	     * knows egressd's own flows by this ct mark and leaves them
+	     * alone */
+	    {.s = {.mark = true,
+	         .ct_mark_set = true,
+	         .counter = "own",
+	         .v = V_ACCEPT}},
+	    /* egressd's own UDP source ports: the sandbox may never start a
+	     * flow from one, or egressd's next socket there would inherit
+	     * its NAT. */
+	    {.s = {.l4proto = IPPROTO_UDP,
+	         .sport_lo = DNS_UPSTREAM_SPORT_LO,
+	         .sport_hi = DNS_UPSTREAM_SPORT_HI,
+	         .v = V_DENY}},
+	    /* ICMPv6 RS/RA/NS/NA and MLDv2 reports, or IPv6 dies. */
+	    {.s = {.nfproto = NFPROTO_IPV6,
+	         .l4proto = IPPROTO_ICMPV6,
+	         .icmp6_lo = 133,
+	         .icmp6_hi = 136,
+	         .counter = "nd",
+	         .v = V_ACCEPT}},
+	    {.s = {.nfproto = NFPROTO_IPV6,
+	         .l4proto = IPPROTO_ICMPV6,
+	         .icmp6_lo = 143,
+	         .icmp6_hi = 143,
+	         .counter = "nd",
+	         .v = V_ACCEPT}},
+	};
 
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.mark = true;
-	/* conntrack cannot see socket marks: nft_cut_denied_flows() knows
-	 * egressd's own flows by this ct mark and leaves them alone */
-	s.ct_mark_set = true;
-	s.counter = "own";
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	/* egressd's own UDP source ports: the sandbox may never start a flow
-	 * from one, or egressd's next socket there would inherit its NAT. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.l4proto = IPPROTO_UDP;
-	s.sport_lo = DNS_UPSTREAM_SPORT_LO;
-	s.sport_hi = DNS_UPSTREAM_SPORT_HI;
-	s.v = V_DENY;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	/* ICMPv6 RS/RA/NS/NA and MLDv2 reports, or IPv6 dies. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.nfproto = NFPROTO_IPV6;
-	s.l4proto = IPPROTO_ICMPV6;
-	s.icmp6_lo = 133;
-	s.icmp6_hi = 136;
-	s.counter = "nd";
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	s.icmp6_lo = s.icmp6_hi = 143;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	return 0;
+	return msg_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 
 /* filter_out, 4: exempt nameservers, protected ports, resolver, proxy,
@@ -1989,110 +1969,76 @@ filter_local(struct bctx *c, const struct static_sets *ss)
 	static const uint8_t lo4[4] = {127, 0, 0, 1};
 	static const uint8_t lo6[16] = {[15] = 1};
 	const struct nft_opts *o = c->o;
-	struct rspec s;
+	const struct rrow rows[] = {
+	    /* Operator-exempt nameservers (not redirected above). */
+	    {.s = {.dport = 53, .counter = "ns_exempt", .v = V_ACCEPT},
+	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},
+	        .per_family = true,
+	        .daddr_set = {ss->ns[0], ss->ns[1]}},
+	    /* Control API and operator ports: no unmarked socket reaches
+	     * them on any local address (127/8, ::1, the namespace's own
+	     * addresses). */
+	    {.s = {.dport_set = "protected_ports",
+	         .fib_local = true,
+	         .counter = "api_block",
+	         .v = V_DENY},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP},
+	        .skip = o->nprotected_ports == 0},
+	    /* The resolver, by destination and port: after the NAT redirect
+	     * the packet still carries its original oif (THREATS traps). */
+	    {.s = {.dport = o->dns_port, .counter = "dns", .v = V_ACCEPT},
+	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},
+	        .per_family = true,
+	        .daddr = {lo4, lo6}},
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport = o->proxy_port,
+	         .counter = "proxy",
+	         .v = V_ACCEPT},
+	        .per_family = true,
+	        .daddr = {lo4, lo6},
+	        .skip = o->proxy_port == 0},
+	    {.s = {.oif_lo = true, .counter = "loopback", .v = V_ACCEPT}},
+	};
 
-	/* Operator-exempt nameservers (not redirected above). */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.dport = 53;
-	s.counter = "ns_exempt";
-	s.v = V_ACCEPT;
-	if (ss->ns4 || ss->ns6) {
-		s.l4proto = IPPROTO_UDP;
-		if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
-		        ss->ns6 ? "ns_exempt6" : NULL) < 0)
-			return -1;
-		s.l4proto = IPPROTO_TCP;
-		if (msg_rule_46(c, s, NULL, NULL, ss->ns4 ? "ns_exempt4" : NULL,
-		        ss->ns6 ? "ns_exempt6" : NULL) < 0)
-			return -1;
-	}
-	/* Control API and operator ports: no unmarked socket reaches them on
-	 * any local address (127/8, ::1, the namespace's own addresses). */
-	if (o->nprotected_ports != 0) {
-		memset(&s, 0, sizeof(s));
-		s.chain = NFT_CHAIN_FILTER;
-		s.dport_set = "protected_ports";
-		s.fib_local = true;
-		s.counter = "api_block";
-		s.v = V_DENY;
-		if (msg_rule_tcpudp(c, s) < 0)
-			return -1;
-	}
-	/* The resolver, by destination and port: after the NAT redirect the
-	 * packet still carries its original oif (THREATS traps). */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.dport = o->dns_port;
-	s.counter = "dns";
-	s.v = V_ACCEPT;
-	s.l4proto = IPPROTO_UDP;
-	if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
-		return -1;
-	s.l4proto = IPPROTO_TCP;
-	if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
-		return -1;
-	if (o->proxy_port != 0) {
-		s.dport = o->proxy_port;
-		s.counter = "proxy";
-		if (msg_rule_46(c, s, lo4, lo6, NULL, NULL) < 0)
-			return -1;
-	}
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.oif_lo = true;
-	s.counter = "loopback";
-	s.v = V_ACCEPT;
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	return 0;
+	return msg_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 
 /* filter_out, 5: channels that bypass the resolver. */
 static int
 filter_channels(struct bctx *c, const struct static_sets *ss)
 {
-	struct rspec s;
-
 	/* Alternate resolvers and channels egressd cannot see. */
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.v = V_DENY;
-	s.dport = 853; /* DoT, and DoQ on udp */
-	s.counter = "dot";
-	if (msg_rule_tcpudp(c, s) < 0)
-		return -1;
-	s.l4proto = IPPROTO_UDP;
-	s.dport = 443;
-	s.counter = "quic";
-	if (msg_rule(c, &s) < 0)
-		return -1;
-	if (ss->doh4 || ss->doh6) {
-		s.l4proto = IPPROTO_TCP;
-		s.dport = 443;
-		s.counter = "doh";
-		if (msg_rule_46(c, s, NULL, NULL, ss->doh4 ? "doh4" : NULL,
-		        ss->doh6 ? "doh6" : NULL) < 0)
-			return -1;
-	}
-	return 0;
+	const struct rrow rows[] = {
+	    /* DoT, and DoQ on udp */
+	    {.s = {.dport = 853, .counter = "dot", .v = V_DENY},
+	        .l4proto = {IPPROTO_TCP, IPPROTO_UDP}},
+	    {.s = {.l4proto = IPPROTO_UDP,
+	         .dport = 443,
+	         .counter = "quic",
+	         .v = V_DENY}},
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport = 443,
+	         .counter = "doh",
+	         .v = V_DENY},
+	        .per_family = true,
+	        .daddr_set = {ss->doh[0], ss->doh[1]}},
+	};
+
+	return msg_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 
 /* filter_out, 6: the policy layers, learned sets, the default. */
 static int
 filter_policy(struct bctx *c, const struct policy *p)
 {
+	static const struct rrow learned = {
+	    .s = {.counter = "learned", .v = V_ACCEPT},
+	    .per_family = true,
+	    .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6}};
 	struct rspec s;
 
 	/* Policy IP/CIDR layers with the internal ranges before user rules. */
-	if (emit_layers(c, p) < 0)
-		return -1;
-	memset(&s, 0, sizeof(s));
-	s.chain = NFT_CHAIN_FILTER;
-	s.counter = "learned";
-	s.v = V_ACCEPT;
-	if (msg_rule_46(c, s, NULL, NULL, NFT_SET_LEARNED4, NFT_SET_LEARNED6) <
-	    0)
+	if (emit_layers(c, p) < 0 || msg_row(c, NFT_CHAIN_FILTER, &learned) < 0)
 		return -1;
 	/* Names with port/protocol limits: their elements are the exceptions
 	 * to the default, what they may reach under default deny, what they
@@ -2128,7 +2074,7 @@ static int
 build_ruleset(
     struct bctx *c, const struct policy *p, const struct nft_kstate *ks)
 {
-	struct static_sets ss = {false, false, false, false};
+	struct static_sets ss = {{NULL, NULL}, {NULL, NULL}};
 
 	if (emit_table(c, ks) < 0 || emit_learned_sets(c, ks) < 0 ||
 	    emit_static_sets(c, &ss) < 0 || emit_chains(c) < 0 ||

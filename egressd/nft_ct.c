@@ -244,39 +244,30 @@ struct ct_cut {
 	bool more; /* candidates beyond NFT_CT_DELETE_MAX */
 };
 
-static int
-attr_cb(const struct nlattr *a, void *data, unsigned max)
-{
-	const struct nlattr **tb = data;
+/* Where an attribute walk files what it meets: tb[type], types up to max. */
+struct attrs {
+	const struct nlattr **tb;
+	uint16_t max;
+};
 
-	if (mnl_attr_type_valid(a, (uint16_t)max) < 0)
-		return MNL_CB_OK;
-	tb[mnl_attr_get_type(a)] = a;
+static int
+attrs_cb(const struct nlattr *a, void *data)
+{
+	const struct attrs *t = data;
+
+	if (mnl_attr_type_valid(a, t->max) >= 0)
+		t->tb[mnl_attr_get_type(a)] = a;
 	return MNL_CB_OK;
 }
 
-static int
-ct_top_cb(const struct nlattr *a, void *data)
+/* The attributes nested in a into tb[0..max]; false when a is NULL or
+ * malformed. */
+static bool
+attrs_nested(const struct nlattr *a, const struct nlattr **tb, uint16_t max)
 {
-	return attr_cb(a, data, CTA_MAX);
-}
+	struct attrs t = {tb, max};
 
-static int
-ct_tuple_cb(const struct nlattr *a, void *data)
-{
-	return attr_cb(a, data, CTA_TUPLE_MAX);
-}
-
-static int
-ct_ip_cb(const struct nlattr *a, void *data)
-{
-	return attr_cb(a, data, CTA_IP_MAX);
-}
-
-static int
-ct_proto_cb(const struct nlattr *a, void *data)
-{
-	return attr_cb(a, data, CTA_PROTO_MAX);
+	return a != NULL && mnl_attr_parse_nested(a, attrs_cb, &t) >= 0;
 }
 
 static bool
@@ -298,10 +289,8 @@ tuple_addrs(const struct nlattr *tuple, int family, uint8_t *src, uint8_t *dst,
 	bool v4 = family == 4;
 	size_t w = v4 ? 4 : 16;
 
-	if (tuple == NULL ||
-	    mnl_attr_parse_nested(tuple, ct_tuple_cb, tt) < 0 ||
-	    tt[CTA_TUPLE_IP] == NULL ||
-	    mnl_attr_parse_nested(tt[CTA_TUPLE_IP], ct_ip_cb, ti) < 0)
+	if (!attrs_nested(tuple, tt, CTA_TUPLE_MAX) ||
+	    !attrs_nested(tt[CTA_TUPLE_IP], ti, CTA_IP_MAX))
 		return false;
 	if (proto != NULL)
 		*proto = tt[CTA_TUPLE_PROTO];
@@ -315,7 +304,7 @@ tuple_proto(const struct nlattr *pa, struct nft_ct_flow *f)
 	const struct nlattr *tp[CTA_PROTO_MAX + 1] = {0};
 	uint16_t be;
 
-	if (pa == NULL || mnl_attr_parse_nested(pa, ct_proto_cb, tp) < 0 ||
+	if (!attrs_nested(pa, tp, CTA_PROTO_MAX) ||
 	    !attr_bytes(tp[CTA_PROTO_NUM], 1, &f->proto) || !proto_ok(f->proto))
 		return false;
 	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP) {
@@ -356,7 +345,8 @@ nft_ct_outbound_(const struct nlmsghdr *nlh, uint32_t mark,
 		f->family = 6;
 	else
 		return false;
-	if (mnl_attr_parse(nlh, sizeof(*g), ct_top_cb, tb) < 0)
+	if (mnl_attr_parse(
+	        nlh, sizeof(*g), attrs_cb, &(struct attrs){tb, CTA_MAX}) < 0)
 		return false;
 	if (!tuple_addrs(tb[CTA_TUPLE_ORIG], f->family, f->src, f->dst, &pa))
 		return false;
@@ -364,8 +354,7 @@ nft_ct_outbound_(const struct nlmsghdr *nlh, uint32_t mark,
 		const struct nlattr *tp[CTA_PROTO_MAX + 1] = {0};
 
 		/* renewal counts any protocol (SCTP, GRE, ...) */
-		if (!any_proto || pa == NULL ||
-		    mnl_attr_parse_nested(pa, ct_proto_cb, tp) < 0 ||
+		if (!any_proto || !attrs_nested(pa, tp, CTA_PROTO_MAX) ||
 		    !attr_bytes(tp[CTA_PROTO_NUM], 1, &f->proto))
 			return false;
 	}
@@ -565,13 +554,8 @@ nft_cut_new(struct nft *n, struct event_base *base, struct err *e)
 		return NULL;
 	}
 	c->n = n;
-	c->d.out = calloc(NFT_CT_DELETE_MAX, sizeof(*c->d.out));
-	if (c->d.out == NULL) {
-		err_set(e, "nft: out of memory");
-		nft_cut_free(c);
-		return NULL;
-	}
-	if ((c->ctd = nft_ctd_new_(base, e)) == NULL) {
+	c->ctd = nft_ctd_new_(base, NFT_CT_DELETE_MAX, sizeof(*c->d.out), e);
+	if (c->ctd == NULL) {
 		nft_cut_free(c);
 		return NULL;
 	}
@@ -585,7 +569,6 @@ nft_cut_free(struct nft_cut *c)
 		return;
 	nft_ctd_free_(c->ctd);
 	cut_release(c);
-	free(c->d.out);
 	free(c);
 }
 
@@ -608,8 +591,6 @@ int
 nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
     void *arg, struct err *e)
 {
-	struct nft_ct_flow *out = c->d.out;
-
 	if (c->busy) {
 		err_set(e, "nft: a cut pass is already under way");
 		return -1;
@@ -618,7 +599,7 @@ nft_cut_start(struct nft_cut *c, struct policy *p, nft_cut_done_fn done,
 	c->d.n = c->n;
 	c->d.p = p;
 	c->d.mark = nft_mark_(c->n);
-	c->d.out = out;
+	c->d.out = nft_ctd_results_(c->ctd);
 	c->cut = 0;
 	if ((c->d.tw = nft_twins_new_()) == NULL) {
 		err_set(e, "nft: out of memory");

@@ -34,6 +34,7 @@ struct nft_ctd {
 	uint32_t portid, seq;
 	struct event *ev_read, *ev_timeout, *ev_step;
 	uint8_t *buf; /* NFT_RECV_BUF */
+	void *results; /* room for the work's results (nft_ctd_results_) */
 	enum ctd_state state;
 	nft_ctd_end_fn end;
 	void *arg;
@@ -300,7 +301,8 @@ ctd_step_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct nft_ctd *
-nft_ctd_new_(struct event_base *base, struct err *e)
+nft_ctd_new_(
+    struct event_base *base, size_t nresults, size_t size, struct err *e)
 {
 	struct nft_ctd *c = calloc(1, sizeof(*c));
 
@@ -310,9 +312,11 @@ nft_ctd_new_(struct event_base *base, struct err *e)
 	}
 	c->base = base;
 	c->buf = malloc(NFT_RECV_BUF);
+	c->results = calloc(nresults, size);
 	c->ev_timeout = evtimer_new(base, ctd_timeout_cb, c);
 	c->ev_step = evtimer_new(base, ctd_step_cb, c);
-	if (c->buf == NULL || c->ev_timeout == NULL || c->ev_step == NULL) {
+	if (c->buf == NULL || c->results == NULL || c->ev_timeout == NULL ||
+	    c->ev_step == NULL) {
 		err_set(e, "nft: out of memory");
 		nft_ctd_free_(c);
 		return NULL;
@@ -331,7 +335,14 @@ nft_ctd_free_(struct nft_ctd *c)
 	if (c->ev_step != NULL)
 		event_free(c->ev_step);
 	free(c->buf);
+	free(c->results);
 	free(c);
+}
+
+void *
+nft_ctd_results_(struct nft_ctd *c)
+{
+	return c->results;
 }
 
 bool

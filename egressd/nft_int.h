@@ -127,8 +127,13 @@ void nft_ct_dump_request_(void *req, uint32_t seq);
  */
 struct nft_ctd;
 typedef void (*nft_ctd_end_fn)(void *arg, int rc, const char *why);
-struct nft_ctd *nft_ctd_new_(struct event_base *base, struct err *e);
+/* With room for the work's results: nresults zeroed elements of size
+ * bytes (what a dump's entry callback collects, what a delete borrows),
+ * owned by the ctd, at nft_ctd_results_(). */
+struct nft_ctd *nft_ctd_new_(
+    struct event_base *base, size_t nresults, size_t size, struct err *e);
 void nft_ctd_free_(struct nft_ctd *c);
+void *nft_ctd_results_(struct nft_ctd *c);
 bool nft_ctd_busy_(const struct nft_ctd *c);
 /* Stops the work under way; end is not called. */
 void nft_ctd_abort_(struct nft_ctd *c);

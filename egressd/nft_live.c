@@ -232,13 +232,8 @@ nft_renew_new(struct nft *n, struct event_base *base, struct err *e)
 		return NULL;
 	}
 	r->n = n;
-	r->d.out = calloc(NFT_RENEW_MAX, sizeof(*r->d.out));
-	if (r->d.out == NULL) {
-		err_set(e, "nft: out of memory");
-		nft_renew_free(r);
-		return NULL;
-	}
-	if ((r->ctd = nft_ctd_new_(base, e)) == NULL) {
+	r->ctd = nft_ctd_new_(base, NFT_RENEW_MAX, sizeof(*r->d.out), e);
+	if (r->ctd == NULL) {
 		nft_renew_free(r);
 		return NULL;
 	}
@@ -252,7 +247,6 @@ nft_renew_free(struct nft_renew *r)
 		return;
 	nft_ctd_free_(r->ctd);
 	nft_locals_free_(r->lc);
-	free(r->d.out);
 	free(r);
 }
 
@@ -266,8 +260,6 @@ int
 nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
     void *arg, struct err *e)
 {
-	struct nft_learn_addr *out = r->d.out;
-
 	if (r->busy) {
 		err_set(e, "nft: conntrack dump already under way");
 		return -1;
@@ -287,7 +279,7 @@ nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
 	r->d.mark = nft_mark_(r->n);
 	r->d.window_ms = (uint64_t)window_s * 1000;
 	r->d.ttl = nft_ttl_clamp_(r->n, window_s * 2);
-	r->d.out = out;
+	r->d.out = nft_ctd_results_(r->ctd);
 	r->d.sliced = true;
 	if (nft_ctd_dump_(r->ctd, ct_cb, &r->d, renew_end, r, e) < 0) {
 		nft_locals_free_(r->lc);

@@ -49,3 +49,13 @@ sock_open_local(int family, int type, struct err *e)
 		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	return fd;
 }
+
+void
+sock_set_buf(int fd, int opt, size_t bytes)
+{
+	int force = opt == SO_SNDBUF ? SO_SNDBUFFORCE : SO_RCVBUFFORCE;
+	int v = bytes > (size_t)INT32_MAX / 2 ? INT32_MAX / 2 : (int)bytes;
+
+	if (setsockopt(fd, SOL_SOCKET, force, &v, sizeof(v)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
+}

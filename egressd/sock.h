@@ -31,4 +31,13 @@ int sock_open_marked(int family, int type, uint32_t mark, struct err *e);
  */
 int sock_open_local(int family, int type, struct err *e);
 
+/*
+ * Asks for a send (SO_SNDBUF) or receive (SO_RCVBUF) buffer of bytes,
+ * capped at INT32_MAX / 2: SO_SNDBUFFORCE / SO_RCVBUFFORCE first, which
+ * CAP_NET_ADMIN (egressd has it) lets pass the wmem_max / rmem_max
+ * sysctls, else as much as they allow. Best effort: a smaller buffer
+ * costs drops or retries, never correctness.
+ */
+void sock_set_buf(int fd, int opt, size_t bytes);
+
 #endif

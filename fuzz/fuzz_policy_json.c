@@ -11,9 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (size > 65536)
-		return 0;
-	fz_check_load(data, size, policy_parse_json);
-	fz_check_mutations((const char *)data, size);
+	if (fz_check_load(data, size, policy_parse_json))
+		fz_check_mutations((const char *)data, size);
 	return 0;
 }

@@ -159,6 +159,14 @@ utf8_at(const uint8_t *v, size_t n, uint32_t *cp)
 static void
 json(struct pat *t, const uint8_t *v, size_t n, unsigned flags)
 {
+	/* the short escapes of this form ('/' only with flag 1); every
+	 * other control byte, '\n' and '\r' too, is \u00XX */
+	static const char *const esc['\\' + 1] = {['"'] = "\\\"",
+	    ['\\'] = "\\\\",
+	    ['\b'] = "\\b",
+	    ['\f'] = "\\f",
+	    ['\t'] = "\\t",
+	    ['/'] = "\\/"};
 	size_t i, k;
 	uint32_t cp;
 	char x[16];
@@ -181,35 +189,14 @@ json(struct pat *t, const uint8_t *v, size_t n, unsigned flags)
 			put(t, x, 6);
 			continue;
 		}
-		switch (v[i]) {
-		case '"':
-			put(t, "\\\"", 2);
-			break;
-		case '\\':
-			put(t, "\\\\", 2);
-			break;
-		case '\b':
-			put(t, "\\b", 2);
-			break;
-		case '\f':
-			put(t, "\\f", 2);
-			break;
-		case '\t':
-			put(t, "\\t", 2);
-			break;
-		case '/':
-			if (flags & 1)
-				put(t, "\\/", 2);
-			else
-				put_c(t, '/');
-			break;
-		default:
-			if (v[i] < 0x20) {
-				snprintf(x, sizeof(x), "\\u%04x", v[i]);
-				put(t, x, 6);
-			} else
-				put_c(t, v[i]);
-		}
+		if (v[i] < sizeof(esc) / sizeof(esc[0]) && esc[v[i]] != NULL &&
+		    (v[i] != '/' || (flags & 1)))
+			put(t, esc[v[i]], 2);
+		else if (v[i] < 0x20) {
+			snprintf(x, sizeof(x), "\\u%04x", v[i]);
+			put(t, x, 6);
+		} else
+			put_c(t, v[i]);
 	}
 }
 

@@ -7,6 +7,7 @@
 
 #include "policy/policy_int.h"
 #include "policy/policy_parts.h"
+#include "util/coalesce.h"
 
 /* ---- diagnostics ---- */
 
@@ -454,27 +455,26 @@ prange_cmp(const void *a, const void *b)
 {
 	const struct policy_port_range *x = a, *y = b;
 
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	return x->hi < y->hi ? -1 : x->hi > y->hi;
+	return coalesce_cmp(
+	    (uint32_t)x->lo << 16 | x->hi, (uint32_t)y->lo << 16 | y->hi);
 }
 
-/* Sorts and merges v in place (overlapping or adjacent ranges). */
+/* Overlapping or adjacent ranges merge. */
+static bool
+prange_absorb(void *kept, const void *next, void *arg)
+{
+	const struct policy_port_range *x = next;
+
+	(void)arg;
+	return coalesce_u16(
+	    &((struct policy_port_range *)kept)->hi, x->lo, x->hi);
+}
+
+/* Sorts and merges v in place. */
 static size_t
 prange_norm(struct policy_port_range *v, size_t n)
 {
-	size_t i, o = 0;
-
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), prange_cmp);
-	for (i = 1; i < n; i++)
-		if ((unsigned)v[i].lo <= (unsigned)v[o].hi + 1) {
-			if (v[i].hi > v[o].hi)
-				v[o].hi = v[i].hi;
-		} else
-			v[++o] = v[i];
-	return o + 1;
+	return coalesce(v, n, sizeof(*v), prange_cmp, prange_absorb, NULL);
 }
 
 /* und minus c stays in und; und and c goes to dec. c sorted, merged. */

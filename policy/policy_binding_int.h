@@ -59,9 +59,10 @@ struct policy_binding *policy_binding_dup(const struct policy_binding *b);
 const char *policy_binding_unknown_cred(const struct policy_binding *b,
     struct policy_credential *const *creds, size_t n);
 
-/* The bindings list, walked into cfg (policy_binding_walk.c). */
-int policy_binding_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+/* The bindings list, walked into the configuration (policy_binding_walk.c);
+ * a keyword function (struct pkey): cfgp points at the
+ * struct policy_config * to walk into. */
+int policy_binding_walk(struct pwalk *w, const struct pnode *v, void *cfgp);
 /* Every cross check of p's bindings (references, coverage, overlap),
  * each problem reported at its binding's position (policy_binding_check.c). */
 void policy_binding_check_walk(struct pwalk *w, const struct policy *p);

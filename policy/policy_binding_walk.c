@@ -5,6 +5,7 @@
  * checked where it is, and each auth type's shape. The cross checks that
  * need the whole snapshot are policy_binding_check.c's.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +226,11 @@ mk_paths(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey match_keys[] = {
-    {"schemes", mk_schemes},
-    {"ports", mk_ports},
-    {"hosts", mk_hosts},
-    {"methods", mk_methods},
-    {"paths", mk_paths},
+    {"schemes", mk_schemes, 0},
+    {"ports", mk_ports, 0},
+    {"hosts", mk_hosts, 0},
+    {"methods", mk_methods, 0},
+    {"paths", mk_paths, 0},
 };
 
 /* Deprecated ports must be the scheme's own port. */
@@ -324,54 +325,61 @@ ak_name(struct pwalk *w, const struct pnode *v, void *obj)
 	return walk_header_name(w, v, &bw->b->header) ? 0 : -1;
 }
 
+/* A header name into the char * field at obj. */
 static int
-hk_name(struct pwalk *w, const struct pnode *v, void *obj)
+header_name_key(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	return walk_header_name(w, v, &((struct bheader *)obj)->name) ? 0 : -1;
+	return walk_header_name(w, v, obj) ? 0 : -1;
 }
 
+/* A credential's name into the char * field at obj. */
 static int
-hk_credential(struct pwalk *w, const struct pnode *v, void *obj)
+credential_key(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	return policy_cred_walk_name(w, v, &((struct bheader *)obj)->credential)
-	    ? 0
-	    : -1;
+	return policy_cred_walk_name(w, v, obj) ? 0 : -1;
 }
 
 static const struct pkey header_keys[] = {
-    {"name", hk_name},
-    {"credential", hk_credential},
+    {"name", header_name_key, offsetof(struct bheader, name)},
+    {"credential", credential_key, offsetof(struct bheader, credential)},
 };
+
+/*
+ * A list (pw_list) of mappings that each need every key of keys: an array
+ * of v->nkids records of size bytes, each walked against keys (need is
+ * the error of one without them all). NULL: not a list, out of memory.
+ */
+static void *
+walk_records(struct pwalk *w, const struct pnode *v, const char *what,
+    const struct pkey *keys, size_t nkeys, size_t size, const char *need)
+{
+	uint64_t all = (1ull << nkeys) - 1;
+	char *rec;
+	size_t i;
+
+	if (!pw_list(w, v, what))
+		return NULL;
+	if ((rec = calloc(v->nkids, size)) == NULL)
+		return NULL;
+	for (i = 0; i < v->nkids; i++)
+		if (pw_map(w, v->kids[i], keys, nkeys, rec + i * size) != all &&
+		    v->kids[i]->type == PNODE_MAP)
+			pw_err(w, v->kids[i], "%s", need);
+	return rec;
+}
 
 static int
 ak_headers(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
-	size_t i;
 
 	bw->headers_at = v;
-	if (!pw_list(w, v, "headers"))
-		return -1;
-	if ((bw->b->headers = calloc(v->nkids, sizeof(struct bheader))) == NULL)
+	bw->b->headers = walk_records(w, v, "headers", header_keys, 2,
+	    sizeof(struct bheader), "header needs name and credential");
+	if (bw->b->headers == NULL)
 		return -1;
 	bw->b->nheaders = v->nkids;
-	for (i = 0; i < v->nkids; i++) {
-		uint64_t seen =
-		    pw_map(w, v->kids[i], header_keys, 2, &bw->b->headers[i]);
-		if (v->kids[i]->type == PNODE_MAP && seen != 3)
-			pw_err(w, v->kids[i],
-			    "header needs name and "
-			    "credential");
-	}
 	return 0;
-}
-
-static int
-uk_credential(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk_name(w, v, &((struct bsubst *)obj)->credential)
-	    ? 0
-	    : -1;
 }
 
 static int
@@ -424,40 +432,32 @@ uk_in(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey subst_keys[] = {
-    {"credential", uk_credential},
-    {"placeholder", uk_placeholder},
-    {"in", uk_in},
+    {"credential", credential_key, offsetof(struct bsubst, credential)},
+    {"placeholder", uk_placeholder, 0},
+    {"in", uk_in, 0},
 };
 
 static int
 ak_substitutions(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
-	size_t i;
 
 	bw->subst_at = v;
-	if (!pw_list(w, v, "substitutions"))
-		return -1;
-	if ((bw->b->subst = calloc(v->nkids, sizeof(struct bsubst))) == NULL)
+	bw->b->subst = walk_records(w, v, "substitutions", subst_keys, 3,
+	    sizeof(struct bsubst),
+	    "substitution needs credential, placeholder and in");
+	if (bw->b->subst == NULL)
 		return -1;
 	bw->b->nsubst = v->nkids;
-	for (i = 0; i < v->nkids; i++) {
-		uint64_t seen =
-		    pw_map(w, v->kids[i], subst_keys, 3, &bw->b->subst[i]);
-		if (v->kids[i]->type == PNODE_MAP && seen != 7)
-			pw_err(w, v->kids[i],
-			    "substitution needs credential, "
-			    "placeholder and in");
-	}
 	return 0;
 }
 
 static const struct pkey auth_keys[] = {
-    {"type", ak_type},
-    {"credential", ak_credential},
-    {"name", ak_name},
-    {"headers", ak_headers},
-    {"substitutions", ak_substitutions},
+    {"type", ak_type, 0},
+    {"credential", ak_credential, 0},
+    {"name", ak_name, 0},
+    {"headers", ak_headers, 0},
+    {"substitutions", ak_substitutions, 0},
 };
 
 /* Which auth keys each type needs (+) or refuses (-). */
@@ -511,9 +511,9 @@ bk_name(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey binding_keys[] = {
-    {"name", bk_name},
-    {"match", bk_match},
-    {"auth", bk_auth},
+    {"name", bk_name, 0},
+    {"match", bk_match, 0},
+    {"auth", bk_auth, 0},
 };
 
 static int
@@ -564,9 +564,10 @@ binding_name_at(const void *obj, struct pnode *at)
 }
 
 int
-policy_binding_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+policy_binding_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
+	struct policy_config *cfg = *(struct policy_config **)cfgp;
+
 	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "binding", binding_item,
 	    cfg, (void *const *const *)&cfg->bindings, &cfg->nbindings,
 	    binding_name_at);

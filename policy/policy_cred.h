@@ -43,9 +43,10 @@ struct policy_credential *policy_credential_dup(
  * or of a configuration layer). */
 bool policy_credential_listed(
     struct policy_credential *const *v, size_t n, const char *name);
-/* The credentials list, walked into cfg (names unique). */
-int policy_cred_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg);
+/* The credentials list, walked into the configuration (names unique); a
+ * keyword function (struct pkey): cfgp points at the struct policy_config *
+ * to walk into. */
+int policy_cred_walk(struct pwalk *w, const struct pnode *v, void *cfgp);
 /* A credential or binding name: 1 to POLICY_CRED_NAME_MAX of
  * [A-Za-z0-9._-], duplicated into *out; false with an error if not. */
 bool policy_cred_walk_name(struct pwalk *w, const struct pnode *v, char **out);

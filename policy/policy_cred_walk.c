@@ -122,9 +122,9 @@ sk_path(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey source_keys[] = {
-    {"type", sk_type},
-    {"value", sk_value},
-    {"path", sk_path},
+    {"type", sk_type, 0},
+    {"value", sk_value, 0},
+    {"path", sk_path, 0},
 };
 
 static int
@@ -163,8 +163,8 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey cred_keys[] = {
-    {"name", ck_name},
-    {"source", ck_source},
+    {"name", ck_name, 0},
+    {"source", ck_source, 0},
 };
 
 static void
@@ -201,9 +201,10 @@ cred_name_at(const void *obj, struct pnode *at)
 }
 
 int
-policy_cred_walk(
-    struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
+policy_cred_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
+	struct policy_config *cfg = *(struct policy_config **)cfgp;
+
 	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "credential", cred_item,
 	    cfg, (void *const *const *)&cfg->credentials, &cfg->ncredentials,
 	    cred_name_at);

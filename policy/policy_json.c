@@ -305,29 +305,15 @@ jr_expect(struct jr *j, int c, const char *what)
 	return 0;
 }
 
+/* Adds kid (NULL: its reader failed) to parent, which takes it; a kid
+ * that cannot be added is freed. */
 static int
-jr_member(struct jr *j, struct pnode *map)
+jr_add(struct jr *j, struct pnode *parent, struct pnode *kid)
 {
-	struct pnode *k, *v;
-
-	jr_ws(j);
-	if (jr_peek(j) != '"') {
-		jr_fail(j, "expected a string key");
+	if (kid == NULL)
 		return -1;
-	}
-	if ((k = jr_string(j)) == NULL)
-		return -1;
-	if (pnode_add(map, k) == -1) {
-		pnode_free(k);
-		jr_fail(j, "out of memory");
-		return -1;
-	}
-	if (jr_expect(j, ':', "':' after key") == -1)
-		return -1;
-	if ((v = jr_value(j)) == NULL)
-		return -1;
-	if (pnode_add(map, v) == -1) {
-		pnode_free(v);
+	if (pnode_add(parent, kid) == -1) {
+		pnode_free(kid);
 		jr_fail(j, "out of memory");
 		return -1;
 	}
@@ -335,18 +321,23 @@ jr_member(struct jr *j, struct pnode *map)
 }
 
 static int
-jr_item(struct jr *j, struct pnode *seq)
+jr_member(struct jr *j, struct pnode *map)
 {
-	struct pnode *v = jr_value(j);
-
-	if (v == NULL)
-		return -1;
-	if (pnode_add(seq, v) == -1) {
-		pnode_free(v);
-		jr_fail(j, "out of memory");
+	jr_ws(j);
+	if (jr_peek(j) != '"') {
+		jr_fail(j, "expected a string key");
 		return -1;
 	}
-	return 0;
+	if (jr_add(j, map, jr_string(j)) == -1 ||
+	    jr_expect(j, ':', "':' after key") == -1)
+		return -1;
+	return jr_add(j, map, jr_value(j));
+}
+
+static int
+jr_item(struct jr *j, struct pnode *seq)
+{
+	return jr_add(j, seq, jr_value(j));
 }
 
 /* Objects and arrays: one loop, members or items. */

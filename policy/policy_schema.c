@@ -5,6 +5,7 @@
  * of them.
  */
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,10 +218,10 @@ rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey rule_keys[] = {
-    {"action", rk_action},
-    {"target", rk_target},
-    {"ports", rk_ports},
-    {"protocols", rk_protocols},
+    {"action", rk_action, 0},
+    {"target", rk_target, 0},
+    {"ports", rk_ports, 0},
+    {"protocols", rk_protocols, 0},
 };
 
 static enum policy_action
@@ -366,31 +367,31 @@ tk_egress(struct pwalk *w, const struct pnode *v, void *obj)
 	    w, v, RL_USER, &((struct pbuild *)obj)->lists[RL_USER]);
 }
 
+/* The lists that make the overlays (always-deny, always-allow, logSkip). */
+static int
+overlay_list(
+    struct pwalk *w, const struct pnode *v, struct pbuild *b, enum rlist l)
+{
+	b->have_overlays = true;
+	return rule_list(w, v, l, &b->lists[l]);
+}
+
 static int
 tk_always_deny(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_DENY, &b->lists[RL_DENY]);
+	return overlay_list(w, v, obj, RL_DENY);
 }
 
 static int
 tk_always_allow(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_ALLOW, &b->lists[RL_ALLOW]);
+	return overlay_list(w, v, obj, RL_ALLOW);
 }
 
 static int
 tk_log_skip(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct pbuild *b = obj;
-
-	b->have_overlays = true;
-	return rule_list(w, v, RL_LOG_SKIP, &b->lists[RL_LOG_SKIP]);
+	return overlay_list(w, v, obj, RL_LOG_SKIP);
 }
 
 static int
@@ -442,96 +443,96 @@ dk_upstreams(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
+/* A number of seconds or milliseconds in [lo, hi]. */
 static int
-dk_timeout(struct pwalk *w, const struct pnode *v, void *obj)
+dns_number(struct pwalk *w, const struct pnode *v, unsigned long lo,
+    unsigned long hi, uint32_t *out)
 {
 	unsigned long x;
 
-	if (!pw_uint(w, v, 1, TIMEOUT_MS_MAX, false, &x))
+	if (!pw_uint(w, v, lo, hi, false, &x))
 		return -1;
-	((struct policy_dns *)obj)->timeout_ms = (unsigned)x;
+	*out = (uint32_t)x;
 	return 0;
+}
+
+static int
+dk_timeout(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	return dns_number(
+	    w, v, 1, TIMEOUT_MS_MAX, &((struct policy_dns *)obj)->timeout_ms);
 }
 
 static int
 dk_ttl_min(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
-
-	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
-		return -1;
-	((struct policy_dns *)obj)->ttl_min = (uint32_t)x;
-	return 0;
+	return dns_number(
+	    w, v, 0, TTL_MAX, &((struct policy_dns *)obj)->ttl_min);
 }
 
 static int
 dk_ttl_max(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
-
-	if (!pw_uint(w, v, 1, TTL_MAX, false, &x))
-		return -1;
-	((struct policy_dns *)obj)->ttl_max = (uint32_t)x;
-	return 0;
+	return dns_number(
+	    w, v, 1, TTL_MAX, &((struct policy_dns *)obj)->ttl_max);
 }
 
 static int
 dk_negative(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	unsigned long x;
+	return dns_number(
+	    w, v, 0, TTL_MAX, &((struct policy_dns *)obj)->negative_ttl);
+}
 
-	if (!pw_uint(w, v, 0, TTL_MAX, false, &x))
+/* A setting of two words: 0 for the first, 1 for the second, -1 (an
+ * error naming both) for anything else. */
+static int
+dns_choice(struct pwalk *w, const struct pnode *v, const char *what,
+    const char *first, const char *second)
+{
+	if (!pw_is(w, v, PNODE_STR))
 		return -1;
-	((struct policy_dns *)obj)->negative_ttl = (uint32_t)x;
-	return 0;
+	if (strcmp(v->str, first) == 0)
+		return 0;
+	if (strcmp(v->str, second) == 0)
+		return 1;
+	pw_err(w, v, "unknown %s \"%.32s\" (%s or %s)", what, v->str, first,
+	    second);
+	return -1;
 }
 
 static int
 dk_private(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct policy_dns *dns = obj;
+	int k = dns_choice(w, v, "privateAnswers", "drop", "allow");
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (k < 0)
 		return -1;
-	if (strcmp(v->str, "drop") == 0)
-		dns->private_answers = POLICY_PRIVATE_DROP;
-	else if (strcmp(v->str, "allow") == 0)
-		dns->private_answers = POLICY_PRIVATE_ALLOW;
-	else {
-		pw_err(w, v, "unknown privateAnswers \"%.32s\" (drop or allow)",
-		    v->str);
-		return -1;
-	}
+	((struct policy_dns *)obj)->private_answers =
+	    k == 0 ? POLICY_PRIVATE_DROP : POLICY_PRIVATE_ALLOW;
 	return 0;
 }
 
 static int
 dk_cname(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct policy_dns *dns = obj;
+	int k = dns_choice(w, v, "cname", "strict", "allow-chains");
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (k < 0)
 		return -1;
-	if (strcmp(v->str, "strict") == 0)
-		dns->cname_mode = POLICY_CNAME_STRICT;
-	else if (strcmp(v->str, "allow-chains") == 0)
-		dns->cname_mode = POLICY_CNAME_ALLOW_CHAINS;
-	else {
-		pw_err(w, v, "unknown cname \"%.32s\" (strict or allow-chains)",
-		    v->str);
-		return -1;
-	}
+	((struct policy_dns *)obj)->cname_mode =
+	    k == 0 ? POLICY_CNAME_STRICT : POLICY_CNAME_ALLOW_CHAINS;
 	return 0;
 }
 
 static const struct pkey dns_keys[] = {
-    {"upstreams", dk_upstreams},
-    {"timeoutMs", dk_timeout},
-    {"ttlMin", dk_ttl_min},
-    {"ttlMax", dk_ttl_max},
-    {"negativeTtl", dk_negative},
-    {"privateAnswers", dk_private},
-    {"cname", dk_cname},
+    {"upstreams", dk_upstreams, 0},
+    {"timeoutMs", dk_timeout, 0},
+    {"ttlMin", dk_ttl_min, 0},
+    {"ttlMax", dk_ttl_max, 0},
+    {"negativeTtl", dk_negative, 0},
+    {"privateAnswers", dk_private, 0},
+    {"cname", dk_cname, 0},
 };
 
 /* The key node of a mapping entry, for positions. */
@@ -586,7 +587,7 @@ xk_intercept(struct pwalk *w, const struct pnode *v, void *obj)
 }
 
 static const struct pkey proxy_keys[] = {
-    {"interceptPorts", xk_intercept},
+    {"interceptPorts", xk_intercept, 0},
 };
 
 static int
@@ -598,30 +599,18 @@ tk_proxy(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
-static int
-tk_credentials(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk(w, v, ((struct pbuild *)obj)->cfg);
-}
-
-static int
-tk_bindings(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_binding_walk(w, v, ((struct pbuild *)obj)->cfg);
-}
-
 /* The user keys come first: POLICY_SCHEMA_USER uses only those two. */
 static const struct pkey top_keys[] = {
-    {"defaultAction", tk_default},
-    {"egress", tk_egress},
-    {"alwaysDeny", tk_always_deny},
-    {"alwaysAllow", tk_always_allow},
-    {"infra", tk_infra},
-    {"logSkip", tk_log_skip},
-    {"dns", tk_dns},
-    {"proxy", tk_proxy},
-    {"credentials", tk_credentials},
-    {"bindings", tk_bindings},
+    {"defaultAction", tk_default, 0},
+    {"egress", tk_egress, 0},
+    {"alwaysDeny", tk_always_deny, 0},
+    {"alwaysAllow", tk_always_allow, 0},
+    {"infra", tk_infra, 0},
+    {"logSkip", tk_log_skip, 0},
+    {"dns", tk_dns, 0},
+    {"proxy", tk_proxy, 0},
+    {"credentials", policy_cred_walk, offsetof(struct pbuild, cfg)},
+    {"bindings", policy_binding_walk, offsetof(struct pbuild, cfg)},
 };
 
 #define TOP_USER_KEYS 2

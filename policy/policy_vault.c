@@ -4,6 +4,7 @@
  * credentials and bindings, with the revisions in its vault_* fields;
  * policy_assemble joins it to the operator's lists.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,45 +144,21 @@ walk_names(struct pwalk *w, const struct pnode *v, struct vset *s)
 }
 
 static int
-ck_add(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk(w, v, ((struct vset *)obj)->add);
-}
-
-static int
-ck_replace(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_cred_walk(w, v, ((struct vset *)obj)->replace);
-}
-
-static int
-bk_add(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_binding_walk(w, v, ((struct vset *)obj)->add);
-}
-
-static int
-bk_replace(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return policy_binding_walk(w, v, ((struct vset *)obj)->replace);
-}
-
-static int
 k_delete(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	return walk_names(w, v, obj);
 }
 
 static const struct pkey cred_set_keys[] = {
-    {"add", ck_add},
-    {"replace", ck_replace},
-    {"delete", k_delete},
+    {"add", policy_cred_walk, offsetof(struct vset, add)},
+    {"replace", policy_cred_walk, offsetof(struct vset, replace)},
+    {"delete", k_delete, 0},
 };
 
 static const struct pkey bind_set_keys[] = {
-    {"add", bk_add},
-    {"replace", bk_replace},
-    {"delete", k_delete},
+    {"add", policy_binding_walk, offsetof(struct vset, add)},
+    {"replace", policy_binding_walk, offsetof(struct vset, replace)},
+    {"delete", k_delete, 0},
 };
 
 static int
@@ -195,46 +172,32 @@ pk_expected(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
+/* A PATCH's credentials or bindings: add, replace and delete (obj: the
+ * vset). */
 static int
 pk_creds(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct vbody *b = obj;
-
-	(void)pw_map(w, v, cred_set_keys, 3, &b->creds);
+	(void)pw_map(w, v, cred_set_keys, 3, obj);
 	return 0;
 }
 
 static int
 pk_binds(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	struct vbody *b = obj;
-
-	(void)pw_map(w, v, bind_set_keys, 3, &b->binds);
+	(void)pw_map(w, v, bind_set_keys, 3, obj);
 	return 0;
 }
 
 static const struct pkey patch_keys[] = {
-    {"expectedRevision", pk_expected},
-    {"credentials", pk_creds},
-    {"bindings", pk_binds},
+    {"expectedRevision", pk_expected, 0},
+    {"credentials", pk_creds, offsetof(struct vbody, creds)},
+    {"bindings", pk_binds, offsetof(struct vbody, binds)},
 };
 
 /* POST's lists are the add sets of a mutation on an empty vault. */
-static int
-ck_list(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return ck_add(w, v, &((struct vbody *)obj)->creds);
-}
-
-static int
-bk_list(struct pwalk *w, const struct pnode *v, void *obj)
-{
-	return bk_add(w, v, &((struct vbody *)obj)->binds);
-}
-
 static const struct pkey create_keys[] = {
-    {"credentials", ck_list},
-    {"bindings", bk_list},
+    {"credentials", policy_cred_walk, offsetof(struct vbody, creds.add)},
+    {"bindings", policy_binding_walk, offsetof(struct vbody, binds.add)},
 };
 
 static void

@@ -57,7 +57,7 @@ pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
 			continue;
 		}
 		seen |= 1ull << k;
-		(void)keys[k].fn(w, val, obj);
+		(void)keys[k].fn(w, val, (char *)obj + keys[k].off);
 	}
 	return seen;
 }

@@ -25,10 +25,15 @@ struct pwalk {
 	bool api_vault;
 };
 
-/* One entry of a keyword table: the key and what to do with its value. */
+/*
+ * One entry of a keyword table: the key and what to do with its value.
+ * fn gets the walked object's bytes at off (0: the object itself), so a
+ * function that fills one kind of field serves every table that has one.
+ */
 struct pkey {
 	const char *key;
 	int (*fn)(struct pwalk *w, const struct pnode *v, void *obj);
+	size_t off;
 };
 
 #define PKEYS_MAX 64 /* keys of one table (a bitmask tracks them) */

@@ -33,6 +33,16 @@ now_mono_us(void)
 	return now_read(CLOCK_MONOTONIC, 1000000u);
 }
 
+double
+now_mono_s(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 uint64_t
 now_wall_ms(void)
 {

@@ -19,6 +19,9 @@ uint64_t now_mono_ms(void);
 /* now_mono_ms as a now_clock_fn; arg is ignored. */
 uint64_t now_mono_ms_clock(void *arg);
 uint64_t now_mono_us(void);
+/* Monotonic seconds at the clock's full resolution, for measuring
+ * durations (the benchmarks). */
+double now_mono_s(void);
 /* Milliseconds since the Unix epoch. */
 uint64_t now_wall_ms(void);
 

@@ -32,7 +32,9 @@ test_fnv_vectors(void **state)
 static void
 test_clocks(void **state)
 {
-	uint64_t ms0 = now_mono_ms(), us = now_mono_us(), ms1 = now_mono_ms();
+	uint64_t ms0 = now_mono_ms(), us = now_mono_us();
+	double s = now_mono_s();
+	uint64_t ms1 = now_mono_ms();
 	uint64_t wall = now_wall_ms();
 	time_t t = time(NULL);
 	int i;
@@ -40,6 +42,7 @@ test_clocks(void **state)
 	(void)state;
 	assert_true(ms0 > 0);
 	assert_true(us / 1000 >= ms0 && us / 1000 <= ms1);
+	assert_true(s * 1000 >= (double)ms0 && s * 1000 < (double)ms1 + 1);
 	for (i = 0; i < 1000; i++) {
 		uint64_t m = now_mono_ms();
 		assert_true(m >= ms1);
