@@ -37,11 +37,8 @@ import base64
 import json
 import os
 import re
-import secrets
-import socket
 import stat
 import sys
-import urllib.parse
 
 # Bounds of the sweep: files and bytes read, one API answer, each request.
 SWEEP_FILES_MAX = 20000
@@ -93,7 +90,7 @@ def new_value(label):
     # The random part is hex: no word a scenario greps for (ALLOW, deny,
     # a.test) can turn up in it by chance.
     return "tbcanary.%s.%s\"\\/+=%%%s" % (
-        label.split("-", 1)[1], secrets.token_hex(16), secrets.token_hex(8))
+        label.split("-", 1)[1], os.urandom(16).hex(), os.urandom(8).hex())
 
 
 # --- rendered forms ---------------------------------------------------------
@@ -115,19 +112,37 @@ def b64_cores(v):
     return out
 
 
+UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                       b"0123456789-._~")
+
+
+def percent(v, space=b"%20"):
+    """RFC 3986 percent-encoding of every byte but the unreserved ones
+    (urllib.parse's quote, without its import: the sweep's cost is
+    mostly the interpreter starting)."""
+    return b"".join(bytes([c]) if c in UNRESERVED else
+                    space if c == 0x20 else b"%%%02X" % c for c in v)
+
+
 def forms(value):
-    """(form name, bytes) to look for. "Bearer v", "Basic v" and
-    "Name: v" contain the raw value and are found by it."""
+    """(form name, bytes) to look for, the whole value's forms first.
+    "Bearer v", "Basic v" and "Name: v" contain the raw value and are
+    found by it."""
     v = value.encode()
     j = json.dumps(value)[1:-1].encode()
-    pct = urllib.parse.quote(value, safe="").encode()
+    pct = percent(v)
     out = [("raw", v), ("json", j), ("json", j.replace(b"/", b"\\/")),
            ("percent", pct),
            ("percent", re.sub(rb"%[0-9A-F]{2}", lambda m: m.group().lower(),
                               pct)),
-           ("form", urllib.parse.quote_plus(value, safe="").encode()),
+           ("form", percent(v, b"+")),
            ("hex", v.hex().encode()), ("hex", v.hex().upper().encode())]
     out += b64_cores(v)
+    # Part of it, raw: a message that cuts what it quotes ("%.32s", a
+    # field cut at its bound) still leaks; every 64-bit stretch of the
+    # random hex counts (a chance match: about 2^-64 a byte compared).
+    for run in re.findall(rb"[0-9a-f]{16,}", v):
+        out += [("part", run[i:i + 16]) for i in range(len(run) - 15)]
     seen, uniq = set(), []
     for name, n in out:
         if n not in seen:
@@ -268,8 +283,11 @@ def inject_json(text, items):
 
 
 def cmd_inject(d, src, policy):
-    """Prints "injected", "present" or "skip REASON" (exit 0); the file
-    keeps its inode, owner and mode (links and watches stay valid)."""
+    """Prints "injected N" (N bindings), "present" or "skip REASON" (exit
+    0); the file keeps its inode, owner and mode (links and watches stay
+    valid). An operator keeps inline values only in a file nobody else
+    can read: a policy file others may read (a ConfigMap) gets the file
+    canary alone (its path is no secret)."""
     cmd_init(d, src)
     st = load_state(d)
     try:
@@ -278,7 +296,10 @@ def cmd_inject(d, src, policy):
             if MARKER in text:
                 print("present")
                 return
-            items = items_for(st)
+            sources = ("file", "inline")
+            if os.fstat(f.fileno()).st_mode & 0o077:
+                sources = ("file",)
+            items = items_for(st, sources)
             if text.lstrip()[:1] in ("{", "["):
                 out = inject_json(text, items)
             else:
@@ -294,14 +315,15 @@ def cmd_inject(d, src, policy):
         return
     real = os.path.realpath(policy)
     for c in st["canaries"]:
-        if c["source"] == "inline" and real not in c["allowed"]:
+        if c["source"] == "inline" and "inline" in sources and \
+                real not in c["allowed"]:
             c["allowed"].append(real)
     if real not in st["policies"]:
         st["policies"].append(real)
     mark_loaded(st, [c["label"] for c in st["canaries"]
-                     if c["source"] != "api"])
+                     if c["source"] in sources])
     save_state(d, st)
-    print("injected")
+    print("injected %d" % len(sources))
 
 
 def rendered(d, label, form):
@@ -374,25 +396,35 @@ class Finder:
         self.answers = 0
         self.partial = []
 
-    def scan(self, data, where, real=None):
+    def hit(self, label, form, where):
+        if (label, where) not in [(h[0], h[2]) for h in self.hits]:
+            self.hits.append((label, form, where))
+
+    def scan(self, data, where, real=None, mode=0):
+        """A canary in data is a hit, but where it is allowed (its
+        source, the policy files it was put in), and there only if the
+        file keeps it from everybody else (0600, as egressd writes a
+        policy with inline values)."""
         for c, name, n in self.needles:
-            if real is not None and real in c["allowed"]:
+            if n not in data:
                 continue
-            if n in data:
-                key = (c["label"], where)
-                if key not in [(h[0], h[2]) for h in self.hits]:
-                    self.hits.append((c["label"], name, where))
+            if real is None or real not in c["allowed"]:
+                self.hit(c["label"], name, where)
+            elif mode & 0o077:
+                self.hit(c["label"], "mode %04o" % (mode & 0o7777), where)
 
     def scan_file(self, path):
         if self.files >= SWEEP_FILES_MAX:
-            self.partial.append("more than %d files" % SWEEP_FILES_MAX)
+            if not self.partial or self.partial[-1] != "the rest":
+                self.partial.append("the rest")
             return
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 return
             room = min(SWEEP_FILE_BYTES_MAX,
                        SWEEP_TOTAL_BYTES_MAX - self.bytes)
@@ -402,7 +434,7 @@ class Finder:
             data = data[:room]
         self.files += 1
         self.bytes += len(data)
-        self.scan(data, path, os.path.realpath(path))
+        self.scan(data, path, os.path.realpath(path), st.st_mode)
 
     def walk(self, root, skip):
         if os.path.isfile(root):
@@ -522,6 +554,7 @@ class Api:
 
     def request(self, method, path, body=None):
         """(status, answer bytes); status 0 when it could not connect."""
+        import socket
         if self.unix is not None:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             dest = self.unix

@@ -407,7 +407,7 @@ tb_setup()
 
 	tb__reap_stale
 	TB_PASS=0 TB_FAIL=0 TB_FAILED=() TB_PIDS=() TB_FINISHED=0
-	TB_EGRESSD_PID="" TB_HOST="" TB__STARTS=0 TB__SWEPT=0
+	TB_EGRESSD_PID="" TB_HOST="" TB__STARTS=0 TB__SWEPT=0 TB__CANARY_US=0
 	TB_CANARY_BINDINGS=0
 	# BASHPID, not $$: a bed may run in a subshell of a scenario.
 	TB_ID="$BASHPID-$((SRANDOM % 100000))"
@@ -857,7 +857,7 @@ tb_policy_file()
 # Sets TB_EGRESSD_PID. May be called again after tb_stop_egressd (restart).
 tb_start_egressd()
 {
-	local args=() a mark env=() flag val given
+	local args=() a mark env=() flag val given t
 	[ -n "${EGRESSD_BIN:-}" ] && [ -x "$EGRESSD_BIN" ] ||
 	    tb_die "EGRESSD_BIN not set or not executable: '${EGRESSD_BIN:-}'"
 	: "${TB_EGRESSD_HTTP:=127.0.0.1:18080}"
@@ -891,7 +891,9 @@ tb_start_egressd()
 	for a in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
 		[ -n "${!a:-}" ] && env+=("$a=${!a}")
 	done
+	t=${EPOCHREALTIME//[.,]/}
 	tb__canary_start "$@"
+	TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
 	# What this start was given, for the sweep (which files, which API).
 	TB__STARTS=$((TB__STARTS + 1))
 	mkdir -p -m 700 "$TB_CANARY_DIR"
@@ -995,7 +997,7 @@ tb_egressd_dump()
 tb_canary_init()
 {
 	mkdir -p -m 700 "$TB_CANARY_DIR"
-	"$TB_PY" "$TB_LIB_DIR/canary.py" init "$TB_CANARY_DIR" "$TB_CANARY_SRC" ||
+	"$TB_PY" -S "$TB_LIB_DIR/canary.py" init "$TB_CANARY_DIR" "$TB_CANARY_SRC" ||
 	    tb_die "canary.py init"
 }
 
@@ -1024,14 +1026,15 @@ tb__canary_start()
 	# no policy file (or a missing one): egressd reads the RULES variable
 	[ -n "$pol" ] && [ -e "$pol" ] || { tb__canary_rules; return 0; }
 	if grep -qF tb-canary- "$pol" 2>/dev/null; then
-		TB_CANARY_BINDINGS=2
+		TB_CANARY_BINDINGS=1
+		grep -qF tb-canary-inline "$pol" && TB_CANARY_BINDINGS=2
 		return 0
 	fi
 	mkdir -p -m 700 "$TB_CANARY_DIR"
-	out=$("$TB_PY" "$TB_LIB_DIR/canary.py" inject "$TB_CANARY_DIR" \
+	out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject "$TB_CANARY_DIR" \
 	    "$TB_CANARY_SRC" "$pol")
 	case $out in
-	injected) TB_CANARY_BINDINGS=2 ;;
+	"injected "[12]) TB_CANARY_BINDINGS=${out#injected } ;;
 	"skip "*)
 		tb_fail "canaries: ${out#skip } ($pol; set TB_CANARY=0 with the reason)"
 		;;
@@ -1051,7 +1054,7 @@ tb__canary_rules()
 		*) continue ;;
 		esac
 		mkdir -p -m 700 "$TB_CANARY_DIR"
-		out=$("$TB_PY" "$TB_LIB_DIR/canary.py" inject-rules \
+		out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
 		    "$TB_CANARY_DIR" "$TB_CANARY_SRC" \
 		    <<<"${TB_EGRESSD_ENV[$i]#*=}") || rc=$?
 		case $rc in
@@ -1067,19 +1070,21 @@ tb__canary_rules()
 	tb_fail "canaries: this egressd has neither a policy file nor OPENSANDBOX_EGRESS_RULES to hold them (set TB_CANARY=0 with the reason)"
 }
 
-# tb__canary_proc PID: egressd's /proc before it stops: its environment and
-# command line (root reads them), and every file of /proc/PID the sandbox
-# uid can read, read as that uid.
+# (TB__CANARY_US adds up what the canaries cost, in microseconds of
+# EPOCHREALTIME, no fork; the sweep's passing check reports it.)
+
+# tb__canary_proc PID: egressd's /proc before it stops: its environment
+# (root reads it), and every file of /proc/PID the sandbox uid can read
+# (its command line among them), read as that uid.
 tb__canary_proc()
 {
-	local pid=$1 d=$TB_CANARY_DIR f n l hit
+	local pid=$1 d=$TB_CANARY_DIR f n l hit t
 	[ -s "$d/needles" ] && tb__alive "$pid" || return 0
-	hit=$( {
-		grep -lsF -f "$d/needles" "/proc/$pid/environ" "/proc/$pid/cmdline"
+	t=${EPOCHREALTIME//[.,]/}
+	hit=$(grep -lsF -f "$d/needles" "/proc/$pid/environ"
 		setpriv --reuid="$TB_SBX_UID" --regid="$TB_SBX_GID" \
 		    --clear-groups grep -lsF -d skip -f - "/proc/$pid/"* \
-		    <"$d/needles"
-	} | sort -u)
+		    <"$d/needles")
 	for f in $hit; do
 		for n in "$d"/needles.*; do
 			l=${n##*/needles.}
@@ -1087,6 +1092,7 @@ tb__canary_proc()
 			    tb_fail "canary $l found in egressd's $f"
 		done
 	done
+	TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
 }
 
 # tb_canary_sweep [--live STOP...]: the sweep (lib/canary.py sweep), one
@@ -1098,7 +1104,7 @@ tb__canary_proc()
 # ended without it.
 tb_canary_sweep()
 {
-	local live=0 stop=() line rfd wfd pid label form done=0 rc=0
+	local live=0 stop=() line rfd wfd pid label form done=0 rc=0 t
 	if [ "${1:-}" = --live ]; then
 		shift
 		stop=("$@")
@@ -1109,7 +1115,8 @@ tb_canary_sweep()
 		return 0
 	fi
 	[ ${#stop[@]} -gt 0 ] && TB__SWEPT=1
-	coproc TB__SWEEP { exec "$TB_PY" "$TB_LIB_DIR/canary.py" sweep \
+	t=${EPOCHREALTIME//[.,]/}
+	coproc TB__SWEEP { exec "$TB_PY" -S "$TB_LIB_DIR/canary.py" sweep \
 	    "$TB_CANARY_DIR" "$TB_DIR" "$TB_SBX" \
 	    $([ "$live" = 1 ] && echo --live) 2>&1; }
 	# Bash drops a coprocess's descriptors once it is reaped: keep copies.
@@ -1118,7 +1125,10 @@ tb_canary_sweep()
 	while IFS= read -r -t 120 line <&"$rfd"; do
 		case $line in
 		live)
+			# stopping egressd is not the sweep's cost
+			TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
 			"${stop[@]}"
+			t=${EPOCHREALTIME//[.,]/}
 			echo go >&"$wfd"
 			;;
 		"hit "*)
@@ -1128,7 +1138,8 @@ tb_canary_sweep()
 		"note "*) tb_log "canary sweep: ${line#note }" ;;
 		"done "*)
 			done=1
-			tb_pass "canary sweep: ${line#done }"
+			TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
+			tb_pass "canary sweep: ${line#done }; canaries cost $((TB__CANARY_US / 1000)) ms"
 			;;
 		*) tb_fail "canary sweep: $(head -c 200 <<<"$line")" ;;
 		esac

@@ -304,29 +304,35 @@ sweep_with() {
 	(tb_canary_sweep) 2>&1
 	truncate -s "$size" "$3"
 }
-out=$(sweep_with canary-file raw "$TB_EGRESSD_LOG")
-tb_expect_match "a raw value in egressd's log fails the sweep, naming canary and file" \
-    "^not ok [0-9]+ - canary canary-file \(raw\) found in $TB_EGRESSD_LOG\$" "$out"
-tb_check_fails "... and the sweep prints no form of the value" \
-    grep -qF -f "$TB_CANARY_DIR/needles" <<<"$out"
-out=$(sweep_with canary-inline base64 "$TB_EGRESSD_LOG")
-tb_expect_match "its base64 is found" \
-    "^not ok [0-9]+ - canary canary-inline \(base64\) found in $TB_EGRESSD_LOG\$" "$out"
-out=$(sweep_with canary-inline userpass "$TB_EGRESSD_LOG")
-tb_expect_match "so is the base64 of tb:value (another alignment)" \
-    "^not ok [0-9]+ - canary canary-inline \(base64\) found in $TB_EGRESSD_LOG\$" "$out"
-out=$(sweep_with canary-api json "$TB_SBX_HOME/client.out")
-tb_expect_match "a JSON-escaped value in a file of the sandbox's" \
-    "^not ok [0-9]+ - canary canary-api \(json\) found in $TB_SBX_HOME/client.out\$" "$out"
-out=$(sweep_with canary-file percent "$TB_API_LOG")
-tb_expect_match "a percent-encoded value in a saved API answer" \
-    "^not ok [0-9]+ - canary canary-file \(percent\) found in $TB_API_LOG\$" "$out"
-out=$(sweep_with canary-file raw "$TB_CANARY_SRC")
-tb_expect_match "the file credential's own source is no leak" \
-    '^ok [0-9]+ - canary sweep: no canary loaded; [0-9]+ files' "$out"
+# found DESC LABEL FORM FILE [SHOWN-FORM]: the sweep fails on it, naming
+# the canary, the form and the file, and prints no form of the value.
+found() {
+	out=$(sweep_with "$2" "$3" "$4")
+	tb_expect_match "$1" \
+	    "^not ok [0-9]+ - canary $2 \(${5:-$3}\) found in $4\$" "$out"
+	tb_check_fails "... and the sweep prints no form of the value" \
+	    grep -qF -f "$TB_CANARY_DIR/needles" <<<"$out"
+}
+CLEAN='^ok [0-9]+ - canary sweep: no canary loaded; [0-9]+ files'
+found "a raw value in egressd's log fails the sweep" \
+    canary-file raw "$TB_EGRESSD_LOG"
+found "its base64" canary-inline base64 "$TB_EGRESSD_LOG"
+found "the base64 of tb:value (another alignment)" \
+    canary-inline userpass "$TB_EGRESSD_LOG" base64
+found "a value cut short (64 bits of it)" canary-file part "$TB_EGRESSD_LOG"
+found "a JSON-escaped value in a file of the sandbox's" \
+    canary-api json "$TB_SBX_HOME/client.out"
+found "a percent-encoded value in a saved API answer" \
+    canary-file percent "$TB_API_LOG"
+tb_expect_match "the file credential's own source is no leak" "$CLEAN" \
+    "$(sweep_with canary-file raw "$TB_CANARY_SRC")"
+chmod 640 "$TB_CANARY_SRC"
 out=$( (tb_canary_sweep) 2>&1)
-tb_expect_match "with every planted value gone the sweep passes" \
-    '^ok [0-9]+ - canary sweep: no canary loaded; [0-9]+ files' "$out"
+chmod 600 "$TB_CANARY_SRC"
+tb_expect_match "... unless others may read it" \
+    "^not ok [0-9]+ - canary canary-file \(mode 0640\) found in $TB_CANARY_SRC\$" "$out"
+out=$( (tb_canary_sweep) 2>&1)
+tb_expect_match "with every planted value gone the sweep passes" "$CLEAN" "$out"
 tb_check_fails "... with nothing failed" grep -q '^not ok' <<<"$out"
 # /proc: a process with a canary in its environment
 "${CY[@]}" exec-with "$TB_CANARY_DIR" canary-file sleep 30 &
