@@ -28,7 +28,8 @@ Usage (testbed.sh drives it; docs/testing.md, "The canary sweep"):
                                     (see cmd_sweep)
 
 No value ever reaches an argument, stdout, stderr or a file other than
-DIR/*, SRC and the policy files it was put into: every message names a
+DIR/*, SRC and the policy files it was put into (and, in the self-test,
+where plant and exec-with are told to put one): every message names a
 canary by its label. Each value is random per run, so a hit is a leak,
 never a coincidence.
 """
@@ -46,7 +47,8 @@ SWEEP_FILE_BYTES_MAX = 64 << 20
 SWEEP_TOTAL_BYTES_MAX = 1 << 30
 API_ANSWER_MAX = 8 << 20
 API_TIMEOUT_S = 5.0
-LIVE_GO_TIMEOUT_S = 30.0
+PART_HEX = 12
+PART_STEP = 4
 
 # The canaries: label, credential and binding name, the host its binding
 # names (under .invalid, RFC 6761: no scenario contacts it, no resolver
@@ -139,10 +141,12 @@ def forms(value):
            ("hex", v.hex().encode()), ("hex", v.hex().upper().encode())]
     out += b64_cores(v)
     # Part of it, raw: a message that cuts what it quotes ("%.32s", a
-    # field cut at its bound) still leaks; every 64-bit stretch of the
-    # random hex counts (a chance match: about 2^-64 a byte compared).
-    for run in re.findall(rb"[0-9a-f]{16,}", v):
-        out += [("part", run[i:i + 16]) for i in range(len(run) - 15)]
+    # field cut at its bound) still leaks. Windows of PART_HEX digits of
+    # the random hex, every PART_STEP: any 15 digits in a row hold one (a
+    # chance match: about 2^-48 a byte compared, per window).
+    for run in re.findall(rb"[0-9a-f]{%d,}" % PART_HEX, v):
+        out += [("part", run[i:i + PART_HEX])
+                for i in range(0, len(run) - PART_HEX + 1, PART_STEP)]
     seen, uniq = set(), []
     for name, n in out:
         if n not in seen:
@@ -652,8 +656,7 @@ def api_canary(api, st, cfg):
         if code not in (200, 201):
             st["api_why"] = "%s %s answered %d" % (m, p, code)
             return out
-    if c["label"] not in st.get("loaded", []):
-        st.setdefault("loaded", []).append(c["label"])
+    mark_loaded(st, [c["label"]])
     for b in bad:
         code, ans = api.request("PATCH", "/credential-vault", b)
         out.append(("PATCH /credential-vault (refused: %d)" % code, ans))

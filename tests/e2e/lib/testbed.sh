@@ -431,7 +431,8 @@ tb_setup()
 	    tb_die "mktemp"
 	chmod 755 "$TB_DIR"
 	mkdir -p "$TB_DIR/pki" "$TB_DIR/dns" "$TB_DIR/net" "$TB_DIR/sbx" \
-	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin" "$TB_DIR/root"
+	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin" "$TB_DIR/root" \
+	    "$TB_DIR/root/canary"
 	# ping carries cap_net_raw as a file capability; the workload has an
 	# empty bounding set, which makes exec of such a file fail. A copy
 	# without the capability uses ICMP datagram sockets, as an ordinary
@@ -896,7 +897,6 @@ tb_start_egressd()
 	TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
 	# What this start was given, for the sweep (which files, which API).
 	TB__STARTS=$((TB__STARTS + 1))
-	mkdir -p -m 700 "$TB_CANARY_DIR"
 	printf '%s\0' "${args[@]}" "$@" >"$TB_CANARY_DIR/argv.$TB__STARTS"
 	printf '%s\0' "${env[@]}" "${TB_EGRESSD_ENV[@]}" \
 	    >"$TB_CANARY_DIR/env.$TB__STARTS"
@@ -996,7 +996,6 @@ tb_egressd_dump()
 # does it; a scenario calls it only to sweep without egressd (00_testbed).
 tb_canary_init()
 {
-	mkdir -p -m 700 "$TB_CANARY_DIR"
 	"$TB_PY" -S "$TB_LIB_DIR/canary.py" init "$TB_CANARY_DIR" "$TB_CANARY_SRC" ||
 	    tb_die "canary.py init"
 }
@@ -1030,7 +1029,6 @@ tb__canary_start()
 		grep -qF tb-canary-inline "$pol" && TB_CANARY_BINDINGS=2
 		return 0
 	fi
-	mkdir -p -m 700 "$TB_CANARY_DIR"
 	out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject "$TB_CANARY_DIR" \
 	    "$TB_CANARY_SRC" "$pol")
 	case $out in
@@ -1053,8 +1051,7 @@ tb__canary_rules()
 		OPENSANDBOX_EGRESS_RULES=*) ;;
 		*) continue ;;
 		esac
-		mkdir -p -m 700 "$TB_CANARY_DIR"
-		out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
+			out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
 		    "$TB_CANARY_DIR" "$TB_CANARY_SRC" \
 		    <<<"${TB_EGRESSD_ENV[$i]#*=}") || rc=$?
 		case $rc in
