@@ -415,7 +415,7 @@ class Finder:
             if real is None or real not in c["allowed"]:
                 self.hit(c["label"], name, where)
             elif mode & 0o077:
-                self.hit(c["label"], "mode %04o" % (mode & 0o7777), where)
+                self.hit(c["label"], "mode-%04o" % (mode & 0o7777), where)
 
     def scan_file(self, path):
         if self.files >= SWEEP_FILES_MAX:
@@ -586,12 +586,13 @@ class Api:
                 head += ("Content-Type: application/json\r\n"
                          "Content-Length: %d\r\n" % len(data))
             s.sendall(head.encode() + b"\r\n" + data)
-            ans = b""
+            ans = bytearray()
             while len(ans) <= API_ANSWER_MAX:
-                chunk = s.recv(65536)
+                chunk = s.recv(1 << 20)
                 if not chunk:
                     break
                 ans += chunk
+            ans = bytes(ans)
         except OSError:
             return 0, b""
         finally:

@@ -330,7 +330,7 @@ chmod 640 "$TB_CANARY_SRC"
 out=$( (tb_canary_sweep) 2>&1)
 chmod 600 "$TB_CANARY_SRC"
 tb_expect_match "... unless others may read it" \
-    "^not ok [0-9]+ - canary canary-file \(mode 0640\) found in $TB_CANARY_SRC\$" "$out"
+    "^not ok [0-9]+ - canary canary-file \(mode-0640\) found in $TB_CANARY_SRC\$" "$out"
 out=$( (tb_canary_sweep) 2>&1)
 tb_expect_match "with every planted value gone the sweep passes" "$CLEAN" "$out"
 tb_check_fails "... with nothing failed" grep -q '^not ok' <<<"$out"
