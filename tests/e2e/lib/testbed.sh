@@ -990,7 +990,9 @@ tb_egressd_dump()
 # rendered form of each one in everything egressd wrote or answered and
 # everything the sandbox can read (docs/testing.md, "The canary sweep").
 # The values never pass through this shell: lib/canary.py makes them,
-# puts them in, and looks for them, and prints labels only.
+# puts them in, and looks for them, and prints labels only. What it all
+# costs adds up in TB__CANARY_US (microseconds of EPOCHREALTIME: no fork)
+# and is reported in the sweep's passing check.
 
 # tb_canary_init: make this run's canaries (idempotent). tb_start_egressd
 # does it; a scenario calls it only to sweep without egressd (00_testbed).
@@ -1051,7 +1053,7 @@ tb__canary_rules()
 		OPENSANDBOX_EGRESS_RULES=*) ;;
 		*) continue ;;
 		esac
-			out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
+		out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
 		    "$TB_CANARY_DIR" "$TB_CANARY_SRC" \
 		    <<<"${TB_EGRESSD_ENV[$i]#*=}") || rc=$?
 		case $rc in
@@ -1066,9 +1068,6 @@ tb__canary_rules()
 	done
 	tb_fail "canaries: this egressd has neither a policy file nor OPENSANDBOX_EGRESS_RULES to hold them (set TB_CANARY=0 with the reason)"
 }
-
-# (TB__CANARY_US adds up what the canaries cost, in microseconds of
-# EPOCHREALTIME, no fork; the sweep's passing check reports it.)
 
 # tb__canary_proc PID: egressd's /proc before it stops: its environment
 # (root reads it), and every file of /proc/PID the sandbox uid can read
@@ -1142,6 +1141,8 @@ tb_canary_sweep()
 		esac
 	done
 	exec {rfd}<&- {wfd}>&-
+	# silent for 120 s: the sweep is stuck, and ours to stop
+	[ "$done" = 1 ] || kill "$pid" 2>/dev/null
 	wait "$pid" || rc=$?
 	[ "$done" = 1 ] && [ "$rc" -eq 0 ] ||
 	    tb_fail "canary sweep did not finish (status $rc)"

@@ -319,7 +319,7 @@ found "a raw value in egressd's log fails the sweep" \
 found "its base64" canary-inline base64 "$TB_EGRESSD_LOG"
 found "the base64 of tb:value (another alignment)" \
     canary-inline userpass "$TB_EGRESSD_LOG" base64
-found "a value cut short (64 bits of it)" canary-file part "$TB_EGRESSD_LOG"
+found "a value cut short (48 bits of it)" canary-file part "$TB_EGRESSD_LOG"
 found "a JSON-escaped value in a file of the sandbox's" \
     canary-api json "$TB_SBX_HOME/client.out"
 found "a percent-encoded value in a saved API answer" \
