@@ -1595,6 +1595,22 @@ egressd_commit(
 	return 0;
 }
 
+/*
+ * A rewrite cut short by a crash leaves its temp file beside the policy
+ * file, with whatever inline credential values the policy held, and
+ * nothing else would ever remove it. Not fatal: the file in force is fine.
+ */
+static void
+egressd_remove_stale_tmp(struct egressd *d)
+{
+	struct err e = {""};
+
+	if (policyfile_remove_stale(
+	        d->cfg->policy_file, geteuid(), NULL, d->log, &e) == -1)
+		log_warn(
+		    d->log, "policy.stale_tmp_failed", LOG_S("error", e.msg));
+}
+
 static int
 egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e)
@@ -1640,6 +1656,8 @@ egressd_init(
 		    LOG_S("effect",
 		        "API changes stay in memory until a restart or the "
 		        "file's next update"));
+	else if (cfg->policy_file != NULL)
+		egressd_remove_stale_tmp(d);
 	for (i = 0; i < cfg->unknown_env.n; i++)
 		log_warn(lg, "config.unknown_variable",
 		    LOG_S("name", cfg->unknown_env.v[i]));

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -143,7 +144,13 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 		return -1;
 	}
 	len = strlen(yaml);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	/* A stale file or a link of that name would keep its own mode and
+	 * owner, or lead the write elsewhere: the file is always new. */
+	if (unlink(tmp) == -1 && errno != ENOENT) {
+		err_set(e, "%s: %s", tmp, strerror(errno));
+		goto out_free;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	    policyfile_has_inline(p) ? 0600 : 0640);
 	if (fd == -1) {
 		err_set(e, "%s: %s", tmp, strerror(errno));
@@ -194,4 +201,69 @@ out_unlink:
 out_free:
 	policy_yaml_free(yaml);
 	return -1;
+}
+
+/* "<base>.tmp.<digits>": the name policyfile_write gives its temp file. */
+static bool
+policyfile_is_tmp_of(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+	const char *p;
+
+	if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
+		return false;
+	p = name + n + 5;
+	if (*p == '\0' || strlen(p) > POLICYFILE_PID_DIGITS_MAX)
+		return false;
+	for (; *p != '\0'; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+int
+policyfile_remove_stale(const char *path, uid_t uid, size_t *nremoved,
+    struct log *lg, struct err *e)
+{
+	char dir[PATH_MAX], base[NAME_MAX + 1];
+	char full[PATH_MAX + NAME_MAX + 2]; /* dir/name: never truncated */
+	struct dirent *de;
+	struct stat st;
+	size_t n = 0;
+	DIR *dp;
+	int rc = 0;
+
+	if (nremoved != NULL)
+		*nremoved = 0;
+	if (fileread_split_path(path, dir, sizeof(dir), base, sizeof(base)) ==
+	    -1) {
+		err_set(e, "%s: path too long", path);
+		return -1;
+	}
+	if ((dp = opendir(dir)) == NULL) {
+		err_set(e, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(dp)) != NULL) {
+		if (!policyfile_is_tmp_of(de->d_name, base))
+			continue;
+		/* Only what egressd itself could have left: a regular file
+		 * of its uid (not a link, not somebody else's file). */
+		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ==
+		        -1 ||
+		    !S_ISREG(st.st_mode) || st.st_uid != uid)
+			continue;
+		(void)snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
+		if (unlinkat(dirfd(dp), de->d_name, 0) == -1) {
+			err_set(e, "%s: %s", full, strerror(errno));
+			rc = -1;
+			continue;
+		}
+		n++;
+		log_info(lg, "policy.stale_tmp_removed", LOG_S("path", full));
+	}
+	closedir(dp);
+	if (nremoved != NULL)
+		*nremoved = n;
+	return rc;
 }

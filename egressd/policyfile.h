@@ -14,10 +14,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "egressd/config.h"
 #include "egressd/log.h"
 #include "policy/policy.h"
+
+/* Digits of the pid in a temp file's name "<policy>.tmp.<pid>" (a pid_t
+ * has at most 10). */
+#define POLICYFILE_PID_DIGITS_MAX 10
 
 /*
  * What policyfile_load fell back to. The reference starts from
@@ -50,11 +55,25 @@ struct policy *policyfile_load(const struct config *cfg, struct policy_diag *d,
 const char *policyfile_persist_off(const char *path);
 
 /*
- * Writes p to path. *hash (may be NULL) gets the hash of the bytes
- * written, so the daemon can recognise its own rewrite coming back through
- * the file watch. failpoint/lg serve crash-injection tests. 0/-1.
+ * Writes p to path, through "<path>.tmp.<pid>" (created afresh: a file or
+ * link already there is replaced, never written through). *hash (may be
+ * NULL) gets the hash of the bytes written, so the daemon can recognise
+ * its own rewrite coming back through the file watch. failpoint/lg serve
+ * crash-injection tests. 0/-1.
  */
 int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
     const char *failpoint, struct log *lg, struct err *e);
+
+/*
+ * Removes the temp files of policyfile_write that a crash (egressd killed
+ * between create and rename) left next to path: regular files named
+ * "<base>.tmp.<digits>" owned by uid, which may hold the operator's inline
+ * credential values and would otherwise stay forever. Each one is logged
+ * (policy.stale_tmp_removed, path) to lg; *nremoved (may be NULL) gets
+ * their number. -1 with e when the directory cannot be read or a file
+ * cannot be removed (the others still are). Call before the first write.
+ */
+int policyfile_remove_stale(const char *path, uid_t uid, size_t *nremoved,
+    struct log *lg, struct err *e);
 
 #endif

@@ -66,6 +66,9 @@ TB_ECHO_UDP_PORTS="7 53 443 853"
 : "${TB_DNS_TTL:=30}"		# TTL of the test zone (short.test: 2 s)
 : "${TB_SBX_USER:=egressd-sbx}"
 : "${TB_SBX_IPV6_ONLY:=0}"	# 1: sbx has no IPv4 beyond loopback
+# 0: tb_start_egressd adds no canary secrets (a scenario sets it, with a
+# one-line reason, when its egressd cannot take them: docs/testing.md)
+: "${TB_CANARY:=1}"
 
 # --- results ----------------------------------------------------------------
 TB_PASS=0
@@ -110,6 +113,7 @@ tb_skip()
 tb_finish()
 {
 	TB_FINISHED=1
+	tb_canary_sweep --live tb__stop_egressd_at_exit
 	if [ "${TB_EGRESSD_PID:-}" ]; then
 		tb__stop_egressd_at_exit
 	fi
@@ -370,6 +374,15 @@ tb_host_api()
 	tb_host curl -sS --max-time 5 -o "$TB_DIR/api.out" -w '%{http_code}' \
 	    -H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN" -X "$m" \
 	    ${1:+--data-binary "$1"} "$url" 2>/dev/null
+	tb__keep_answer "$TB_DIR/api.out"
+}
+
+# Every answer tb_api and tb_host_api got stays for the canary sweep (the
+# file each writes holds only the last one).
+tb__keep_answer()
+{
+	[ -f "$1" ] && cat "$1" >>"$TB_API_LOG" 2>/dev/null
+	return 0
 }
 
 # tb_resolve_a NAME: the first A record the sandbox's resolver gives for
@@ -394,7 +407,8 @@ tb_setup()
 
 	tb__reap_stale
 	TB_PASS=0 TB_FAIL=0 TB_FAILED=() TB_PIDS=() TB_FINISHED=0
-	TB_EGRESSD_PID="" TB_HOST=""
+	TB_EGRESSD_PID="" TB_HOST="" TB__STARTS=0 TB__SWEPT=0 TB__CANARY_US=0
+	TB_CANARY_BINDINGS=0
 	# BASHPID, not $$: a bed may run in a subshell of a scenario.
 	TB_ID="$BASHPID-$((SRANDOM % 100000))"
 	TB_SBX="sbx-$TB_ID"
@@ -417,7 +431,8 @@ tb_setup()
 	    tb_die "mktemp"
 	chmod 755 "$TB_DIR"
 	mkdir -p "$TB_DIR/pki" "$TB_DIR/dns" "$TB_DIR/net" "$TB_DIR/sbx" \
-	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin" "$TB_DIR/root"
+	    "$TB_DIR/egressd" "$TB_DIR/sbx-bin" "$TB_DIR/root" \
+	    "$TB_DIR/root/canary"
 	# ping carries cap_net_raw as a file capability; the workload has an
 	# empty bounding set, which makes exec of such a file fail. A copy
 	# without the capability uses ICMP datagram sockets, as an ordinary
@@ -427,6 +442,11 @@ tb_setup()
 	# and the checks saw) is root-only.
 	chmod 700 "$TB_DIR/egressd" "$TB_DIR/net" "$TB_DIR/dns" "$TB_DIR/root"
 	TB_OUT="$TB_DIR/root/out"
+	# The canaries' values (root-only, never swept) and the file
+	# credential's source (a directory of egressd's own, 0700).
+	TB_CANARY_DIR="$TB_DIR/root/canary"
+	TB_CANARY_SRC="$TB_DIR/egressd/tb-canary/credential"
+	TB_API_LOG="$TB_DIR/root/api.answers"
 	TB_API_BODY="$TB_DIR/egressd/api.body"
 	: >"$TB_OUT"
 
@@ -850,7 +870,7 @@ tb_policy_file()
 # Sets TB_EGRESSD_PID. May be called again after tb_stop_egressd (restart).
 tb_start_egressd()
 {
-	local args=() a mark env=() flag val given
+	local args=() a mark env=() flag val given t
 	[ -n "${EGRESSD_BIN:-}" ] && [ -x "$EGRESSD_BIN" ] ||
 	    tb_die "EGRESSD_BIN not set or not executable: '${EGRESSD_BIN:-}'"
 	: "${TB_EGRESSD_HTTP:=127.0.0.1:18080}"
@@ -884,6 +904,14 @@ tb_start_egressd()
 	for a in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
 		[ -n "${!a:-}" ] && env+=("$a=${!a}")
 	done
+	t=${EPOCHREALTIME//[.,]/}
+	tb__canary_start "$@"
+	TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
+	# What this start was given, for the sweep (which files, which API).
+	TB__STARTS=$((TB__STARTS + 1))
+	printf '%s\0' "${args[@]}" "$@" >"$TB_CANARY_DIR/argv.$TB__STARTS"
+	printf '%s\0' "${env[@]}" "${TB_EGRESSD_ENV[@]}" \
+	    >"$TB_CANARY_DIR/env.$TB__STARTS"
 	mark=$(tb_log_mark "$TB_EGRESSD_LOG")
 	ip netns exec "$TB_SBX" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 	    "${env[@]}" "${TB_EGRESSD_ENV[@]}" \
@@ -907,6 +935,7 @@ tb_stop_egressd()
 	local pid=${TB_EGRESSD_PID:-} sig=${1:-TERM} end
 	[ "$pid" ] || return 0
 	TB_EGRESSD_PID=
+	tb__canary_proc "$pid"
 	kill -s "$sig" "$pid" 2>/dev/null
 	end=$(tb__deadline "$TB_EGRESSD_STOP_TIMEOUT")
 	while tb__alive "$pid"; do
@@ -952,7 +981,7 @@ tb_api()
 	ip netns exec "$TB_SBX" curl -sS --max-time 5 -o "$TB_API_BODY" \
 	    -w '%{http_code}' -X "$m" "${args[@]}" \
 	    "http://${TB_EGRESSD_HTTP:-127.0.0.1:18080}$p" 2>/dev/null
-	return 0
+	tb__keep_answer "$TB_API_BODY"
 }
 
 # tb_egressd_dump: show the tail of egressd's log and stderr (on failure).
@@ -964,6 +993,172 @@ tb_egressd_dump()
 		echo "# --- egressd $f (tail) ---"
 		tail -n 30 "$TB_DIR/egressd/$f" | sed 's/^/#   /'
 	done
+}
+
+# --- canary secrets -----------------------------------------------------------
+# Every egressd the bed starts holds canary credentials besides the
+# scenario's own: random per run, bound to hosts no scenario contacts, so
+# the scenario's story is unchanged. At the end the sweep looks for every
+# rendered form of each one in everything egressd wrote or answered and
+# everything the sandbox can read (docs/testing.md, "The canary sweep").
+# The values never pass through this shell: lib/canary.py makes them,
+# puts them in, and looks for them, and prints labels only. What it all
+# costs adds up in TB__CANARY_US (microseconds of EPOCHREALTIME: no fork)
+# and is reported in the sweep's passing check.
+
+# tb_canary_init: make this run's canaries (idempotent). tb_start_egressd
+# does it; a scenario calls it only to sweep without egressd (00_testbed).
+tb_canary_init()
+{
+	"$TB_PY" -S "$TB_LIB_DIR/canary.py" init "$TB_CANARY_DIR" "$TB_CANARY_SRC" ||
+	    tb_die "canary.py init"
+}
+
+# tb__canary_start ARGS...: put the file and inline canaries into the
+# policy file of this start (in place; once per file). A scenario whose
+# egressd cannot take them must say so (TB_CANARY=0 and why): a bed that
+# silently swept nothing would prove nothing.
+tb__canary_start()
+{
+	local a prev="" pol="" out
+	TB_CANARY_BINDINGS=0
+	# a stand-in daemon (00_testbed, nft_driver) loads no credentials
+	[ "${EGRESSD_BIN##*/}" = egressd ] && [ "$TB_CANARY" != 0 ] || return 0
+	for a in "${TB_EGRESSD_ENV[@]}"; do
+		case $a in
+		OPENSANDBOX_EGRESS_POLICY_FILE=*) pol=${a#*=} ;;
+		esac
+	done
+	for a in "$@"; do
+		[ "$prev" = --policy ] && pol=$a
+		case $a in
+		--policy=*) pol=${a#*=} ;;
+		esac
+		prev=$a
+	done
+	# no policy file (or a missing one): egressd reads the RULES variable
+	[ -n "$pol" ] && [ -e "$pol" ] || { tb__canary_rules; return 0; }
+	if grep -qF tb-canary- "$pol" 2>/dev/null; then
+		TB_CANARY_BINDINGS=1
+		grep -qF tb-canary-inline "$pol" && TB_CANARY_BINDINGS=2
+		return 0
+	fi
+	out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject "$TB_CANARY_DIR" \
+	    "$TB_CANARY_SRC" "$pol")
+	case $out in
+	"injected "[12]) TB_CANARY_BINDINGS=${out#injected } ;;
+	"skip "*)
+		tb_fail "canaries: ${out#skip } ($pol; set TB_CANARY=0 with the reason)"
+		;;
+	*) tb_die "canary.py inject: $out" ;;
+	esac
+}
+
+# tb__canary_rules: without a policy file, the rules of
+# OPENSANDBOX_EGRESS_RULES in TB_EGRESSD_ENV take the file canary (a path
+# in the environment; a value there would be a leak of the bed's own).
+tb__canary_rules()
+{
+	local i out rc=0
+	for i in "${!TB_EGRESSD_ENV[@]}"; do
+		case ${TB_EGRESSD_ENV[$i]} in
+		OPENSANDBOX_EGRESS_RULES=*) ;;
+		*) continue ;;
+		esac
+		out=$("$TB_PY" -S "$TB_LIB_DIR/canary.py" inject-rules \
+		    "$TB_CANARY_DIR" "$TB_CANARY_SRC" \
+		    <<<"${TB_EGRESSD_ENV[$i]#*=}") || rc=$?
+		case $rc in
+		0)
+			TB_EGRESSD_ENV[i]="OPENSANDBOX_EGRESS_RULES=$out"
+			TB_CANARY_BINDINGS=1
+			;;
+		3) tb_fail "canaries: $out (set TB_CANARY=0 with the reason)" ;;
+		*) tb_die "canary.py inject-rules: status $rc" ;;
+		esac
+		return 0
+	done
+	tb_fail "canaries: this egressd has neither a policy file nor OPENSANDBOX_EGRESS_RULES to hold them (set TB_CANARY=0 with the reason)"
+}
+
+# tb__canary_proc PID: egressd's /proc before it stops: its environment
+# (root reads it), and every file of /proc/PID the sandbox uid can read
+# (its command line among them), read as that uid.
+tb__canary_proc()
+{
+	local pid=$1 d=$TB_CANARY_DIR f n l hit t
+	[ -s "$d/needles" ] && tb__alive "$pid" || return 0
+	t=${EPOCHREALTIME//[.,]/}
+	hit=$(grep -lsF -f "$d/needles" "/proc/$pid/environ"
+		setpriv --reuid="$TB_SBX_UID" --regid="$TB_SBX_GID" \
+		    --clear-groups grep -lsF -d skip -f - "/proc/$pid/"* \
+		    <"$d/needles")
+	for f in $hit; do
+		for n in "$d"/needles.*; do
+			l=${n##*/needles.}
+			grep -qsF -f "$n" "$f" &&
+			    tb_fail "canary $l found in egressd's $f"
+		done
+	done
+	TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
+}
+
+# tb_canary_sweep [--live STOP...]: the sweep (lib/canary.py sweep), one
+# check per hit naming the canary and where, one passing check when there
+# is none. With --live and egressd running, its API is read (and the
+# API-inline canary put in) first, then STOP stops it (its last log lines
+# are swept too; the caller stops it if the sweep died before). With
+# --live it runs once per bed: tb_finish, or the teardown of a bed that
+# ended without it.
+tb_canary_sweep()
+{
+	local live=0 stop=() line rfd wfd pid label form done=0 rc=0 t
+	if [ "${1:-}" = --live ]; then
+		shift
+		stop=("$@")
+		[ -n "${TB_EGRESSD_PID:-}" ] && live=1
+	fi
+	if [ "${TB__SWEPT:-0}" = 1 ] ||
+	    [ ! -s "${TB_CANARY_DIR:-/nonexistent}/state.json" ]; then
+		return 0
+	fi
+	[ ${#stop[@]} -gt 0 ] && TB__SWEPT=1
+	t=${EPOCHREALTIME//[.,]/}
+	coproc TB__SWEEP { exec "$TB_PY" -S "$TB_LIB_DIR/canary.py" sweep \
+	    "$TB_CANARY_DIR" "$TB_DIR" "$TB_SBX" \
+	    $([ "$live" = 1 ] && echo --live) 2>&1; }
+	# Bash drops a coprocess's descriptors once it is reaped: keep copies.
+	exec {rfd}<&"${TB__SWEEP[0]}" {wfd}>&"${TB__SWEEP[1]}"
+	pid=$TB__SWEEP_PID
+	while IFS= read -r -t 120 line <&"$rfd"; do
+		case $line in
+		live)
+			# stopping egressd is not the sweep's cost
+			TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
+			"${stop[@]}"
+			t=${EPOCHREALTIME//[.,]/}
+			echo go >&"$wfd"
+			;;
+		"hit "*)
+			read -r _ label form _ <<<"$line"
+			tb_fail "canary $label ($form) found in ${line#"hit $label $form "}"
+			;;
+		"note "*) tb_log "canary sweep: ${line#note }" ;;
+		"done "*)
+			done=1
+			TB__CANARY_US=$((TB__CANARY_US + ${EPOCHREALTIME//[.,]/} - t))
+			tb_pass "canary sweep: ${line#done }; canaries cost $((TB__CANARY_US / 1000)) ms"
+			;;
+		*) tb_fail "canary sweep: $(head -c 200 <<<"$line")" ;;
+		esac
+	done
+	exec {rfd}<&- {wfd}>&-
+	# silent for 120 s: the sweep is stuck, and ours to stop
+	[ "$done" = 1 ] || kill "$pid" 2>/dev/null
+	wait "$pid" || rc=$?
+	[ "$done" = 1 ] && [ "$rc" -eq 0 ] ||
+	    tb_fail "canary sweep did not finish (status $rc)"
+	return 0
 }
 
 # --- teardown ---------------------------------------------------------------
@@ -1016,6 +1211,10 @@ tb__cleanup()
 	trap - EXIT INT TERM HUP
 	set +e
 	if [ "$TB_UP" -ne 0 ]; then
+		if [ "$TB_FINISHED" -eq 0 ]; then
+			tb_canary_sweep --live tb_stop_egressd TERM
+			[ "$TB_FAIL" -gt 0 ] && [ "$rc" -eq 0 ] && rc=1
+		fi
 		if [ "${TB_EGRESSD_PID:-}" ] && [ "$TB_FINISHED" -eq 0 ]; then
 			tb_stop_egressd TERM
 		fi

@@ -290,6 +290,62 @@ out=$( (EGRESSD_BIN=$fake; TB_EGRESSD_ENV=(FAKE_DIE=1)
 tb_expect_match "tb_start_egressd fails fast when the daemon dies" \
     "did not log egressd.ready" "$out"
 
+# --- the canary sweep finds what it looks for ----------------------------------
+# (the stand-in takes no canaries: it is not egressd; these are planted)
+tb_canary_init
+CY=("$TB_PY" "$TB_LIB_DIR/canary.py")
+# sweep_with LABEL FORM FILE: plant that form in FILE, sweep (in a
+# subshell: its failed checks are the output, not this scenario's), then
+# take it out again. Prints the sweep's lines.
+sweep_with() {
+	local size
+	size=$(tb_log_mark "$3")
+	"${CY[@]}" plant "$TB_CANARY_DIR" "$1" "$2" "$3"
+	(tb_canary_sweep) 2>&1
+	truncate -s "$size" "$3"
+}
+# found DESC LABEL FORM FILE [SHOWN-FORM]: the sweep fails on it, naming
+# the canary, the form and the file, and prints no form of the value.
+found() {
+	out=$(sweep_with "$2" "$3" "$4")
+	tb_expect_match "$1" \
+	    "^not ok [0-9]+ - canary $2 \(${5:-$3}\) found in $4\$" "$out"
+	tb_check_fails "... and the sweep prints no form of the value" \
+	    grep -qF -f "$TB_CANARY_DIR/needles" <<<"$out"
+}
+CLEAN='^ok [0-9]+ - canary sweep: no canary loaded; [0-9]+ files'
+found "a raw value in egressd's log fails the sweep" \
+    canary-file raw "$TB_EGRESSD_LOG"
+found "its base64" canary-inline base64 "$TB_EGRESSD_LOG"
+found "the base64 of tb:value (another alignment)" \
+    canary-inline userpass "$TB_EGRESSD_LOG" base64
+found "a value cut short (48 bits of it)" canary-file part "$TB_EGRESSD_LOG"
+found "a JSON-escaped value in a file of the sandbox's" \
+    canary-api json "$TB_SBX_HOME/client.out"
+found "a percent-encoded value in a saved API answer" \
+    canary-file percent "$TB_API_LOG"
+tb_expect_match "the file credential's own source is no leak" "$CLEAN" \
+    "$(sweep_with canary-file raw "$TB_CANARY_SRC")"
+chmod 640 "$TB_CANARY_SRC"
+out=$( (tb_canary_sweep) 2>&1)
+chmod 600 "$TB_CANARY_SRC"
+tb_expect_match "... unless others may read it" \
+    "^not ok [0-9]+ - canary canary-file \(mode-0640\) found in $TB_CANARY_SRC\$" "$out"
+out=$( (tb_canary_sweep) 2>&1)
+tb_expect_match "with every planted value gone the sweep passes" "$CLEAN" "$out"
+tb_check_fails "... with nothing failed" grep -q '^not ok' <<<"$out"
+# /proc: a process with a canary in its environment
+"${CY[@]}" exec-with "$TB_CANARY_DIR" canary-file sleep 30 &
+leaky=$!
+tb_wait_line "/proc/$leaky/comm" '^sleep$' || tb_fail "the leaky process did not start"
+out=$( (tb__canary_proc "$leaky") 2>&1)
+kill "$leaky"
+wait "$leaky" 2>/dev/null
+tb_expect_match "a value in egressd's environment is found in /proc" \
+    "^not ok [0-9]+ - canary canary-file found in egressd's /proc/$leaky/environ\$" "$out"
+out=$( (tb__canary_proc "$TB_ORIGIN_PID") 2>&1)
+tb_expect_eq "... and none where there is none" "" "$out"
+
 # --- teardown, on every exit path --------------------------------------------
 # inner_bed MODE: a whole bed in a subshell, recording what it created.
 inner_bed()

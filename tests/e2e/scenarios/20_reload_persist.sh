@@ -2,7 +2,8 @@
 # 20_reload_persist: the operator edits the policy file and the
 # always-rules directory while egressd runs; API changes are written back
 # and survive a restart; a crash at any step of an update leaves the old or
-# the new policy in force after restart, never a mix.
+# the new policy in force after restart, never a mix, and no temp file
+# of the rewrite (which may hold inline credential values) behind.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -137,7 +138,17 @@ EOF
 	    "no answer" "$(tb_sandbox dig +time=1 +tries=1 +short c.test A \
 		>/dev/null 2>&1 && echo answered || echo 'no answer')"
 	TB_EGRESSD_ENV=()
+	left=$(ls "$pol".tmp.* 2>/dev/null)
+	m=$(tb_log_mark "$TB_EGRESSD_LOG")
 	tb_start_egressd "${args[@]}"
+	if [ "$fp" = persist.before_rename ]; then
+		# the killed rewrite's temp file, inline values and all
+		tb_expect_eq "$fp: it left its temp file" "$pol.tmp.$pid" "$left"
+		tb_assert_log --since "$m" "$TB_EGRESSD_LOG" \
+		    policy.stale_tmp_removed path="$pol.tmp.$pid"
+	fi
+	tb_expect_eq "$fp: no temp file beside the policy after the restart" \
+	    "" "$(ls "$pol".tmp.* 2>/dev/null)"
 	got=$(resolves c.test)
 	host_api GET >/dev/null
 	if grep -q '"c.test"' "$TB_DIR/api.out"; then

@@ -42,7 +42,9 @@ tb_expect_match "and warns, naming the file" \
 
 # --- no RULES: deny-all, with a warning that names the path -----------------
 TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_TOKEN="$TOKEN")
+TB_CANARY=0 # no file, no RULES: nothing this egressd reads can hold a canary
 tb_start_egressd --policy "$missing"
+TB_CANARY=1
 tb_assert_log "$TB_EGRESSD_LOG" policy.file_missing lvl=warn \
     path="$missing" trigger=start fallback=deny-all
 tb_check_fails "deny-all is in force: a.test does not resolve" resolves a.test
