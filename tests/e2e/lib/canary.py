@@ -722,7 +722,9 @@ def cmd_sweep(d, tbdir, sbx, live):
         say("note not swept in full: %s" % ", ".join(fnd.partial[:5]))
     loaded = ", ".join(sorted(set(st.get("loaded", [])))) or \
         "no canary loaded"
-    if st.get("api_why"):
+    if n and not live:
+        loaded += " (no API read: egressd not running at the sweep)"
+    elif st.get("api_why"):
         loaded += " (canary-api: %s)" % st["api_why"]
     say("done %s; %d files (%d KiB), %d API answers" % (
         loaded, fnd.files, fnd.bytes >> 10, fnd.answers))
