@@ -427,6 +427,29 @@ bad:
 	return -1;
 }
 
+/*
+ * A token a client can send: printable ASCII, no space at either end.
+ * HTTP trims a field value's edges and forbids control bytes, so any
+ * other token would lock every client out (a Secret updated to " "
+ * would have done so); such a token is refused and the one in force
+ * stays.
+ */
+static bool
+config_token_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n > 0 && (s[0] == ' ' || s[n - 1] == ' '))
+		return false;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+#define CONFIG_TOKEN_BAD                                                       \
+	"token must be printable ASCII without spaces at either end"
+
 static int
 config_set_token(
     struct config *c, const char *s, const char *what, struct err *e)
@@ -436,6 +459,10 @@ config_set_token(
 	if (n > CONFIG_TOKEN_MAX) {
 		err_set(e, "%s: token longer than %d bytes", what,
 		    CONFIG_TOKEN_MAX);
+		return -1;
+	}
+	if (!config_token_ok(s, n)) {
+		err_set(e, "%s: %s", what, CONFIG_TOKEN_BAD);
 		return -1;
 	}
 	config_wipe_token(c);
@@ -993,6 +1020,11 @@ config_token_read(const char *path, char *buf, size_t cap, struct err *e)
 	if (n == 0 || memchr(buf, '\n', (size_t)n) != NULL) {
 		secmem_wipe(buf, cap);
 		err_set(e, "%s: token file must hold one non-empty line", path);
+		return -1;
+	}
+	if (!config_token_ok(buf, (size_t)n)) {
+		secmem_wipe(buf, cap);
+		err_set(e, "%s: %s", path, CONFIG_TOKEN_BAD);
 		return -1;
 	}
 	return (int)n;

@@ -237,6 +237,26 @@ test_token_file(void **state)
 	assert_null(strstr(e.msg, "abc"));
 	config_clear(&c);
 
+	/* A token no client can send (blank, spaces at an end, a control
+	 * byte) is refused: HTTP trims field values. */
+	{
+		static const char *const bad[] = {
+		    " \n", " tok\n", "tok \n", "t\tok\n", "t\x7fok\n"};
+		size_t i;
+
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			fd = open(path, O_WRONLY | O_TRUNC);
+			assert_int_equal(write(fd, bad[i], strlen(bad[i])),
+			    (ssize_t)strlen(bad[i]));
+			close(fd);
+			config_init(&c);
+			c.token_file = strdup(path);
+			assert_int_equal(config_finish(&c, &e), -1);
+			assert_non_null(strstr(e.msg, "printable ASCII"));
+			config_clear(&c);
+		}
+	}
+
 	/* A token file others may rewrite is refused. */
 	fd = open(path, O_WRONLY | O_TRUNC);
 	assert_int_equal(write(fd, "tok\n", 4), 4);
