@@ -23,7 +23,17 @@
  * moves on that far without probing them. A pattern that starts at
  * position i ends its first win bytes with two bytes of shift 0 at
  * window i, so no start is ever skipped. Random bytes and text that
- * shares little with the values move by up to win - 1 per probe.
+ * shares little with the values move by up to win - 1 per probe. Header
+ * values and whole response heads use the filter too: a head in which
+ * nothing matches costs a few probes and no allocation.
+ *
+ * Streams are scanned in place (vault_redact_scan): the caller's bytes
+ * are read where they are (an evbuffer's chains) and the caller is told
+ * span by span what to send, so clean bytes are never copied by the
+ * redactor; it copies only the bytes it must hold (at most the longest
+ * pattern - 1) and, for windows that cross from one piece into the next,
+ * at most twice that into a seam. The copying interface (feed, flush,
+ * finish) is the same scan over one piece.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +42,6 @@
 #include "util/utf8.h"
 #include "vault/vault_int.h"
 
-/* Bytes taken from the input per scan round (plus the held ones). */
-#define VAULT_REDACT_CHUNK 16384u
 /* Rendered forms per value (vault_forms), an upper bound. */
 #define VAULT_FORMS_MAX 13u
 /* Bytes of every form of a value of n bytes, an upper bound: raw and
@@ -448,6 +456,52 @@ match_at(const struct vault_match *m, const uint8_t *w, size_t avail)
 	return 0;
 }
 
+/* Starts below the result have the whole skip window in p[0..plen)
+ * (0: no filter); at most to. */
+static inline size_t
+skip_limit(const struct vault_match *m, size_t plen, size_t to)
+{
+	if (m->win == 0 || plen < m->win)
+		return 0;
+	return plen - m->win + 1 < to ? plen - m->win + 1 : to;
+}
+
+/* The first start from i on the skip filter cannot rule out (or the
+ * first at or past fast). */
+static inline size_t
+skip_to(const struct vault_match *m, const uint8_t *p, size_t i, size_t fast)
+{
+	while (i < fast) {
+		const uint8_t *b = p + i + m->win - 2;
+		uint8_t sh = m->shift[(unsigned)b[0] << 8 | b[1]];
+
+		if (sh == 0)
+			break;
+		i += sh;
+	}
+	return i;
+}
+
+/* Does some pattern occur in p[0..n)? */
+static bool
+match_any(const struct vault_match *m, const uint8_t *p, size_t n)
+{
+	size_t i = 0, fast = skip_limit(m, n, n);
+
+	while ((i = skip_to(m, p, i, fast)) < n) {
+		if (match_at(m, p + i, n - i) != 0)
+			return true;
+		i++;
+	}
+	return false;
+}
+
+bool
+vault_redact_any(const struct vault *v, const void *p, size_t n)
+{
+	return v->m != NULL && n > 0 && match_any(v->m, p, n);
+}
+
 size_t
 vault_redact_holdback(const struct vault *v)
 {
@@ -456,118 +510,177 @@ vault_redact_holdback(const struct vault *v)
 
 /* ---- streams ---- */
 
+/*
+ * A redactor holds the bytes whose starts it has not tried yet: at most
+ * maxlen - 1 of them, a pattern may begin there and end in bytes still
+ * to come. A scan reads "the stream": the held bytes, then the caller's
+ * pieces, in place; positions below are offsets into it. Starts [0, s)
+ * are tried (s depends on the mode), [0, s) is released as spans (clean
+ * or masked, in order), and [s, t) is copied into held for the next scan.
+ * Windows that cross from one piece into the next are tried in seam, a
+ * copy of at most 2 (maxlen - 1) bytes around the boundary.
+ */
 struct vault_redactor {
 	const struct vault *v;
-	/* Response bytes (they were in plain buffers before; wiped on
-	 * free all the same): held + the current chunk. */
-	uint8_t *w;
-	size_t cap;
-	size_t h; /* held bytes at w[0..h) */
-	size_t mend; /* bytes w[0..mend) are covered by a match */
+	size_t cap; /* maxlen - 1 */
+	size_t h; /* held bytes at held[0..h) */
+	size_t mend; /* bytes [0, mend) of the next stream are covered */
+	uint8_t *seam; /* 2 cap bytes, after held */
+	uint8_t held[]; /* cap bytes */
 };
 
 struct vault_redactor *
 vault_redactor_new(const struct vault *v)
 {
-	struct vault_redactor *r = calloc(1, sizeof(*r));
+	size_t cap = vault_redact_holdback(v);
+	struct vault_redactor *r = malloc(sizeof(*r) + 3 * cap + 1);
 
 	if (r == NULL)
 		return NULL;
 	r->v = v;
-	r->cap = vault_redact_holdback(v) + VAULT_REDACT_CHUNK;
-	if ((r->w = malloc(r->cap)) == NULL) {
-		free(r);
-		return NULL;
-	}
+	r->cap = cap;
+	r->h = 0;
+	r->mend = 0;
+	r->seam = r->held + cap;
 	return r;
 }
 
-/*
- * Scans starts [0, s) of w[0..t), masks and emits w[0..s), keeps the
- * rest. The bytes covered so far are the run [cs, ce) (r->mend carries
- * its part beyond s into the next round); a run is masked once a match
- * starts past its end: later starts never read the bytes before them.
- */
-static void
-redact_round(struct vault_redactor *r, size_t t, size_t s,
-    void (*emit)(void *, const uint8_t *, size_t), void *arg)
+/* One scan: the stream is held[0..h) then seg[0..nseg). */
+struct scan {
+	struct vault_redactor *r;
+	const struct vault_match *m;
+	const struct vault_seg *seg;
+	size_t nseg;
+	size_t t; /* bytes in the stream */
+	size_t rel; /* bytes released */
+	size_t rk, ro; /* byte rel is piece rk's byte ro (0: held) */
+	size_t cs, ce; /* the cover run: [cs, ce) */
+	vault_span_fn out;
+	void *arg;
+};
+
+static const uint8_t *
+piece(const struct scan *sc, size_t k, size_t *n)
 {
-	const struct vault_match *m = r->v->m;
-	const uint8_t *w = r->w;
-	size_t i = 0, l, cs = 0, ce = r->mend, fast = 0;
-
-	/* Starts below fast have the whole window in w[0..t). */
-	if (m->win != 0 && t >= m->win)
-		fast = t - m->win + 1 < s ? t - m->win + 1 : s;
-	while (i < s) {
-		while (i < fast) {
-			const uint8_t *b = w + i + m->win - 2;
-			uint8_t sh = m->shift[(unsigned)b[0] << 8 | b[1]];
-
-			if (sh == 0)
-				break;
-			i += sh;
-		}
-		if (i >= s)
-			break;
-		if ((l = match_at(m, w + i, t - i)) != 0) {
-			if (i > ce) {
-				memset(r->w + cs, '*', ce - cs);
-				cs = i;
-			}
-			if (i + l > ce)
-				ce = i + l;
-		}
-		i++;
+	if (k == 0) {
+		*n = sc->r->h;
+		return sc->r->held;
 	}
-	if (ce > cs)
-		memset(r->w + cs, '*', (ce < s ? ce : s) - cs);
-	if (s > 0)
-		emit(arg, r->w, s);
-	memmove(r->w, r->w + s, t - s);
-	r->h = t - s;
-	r->mend = ce > s ? ce - s : 0;
+	*n = sc->seg[k - 1].n;
+	return sc->seg[k - 1].p;
 }
 
-void
-vault_redact_feed(struct vault_redactor *r, const uint8_t *in, size_t n,
-    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+/* Releases the stream up to upto (> sc->rel or nothing), masked or
+ * clean, one span per piece. */
+static void
+release_to(struct scan *sc, size_t upto, bool masked)
 {
-	size_t maxlen, take, t;
+	while (sc->rel < upto) {
+		size_t n, take;
+		const uint8_t *p = piece(sc, sc->rk, &n);
 
-	if (r->v->m == NULL) {
-		if (n > 0)
-			emit(arg, in, n);
-		return;
-	}
-	maxlen = r->v->m->maxlen;
-	while (n > 0) {
-		take = r->cap - r->h;
-		if (take > n)
-			take = n;
-		memcpy(r->w + r->h, in, take);
-		in += take;
-		n -= take;
-		t = r->h + take;
-		if (t < maxlen) {
-			r->h = t;
+		if (sc->ro == n) {
+			sc->rk++;
+			sc->ro = 0;
 			continue;
 		}
-		/* Every pattern fits at starts below t - maxlen + 1. */
-		redact_round(r, t, t - maxlen + 1, emit, arg);
+		take =
+		    n - sc->ro < upto - sc->rel ? n - sc->ro : upto - sc->rel;
+		sc->out(sc->arg, masked ? NULL : p + sc->ro, take,
+		    (masked ? VAULT_SPAN_MASKED : 0) |
+		        (sc->rk == 0 ? VAULT_SPAN_HELD : 0));
+		sc->rel += take;
+		sc->ro += take;
 	}
 }
 
-void
-vault_redact_finish(struct vault_redactor *r,
-    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+/*
+ * A match at q of l bytes. The run before it is released once q starts
+ * past its end: no later start reads the bytes before q.
+ */
+static void
+cover(struct scan *sc, size_t q, size_t l)
 {
-	if (r->v->m == NULL || r->h == 0)
-		return;
-	redact_round(r, r->h, r->h, emit, arg);
-	secmem_wipe(r->w, r->cap);
-	r->h = 0;
-	r->mend = 0;
+	if (q > sc->ce) {
+		release_to(sc, sc->cs, false);
+		release_to(sc, sc->ce, true);
+		sc->cs = q;
+	}
+	if (q + l > sc->ce)
+		sc->ce = q + l;
+}
+
+/* Tries starts [from, to) of p[0..plen), stream bytes from base on
+ * (plen: as far as the stream goes or at least maxlen past to). */
+static void
+scan_run(struct scan *sc, const uint8_t *p, size_t plen, size_t from, size_t to,
+    size_t base)
+{
+	const struct vault_match *m = sc->m;
+	size_t i = from, l, fast = skip_limit(m, plen, to);
+
+	while ((i = skip_to(m, p, i, fast)) < to) {
+		if ((l = match_at(m, p + i, plen - i)) != 0)
+			cover(sc, base + i, l);
+		i++;
+	}
+}
+
+/* Copies the stream's bytes [from, from + n) into dst (n bytes there). */
+static void
+gather(const struct scan *sc, size_t from, size_t n, uint8_t *dst)
+{
+	size_t k, o = 0, pn;
+	const uint8_t *p;
+
+	for (k = 0; n > 0 && k <= sc->nseg; k++) {
+		p = piece(sc, k, &pn);
+		if (from >= o + pn) {
+			o += pn;
+			continue;
+		}
+		{
+			size_t at = from - o, take = pn - at < n ? pn - at : n;
+
+			memcpy(dst, p + at, take);
+			dst += take;
+			from += take;
+			n -= take;
+			o += pn;
+		}
+	}
+}
+
+/* Tries starts [0, s): in place where a start's window lies in its
+ * piece (or the piece ends the stream), in seam where it crosses. */
+static void
+scan_pieces(struct scan *sc, size_t s)
+{
+	size_t k, o = 0, n, ml = sc->m->maxlen;
+	const uint8_t *p;
+
+	for (k = 0; k <= sc->nseg && o < s; k++, o += n) {
+		size_t end, de, q1;
+
+		p = piece(sc, k, &n);
+		if (n == 0)
+			continue;
+		end = o + n;
+		q1 = end < s ? end : s;
+		/* in place: windows inside the piece (i + ml <= end) */
+		de = end == sc->t ? q1 : (n >= ml ? end - ml + 1 : o);
+		if (de > q1)
+			de = q1;
+		if (de > o)
+			scan_run(sc, p, n, 0, de - o, o);
+		if (de < q1) {
+			size_t sl =
+			    q1 - 1 + ml < sc->t ? q1 - 1 + ml - de : sc->t - de;
+
+			gather(sc, de, sl, sc->r->seam);
+			scan_run(sc, sc->r->seam, sl, 0, q1 - de, de);
+		}
+	}
 }
 
 /* Could the avail bytes at w still become a match (a longer pattern
@@ -595,18 +708,149 @@ match_pending(const struct vault_match *m, const uint8_t *w, size_t avail)
 	return false;
 }
 
+/* FLUSH: the first start from which the rest of the stream may still
+ * begin a match (t if none). Starts with maxlen bytes ahead never may. */
+static size_t
+flush_point(struct scan *sc)
+{
+	size_t ml = sc->m->maxlen, s0 = sc->t >= ml ? sc->t - ml + 1 : 0, i;
+
+	gather(sc, s0, sc->t - s0, sc->r->seam);
+	for (i = s0; i < sc->t; i++)
+		if (match_pending(sc->m, sc->r->seam + (i - s0), sc->t - i))
+			return i;
+	return sc->t;
+}
+
+void
+vault_redact_scan(struct vault_redactor *r, const struct vault_seg *seg,
+    size_t nseg, enum vault_redact_mode mode, vault_span_fn out, void *arg)
+{
+	struct scan sc;
+	size_t k, s, o, pos, base;
+
+	memset(&sc, 0, sizeof(sc));
+	sc.r = r;
+	sc.m = r->v->m;
+	sc.seg = seg;
+	sc.nseg = nseg;
+	sc.out = out;
+	sc.arg = arg;
+	sc.t = r->h;
+	for (k = 0; k < nseg; k++)
+		sc.t += seg[k].n;
+	if (sc.m == NULL) {
+		/* nothing to find: every byte as it is (nothing is held) */
+		release_to(&sc, sc.t, false);
+		return;
+	}
+	switch (mode) {
+	case VAULT_REDACT_MORE:
+		s = sc.t >= sc.m->maxlen ? sc.t - sc.m->maxlen + 1 : 0;
+		break;
+	case VAULT_REDACT_FLUSH:
+		s = flush_point(&sc);
+		break;
+	default:
+		s = sc.t;
+		break;
+	}
+	sc.ce = r->mend;
+	scan_pieces(&sc, s);
+	if (sc.ce > sc.cs) {
+		release_to(&sc, sc.cs, false);
+		release_to(&sc, sc.ce < s ? sc.ce : s, true);
+	}
+	release_to(&sc, s, false);
+	r->mend = sc.ce > s ? sc.ce - s : 0;
+	/* [s, t) is held from now on: the held part moves to the front,
+	 * the caller's part is copied and reported as kept */
+	pos = r->h > s ? r->h : s;
+	base = r->h;
+	o = 0;
+	if (s < r->h) {
+		memmove(r->held, r->held + s, r->h - s);
+		o = r->h - s;
+	}
+	for (k = 0; k < nseg; base += seg[k].n, k++) {
+		size_t at, take;
+
+		if (pos >= base + seg[k].n)
+			continue;
+		at = pos - base;
+		take = seg[k].n - at;
+		memcpy(r->held + o, seg[k].p + at, take);
+		out(arg, NULL, take, VAULT_SPAN_KEPT);
+		o += take;
+		pos += take;
+	}
+	r->h = o;
+	if (mode == VAULT_REDACT_END) {
+		secmem_wipe(r->held, 3 * r->cap);
+		r->h = 0;
+		r->mend = 0;
+	}
+}
+
+/* The copying interface on top of vault_redact_scan: masked spans as
+ * '*', held and clean bytes as they are, kept ones not at all. */
+struct emit_ctx {
+	void (*emit)(void *arg, const uint8_t *p, size_t n);
+	void *arg;
+};
+
+static void
+emit_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
+{
+	const struct emit_ctx *ec = arg;
+	uint8_t stars[256];
+
+	if (flags & VAULT_SPAN_KEPT)
+		return;
+	if (!(flags & VAULT_SPAN_MASKED)) {
+		ec->emit(ec->arg, p, n);
+		return;
+	}
+	memset(stars, '*', sizeof(stars));
+	while (n > 0) {
+		size_t k = n < sizeof(stars) ? n : sizeof(stars);
+
+		ec->emit(ec->arg, stars, k);
+		n -= k;
+	}
+}
+
+static void
+redact_copying(struct vault_redactor *r, const uint8_t *in, size_t n,
+    enum vault_redact_mode mode,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	struct emit_ctx ec = {emit, arg};
+	struct vault_seg seg = {in, n};
+
+	vault_redact_scan(r, &seg, n > 0 ? 1 : 0, mode, emit_span, &ec);
+}
+
+void
+vault_redact_feed(struct vault_redactor *r, const uint8_t *in, size_t n,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	if (n > 0)
+		redact_copying(r, in, n, VAULT_REDACT_MORE, emit, arg);
+}
+
+void
+vault_redact_finish(struct vault_redactor *r,
+    void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
+{
+	redact_copying(r, NULL, 0, VAULT_REDACT_END, emit, arg);
+}
+
 void
 vault_redact_flush(struct vault_redactor *r,
     void (*emit)(void *arg, const uint8_t *p, size_t n), void *arg)
 {
-	size_t s;
-
-	if (r->v->m == NULL || r->h == 0)
-		return;
-	for (s = 0; s < r->h; s++)
-		if (match_pending(r->v->m, r->w + s, r->h - s))
-			break;
-	redact_round(r, r->h, s, emit, arg);
+	redact_copying(r, NULL, 0, VAULT_REDACT_FLUSH, emit, arg);
 }
 
 void
@@ -614,8 +858,7 @@ vault_redactor_free(struct vault_redactor *r)
 {
 	if (r == NULL)
 		return;
-	secmem_wipe(r->w, r->cap);
-	free(r->w);
+	secmem_wipe(r->held, 3 * r->cap);
 	free(r);
 }
 
@@ -633,7 +876,8 @@ vault_redact_header(
 	bool any = false;
 
 	*outlen = 0;
-	if (m == NULL || n == 0)
+	/* most values hold nothing: found out without an allocation */
+	if (m == NULL || n == 0 || !match_any(m, in, n))
 		return NULL;
 	if ((cov = calloc(n, 1)) == NULL) {
 		*outlen = SIZE_MAX;
