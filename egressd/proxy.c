@@ -64,6 +64,8 @@ enum http_phase {
 /* Requests forwarded and not yet answered (pipelining bound): the
  * client's stream pauses beyond it. */
 #define PROXY_PIPELINE_MAX 16
+/* in-place redaction: chains of a response body looked at per scan */
+#define PROXY_RED_SEGS 16
 
 /* One message body's framing, either direction. */
 struct proxy_body {
@@ -716,6 +718,32 @@ proxy_add_secret(struct evbuffer *out, uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * The rewritten request (tmp: plain pieces and wiped secret ones) to out
+ * as one wiped piece: one TLS record and one write for a head instead of
+ * one per piece. tmp is drained (its secret pieces wiped). -1: out of
+ * memory (tmp left as it was).
+ */
+static int
+proxy_add_joined(struct evbuffer *out, struct evbuffer *tmp)
+{
+	size_t n = evbuffer_get_length(tmp);
+	uint8_t *p;
+
+	if (n == 0)
+		return 0;
+	if ((p = malloc(n)) == NULL)
+		return -1;
+	if (evbuffer_copyout(tmp, p, n) != (ev_ssize_t)n) {
+		free(p);
+		return -1;
+	}
+	if (proxy_add_secret(out, p, n) == -1)
+		return -1;
+	evbuffer_drain(tmp, n);
+	return 0;
+}
+
 /* Why a rewrite was refused: fixed text for the log and the decision. */
 struct proxy_subst_refusal {
 	int status;
@@ -997,8 +1025,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		rc = proxy_vault_rewrite(
 		    c, tmp, v, &vi, h, bs, body, blen, &body_done, &r);
 		if (rc == 0 &&
-		    evbuffer_add_buffer(bufferevent_get_output(c->up), tmp) ==
-		        -1)
+		    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
 			rc = -2;
 		evbuffer_free(tmp); /* wipes what did not go */
 		if (rc == -1) {
@@ -1045,6 +1072,78 @@ proxy_red_emit(void *arg, const uint8_t *p, size_t n)
 }
 
 /*
+ * A span of a redacted Content-Length body (vault_redact_scan): its bytes
+ * are still in the origin's input buffer, so clean ones move to the
+ * client's without a copy; masked ones are dropped and written as '*';
+ * kept ones the redactor copied (a possible secret's beginning).
+ */
+static void
+proxy_red_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
+{
+	struct proxy_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	uint8_t stars[256];
+
+	if (!(flags & VAULT_SPAN_HELD)) {
+		if (flags == 0) {
+			(void)evbuffer_remove_buffer(in, out, n);
+			c->down_bytes += n;
+			return;
+		}
+		(void)evbuffer_drain(in, n);
+		if (flags & VAULT_SPAN_KEPT)
+			return;
+	} else if (!(flags & VAULT_SPAN_MASKED)) {
+		(void)evbuffer_add(out, p, n);
+		c->down_bytes += n;
+		return;
+	}
+	c->down_bytes += n;
+	memset(stars, '*', sizeof(stars));
+	for (; n > sizeof(stars); n -= sizeof(stars))
+		(void)evbuffer_add(out, stars, sizeof(stars));
+	(void)evbuffer_add(out, stars, n);
+}
+
+/*
+ * The Content-Length body bytes in in, redacted where they are: read in
+ * place through evbuffer_peek, moved on by proxy_red_span (moving and
+ * dropping from the front leaves the rest of in where the redactor reads
+ * it). What in holds is all that is here now: a pause (FLUSH) unless
+ * the body ends in it.
+ */
+static void
+proxy_vault_length(struct proxy_conn *c, struct evbuffer *in)
+{
+	struct proxy_body *b = &c->rbody;
+	struct evbuffer_iovec vec[PROXY_RED_SEGS];
+	struct vault_seg seg[PROXY_RED_SEGS];
+	size_t n, len, i, k;
+	enum vault_redact_mode mode;
+
+	while (b->left > 0 && (len = evbuffer_get_length(in)) > 0) {
+		n = len < b->left ? len : (size_t)b->left;
+		k = (size_t)evbuffer_peek(
+		    in, (ev_ssize_t)n, NULL, vec, PROXY_RED_SEGS);
+		if (k > PROXY_RED_SEGS)
+			k = PROXY_RED_SEGS;
+		/* the last chain may go on past n */
+		for (i = 0, len = 0; i < k && len < n; i++) {
+			seg[i].p = vec[i].iov_base;
+			seg[i].n =
+			    vec[i].iov_len < n - len ? vec[i].iov_len : n - len;
+			len += seg[i].n;
+		}
+		b->left -= len;
+		mode = b->left == 0                 ? VAULT_REDACT_END
+		    : len < evbuffer_get_length(in) ? VAULT_REDACT_MORE
+		                                    : VAULT_REDACT_FLUSH;
+		vault_redact_scan(c->red, seg, i, mode, proxy_red_span, c);
+	}
+}
+
+/*
  * The response head of an injected request, to the client with every
  * header value redacted. -1: the response cannot be redacted (a
  * content coding, a body until close, an upgrade): the caller answers
@@ -1073,6 +1172,13 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 		        ? "an upgrade on an injected request"
 		        : "a body until close on an injected request");
 		return -1;
+	}
+	if (!vault_redact_any(v, buf, end)) {
+		/* nothing to redact anywhere in it: as it came */
+		if (evbuffer_add(out, buf, end) == -1)
+			return -2;
+		c->down_bytes += end;
+		return 0;
 	}
 	eol = memchr(buf, '\n', end);
 	rl = eol != NULL ? (size_t)(eol - buf) + 1 : end;
@@ -1116,16 +1222,7 @@ proxy_vault_body(
 
 	*done = false;
 	if (b->kind == HTTP_BODY_LENGTH) {
-		while (b->left > 0 && evbuffer_get_length(in) > 0) {
-			n = evbuffer_get_length(in);
-			if (n > sizeof(tmp))
-				n = sizeof(tmp);
-			if (n > b->left)
-				n = (size_t)b->left;
-			n = (size_t)evbuffer_remove(in, tmp, n);
-			b->left -= n;
-			vault_redact_feed(c->red, tmp, n, proxy_red_emit, c);
-		}
+		proxy_vault_length(c, in);
 		*done = b->left == 0;
 	} else if (b->kind == HTTP_BODY_CHUNKED) {
 		while (!*done && evbuffer_get_length(in) > 0) {
