@@ -1182,13 +1182,27 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 	}
 	eol = memchr(buf, '\n', end);
 	rl = eol != NULL ? (size_t)(eol - buf) + 1 : end;
-	if (evbuffer_add(out, buf, rl) == -1)
-		return -2;
+	/* the status line's reason phrase is the origin's text too */
+	{
+		size_t n;
+		char *red = vault_redact_header(v, buf, rl, &n);
+		int rc = red != NULL ? evbuffer_add(out, red, n)
+		    : n == SIZE_MAX  ? -1
+		                     : evbuffer_add(out, buf, rl);
+
+		free(red);
+		if (rc == -1)
+			return -2;
+	}
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
 		size_t n;
-		char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+		char *red;
 
+		/* a name cannot be rewritten: the field is dropped */
+		if (vault_redact_any(v, f->name.p, f->name.n))
+			continue;
+		red = vault_redact_header(v, f->value.p, f->value.n, &n);
 		if (red == NULL && n == SIZE_MAX)
 			continue; /* no memory to redact it: dropped */
 		if (evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,

@@ -20,6 +20,10 @@ Query parameters shape the response (all bounded):
   trailer=1          chunked, plus the echo= headers again as trailers
   status=NNN         response status (default 200)
   location=URL       Location header (use with status=302 for redirects)
+  reason=Name        that request header's value as the status line's
+                     reason phrase
+  hname=Name         a response header named after that request header's
+                     value (its last space-separated word), value "1"
   bytes=N            body of N 'x' bytes instead of the JSON echo
   delay_ms=N         wait before answering
   close=1            Connection: close
@@ -235,8 +239,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = len(payload)
             ctype = "application/json"
 
-        self.send_response(status)
+        self.send_response(status, self.headers.get(qget("reason", "")))
         self.send_header("Content-Type", ctype)
+        hname = self.headers.get(qget("hname", ""))
+        if hname is not None and hname.split():
+            self.send_header(hname.split()[-1], "1")
         for name, val in echoed:
             self.send_header("X-Echo-" + name, val)
         loc = qget("location")
