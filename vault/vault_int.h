@@ -58,9 +58,9 @@ struct vault_match {
 	/*
 	 * The skip filter (vault_redact.c): win is the window, the shortest
 	 * pattern's length capped at VAULT_SKIP_WIN_MAX, 0 when shorter than
-	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 << 8
-	 * | c1]: how far the window may move when its last two bytes are c0
-	 * c1 (0: some pattern may start at the window's first byte).
+	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 |
+	 * c1 << 8]: how far the window may move when its last two bytes are
+	 * c0 c1 (0: some pattern may start at the window's first byte).
 	 */
 	size_t win;
 	uint8_t shift[65536];

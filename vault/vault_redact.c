@@ -54,6 +54,10 @@
  * in a byte. */
 #define VAULT_SKIP_WIN_MIN 4u
 #define VAULT_SKIP_WIN_MAX 255u
+/* The filter's two lanes (scan_lanes): bytes apart, and the candidates
+ * the lane ahead queues before it waits. */
+#define VAULT_SCAN_LANE 2048u
+#define VAULT_SCAN_QUEUE 32u
 
 /* ---- rendered forms ---- */
 
@@ -328,6 +332,21 @@ pat_cmp(const void *a, const void *b)
 	return c;
 }
 
+/* The skip filter's key of the two bytes at b: little-endian, so one
+ * 16-bit load on the machines that matter. */
+static inline unsigned
+skip_block(const uint8_t *b)
+{
+	return (unsigned)b[0] | (unsigned)b[1] << 8;
+}
+
+/* How far the window at i may move (0: probe i). */
+static inline uint8_t
+skip_shift(const struct vault_match *m, const uint8_t *p, size_t i)
+{
+	return m->shift[skip_block(p + i + m->win - 2)];
+}
+
 /* The skip filter's shifts (see the top of the file). */
 static void
 skip_build(struct vault_match *m)
@@ -346,7 +365,7 @@ skip_build(struct vault_match *m)
 		const uint8_t *p = m->pats[i].p;
 
 		for (j = 0; j + 2 <= m->win; j++) {
-			unsigned k = (unsigned)p[j] << 8 | p[j + 1];
+			unsigned k = skip_block(p + j);
 			uint8_t sh = (uint8_t)(m->win - 2 - j);
 
 			if (sh < m->shift[k])
@@ -471,14 +490,10 @@ skip_limit(const struct vault_match *m, size_t plen, size_t to)
 static inline size_t
 skip_to(const struct vault_match *m, const uint8_t *p, size_t i, size_t fast)
 {
-	while (i < fast) {
-		const uint8_t *b = p + i + m->win - 2;
-		uint8_t sh = m->shift[(unsigned)b[0] << 8 | b[1]];
+	uint8_t sh;
 
-		if (sh == 0)
-			break;
+	while (i < fast && (sh = skip_shift(m, p, i)) != 0)
 		i += sh;
-	}
 	return i;
 }
 
@@ -610,6 +625,64 @@ cover(struct scan *sc, size_t q, size_t l)
 		sc->ce = q + l;
 }
 
+static inline void
+probe(struct scan *sc, const uint8_t *p, size_t plen, size_t i, size_t base)
+{
+	size_t l = match_at(sc->m, p + i, plen - i);
+
+	if (l != 0)
+		cover(sc, base + i, l);
+}
+
+/*
+ * The skip filter over [from, fast) in two lanes: each step of the filter
+ * is a load that depends on the one before, so one lane waits on memory
+ * most of the time; two lanes, a chunk apart, overlap their waits. Lane a
+ * probes its candidates at once; lane b, one chunk ahead, only queues
+ * its own (they come after all of a's, so matches stay in order) and
+ * stops when the queue is full. When a reaches b's chunk, b's candidates
+ * are probed, a goes on where b stopped and b takes the next chunk.
+ * Returns where the caller goes on: every start below it was probed or
+ * ruled out.
+ */
+static size_t
+scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
+    size_t fast, size_t base)
+{
+	const struct vault_match *m = sc->m;
+	size_t a = from, b0 = from + VAULT_SCAN_LANE, b, bend, nq, k;
+	size_t q[VAULT_SCAN_QUEUE];
+	uint8_t sa, sb;
+
+	while (b0 < fast) {
+		bend =
+		    b0 + VAULT_SCAN_LANE < fast ? b0 + VAULT_SCAN_LANE : fast;
+		b = b0;
+		nq = 0;
+		while (a < b0 && b < bend && nq < VAULT_SCAN_QUEUE) {
+			sa = skip_shift(m, p, a);
+			sb = skip_shift(m, p, b);
+			if (sa != 0)
+				a += sa;
+			else
+				probe(sc, p, plen, a++, base);
+			if (sb != 0)
+				b += sb;
+			else
+				q[nq++] = b++;
+		}
+		while ((a = skip_to(m, p, a, b0)) < b0)
+			probe(sc, p, plen, a++, base);
+		for (k = 0; k < nq; k++)
+			probe(sc, p, plen, q[k], base);
+		/* [b0, b) is done by b, [b0, a) ruled out by a's last shift */
+		if (b > a)
+			a = b;
+		b0 = bend;
+	}
+	return a;
+}
+
 /* Tries starts [from, to) of p[0..plen), stream bytes from base on
  * (plen: as far as the stream goes or at least maxlen past to). */
 static void
@@ -617,13 +690,12 @@ scan_run(struct scan *sc, const uint8_t *p, size_t plen, size_t from, size_t to,
     size_t base)
 {
 	const struct vault_match *m = sc->m;
-	size_t i = from, l, fast = skip_limit(m, plen, to);
+	size_t i = from, fast = skip_limit(m, plen, to);
 
-	while ((i = skip_to(m, p, i, fast)) < to) {
-		if ((l = match_at(m, p + i, plen - i)) != 0)
-			cover(sc, base + i, l);
-		i++;
-	}
+	if (fast > from)
+		i = scan_lanes(sc, p, plen, from, fast, base);
+	while ((i = skip_to(m, p, i, fast)) < to)
+		probe(sc, p, plen, i++, base);
 }
 
 /* Copies the stream's bytes [from, from + n) into dst (n bytes there). */
