@@ -319,8 +319,21 @@ run(struct vault_redactor *r, const uint8_t *b, size_t n, size_t *masked)
 
 #define BENCH_BODIES 5
 
+static bool
+wanted(int argc, char **argv, size_t body)
+{
+	int k;
+
+	for (k = 1; k < argc; k++)
+		if (strtoul(argv[k], NULL, 10) == body)
+			return true;
+	return argc < 2;
+}
+
+/* Usage: bench_redact [BODY...]: the bodies to run, by number (0-4, as
+ * printed; default all), e.g. one alone under perf. */
 int
-main(void)
+main(int argc, char **argv)
 {
 	static const char *const names[BENCH_BODIES] = {"random bytes",
 	    "JSON-ish, no secret", "JSON-ish, 64 secrets in turn",
@@ -344,6 +357,9 @@ main(void)
 	for (i = 0; i < BENCH_BODIES; i++) {
 		size_t stars = 0;
 
+		mbs[i] = 0;
+		if (!wanted(argc, argv, i))
+			continue;
 		covered = 0;
 		switch (i) {
 		case 0:
@@ -381,9 +397,10 @@ main(void)
 		}
 	}
 	for (i = 0; i < BENCH_BODIES; i++)
-		printf("%-32s / target = %.2fx (%s 1 GB/s)\n", names[i],
-		    mbs[i] / BENCH_TARGET_MBS,
-		    mbs[i] >= BENCH_TARGET_MBS ? ">=" : "NOT >=");
+		if (wanted(argc, argv, i))
+			printf("%-32s / target = %.2fx (%s 1 GB/s)\n", names[i],
+			    mbs[i] / BENCH_TARGET_MBS,
+			    mbs[i] >= BENCH_TARGET_MBS ? ">=" : "NOT >=");
 	vault_redactor_free(r);
 	vault_free(v);
 	free(b);

@@ -45,6 +45,12 @@ struct vault_pat {
 	size_t len;
 };
 
+/* The patterns that share their first q bytes (vault_redact.c). */
+struct vault_grp {
+	uint64_t key; /* those bytes (grp_key) */
+	uint32_t first, end; /* gpats[first, end), longest first; end 0: free */
+};
+
 /* Matcher tables, all in the arena (they reveal bytes of the values). */
 struct vault_match {
 	uint8_t *blob; /* every pattern's bytes */
@@ -64,6 +70,16 @@ struct vault_match {
 	 */
 	size_t win;
 	uint8_t shift[65536];
+	/*
+	 * Candidates by their first q bytes (the shortest pattern's length,
+	 * at most 8; 0 when shorter than 4: then every pattern of the first
+	 * byte is compared): a probe compares only the patterns that begin
+	 * with the bytes at hand. Open addressing, gmask + 1 slots.
+	 */
+	size_t q;
+	struct vault_pat *gpats;
+	struct vault_grp *grp;
+	size_t gmask;
 };
 
 struct vault {

@@ -57,7 +57,7 @@
 /* The filter's two lanes (scan_lanes): bytes apart, and the candidates
  * the lane ahead queues before it waits. */
 #define VAULT_SCAN_LANE 2048u
-#define VAULT_SCAN_QUEUE 32u
+#define VAULT_SCAN_QUEUE 128u
 
 /* ---- rendered forms ---- */
 
@@ -384,9 +384,122 @@ vault_redact_arena_need(const struct vault_cred *c, size_t n)
 		if (bytes > VAULT_PATTERN_BYTES_MAX)
 			return SIZE_MAX;
 	}
-	/* The tables, the pattern array, and each allocation's header. */
+	/* The tables, the pattern array twice (by first byte and by
+	 * group), the group slots (at most 4 per pattern), and each
+	 * allocation's header. */
 	return bytes + sizeof(struct vault_match) +
-	    (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_pat) + 4096;
+	    2 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_pat) +
+	    4 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_grp) + 4096;
+}
+
+/* a[0..n) == b[0..n)? Inline, a word at a time: a candidate that
+ * shares a pattern's first bytes (a near miss) usually differs a few
+ * words on, and a call to memcmp would cost more than the compare. */
+static inline bool
+same(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	uint64_t x, y;
+
+	for (; n >= 8; a += 8, b += 8, n -= 8) {
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+	}
+	for (; n > 0; a++, b++, n--)
+		if (*a != *b)
+			return false;
+	return true;
+}
+
+/* The group key of the q bytes at w (q <= 8). */
+static inline uint64_t
+grp_key(const uint8_t *w, size_t q)
+{
+	uint64_t k = 0;
+	size_t i;
+
+	if (q == 8) {
+		memcpy(&k, w, 8);
+		return k;
+	}
+	for (i = 0; i < q; i++)
+		k |= (uint64_t)w[i] << (8 * i);
+	return k;
+}
+
+static inline size_t
+grp_slot(uint64_t key, size_t mask)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* Byte order (a prefix first): patterns that share their first q bytes
+ * end up next to each other, whatever q. */
+static int
+lex_cmp(const void *a, const void *b)
+{
+	const struct vault_pat *x = a, *y = b;
+	int c = memcmp(x->p, y->p, x->len < y->len ? x->len : y->len);
+
+	if (c != 0)
+		return c;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Longest first (within a group). */
+static int
+len_cmp(const void *a, const void *b)
+{
+	const struct vault_pat *x = a, *y = b;
+
+	return x->len > y->len ? -1 : x->len < y->len;
+}
+
+/* The groups of m's patterns (see struct vault_match). 0, or -1 when the
+ * arena is full. */
+static int
+grp_build(struct secmem_arena *a, struct vault_match *m)
+{
+	size_t min = SIZE_MAX, i, j, ngrp = 0, slots = 4, h;
+
+	m->q = 0;
+	for (i = 0; i < m->npats; i++)
+		if (m->pats[i].len < min)
+			min = m->pats[i].len;
+	if (m->npats == 0 || min < 4)
+		return 0;
+	m->q = min < 8 ? min : 8;
+	m->gpats = secmem_alloc(a, m->npats * sizeof(*m->gpats));
+	if (m->gpats == NULL)
+		return -1;
+	memcpy(m->gpats, m->pats, m->npats * sizeof(*m->gpats));
+	qsort(m->gpats, m->npats, sizeof(*m->gpats), lex_cmp);
+	for (i = 0; i < m->npats; i++)
+		if (i == 0 ||
+		    memcmp(m->gpats[i - 1].p, m->gpats[i].p, m->q) != 0)
+			ngrp++;
+	while (slots < 2 * ngrp)
+		slots *= 2;
+	if ((m->grp = secmem_alloc(a, slots * sizeof(*m->grp))) == NULL)
+		return -1;
+	m->gmask = slots - 1;
+	for (i = 0; i < m->npats; i = j) {
+		uint64_t key = grp_key(m->gpats[i].p, m->q);
+
+		for (j = i + 1; j < m->npats &&
+		     memcmp(m->gpats[i].p, m->gpats[j].p, m->q) == 0;
+		     j++)
+			;
+		qsort(m->gpats + i, j - i, sizeof(*m->gpats), len_cmp);
+		for (h = grp_slot(key, m->gmask); m->grp[h].end != 0;
+		     h = (h + 1) & m->gmask)
+			;
+		m->grp[h].key = key;
+		m->grp[h].first = (uint32_t)i;
+		m->grp[h].end = (uint32_t)j;
+	}
+	return 0;
 }
 
 int
@@ -441,6 +554,10 @@ vault_redact_build(struct vault *v, struct err *e)
 		}
 	}
 	skip_build(m);
+	if (grp_build(v->arena, m) == -1) {
+		err_set(e, "secret arena full (redaction groups)");
+		return -1;
+	}
 	/* start[c]: first pattern whose first byte is >= c. */
 	for (i = 0, j = 0; i < 257; i++) {
 		while (j < m->npats && m->pats[j].p[0] < i)
@@ -465,6 +582,27 @@ match_at(const struct vault_match *m, const uint8_t *w, size_t avail)
 
 		if (!(m->pair[b >> 3] & (1u << (b & 7))))
 			return 0;
+	}
+	if (m->q != 0 && avail >= m->q) {
+		uint64_t key = grp_key(w, m->q);
+		const struct vault_grp *g;
+		size_t h;
+
+		for (h = grp_slot(key, m->gmask);; h = (h + 1) & m->gmask) {
+			g = &m->grp[h];
+			if (g->end == 0)
+				return 0;
+			if (g->key == key)
+				break;
+		}
+		for (k = g->first; k < g->end; k++) {
+			const struct vault_pat *pt = &m->gpats[k];
+
+			if (pt->len <= avail &&
+			    same(pt->p + m->q, w + m->q, pt->len - m->q))
+				return pt->len;
+		}
+		return 0;
 	}
 	for (k = m->start[c]; k < end; k++) {
 		const struct vault_pat *pt = &m->pats[k];
@@ -651,7 +789,7 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 {
 	const struct vault_match *m = sc->m;
 	size_t a = from, b0 = from + VAULT_SCAN_LANE, b, bend, nq, k;
-	size_t q[VAULT_SCAN_QUEUE];
+	uint16_t q[VAULT_SCAN_QUEUE]; /* offsets from b0 */
 	uint8_t sa, sb;
 
 	while (b0 < fast) {
@@ -669,12 +807,12 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 			if (sb != 0)
 				b += sb;
 			else
-				q[nq++] = b++;
+				q[nq++] = (uint16_t)(b++ - b0);
 		}
 		while ((a = skip_to(m, p, a, b0)) < b0)
 			probe(sc, p, plen, a++, base);
 		for (k = 0; k < nq; k++)
-			probe(sc, p, plen, q[k], base);
+			probe(sc, p, plen, b0 + q[k], base);
 		/* [b0, b) is done by b, [b0, a) ruled out by a's last shift */
 		if (b > a)
 			a = b;

@@ -520,6 +520,63 @@ test_skip_filter(void **state)
 }
 
 /*
+ * Candidates are looked up by their first q bytes (the shortest form's
+ * length, at most 8): values that share those bytes, one a prefix of
+ * another, must still match longest first (a shorter match would leave
+ * the longer value's tail in the clear), near misses that share q bytes
+ * or more must not match, and q below 8 works the same. Every split.
+ */
+static void
+test_groups(void **state)
+{
+	static const char *const vals8[] = {
+	    "tok-1234", "tok-12345678", "tok-12345678-extra"};
+	static const char *const vals5[] = {
+	    "tok-1234", "tok-12345678", "tok-12345678-extra", "q5xyz"};
+	static const struct {
+		const char *const *vals;
+		size_t n;
+	} cases[] = {{vals8, 3}, {vals5, 4}};
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t in[512], want[512];
+	char y[512];
+	size_t c, i, k, n, o, cut;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct vault *v;
+		struct vault_redactor *r;
+
+		o = (size_t)snprintf(y, sizeof(y), "credentials:\n");
+		for (k = 0; k < cases[c].n; k++)
+			o += (size_t)snprintf(y + o, sizeof(y) - o,
+			    "  - {name: c%zu, source: {type: inline, value: "
+			    "%s}}\n",
+			    k, cases[c].vals[k]);
+		v = vault_of(y);
+		r = vault_redactor_new(v);
+		n = (size_t)snprintf((char *)in, sizeof(in),
+		    "a tok-12345678-extra b tok-12345678-extrX c tok-1234567X "
+		    "d tok-123X e tok-12345678-extratok-1234 f q5xy q5xyzq5xyz "
+		    "tok-1234");
+		reference(cases[c].vals, cases[c].n, in, n, want);
+		for (cut = 0; cut <= n; cut++) {
+			run(r, in, n, &cut, 1, s);
+			assert_int_equal(s->n, n);
+			if (memcmp(s->buf, want, n) != 0)
+				fail_msg("case %zu, cut at %zu: %.*s", c, cut,
+				    (int)n, s->buf);
+		}
+		for (i = 0; i < cases[c].n; i++)
+			assert_null(memmem(s->buf, n, cases[c].vals[i],
+			    strlen(cases[c].vals[i])));
+		vault_redactor_free(r);
+		vault_free(v);
+	}
+	free(s);
+}
+
+/*
  * The in-place interface as the proxy uses it: the response arrives in
  * writes, each write in the caller's buffer as one or more pieces (an
  * evbuffer's chains); each write is one vault_redact_scan over all its
@@ -780,6 +837,7 @@ main(void)
 	    cmocka_unit_test(test_no_credentials),
 	    cmocka_unit_test(test_large),
 	    cmocka_unit_test(test_skip_filter),
+	    cmocka_unit_test(test_groups),
 	    cmocka_unit_test(test_scan_pieces),
 	    cmocka_unit_test(test_scan_flush),
 	    cmocka_unit_test(test_other_encoders),
