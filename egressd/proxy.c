@@ -863,7 +863,8 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		         h->query.p, h->query.n, &budget, r)) != 0)
 			goto out;
 	}
-	if (evbuffer_add_printf(tmp, " HTTP/1.%d\r\n", h->minor) < 0)
+	if (evbuffer_add(tmp, h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
+	        11) == -1)
 		goto nomem;
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
@@ -875,7 +876,8 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
 		    evbuffer_add(tmp, ": ", 2) == -1)
 			goto nomem;
-		if (vault_subst_header_ok(f->name.p, f->name.n))
+		if ((vi->subst_in & POLICY_SUBST_HEADER) &&
+		    vault_subst_header_ok(f->name.p, f->name.n))
 			rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
 			    f->value.p, f->value.n, &budget, r);
 		else
