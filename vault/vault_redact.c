@@ -568,6 +568,24 @@ vault_redact_build(struct vault *v, struct err *e)
 	return 0;
 }
 
+/* The group of the patterns that begin with w's first q bytes, or NULL
+ * (w has at least q bytes). */
+static inline const struct vault_grp *
+grp_find(const struct vault_match *m, const uint8_t *w)
+{
+	uint64_t key = grp_key(w, m->q);
+	const struct vault_grp *g;
+	size_t h;
+
+	for (h = grp_slot(key, m->gmask);; h = (h + 1) & m->gmask) {
+		g = &m->grp[h];
+		if (g->end == 0)
+			return NULL;
+		if (g->key == key)
+			return g;
+	}
+}
+
 /* The longest pattern matching at w (with avail bytes there), or 0. */
 static inline size_t
 match_at(const struct vault_match *m, const uint8_t *w, size_t avail)
@@ -584,17 +602,10 @@ match_at(const struct vault_match *m, const uint8_t *w, size_t avail)
 			return 0;
 	}
 	if (m->q != 0 && avail >= m->q) {
-		uint64_t key = grp_key(w, m->q);
-		const struct vault_grp *g;
-		size_t h;
+		const struct vault_grp *g = grp_find(m, w);
 
-		for (h = grp_slot(key, m->gmask);; h = (h + 1) & m->gmask) {
-			g = &m->grp[h];
-			if (g->end == 0)
-				return 0;
-			if (g->key == key)
-				break;
-		}
+		if (g == NULL)
+			return 0;
 		for (k = g->first; k < g->end; k++) {
 			const struct vault_pat *pt = &m->gpats[k];
 
@@ -908,6 +919,20 @@ match_pending(const struct vault_match *m, const uint8_t *w, size_t avail)
 
 		if (!(m->pair[b >> 3] & (1u << (b & 7))))
 			return false;
+	}
+	if (m->q != 0 && avail >= m->q) {
+		const struct vault_grp *g = grp_find(m, w);
+
+		if (g == NULL)
+			return false;
+		for (k = g->first; k < g->end; k++) {
+			const struct vault_pat *pt = &m->gpats[k];
+
+			if (pt->len > avail &&
+			    same(pt->p + m->q, w + m->q, avail - m->q))
+				return true;
+		}
+		return false;
 	}
 	for (k = m->start[c]; k < end; k++) {
 		const struct vault_pat *pt = &m->pats[k];
