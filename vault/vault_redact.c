@@ -54,10 +54,11 @@
  * in a byte. */
 #define VAULT_SKIP_WIN_MIN 4u
 #define VAULT_SKIP_WIN_MAX 255u
-/* The filter's two lanes (scan_lanes): bytes apart, and the candidates
- * the lane ahead queues before it waits. */
-#define VAULT_SCAN_LANE 2048u
-#define VAULT_SCAN_QUEUE 128u
+/* The filter's lanes (scan_lanes): how many, bytes apart, and the
+ * candidates a lane ahead queues before it waits. */
+#define VAULT_SCAN_LANES 4u
+#define VAULT_SCAN_LANE 4096u
+#define VAULT_SCAN_QUEUE 256u
 
 /* ---- rendered forms ---- */
 
@@ -783,53 +784,80 @@ probe(struct scan *sc, const uint8_t *p, size_t plen, size_t i, size_t base)
 		cover(sc, base + i, l);
 }
 
+/* A lane of the filter that runs ahead (scan_lanes): its chunk [start,
+ * end), how far it got, and the candidates it found (offsets from
+ * start), to be probed once the lanes before it are through. */
+struct lane {
+	size_t start, cur, end;
+	size_t n;
+	uint16_t q[VAULT_SCAN_QUEUE];
+};
+
+/* The next chunk from *next on (empty at fast) for l. */
+static inline void
+lane_init(struct lane *l, size_t *next, size_t fast)
+{
+	l->start = l->cur = *next;
+	l->end =
+	    fast - *next > VAULT_SCAN_LANE ? *next + VAULT_SCAN_LANE : fast;
+	l->n = 0;
+	*next = l->end;
+}
+
 /*
- * The skip filter over [from, fast) in two lanes: each step of the filter
- * is a load that depends on the one before, so one lane waits on memory
- * most of the time; two lanes, a chunk apart, overlap their waits. Lane a
- * probes its candidates at once; lane b, one chunk ahead, only queues
- * its own (they come after all of a's, so matches stay in order) and
- * stops when the queue is full. When a reaches b's chunk, b's candidates
- * are probed, a goes on where b stopped and b takes the next chunk.
- * Returns where the caller goes on: every start below it was probed or
- * ruled out.
+ * The skip filter over [from, fast) in lanes: each step of the filter is
+ * a load that depends on the one before, so one lane waits on memory
+ * most of the time; lanes a chunk apart overlap their waits. Lane a
+ * probes its candidates at once; the lanes ahead, one chunk each, only
+ * queue theirs (they come after all of a's, so matches stay in order)
+ * and stop when the queue is full. When a reaches the next lane's
+ * chunk, that lane's candidates are probed, a goes on where it stopped,
+ * and the lane takes the next chunk after the last. Returns where the
+ * caller goes on: every start below it was probed or ruled out.
  */
 static size_t
 scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
     size_t fast, size_t base)
 {
 	const struct vault_match *m = sc->m;
-	size_t a = from, b0 = from + VAULT_SCAN_LANE, b, bend, nq, k;
-	uint16_t q[VAULT_SCAN_QUEUE]; /* offsets from b0 */
-	uint8_t sa, sb;
+	struct lane ln[VAULT_SCAN_LANES - 1], *l;
+	size_t a = from, aend, next, h = 0, k;
+	uint8_t sh;
 
-	while (b0 < fast) {
-		bend =
-		    b0 + VAULT_SCAN_LANE < fast ? b0 + VAULT_SCAN_LANE : fast;
-		b = b0;
-		nq = 0;
-		while (a < b0 && b < bend && nq < VAULT_SCAN_QUEUE) {
-			sa = skip_shift(m, p, a);
-			sb = skip_shift(m, p, b);
-			if (sa != 0)
-				a += sa;
+	aend = next =
+	    fast - from > VAULT_SCAN_LANE ? from + VAULT_SCAN_LANE : fast;
+	for (k = 0; k < VAULT_SCAN_LANES - 1; k++)
+		lane_init(&ln[k], &next, fast);
+	for (;;) {
+		while (a < aend) {
+			if ((sh = skip_shift(m, p, a)) != 0)
+				a += sh;
 			else
 				probe(sc, p, plen, a++, base);
-			if (sb != 0)
-				b += sb;
-			else
-				q[nq++] = (uint16_t)(b++ - b0);
+			for (k = 0; k < VAULT_SCAN_LANES - 1; k++) {
+				l = &ln[k];
+				if (l->cur >= l->end ||
+				    l->n == VAULT_SCAN_QUEUE)
+					continue;
+				if ((sh = skip_shift(m, p, l->cur)) != 0)
+					l->cur += sh;
+				else
+					l->q[l->n++] =
+					    (uint16_t)(l->cur++ - l->start);
+			}
 		}
-		while ((a = skip_to(m, p, a, b0)) < b0)
-			probe(sc, p, plen, a++, base);
-		for (k = 0; k < nq; k++)
-			probe(sc, p, plen, b0 + q[k], base);
-		/* [b0, b) is done by b, [b0, a) ruled out by a's last shift */
-		if (b > a)
-			a = b;
-		b0 = bend;
+		l = &ln[h];
+		if (l->start == l->end)
+			return a; /* no chunk left */
+		for (k = 0; k < l->n; k++)
+			probe(sc, p, plen, l->start + l->q[k], base);
+		/* [start, cur) is done by l, [start, a) ruled out by a */
+		if (l->cur > a)
+			a = l->cur;
+		aend = l->end;
+		lane_init(l, &next, fast);
+		h = (h + 1) % (VAULT_SCAN_LANES - 1);
 	}
-	return a;
 }
 
 /* Tries starts [from, to) of p[0..plen), stream bytes from base on

@@ -577,6 +577,51 @@ test_groups(void **state)
 }
 
 /*
+ * The skip filter's lanes (vault_redact.c): a lane ahead of the probing
+ * one queues its candidates and stops when its queue is full; the
+ * probing lane must then go on exactly where it stopped. With the value
+ * "aaaaaaaa" every window ending in "aa" is a candidate, so a run of 258
+ * 'a' in the second lane's chunk (the lanes are 4096 bytes apart) has
+ * 257 of them: the queue (256) fills at the one before the run's last
+ * match, which alone covers the run's last byte. Runs around it, of
+ * other lengths, on either side of every lane boundary, stay masked.
+ */
+static void
+test_lanes(void **state)
+{
+	static const char *const pats[] = {"aaaaaaaa"};
+	struct vault *v =
+	    vault_of("credentials: [{name: a, source: {type: inline, value: "
+	             "aaaaaaaa}}]\n");
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	size_t n = 20000, i, k, len;
+	uint8_t *in = malloc(n), *want = malloc(n);
+
+	(void)state;
+	for (k = 0; k < 4; k++) {
+		memset(in, '.', n);
+		if (k == 0)
+			memset(in + 5096, 'a', 258);
+		else
+			/* runs of 7..300 across the lanes' boundaries */
+			for (i = 60 * k, len = 7; i + len < n;
+			     i += 4096 - 3 * k, len = len * 7 % 293 + 7)
+				memset(in + i - len / 2, 'a', len);
+		reference(pats, 1, in, n, want);
+		run(r, in, n, NULL, 0, s);
+		assert_int_equal(s->n, n);
+		if (memcmp(s->buf, want, n) != 0)
+			fail_msg("layout %zu", k);
+	}
+	vault_redactor_free(r);
+	vault_free(v);
+	free(in);
+	free(want);
+	free(s);
+}
+
+/*
  * The in-place interface as the proxy uses it: the response arrives in
  * writes, each write in the caller's buffer as one or more pieces (an
  * evbuffer's chains); each write is one vault_redact_scan over all its
@@ -838,6 +883,7 @@ main(void)
 	    cmocka_unit_test(test_large),
 	    cmocka_unit_test(test_skip_filter),
 	    cmocka_unit_test(test_groups),
+	    cmocka_unit_test(test_lanes),
 	    cmocka_unit_test(test_scan_pieces),
 	    cmocka_unit_test(test_scan_flush),
 	    cmocka_unit_test(test_other_encoders),
