@@ -52,6 +52,7 @@ rnd(uint64_t *x)
 }
 
 static char secrets[BENCH_SECRETS][101];
+static size_t nsecrets = BENCH_SECRETS; /* -s: the first this many */
 
 /* 64 values: provider-style keys, base64 and JWT-like tokens. */
 static void
@@ -85,6 +86,7 @@ static struct vault *
 make_vault(void)
 {
 	size_t cap = 64 + BENCH_SECRETS * 200, o = 0, i;
+
 	char *y = malloc(cap);
 	struct policy_diag d;
 	struct policy *p;
@@ -94,7 +96,7 @@ make_vault(void)
 	if (y == NULL)
 		return NULL;
 	o += (size_t)snprintf(y + o, cap - o, "credentials:\n");
-	for (i = 0; i < BENCH_SECRETS; i++)
+	for (i = 0; i < nsecrets; i++)
 		o += (size_t)snprintf(y + o, cap - o,
 		    "  - {name: c%zu, source: {type: inline, value: '%s'}}\n",
 		    i, secrets[i]);
@@ -174,10 +176,10 @@ make_text(uint8_t *b, size_t n, bool with_secrets, uint64_t *x)
 			w = num;
 		}
 		if (with_secrets && o >= next) {
-			const char *s = secrets[turn % BENCH_SECRETS];
+			const char *s = secrets[turn % nsecrets];
 			size_t sl;
 
-			switch (turn++ / BENCH_SECRETS % 3) {
+			switch (turn++ / nsecrets % 3) {
 			case 0:
 				sl = (size_t)snprintf(
 				    form, sizeof(form), "%s", s);
@@ -236,7 +238,7 @@ make_near(uint8_t *b, size_t n, uint64_t *x)
 	size_t o = 0, turn = 0;
 
 	while (o < n) {
-		const char *s = secrets[turn++ % BENCH_SECRETS];
+		const char *s = secrets[turn++ % nsecrets];
 		size_t sl = strlen(s), k = 2 + rnd(x) % (sl - 2);
 
 		if (o + k + 1 > n)
@@ -330,13 +332,14 @@ wanted(int argc, char **argv, size_t body)
 	return argc < 2;
 }
 
-/* Usage: bench_redact [BODY...]: the bodies to run, by number (0-4, as
- * printed; default all), e.g. one alone under perf. */
+/* Usage: bench_redact [-s N] [BODY...]: a vault of the first N values
+ * (default 64); the bodies to run, by number (0-4, as printed; default
+ * all), e.g. one alone under perf. */
 int
 main(int argc, char **argv)
 {
 	static const char *const names[BENCH_BODIES] = {"random bytes",
-	    "JSON-ish, no secret", "JSON-ish, 64 secrets in turn",
+	    "JSON-ish, no secret", "JSON-ish, the secrets in turn",
 	    "base64 text, no secret", "near misses, no secret"};
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	struct vault_redactor *r;
@@ -346,13 +349,20 @@ main(int argc, char **argv)
 	size_t i, k, covered = 0, masked = 0;
 	int rc = 0;
 
+	if (argc > 2 && strcmp(argv[1], "-s") == 0) {
+		nsecrets = strtoul(argv[2], NULL, 10);
+		if (nsecrets < 1 || nsecrets > BENCH_SECRETS)
+			return 2;
+		argc -= 2;
+		argv += 2;
+	}
 	make_secrets(&x);
 	if ((v = make_vault()) == NULL || (r = vault_redactor_new(v)) == NULL ||
 	    (b = malloc(BENCH_BODY)) == NULL)
 		return 1;
-	printf("bench_redact: %u secrets of 20-100 bytes, holdback %zu, "
+	printf("bench_redact: %zu secrets of 20-100 bytes, holdback %zu, "
 	       "%u KiB feeds, %u MiB bodies, best of %d\n",
-	    BENCH_SECRETS, vault_redact_holdback(v), BENCH_FEED / 1024,
+	    nsecrets, vault_redact_holdback(v), BENCH_FEED / 1024,
 	    BENCH_BODY >> 20, BENCH_ROUNDS);
 	for (i = 0; i < BENCH_BODIES; i++) {
 		size_t stars = 0;

@@ -273,8 +273,12 @@ def lanes_body(runs):
     return bytes(body)
 
 
-# a lane ahead fills its queue one candidate before the run's last match
-redact["lanes_queue_full"] = rd_input(lanes_body([(5096, 258)]),
+# a lane ahead fills its queue one candidate before the run's last match:
+# fed whole, the lanes' chunks are 4997 bytes (a quarter of the starts
+# with a whole window), the second lane's filter jumps 7 at a time over
+# the dots from 4997 and meets its first "aa" at 5095 = 5101 - 6, so the
+# run of 258 has 257 candidates
+redact["lanes_queue_full"] = rd_input(lanes_body([(5101, 258)]),
                                       [b"aaaaaaaa"])
 redact["lanes_runs"] = rd_input(
     lanes_body([(4090, 13), (8185, 300), (12280, 7), (16380, 260)]),

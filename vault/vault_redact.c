@@ -54,10 +54,12 @@
  * in a byte. */
 #define VAULT_SKIP_WIN_MIN 4u
 #define VAULT_SKIP_WIN_MAX 255u
-/* The filter's lanes (scan_lanes): how many, bytes apart, and the
- * candidates a lane ahead queues before it waits. */
+/* The filter's lanes (scan_lanes): how many, their chunks (a share of
+ * the piece, within these bounds; offsets in a chunk are 16 bits), and
+ * the candidates a lane ahead queues before it waits. */
 #define VAULT_SCAN_LANES 4u
-#define VAULT_SCAN_LANE 4096u
+#define VAULT_SCAN_LANE_MIN 1024u
+#define VAULT_SCAN_LANE_MAX 16384u
 #define VAULT_SCAN_QUEUE 256u
 
 /* ---- rendered forms ---- */
@@ -793,13 +795,37 @@ struct lane {
 	uint16_t q[VAULT_SCAN_QUEUE];
 };
 
-/* The next chunk from *next on (empty at fast) for l. */
+static inline bool
+lane_runs(const struct lane *l)
+{
+	return l->cur < l->end && l->n < VAULT_SCAN_QUEUE;
+}
+
+/* One step of the filter in a lane ahead: skip, or queue a candidate. */
 static inline void
-lane_init(struct lane *l, size_t *next, size_t fast)
+lane_step(const struct vault_match *m, const uint8_t *p, struct lane *l)
+{
+	uint8_t sh = skip_shift(m, p, l->cur);
+
+	if (sh != 0)
+		l->cur += sh;
+	else
+		l->q[l->n++] = (uint16_t)(l->cur++ - l->start);
+}
+
+/* How many steps of at most mv bytes, from cur on, all start below end. */
+static inline size_t
+steps_left(size_t cur, size_t end, size_t mv)
+{
+	return cur < end ? (end - cur - 1) / mv + 1 : 0;
+}
+
+/* The next chunk (cs bytes) from *next on (empty at fast) for l. */
+static inline void
+lane_init(struct lane *l, size_t *next, size_t fast, size_t cs)
 {
 	l->start = l->cur = *next;
-	l->end =
-	    fast - *next > VAULT_SCAN_LANE ? *next + VAULT_SCAN_LANE : fast;
+	l->end = fast - *next > cs ? *next + cs : fast;
 	l->n = 0;
 	*next = l->end;
 }
@@ -821,30 +847,52 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 {
 	const struct vault_match *m = sc->m;
 	struct lane ln[VAULT_SCAN_LANES - 1], *l;
-	size_t a = from, aend, next, h = 0, k;
+	size_t a = from, aend, next, h = 0, k, cs, j;
+	/* the most a step moves */
+	size_t mv = m->win - 1;
 	uint8_t sh;
 
-	aend = next =
-	    fast - from > VAULT_SCAN_LANE ? from + VAULT_SCAN_LANE : fast;
+	/* a share each, so that the lanes run side by side to the end */
+	cs = (fast - from + VAULT_SCAN_LANES - 1) / VAULT_SCAN_LANES;
+	if (cs < VAULT_SCAN_LANE_MIN)
+		cs = VAULT_SCAN_LANE_MIN;
+	if (cs > VAULT_SCAN_LANE_MAX)
+		cs = VAULT_SCAN_LANE_MAX;
+	aend = next = fast - from > cs ? from + cs : fast;
 	for (k = 0; k < VAULT_SCAN_LANES - 1; k++)
-		lane_init(&ln[k], &next, fast);
+		lane_init(&ln[k], &next, fast, cs);
 	for (;;) {
+		/* batches of steps that no test needs to stop: none can
+		 * take a past aend, a lane past its end or queue */
+		while ((j = steps_left(a, aend, mv)) != 0) {
+			for (k = 0; k < VAULT_SCAN_LANES - 1; k++) {
+				size_t jl =
+				    steps_left(ln[k].cur, ln[k].end, mv);
+
+				if (jl > VAULT_SCAN_QUEUE - ln[k].n)
+					jl = VAULT_SCAN_QUEUE - ln[k].n;
+				if (jl < j)
+					j = jl;
+			}
+			if (j == 0)
+				break;
+			while (j-- > 0) {
+				if ((sh = skip_shift(m, p, a)) != 0)
+					a += sh;
+				else
+					probe(sc, p, plen, a++, base);
+				for (k = 0; k < VAULT_SCAN_LANES - 1; k++)
+					lane_step(m, p, &ln[k]);
+			}
+		}
 		while (a < aend) {
 			if ((sh = skip_shift(m, p, a)) != 0)
 				a += sh;
 			else
 				probe(sc, p, plen, a++, base);
-			for (k = 0; k < VAULT_SCAN_LANES - 1; k++) {
-				l = &ln[k];
-				if (l->cur >= l->end ||
-				    l->n == VAULT_SCAN_QUEUE)
-					continue;
-				if ((sh = skip_shift(m, p, l->cur)) != 0)
-					l->cur += sh;
-				else
-					l->q[l->n++] =
-					    (uint16_t)(l->cur++ - l->start);
-			}
+			for (k = 0; k < VAULT_SCAN_LANES - 1; k++)
+				if (lane_runs(&ln[k]))
+					lane_step(m, p, &ln[k]);
 		}
 		l = &ln[h];
 		if (l->start == l->end)
@@ -855,7 +903,7 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 		if (l->cur > a)
 			a = l->cur;
 		aend = l->end;
-		lane_init(l, &next, fast);
+		lane_init(l, &next, fast, cs);
 		h = (h + 1) % (VAULT_SCAN_LANES - 1);
 	}
 }
@@ -869,7 +917,8 @@ scan_run(struct scan *sc, const uint8_t *p, size_t plen, size_t from, size_t to,
 	const struct vault_match *m = sc->m;
 	size_t i = from, fast = skip_limit(m, plen, to);
 
-	if (fast > from)
+	/* lanes for two of their chunks or more */
+	if (fast > from && fast - from >= 2 * VAULT_SCAN_LANE_MIN)
 		i = scan_lanes(sc, p, plen, from, fast, base);
 	while ((i = skip_to(m, p, i, fast)) < to)
 		probe(sc, p, plen, i++, base);

@@ -580,11 +580,13 @@ test_groups(void **state)
  * The skip filter's lanes (vault_redact.c): a lane ahead of the probing
  * one queues its candidates and stops when its queue is full; the
  * probing lane must then go on exactly where it stopped. With the value
- * "aaaaaaaa" every window ending in "aa" is a candidate, so a run of 258
- * 'a' in the second lane's chunk (the lanes are 4096 bytes apart) has
- * 257 of them: the queue (256) fills at the one before the run's last
- * match, which alone covers the run's last byte. Runs around it, of
- * other lengths, on either side of every lane boundary, stay masked.
+ * "aaaaaaaa" every window ending in "aa" is a candidate, so a run of
+ * about 258 'a' in the second lane's chunk (20000 bytes in one piece:
+ * four chunks of about 5000) has about 257 of them: for one of the
+ * lengths and offsets tried (where the filter's first candidate falls
+ * depends on its jumps over the dots) the queue (256) fills at the one
+ * before the run's last match, which alone covers the run's last byte.
+ * Then runs of other lengths across the lanes' boundaries.
  */
 static void
 test_lanes(void **state)
@@ -599,14 +601,14 @@ test_lanes(void **state)
 	uint8_t *in = malloc(n), *want = malloc(n);
 
 	(void)state;
-	for (k = 0; k < 4; k++) {
+	for (k = 1; k < 4 + 16 * 7; k++) {
 		memset(in, '.', n);
-		if (k == 0)
-			memset(in + 5096, 'a', 258);
+		if (k >= 4)
+			memset(in + 5100 + (k - 4) % 7, 'a', 250 + (k - 4) / 7);
 		else
 			/* runs of 7..300 across the lanes' boundaries */
 			for (i = 60 * k, len = 7; i + len < n;
-			     i += 4096 - 3 * k, len = len * 7 % 293 + 7)
+			     i += 5000 - 3 * k, len = len * 7 % 293 + 7)
 				memset(in + i - len / 2, 'a', len);
 		reference(pats, 1, in, n, want);
 		run(r, in, n, NULL, 0, s);
