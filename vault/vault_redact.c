@@ -820,6 +820,51 @@ steps_left(size_t cur, size_t end, size_t mv)
 	return cur < end ? (end - cur - 1) / mv + 1 : 0;
 }
 
+/*
+ * A lane ahead's step at *c (the cursor in a local: the compiler keeps it
+ * in a register, which a store through l would not let it), with the
+ * window's last bytes at pw + *c and the shift table sht.
+ */
+static inline __attribute__((always_inline)) void
+lane_step_at(const uint8_t *pw, const uint8_t *sht, size_t *c, struct lane *l)
+{
+	uint8_t sh = sht[skip_block(pw + *c)];
+
+	if (sh != 0)
+		*c += sh;
+	else
+		l->q[l->n++] = (uint16_t)((*c)++ - l->start);
+}
+
+/*
+ * j steps of the probing lane (from a; returned) and of the three lanes
+ * ahead, none of which any test needs to stop (scan_lanes computed j).
+ * The hot loop of the redactor: cursors and tables in locals.
+ */
+static size_t
+lanes_batch(struct scan *sc, const uint8_t *p, size_t plen, size_t base,
+    size_t a, struct lane *ln, size_t j)
+{
+	const uint8_t *pw = p + sc->m->win - 2, *sht = sc->m->shift;
+	size_t c0 = ln[0].cur, c1 = ln[1].cur, c2 = ln[2].cur;
+	uint8_t sh;
+
+	_Static_assert(VAULT_SCAN_LANES == 4, "lanes_batch steps three ahead");
+	while (j-- > 0) {
+		if ((sh = sht[skip_block(pw + a)]) != 0)
+			a += sh;
+		else
+			probe(sc, p, plen, a++, base);
+		lane_step_at(pw, sht, &c0, &ln[0]);
+		lane_step_at(pw, sht, &c1, &ln[1]);
+		lane_step_at(pw, sht, &c2, &ln[2]);
+	}
+	ln[0].cur = c0;
+	ln[1].cur = c1;
+	ln[2].cur = c2;
+	return a;
+}
+
 /* The next chunk (cs bytes) from *next on (empty at fast) for l. */
 static inline void
 lane_init(struct lane *l, size_t *next, size_t fast, size_t cs)
@@ -876,14 +921,7 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 			}
 			if (j == 0)
 				break;
-			while (j-- > 0) {
-				if ((sh = skip_shift(m, p, a)) != 0)
-					a += sh;
-				else
-					probe(sc, p, plen, a++, base);
-				for (k = 0; k < VAULT_SCAN_LANES - 1; k++)
-					lane_step(m, p, &ln[k]);
-			}
+			a = lanes_batch(sc, p, plen, base, a, ln, j);
 		}
 		while (a < aend) {
 			if ((sh = skip_shift(m, p, a)) != 0)
