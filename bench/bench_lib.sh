@@ -51,14 +51,15 @@ bench_upstream()
 	PIDS+=($!)
 }
 
-# bench_wait_ready PID: egressd (PID, started in the background with
-# --log-file $DIR/egressd.log, output in $DIR/egressd.out) is ready within
-# 10 s, or the benchmark dies saying why; PID goes into PIDS.
+# bench_wait_ready PID [SECONDS]: egressd (PID, started in the background
+# with --log-file $DIR/egressd.log, output in $DIR/egressd.out) is ready
+# within SECONDS (default 10), or the benchmark dies saying why; PID goes
+# into PIDS.
 bench_wait_ready()
 {
 	local i
 	PIDS+=("$1")
-	for i in $(seq 100); do
+	for i in $(seq $((${2:-10} * 10))); do
 		grep -q '"ev":"egressd.ready"' "$DIR/egressd.log" 2>/dev/null &&
 		    return 0
 		kill -0 "$1" 2>/dev/null ||

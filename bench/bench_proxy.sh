@@ -5,7 +5,30 @@
 # Usage (root): EGRESSD_BIN=build/egressd/egressd bench/bench_proxy.sh
 #   BENCH_SECONDS  seconds per measurement (default 3)
 #   BENCH_CONC     concurrencies (default "1 16 64")
+#   BENCH_CONNS    "keep", "close" or both (default "keep close")
 #   BENCH_BULK_MB  size of the bulk download (default 256)
+#   BENCH_ONLY     the cases to run (default all): direct passthrough
+#                  terminating term_plain inject_1m term_plain_1m bulk
+#                  mitmdump nginx; "vault" = the four vault cases
+#   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
+#                  back to back, the order swapped every round; the
+#                  report gives every round's ratio, the median and range
+#   BENCH_CALLGRIND=1  instead of wrk: egressd under valgrind
+#                  --tool=callgrind, each vault case a fixed number of
+#                  keep-alive requests (BENCH_REQS at 1 KiB, default 2000;
+#                  BENCH_REQS_1M at 1 MiB, default 40) from one curl, its
+#                  instructions (Ir) per request from a zero/dump pair of
+#                  callgrind_control; the dumps stay in BENCH_OUT
+#                  (default /tmp/bench_proxy.callgrind) for
+#                  callgrind_annotate
+#   BENCH_CREDS    credentials in the vault (default 1: the injected one;
+#                  more are random values of 20-100 bytes, bound to
+#                  nothing, that every injected response is redacted
+#                  against too)
+#   BENCH_BODY     x (default: the letter x) or b64 (base64 text of random
+#                  bytes: the secrets' alphabet) for the 1 KiB and 1 MiB
+#                  bodies
+#   BENCH_PERF     a file: perf record egressd while it is measured
 #
 # Two throwaway namespaces joined by one veth (bench_lib.sh): the origin
 # ($UP, 203.0.113.7) is nginx (one worker) serving HTTPS for *.bench.test
@@ -38,11 +61,25 @@ CONCS=${BENCH_CONC:-1 16 64}
 BULK_MB=${BENCH_BULK_MB:-256}
 CONNS=${BENCH_CONNS:-keep close}
 PERF=${BENCH_PERF:-} # a file: perf record egressd while it is measured
+ONLY=" ${BENCH_ONLY:-all} "
+ONLY=${ONLY/ vault / terminating term_plain inject_1m term_plain_1m }
+ROUNDS=${BENCH_ROUNDS:-1}
+CALLGRIND=${BENCH_CALLGRIND:-}
+REQS=${BENCH_REQS:-2000}
+REQS_1M=${BENCH_REQS_1M:-40}
+CG_OUT=${BENCH_OUT:-/tmp/bench_proxy.callgrind}
+CREDS=${BENCH_CREDS:-1}
+BODY=${BENCH_BODY:-x}
+# want CASE: is CASE among BENCH_ONLY?
+want() { [ "$ONLY" = " all " ] || [[ "$ONLY" == *" $1 "* ]]; }
 . "$(dirname "$0")/bench_lib.sh"
 bench_init bench_proxy bp
 bench_need_root
-for t in wrk nginx mitmdump dnsmasq openssl; do
-	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light mitmproxy dnsmasq-base)"
+tools="wrk nginx dnsmasq openssl curl"
+want mitmdump && tools+=" mitmdump"
+[ -n "$CALLGRIND" ] && tools+=" valgrind callgrind_control"
+for t in $tools; do
+	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light mitmproxy dnsmasq-base curl valgrind)"
 done
 ORIGIN=203.0.113.7
 USR=nobody
@@ -67,15 +104,25 @@ chmod 644 "$DIR/ca.crt"
 
 # --- origin ----------------------------------------------------------------------
 mkdir -p "$DIR/www" "$DIR/ng-up"
-head -c 1024 /dev/zero | tr '\0' x >"$DIR/www/small"
-mount -t tmpfs -o size=$((BULK_MB + 16))m tmpfs "$DIR/www" 2>/dev/null &&
-    head -c 1024 /dev/zero | tr '\0' x >"$DIR/www/small"
-head -c $((BULK_MB << 20)) /dev/zero >"$DIR/www/bulk"
+# body N: N bytes of BENCH_BODY (x: the letter x; b64: base64 lines of
+# random bytes, the secrets' own alphabet, where the redactor's skip
+# filter can rarely skip)
+body()
+{
+	if [ "$BODY" = b64 ]; then
+		head -c "$1" /dev/urandom | base64 -w 76 | head -c "$1"
+	else
+		head -c "$1" /dev/zero | tr '\0' x
+	fi
+}
+mount -t tmpfs -o size=$((BULK_MB + 16))m tmpfs "$DIR/www" 2>/dev/null
+body 1024 >"$DIR/www/small"
+want bulk && head -c $((BULK_MB << 20)) /dev/zero >"$DIR/www/bulk"
 # the vault's cost: the same bodies (1 KiB, 1 MiB) on paths the binding
 # covers (/small, /inj/*: injected, response redacted) and on one it does
 # not (/plain/*: terminated only)
 mkdir -p "$DIR/www/plain" "$DIR/www/inj"
-head -c $((1 << 20)) /dev/zero | tr '\0' x >"$DIR/www/plain/mid"
+body $((1 << 20)) >"$DIR/www/plain/mid"
 cp "$DIR/www/small" "$DIR/www/plain/small"
 cp "$DIR/www/plain/mid" "$DIR/www/inj/mid"
 cat >"$DIR/ng-up/nginx.conf" <<EOF
@@ -115,26 +162,42 @@ for i in $(seq 50); do
 done
 
 # --- the client ------------------------------------------------------------------
-# wrk_run LABEL URL CONC CLOSE [CA]: one measurement; prints "rps p50 p99"
-# (milliseconds) into $DIR/res/LABEL-CONC-CLOSE.
+# wrk_run LABEL URL CONC CLOSE [CA]: one measurement; prints "rps p50 p99
+# requests syscalls cpu_us" (milliseconds; when SYSPID is set, egressd's
+# read and write calls per request from /proc/PID/io and its CPU time
+# per request in microseconds from schedstat, which the machine's load
+# moves far less than req/s) into $DIR/res/LABEL-CONC-CLOSE.
 mkdir -p "$DIR/res"
 chmod 777 "$DIR/res"
+SYSPID=
+# sysc: egressd's read + write system calls and its CPU nanoseconds so
+# far ("0 0" without SYSPID)
+sysc()
+{
+	[ -n "$SYSPID" ] || { echo 0 0; return; }
+	awk '/^sysc[rw]:/ {n += $2} END {printf "%d ", n}' "/proc/$SYSPID/io"
+	cat "/proc/$SYSPID"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f\n", ns}'
+}
 wrk_run()
 {
-	local label=$1 url=$2 c=$3 close=$4 hdr=() t
+	local label=$1 url=$2 c=$3 close=$4 hdr=() t s0 s1 ns0 ns1
 	[ "$close" = close ] && hdr=(-H "Connection: close")
 	t=$c
 	[ "$t" -gt 2 ] && t=2
+	read -r s0 ns0 <<<"$(sysc)"
 	ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
 	    env SSL_CERT_FILE="${5:-$DIR/ca.crt}" \
 	    wrk -t"$t" -c"$c" -d"${DUR}s" --latency "${hdr[@]}" "$url" \
 	    >"$DIR/res/$label-$c-$close.out" 2>&1
-	awk '
+	read -r s1 ns1 <<<"$(sysc)"
+	awk -v sys=$((s1 - s0)) -v ns=$((ns1 - ns0)) '
 	    /Requests\/sec/ {rps=$2}
+	    / requests in / {n=$1}
 	    /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
 	    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0;
 	        if (v ~ /s$/) return v*1000; return v }
-	    END { printf "%s %.3f %.3f\n", rps, ms(p50), ms(p99) }' \
+	    END { printf "%s %.3f %.3f %d %.2f %.1f\n", rps, ms(p50), ms(p99), n,
+	        (n > 0 ? sys / n : 0), (n > 0 ? ns / n / 1000 : 0) }' \
 	    "$DIR/res/$label-$c-$close.out" >"$DIR/res/$label-$c-$close"
 }
 # wrk verifies nothing (it takes any certificate); the TLS path is the
@@ -161,33 +224,54 @@ measure()
 }
 
 # --- direct ---------------------------------------------------------------------------
-measure direct "https://pass.bench.test/small"
-bulk direct "https://pass.bench.test/bulk"
+want direct && measure direct "https://pass.bench.test/small"
+want bulk && bulk direct "https://pass.bench.test/bulk"
 
 # --- egressd --------------------------------------------------------------------------
-cat >"$DIR/policy.yaml" <<EOF
+# BENCH_CREDS - 1 more credentials (random, bound to nothing) beside the
+# injected one: every response to an injected request is redacted
+# against all of them
+{
+	cat <<EOF
 defaultAction: deny
 egress:
   - {action: allow, target: "*.bench.test"}
 credentials:
   - {name: k, source: {type: file, path: $DIR/key}}
+EOF
+	for i in $(seq 2 "$CREDS"); do
+		printf '  - {name: x%d, source: {type: inline, value: "%s"}}\n' "$i" \
+		    "$(head -c 80 /dev/urandom | base64 -w0 | head -c $((20 + i * 37 % 81)))"
+	done
+	cat <<EOF
 bindings:
   - name: term
     match: {hosts: [term.bench.test], paths: ["/small", "/bulk", "/inj/*"]}
     auth: {type: bearer, credential: k}
 EOF
+} >"$DIR/policy.yaml"
 printf 'bench-secret\n' >"$DIR/key"
 chmod 600 "$DIR/policy.yaml" "$DIR/key"
 mkdir -p "$DIR/rules"
-start_ns=$(date +%s%N)
-ip netns exec "$SBX" "$EGRESSD_BIN" --policy "$DIR/policy.yaml" \
+run=("$EGRESSD_BIN")
+wait_s=10
+if [ -n "$CALLGRIND" ]; then
+	rm -rf "$CG_OUT"
+	mkdir -p "$CG_OUT"
+	run=(valgrind --tool=callgrind --callgrind-out-file="$CG_OUT/cg.%p"
+	    --compress-strings=no
+	    "$EGRESSD_BIN")
+	wait_s=120
+fi
+ip netns exec "$SBX" "${run[@]}" --policy "$DIR/policy.yaml" \
     --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" --http-addr "" \
     --log-file "$DIR/egressd.log" --proxy \
     --state-dir "$DIR/state" --trust-dir "$DIR/trust" --teardown-on-exit \
     >"$DIR/egressd.out" 2>&1 &
 EPID=$!
-bench_wait_ready "$EPID"
+bench_wait_ready "$EPID" "$wait_s"
 sleep 0.5
+[ -z "$CALLGRIND" ] && SYSPID=$EPID
 rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$EPID/status")
 if [ -n "$PERF" ]; then
 	perf record -g -o "$PERF" -p "$EPID" >/dev/null 2>&1 &
@@ -196,31 +280,92 @@ fi
 chmod 755 "$DIR/state"
 cat "$DIR/state/ca.crt" "$DIR/ca.crt" >"$DIR/both.crt"
 chmod 644 "$DIR/both.crt"
-measure passthrough "https://pass.bench.test/small"
-measure terminating "https://term.bench.test/small" "$DIR/both.crt"
-measure term_plain "https://term.bench.test/plain/small" "$DIR/both.crt"
-measure inject_1m "https://term.bench.test/inj/mid" "$DIR/both.crt"
-measure term_plain_1m "https://term.bench.test/plain/mid" "$DIR/both.crt"
+want passthrough && measure passthrough "https://pass.bench.test/small"
+
+# The vault's cost: an injected request against a terminated-only one to
+# the same host, same body size; per round the two run back to back,
+# plain first every other round (drift on the loaded machine falls on
+# both sides).
+vault_path()
+{
+	case $1 in
+	terminating) echo /small ;;
+	term_plain) echo /plain/small ;;
+	inject_1m) echo /inj/mid ;;
+	term_plain_1m) echo /plain/mid ;;
+	esac
+}
+# cg_case LABEL: BENCH_REQS (BENCH_REQS_1M) keep-alive requests of one
+# curl to LABEL's path, after one warm-up request (the leaf minted, an
+# origin session to resume); egressd's instructions for them per request
+# into $DIR/res/cg-LABEL, its dump into $CG_OUT/LABEL.callgrind.
+cg_case()
+{
+	local label=$1 url n i f
+	url="https://term.bench.test$(vault_path "${1%.r*}")"
+	n=$REQS
+	[[ $label == *_1m* ]] && n=$REQS_1M
+	for i in $(seq "$n"); do
+		printf 'url = "%s"\noutput = "/dev/null"\n' "$url"
+	done >"$DIR/res/$label.curl"
+	chmod 644 "$DIR/res/$label.curl"
+	cl() {
+		ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup \
+		    --clear-groups curl -sf --cacert "$DIR/both.crt" "$@"
+	}
+	cl -o /dev/null "$url" || die "$label: warm-up request failed"
+	callgrind_control -z "$EPID" >/dev/null 2>&1 || die "callgrind_control -z"
+	cl -K "$DIR/res/$label.curl" || die "$label: a request failed"
+	callgrind_control -d "$label" "$EPID" >/dev/null 2>&1 ||
+	    die "callgrind_control -d"
+	f=$(ls "$CG_OUT/cg.$EPID".[0-9]* 2>/dev/null | head -1)
+	[ -n "$f" ] || die "$label: no callgrind dump"
+	mv "$f" "$CG_OUT/$label.callgrind"
+	awk -v n="$n" '/^(summary|totals):/ {ir = $2}
+	    END {printf "%.0f %d\n", ir / n, n}' "$CG_OUT/$label.callgrind" \
+	    >"$DIR/res/cg-$label"
+}
+for r in $(seq "$ROUNDS"); do
+	order="terminating term_plain inject_1m term_plain_1m"
+	[ $((r % 2)) -eq 0 ] && order="term_plain terminating term_plain_1m inject_1m"
+	for k in $order; do
+		want "$k" || continue
+		if [ -n "$CALLGRIND" ]; then
+			cg_case "$k.r$r"
+		else
+			measure "$k.r$r" "https://term.bench.test$(vault_path "$k")" \
+			    "$DIR/both.crt"
+		fi
+	done
+done
+for c in $CONCS; do
+	for k in $CONNS; do
+		[ -f "$DIR/res/terminating.r1-$c-$k" ] &&
+		    cp "$DIR/res/terminating.r1-$c-$k" "$DIR/res/terminating-$c-$k"
+	done
+done
 cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
 c0=$(cpu)
-bulk passthrough "https://pass.bench.test/bulk"
+want bulk && bulk passthrough "https://pass.bench.test/bulk"
 c1=$(cpu)
-bulk terminating "https://term.bench.test/bulk" "$DIR/both.crt"
+want bulk && bulk terminating "https://term.bench.test/bulk" "$DIR/both.crt"
 c2=$(cpu)
 hz=$(getconf CLK_TCK)
 rss_busy=$(awk '/VmHWM/ {print $2}' "/proc/$EPID/status")
 [ -n "$PERF" ] && { kill -INT "$PERFPID"; wait "$PERFPID"; }
+SYSPID=
 kill "$EPID"
 wait "$EPID" 2>/dev/null
 
 # --- mitmdump (transparent, injecting addon) --------------------------------------------
-cat >"$DIR/inject.py" <<'EOF'
+if want mitmdump; then
+	cat >"$DIR/inject.py" <<'EOF'
 def request(flow):
     if flow.request.pretty_host == "term.bench.test":
         flow.request.headers["Authorization"] = "Bearer bench-secret"
 EOF
-mkdir -p "$DIR/mitm"
-ip netns exec "$SBX" nft -f - <<EOF
+	mkdir -p "$DIR/mitm"
+	ip netns exec "$SBX" nft -f - <<EOF
 table ip benchmitm {
 	chain out {
 		type nat hook output priority -100;
@@ -228,31 +373,33 @@ table ip benchmitm {
 	}
 }
 EOF
-ip netns exec "$SBX" env HOME="$DIR/mitm" mitmdump --mode transparent \
-    --listen-host 127.0.0.1 --listen-port 8080 -q -s "$DIR/inject.py" \
-    --set confdir="$DIR/mitm" --set ssl_verify_upstream_trusted_ca="$DIR/ca.crt" \
-    --set connection_strategy=lazy >"$DIR/mitm/out" 2>&1 &
-MPID=$!
-PIDS+=("$MPID")
-for i in $(seq 100); do
-	[ -f "$DIR/mitm/mitmproxy-ca-cert.pem" ] &&
-	    ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8080 && break
-	sleep 0.1
-done
-cat "$DIR/mitm/mitmproxy-ca-cert.pem" "$DIR/ca.crt" >"$DIR/mitm.crt"
-chmod 644 "$DIR/mitm.crt"
-measure mitmdump "https://term.bench.test/small" "$DIR/mitm.crt"
-kill "$MPID"
-ip netns exec "$SBX" nft delete table ip benchmitm
+	ip netns exec "$SBX" env HOME="$DIR/mitm" mitmdump --mode transparent \
+	    --listen-host 127.0.0.1 --listen-port 8080 -q -s "$DIR/inject.py" \
+	    --set confdir="$DIR/mitm" --set ssl_verify_upstream_trusted_ca="$DIR/ca.crt" \
+	    --set connection_strategy=lazy >"$DIR/mitm/out" 2>&1 &
+	MPID=$!
+	PIDS+=("$MPID")
+	for i in $(seq 100); do
+		[ -f "$DIR/mitm/mitmproxy-ca-cert.pem" ] &&
+		    ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8080 && break
+		sleep 0.1
+	done
+	cat "$DIR/mitm/mitmproxy-ca-cert.pem" "$DIR/ca.crt" >"$DIR/mitm.crt"
+	chmod 644 "$DIR/mitm.crt"
+	measure mitmdump "https://term.bench.test/small" "$DIR/mitm.crt"
+	kill "$MPID"
+	ip netns exec "$SBX" nft delete table ip benchmitm
+fi
 
 # --- nginx as a terminating injector -------------------------------------------------
-mkdir -p "$DIR/ng-sbx"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/t.key" -out "$DIR/t.csr" -subj "/CN=term.bench.test" 2>/dev/null
-printf 'subjectAltName=DNS:term.bench.test\n' >"$DIR/t.ext"
-openssl x509 -req -in "$DIR/t.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
-    -set_serial 8 -days 2 -extfile "$DIR/t.ext" -out "$DIR/t.crt" 2>/dev/null
-cat >"$DIR/ng-sbx/nginx.conf" <<EOF
+if want nginx; then
+	mkdir -p "$DIR/ng-sbx"
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	    -keyout "$DIR/t.key" -out "$DIR/t.csr" -subj "/CN=term.bench.test" 2>/dev/null
+	printf 'subjectAltName=DNS:term.bench.test\n' >"$DIR/t.ext"
+	openssl x509 -req -in "$DIR/t.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
+	    -set_serial 8 -days 2 -extfile "$DIR/t.ext" -out "$DIR/t.crt" 2>/dev/null
+	cat >"$DIR/ng-sbx/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
 pid $DIR/ng-sbx/pid;
@@ -281,51 +428,100 @@ http {
 	}
 }
 EOF
-ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
-NPID=$!
-PIDS+=("$NPID")
-for i in $(seq 50); do
-	ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8443 && break
-	sleep 0.1
-done
-echo "127.0.0.1 term.bench.test" >"/etc/netns/$SBX/hosts"
-measure nginx "https://term.bench.test:8443/small"
-kill "$NPID"
+	ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	NPID=$!
+	PIDS+=("$NPID")
+	for i in $(seq 50); do
+		ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8443 && break
+		sleep 0.1
+	done
+	echo "127.0.0.1 term.bench.test" >"/etc/netns/$SBX/hosts"
+	measure nginx "https://term.bench.test:8443/small"
+	kill "$NPID"
+fi
 
 # --- report ---------------------------------------------------------------------------
-r() { cat "$DIR/res/$1" 2>/dev/null || echo "0 0 0"; }
-printf '\n%-12s %-5s %4s %10s %8s %8s %9s %8s\n' mode conn c 'req/s' 'p50 ms' \
-    'p99 ms' 'x direct' 'p99 x'
-for close in $CONNS; do
-	for c in $CONCS; do
-		read -r drps dp50 dp99 <<<"$(r "direct-$c-$close")"
-		for m in direct passthrough terminating mitmdump nginx; do
-			read -r rps p50 p99 <<<"$(r "$m-$c-$close")"
-			awk -v m="$m" -v k="$close" -v c="$c" -v rps="$rps" -v p50="$p50" \
-			    -v p99="$p99" -v d="$drps" -v dp="$dp99" 'BEGIN {
-			    printf "%-12s %-5s %4s %10.0f %8.2f %8.2f %8.2fx %7.1fx\n",
-			    m, k, c, rps, p50, p99, (d > 0 ? rps / d : 0),
-			    (dp > 0 ? p99 / dp : 0) }'
+r() { cat "$DIR/res/$1" 2>/dev/null || echo "0 0 0 0 0 0"; }
+if [ -z "$CALLGRIND" ]; then
+	printf '\n%-12s %-5s %4s %10s %8s %8s %9s %8s\n' mode conn c 'req/s' \
+	    'p50 ms' 'p99 ms' 'x direct' 'p99 x'
+	for close in $CONNS; do
+		for c in $CONCS; do
+			read -r drps dp50 dp99 _ <<<"$(r "direct-$c-$close")"
+			for m in direct passthrough terminating mitmdump nginx; do
+				[ -f "$DIR/res/$m-$c-$close" ] || continue
+				read -r rps p50 p99 _ <<<"$(r "$m-$c-$close")"
+				awk -v m="$m" -v k="$close" -v c="$c" -v rps="$rps" \
+				    -v p50="$p50" -v p99="$p99" -v d="$drps" -v dp="$dp99" 'BEGIN {
+				    printf "%-12s %-5s %4s %10.0f %8.2f %8.2f %8.2fx %7.1fx\n",
+				    m, k, c, rps, p50, p99, (d > 0 ? rps / d : 0),
+				    (dp > 0 ? p99 / dp : 0) }'
+			done
 		done
 	done
-done
-printf '\nthe vault (injection + response redaction) against termination alone, req/s:\n'
-for close in $CONNS; do
-	for c in $CONCS; do
-		read -r a _ <<<"$(r "terminating-$c-$close")"
-		read -r b _ <<<"$(r "term_plain-$c-$close")"
-		read -r x _ <<<"$(r "inject_1m-$c-$close")"
-		read -r y _ <<<"$(r "term_plain_1m-$c-$close")"
-		awk -v k="$close" -v c="$c" -v a="$a" -v b="$b" -v x="$x" -v y="$y" 'BEGIN {
-		    printf "  %-5s c=%-3s 1 KiB: %.0f vs %.0f (%.2fx)   1 MiB: %.0f vs %.0f (%.2fx)\n",
-		    k, c, a, b, (b > 0 ? a / b : 0), x, y, (y > 0 ? x / y : 0) }'
+fi
+# stats "v1 v2 ...": "median [min-max]"
+stats()
+{
+	echo "$1" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1}
+	    END { if (NR == 0) { print "-"; exit }
+	        m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+	        printf "%.3f [%.3f-%.3f]", m, v[1], v[NR] }'
+}
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.3f", (y > 0 ? x / y : 0) }'; }
+# vault_report A B SIZE: per round A (injected) against B (terminated
+# only): req/s, or instructions per request
+vault_report()
+{
+	local a=$1 b=$2 size=$3 close c rr x y n xs ys xc yc ratios cpus
+	if [ -n "$CALLGRIND" ]; then
+		ratios=
+		for rr in $(seq "$ROUNDS"); do
+			[ -f "$DIR/res/cg-$a.r$rr" ] && [ -f "$DIR/res/cg-$b.r$rr" ] ||
+			    continue
+			read -r x n <<<"$(r "cg-$a.r$rr")"
+			read -r y _ <<<"$(r "cg-$b.r$rr")"
+			printf '  %-6s round %d: injected %d Ir/req, terminated only %d Ir/req: +%d, plain/injected %sx (%d requests)\n' \
+			    "$size" "$rr" "$x" "$y" $((x - y)) "$(ratio "$y" "$x")" "$n"
+			ratios+=" $(ratio "$y" "$x")"
+		done
+		[ -n "$ratios" ] &&
+		    printf '  %-6s plain/injected instructions: median [range] %s\n' \
+		    "$size" "$(stats "$ratios")"
+		return
+	fi
+	for close in $CONNS; do
+		for c in $CONCS; do
+			ratios= cpus=
+			for rr in $(seq "$ROUNDS"); do
+				[ -f "$DIR/res/$a.r$rr-$c-$close" ] &&
+				    [ -f "$DIR/res/$b.r$rr-$c-$close" ] || continue
+				read -r x _ _ _ xs xc <<<"$(r "$a.r$rr-$c-$close")"
+				read -r y _ _ _ ys yc <<<"$(r "$b.r$rr-$c-$close")"
+				printf '  %-6s %-5s c=%-3s round %d: %.0f vs %.0f req/s (%sx); egressd CPU %s vs %s us/req (%sx); syscalls/req %s vs %s\n' \
+				    "$size" "$close" "$c" "$rr" "$x" "$y" \
+				    "$(ratio "$x" "$y")" "$xc" "$yc" "$(ratio "$yc" "$xc")" \
+				    "$xs" "$ys"
+				ratios+=" $(ratio "$x" "$y")"
+				cpus+=" $(ratio "$yc" "$xc")"
+			done
+			[ -n "$ratios" ] &&
+			    printf '  %-6s %-5s c=%-3s injected/plain: req/s median [range] %s; CPU per request plain/injected %s\n' \
+			    "$size" "$close" "$c" "$(stats "$ratios")" "$(stats "$cpus")"
+		done
 	done
-done
-printf '\nbulk %s MiB, one download: direct %s MB/s, passthrough %s MB/s, terminating %s MB/s\n' \
-    "$BULK_MB" "$(cat "$DIR/res/bulk-direct")" "$(cat "$DIR/res/bulk-passthrough")" \
-    "$(cat "$DIR/res/bulk-terminating")"
-printf 'egressd CPU for the bulk download: passthrough %s s, terminating %s s\n' \
-    "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')" \
-    "$(awk -v a="$c1" -v b="$c2" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+}
+printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
+vault_report terminating term_plain "1 KiB"
+vault_report inject_1m term_plain_1m "1 MiB"
+if want bulk; then
+	printf '\nbulk %s MiB, one download: direct %s MB/s, passthrough %s MB/s, terminating %s MB/s\n' \
+	    "$BULK_MB" "$(cat "$DIR/res/bulk-direct")" "$(cat "$DIR/res/bulk-passthrough")" \
+	    "$(cat "$DIR/res/bulk-terminating")"
+	printf 'egressd CPU for the bulk download: passthrough %s s, terminating %s s\n' \
+	    "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')" \
+	    "$(awk -v a="$c1" -v b="$c2" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+fi
 printf 'egressd RSS: idle %s KiB, peak %s KiB\n' "$rss_idle" "$rss_busy"
+[ -n "$CALLGRIND" ] && printf 'callgrind dumps: %s (callgrind_annotate FILE)\n' "$CG_OUT"
 rm -f "/etc/netns/$SBX/hosts"

@@ -17,31 +17,40 @@
  * Field keys that, whatever the caller meant, may carry secret material.
  * Matched as whole keys or as a suffix after '_' or '.', case-insensitive.
  */
-static const char *const log_secret_keys[] = {
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "credential",
-    "authorization",
-    "cookie",
-    "value",
-    "privkey",
-    "private_key",
-    "api_key",
-    "apikey",
+static const struct {
+	const char *s;
+	size_t n;
+} log_secret_keys[] = {
+    {"token", 5},
+    {"secret", 6},
+    {"password", 8},
+    {"passwd", 6},
+    {"credential", 10},
+    {"authorization", 13},
+    {"cookie", 6},
+    {"value", 5},
+    {"privkey", 7},
+    {"private_key", 11},
+    {"api_key", 7},
+    {"apikey", 6},
 };
 
 static bool
-log_key_is_secret(const char *key)
+log_key_is_secret(const char *key, size_t klen)
 {
-	size_t i, klen = strlen(key);
+	size_t i;
+	char last;
 
+	if (klen == 0)
+		return false;
+	/* every line checks every key: the last letter rules most out */
+	last = (char)(key[klen - 1] | 0x20);
 	for (i = 0; i < sizeof(log_secret_keys) / sizeof(log_secret_keys[0]);
 	     i++) {
-		const char *s = log_secret_keys[i];
-		size_t slen = strlen(s);
-		if (klen < slen)
+		const char *s = log_secret_keys[i].s;
+		size_t slen = log_secret_keys[i].n;
+
+		if (klen < slen || s[slen - 1] != last)
 			continue;
 		if (strcasecmp(key + klen - slen, s) != 0)
 			continue;
@@ -172,8 +181,10 @@ struct log_buf {
 static void
 log_put(struct log_buf *b, const char *s, size_t n)
 {
-	/* Keep room for the closing "}\n" and NUL. */
-	if (b->len + n + 3 > b->cap) {
+	/* Keep room for the closing "}\n" and NUL. Once something did not
+	 * fit nothing more is written: the line is cut back to a field
+	 * boundary (log_format), which a later, shorter piece could move. */
+	if (b->trunc || b->len + n + 3 > b->cap) {
 		b->trunc = true;
 		return;
 	}
@@ -201,6 +212,16 @@ log_put_json_str(struct log_buf *b, const char *s, size_t max)
 		char esc[8];
 		size_t l;
 
+		/* runs of printable ASCII go out as they are, in one piece */
+		for (l = i; l < n && u[l] >= 0x20 && u[l] < 0x7f &&
+		     u[l] != '"' && u[l] != '\\';
+		     l++)
+			;
+		if (l > i) {
+			log_put(b, s + i, l - i);
+			i = l;
+			continue;
+		}
 		switch (u[i]) {
 		case '"':
 			log_put(b, "\\\"", 2);
@@ -245,6 +266,31 @@ log_put_json_str(struct log_buf *b, const char *s, size_t max)
 	log_put(b, "\"", 1);
 }
 
+/* Decimal digits of v, without printf. */
+static void
+log_put_u64(struct log_buf *b, unsigned long long v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	log_put(b, d + i, sizeof(d) - i);
+}
+
+static void
+log_put_i64(struct log_buf *b, long long v)
+{
+	if (v < 0) {
+		log_put(b, "-", 1);
+		/* -(v + 1) + 1: no overflow for LLONG_MIN */
+		log_put_u64(b, (unsigned long long)(-(v + 1)) + 1);
+	} else
+		log_put_u64(b, (unsigned long long)v);
+}
+
 static void
 log_put_key(struct log_buf *b, const char *key)
 {
@@ -253,16 +299,38 @@ log_put_key(struct log_buf *b, const char *key)
 	log_put(b, ":", 1);
 }
 
+/* The line's start up to the seconds' dot: {"ts":"YYYY-MM-DDTHH:MM:SS.
+ * (into out, LOG_TS_SECS bytes and a NUL). */
+static void
+log_ts_secs(uint64_t sec, char *out)
+{
+	static const char zero[] = "{\"ts\":\"0000-00-00T00:00:00.";
+	time_t t = (time_t)sec;
+	struct tm tm;
+	char tmp[64];
+
+	gmtime_r(&t, &tm);
+	/* fixed width, or a year out of 0..9999: zeros */
+	if (snprintf(tmp, sizeof(tmp),
+	        "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+	        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	        tm.tm_sec) != LOG_TS_SECS)
+		memcpy(tmp, zero, LOG_TS_SECS);
+	memcpy(out, tmp, LOG_TS_SECS);
+	out[LOG_TS_SECS] = '\0';
+}
+
+static size_t log_format_ts(const struct log *lg, struct log_buf *b,
+    const char *secs, unsigned ms, enum log_level lvl, const char *ev,
+    const struct log_field *fields);
+
 size_t
 log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
     const char *ev, const struct log_field *fields)
 {
 	struct log_buf b = {.p = buf, .len = 0, .cap = buflen, .trunc = false};
-	char tmp[64];
+	char secs[LOG_TS_SECS + 1];
 	uint64_t ms;
-	time_t secs;
-	struct tm tm;
-	const struct log_field *f;
 
 	if (buflen < 64) {
 		if (buflen > 0)
@@ -270,81 +338,96 @@ log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
 		return 0;
 	}
 	ms = lg->clock != NULL ? lg->clock(lg->clock_arg) : log_wall_ms(NULL);
-	secs = (time_t)(ms / 1000);
-	gmtime_r(&secs, &tm);
-	(void)snprintf(tmp, sizeof(tmp),
-	    "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03uZ\"",
-	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	    tm.tm_sec, (unsigned)(ms % 1000));
-	log_puts(&b, tmp);
-	log_puts(&b, ",\"lvl\":\"");
-	log_puts(&b, log_level_name(lvl));
-	log_puts(&b, "\",\"ev\":");
-	log_put_json_str(&b, ev != NULL ? ev : "unknown", 64);
+	log_ts_secs(ms / 1000, secs);
+	return log_format_ts(
+	    lg, &b, secs, (unsigned)(ms % 1000), lvl, ev, fields);
+}
+
+/* log_format with the timestamp's seconds already written (buflen >= 64). */
+static size_t
+log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
+    unsigned ms, enum log_level lvl, const char *ev,
+    const struct log_field *fields)
+{
+	char *buf = b->p;
+	char tmp[64];
+	const struct log_field *f;
+	size_t whole; /* bytes up to the end of the last whole field */
+
+	log_put(b, secs, LOG_TS_SECS);
+	tmp[0] = (char)('0' + ms / 100);
+	tmp[1] = (char)('0' + ms / 10 % 10);
+	tmp[2] = (char)('0' + ms % 10);
+	log_put(b, tmp, 3);
+	log_puts(b, "Z\",\"lvl\":\"");
+	log_puts(b, log_level_name(lvl));
+	log_puts(b, "\",\"ev\":");
+	log_put_json_str(b, ev != NULL ? ev : "unknown", 64);
 	if (lg->sandbox_id != NULL) {
-		log_put_key(&b, "sandbox");
-		log_put_json_str(&b, lg->sandbox_id, 256);
+		log_put_key(b, "sandbox");
+		log_put_json_str(b, lg->sandbox_id, 256);
 	}
+	whole = b->len;
 	for (f = fields; f != NULL && f->type != LOG_T_END; f++) {
 		if (f->type == LOG_T_NONE || f->key == NULL)
 			continue;
-		log_put_key(&b, f->key);
-		if (log_key_is_secret(f->key)) {
-			log_puts(&b, "\"[REDACTED]\"");
+		log_put_key(b, f->key);
+		if (log_key_is_secret(f->key, strlen(f->key))) {
+			log_puts(b, "\"[REDACTED]\"");
+			if (!b->trunc)
+				whole = b->len;
 			continue;
 		}
 		switch (f->type) {
 		case LOG_T_STR:
 			if (f->v.s == NULL)
-				log_puts(&b, "null");
+				log_puts(b, "null");
 			else
-				log_put_json_str(&b, f->v.s, LOG_FIELD_STR_MAX);
+				log_put_json_str(b, f->v.s, LOG_FIELD_STR_MAX);
 			break;
 		case LOG_T_INT:
-			(void)snprintf(tmp, sizeof(tmp), "%lld", f->v.i);
-			log_puts(&b, tmp);
+			log_put_i64(b, f->v.i);
 			break;
 		case LOG_T_UINT:
-			(void)snprintf(tmp, sizeof(tmp), "%llu", f->v.u);
-			log_puts(&b, tmp);
+			log_put_u64(b, f->v.u);
 			break;
 		case LOG_T_BOOL:
-			log_puts(&b, f->v.b ? "true" : "false");
+			log_puts(b, f->v.b ? "true" : "false");
 			break;
 		case LOG_T_DOUBLE:
 			/* JSON has no NaN/Inf. */
 			if (f->v.d != f->v.d || f->v.d > 1e300 ||
 			    f->v.d < -1e300)
-				log_puts(&b, "null");
+				log_puts(b, "null");
 			else {
 				(void)snprintf(
 				    tmp, sizeof(tmp), "%.6g", f->v.d);
-				log_puts(&b, tmp);
+				log_puts(b, tmp);
 			}
 			break;
 		default:
-			log_puts(&b, "null");
+			log_puts(b, "null");
 			break;
 		}
+		if (!b->trunc)
+			whole = b->len;
 	}
-	if (b.trunc) {
-		/* Drop a possibly half-written value; keep the line valid. */
+	if (b->trunc) {
+		/* Drop the field that did not fit whole (a string value may
+		 * hold commas: cut where the last whole field ended); keep
+		 * the line valid. */
 		static const char mark[] = ",\"trunc\":true";
-		size_t keep = b.len;
-		while (keep > 0 && buf[keep - 1] != ',')
-			keep--;
-		if (keep > 0)
-			keep--;
-		b.len = keep;
-		if (b.len + sizeof(mark) - 1 + 3 <= b.cap) {
-			memcpy(buf + b.len, mark, sizeof(mark) - 1);
-			b.len += sizeof(mark) - 1;
+
+		b->len = whole;
+		if (b->len + sizeof(mark) - 1 + 3 <= b->cap) {
+			memcpy(buf + b->len, mark, sizeof(mark) - 1);
+			b->len += sizeof(mark) - 1;
 		}
 	}
-	buf[b.len++] = '}';
-	buf[b.len++] = '\n';
-	buf[b.len] = '\0';
-	return b.len;
+	buf[b->len++] = '}';
+	buf[b->len++] = '\n';
+	buf[b->len] = '\0';
+	return b->len;
 }
 
 void
@@ -352,11 +435,20 @@ log_emit(struct log *lg, enum log_level lvl, const char *ev,
     const struct log_field *fields)
 {
 	char buf[LOG_LINE_MAX];
+	struct log_buf b = {.p = buf, .len = 0, .cap = sizeof(buf)};
 	size_t n, off = 0;
+	uint64_t ms;
 
 	if (lg == NULL || lvl < lg->min_level || lg->fd < 0)
 		return;
-	n = log_format(lg, buf, sizeof(buf), lvl, ev, fields);
+	ms = lg->clock != NULL ? lg->clock(lg->clock_arg) : log_wall_ms(NULL);
+	/* the date and time change once a second, the lines far more often */
+	if (lg->ts_sec != ms / 1000 || lg->ts[0] == '\0') {
+		lg->ts_sec = ms / 1000;
+		log_ts_secs(lg->ts_sec, lg->ts);
+	}
+	n = log_format_ts(
+	    lg, &b, lg->ts, (unsigned)(ms % 1000), lvl, ev, fields);
 	/* One write per line so concurrent writers never interleave mid-line
 	 * on pipes; retry only on EINTR and short writes. */
 	while (off < n) {

@@ -22,6 +22,7 @@
 
 #define LOG_LINE_MAX 8192 /* longer lines are cut and marked "trunc":true */
 #define LOG_FIELD_STR_MAX 1024 /* one string field, before escaping */
+#define LOG_TS_SECS 27 /* {"ts":"YYYY-MM-DDTHH:MM:SS. */
 
 enum log_level {
 	LOG_DEBUG = 0,
@@ -77,6 +78,9 @@ struct log {
 	log_clock_fn clock;
 	void *clock_arg;
 	uint64_t lines, dropped; /* counters for metrics */
+	/* log_emit's timestamp up to the seconds, for ts_sec (a cache) */
+	uint64_t ts_sec;
+	char ts[LOG_TS_SECS + 1];
 };
 
 /* Logs to fd (borrowed). */

@@ -70,6 +70,8 @@ enum http_phase {
 /* Requests forwarded and not yet answered (pipelining bound): the
  * client's stream pauses beyond it. */
 #define PROXY_PIPELINE_MAX 16
+/* in-place redaction: chains of a response body looked at per scan */
+#define PROXY_RED_SEGS 16
 
 /* One message body's framing, either direction. */
 struct proxy_body {
@@ -901,6 +903,32 @@ proxy_add_secret(struct evbuffer *out, uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * The rewritten request (tmp: plain pieces and wiped secret ones) to out
+ * as one wiped piece: one TLS record and one write for a head instead of
+ * one per piece. tmp is drained (its secret pieces wiped). -1: out of
+ * memory (tmp left as it was).
+ */
+static int
+proxy_add_joined(struct evbuffer *out, struct evbuffer *tmp)
+{
+	size_t n = evbuffer_get_length(tmp);
+	uint8_t *p;
+
+	if (n == 0)
+		return 0;
+	if ((p = malloc(n)) == NULL)
+		return -1;
+	if (evbuffer_copyout(tmp, p, n) != (ev_ssize_t)n) {
+		free(p);
+		return -1;
+	}
+	if (proxy_add_secret(out, p, n) == -1)
+		return -1;
+	evbuffer_drain(tmp, n);
+	return 0;
+}
+
 /* Why a rewrite was refused: fixed text for the log and the decision. */
 struct proxy_subst_refusal {
 	int status;
@@ -1020,7 +1048,8 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		         h->query.p, h->query.n, &budget, r)) != 0)
 			goto out;
 	}
-	if (evbuffer_add_printf(tmp, " HTTP/1.%d\r\n", h->minor) < 0)
+	if (evbuffer_add(tmp, h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
+	        11) == -1)
 		goto nomem;
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
@@ -1033,7 +1062,8 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
 		    evbuffer_add(tmp, ": ", 2) == -1)
 			goto nomem;
-		if (vault_subst_header_ok(f->name.p, f->name.n))
+		if ((vi->subst_in & POLICY_SUBST_HEADER) &&
+		    vault_subst_header_ok(f->name.p, f->name.n))
 			rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
 			    f->value.p, f->value.n, &budget, r);
 		else
@@ -1183,8 +1213,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		rc = proxy_vault_rewrite(
 		    c, tmp, v, &vi, h, bs, body, blen, &body_done, &r);
 		if (rc == 0 &&
-		    evbuffer_add_buffer(bufferevent_get_output(c->up), tmp) ==
-		        -1)
+		    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
 			rc = -2;
 		evbuffer_free(tmp); /* wipes what did not go */
 		if (rc == -1) {
@@ -1296,9 +1325,13 @@ proxy_add_redacted(
     struct evbuffer *out, const struct vault *v, const struct http_header *f)
 {
 	size_t n;
-	char *red = vault_redact_header(v, f->value.p, f->value.n, &n);
+	char *red;
 	int rc;
 
+	/* a name cannot be rewritten: the field is dropped */
+	if (vault_redact_any(v, f->name.p, f->name.n))
+		return 0;
+	red = vault_redact_header(v, f->value.p, f->value.n, &n);
 	if (red == NULL && n == SIZE_MAX)
 		return 0; /* no memory to redact it: dropped */
 	rc = evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name.n,
@@ -1310,6 +1343,36 @@ proxy_add_redacted(
 	return rc;
 }
 
+/*
+ * The status line line[0..n) (its CRLF included) to out, redacted like a
+ * header value (the reason phrase is the origin's text); http11: its
+ * version ("HTTP/1.x", checked by the parser) written as HTTP/1.1, and
+ * the line redacted as it goes out. -1: out of memory.
+ */
+static int
+proxy_add_status_line(struct evbuffer *out, const struct vault *v,
+    const char *line, size_t n, bool http11)
+{
+	char *copy = NULL, *red;
+	size_t rn;
+	int rc;
+
+	if (http11 && n >= 8) {
+		if ((copy = malloc(n)) == NULL)
+			return -1;
+		memcpy(copy, "HTTP/1.1", 8);
+		memcpy(copy + 8, line + 8, n - 8);
+		line = copy;
+	}
+	red = vault_redact_header(v, line, n, &rn);
+	rc = red != NULL     ? evbuffer_add(out, red, rn)
+	    : rn == SIZE_MAX ? -1
+	                     : evbuffer_add(out, line, n);
+	free(red);
+	free(copy);
+	return rc;
+}
+
 /* A field of a response to be decoded that goes: not its framing, not
  * the coding egressd removes. */
 static bool
@@ -1318,6 +1381,78 @@ proxy_decoded_keeps(const struct http_span *name)
 	return !http_span_ieq(name, "content-encoding") &&
 	    !http_span_ieq(name, "content-length") &&
 	    !http_span_ieq(name, "transfer-encoding");
+}
+
+/*
+ * A span of a redacted Content-Length body (vault_redact_scan): its bytes
+ * are still in the origin's input buffer, so clean ones move to the
+ * client's without a copy; masked ones are dropped and written as '*';
+ * kept ones the redactor copied (a possible secret's beginning).
+ */
+static void
+proxy_red_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
+{
+	struct proxy_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	uint8_t stars[256];
+
+	if (!(flags & VAULT_SPAN_HELD)) {
+		if (flags == 0) {
+			(void)evbuffer_remove_buffer(in, out, n);
+			c->down_bytes += n;
+			return;
+		}
+		(void)evbuffer_drain(in, n);
+		if (flags & VAULT_SPAN_KEPT)
+			return;
+	} else if (!(flags & VAULT_SPAN_MASKED)) {
+		(void)evbuffer_add(out, p, n);
+		c->down_bytes += n;
+		return;
+	}
+	c->down_bytes += n;
+	memset(stars, '*', sizeof(stars));
+	for (; n > sizeof(stars); n -= sizeof(stars))
+		(void)evbuffer_add(out, stars, sizeof(stars));
+	(void)evbuffer_add(out, stars, n);
+}
+
+/*
+ * The Content-Length body bytes in in, redacted where they are: read in
+ * place through evbuffer_peek, moved on by proxy_red_span (moving and
+ * dropping from the front leaves the rest of in where the redactor reads
+ * it). What in holds is all that is here now: a pause (FLUSH) unless
+ * the body ends in it.
+ */
+static void
+proxy_vault_length(struct proxy_conn *c, struct evbuffer *in)
+{
+	struct proxy_body *b = &c->rbody;
+	struct evbuffer_iovec vec[PROXY_RED_SEGS];
+	struct vault_seg seg[PROXY_RED_SEGS];
+	size_t n, len, i, k;
+	enum vault_redact_mode mode;
+
+	while (b->left > 0 && (len = evbuffer_get_length(in)) > 0) {
+		n = len < b->left ? len : (size_t)b->left;
+		k = (size_t)evbuffer_peek(
+		    in, (ev_ssize_t)n, NULL, vec, PROXY_RED_SEGS);
+		if (k > PROXY_RED_SEGS)
+			k = PROXY_RED_SEGS;
+		/* the last chain may go on past n */
+		for (i = 0, len = 0; i < k && len < n; i++) {
+			seg[i].p = vec[i].iov_base;
+			seg[i].n =
+			    vec[i].iov_len < n - len ? vec[i].iov_len : n - len;
+			len += seg[i].n;
+		}
+		b->left -= len;
+		mode = b->left == 0                 ? VAULT_REDACT_END
+		    : len < evbuffer_get_length(in) ? VAULT_REDACT_MORE
+		                                    : VAULT_REDACT_FLUSH;
+		vault_redact_scan(c->red, seg, i, mode, proxy_red_span, c);
+	}
 }
 
 /*
@@ -1346,12 +1481,19 @@ proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
 		        : "a body until close on an injected request");
 		return -1;
 	}
+	if (!close && !decode && !vault_redact_any(v, buf, end)) {
+		/* nothing to redact anywhere in it, nothing to drop or add:
+		 * as it came */
+		if (evbuffer_add(out, buf, end) == -1)
+			return -2;
+		c->down_bytes += end;
+		return 0;
+	}
 	eol = memchr(buf, '\n', end);
 	rl = eol != NULL ? (size_t)(eol - buf) + 1 : end;
-	/* "HTTP/1.x" is checked by the parser: only the version changes */
-	if (decode ? evbuffer_add(out, "HTTP/1.1", 8) == -1 ||
-	            evbuffer_add(out, buf + 8, rl - 8) == -1
-	           : evbuffer_add(out, buf, rl) == -1)
+	/* the status line's reason phrase is the origin's text too; with
+	 * decode, "HTTP/1.x" (checked by the parser) becomes HTTP/1.1 */
+	if (proxy_add_status_line(out, v, buf, rl, decode) == -1)
 		return -2;
 	for (i = 0; i < h->nh; i++) {
 		const struct http_header *f = &h->h[i];
@@ -1465,8 +1607,12 @@ proxy_vault_body(
 
 	*done = false;
 	if (b->kind == HTTP_BODY_LENGTH) {
-		while (b->left > 0 && evbuffer_get_length(in) > 0 &&
-		    !proxy_decode_full(c)) {
+		if (c->dec == NULL)
+			/* the bytes are in in: redacted where they are */
+			proxy_vault_length(c, in);
+		/* decoded bytes are not: decoded, then fed */
+		while (c->dec != NULL && b->left > 0 &&
+		    evbuffer_get_length(in) > 0 && !proxy_decode_full(c)) {
 			n = evbuffer_get_length(in);
 			if (n > step)
 				n = step;

@@ -15,6 +15,10 @@
  *  - after each feed at most vault_redact_holdback() bytes are held, and
  *    after a flush the held bytes are a proper prefix of some form;
  *  - the same redactor gives the same output for a second stream;
+ *  - the in-place interface (vault_redact_scan), in writes of one or two
+ *    pieces cut at the same offsets, gives that output too, names every
+ *    byte of the caller's once and in order, and never reads a byte again
+ *    once it named it (the caller overwrites each at once);
  *  - vault_redact_header returns NULL (length 0) exactly when no form
  *    occurs, otherwise the input with each maximal covered run replaced by
  *    "[REDACTED]", and no form occurs in it outside those replacements.
@@ -28,7 +32,7 @@
 #include "policy/policy.h"
 #include "vault/vault.h"
 
-#define FZ_BODY_MAX 65536 /* above VAULT_REDACT_CHUNK: feeds that split */
+#define FZ_BODY_MAX 65536 /* large feeds: many skip windows per piece */
 #define FZ_CUTS_MAX 16
 #define FZ_VALUES_MAX 3
 #define FZ_VALUE_MAX 24
@@ -353,6 +357,94 @@ stream(struct vault_redactor *r, const struct model *m, size_t hold,
 	check(s->n == n);
 }
 
+/*
+ * The in-place interface (vault_redact_scan) as the proxy drives it: the
+ * cuts in turn end a write (one scan, FLUSH or MORE) and split a write
+ * into two pieces; the caller consumes its bytes as the spans name them
+ * and overwrites them at once with '*' runs and a form's bytes (a byte
+ * read again after its span would show), each clean span points at the
+ * first unconsumed byte, and a scan consumes its whole write.
+ */
+struct caller {
+	struct sink *s;
+	const struct model *m;
+	uint8_t *front;
+	size_t left;
+};
+
+static void
+caller_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
+{
+	struct caller *c = arg;
+	struct sink *s = c->s;
+	const struct pat *t = &c->m->pats[0];
+	size_t i;
+
+	check(n > 0);
+	if (!(flags & VAULT_SPAN_KEPT)) {
+		check(s->n + n <= sizeof(s->buf));
+		if (flags & VAULT_SPAN_MASKED)
+			memset(s->buf + s->n, '*', n);
+		else
+			memcpy(s->buf + s->n, p, n);
+		s->n += n;
+	}
+	if (flags & VAULT_SPAN_HELD) {
+		check(!(flags & VAULT_SPAN_KEPT));
+		return;
+	}
+	check(n <= c->left);
+	check((flags & (VAULT_SPAN_KEPT | VAULT_SPAN_MASKED)) ? p == NULL
+	                                                      : p == c->front);
+	for (i = 0; i < n; i++)
+		c->front[i] = t->p[i % t->n];
+	c->front += n;
+	c->left -= n;
+}
+
+static void
+stream_scan(struct vault_redactor *r, const struct model *m, size_t hold,
+    const uint8_t *in, size_t n, const size_t *cuts, size_t ncuts, bool flush,
+    struct sink *s)
+{
+	static uint8_t buf[FZ_BODY_MAX];
+	struct caller c = {s, m, NULL, 0};
+	struct vault_seg seg[2];
+	size_t at = 0, i = 0, nseg, end;
+
+	memcpy(buf, in, n);
+	s->n = 0;
+	while (at <= n) {
+		nseg = 0;
+		end = i < ncuts ? cuts[i++] : n;
+		seg[nseg].p = buf + at;
+		seg[nseg++].n = end - at;
+		if (i < ncuts && end < n) {
+			size_t e2 = cuts[i++];
+
+			seg[nseg].p = buf + end;
+			seg[nseg++].n = e2 - end;
+			end = e2;
+		}
+		c.front = buf + at;
+		c.left = end - at;
+		vault_redact_scan(r, seg, nseg,
+		    flush ? VAULT_REDACT_FLUSH : VAULT_REDACT_MORE, caller_span,
+		    &c);
+		check(c.left == 0);
+		check(s->n <= end && end - s->n <= hold);
+		if (flush && s->n < end)
+			check(pending(m, in + s->n, end - s->n));
+		if (end == n)
+			break;
+		at = end;
+	}
+	c.front = buf + n;
+	c.left = 0;
+	vault_redact_scan(r, NULL, 0, VAULT_REDACT_END, caller_span, &c);
+	check(s->n == n);
+}
+
 static void
 check_no_form(const struct model *m, const uint8_t *out, size_t n)
 {
@@ -502,6 +594,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The same redactor, a second stream in one piece. */
 	stream(r, m, vault_redact_holdback(v), in, n, NULL, 0, false, &s2);
 	check(memcmp(s2.buf, want, n) == 0);
+	/* And in place, in writes of one or two pieces. */
+	stream_scan(
+	    r, m, vault_redact_holdback(v), in, n, cuts, ncuts, flush, &s2);
+	check(memcmp(s2.buf, want, n) == 0);
+	check_no_form(m, s2.buf, n);
 	vault_redactor_free(r);
 
 	check_header(v, m, in, n, cov);

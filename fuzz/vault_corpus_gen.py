@@ -262,6 +262,45 @@ redact["large_cut"] = rd_input(large(), cuts=[16380])
 redact["large_flush"] = rd_input(large(), flush=True, cuts=[100, 16390])
 
 
+def lanes_body(runs):
+    """20000 bytes of '.' with runs of 'a' (start, length): with the
+    value "aaaaaaaa" every window ending in "aa" is a skip-filter
+    candidate (vault_redact.c's lanes are 4096 bytes apart and queue
+    256)."""
+    body = bytearray(b"." * 20000)
+    for at, n in runs:
+        body[at:at + n] = b"a" * n
+    return bytes(body)
+
+
+# a lane ahead fills its queue one candidate before the run's last match:
+# fed whole, the lanes' chunks are 4997 bytes (a quarter of the starts
+# with a whole window), the second lane's filter jumps 7 at a time over
+# the dots from 4997 and meets its first "aa" at 5095 = 5101 - 6, so the
+# run of 258 has 257 candidates
+redact["lanes_queue_full"] = rd_input(lanes_body([(5101, 258)]),
+                                      [b"aaaaaaaa"])
+redact["lanes_runs"] = rd_input(
+    lanes_body([(4090, 13), (8185, 300), (12280, 7), (16380, 260)]),
+    [b"aaaaaaaa"], flush=True, cuts=[4093, 8190, 8191, 16384])
+
+
+def near_misses():
+    """Every fixed value's first 2..len-1 bytes and a byte that breaks
+    it, back to back (the skip filter's and the groups' worst case)."""
+    out = b""
+    while len(out) < 30000:
+        for v in FIXED:
+            b = v.encode()
+            for k in range(2, len(b)):
+                out += b[:k] + (b"#" if b[k:k + 1] != b"#" else b"!")
+    return out[:30000]
+
+
+redact["near_misses"] = rd_input(near_misses(), flush=True,
+                                 cuts=[4096, 4100, 12288, 20000])
+
+
 def write(name, items):
     d = os.path.join(BASE, name)
     os.makedirs(d, exist_ok=True)

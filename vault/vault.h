@@ -253,10 +253,52 @@ void vault_subst_free(uint8_t *out, size_t len);
 struct vault_redactor;
 
 /* Per response stream; borrows v (which must outlive it). NULL when out
- * of memory. */
+ * of memory. Small: it holds at most vault_redact_holdback(v) bytes of
+ * the stream, plus twice that for windows across pieces. */
 struct vault_redactor *vault_redactor_new(const struct vault *v);
+
 /*
- * Consumes in[0..n) and calls emit with output bytes: the input with
+ * The in-place interface: the caller keeps the response bytes (e.g. in
+ * an evbuffer's chains) and the redactor reads them where they are and
+ * tells the caller, in stream order, what to do with each span of them:
+ * - flags 0: n clean bytes of the caller's input (p points at them):
+ *   send them as they are (move them, no copy needed);
+ * - VAULT_SPAN_MASKED: n bytes covered by a match (p is NULL): send n
+ *   '*' instead (drop the caller's bytes when not VAULT_SPAN_HELD);
+ * - VAULT_SPAN_HELD (with or without MASKED): bytes the redactor held
+ *   from an earlier scan, not the caller's input: copy them from p;
+ * - VAULT_SPAN_KEPT: n bytes of the caller's input the redactor copied
+ *   to hold them (p is NULL): consume them, send nothing.
+ * Every byte of seg[] is in exactly one span without VAULT_SPAN_HELD,
+ * held spans come first. The callback may consume the caller's bytes of
+ * a span at once (the redactor never reads a byte again once it is in a
+ * span) but must not move the bytes that follow it: dropping bytes from
+ * the front of an evbuffer (evbuffer_remove_buffer, evbuffer_drain)
+ * leaves the rest where it is.
+ * Modes: MORE (bytes follow: hold the last longest-pattern - 1), FLUSH
+ * (the origin paused: release all that cannot begin a match), END (the
+ * stream ended: release everything; r can then start a new stream).
+ */
+#define VAULT_SPAN_MASKED 0x1u
+#define VAULT_SPAN_HELD 0x2u
+#define VAULT_SPAN_KEPT 0x4u
+enum vault_redact_mode {
+	VAULT_REDACT_MORE,
+	VAULT_REDACT_FLUSH,
+	VAULT_REDACT_END,
+};
+struct vault_seg {
+	const uint8_t *p;
+	size_t n;
+};
+typedef void (*vault_span_fn)(
+    void *arg, const uint8_t *p, size_t n, unsigned flags);
+void vault_redact_scan(struct vault_redactor *r, const struct vault_seg *seg,
+    size_t nseg, enum vault_redact_mode mode, vault_span_fn out, void *arg);
+
+/*
+ * The copying interface (vault_redact_scan with one piece):
+ * consumes in[0..n) and calls emit with output bytes: the input with
  * every byte covered by a match replaced by '*' (length-preserving, so
  * Content-Length and chunk sizes stay valid). Holds back at most the
  * longest pattern's length - 1 bytes, so a match split across feeds is
@@ -279,6 +321,10 @@ void vault_redact_flush(struct vault_redactor *r,
 void vault_redactor_free(struct vault_redactor *r);
 /* The most bytes a feed may hold back (longest pattern - 1). */
 size_t vault_redact_holdback(const struct vault *v);
+
+/* Does any pattern occur in p[0..n)? (A response head with none is
+ * forwarded as it came.) */
+bool vault_redact_any(const struct vault *v, const void *p, size_t n);
 
 /*
  * Header (and trailer) values: each maximal run of bytes covered by

@@ -45,6 +45,12 @@ struct vault_pat {
 	size_t len;
 };
 
+/* The patterns that share their first q bytes (vault_redact.c). */
+struct vault_grp {
+	uint64_t key; /* those bytes (grp_key) */
+	uint32_t first, end; /* gpats[first, end), longest first; end 0: free */
+};
+
 /* Matcher tables, all in the arena (they reveal bytes of the values). */
 struct vault_match {
 	uint8_t *blob; /* every pattern's bytes */
@@ -58,12 +64,22 @@ struct vault_match {
 	/*
 	 * The skip filter (vault_redact.c): win is the window, the shortest
 	 * pattern's length capped at VAULT_SKIP_WIN_MAX, 0 when shorter than
-	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 << 8
-	 * | c1]: how far the window may move when its last two bytes are c0
-	 * c1 (0: some pattern may start at the window's first byte).
+	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 |
+	 * c1 << 8]: how far the window may move when its last two bytes are
+	 * c0 c1 (0: some pattern may start at the window's first byte).
 	 */
 	size_t win;
 	uint8_t shift[65536];
+	/*
+	 * Candidates by their first q bytes (the shortest pattern's length,
+	 * at most 8; 0 when shorter than 4: then every pattern of the first
+	 * byte is compared): a probe compares only the patterns that begin
+	 * with the bytes at hand. Open addressing, gmask + 1 slots.
+	 */
+	size_t q;
+	struct vault_pat *gpats;
+	struct vault_grp *grp;
+	size_t gmask;
 };
 
 struct vault {

@@ -61,6 +61,17 @@ tb_check_fails "the secret is nowhere in the response" \
 tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected \
     binding=a-api host=a.test method=GET path=/v1/me
 
+# the rest of the head is the origin's text too: the reason phrase is
+# redacted, a header named after the secret dropped
+out=$(tb_sandbox "${C[@]}" -D - -o /dev/null \
+    'https://a.test/v1/r?reason=Authorization&hname=Authorization')
+tb_expect_match "an echo in the reason phrase is redacted" \
+    '^HTTP/1.[01] 200 \[REDACTED\]$' "$(tr -d '\r' <<<"$out" | head -1)"
+tb_check_fails "... and one in a header's name dropped: no secret" \
+    grep -qF "$SECRET" <<<"$out"
+tb_expect_match "... the rest of the head arrives" '^Content-Type: ' \
+    "$(tr -d '\r' <<<"$out")"
+
 out=$(tb_sandbox "${C[@]}" -H 'Authorization: Bearer fake-key' \
     'https://a.test/v1/c?echo=Authorization&chunked=1')
 tb_expect_match "chunked echo: redacted and re-chunked intact" \

@@ -31,6 +31,10 @@ Query parameters shape the response (all bounded):
                      "Bearer ") rendered: "forms": {"b64", "b64url", "pct"}
   status=NNN         response status (default 200)
   location=URL       Location header (use with status=302 for redirects)
+  reason=Name        that request header's value as the status line's
+                     reason phrase
+  hname=Name         a response header named after that request header's
+                     value (its last space-separated word), value "1"
   bytes=N            body of N 'x' bytes instead of the JSON echo
   text=N             body of N bytes of text that compresses about 2:1: the
                      lines "%d %s\n" % (i, sha256(str(i)).hexdigest()),
@@ -281,8 +285,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             payload = ENCODERS[enc](b"x" * n)
             n = len(payload)
 
-        self.send_response(status)
+        self.send_response(status, self.headers.get(qget("reason", "")))
         self.send_header("Content-Type", ctype)
+        hname = self.headers.get(qget("hname", ""))
+        if hname is not None and hname.split():
+            self.send_header(hname.split()[-1], "1")
         for name, val in echoed:
             self.send_header("X-Echo-" + name, val)
         loc = qget("location")

@@ -200,6 +200,91 @@ test_emit_level_filter_and_fd(void **state)
 	log_clear(&lg);
 }
 
+/*
+ * log_emit keeps the date and time of the second it last wrote: each line
+ * it writes equals log_format's for the same clock, across a second's
+ * and a day's turn and back in time.
+ */
+static void
+test_emit_ts_cache(void **state)
+{
+	static const uint64_t at[] = {1764700000123ULL, 1764700000999ULL,
+	    1764700001000ULL, 1764700001005ULL, 1764719999999ULL,
+	    1764720000000ULL, 1764700000001ULL, 0, 253402300799999ULL};
+	struct log lg;
+	int p[2];
+	char want[LOG_LINE_MAX], got[LOG_LINE_MAX];
+	size_t i, n;
+	(void)state;
+
+	for (i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		assert_int_equal(pipe(p), 0);
+		log_init(&lg, p[1], LOG_DEBUG);
+		lg.clock = fixed_clock;
+		test_now = at[i];
+		lg.clock_arg = &test_now;
+		if (i > 0) /* the cache of the line before, as a daemon has */
+			lg.ts_sec = at[i - 1] / 1000;
+		if (i > 0 && i % 2 == 1) {
+			/* a first line at the earlier second fills it */
+			test_now = at[i - 1];
+			log_info(&lg, "t.first");
+			test_now = at[i];
+			n = (size_t)read(p[0], got, sizeof(got));
+			assert_true(n > 0);
+		}
+		log_info(&lg, "t.ev", LOG_U("u", 18446744073709551615ULL),
+		    LOG_I("min", -9223372036854775807LL - 1), LOG_I("z", 0),
+		    LOG_I("neg", -42));
+		n = (size_t)read(p[0], got, sizeof(got) - 1);
+		got[n] = '\0';
+		log_format(&lg, want, sizeof(want), LOG_INFO, "t.ev",
+		    (const struct log_field[]){LOG_BEGIN_,
+		        LOG_U("u", 18446744073709551615ULL),
+		        LOG_I("min", -9223372036854775807LL - 1), LOG_I("z", 0),
+		        LOG_I("neg", -42), LOG_END_});
+		assert_string_equal(got, want);
+		close(p[0]);
+		close(p[1]);
+		log_clear(&lg);
+	}
+	/* and the numbers are printf's */
+	assert_non_null(strstr(want, "\"u\":18446744073709551615,"));
+	assert_non_null(strstr(want, "\"min\":-9223372036854775808,"));
+	assert_non_null(strstr(want, "\"z\":0,\"neg\":-42}"));
+	test_now = 1764700000123ULL;
+}
+
+/* A line cut short drops the field that did not fit whole, even when a
+ * string value holds commas and escapes (a cut at its last comma would
+ * leave half a string). */
+static void
+test_truncation_commas(void **state)
+{
+	struct log lg;
+	char buf[200], val[400];
+	size_t i, cap;
+	json_t *j;
+	(void)state;
+
+	for (i = 0; i + 1 < sizeof(val); i++)
+		val[i] = "a,\"b\\,c"[i % 7];
+	val[sizeof(val) - 1] = '\0';
+	setup_log(&lg);
+	for (cap = 64; cap <= sizeof(buf); cap++) {
+		log_format(&lg, buf, cap, LOG_INFO, "t",
+		    (const struct log_field[]){LOG_BEGIN_, LOG_S("a", "x,y"),
+		        LOG_S("v", val), LOG_END_});
+		j = parse_line(buf);
+		/* the mark too, where it fits */
+		if (cap >= 100)
+			assert_true(json_is_true(json_object_get(j, "trunc")));
+		assert_null(json_object_get(j, "v"));
+		json_decref(j);
+	}
+	log_clear(&lg);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -253,6 +338,8 @@ main(void)
 	    cmocka_unit_test(test_secret_keys_redacted),
 	    cmocka_unit_test(test_truncation_stays_valid),
 	    cmocka_unit_test(test_emit_level_filter_and_fd),
+	    cmocka_unit_test(test_emit_ts_cache),
+	    cmocka_unit_test(test_truncation_commas),
 	    cmocka_unit_test(test_level_parse),
 	    cmocka_unit_test(test_limiter),
 	};

@@ -520,6 +520,310 @@ test_skip_filter(void **state)
 }
 
 /*
+ * Candidates are looked up by their first q bytes (the shortest form's
+ * length, at most 8): values that share those bytes, one a prefix of
+ * another, must still match longest first (a shorter match would leave
+ * the longer value's tail in the clear), near misses that share q bytes
+ * or more must not match, and q below 8 works the same. Every split.
+ */
+static void
+test_groups(void **state)
+{
+	static const char *const vals8[] = {
+	    "tok-1234", "tok-12345678", "tok-12345678-extra"};
+	static const char *const vals5[] = {
+	    "tok-1234", "tok-12345678", "tok-12345678-extra", "q5xyz"};
+	static const struct {
+		const char *const *vals;
+		size_t n;
+	} cases[] = {{vals8, 3}, {vals5, 4}};
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t in[512], want[512];
+	char y[512];
+	size_t c, i, k, n, o, cut;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct vault *v;
+		struct vault_redactor *r;
+
+		o = (size_t)snprintf(y, sizeof(y), "credentials:\n");
+		for (k = 0; k < cases[c].n; k++)
+			o += (size_t)snprintf(y + o, sizeof(y) - o,
+			    "  - {name: c%zu, source: {type: inline, value: "
+			    "%s}}\n",
+			    k, cases[c].vals[k]);
+		v = vault_of(y);
+		r = vault_redactor_new(v);
+		n = (size_t)snprintf((char *)in, sizeof(in),
+		    "a tok-12345678-extra b tok-12345678-extrX c tok-1234567X "
+		    "d tok-123X e tok-12345678-extratok-1234 f q5xy q5xyzq5xyz "
+		    "tok-1234");
+		reference(cases[c].vals, cases[c].n, in, n, want);
+		for (cut = 0; cut <= n; cut++) {
+			run(r, in, n, &cut, 1, s);
+			assert_int_equal(s->n, n);
+			if (memcmp(s->buf, want, n) != 0)
+				fail_msg("case %zu, cut at %zu: %.*s", c, cut,
+				    (int)n, s->buf);
+		}
+		for (i = 0; i < cases[c].n; i++)
+			assert_null(memmem(s->buf, n, cases[c].vals[i],
+			    strlen(cases[c].vals[i])));
+		vault_redactor_free(r);
+		vault_free(v);
+	}
+	free(s);
+}
+
+/*
+ * The skip filter's lanes (vault_redact.c): a lane ahead of the probing
+ * one queues its candidates and stops when its queue is full; the
+ * probing lane must then go on exactly where it stopped. With the value
+ * "aaaaaaaa" every window ending in "aa" is a candidate, so a run of
+ * about 258 'a' in the second lane's chunk (20000 bytes in one piece:
+ * four chunks of about 5000) has about 257 of them: for one of the
+ * lengths and offsets tried (where the filter's first candidate falls
+ * depends on its jumps over the dots) the queue (256) fills at the one
+ * before the run's last match, which alone covers the run's last byte.
+ * Then runs of other lengths across the lanes' boundaries.
+ */
+static void
+test_lanes(void **state)
+{
+	static const char *const pats[] = {"aaaaaaaa"};
+	struct vault *v =
+	    vault_of("credentials: [{name: a, source: {type: inline, value: "
+	             "aaaaaaaa}}]\n");
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	size_t n = 20000, i, k, len;
+	uint8_t *in = malloc(n), *want = malloc(n);
+
+	(void)state;
+	for (k = 1; k < 4 + 16 * 7; k++) {
+		memset(in, '.', n);
+		if (k >= 4)
+			memset(in + 5100 + (k - 4) % 7, 'a', 250 + (k - 4) / 7);
+		else
+			/* runs of 7..300 across the lanes' boundaries */
+			for (i = 60 * k, len = 7; i + len < n;
+			     i += 5000 - 3 * k, len = len * 7 % 293 + 7)
+				memset(in + i - len / 2, 'a', len);
+		reference(pats, 1, in, n, want);
+		run(r, in, n, NULL, 0, s);
+		assert_int_equal(s->n, n);
+		if (memcmp(s->buf, want, n) != 0)
+			fail_msg("layout %zu", k);
+	}
+	vault_redactor_free(r);
+	vault_free(v);
+	free(in);
+	free(want);
+	free(s);
+}
+
+/*
+ * The in-place interface as the proxy uses it: the response arrives in
+ * writes, each write in the caller's buffer as one or more pieces (an
+ * evbuffer's chains); each write is one vault_redact_scan over all its
+ * pieces. The caller consumes its bytes as the spans come, and scribbles
+ * over them at once (a form's bytes, so a byte the redactor read again
+ * after releasing it would change the output); a clean span must point
+ * at the caller's first unconsumed byte; every byte of a write is
+ * consumed by the end of its scan.
+ */
+struct caller {
+	struct sink *s;
+	uint8_t *front; /* the caller's first unconsumed byte */
+	size_t left; /* its unconsumed bytes in this write */
+	size_t spans;
+};
+
+static void
+scribble(uint8_t *p, size_t n)
+{
+	static const char f[] = "s3cr3t-K";
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)f[i % 8];
+}
+
+static void
+caller_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
+{
+	struct caller *c = arg;
+	struct sink *s = c->s;
+
+	assert_true(n > 0);
+	c->spans++;
+	if (flags & VAULT_SPAN_HELD) {
+		assert_false(flags & VAULT_SPAN_KEPT);
+		assert_true(s->n + n <= sizeof(s->buf));
+		if (flags & VAULT_SPAN_MASKED)
+			memset(s->buf + s->n, '*', n);
+		else
+			memcpy(s->buf + s->n, p, n);
+		s->n += n;
+		return;
+	}
+	assert_true(n <= c->left);
+	if (flags & VAULT_SPAN_KEPT)
+		assert_null(p);
+	else if (flags & VAULT_SPAN_MASKED) {
+		assert_null(p);
+		memset(s->buf + s->n, '*', n);
+		s->n += n;
+	} else {
+		assert_ptr_equal(p, c->front);
+		memcpy(s->buf + s->n, p, n);
+		s->n += n;
+	}
+	scribble(c->front, n);
+	c->front += n;
+	c->left -= n;
+}
+
+/* One write: in[0..n) (a copy, scribbled on) in pieces cut at cuts[]
+ * (offsets into it, ascending). */
+static void
+scan_write(struct vault_redactor *r, uint8_t *in, size_t n, const size_t *cuts,
+    size_t ncuts, enum vault_redact_mode mode, struct caller *c)
+{
+	struct vault_seg seg[8];
+	size_t i, at = 0, k = 0;
+
+	assert_true(ncuts < 8);
+	for (i = 0; i <= ncuts; i++) {
+		size_t end = i < ncuts ? cuts[i] : n;
+
+		seg[k].p = in + at;
+		seg[k++].n = end - at;
+		at = end;
+	}
+	c->front = in;
+	c->left = n;
+	vault_redact_scan(r, seg, k, mode, caller_span, c);
+	assert_int_equal(c->left, 0);
+}
+
+static void
+test_scan_pieces(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	struct caller c = {s, NULL, 0, 0};
+	uint8_t in[1024], want[1024], buf[1024];
+	size_t n, i, j, cuts[2];
+	int mode;
+
+	(void)state;
+	n = build_input(in, sizeof(in));
+	reference(forms, NFORMS, in, n, want);
+	for (mode = 0; mode < 2; mode++) {
+		enum vault_redact_mode md =
+		    mode == 0 ? VAULT_REDACT_MORE : VAULT_REDACT_FLUSH;
+
+		/* one write in two or three pieces: every boundary, and
+		 * every pair within the longest form (a form over three
+		 * pieces) */
+		for (i = 0; i <= n; i++)
+			for (j = i; j <= n && j <= i + LONGEST; j++) {
+				memcpy(buf, in, n);
+				cuts[0] = i;
+				cuts[1] = j;
+				s->n = 0;
+				scan_write(
+				    r, buf, n, cuts, j == i ? 1 : 2, md, &c);
+				scan_write(r, buf + n, 0, NULL, 0,
+				    VAULT_REDACT_END, &c);
+				assert_int_equal(s->n, n);
+				if (memcmp(s->buf, want, n) != 0)
+					fail_msg(
+					    "pieces cut at %zu, %zu", i, j);
+			}
+		/* two writes (one split at i, the second in two pieces at
+		 * j): a form across writes and pieces at once */
+		for (i = 0; i <= n; i++)
+			for (j = i; j <= n && j <= i + LONGEST; j++) {
+				memcpy(buf, in, n);
+				cuts[0] = j - i;
+				s->n = 0;
+				scan_write(r, buf, i, NULL, 0, md, &c);
+				/* at most the longest form - 1 held, and after
+				 * a flush only a form's possible beginning */
+				assert_true(i - s->n <= LONGEST - 1);
+				if (md == VAULT_REDACT_MORE)
+					assert_int_equal(i - s->n,
+					    i < LONGEST - 1 ? i : LONGEST - 1);
+				scan_write(r, buf + i, n - i, cuts, 1, md, &c);
+				scan_write(r, buf + n, 0, NULL, 0,
+				    VAULT_REDACT_END, &c);
+				assert_int_equal(s->n, n);
+				if (memcmp(s->buf, want, n) != 0)
+					fail_msg("writes cut at %zu, piece at "
+					         "%zu",
+					    i, j);
+			}
+	}
+	/* a clean body in one piece is one span: nothing copied */
+	memset(buf, 'x', 600);
+	s->n = 0;
+	c.spans = 0;
+	scan_write(r, buf, 600, NULL, 0, VAULT_REDACT_FLUSH, &c);
+	assert_int_equal(c.spans, 1);
+	assert_int_equal(s->n, 600);
+	scan_write(r, buf, 0, NULL, 0, VAULT_REDACT_END, &c);
+	vault_redactor_free(r);
+	free(s);
+	vault_free(v);
+}
+
+/* A flush keeps exactly a form's possible beginning, wherever the
+ * pieces are cut; a stream without credentials passes in one span. */
+static void
+test_scan_flush(void **state)
+{
+	struct vault *v = vault_of(pol);
+	struct vault_redactor *r = vault_redactor_new(v);
+	struct sink *s = malloc(sizeof(*s));
+	struct caller c = {s, NULL, 0, 0};
+	const char *ev = "data: s3cr3";
+	uint8_t buf[64];
+	size_t i, cut;
+
+	(void)state;
+	for (i = 0; i <= strlen(ev); i++) {
+		memcpy(buf, ev, strlen(ev));
+		cut = i;
+		s->n = 0;
+		scan_write(r, buf, strlen(ev), &cut, 1, VAULT_REDACT_FLUSH, &c);
+		assert_int_equal(s->n, 6);
+		assert_memory_equal(s->buf, "data: ", 6);
+		memcpy(buf, "t-K\n", 4);
+		scan_write(r, buf, 4, NULL, 0, VAULT_REDACT_FLUSH, &c);
+		assert_int_equal(s->n, 15);
+		assert_memory_equal(s->buf, "data: ********\n", 15);
+		scan_write(r, buf, 0, NULL, 0, VAULT_REDACT_END, &c);
+	}
+	vault_redactor_free(r);
+	vault_free(v);
+	v = vault_of("defaultAction: allow\n");
+	r = vault_redactor_new(v);
+	memcpy(buf, "s3cr3t-K", 8);
+	s->n = 0;
+	c.spans = 0;
+	scan_write(r, buf, 8, NULL, 0, VAULT_REDACT_MORE, &c);
+	assert_int_equal(c.spans, 1);
+	assert_int_equal(s->n, 8);
+	vault_redactor_free(r);
+	vault_free(v);
+	free(s);
+}
+
+/*
  * FAILS (finding of the fuzzing session, not fixed): issue 18 asks for
  * zero occurrences "in any encoding", and §7 names percent-encoded and
  * JSON-escaped forms, but the redactor knows one percent-encoding (every
@@ -580,6 +884,10 @@ main(void)
 	    cmocka_unit_test(test_no_credentials),
 	    cmocka_unit_test(test_large),
 	    cmocka_unit_test(test_skip_filter),
+	    cmocka_unit_test(test_groups),
+	    cmocka_unit_test(test_lanes),
+	    cmocka_unit_test(test_scan_pieces),
+	    cmocka_unit_test(test_scan_flush),
 	    cmocka_unit_test(test_other_encoders),
 	};
 
