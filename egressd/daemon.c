@@ -1611,6 +1611,28 @@ egressd_remove_stale_tmp(struct egressd *d)
 		    d->log, "policy.stale_tmp_failed", LOG_S("error", e.msg));
 }
 
+/*
+ * The epoll changelist folds every change to one descriptor's interest
+ * within a loop turn into at most one epoll_ctl, and an arm and a
+ * disarm in one turn into none: the proxy writes at once (proxy_kick),
+ * so the EPOLLOUT libevent arms for each write is disarmed in the same
+ * turn. libevent warns that it misbehaves with dup()ed descriptors;
+ * egressd never dups one.
+ */
+static struct event_base *
+egressd_base_new(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *b;
+
+	if (cfg == NULL)
+		return NULL;
+	(void)event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	b = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return b;
+}
+
 static int
 egressd_init(
     struct egressd *d, const struct config *cfg, struct log *lg, struct err *e)
@@ -1625,7 +1647,7 @@ egressd_init(
 	d->cfg = cfg;
 	d->log = lg;
 	d->inotify_fd = -1;
-	if ((d->base = event_base_new()) == NULL) {
+	if ((d->base = egressd_base_new()) == NULL) {
 		err_set(e, "cannot create event base");
 		return -1;
 	}

@@ -60,6 +60,7 @@ struct log;
 #define PROXY_LINGER_MS 1000 /* input drained after our own refusal */
 #define PROXY_HIGH_WM (256u << 10) /* bytes queued toward one side */
 #define PROXY_BACKLOG 512
+#define PROXY_COALESCE_MAX 16384 /* one TLS record's worth of plaintext */
 /* In the state directory, for the sandbox's SSL_CERT_FILE & co.: the
  * system roots plus egressd's CA (the CA alone is tls_ca.h's ca.crt). */
 #define PROXY_BUNDLE_FILE "ca-bundle.crt"
