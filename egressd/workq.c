@@ -20,9 +20,11 @@ struct workq {
 	bool thread_ok;
 
 	/* The loop's alone. */
-	struct workq_job *head, *tail; /* head: the job in progress */
-	size_t n;
-	bool started; /* head's start ran */
+	/* The job in progress is out of the list: its done may free it (and
+	 * submit more) before the queue looks at the list again. */
+	struct workq_job *cur;
+	struct workq_job *head, *tail; /* waiting their turn */
+	size_t n; /* cur and the waiting */
 
 	/* Shared with the worker, under mu. */
 	pthread_mutex_t mu;
@@ -61,12 +63,12 @@ workq_thread(void *arg)
 	return NULL;
 }
 
-/* Hands head's work phase to the worker, or straight back to the loop
+/* Hands cur's work phase to the worker, or straight back to the loop
  * when it has none (through the event: no done inside submit). */
 static void
 workq_dispatch(struct workq *q)
 {
-	struct workq_job *j = q->head;
+	struct workq_job *j = q->cur;
 
 	pthread_mutex_lock(&q->mu);
 	if (j->work != NULL) {
@@ -83,11 +85,17 @@ workq_dispatch(struct workq *q)
 static void
 workq_next(struct workq *q)
 {
-	if (q->head == NULL || q->started)
+	struct workq_job *j = q->head;
+
+	if (j == NULL || q->cur != NULL)
 		return;
-	q->started = true;
-	if (q->head->start != NULL)
-		q->head->start(q->head);
+	q->head = j->next;
+	if (q->head == NULL)
+		q->tail = NULL;
+	j->next = NULL;
+	q->cur = j;
+	if (j->start != NULL)
+		j->start(j);
 	workq_dispatch(q);
 }
 
@@ -111,16 +119,14 @@ workq_event_cb(evutil_socket_t fd, short what, void *arg)
 		workq_next(q);
 		return;
 	}
-	j = q->head;
+	j = q->cur;
 	if (j->done(j, false)) {
 		workq_dispatch(q);
 		return;
 	}
-	q->head = j->next;
-	if (q->head == NULL)
-		q->tail = NULL;
+	/* j may be gone now. */
+	q->cur = NULL;
 	q->n--;
-	q->started = false;
 	workq_next(q);
 }
 
@@ -175,7 +181,7 @@ workq_submit(struct workq *q, struct workq_job *j, struct err *e)
 	q->n++;
 	/* Started from the loop, never inside the caller's callback: a
 	 * start that runs at once would surprise a caller mid-update. */
-	if (!q->started)
+	if (q->cur == NULL)
 		event_active(q->ev, EV_READ, 1);
 	return 0;
 }
@@ -201,6 +207,8 @@ workq_free(struct workq *q)
 		/* A work phase in progress ends first: work is bounded. */
 		(void)pthread_join(q->thread, NULL);
 	}
+	if (q->cur != NULL)
+		(void)q->cur->done(q->cur, true);
 	for (j = q->head; j != NULL; j = nx) {
 		nx = j->next;
 		(void)j->done(j, true);

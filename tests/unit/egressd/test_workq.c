@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -234,6 +235,60 @@ submit_from_done_waits_its_turn(void **state)
 	assert_string_equal(f->trace, "sawadasbwbdb");
 }
 
+/* The daemon's way: done frees its job, and may queue another from
+ * inside; the queue must not look at a freed job (ASan) nor lose the
+ * ones behind it (a freed job's next pointer was once followed). */
+struct heap_job {
+	struct job j;
+	struct heap_job *spawn; /* submitted from this one's done */
+};
+
+static bool
+heap_done(struct workq_job *wj, bool cancelled)
+{
+	struct heap_job *h = (struct heap_job *)job_of(wj);
+	struct fx *f = h->j.f;
+	struct err e = {""};
+
+	note(f, cancelled ? 'c' : 'd', h->j.id);
+	if (!cancelled && h->spawn != NULL)
+		assert_int_equal(workq_submit(f->q, &h->spawn->j.wj, &e), 0);
+	memset(h, 0x5a, sizeof(*h)); /* what a reuse would leave */
+	free(h);
+	if (!cancelled && ++f->finished == f->want)
+		(void)event_base_loopbreak(f->base);
+	return false;
+}
+
+static struct heap_job *
+heap_job_new(struct fx *f, char id)
+{
+	struct heap_job *h = calloc(1, sizeof(*h));
+
+	assert_non_null(h);
+	job_init(&h->j, f, id);
+	h->j.wj.done = heap_done;
+	return h;
+}
+
+static void
+done_frees_and_submits(void **state)
+{
+	struct fx *f = *state;
+	struct heap_job *a = heap_job_new(f, 'a'), *b = heap_job_new(f, 'b');
+	struct heap_job *c = heap_job_new(f, 'c'), *x = heap_job_new(f, 'x');
+	struct err e = {""};
+
+	a->spawn = x; /* queued behind b and c, from a's done */
+	assert_int_equal(workq_submit(f->q, &a->j.wj, &e), 0);
+	assert_int_equal(workq_submit(f->q, &b->j.wj, &e), 0);
+	assert_int_equal(workq_submit(f->q, &c->j.wj, &e), 0);
+	run(f, 4);
+	f->trace[f->ntrace] = '\0';
+	assert_string_equal(f->trace, "sawadasbwbdbscwcdcsxwxdx");
+	assert_int_equal(workq_pending(f->q), 0);
+}
+
 static void
 bounded(void **state)
 {
@@ -304,6 +359,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(phases_then_next, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        submit_from_done_waits_its_turn, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        done_frees_and_submits, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        free_with_jobs_queued, setup, teardown),
