@@ -279,7 +279,6 @@ reload_start_cb(struct workq_job *wj)
 	struct commit_job *j = commit_job_of(wj);
 	struct egressd *d = j->d;
 
-	egressd_reload_token(d, j->why);
 	/* Hash before loading: a change racing the load triggers again. */
 	j->have = egressd_file_hash(d, &j->h);
 	/*
@@ -368,6 +367,8 @@ egressd_reload(struct egressd *d, const char *why)
 	struct commit_job *j = calloc(1, sizeof(*j));
 	struct err e = {""};
 
+	/* The token is no policy: it need not wait for the queue. */
+	egressd_reload_token(d, why);
 	if (j == NULL) {
 		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
 		    LOG_S("error", "out of memory"));

@@ -17,9 +17,10 @@
  *
  * Ownership: the queue borrows each job from workq_submit until its done
  * returns false or is called with cancelled (the owner frees it then,
- * from inside done if it likes). workq_free waits for a work phase in
- * progress to end (work is bounded), then calls done(cancelled) for that
- * job and for every queued one, in order, on the caller's thread.
+ * from inside done if it likes; the queue never looks at it again).
+ * workq_free waits for a work phase in progress to end (work is bounded),
+ * then calls done(cancelled) for that job and for every queued one, in
+ * order, on the caller's thread.
  */
 #ifndef EGRESSD_WORKQ_H
 #define EGRESSD_WORKQ_H
@@ -44,8 +45,8 @@ typedef void (*workq_work_fn)(struct workq_job *j);
 /*
  * Loop thread, after work. Return true to run work again (the job keeps
  * its own phase), false when finished. cancelled: the queue is being
- * freed; the return value is ignored and the job must let go of
- * everything (no loop calls: the loop may be gone).
+ * freed (the loop no longer runs; what it serves still exists); the
+ * return value is ignored and the job must let go of everything.
  */
 typedef bool (*workq_done_fn)(struct workq_job *j, bool cancelled);
 
