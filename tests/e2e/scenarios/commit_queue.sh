@@ -8,7 +8,8 @@
 # its change is in progress or queued: the change still goes through and
 # the daemon carries on (its answer goes nowhere; ASan would see a freed
 # connection used). SIGTERM with a change in flight: egressd stops in
-# time with status 0, and the file holds the change whole or not at all.
+# time with status 0, and the file holds the change whole or not at all;
+# the ones queued behind it are cancelled or done, never half.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -128,10 +129,17 @@ tb_assert_log --since "$m" --min 2 --max 2 "$TB_EGRESSD_LOG" api.request \
 tb_expect_eq "the API still answers" 200 "$(api GET /healthz)"
 tb_expect_eq "a.test still resolves" "$TB_ORIGIN_A4" "$(tb_resolve_a a.test)"
 
-# --- SIGTERM with a change in flight ----------------------------------------
-tb_host curl -sS --max-time 20 -o /dev/null -X PATCH \
-    -H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN" \
-    --data-binary @"$TB_DIR/big3.json" "$URL/policy" 2>/dev/null &
+# --- SIGTERM with a change in flight and more queued -----------------------
+tb_host bash -c '
+patch() { curl -sS --max-time 20 -o /dev/null -w "%{http_code}\n" -X PATCH \
+    -H "OPENSANDBOX-EGRESS-AUTH: '"$TB_EGRESSD_TOKEN"'" --data-binary "$1" \
+    "'"$URL"'/policy"; }
+patch @'"$TB_DIR"'/big3.json &
+sleep 0.01
+for i in 1 2 3; do
+	patch "[{\"action\":\"allow\",\"target\":\"t$i.a.test\"}]" &
+done
+wait' >"$TB_DIR/term.codes" 2>&1 &
 cl=$!
 sleep 0.03
 pid=$TB_EGRESSD_PID
@@ -143,6 +151,13 @@ tb_check_fails "no sanitizer report" grep -qE \
 n3=$(grep -c '2001:db8:3::' "$pol")
 tb_check "the file holds the change in flight whole or not at all ($n3)" \
     test "$n3" -eq 0 -o "$n3" -eq 4000
+nt=$(grep -c 't[123]\.a\.test' "$pol")
+tb_check "queued changes: in the file only behind a whole big one ($nt)" \
+    test "$nt" -eq 0 -o "$n3" -eq 4000
+tb_check "no client got an answer it should not (200 or 500 only: $(
+    sort "$TB_DIR/term.codes" | uniq -c | tr '\n' ' '))" \
+    test -z "$(grep -vE '^(200|500|000)$|^curl: \((52|56|7)\)' \
+        "$TB_DIR/term.codes")"
 tb_check_fails "no temp file left behind" \
     compgen -G "$pol.tmp.$pid"
 tb_finish
