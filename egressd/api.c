@@ -574,67 +574,109 @@ api_policy_decide(const struct policy *cur, enum api_op op, const char *body,
 	api_verdict_set(v, 400, "unknown operation", "unknown operation");
 }
 
+/* On the commit worker: the verdict against cur, and the snapshot to
+ * commit when there is one. Touches p and cur alone. */
+static struct policy *
+api_policy_decide_cb(struct api_mutation *m, const struct policy *cur)
+{
+	struct api_pending *p = api_pending_of(m);
+	struct api *a = p->r.a;
+	struct policy *next;
+	struct err e;
+
+	api_policy_decide(
+	    cur, (enum api_op)p->op, p->body, p->len, a->max_rules, &p->v);
+	p->mode = policy_mode_name(cur);
+	if (p->v.status != 200 || p->v.nomatch)
+		return NULL;
+	err_clear(&e);
+	if (a->h.policy_vault_check != NULL &&
+	    a->h.policy_vault_check(a->h.arg, p->v.next, &e) == -1) {
+		p->code = 400;
+		(void)snprintf(p->msg, sizeof(p->msg), "%s", e.msg);
+		policy_unref(p->v.next);
+		p->v.next = NULL;
+		return NULL;
+	}
+	next = p->v.next;
+	p->v.next = NULL; /* the daemon's now */
+	return next;
+}
+
+/* On the loop: the answer, once the mutation is in force or refused. */
+static void
+api_policy_done_cb(struct api_mutation *m, int rc, const struct policy *next,
+    const struct err *e)
+{
+	struct api_pending *p = api_pending_of(m);
+	struct api_req *r = &p->r;
+	struct api *a = r->a;
+	enum api_op op = (enum api_op)p->op;
+
+	if (rc == 1 && p->v.status != 200) {
+		api_reply_text(r, p->v.status, "%s", p->v.msg);
+		api_log_update_failed(
+		    r, op, p->v.status, p->v.reason, p->v.msg);
+	} else if (rc == 1 && p->v.nomatch) {
+		/* Nothing applied, nothing counted as a failure. */
+		api_reply_json(r, 200,
+		    api_status_body(
+		        p->mode, api_enforcement(a), API_NOMATCH_REASON, NULL));
+	} else if (rc == 1) {
+		api_reply_text(
+		    r, 400, "credential vault policy validation: %s", p->msg);
+		api_log_update_failed(r, op, 400, "vault validation", p->msg);
+	} else if (rc == -1) {
+		api_reply_text(r, 500, "%s",
+		    e->msg[0] != '\0' ? e->msg : "failed to apply policy");
+		api_log_update_failed(r, op, 500, "commit failed", e->msg);
+	} else {
+		a->stats->policy_updates_ok++;
+		log_info(a->log, "policy.updated",
+		    LOG_S("op", api_op_names[op]),
+		    LOG_U("revision", next->revision),
+		    LOG_S("mode", policy_mode_name(next)),
+		    LOG_U("rules", next->nrules), LOG_B("reset", p->v.reset));
+		if (p->v.reset)
+			api_reply_json(r, 200,
+			    api_status_body(
+			        "deny_all", NULL, API_RESET_REASON, NULL));
+		else
+			api_reply_json(r, 200,
+			    api_status_body(policy_mode_name(next),
+			        api_enforcement(a), NULL, NULL));
+	}
+	api_pending_free(p);
+}
+
 static void
 api_policy_mutate(struct api_req *r, enum api_op op)
 {
-	struct api *a = r->a;
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	size_t len = evbuffer_get_length(in);
-	const char *body = "";
-	struct policy *cur;
-	struct api_verdict v;
-	struct err e;
+	struct api_pending *p;
 
-	if (len > 0 && len <= API_BODY_MAX &&
-	    (body = (const char *)evbuffer_pullup(in, -1)) == NULL) {
+	if ((p = api_pending_new(r)) == NULL) {
 		api_reply_text(r, 500, "internal error: out of memory");
 		return;
 	}
-	/* Held across the commit hook, which swaps the snapshot. */
-	cur = policy_ref(a->h.policy_get(a->h.arg));
-	api_policy_decide(cur, op, body, len, a->max_rules, &v);
-	if (v.status != 200) {
-		api_reply_text(r, v.status, "%s", v.msg);
-		api_log_update_failed(r, op, v.status, v.reason, v.msg);
-		goto out_unref;
+	p->op = (int)op;
+	p->m.decide = api_policy_decide_cb;
+	p->m.done = api_policy_done_cb;
+	p->m.persist = true;
+	/* The worker reads its own copy: evhttp's buffer is the loop's. A
+	 * body over the cap is not copied; decide answers 413 by its length. */
+	p->len = len;
+	if (len > 0 && len <= API_BODY_MAX) {
+		if ((p->body = malloc(len)) == NULL ||
+		    evbuffer_copyout(in, p->body, len) != (ev_ssize_t)len) {
+			api_reply_text(
+			    &p->r, 500, "internal error: out of memory");
+			api_pending_free(p);
+			return;
+		}
 	}
-	if (v.nomatch) {
-		/* Nothing applied, nothing counted as a failure. */
-		api_reply_json(r, 200,
-		    api_status_body(policy_mode_name(cur), api_enforcement(a),
-		        API_NOMATCH_REASON, NULL));
-		goto out_unref;
-	}
-	err_clear(&e);
-	if (a->h.policy_vault_check != NULL &&
-	    a->h.policy_vault_check(a->h.arg, v.next, &e) == -1) {
-		api_reply_text(
-		    r, 400, "credential vault policy validation: %s", e.msg);
-		api_log_update_failed(r, op, 400, "vault validation", e.msg);
-		goto out_unref;
-	}
-	err_clear(&e);
-	if (a->h.policy_commit(a->h.arg, v.next, &e) == -1) {
-		api_reply_text(r, 500, "%s",
-		    e.msg[0] != '\0' ? e.msg : "failed to apply policy");
-		api_log_update_failed(r, op, 500, "commit failed", e.msg);
-		goto out_unref;
-	}
-	a->stats->policy_updates_ok++;
-	log_info(a->log, "policy.updated", LOG_S("op", api_op_names[op]),
-	    LOG_U("revision", v.next->revision),
-	    LOG_S("mode", policy_mode_name(v.next)),
-	    LOG_U("rules", v.next->nrules), LOG_B("reset", v.reset));
-	if (v.reset)
-		api_reply_json(r, 200,
-		    api_status_body("deny_all", NULL, API_RESET_REASON, NULL));
-	else
-		api_reply_json(r, 200,
-		    api_status_body(policy_mode_name(v.next),
-		        api_enforcement(a), NULL, NULL));
-out_unref:
-	policy_unref(v.next);
-	policy_unref(cur);
+	(void)api_pending_submit(p);
 }
 
 static void
@@ -904,7 +946,7 @@ api_sweep(struct api *a)
 		return;
 	(void)event_base_foreach_event(a->base, api_sweep_event_cb, &c);
 	for (i = 0; i < a->nall; i++) {
-		if (c.live[i]) {
+		if (c.live[i] || a->conns[i]->pending > 0) {
 			a->conns[n++] = a->conns[i];
 			continue;
 		}
@@ -1265,6 +1307,127 @@ api_raw_path(struct evhttp_request *req, char *buf, size_t len)
 }
 
 static void
+api_request_log(const struct api_req *r)
+{
+	/* Probes and scrapes that succeed are routine: debug, not info. */
+	log_emit(r->a->log, r->quiet && r->status < 400 ? LOG_DEBUG : LOG_INFO,
+	    "api.request",
+	    (const struct log_field[]){LOG_S("method", api_method_name(r->cmd)),
+	        LOG_S("path", r->path != NULL ? r->path : ""),
+	        LOG_I("status", r->status),
+	        LOG_D("ms", (double)(now_mono_us() - r->t0) / 1000.0),
+	        LOG_S("peer", r->peer), LOG_END_});
+}
+
+/* ---- answers that wait for the commit queue ---- */
+
+struct api_pending *
+api_pending_of(struct api_mutation *m)
+{
+	struct api_pending *p = (struct api_pending *)m;
+
+	if (p == NULL || p->magic != API_PENDING_MAGIC)
+		abort();
+	return p;
+}
+
+/* Our connection of req, or NULL (a request of a test's own). */
+static struct api_conn *
+api_conn_of(struct api *a, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev;
+	size_t i;
+
+	if (evcon == NULL ||
+	    (bev = evhttp_connection_get_bufferevent(evcon)) == NULL)
+		return NULL;
+	for (i = 0; i < a->nall; i++)
+		if (a->conns[i]->bev == bev)
+			return a->conns[i];
+	return NULL;
+}
+
+struct api_pending *
+api_pending_new(struct api_req *r)
+{
+	struct api_pending *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	p->magic = API_PENDING_MAGIC;
+	p->r = *r;
+	if (r->path != NULL && (p->path = strdup(r->path)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->r.path = p->path;
+	if ((p->c = api_conn_of(r->a, r->req)) != NULL)
+		p->c->pending++;
+	r->deferred = true;
+	return p;
+}
+
+void
+api_pending_free(struct api_pending *p)
+{
+	if (p == NULL)
+		return;
+	api_request_log(&p->r);
+	if (p->c != NULL)
+		p->c->pending--;
+	if (p->body != NULL) {
+		secmem_wipe(p->body, p->len);
+		free(p->body);
+	}
+	policy_unref(p->v.next);
+	free(p->path);
+	p->magic = 0;
+	free(p);
+}
+
+/* No queue (unit tests): decide and commit here and now. */
+static void
+api_pending_inline(struct api_pending *p)
+{
+	struct api *a = p->r.a;
+	struct policy *cur = policy_ref(a->h.policy_get(a->h.arg));
+	struct policy *next = p->m.decide(&p->m, cur);
+	struct err e;
+	int rc;
+
+	err_clear(&e);
+	if (next == NULL)
+		p->m.done(&p->m, 1, NULL, NULL);
+	else {
+		rc = p->m.persist ? a->h.policy_commit(a->h.arg, next, &e)
+		                  : a->h.vault_commit(a->h.arg, next, &e);
+		p->m.done(&p->m, rc == 0 ? 0 : -1, next, &e);
+	}
+	policy_unref(next);
+	policy_unref(cur);
+}
+
+int
+api_pending_submit(struct api_pending *p)
+{
+	struct api *a = p->r.a;
+	struct err e;
+
+	if (a->h.mutate == NULL) {
+		api_pending_inline(p);
+		return 0;
+	}
+	err_clear(&e);
+	if (a->h.mutate(a->h.arg, &p->m, &e) == -1) {
+		api_reply_text(&p->r, 503, "%s", e.msg);
+		api_pending_free(p);
+		return -1;
+	}
+	return 0;
+}
+
+static void
 api_request_cb(struct evhttp_request *req, void *arg)
 {
 	struct api *a = arg;
@@ -1273,7 +1436,7 @@ api_request_cb(struct evhttp_request *req, void *arg)
 	struct api_req r = {.a = a, .req = req, .status = 0};
 	const struct api_route *rt;
 	uint64_t t0 = now_mono_us();
-	char peer[API_ADDR_MAX] = "";
+	char *peer = r.peer;
 	char rawpath[API_PATH_MAX];
 	char *host = NULL;
 	ev_uint16_t port = 0;
@@ -1290,8 +1453,8 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		r.path = api_raw_path(req, rawpath, sizeof(rawpath));
 	if (evcon != NULL) {
 		evhttp_connection_get_peer(evcon, &host, &port);
-		snprintf(peer, sizeof(peer), "%s:%u", host != NULL ? host : "",
-		    (unsigned)port);
+		snprintf(peer, sizeof(r.peer), "%s:%u",
+		    host != NULL ? host : "", (unsigned)port);
 	}
 
 	if (evcon != NULL) {
@@ -1302,6 +1465,8 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		        evhttp_connection_get_bufferevent(evcon)) != NULL;
 	}
 	rt = api_route_find(r.path);
+	r.t0 = t0;
+	r.quiet = rt != NULL && rt->quiet;
 	guarded = rt != NULL && rt->auth && a->token != NULL;
 	if (evcon != NULL && !api_conn_admit(a, evcon)) {
 		evhttp_add_header(evhttp_request_get_output_headers(req),
@@ -1330,15 +1495,8 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		rt->handler(&r);
 	}
 
-	/* Probes and scrapes that succeed are routine: debug, not info. */
-	log_emit(a->log,
-	    rt != NULL && rt->quiet && r.status < 400 ? LOG_DEBUG : LOG_INFO,
-	    "api.request",
-	    (const struct log_field[]){LOG_S("method", api_method_name(r.cmd)),
-	        LOG_S("path", r.path != NULL ? r.path : ""),
-	        LOG_I("status", r.status),
-	        LOG_D("ms", (double)(now_mono_us() - t0) / 1000.0),
-	        LOG_S("peer", peer), LOG_END_});
+	if (!r.deferred)
+		api_request_log(&r);
 }
 
 /* ---- listeners ---- */
@@ -1562,7 +1720,8 @@ api_new(struct event_base *base, const struct api_opts *o,
 {
 	struct api *a;
 
-	if (h->policy_get == NULL || h->policy_commit == NULL ||
+	if (h->policy_get == NULL ||
+	    (h->policy_commit == NULL && h->mutate == NULL) ||
 	    h->enforcement_mode == NULL || o->log == NULL || o->stats == NULL) {
 		err_set(e, "api: missing hook or option");
 		return NULL;

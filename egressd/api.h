@@ -19,8 +19,15 @@
  *
  * The module owns no policy state: it reads the current snapshot and
  * commits new ones through struct api_hooks, so it is testable without the
- * daemon. Everything runs on the caller's event_base (single-threaded), so
- * mutations are serialized by construction: a commit is synchronous.
+ * daemon. A mutation is handed to the daemon's commit queue (hook mutate):
+ * it waits its turn behind the ones before it (FIFO, never refused while
+ * the queue has room, never interleaved), is decided against the snapshot
+ * in force at its turn, and is answered once it is in force; the loop
+ * keeps serving meanwhile. Without that hook (unit tests), a mutation is
+ * decided and committed inline through policy_commit / vault_commit.
+ * A client that leaves while its mutation waits changes nothing: the
+ * mutation still runs, the answer goes nowhere (evhttp frees a request
+ * whose connection is gone when it is answered).
  *
  * Counters: the API increments stats->api_requests, api_unauthorized,
  * policy_updates_ok and policy_updates_failed; every other field is the
@@ -65,14 +72,51 @@ struct event_base;
 struct log;
 struct stats;
 
+/*
+ * One mutation (/policy, /credential-vault) on its way through the
+ * daemon's commit queue. The API owns it; the daemon borrows it from
+ * mutate until it calls done, exactly once.
+ */
+struct api_mutation {
+	/*
+	 * The snapshot to commit (a new reference the daemon takes over),
+	 * decided against cur (the snapshot in force at this mutation's turn,
+	 * borrowed), or NULL when there is nothing to commit (the API keeps
+	 * its own verdict). Runs on the commit worker's thread unless
+	 * on_loop: pure then, touching only m and cur, no logging.
+	 */
+	struct policy *(*decide)(
+	    struct api_mutation *m, const struct policy *cur);
+	/* Decide on the loop's thread: vault bodies carry secrets, and
+	 * their decide is small. */
+	bool on_loop;
+	bool persist; /* rewrite the policy file (the /policy routes) */
+	/*
+	 * On the loop: the outcome. rc 1: decide returned NULL, nothing
+	 * changed. 0: next (lent) is in force, persisted when asked. -1: the
+	 * commit failed and nothing changed, or the daemon is stopping (e
+	 * says which; next NULL then).
+	 */
+	void (*done)(struct api_mutation *m, int rc, const struct policy *next,
+	    const struct err *e);
+};
+
 struct api_hooks {
+	/*
+	 * Queues m in the daemon's commit queue (see struct api_mutation).
+	 * -1 with e when the queue is full (answered 503). NULL: mutations
+	 * are decided and committed inline (policy_commit, vault_commit).
+	 */
+	int (*mutate)(void *arg, struct api_mutation *m, struct err *e);
+
 	/* Current snapshot, lent (see daemon.h, "Hooks"). Required. */
 	struct policy *(*policy_get)(void *arg);
 	/*
 	 * Puts a validated snapshot in force (nft batch, swap, persist).
 	 * Borrows next (takes its own reference when it keeps it). Returns 0,
 	 * or -1 with e set and NOTHING changed; the API answers 500 with e's
-	 * message (e.g. "failed to apply nftables policy: …"). Required.
+	 * message (e.g. "failed to apply nftables policy: …"). Required
+	 * unless mutate is set.
 	 */
 	int (*policy_commit)(void *arg, struct policy *next, struct err *e);
 	/*

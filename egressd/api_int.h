@@ -53,6 +53,10 @@ struct api_conn {
 	bool slot; /* holds one of the API_CONNS_MAX slots */
 	bool refused; /* our own answer sent: input dropped until close */
 	bool closing; /* read side shut: evhttp sees EOF and frees it */
+	/* Answers waiting for the commit queue: a connection with one has no
+	 * event added (evhttp stops reading until it answers), so the sweep
+	 * must not take it for freed. */
+	unsigned pending;
 };
 
 struct api {
@@ -105,7 +109,47 @@ struct api_req {
 	/* Vault writes may come this way (contract §4): TLS, a loopback
 	 * peer, or the Unix socket. */
 	bool transport_ok;
+	/* For the api.request line, written when the answer goes out. */
+	uint64_t t0;
+	char peer[API_ADDR_MAX];
+	bool quiet; /* a route whose successes log at debug */
+	bool deferred; /* answered later, by an api_pending */
 };
+
+/*
+ * A request whose answer waits for the commit queue (api_mutation). Owns
+ * its copy of the request (r; r.req stays valid until answered, even
+ * when the client has left) and holds its connection out of the sweep.
+ * Created by the route, freed once answered (api_pending_free).
+ */
+#define API_PENDING_MAGIC 0x41504e44u /* "APND" */
+
+struct api_pending {
+	struct api_mutation m; /* first: the hooks hand back &m */
+	uint32_t magic;
+	struct api_req r;
+	struct api_conn *c; /* NULL: not one of ours (a test's request) */
+	int op; /* enum api_op or the vault's */
+	/* /policy: a copy of the body the worker reads. */
+	char *body;
+	size_t len;
+	char *path; /* r.path's copy: the answer may free the request */
+	struct api_verdict v;
+	const char *mode; /* of the snapshot decided against (static) */
+	int code; /* a verdict decide found after the parse (vault check) */
+	char msg[API_MSG_MAX];
+};
+
+/* A pending answer for r (r->deferred set), or NULL: out of memory. */
+struct api_pending *api_pending_new(struct api_req *r);
+/* Into the daemon's queue, or inline without one. -1: not queued, the
+ * request answered 503 and p freed. */
+int api_pending_submit(struct api_pending *p);
+/* After the answer: the api.request line, the connection let go, p
+ * freed (the body wiped: a vault body holds secrets). */
+void api_pending_free(struct api_pending *p);
+/* The mutation p carries. */
+struct api_pending *api_pending_of(struct api_mutation *m);
 
 /* Answers. Each sends the reply and records its status in r. */
 void api_reply(struct api_req *r, int code, const char *ctype, const char *body,

@@ -165,7 +165,8 @@ write_allowed(struct api_req *r, enum vault_op op)
 		write_failed(r, op, 412, "no token");
 		return false;
 	}
-	if (a->h.vault_commit == NULL || a->h.vault_writable == NULL ||
+	if ((a->h.vault_commit == NULL && a->h.mutate == NULL) ||
+	    a->h.vault_writable == NULL ||
 	    !a->h.vault_writable(a->h.arg, why, sizeof(why))) {
 		api_reply_text(r, 412, "%s", why);
 		write_failed(r, op, 412, why);
@@ -181,29 +182,43 @@ write_allowed(struct api_req *r, enum vault_op op)
 	return true;
 }
 
+/* The request's body wiped and dropped: it holds secrets. */
 static void
-vault_write(struct api_req *r, enum vault_op op)
+vault_body_wipe(struct api_req *r)
 {
-	struct api *a = r->a;
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	size_t len = evbuffer_get_length(in);
+	unsigned char *body;
+
+	if (len > 0 && (body = evbuffer_pullup(in, -1)) != NULL)
+		secmem_wipe(body, len);
+	evbuffer_drain(in, len);
+}
+
+/*
+ * On the loop, at the mutation's turn: the body is read where evhttp
+ * keeps it, never copied, and never crosses to the worker's thread.
+ */
+static struct policy *
+vault_decide_cb(struct api_mutation *m, const struct policy *cur)
+{
+	struct api_pending *p = api_pending_of(m);
+	struct evbuffer *in = evhttp_request_get_input_buffer(p->r.req);
+	size_t len = evbuffer_get_length(in);
 	enum policy_vault_status st = POLICY_VAULT_NOMEM;
-	struct policy *cur, *next = NULL;
+	struct policy *next = NULL;
 	unsigned char *body = NULL;
 	struct err e;
-	int code;
 
-	if (!write_allowed(r, op))
-		goto out_wipe;
+	err_clear(&e);
 	if (len > 0 && len <= API_BODY_MAX &&
 	    (body = evbuffer_pullup(in, -1)) == NULL) {
-		api_reply_text(r, 500, "internal error: out of memory");
-		goto out_wipe;
+		p->code = 500;
+		(void)snprintf(p->msg, sizeof(p->msg), "%s",
+		    "internal error: out of memory");
+		return NULL;
 	}
-	/* Held across the commit hook, which swaps the snapshot. */
-	cur = policy_ref(a->h.policy_get(a->h.arg));
-	err_clear(&e);
-	switch (op) {
+	switch ((enum vault_op)p->op) {
 	case VOP_CREATE:
 		next = policy_vault_create_json(
 		    cur, (const char *)body, len, &st, &e);
@@ -216,46 +231,78 @@ vault_write(struct api_req *r, enum vault_op op)
 		next = policy_vault_delete(cur, &st, &e);
 		break;
 	}
-	if (body != NULL)
-		secmem_wipe(body, len);
+	vault_body_wipe(&p->r);
 	if (next == NULL) {
-		code = status_code(st);
+		p->code = status_code(st);
 		if (st == POLICY_VAULT_BAD_BODY)
-			api_reply_text(
-			    r, code, "invalid credential vault: %s", e.msg);
+			(void)snprintf(p->msg, sizeof(p->msg),
+			    "invalid credential vault: %s", e.msg);
 		else if (st == POLICY_VAULT_REJECTED)
-			api_reply_text(r, code,
+			(void)snprintf(p->msg, sizeof(p->msg),
 			    "credential vault policy validation: %s", e.msg);
 		else
-			api_reply_text(r, code, "%s", e.msg);
-		write_failed(r, op, code, e.msg);
-		goto out_unref;
+			(void)snprintf(p->msg, sizeof(p->msg), "%s", e.msg);
+		/* The log line carries the library's words alone. */
+		(void)snprintf(p->v.msg, sizeof(p->v.msg), "%s", e.msg);
 	}
-	err_clear(&e);
-	if (a->h.vault_commit(a->h.arg, next, &e) == -1) {
+	return next;
+}
+
+static void
+vault_done_cb(struct api_mutation *m, int rc, const struct policy *next,
+    const struct err *e)
+{
+	struct api_pending *p = api_pending_of(m);
+	struct api_req *r = &p->r;
+	enum vault_op op = (enum vault_op)p->op;
+
+	/* Refused or cancelled before its turn, the body is still there;
+	 * and the answer may free the request (its client gone). */
+	vault_body_wipe(r);
+	if (rc == 1) {
+		api_reply_text(r, p->code, "%s", p->msg);
+		write_failed(r, op, p->code,
+		    p->code == 500 && p->v.msg[0] == '\0' ? p->msg : p->v.msg);
+	} else if (rc == -1) {
 		api_reply_text(r, 500, "%s",
-		    e.msg[0] != '\0' ? e.msg
-		                     : "failed to apply credential vault");
-		write_failed(r, op, 500, e.msg);
-		goto out_unref;
+		    e->msg[0] != '\0' ? e->msg
+		                      : "failed to apply credential vault");
+		write_failed(r, op, 500, e->msg);
+	} else {
+		/* In force: the proxy decides by the new revision from now on. */
+		log_info(r->a->log, "vault.updated", LOG_S("op", op_names[op]),
+		    LOG_U("revision", policy_vault_revision(next)),
+		    LOG_U("credentials", policy_vault_ncredentials(next)),
+		    LOG_U("bindings", policy_vault_nbindings(next)));
+		if (op == VOP_DELETE)
+			api_reply(r, 204, "text/plain; charset=utf-8", NULL, 0);
+		else
+			api_reply_json(
+			    r, op == VOP_CREATE ? 201 : 200, state_json(next));
 	}
-	/* In force: the proxy decides by the new revision from now on. */
-	log_info(a->log, "vault.updated", LOG_S("op", op_names[op]),
-	    LOG_U("revision", policy_vault_revision(next)),
-	    LOG_U("credentials", policy_vault_ncredentials(next)),
-	    LOG_U("bindings", policy_vault_nbindings(next)));
-	if (op == VOP_DELETE)
-		api_reply(r, 204, "text/plain; charset=utf-8", NULL, 0);
-	else
-		api_reply_json(
-		    r, op == VOP_CREATE ? 201 : 200, state_json(next));
-out_unref:
-	policy_unref(next);
-	policy_unref(cur);
-out_wipe:
-	if (len > 0 && (body = evbuffer_pullup(in, -1)) != NULL)
-		secmem_wipe(body, len);
-	evbuffer_drain(in, len);
+	api_pending_free(p);
+}
+
+static void
+vault_write(struct api_req *r, enum vault_op op)
+{
+	struct api_pending *p;
+
+	if (!write_allowed(r, op)) {
+		vault_body_wipe(r);
+		return;
+	}
+	if ((p = api_pending_new(r)) == NULL) {
+		api_reply_text(r, 500, "internal error: out of memory");
+		vault_body_wipe(r);
+		return;
+	}
+	p->op = (int)op;
+	p->m.decide = vault_decide_cb;
+	p->m.done = vault_done_cb;
+	p->m.on_loop = true;
+	if (api_pending_submit(p) == -1)
+		vault_body_wipe(r);
 }
 
 /* ---- routes ---- */

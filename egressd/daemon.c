@@ -23,6 +23,7 @@
 #include "egressd/proxy.h"
 #include "egressd/stats.h"
 #include "egressd/webhook.h"
+#include "egressd/workq.h"
 #include "policy/policy.h"
 #include "policy/policy_binding.h"
 #include "policy/policy_vault.h"
@@ -58,6 +59,9 @@ struct egressd {
 	struct stats stats;
 
 	struct policy *policy; /* current snapshot, one reference owned */
+	/* Every policy change (API mutation, reload) waits its turn here:
+	 * decided and persisted off the loop, put in force on it. */
+	struct workq *wq;
 
 	struct nft *nft; /* NULL in dns mode */
 	struct dns *dns;
@@ -127,12 +131,15 @@ egressd_arg(void *arg)
 
 /*
  * Puts next in force (takes a new reference; the caller keeps its own).
- * persist: rewrite the policy file afterwards (API mutations).
+ * tmp: the policy file's rewrite, prepared (policyfile_prepare) and put
+ * in place after the swap; NULL: none (reloads, the vault). prep: why
+ * preparing it failed (the persist step fails with it), or NULL.
  */
-static int egressd_commit(
-    struct egressd *d, struct policy *next, bool persist, struct err *e);
-/* Re-reads the policy file and rules directory; why is a fixed string. */
-static int egressd_reload(struct egressd *d, const char *why);
+static int egressd_commit(struct egressd *d, struct policy *next,
+    struct policyfile_tmp *tmp, const struct err *prep, struct err *e);
+/* Queues a re-read of the policy file and rules directory; why is a
+ * fixed string. */
+static void egressd_reload(struct egressd *d, const char *why);
 
 /* Logs every diagnostic of a failed load, one line each. */
 static void
@@ -210,75 +217,176 @@ egressd_reload_token(struct egressd *d, const char *why)
 	secmem_wipe(buf, sizeof(buf));
 }
 
-static int
-egressd_reload(struct egressd *d, const char *why)
-{
+/*
+ * A policy change waiting its turn in d->wq: an API mutation (m) or a
+ * reload (why). start, on the loop: the snapshot in force becomes base.
+ * work, on the worker: next decided from base (the API's decide, or the
+ * loader), and the policy file's new bytes written and synced beside it
+ * when the change persists. done, on the loop: egressd_commit (nft ->
+ * vault -> swap -> rename into place, undone as one); then, when the
+ * file was renamed, one more work phase syncs its directory before the
+ * answer goes out.
+ */
+#define COMMIT_JOB_MAGIC 0x434a4f42u /* "CJOB" */
+
+struct commit_job {
+	struct workq_job wj; /* first */
+	uint32_t magic;
+	struct egressd *d;
+	struct api_mutation *m; /* API: borrowed until m->done */
+	const char *why; /* reload: "sighup", "inotify" */
+	struct policy *base, *next; /* one reference each */
+	/* The policy file's rewrite (API /policy mutations). */
+	bool persist;
+	struct policyfile_tmp tmp;
+	bool prep_failed;
+	struct err prep_e;
+	bool sync_dir; /* renamed: the directory's fsync is next */
+	/* Reload. */
+	bool skip; /* the file's bytes are the ones in force */
+	bool have;
+	uint64_t h;
 	struct policyfile_info info;
 	struct policy_diag dg;
-	struct policy *next;
-	struct err e = {""};
-	uint64_t h = 0;
+	bool load_failed;
+	struct err e; /* the vault carry's error */
+};
+
+static struct commit_job *
+commit_job_of(struct workq_job *wj)
+{
+	struct commit_job *j = (struct commit_job *)wj;
+
+	if (j == NULL || j->magic != COMMIT_JOB_MAGIC)
+		abort();
+	return j;
+}
+
+static void
+commit_job_free(struct commit_job *j)
+{
+	policyfile_discard(&j->tmp);
+	policy_unref(j->base);
+	policy_unref(j->next);
+	policy_diag_clear(&j->dg);
+	j->magic = 0;
+	free(j);
+}
+
+static void
+reload_start_cb(struct workq_job *wj)
+{
+	struct commit_job *j = commit_job_of(wj);
+	struct egressd *d = j->d;
+
 	/* Hash before loading: a change racing the load triggers again. */
-	bool have;
-
-	egressd_reload_token(d, why);
-	have = egressd_file_hash(d, &h);
-
+	j->have = egressd_file_hash(d, &j->h);
 	/*
 	 * Our own rewrite, or a touch, comes back through inotify with the
 	 * bytes already in force: not a new policy. SIGHUP always reloads.
 	 */
-	if (strcmp(why, "inotify") == 0 && !d->rules_dir_dirty &&
-	    !d->creds_dirty && have && d->file_hash_valid && h == d->file_hash)
-		return 0;
+	if (strcmp(j->why, "inotify") == 0 && !d->rules_dir_dirty &&
+	    !d->creds_dirty && j->have && d->file_hash_valid &&
+	    j->h == d->file_hash) {
+		j->skip = true;
+		return;
+	}
 	d->rules_dir_dirty = false;
 	d->creds_dirty = false;
-	policy_diag_init(&dg);
-	next = policyfile_load(d->cfg, &dg, &info);
-	if (next == NULL) {
-		d->stats.policy_reloads_failed++;
-		egressd_log_diag(d, "policy.reload_failed", &dg);
-		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
-		    LOG_U("errors", dg.n),
-		    LOG_U("revision", d->policy->revision));
-		policy_diag_clear(&dg);
-		return -1;
-	}
-	policy_diag_clear(&dg);
-	/* The loader's snapshot is still ours alone: number it in sequence. */
-	next->revision = d->policy->revision + 1;
-	/* The API's vault stays in force across the operator's reload. */
-	{
-		struct policy *loaded = next;
+	j->base = policy_ref(d->policy);
+}
 
-		next = policy_vault_carry(loaded, d->policy, &e);
-		policy_unref(loaded);
-		if (next == NULL) {
-			d->stats.policy_reloads_failed++;
-			log_error(d->log, "policy.reload_failed",
-			    LOG_S("trigger", why), LOG_S("error", e.msg),
-			    LOG_S("reason", "credential vault"),
-			    LOG_U("revision", d->policy->revision));
-			return -1;
-		}
+/* The worker's: reads files, touches j alone (cfg is immutable). */
+static void
+reload_work_cb(struct workq_job *wj)
+{
+	struct commit_job *j = commit_job_of(wj);
+	struct policy *loaded;
+
+	if (j->skip)
+		return;
+	if ((loaded = policyfile_load(j->d->cfg, &j->dg, &j->info)) == NULL) {
+		j->load_failed = true;
+		return;
 	}
-	if (egressd_commit(d, next, false, &e) == -1) {
+	/* The loader's snapshot is still ours alone: number it in sequence. */
+	loaded->revision = j->base->revision + 1;
+	/* The API's vault stays in force across the operator's reload. */
+	j->next = policy_vault_carry(loaded, j->base, &j->e);
+	policy_unref(loaded);
+}
+
+static bool
+reload_done_cb(struct workq_job *wj, bool cancelled)
+{
+	struct commit_job *j = commit_job_of(wj);
+	struct egressd *d = j->d;
+	struct err e = {""};
+
+	if (cancelled || j->skip)
+		goto out_free;
+	if (j->load_failed) {
 		d->stats.policy_reloads_failed++;
-		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
-		    LOG_S("error", e.msg),
+		egressd_log_diag(d, "policy.reload_failed", &j->dg);
+		log_error(d->log, "policy.reload_failed",
+		    LOG_S("trigger", j->why), LOG_U("errors", j->dg.n),
 		    LOG_U("revision", d->policy->revision));
-		policy_unref(next);
-		return -1;
+		goto out_free;
+	}
+	if (j->next == NULL) {
+		d->stats.policy_reloads_failed++;
+		log_error(d->log, "policy.reload_failed",
+		    LOG_S("trigger", j->why), LOG_S("error", j->e.msg),
+		    LOG_S("reason", "credential vault"),
+		    LOG_U("revision", d->policy->revision));
+		goto out_free;
+	}
+	if (egressd_commit(d, j->next, NULL, NULL, &e) == -1) {
+		d->stats.policy_reloads_failed++;
+		log_error(d->log, "policy.reload_failed",
+		    LOG_S("trigger", j->why), LOG_S("error", e.msg),
+		    LOG_U("revision", d->policy->revision));
+		goto out_free;
 	}
 	d->stats.policy_reloads_ok++;
-	egressd_note_policy_file(d, &info, why);
-	d->file_hash = h;
-	d->file_hash_valid = have;
-	log_info(d->log, "policy.loaded", LOG_S("trigger", why),
-	    LOG_U("revision", next->revision), LOG_U("rules", next->nrules),
-	    LOG_S("mode", policy_mode_name(next)));
-	policy_unref(next);
-	return 0;
+	egressd_note_policy_file(d, &j->info, j->why);
+	d->file_hash = j->h;
+	d->file_hash_valid = j->have;
+	log_info(d->log, "policy.loaded", LOG_S("trigger", j->why),
+	    LOG_U("revision", j->next->revision),
+	    LOG_U("rules", j->next->nrules),
+	    LOG_S("mode", policy_mode_name(j->next)));
+out_free:
+	commit_job_free(j);
+	return false;
+}
+
+static void
+egressd_reload(struct egressd *d, const char *why)
+{
+	struct commit_job *j = calloc(1, sizeof(*j));
+	struct err e = {""};
+
+	/* The token is no policy: it need not wait for the queue. */
+	egressd_reload_token(d, why);
+	if (j == NULL) {
+		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
+		    LOG_S("error", "out of memory"));
+		return;
+	}
+	j->magic = COMMIT_JOB_MAGIC;
+	j->d = d;
+	j->why = why;
+	j->wj.start = reload_start_cb;
+	j->wj.work = reload_work_cb;
+	j->wj.done = reload_done_cb;
+	policy_diag_init(&j->dg);
+	if (workq_submit(d->wq, &j->wj, &e) == -1) {
+		d->stats.policy_reloads_failed++;
+		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
+		    LOG_S("error", e.msg));
+		commit_job_free(j);
+	}
 }
 
 static void
@@ -288,7 +396,7 @@ egressd_reload_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	(void)egressd_reload(d, "inotify");
+	egressd_reload(d, "inotify");
 }
 
 /*
@@ -461,7 +569,7 @@ egressd_signal_cb(evutil_socket_t sig, short what, void *arg)
 		event_base_loopexit(d->base, NULL);
 		break;
 	case SIGHUP:
-		(void)egressd_reload(d, "sighup");
+		egressd_reload(d, "sighup");
 		break;
 	case SIGUSR1:
 		if (log_reopen(d->log) == -1)
@@ -1083,21 +1191,93 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- control API hooks ----------------------------------------------- */
 
-static int
-egressd_api_commit_cb(void *arg, struct policy *next, struct err *e)
+static void
+mutation_start_cb(struct workq_job *wj)
 {
-	struct egressd *d = egressd_arg(arg);
+	struct commit_job *j = commit_job_of(wj);
+	struct egressd *d = j->d;
 
-	return egressd_commit(d, next, true, e);
+	j->base = policy_ref(d->policy);
+	/* The vault lives in memory: its mutations never rewrite the file;
+	 * nor does anything while the operator's volume is the source. */
+	j->persist = j->m->persist && d->cfg->policy_file != NULL &&
+	    d->persist_off == NULL;
+	if (j->m->on_loop)
+		j->next = j->m->decide(j->m, j->base);
 }
 
-/* The vault lives in memory: its mutations never rewrite the file. */
+/* The worker's: the API's pure decide, then the file's new bytes. */
+static void
+mutation_work_cb(struct workq_job *wj)
+{
+	struct commit_job *j = commit_job_of(wj);
+
+	if (j->sync_dir) {
+		policyfile_sync_dir(j->tmp.path);
+		return;
+	}
+	if (!j->m->on_loop)
+		j->next = j->m->decide(j->m, j->base);
+	if (j->next != NULL && j->persist &&
+	    policyfile_prepare(
+	        j->next, j->d->cfg->policy_file, &j->tmp, &j->prep_e) == -1)
+		j->prep_failed = true;
+}
+
+static bool
+mutation_done_cb(struct workq_job *wj, bool cancelled)
+{
+	struct commit_job *j = commit_job_of(wj);
+	struct egressd *d = j->d;
+	struct err e = {""};
+	int rc = 1;
+
+	if (cancelled && j->sync_dir) {
+		/* In force already: make it durable, then say so. */
+		policyfile_sync_dir(j->tmp.path);
+		rc = 0;
+	} else if (cancelled) {
+		err_set(&e, "egressd is shutting down");
+		rc = -1;
+	} else if (j->sync_dir) {
+		rc = 0;
+	} else if (j->next != NULL) {
+		rc = egressd_commit(d, j->next, j->persist ? &j->tmp : NULL,
+		    j->prep_failed ? &j->prep_e : NULL, &e);
+		/* Renamed into place: durable once the directory is synced,
+		 * and that fsync is the worker's. */
+		if (rc == 0 && j->persist) {
+			j->sync_dir = true;
+			return true;
+		}
+	}
+	j->m->done(j->m, rc, rc == 0 ? j->next : NULL, &e);
+	commit_job_free(j);
+	return false;
+}
+
 static int
-egressd_api_vault_commit_cb(void *arg, struct policy *next, struct err *e)
+egressd_api_mutate_cb(void *arg, struct api_mutation *m, struct err *e)
 {
 	struct egressd *d = egressd_arg(arg);
+	struct commit_job *j = calloc(1, sizeof(*j));
 
-	return egressd_commit(d, next, false, e);
+	if (j == NULL) {
+		err_set(e, "out of memory");
+		return -1;
+	}
+	j->magic = COMMIT_JOB_MAGIC;
+	j->d = d;
+	j->m = m;
+	j->wj.start = mutation_start_cb;
+	j->wj.work = mutation_work_cb;
+	j->wj.done = mutation_done_cb;
+	policy_diag_init(&j->dg);
+	if (workq_submit(d->wq, &j->wj, e) == -1) {
+		commit_job_free(j);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -1368,9 +1548,8 @@ egressd_start_api(struct egressd *d, struct err *e)
 	o.log = d->log;
 	o.stats = &d->stats;
 	h.policy_get = egressd_policy_get_cb;
-	h.policy_commit = egressd_api_commit_cb;
+	h.mutate = egressd_api_mutate_cb;
 	h.policy_vault_check = egressd_api_vault_check_cb;
-	h.vault_commit = egressd_api_vault_commit_cb;
 	h.vault_writable = egressd_api_vault_writable_cb;
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;
@@ -1433,7 +1612,8 @@ egressd_swap(struct egressd *d, struct policy *next)
  */
 struct commit {
 	struct policy *old, *next; /* old: a reference held for the undo */
-	bool persist;
+	struct policyfile_tmp *tmp; /* NULL: nothing to persist */
+	const struct err *prep; /* why tmp could not be prepared, or NULL */
 	struct vault *vold; /* the vault replaced, kept for the undo */
 };
 
@@ -1515,22 +1695,30 @@ commit_swap_undo(struct egressd *d, struct commit *c)
 	egressd_swap(d, c->old);
 }
 
+/*
+ * The new bytes were written and synced beside the file on the worker
+ * (no fsync on the loop); here they are put in place, after the swap, so
+ * the file never names a policy that is not in force. The operator's
+ * volume (persist_off) is the source of truth: nothing was prepared then,
+ * and the change stays in memory until a restart or the volume's next
+ * update. A failed preparation fails here, as a failed write did, so the
+ * rollback is the same.
+ */
 static int
 commit_persist(struct egressd *d, struct commit *c, struct err *e)
 {
-	if (!c->persist || d->cfg->policy_file == NULL)
+	if (c->tmp == NULL)
 		return 1;
-	/* The operator's volume is the source of truth: the change stays in
-	 * memory until a restart or the volume's next update. */
-	if (d->persist_off != NULL)
-		return 1;
-	if (policyfile_write(c->next, d->cfg->policy_file, &d->file_hash,
-	        d->cfg->failpoint, d->log, e) == -1) {
+	if (c->prep != NULL)
+		err_set(e, "%s", c->prep->msg);
+	if (c->prep != NULL ||
+	    policyfile_publish(c->tmp, d->cfg->failpoint, d->log, e) == -1) {
 		log_error(d->log, "policy.persist_failed",
 		    LOG_S("path", d->cfg->policy_file), LOG_S("error", e->msg));
 		err_prefix(e, "persist");
 		return -1;
 	}
+	d->file_hash = c->tmp->hash;
 	d->file_hash_valid = true;
 	d->policy_file_missing = false; /* it exists now */
 	return 0;
@@ -1550,10 +1738,10 @@ static const struct {
 #define COMMIT_NSTEPS (sizeof(commit_steps) / sizeof(commit_steps[0]))
 
 static int
-egressd_commit(
-    struct egressd *d, struct policy *next, bool persist, struct err *e)
+egressd_commit(struct egressd *d, struct policy *next,
+    struct policyfile_tmp *tmp, const struct err *prep, struct err *e)
 {
-	struct commit c = {policy_ref(d->policy), next, persist, NULL};
+	struct commit c = {policy_ref(d->policy), next, tmp, prep, NULL};
 	bool done[COMMIT_NSTEPS] = {false};
 	size_t i;
 	int rc;
@@ -1651,6 +1839,8 @@ egressd_init(
 		err_set(e, "cannot create event base");
 		return -1;
 	}
+	if ((d->wq = workq_new(d->base, e)) == NULL)
+		return -1;
 	policy_diag_init(&dg);
 	d->file_hash_valid = egressd_file_hash(d, &d->file_hash);
 	d->policy = policyfile_load(cfg, &dg, &info);
@@ -1725,6 +1915,10 @@ egressd_clear(struct egressd *d)
 
 	if (d->magic != EGRESSD_MAGIC)
 		return;
+	/* First: a change still queued answers its request (the API is
+	 * still there) and lets go of its snapshots. */
+	workq_free(d->wq);
+	d->wq = NULL;
 	api_free(d->api);
 	proxy_free(d->proxy);
 	vault_free(d->vault);

@@ -14,10 +14,13 @@
  * reference. What a caller passes to a hook is lent the same way: a hook
  * that keeps it takes its own reference.
  *
- * Commit order for every policy change (API mutation or file reload):
- * validate (done by the caller) -> apply the nft batch -> swap the
- * snapshot -> persist (API mutations only) -> answer. A failure at any step
- * before the swap leaves everything as it was.
+ * Commit order for every policy change (API mutation or file reload), one
+ * change at a time in a FIFO (egressd/workq.h): decide against the
+ * snapshot in force and write the policy file's new bytes beside it (on
+ * the commit worker) -> apply the nft batch -> swap the snapshot -> rename
+ * the file into place (API mutations only) -> sync its directory (worker)
+ * -> answer. A failure at any step before the answer leaves everything as
+ * it was (docs/architecture.md, "Policy changes").
  */
 #ifndef EGRESSD_DAEMON_H
 #define EGRESSD_DAEMON_H

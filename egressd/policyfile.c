@@ -126,16 +126,18 @@ policyfile_persist_off(const char *path)
 }
 
 int
-policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
-    const char *failpoint, struct log *lg, struct err *e)
+policyfile_prepare(const struct policy *p, const char *path,
+    struct policyfile_tmp *t, struct err *e)
 {
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	char *yaml, *slash;
+	char *yaml;
 	size_t len, off = 0;
-	int fd, dfd;
+	int fd;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path,
-	        (long)getpid()) >= sizeof(tmp)) {
+	memset(t, 0, sizeof(*t));
+	if ((size_t)snprintf(t->path, sizeof(t->path), "%s", path) >=
+	        sizeof(t->path) ||
+	    (size_t)snprintf(t->tmp, sizeof(t->tmp), "%s.tmp.%ld", path,
+	        (long)getpid()) >= sizeof(t->tmp)) {
 		err_set(e, "%s: path too long", path);
 		return -1;
 	}
@@ -146,14 +148,14 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 	len = strlen(yaml);
 	/* A stale file or a link of that name would keep its own mode and
 	 * owner, or lead the write elsewhere: the file is always new. */
-	if (unlink(tmp) == -1 && errno != ENOENT) {
-		err_set(e, "%s: %s", tmp, strerror(errno));
+	if (unlink(t->tmp) == -1 && errno != ENOENT) {
+		err_set(e, "%s: %s", t->tmp, strerror(errno));
 		goto out_free;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	fd = open(t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	    policyfile_has_inline(p) ? 0600 : 0640);
 	if (fd == -1) {
-		err_set(e, "%s: %s", tmp, strerror(errno));
+		err_set(e, "%s: %s", t->tmp, strerror(errno));
 		goto out_free;
 	}
 	while (off < len) {
@@ -161,23 +163,53 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 		if (w == -1 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			err_set(e, "%s: write: %s", tmp, strerror(errno));
+			err_set(e, "%s: write: %s", t->tmp, strerror(errno));
 			goto out_unlink;
 		}
 		off += (size_t)w;
 	}
 	if (fsync(fd) == -1) {
-		err_set(e, "%s: fsync: %s", tmp, strerror(errno));
+		err_set(e, "%s: fsync: %s", t->tmp, strerror(errno));
 		goto out_unlink;
 	}
 	close(fd);
-	fd = -1;
-	failpoint_hit(failpoint, "persist.before_rename", lg);
-	if (rename(tmp, path) == -1) {
-		err_set(e, "rename %s: %s", path, strerror(errno));
-		goto out_unlink;
+	t->hash = hash_fnv1a(yaml, len);
+	t->ready = true;
+	policy_yaml_free(yaml);
+	return 0;
+out_unlink:
+	close(fd);
+	unlink(t->tmp);
+out_free:
+	policy_yaml_free(yaml);
+	return -1;
+}
+
+int
+policyfile_publish(struct policyfile_tmp *t, const char *failpoint,
+    struct log *lg, struct err *e)
+{
+	if (!t->ready) {
+		err_set(e, "%s: nothing prepared", t->path);
+		return -1;
 	}
-	/* The rename is durable only once the directory is synced. */
+	failpoint_hit(failpoint, "persist.before_rename", lg);
+	t->ready = false;
+	if (rename(t->tmp, t->path) == -1) {
+		err_set(e, "rename %s: %s", t->path, strerror(errno));
+		unlink(t->tmp);
+		return -1;
+	}
+	return 0;
+}
+
+void
+policyfile_sync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int dfd;
+
 	(void)snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	if (slash == NULL)
@@ -190,17 +222,30 @@ policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
 		(void)fsync(dfd);
 		close(dfd);
 	}
+}
+
+void
+policyfile_discard(struct policyfile_tmp *t)
+{
+	if (t->ready)
+		(void)unlink(t->tmp);
+	t->ready = false;
+}
+
+int
+policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
+    const char *failpoint, struct log *lg, struct err *e)
+{
+	struct policyfile_tmp t;
+
+	if (policyfile_prepare(p, path, &t, e) == -1 ||
+	    policyfile_publish(&t, failpoint, lg, e) == -1)
+		return -1;
+	/* The rename is durable only once the directory is synced. */
+	policyfile_sync_dir(path);
 	if (hash != NULL)
-		*hash = hash_fnv1a(yaml, len);
-	policy_yaml_free(yaml);
+		*hash = t.hash;
 	return 0;
-out_unlink:
-	if (fd != -1)
-		close(fd);
-	unlink(tmp);
-out_free:
-	policy_yaml_free(yaml);
-	return -1;
 }
 
 /* "<base>.tmp.<digits>": the name policyfile_write gives its temp file. */

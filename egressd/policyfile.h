@@ -11,6 +11,7 @@
 #ifndef EGRESSD_POLICYFILE_H
 #define EGRESSD_POLICYFILE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,31 @@ const char *policyfile_persist_off(const char *path);
  */
 int policyfile_write(const struct policy *p, const char *path, uint64_t *hash,
     const char *failpoint, struct log *lg, struct err *e);
+
+/*
+ * policyfile_write in its halves, so the slow one can run on the commit
+ * worker (egressd/workq.h) and the ordered one on the loop:
+ *   prepare  renders p, writes "<path>.tmp.<pid>" afresh and fsyncs it
+ *            (thread-safe: no logging, touches only t); t->hash is the
+ *            hash of the bytes, t->ready set;
+ *   publish  failpoint "persist.before_rename", then the rename into
+ *            place (the temp file removed when it fails); loop only;
+ *   sync_dir the directory's fsync, which makes the rename durable
+ *            (thread-safe; its failure changes nothing in force);
+ *   discard  removes a prepared temp file that will not be published.
+ */
+struct policyfile_tmp {
+	char path[PATH_MAX], tmp[PATH_MAX];
+	uint64_t hash;
+	bool ready; /* tmp written and synced, not yet renamed or removed */
+};
+
+int policyfile_prepare(const struct policy *p, const char *path,
+    struct policyfile_tmp *t, struct err *e);
+int policyfile_publish(struct policyfile_tmp *t, const char *failpoint,
+    struct log *lg, struct err *e);
+void policyfile_sync_dir(const char *path);
+void policyfile_discard(struct policyfile_tmp *t);
 
 /*
  * Removes the temp files of policyfile_write that a crash (egressd killed

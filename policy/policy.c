@@ -8,6 +8,7 @@
 #include "policy/policy_int.h"
 #include "policy/policy_parts.h"
 #include "util/coalesce.h"
+#include "util/refcnt.h"
 
 /* ---- diagnostics ---- */
 
@@ -170,7 +171,7 @@ policy_overlays_index(struct policy_overlays *o)
 void
 policy_overlays_unref(struct policy_overlays *o)
 {
-	if (o == NULL || --o->refs > 0)
+	if (o == NULL || !refcnt_dec(&o->refs))
 		return;
 	policy_layer_free(o->ldeny);
 	policy_layer_free(o->lallow);
@@ -215,7 +216,7 @@ policy_config_unref(struct policy_config *c)
 {
 	size_t i;
 
-	if (c == NULL || --c->refs > 0)
+	if (c == NULL || !refcnt_dec(&c->refs))
 		return;
 	policy_layer_free(c->linfra);
 	policy_rules_free(c->infra, c->ninfra);
@@ -378,14 +379,14 @@ struct policy *
 policy_ref(struct policy *p)
 {
 	if (p != NULL)
-		p->refs++;
+		refcnt_inc(&p->refs);
 	return p;
 }
 
 void
 policy_unref(struct policy *p)
 {
-	if (p == NULL || --p->refs > 0)
+	if (p == NULL || !refcnt_dec(&p->refs))
 		return;
 	index_free(p->index);
 	policy_rules_free(p->rules, p->nrules);

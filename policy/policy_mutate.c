@@ -8,6 +8,7 @@
 
 #include "policy/policy_int.h"
 #include "util/hash.h"
+#include "util/refcnt.h"
 
 #define API_NAME "body"
 
@@ -102,10 +103,10 @@ derive(const struct policy *base, enum policy_action def, bool user_empty,
 	struct policy_index *ix = base->index;
 	struct policy *p;
 
-	ix->ov->refs++;
-	ix->cfg->refs++;
+	refcnt_inc(&ix->ov->refs);
+	refcnt_inc(&ix->cfg->refs);
 	if (ix->vault != NULL)
-		ix->vault->refs++;
+		refcnt_inc(&ix->vault->refs);
 	p = policy_assemble(def, user_empty, rules, n, ix->ov, ix->cfg,
 	    ix->vault, "api", base->revision + 1);
 	if (p == NULL)

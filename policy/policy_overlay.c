@@ -11,6 +11,7 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
+#include "util/refcnt.h"
 
 struct ovfile {
 	const char *fname;
@@ -200,9 +201,9 @@ policy_with_overlays_dir(
 		policy_diag_add(d, dir, 0, 0, "out of memory");
 		return NULL;
 	}
-	base->index->cfg->refs++;
+	refcnt_inc(&base->index->cfg->refs);
 	if (base->index->vault != NULL)
-		base->index->vault->refs++;
+		refcnt_inc(&base->index->vault->refs);
 	p = policy_assemble(base->default_action, base->user_empty, rules,
 	    base->nrules, o, base->index->cfg, base->index->vault, base->source,
 	    base->revision);

@@ -12,6 +12,7 @@
 #include "policy/policy_cred.h"
 #include "policy/policy_vault.h"
 #include "policy/policy_walk.h"
+#include "util/refcnt.h"
 
 #define BODY_NAME "body"
 
@@ -588,8 +589,8 @@ attach(const struct policy *base, struct policy_config *vault,
 		policy_config_unref(vault);
 		goto nomem;
 	}
-	ix->ov->refs++;
-	ix->cfg->refs++;
+	refcnt_inc(&ix->ov->refs);
+	refcnt_inc(&ix->cfg->refs);
 	p = policy_assemble(base->default_action, base->user_empty, rules,
 	    base->nrules, ix->ov, ix->cfg, vault, base->source, revision);
 	if (p == NULL)
@@ -687,6 +688,6 @@ policy_vault_carry(
 	err_clear(e);
 	if (v == NULL)
 		return policy_ref(loaded);
-	v->refs++;
+	refcnt_inc(&v->refs);
 	return attach(loaded, v, loaded->revision, NULL, e);
 }
