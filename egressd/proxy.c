@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "egressd/defaults.h"
 #include "egressd/http_chunk.h"
 #include "egressd/http_decode.h"
 #include "egressd/http_head.h"
@@ -3195,6 +3197,62 @@ proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
 	return 0;
 }
 
+/*
+ * Descriptors for the cap: the soft RLIMIT_NOFILE is raised to what
+ * conns_max connections and the reserve take (and the hard limit with
+ * it, which needs CAP_SYS_RESOURCE), else to the hard limit. A limit
+ * that still falls short lowers the cap rather than let accept and
+ * connect fail with EMFILE under load; the reserve then shrinks to at
+ * most half the limit so a tiny limit still leaves some connections.
+ * Logged either way (proxy.nofile), a shortfall as a warning.
+ */
+static void
+proxy_nofile(struct proxy *p)
+{
+	struct rlimit rl, want;
+	rlim_t need, reserve;
+	size_t asked = p->o.conns_max, fit;
+	const char *how = "enough";
+
+	need = (rlim_t)asked * PROXY_FDS_PER_CONN + PROXY_FD_RESERVE;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < need) {
+		want.rlim_cur = need;
+		want.rlim_max =
+		    rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need
+		    ? rl.rlim_max
+		    : need;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0) {
+			how = want.rlim_max != rl.rlim_max ? "raised_hard"
+			                                   : "raised";
+			rl = want;
+		} else {
+			rl.rlim_cur = rl.rlim_max;
+			if (setrlimit(RLIMIT_NOFILE, &rl) == -1 ||
+			    getrlimit(RLIMIT_NOFILE, &rl) == -1)
+				return;
+			how = "short";
+		}
+	}
+	if (rl.rlim_cur >= need) {
+		log_info(p->log, "proxy.nofile", LOG_S("outcome", how),
+		    LOG_U("nofile", (uint64_t)rl.rlim_cur),
+		    LOG_U("needed", (uint64_t)need), LOG_U("conns_max", asked));
+		return;
+	}
+	reserve = rl.rlim_cur / 2 < PROXY_FD_RESERVE ? rl.rlim_cur / 2
+	                                             : PROXY_FD_RESERVE;
+	fit = (size_t)((rl.rlim_cur - reserve) / PROXY_FDS_PER_CONN);
+	if (fit == 0)
+		fit = 1;
+	p->o.conns_max = fit < asked ? fit : asked;
+	log_warn(p->log, "proxy.nofile", LOG_S("outcome", how),
+	    LOG_U("nofile", (uint64_t)rl.rlim_cur),
+	    LOG_U("needed", (uint64_t)need), LOG_U("conns_asked", asked),
+	    LOG_U("conns_max", p->o.conns_max));
+}
+
 struct proxy *
 proxy_new(struct event_base *base, const struct proxy_opts *o,
     const struct proxy_hooks *h, struct log *lg, struct err *e)
@@ -3221,7 +3279,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->o.state_dir = p->o.trust_dir = NULL;
 	p->o.ca_key_file = p->o.ca_cert_file = NULL;
 	if (p->o.conns_max == 0)
-		p->o.conns_max = PROXY_CONNS_MAX;
+		p->o.conns_max = EGRESSD_DEFAULT_PROXY_CONNS_MAX;
+	proxy_nofile(p);
 	if (p->o.hello_ms == 0)
 		p->o.hello_ms = PROXY_HELLO_MS;
 	if (p->o.connect_ms == 0)
