@@ -53,10 +53,12 @@
 struct event_base;
 struct log;
 
-/* Descriptors one connection may hold: the client's and the origin's
- * sockets, and a spliced pass-through's two pipes (each made when its
- * direction first carries data). */
-#define PROXY_FDS_PER_CONN 6
+/* Descriptors one connection holds: the client's and the origin's
+ * sockets. A spliced pass-through direction borrows a pipe only while
+ * bytes are in flight, from at most PROXY_PIPES_MAX in all (two
+ * descriptors each; a direction finding none waits for one). */
+#define PROXY_FDS_PER_CONN 2
+#define PROXY_PIPES_MAX 512
 /* Descriptors kept for everything but proxy connections: the resolver's
  * TCP clients (DNS_TCP_CONNS_MAX) and upstream sockets, the API's
  * connections (API_CONNS_MAX on each listener), pooled origin
@@ -165,7 +167,8 @@ struct proxy_opts {
 	uint32_t mark; /* SO_MARK of upstream sockets */
 	/*
 	 * 0: EGRESSD_DEFAULT_PROXY_CONNS_MAX. proxy_new raises RLIMIT_NOFILE
-	 * to conns_max * PROXY_FDS_PER_CONN + PROXY_FD_RESERVE (the hard
+	 * to conns_max * PROXY_FDS_PER_CONN + 2 * PROXY_PIPES_MAX +
+	 * PROXY_FD_RESERVE (the hard
 	 * limit too when it may: CAP_SYS_RESOURCE); when it cannot, the cap
 	 * is lowered to what the limit holds and proxy.nofile says so.
 	 */
