@@ -13,10 +13,11 @@
 # they are held: egressd holds them all (the relay gauge), a new request
 # and a DNS query are answered at once, and egressd's VmRSS and VmHWM
 # stay under the bound of docs/proxy.md ("Connections at scale"): the
-# RSS before plus PER_CONN_KB for each connection. Then every idle one
+# RSS before plus 16 MiB plus so many KiB per connection of each kind;
+# idle pass-through connections hold no pipe. Then every idle one
 # answers one more request (held, not dropped), the client closes
 # everything, and egressd's connection gauges return to 0 with as many
-# descriptors open as before (no leak).
+# TCP sockets open as before (no leak).
 # egressd is asked for 12,000 (--proxy-conns-max) and raises its
 # RLIMIT_NOFILE for them (proxy.nofile); where the hard limit cannot be
 # raised (no CAP_SYS_RESOURCE) and is short, egressd lowers its cap and
