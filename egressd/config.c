@@ -66,6 +66,9 @@ config_usage(FILE *f)
 	    "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT)"
 	    "\n"
 	    "  --proxy-port PORT       its port on 127.0.0.1/::1 (%u)\n"
+	    "  --proxy-conns-max N     proxy connections at once, 1..%u; "
+	    "accept\n"
+	    "                          pauses there (%u)\n"
 	    "  --intercept-port PORT   a TCP port redirected to the proxy "
 	    "besides\n"
 	    "                          80 and 443 (repeatable)\n"
@@ -90,6 +93,8 @@ config_usage(FILE *f)
 	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
 	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
+	    (unsigned)EGRESSD_PROXY_CONNS_MAX_MAX,
+	    (unsigned)EGRESSD_DEFAULT_PROXY_CONNS_MAX,
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
 	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
 	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
@@ -141,6 +146,7 @@ config_init(struct config *c)
 	c->dns_probe_interval_s = EGRESSD_DEFAULT_PROBE_INTERVAL_S;
 	c->mark = EGRESSD_DEFAULT_MARK;
 	c->proxy_port = EGRESSD_DEFAULT_PROXY_PORT;
+	c->proxy_conns_max = EGRESSD_DEFAULT_PROXY_CONNS_MAX;
 	c->log_level = EGRESSD_DEFAULT_LOG_LEVEL;
 	(void)config_parse_vault_compressed(
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED, &c->vault_compressed);
@@ -533,6 +539,7 @@ enum config_key {
 	K_LOG_LEVEL,
 	K_TRANSPARENT,
 	K_PROXY_PORT,
+	K_PROXY_CONNS_MAX,
 	K_INTERCEPT_PORTS,
 	K_STATE_DIR,
 	K_CA_KEY,
@@ -632,6 +639,12 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_parse_bool(v, &c->proxy_transparent, what, e);
 	case K_PROXY_PORT:
 		return config_set_port(&c->proxy_port, v, what, e);
+	case K_PROXY_CONNS_MAX:
+		if (config_parse_uint(
+		        v, 1, EGRESSD_PROXY_CONNS_MAX_MAX, &n, what, e) == -1)
+			return -1;
+		c->proxy_conns_max = (size_t)n;
+		return 0;
 	case K_TRUST_DIR:
 		return config_set_str(&c->trust_dir, v, what, e);
 	case K_SSL_INSECURE:
@@ -739,6 +752,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_PROTECTED_PORTS", K_PROTECTED_PORTS},
     {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
     {"EGRESSD_INTERCEPT_PORTS", K_INTERCEPT_PORTS},
+    {"EGRESSD_PROXY_CONNS_MAX", K_PROXY_CONNS_MAX},
     {"EGRESSD_STATE_DIR", K_STATE_DIR},
     {"EGRESSD_CA_KEY_FILE", K_CA_KEY},
     {"EGRESSD_CA_CERT_FILE", K_CA_CERT},
@@ -855,6 +869,7 @@ static const struct config_flag config_flags[] = {
     CF_PORT("inbound-port", inbound_ports, ninbound_ports),
     CF_TRUE("proxy", proxy_transparent),
     CF_KEY("proxy-port", K_PROXY_PORT),
+    CF_KEY("proxy-conns-max", K_PROXY_CONNS_MAX),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
     CF_KEY("state-dir", K_STATE_DIR),

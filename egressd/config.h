@@ -94,6 +94,7 @@ struct config {
 	/* Transparent proxy (proxy.h); the vault's settings come later. */
 	bool proxy_transparent;
 	uint16_t proxy_port;
+	size_t proxy_conns_max; /* connections at once */
 	/* TCP ports redirected to the proxy besides 80 and 443. */
 	uint16_t intercept_ports[CONFIG_PORTS_MAX];
 	size_t nintercept_ports;

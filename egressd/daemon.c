@@ -1072,6 +1072,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	memset(&o, 0, sizeof(o));
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;
+	o.conns_max = c->proxy_conns_max;
 	o.mark = c->mark;
 	o.state_dir = c->state_dir;
 	o.ca_bundle = c->ca_bundle;

@@ -47,6 +47,11 @@
 /* The transparent proxy. */
 #define EGRESSD_DEFAULT_PROXY_PORT 18081 /* OPENSANDBOX_EGRESS_MITMPROXY_PORT */
 #define EGRESSD_DEFAULT_TRUST_DIR "/etc/ssl/certs"
+/* Proxy connections at once (accept pauses there); each may take
+ * PROXY_FDS_PER_CONN descriptors, and RLIMIT_NOFILE is raised at start
+ * to hold them (proxy.h). */
+#define EGRESSD_DEFAULT_PROXY_CONNS_MAX 4096
+#define EGRESSD_PROXY_CONNS_MAX_MAX 65536
 #define EGRESSD_DEFAULT_STATE_DIR "/var/lib/egressd"
 /* A compressed response on a connection the vault injected into:
  * "refuse" (502, never forwarded unscanned) or "decode" (decoded,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "egressd/defaults.h"
 #include "egressd/http_chunk.h"
 #include "egressd/http_decode.h"
 #include "egressd/http_head.h"
@@ -51,6 +53,10 @@
 	        : TLS_HELLO_MSG_MAX + 4 * TLS_RECORD_HEADER_LEN)
 #define PROXY_IO_MAX (128u << 10) /* bytes per read or write call */
 #define PROXY_SPLICE_MAX (256u << 10) /* pipe size of a spliced direction */
+/* empty pass-through pipes kept for reuse (the rest are closed) */
+#define PROXY_PIPES_FREE 64
+/* a spliced direction that found no pipe to lend tries again after */
+#define PROXY_PIPE_RETRY_MS 20
 #define PROXY_LOG_RATE 50 /* proxy.refused lines per second, burst 100 */
 /* Compressed bytes decoded per step of a redacted response: with the
  * decoder's ratio cap, what one step can add to the client's queue
@@ -86,10 +92,14 @@ struct proxy_splice {
 	struct proxy_conn *c;
 	int dir; /* 0: client -> origin, 1: origin -> client */
 	int from, to; /* the sockets (owned by the connection's sfd) */
-	int pr, pw; /* the pipe, -1 until data first flows this way */
+	/* the pipe, lent by the proxy (proxy_pipe_get) while bytes are in
+	 * it and given back once it is empty and from has nothing more to
+	 * read: an idle direction holds none; -1 then */
+	int pr, pw;
 	size_t inpipe; /* bytes in the pipe */
 	bool eof, shut; /* from said EOF; FIN sent to to */
 	struct event *rev, *wev;
+	struct event *retry; /* no pipe to lend: try again shortly */
 };
 
 struct proxy_listener {
@@ -187,6 +197,10 @@ struct proxy {
 	SSL_CTX *sctx, *cctx;
 	struct tls_sess_cache *sess; /* upstream sessions to resume */
 	struct proxy_pool *pool; /* idle upstream connections to reuse */
+	/* pass-through pipes: npipes open (at most PROXY_PIPES_MAX), up to
+	 * PROXY_PIPES_FREE empty ones kept for the next burst */
+	size_t npipes, nfree;
+	int pipe_free[PROXY_PIPES_FREE][2];
 };
 
 static const char *const proxy_reason_names[PROXY_NREASONS] = {
@@ -309,6 +323,61 @@ proxy_http_status(enum proxy_reason r)
 
 static void proxy_resume_accept(struct proxy *p);
 
+/*
+ * Pass-through pipes. A spliced direction needs one only while bytes
+ * are in flight, so they are lent per burst: taken from the proxy's
+ * free list (or made, up to PROXY_PIPES_MAX in all) when a direction
+ * reads, handed back once it is empty and the socket has nothing more.
+ * Ten thousand idle pass-through connections then hold no pipe (four
+ * descriptors and a pipe ring in the kernel each, before), and a busy
+ * one reuses the same pipe without a syscall.
+ */
+static bool
+proxy_pipe_get(struct proxy_splice *s)
+{
+	struct proxy *p = s->c->p;
+	int pfd[2];
+
+	if (s->pr != -1)
+		return true;
+	if (p->nfree > 0) {
+		p->nfree--;
+		s->pr = p->pipe_free[p->nfree][0];
+		s->pw = p->pipe_free[p->nfree][1];
+		return true;
+	}
+	if (p->npipes >= PROXY_PIPES_MAX ||
+	    pipe2(pfd, O_NONBLOCK | O_CLOEXEC) == -1)
+		return false;
+	(void)fcntl(pfd[1], F_SETPIPE_SZ, PROXY_SPLICE_MAX);
+	p->npipes++;
+	s->pr = pfd[0];
+	s->pw = pfd[1];
+	return true;
+}
+
+/* Back to the free list when empty; closed when it still holds bytes
+ * (a connection closing mid-burst). */
+static void
+proxy_pipe_put(struct proxy_splice *s)
+{
+	struct proxy *p = s->c->p;
+
+	if (s->pr == -1)
+		return;
+	if (s->inpipe == 0 && p->nfree < PROXY_PIPES_FREE) {
+		p->pipe_free[p->nfree][0] = s->pr;
+		p->pipe_free[p->nfree][1] = s->pw;
+		p->nfree++;
+	} else {
+		close(s->pr);
+		close(s->pw);
+		p->npipes--;
+	}
+	s->pr = s->pw = -1;
+	s->inpipe = 0;
+}
+
 static void
 proxy_set_state(struct proxy_conn *c, enum proxy_state st)
 {
@@ -423,10 +492,9 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 				event_free(c->sp[i].rev);
 			if (c->sp[i].wev != NULL)
 				event_free(c->sp[i].wev);
-			if (c->sp[i].pr != -1)
-				close(c->sp[i].pr);
-			if (c->sp[i].pw != -1)
-				close(c->sp[i].pw);
+			if (c->sp[i].retry != NULL)
+				event_free(c->sp[i].retry);
+			proxy_pipe_put(&c->sp[i]);
 			close(c->sfd[i]);
 		}
 	}
@@ -2375,6 +2443,7 @@ proxy_splice_pump(struct proxy_splice *s)
 		}
 		(void)event_del(s->wev);
 		if (s->eof) {
+			proxy_pipe_put(s);
 			if (!s->shut) {
 				s->shut = true;
 				(void)shutdown(s->to, SHUT_WR);
@@ -2385,14 +2454,14 @@ proxy_splice_pump(struct proxy_splice *s)
 			}
 			return 0;
 		}
-		if (s->pr == -1) {
-			int pfd[2];
+		if (!proxy_pipe_get(s)) {
+			/* every pipe is in flight (or no descriptor is
+			 * left): the bytes wait in the socket */
+			struct timeval tv = {0, PROXY_PIPE_RETRY_MS * 1000};
 
-			if (pipe2(pfd, O_NONBLOCK | O_CLOEXEC) == -1)
-				goto fail;
-			s->pr = pfd[0];
-			s->pw = pfd[1];
-			(void)fcntl(s->pw, F_SETPIPE_SZ, PROXY_SPLICE_MAX);
+			(void)event_del(s->rev);
+			(void)evtimer_add(s->retry, &tv);
+			return 0;
 		}
 		n = splice(s->from, NULL, s->pw, NULL, PROXY_SPLICE_MAX,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -2406,6 +2475,7 @@ proxy_splice_pump(struct proxy_splice *s)
 			continue;
 		}
 		if (errno == EAGAIN || errno == EINTR) {
+			proxy_pipe_put(s);
 			(void)event_add(s->rev, NULL);
 			return 0;
 		}
@@ -2444,6 +2514,8 @@ proxy_splice_start(struct proxy_conn *c)
 	bufferevent_free(c->up);
 	c->cli = c->up = NULL;
 	c->spliced = true;
+	/* both directions whole before anything can fail: the close path
+	 * looks at both */
 	for (i = 0; i < 2; i++) {
 		struct proxy_splice *s = &c->sp[i];
 
@@ -2452,11 +2524,16 @@ proxy_splice_start(struct proxy_conn *c)
 		s->from = c->sfd[i];
 		s->to = c->sfd[1 - i];
 		s->pr = s->pw = -1;
+	}
+	for (i = 0; i < 2; i++) {
+		struct proxy_splice *s = &c->sp[i];
+
 		s->rev = event_new(
 		    p->base, s->from, EV_READ | EV_PERSIST, proxy_splice_cb, s);
 		s->wev = event_new(
 		    p->base, s->to, EV_WRITE | EV_PERSIST, proxy_splice_cb, s);
-		if (s->rev == NULL || s->wev == NULL) {
+		s->retry = evtimer_new(p->base, proxy_splice_cb, s);
+		if (s->rev == NULL || s->wev == NULL || s->retry == NULL) {
 			proxy_conn_close(c, PROXY_CLIENT_ERROR);
 			return;
 		}
@@ -3243,6 +3320,64 @@ proxy_tls_open(struct proxy *p, const struct proxy_opts *o, struct err *e)
 	return 0;
 }
 
+/*
+ * Descriptors for the cap: the soft RLIMIT_NOFILE is raised to what
+ * conns_max connections and the reserve take (and the hard limit with
+ * it, which needs CAP_SYS_RESOURCE), else to the hard limit. A limit
+ * that still falls short lowers the cap rather than let accept and
+ * connect fail with EMFILE under load; the reserve then shrinks to at
+ * most half the limit so a tiny limit still leaves some connections.
+ * Logged either way (proxy.nofile), a shortfall as a warning.
+ */
+static void
+proxy_nofile(struct proxy *p)
+{
+	struct rlimit rl, want;
+	rlim_t need, reserve;
+	size_t asked = p->o.conns_max, fit;
+	const char *how = "enough";
+
+	need = (rlim_t)asked * PROXY_FDS_PER_CONN + 2 * PROXY_PIPES_MAX +
+	    PROXY_FD_RESERVE;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+		return;
+	if (rl.rlim_cur < need) {
+		want.rlim_cur = need;
+		want.rlim_max =
+		    rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need
+		    ? rl.rlim_max
+		    : need;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0) {
+			how = want.rlim_max != rl.rlim_max ? "raised_hard"
+			                                   : "raised";
+			rl = want;
+		} else {
+			rl.rlim_cur = rl.rlim_max;
+			if (setrlimit(RLIMIT_NOFILE, &rl) == -1 ||
+			    getrlimit(RLIMIT_NOFILE, &rl) == -1)
+				return;
+			how = "short";
+		}
+	}
+	if (rl.rlim_cur >= need) {
+		log_info(p->log, "proxy.nofile", LOG_S("outcome", how),
+		    LOG_U("nofile", (uint64_t)rl.rlim_cur),
+		    LOG_U("needed", (uint64_t)need), LOG_U("conns_max", asked));
+		return;
+	}
+	reserve = 2 * PROXY_PIPES_MAX + PROXY_FD_RESERVE;
+	if (reserve > rl.rlim_cur / 2)
+		reserve = rl.rlim_cur / 2;
+	fit = (size_t)((rl.rlim_cur - reserve) / PROXY_FDS_PER_CONN);
+	if (fit == 0)
+		fit = 1;
+	p->o.conns_max = fit < asked ? fit : asked;
+	log_warn(p->log, "proxy.nofile", LOG_S("outcome", how),
+	    LOG_U("nofile", (uint64_t)rl.rlim_cur),
+	    LOG_U("needed", (uint64_t)need), LOG_U("conns_asked", asked),
+	    LOG_U("conns_max", p->o.conns_max));
+}
+
 struct proxy *
 proxy_new(struct event_base *base, const struct proxy_opts *o,
     const struct proxy_hooks *h, struct log *lg, struct err *e)
@@ -3269,7 +3404,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->o.state_dir = p->o.trust_dir = NULL;
 	p->o.ca_key_file = p->o.ca_cert_file = NULL;
 	if (p->o.conns_max == 0)
-		p->o.conns_max = PROXY_CONNS_MAX;
+		p->o.conns_max = EGRESSD_DEFAULT_PROXY_CONNS_MAX;
+	proxy_nofile(p);
 	if (p->o.hello_ms == 0)
 		p->o.hello_ms = PROXY_HELLO_MS;
 	if (p->o.connect_ms == 0)
@@ -3309,6 +3445,11 @@ proxy_free(struct proxy *p)
 	}
 	if (p->reserve_fd != -1)
 		close(p->reserve_fd);
+	while (p->nfree > 0) {
+		p->nfree--;
+		close(p->pipe_free[p->nfree][0]);
+		close(p->pipe_free[p->nfree][1]);
+	}
 	proxy_pool_free(p->pool);
 	SSL_CTX_free(p->sctx);
 	SSL_CTX_free(p->cctx);

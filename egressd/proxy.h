@@ -53,7 +53,17 @@
 struct event_base;
 struct log;
 
-#define PROXY_CONNS_MAX 4096 /* default cap on connections at once */
+/* Descriptors one connection holds: the client's and the origin's
+ * sockets. A spliced pass-through direction borrows a pipe only while
+ * bytes are in flight, from at most PROXY_PIPES_MAX in all (two
+ * descriptors each; a direction finding none waits for one). */
+#define PROXY_FDS_PER_CONN 2
+#define PROXY_PIPES_MAX 512
+/* Descriptors kept for everything but proxy connections: the resolver's
+ * TCP clients (DNS_TCP_CONNS_MAX) and upstream sockets, the API's
+ * connections (API_CONNS_MAX on each listener), pooled origin
+ * connections, netlink, logs, the policy file and its watch. */
+#define PROXY_FD_RESERVE 1024
 #define PROXY_HELLO_MS 10000 /* first bytes to a decision */
 #define PROXY_CONNECT_MS 10000 /* upstream connect */
 #define PROXY_IDLE_MS 300000 /* no byte either way */
@@ -156,7 +166,14 @@ struct proxy_opts {
 	const char *listen4, *listen6; /* NULL: 127.0.0.1, ::1; "": none */
 	uint16_t port; /* 0: ephemeral (tests), see proxy_port() */
 	uint32_t mark; /* SO_MARK of upstream sockets */
-	size_t conns_max; /* 0: PROXY_CONNS_MAX */
+	/*
+	 * 0: EGRESSD_DEFAULT_PROXY_CONNS_MAX. proxy_new raises RLIMIT_NOFILE
+	 * to conns_max * PROXY_FDS_PER_CONN + 2 * PROXY_PIPES_MAX +
+	 * PROXY_FD_RESERVE (the hard
+	 * limit too when it may: CAP_SYS_RESOURCE); when it cannot, the cap
+	 * is lowered to what the limit holds and proxy.nofile says so.
+	 */
+	size_t conns_max;
 	unsigned hello_ms, connect_ms, idle_ms; /* 0: defaults above */
 	/*
 	 * Termination: the CA lives in state_dir (tls_ca.h), which also
@@ -207,7 +224,8 @@ struct proxy_status {
 	bool paused; /* accept paused at the cap */
 };
 
-/* Binds the listeners; NULL and e on failure (nothing left open). */
+/* Binds the listeners; NULL and e on failure (nothing left open).
+ * Raises the process's RLIMIT_NOFILE (o->conns_max). */
 struct proxy *proxy_new(struct event_base *base, const struct proxy_opts *o,
     const struct proxy_hooks *h, struct log *lg, struct err *e);
 /* Closes every connection (reason shutdown) and the listeners. */

@@ -127,7 +127,12 @@ proxy_tls_client_ctx(
 	SSL_CTX_set_options(
 	    ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
+	/* tls_sess.c keeps the sessions worth resuming (SSL_get_session at
+	 * close); with SSL_SESS_CACHE_CLIENT alone OpenSSL also adds every
+	 * upstream connection's sessions to its own store (up to 20,480,
+	 * peer chain and ticket each) for lookups a client never makes */
+	SSL_CTX_set_session_cache_mode(
+	    ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	if (insecure) {
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
 	} else {

@@ -384,6 +384,38 @@ test_learned_max(void **state)
 	config_clear(&c);
 }
 
+/* --proxy-conns-max: 4096 by default, env, flag over env, 0 and past
+ * the range refused with the name. */
+static void
+test_proxy_conns_max(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_PROXY_CONNS_MAX=12000", NULL};
+	char *zero_env[] = {"EGRESSD_PROXY_CONNS_MAX=0", NULL};
+	char *big_env[] = {"EGRESSD_PROXY_CONNS_MAX=65537", NULL};
+	char a0[] = "egressd", a1[] = "--proxy-conns-max", a2[] = "65536",
+	     a3[] = "-5";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *bad_argv[] = {a0, a1, a3, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.proxy_conns_max, 4096);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.proxy_conns_max, 12000);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.proxy_conns_max, 65536);
+	assert_int_equal(config_from_env(&c, zero_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_CONNS_MAX"));
+	assert_int_equal(config_from_env(&c, big_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_CONNS_MAX"));
+	assert_int_equal(config_from_args(&c, 3, bad_argv, &e), -1);
+	assert_non_null(strstr(e.msg, "proxy-conns-max"));
+	assert_int_equal(c.proxy_conns_max, 65536);
+	config_clear(&c);
+}
+
 /* --vault-compressed: refuse by default, env, flag over env, bad values
  * named. */
 static void
@@ -435,6 +467,7 @@ main(void)
 	    cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_learned_max),
 	    cmocka_unit_test(test_vault_compressed),
+	    cmocka_unit_test(test_proxy_conns_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
