@@ -122,6 +122,7 @@ struct proxy_conn {
 	 * request or response on it said Connection: close, no upgrade) */
 	bool up_reused, up_keep;
 	bool up_resumed; /* terminated: its upstream handshake resumed */
+	bool cli_resumed; /* terminated: the client resumed a session */
 	char tls_why[128]; /* the upstream TLS failure, for the log */
 	/* pass-through after the decision: splice(2), no bufferevents */
 	bool spliced;
@@ -437,6 +438,28 @@ proxy_log_compressed(
 	    LOG_U("out", c->dec != NULL ? http_decode_out(c->dec) : 0));
 }
 
+/*
+ * A terminated client connection that ends in good order gets a TLS
+ * close_notify before the FIN (RFC 8446 6.1): without it an OpenSSL 3
+ * client reads an unexpected EOF, sends a fatal alert and drops the
+ * session it would have resumed. One attempt on the non-blocking socket,
+ * only when nothing is left unsent; a full socket buffer just skips it.
+ */
+static void
+proxy_close_notify(struct proxy_conn *c, enum proxy_reason why)
+{
+	SSL *ssl;
+
+	if (!c->term || !c->cli_ready || c->cli_eof ||
+	    (why != PROXY_OK && why != PROXY_IDLE && why != PROXY_SHUTDOWN &&
+	        why != PROXY_POLICY_CHANGED) ||
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
+	    (ssl = bufferevent_openssl_get_ssl(c->cli)) == NULL)
+		return;
+	(void)SSL_shutdown(ssl);
+	ERR_clear_error();
+}
+
 /* The one close path. */
 static void
 proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
@@ -468,7 +491,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	                                     : "unknown"),
 	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
 	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->up_resumed),
-	    LOG_B("reused", c->up_reused),
+	    LOG_B("cli_resumed", c->cli_resumed), LOG_B("reused", c->up_reused),
 	    LOG_U("ms", now_mono_ms() - c->t0_ms));
 	p->st.by_reason[c->why]++;
 	p->st.by_state[c->st]--;
@@ -498,9 +521,10 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 			close(c->sfd[i]);
 		}
 	}
-	if (c->cli != NULL)
+	if (c->cli != NULL) {
+		proxy_close_notify(c, why);
 		bufferevent_free(c->cli);
-	else if (c->fd != -1)
+	} else if (c->fd != -1)
 		close(c->fd);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
@@ -2988,6 +3012,9 @@ proxy_cli_event(struct bufferevent *b, short what, void *arg)
 	case PROXY_ST_CONNECT:
 		if (c->term && (what & BEV_EVENT_CONNECTED)) {
 			c->cli_ready = true;
+			c->cli_resumed =
+			    SSL_session_reused(
+			        bufferevent_openssl_get_ssl(b)) == 1;
 			if (c->up_failed)
 				proxy_term_fail(c);
 			else if (c->up_ready)

@@ -136,6 +136,42 @@ tb_assert_log --since "$m" --min 1 "$TB_EGRESSD_LOG" proxy.closed \
 tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" proxy.closed \
     decision=terminated name=a.test resumed=false reused=false
 
+# egressd's own close of a terminated connection (the client asked for
+# Connection: close) is a TLS close_notify, not a bare FIN: an OpenSSL 3
+# client would otherwise read an unexpected EOF and drop the session it
+# resumes with. Three connections, each resuming the last one's session.
+cat >"$TB_DIR/sbx-bin/close_notify.py" <<'PY'
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+# Debian's Python forgives a missing close_notify; OpenSSL itself does not
+ctx.options &= ~getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
+sess = None
+for i in range(3):
+    raw = socket.create_connection(("a.test", 443), timeout=5)
+    s = ctx.wrap_socket(raw, server_hostname="a.test", session=sess,
+                        suppress_ragged_eofs=False)
+    s.sendall(b"GET /cn%d HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n" % i)
+    body = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            body += d
+        end = "close_notify"
+    except ssl.SSLError as e:  # UNEXPECTED_EOF_WHILE_READING
+        end = "unclean:" + str(e.reason)
+    print(i, body.split(b" ", 2)[1].decode(), end, s.session_reused)
+    sess = s.session
+    s.close()
+PY
+chmod 755 "$TB_DIR/sbx-bin/close_notify.py"
+tb_expect_eq "Connection: close ends with close_notify; every new connection resumes" \
+    "0 200 close_notify False
+1 200 close_notify True
+2 200 close_notify True" \
+    "$(tb_sandbox "$TB_PY" "$TB_DIR/sbx-bin/close_notify.py" "$CA" 2>&1)"
+
 # an origin that closes without a TLS close_notify (the test origin,
 # like many servers) after a Connection: close response: an end, not a
 # failure; every byte still reaches the client
