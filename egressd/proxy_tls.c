@@ -44,8 +44,14 @@ proxy_tls_server_ctx(struct err *e)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	char why[256];
 
+	/* With server preference, AES-128-GCM goes first: it is the cheapest
+	 * AEAD on AES-NI hardware and every TLS 1.3 client offers it. The
+	 * default list leads with AES-256, which costs each record more. */
 	if (ctx == NULL ||
-	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+	    SSL_CTX_set_ciphersuites(ctx,
+	        "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+	        "TLS_CHACHA20_POLY1305_SHA256") != 1) {
 		proxy_tls_error(why, sizeof(why));
 		err_set(e, "TLS server context: %s", why);
 		SSL_CTX_free(ctx);
