@@ -564,35 +564,120 @@ enum config_key {
 	K_VAULT_COMPRESSED,
 };
 
+/*
+ * How the settings that are one field each are stored: a string, a boolean,
+ * a port, or a whole number in [min, max] in a field of that size. The
+ * others (CF_OWN) have their own code in config_set.
+ */
+enum config_field_kind { CF_OWN, CF_STR, CF_BOOL, CF_PORT, CF_UINT };
+
+struct config_field {
+	enum config_field_kind kind;
+	size_t off, size;
+	unsigned long long min, max;
+};
+
+#define CF_AT(m) offsetof(struct config, m), sizeof(((struct config *)0)->m)
+
+static const struct config_field config_fields[] = {
+    [K_RULES] = {CF_STR, CF_AT(rules_json), 0, 0},
+    [K_POLICY_FILE] = {CF_STR, CF_AT(policy_file), 0, 0},
+    [K_MAX_RULES] = {CF_UINT, CF_AT(max_rules), 0, POLICY_FILE_RULES_MAX},
+    [K_POLICY_FILE_MAX] = {CF_UINT, CF_AT(policy_file_max),
+        EGRESSD_POLICY_FILE_MAX_MIN, POLICY_FILE_CEILING},
+    [K_SANDBOX_ID] = {CF_STR, CF_AT(sandbox_id), 0, 0},
+    [K_BLOCK_DOH] = {CF_BOOL, CF_AT(block_doh_443), 0, 0},
+    [K_UPSTREAM_TIMEOUT] = {CF_UINT, CF_AT(dns_timeout_s), 1,
+        EGRESSD_DNS_TIMEOUT_S_MAX},
+    [K_PROBE] = {CF_STR, CF_AT(dns_probe), 0, 0},
+    [K_PROBE_INTERVAL] = {CF_UINT, CF_AT(dns_probe_interval_s), 1,
+        EGRESSD_PROBE_INTERVAL_S_MAX},
+    [K_TRANSPARENT] = {CF_BOOL, CF_AT(proxy_transparent), 0, 0},
+    [K_PROXY_PORT] = {CF_PORT, CF_AT(proxy_port), 0, 0},
+    [K_PROXY_CONNS_MAX] = {CF_UINT, CF_AT(proxy_conns_max), 1,
+        EGRESSD_PROXY_CONNS_MAX_MAX},
+    [K_STATE_DIR] = {CF_STR, CF_AT(state_dir), 0, 0},
+    [K_CA_KEY] = {CF_STR, CF_AT(ca_key_file), 0, 0},
+    [K_CA_CERT] = {CF_STR, CF_AT(ca_cert_file), 0, 0},
+    [K_CA_BUNDLE] = {CF_STR, CF_AT(ca_bundle), 0, 0},
+    [K_TRUST_DIR] = {CF_STR, CF_AT(trust_dir), 0, 0},
+    [K_SSL_INSECURE] = {CF_BOOL, CF_AT(ssl_insecure), 0, 0},
+    [K_TOKEN_FILE] = {CF_STR, CF_AT(token_file), 0, 0},
+    [K_API_SOCKET] = {CF_STR, CF_AT(api_socket), 0, 0},
+    [K_API_TLS_CERT] = {CF_STR, CF_AT(api_tls_cert), 0, 0},
+    [K_API_TLS_KEY] = {CF_STR, CF_AT(api_tls_key), 0, 0},
+    [K_RULES_DIR] = {CF_STR, CF_AT(rules_dir), 0, 0},
+    [K_LOG_FILE] = {CF_STR, CF_AT(log_file), 0, 0},
+    [K_DNS_PORT] = {CF_PORT, CF_AT(dns_port), 0, 0},
+    [K_MARK] = {CF_UINT, CF_AT(mark), 1, UINT32_MAX},
+    [K_LEARNED_MAX] = {CF_UINT, CF_AT(learned_max), NFT_LEARNED_MAX_MIN,
+        NFT_LEARNED_MAX_LIMIT},
+    [K_TEARDOWN] = {CF_BOOL, CF_AT(teardown_on_exit), 0, 0},
+    [K_INSECURE_NO_TOKEN] = {CF_BOOL, CF_AT(api_insecure_no_token), 0, 0},
+    [K_FAILPOINT] = {CF_STR, CF_AT(failpoint), 0, 0},
+};
+
+/* Stores n (checked against the field's range) in a field of size bytes. */
+static void
+config_store_uint(void *dst, size_t size, unsigned long long n)
+{
+	uint16_t u16 = (uint16_t)n;
+	uint32_t u32 = (uint32_t)n;
+	uint64_t u64 = n;
+
+	switch (size) {
+	case sizeof(u16):
+		memcpy(dst, &u16, size);
+		break;
+	case sizeof(u32):
+		memcpy(dst, &u32, size);
+		break;
+	case sizeof(u64):
+		memcpy(dst, &u64, size);
+		break;
+	default:
+		abort(); /* a config_fields entry of another size */
+	}
+}
+
+/* A setting of one field, as its entry in config_fields says. */
+static int
+config_set_field(struct config *c, const struct config_field *f, const char *v,
+    const char *what, struct err *e)
+{
+	char *dst = (char *)c + f->off;
+	unsigned long long n;
+
+	switch (f->kind) {
+	case CF_STR:
+		return config_set_str((char **)(void *)dst, v, what, e);
+	case CF_BOOL:
+		return config_parse_bool(v, (bool *)(void *)dst, what, e);
+	case CF_PORT:
+		return config_set_port((uint16_t *)(void *)dst, v, what, e);
+	case CF_UINT:
+		if (config_parse_uint(v, f->min, f->max, &n, what, e) == -1)
+			return -1;
+		config_store_uint(dst, f->size, n);
+		return 0;
+	case CF_OWN:
+		break;
+	}
+	err_set(e, "%s: unknown setting", what);
+	return -1;
+}
+
 static int
 config_set(struct config *c, enum config_key k, const char *v, const char *what,
     struct err *e)
 {
-	unsigned long long n;
-
 	switch (k) {
 	case K_MODE:
 		return config_set_mode(c, v, what, e);
-	case K_RULES:
-		return config_set_str(&c->rules_json, v, what, e);
-	case K_POLICY_FILE:
-		return config_set_str(&c->policy_file, v, what, e);
 	case K_HTTP_ADDR:
 		return config_set_http_addr(c, v, what, e);
 	case K_TOKEN:
 		return config_set_token(c, v, what, e);
-	case K_MAX_RULES:
-		if (config_parse_uint(
-		        v, 0, POLICY_FILE_RULES_MAX, &n, what, e) == -1)
-			return -1;
-		c->max_rules = (size_t)n;
-		return 0;
-	case K_POLICY_FILE_MAX:
-		if (config_parse_uint(v, EGRESSD_POLICY_FILE_MAX_MIN,
-		        POLICY_FILE_CEILING, &n, what, e) == -1)
-			return -1;
-		c->policy_file_max = (size_t)n;
-		return 0;
 	case K_NS_EXEMPT:
 		return config_set_ip_list(
 		    &c->nameserver_exempt, v, false, what, e);
@@ -604,28 +689,10 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 			return -1;
 		}
 		return config_set_str(&c->deny_webhook, v, what, e);
-	case K_SANDBOX_ID:
-		return config_set_str(&c->sandbox_id, v, what, e);
-	case K_BLOCK_DOH:
-		return config_parse_bool(v, &c->block_doh_443, what, e);
 	case K_DOH_LIST:
 		return config_set_ip_list(&c->doh_blocklist, v, true, what, e);
 	case K_UPSTREAM:
 		return config_set_upstreams(c, v, what, e);
-	case K_UPSTREAM_TIMEOUT:
-		if (config_parse_uint(
-		        v, 1, EGRESSD_DNS_TIMEOUT_S_MAX, &n, what, e) == -1)
-			return -1;
-		c->dns_timeout_s = (unsigned)n;
-		return 0;
-	case K_PROBE:
-		return config_set_str(&c->dns_probe, v, what, e);
-	case K_PROBE_INTERVAL:
-		if (config_parse_uint(
-		        v, 1, EGRESSD_PROBE_INTERVAL_S_MAX, &n, what, e) == -1)
-			return -1;
-		c->dns_probe_interval_s = (unsigned)n;
-		return 0;
 	case K_LOG_LEVEL:
 		if (log_level_parse(v, &c->log_level) == -1) {
 			err_set(e,
@@ -635,68 +702,15 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 			return -1;
 		}
 		return 0;
-	case K_TRANSPARENT:
-		return config_parse_bool(v, &c->proxy_transparent, what, e);
-	case K_PROXY_PORT:
-		return config_set_port(&c->proxy_port, v, what, e);
-	case K_PROXY_CONNS_MAX:
-		if (config_parse_uint(
-		        v, 1, EGRESSD_PROXY_CONNS_MAX_MAX, &n, what, e) == -1)
-			return -1;
-		c->proxy_conns_max = (size_t)n;
-		return 0;
-	case K_TRUST_DIR:
-		return config_set_str(&c->trust_dir, v, what, e);
-	case K_SSL_INSECURE:
-		return config_parse_bool(v, &c->ssl_insecure, what, e);
-	case K_TOKEN_FILE:
-		return config_set_str(&c->token_file, v, what, e);
-	case K_API_SOCKET:
-		return config_set_str(&c->api_socket, v, what, e);
-	case K_API_TLS_CERT:
-		return config_set_str(&c->api_tls_cert, v, what, e);
-	case K_API_TLS_KEY:
-		return config_set_str(&c->api_tls_key, v, what, e);
-	case K_RULES_DIR:
-		return config_set_str(&c->rules_dir, v, what, e);
-	case K_LOG_FILE:
-		return config_set_str(&c->log_file, v, what, e);
-	case K_DNS_PORT:
-		return config_set_port(&c->dns_port, v, what, e);
-	case K_MARK:
-		if (config_parse_uint(v, 1, UINT32_MAX, &n, what, e) == -1)
-			return -1;
-		c->mark = (uint32_t)n;
-		return 0;
-	case K_LEARNED_MAX:
-		if (config_parse_uint(v, NFT_LEARNED_MAX_MIN,
-		        NFT_LEARNED_MAX_LIMIT, &n, what, e) == -1)
-			return -1;
-		c->learned_max = (uint32_t)n;
-		return 0;
-	case K_TEARDOWN:
-		return config_parse_bool(v, &c->teardown_on_exit, what, e);
-	case K_INSECURE_NO_TOKEN:
-		return config_parse_bool(v, &c->api_insecure_no_token, what, e);
 	case K_PROTECTED_PORTS:
 		return config_set_ports(
 		    c->protected_ports, &c->nprotected_ports, v, what, e);
 	case K_INBOUND_PORTS:
 		return config_set_ports(
 		    c->inbound_ports, &c->ninbound_ports, v, what, e);
-	case K_STATE_DIR:
-		return config_set_str(&c->state_dir, v, what, e);
-	case K_CA_KEY:
-		return config_set_str(&c->ca_key_file, v, what, e);
-	case K_CA_CERT:
-		return config_set_str(&c->ca_cert_file, v, what, e);
-	case K_CA_BUNDLE:
-		return config_set_str(&c->ca_bundle, v, what, e);
 	case K_INTERCEPT_PORTS:
 		return config_set_ports(
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
-	case K_FAILPOINT:
-		return config_set_str(&c->failpoint, v, what, e);
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -706,9 +720,14 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 			return -1;
 		}
 		return 0;
+	default:
+		break;
 	}
-	err_set(e, "%s: unknown setting", what);
-	return -1;
+	if ((size_t)k >= sizeof(config_fields) / sizeof(config_fields[0])) {
+		err_set(e, "%s: unknown setting", what);
+		return -1;
+	}
+	return config_set_field(c, &config_fields[k], v, what, e);
 }
 
 struct config_env {

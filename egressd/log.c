@@ -198,6 +198,21 @@ log_puts(struct log_buf *b, const char *s)
 	log_put(b, s, strlen(s));
 }
 
+/* The two-byte JSON escape of c (RFC 8259 7), NULL when it has none. */
+static const char *
+log_short_escape(unsigned char c)
+{
+	static const char *const two[] = {
+	    ['"'] = "\\\"",
+	    ['\\'] = "\\\\",
+	    ['\n'] = "\\n",
+	    ['\r'] = "\\r",
+	    ['\t'] = "\\t",
+	};
+
+	return c < sizeof(two) / sizeof(two[0]) ? two[c] : NULL;
+}
+
 static void
 log_put_json_str(struct log_buf *b, const char *s, size_t max)
 {
@@ -209,6 +224,7 @@ log_put_json_str(struct log_buf *b, const char *s, size_t max)
 		n = max;
 	log_put(b, "\"", 1);
 	while (i < n) {
+		const char *two;
 		char esc[8];
 		size_t l;
 
@@ -222,29 +238,10 @@ log_put_json_str(struct log_buf *b, const char *s, size_t max)
 			i = l;
 			continue;
 		}
-		switch (u[i]) {
-		case '"':
-			log_put(b, "\\\"", 2);
+		if ((two = log_short_escape(u[i])) != NULL) {
+			log_put(b, two, 2);
 			i++;
 			continue;
-		case '\\':
-			log_put(b, "\\\\", 2);
-			i++;
-			continue;
-		case '\n':
-			log_put(b, "\\n", 2);
-			i++;
-			continue;
-		case '\r':
-			log_put(b, "\\r", 2);
-			i++;
-			continue;
-		case '\t':
-			log_put(b, "\\t", 2);
-			i++;
-			continue;
-		default:
-			break;
 		}
 		if (u[i] < 0x20 || u[i] == 0x7f) {
 			(void)snprintf(esc, sizeof(esc), "\\u%04x", u[i]);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -43,7 +44,7 @@
  */
 struct lent {
 	struct lent *next; /* hash chain */
-	struct lent *newer, *older; /* the family's learn order */
+	TAILQ_ENTRY(lent) order; /* the family's learn order */
 	uint8_t family;
 	uint8_t addr[16];
 	uint64_t expires_ms; /* the later of plain_ms and lim_ms */
@@ -58,7 +59,7 @@ struct lent {
 };
 
 struct lru {
-	struct lent *newest, *oldest;
+	TAILQ_HEAD(lents, lent) q; /* newest first */
 	size_t n;
 };
 
@@ -169,15 +170,7 @@ lru_unlink(struct nft *n, struct lent *l)
 {
 	struct lru *q = lru_of(n, l->family);
 
-	if (l->newer != NULL)
-		l->newer->older = l->older;
-	else
-		q->newest = l->older;
-	if (l->older != NULL)
-		l->older->newer = l->newer;
-	else
-		q->oldest = l->newer;
-	l->newer = l->older = NULL;
+	TAILQ_REMOVE(&q->q, l, order);
 	q->n--;
 }
 
@@ -186,13 +179,7 @@ lru_push(struct nft *n, struct lent *l)
 {
 	struct lru *q = lru_of(n, l->family);
 
-	l->newer = NULL;
-	l->older = q->newest;
-	if (q->newest != NULL)
-		q->newest->newer = l;
-	else
-		q->oldest = l;
-	q->newest = l;
+	TAILQ_INSERT_HEAD(&q->q, l, order);
 	q->n++;
 }
 
@@ -450,6 +437,8 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 		return NULL;
 	}
 	n->magic = NFT_MAGIC;
+	TAILQ_INIT(&n->lru[0].q);
+	TAILQ_INIT(&n->lru[1].q);
 	n->o = *o;
 	if (n->o.clock == NULL)
 		n->o.clock = now_mono_ms_clock;
@@ -1522,9 +1511,9 @@ learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 			goto out_nomem;
 		nev = 0;
 		for (f = 0; f < 2; f++)
-			for (l = n->lru[f].oldest; l != NULL && over[f] > 0;
-			     l = next) {
-				next = l->newer;
+			for (l = TAILQ_LAST(&n->lru[f].q, lents);
+			     l != NULL && over[f] > 0; l = next) {
+				next = TAILQ_PREV(l, lents, order);
 				if (l->pin == n->pin_gen)
 					continue;
 				ev[nev].family = l->family;

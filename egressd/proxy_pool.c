@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -11,7 +12,7 @@
 
 struct pentry {
 	struct proxy_pool *pp;
-	struct pentry *prev, *next; /* newest first */
+	TAILQ_ENTRY(pentry) entry; /* newest first */
 	struct bufferevent *up;
 	struct event *timer;
 	char name[TLS_HELLO_SNI_MAX + 1];
@@ -23,7 +24,7 @@ struct proxy_pool {
 	struct event_base *base;
 	size_t max, n;
 	unsigned idle_ms;
-	struct pentry *head, *tail;
+	TAILQ_HEAD(pentries, pentry) entries;
 };
 
 static bool
@@ -40,14 +41,7 @@ unlink_entry(struct pentry *x)
 {
 	struct proxy_pool *pp = x->pp;
 
-	if (x->prev != NULL)
-		x->prev->next = x->next;
-	else
-		pp->head = x->next;
-	if (x->next != NULL)
-		x->next->prev = x->prev;
-	else
-		pp->tail = x->prev;
+	TAILQ_REMOVE(&pp->entries, x, entry);
 	pp->n--;
 }
 
@@ -93,6 +87,7 @@ proxy_pool_new(struct event_base *base, size_t max, unsigned idle_ms)
 	if (pp == NULL)
 		return NULL;
 	pp->base = base;
+	TAILQ_INIT(&pp->entries);
 	pp->max = max != 0 ? max : PROXY_POOL_MAX;
 	pp->idle_ms = idle_ms != 0 ? idle_ms : PROXY_POOL_IDLE_MS;
 	return pp;
@@ -103,8 +98,8 @@ proxy_pool_flush(struct proxy_pool *pp)
 {
 	size_t n = 0;
 
-	while (pp != NULL && pp->head != NULL) {
-		close_entry(pp->head);
+	while (pp != NULL && !TAILQ_EMPTY(&pp->entries)) {
+		close_entry(TAILQ_FIRST(&pp->entries));
 		n++;
 	}
 	return n;
@@ -123,7 +118,7 @@ void
 proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
     const struct addr *dst, uint16_t port)
 {
-	struct pentry *x, *oldest = NULL;
+	struct pentry *x, *y, *oldest = NULL;
 	size_t same = 0;
 	struct timeval tv = {
 	    pp->idle_ms / 1000, (long)(pp->idle_ms % 1000) * 1000};
@@ -138,26 +133,21 @@ proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
 		bufferevent_free(up);
 		return;
 	}
-	for (struct pentry *y = pp->head; y != NULL; y = y->next)
-		if (key_eq(y, name, dst, port)) {
-			same++;
-			oldest = y;
-		}
+	TAILQ_FOREACH(y, &pp->entries, entry)
+	if (key_eq(y, name, dst, port)) {
+		same++;
+		oldest = y;
+	}
 	if (same >= PROXY_POOL_PER_KEY)
 		close_entry(oldest);
 	else if (pp->n >= pp->max)
-		close_entry(pp->tail);
+		close_entry(TAILQ_LAST(&pp->entries, pentries));
 	x->pp = pp;
 	x->up = up;
 	memcpy(x->name, name, strlen(name) + 1);
 	x->dst = *dst;
 	x->port = port;
-	x->next = pp->head;
-	if (pp->head != NULL)
-		pp->head->prev = x;
-	else
-		pp->tail = x;
-	pp->head = x;
+	TAILQ_INSERT_HEAD(&pp->entries, x, entry);
 	pp->n++;
 	bufferevent_setcb(up, idle_read_cb, NULL, idle_event_cb, x);
 	bufferevent_setwatermark(up, EV_READ, 0, 0);
@@ -175,9 +165,9 @@ proxy_pool_take(struct proxy_pool *pp, const char *name, const struct addr *dst,
 
 	if (pp == NULL)
 		return NULL;
-	for (x = pp->head; x != NULL; x = x->next)
-		if (key_eq(x, name, dst, port))
-			break;
+	TAILQ_FOREACH(x, &pp->entries, entry)
+	if (key_eq(x, name, dst, port))
+		break;
 	if (x == NULL)
 		return NULL;
 	up = x->up;

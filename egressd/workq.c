@@ -23,7 +23,7 @@ struct workq {
 	/* The job in progress is out of the list: its done may free it (and
 	 * submit more) before the queue looks at the list again. */
 	struct workq_job *cur;
-	struct workq_job *head, *tail; /* waiting their turn */
+	STAILQ_HEAD(, workq_job) wait; /* waiting their turn */
 	size_t n; /* cur and the waiting */
 
 	/* Shared with the worker, under mu. */
@@ -85,14 +85,11 @@ workq_dispatch(struct workq *q)
 static void
 workq_next(struct workq *q)
 {
-	struct workq_job *j = q->head;
+	struct workq_job *j = STAILQ_FIRST(&q->wait);
 
 	if (j == NULL || q->cur != NULL)
 		return;
-	q->head = j->next;
-	if (q->head == NULL)
-		q->tail = NULL;
-	j->next = NULL;
+	STAILQ_REMOVE_HEAD(&q->wait, entry);
 	q->cur = j;
 	if (j->start != NULL)
 		j->start(j);
@@ -142,6 +139,7 @@ workq_new(struct event_base *base, struct err *e)
 	}
 	q->magic = WORKQ_MAGIC;
 	q->base = base;
+	STAILQ_INIT(&q->wait);
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->cv, NULL);
 	if ((q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1) {
@@ -172,12 +170,7 @@ workq_submit(struct workq *q, struct workq_job *j, struct err *e)
 		err_set(e, "%u changes are waiting already", WORKQ_MAX);
 		return -1;
 	}
-	j->next = NULL;
-	if (q->tail != NULL)
-		q->tail->next = j;
-	else
-		q->head = j;
-	q->tail = j;
+	STAILQ_INSERT_TAIL(&q->wait, j, entry);
 	q->n++;
 	/* Started from the loop, never inside the caller's callback: a
 	 * start that runs at once would surprise a caller mid-update. */
@@ -195,7 +188,7 @@ workq_pending(const struct workq *q)
 void
 workq_free(struct workq *q)
 {
-	struct workq_job *j, *nx;
+	struct workq_job *j;
 
 	if (q == NULL)
 		return;
@@ -209,8 +202,8 @@ workq_free(struct workq *q)
 	}
 	if (q->cur != NULL)
 		(void)q->cur->done(q->cur, true);
-	for (j = q->head; j != NULL; j = nx) {
-		nx = j->next;
+	while ((j = STAILQ_FIRST(&q->wait)) != NULL) {
+		STAILQ_REMOVE_HEAD(&q->wait, entry);
 		(void)j->done(j, true);
 	}
 	if (q->ev != NULL)

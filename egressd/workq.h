@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/queue.h>
 
 #include "util/err.h"
 
@@ -55,7 +56,7 @@ struct workq_job {
 	workq_start_fn start;
 	workq_work_fn work;
 	workq_done_fn done; /* required */
-	struct workq_job *next; /* the queue's */
+	STAILQ_ENTRY(workq_job) entry; /* the queue's */
 };
 
 /* The queue and its worker thread, registered on base (borrowed, must
