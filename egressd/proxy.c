@@ -141,6 +141,9 @@ struct proxy_conn {
 	/* plain HTTP */
 	enum http_phase hphase, rphase; /* client -> origin, origin -> client */
 	size_t hcursor, rcursor; /* http_head_find_end's scan positions */
+	/* when the client's request head now arriving was first seen (the
+	 * head deadline, o.head_ms, runs from there); 0: none is */
+	uint64_t head_t0_ms;
 	struct proxy_body hbody, rbody;
 	/* methods of forwarded requests awaiting their responses (a
 	 * response's framing depends on its request: HEAD, CONNECT) */
@@ -233,6 +236,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_POLICY_CHANGED] = "policy_changed",
     [PROXY_VAULT_COMPRESSED] = "vault_compressed",
     [PROXY_VAULT_DECODE] = "vault_decode_failed",
+    [PROXY_HEAD_TIMEOUT] = "head_timeout",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -1908,6 +1912,44 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 static int proxy_resp_pump(struct proxy_conn *c);
 
 /*
+ * RELAY: the timer for whichever comes first, the idle timeout (no byte
+ * moved either way) or the deadline of a request head that has begun.
+ */
+static void
+proxy_relay_arm(struct proxy_conn *c, uint64_t now)
+{
+	uint64_t idle = now - c->last_ms, left, hl;
+
+	left = idle < c->p->o.idle_ms ? c->p->o.idle_ms - idle : 0;
+	if (c->head_t0_ms != 0) {
+		hl = now - c->head_t0_ms < c->p->o.head_ms
+		    ? c->p->o.head_ms - (now - c->head_t0_ms)
+		    : 0;
+		if (hl < left)
+			left = hl;
+	}
+	proxy_arm(c, (unsigned)left);
+}
+
+/*
+ * The first bytes of a request head are in, not yet its end: from now
+ * the whole head has o.head_ms (a byte now and then would otherwise
+ * hold the connection for as long as the idle timeout allows). Bytes
+ * of the head are not moved, so they do not count as activity either.
+ */
+static void
+proxy_head_started(struct proxy_conn *c)
+{
+	uint64_t now;
+
+	if (c->head_t0_ms != 0)
+		return;
+	now = now_mono_ms();
+	c->head_t0_ms = now;
+	proxy_relay_arm(c, now);
+}
+
+/*
  * Plain HTTP and terminated TLS, client -> origin: each head judged,
  * bodies forwarded by their framing. A refused head stops the stream:
  * nothing more goes upstream; the refusal follows the answers to what
@@ -1975,9 +2017,11 @@ proxy_http_pump(struct proxy_conn *c)
 				/* at most a head buffered before judging */
 				bufferevent_setwatermark(
 				    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+				proxy_head_started(c);
 				return 0;
 			}
 			c->hcursor = 0;
+			c->head_t0_ms = 0;
 			if (http_parse_request(buf, end, &h, &e) !=
 			    HTTP_HEAD_OK) {
 				why = PROXY_BAD_REQUEST;
@@ -2051,6 +2095,7 @@ nomem:
 	return -1;
 refuse:
 	c->hphase = H_STOPPED;
+	c->head_t0_ms = 0;
 	c->refuse_status = status;
 	c->refuse_why = why;
 	bufferevent_disable(c->cli, EV_READ);
@@ -3069,12 +3114,18 @@ proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		now = now_mono_ms();
+		if (c->head_t0_ms != 0 &&
+		    now - c->head_t0_ms >= c->p->o.head_ms) {
+			/* nothing of the partial head went upstream */
+			proxy_conn_close(c, PROXY_HEAD_TIMEOUT);
+			return;
+		}
 		idle = now - c->last_ms;
 		if (idle >= c->p->o.idle_ms) {
 			proxy_conn_close(c, PROXY_IDLE);
 			return;
 		}
-		proxy_arm(c, (unsigned)(c->p->o.idle_ms - idle));
+		proxy_relay_arm(c, now);
 		return;
 	default:
 		return;
@@ -3439,6 +3490,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		p->o.connect_ms = PROXY_CONNECT_MS;
 	if (p->o.idle_ms == 0)
 		p->o.idle_ms = PROXY_IDLE_MS;
+	if (p->o.head_ms == 0)
+		p->o.head_ms = PROXY_HEAD_MS;
 	p->port = o->port;
 	log_limiter_init(&p->lim, PROXY_LOG_RATE, 2 * PROXY_LOG_RATE, 1000);
 	p->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
