@@ -122,6 +122,12 @@ struct proxy_conn {
 	 * request or response on it said Connection: close, no upgrade) */
 	bool up_reused, up_keep;
 	bool up_resumed; /* terminated: its upstream handshake resumed */
+	/* the vault revision of the latest credential injected on up (a
+	 * reference; NULL: none went over it). Every response on up is
+	 * redacted against it, whatever its request: an origin may echo a
+	 * secret it saw earlier on the connection (an error page, a
+	 * /whoami). It goes to the pool with up and comes back with it. */
+	struct vault *up_vault;
 	bool cli_resumed; /* terminated: the client resumed a session */
 	char tls_why[128]; /* the upstream TLS failure, for the log */
 	/* pass-through after the decision: splice(2), no bufferevents */
@@ -539,6 +545,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
 			vault_free(c->rq_vault[i]);
 	}
+	vault_free(c->up_vault);
 	event_free(c->timer);
 	free(c);
 	proxy_resume_accept(p);
@@ -910,19 +917,39 @@ proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
 	return at;
 }
 
-/* Head bytes buf[0..end) to up without field i's line. -1: no memory. */
+/*
+ * Request head buf[0..end) (parsed as h) to up without field skip's line
+ * (-1: none) and, with identity, with "Accept-Encoding: identity" in
+ * place of the client's Accept-Encoding fields (a request on an origin
+ * connection that carried a secret: its response is redacted, and a
+ * compressed one would be refused). -1: no memory.
+ */
 static int
-proxy_move_without(struct proxy_conn *c, const char *buf, size_t end,
-    const struct http_header *f)
+proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
+    const struct http_head *h, int skip, bool identity)
 {
 	struct evbuffer *out = bufferevent_get_output(c->up);
-	size_t from = (size_t)(f->name.p - buf);
-	size_t vend = (size_t)(f->value.p - buf) + f->value.n;
-	const char *nl = memchr(buf + vend, '\n', end - vend);
-	size_t to = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	size_t at = 0, i;
 
-	if (evbuffer_add(out, buf, from) == -1 ||
-	    evbuffer_add(out, buf + to, end - to) == -1)
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+		size_t from = (size_t)(f->name.p - buf);
+		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
+		const char *nl;
+
+		if ((int)i != skip &&
+		    !(identity && http_span_ieq(&f->name, "accept-encoding")))
+			continue;
+		nl = memchr(buf + vend, '\n', end - vend);
+		if (evbuffer_add(out, buf + at, from - at) == -1)
+			return -1;
+		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	}
+	/* the rest without the final CRLF, then the coding and it */
+	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
+	    (identity &&
+	        evbuffer_add(out, "Accept-Encoding: identity\r\n", 27) == -1) ||
+	    evbuffer_add(out, "\r\n", 2) == -1)
 		return -1;
 	evbuffer_drain(bufferevent_get_input(c->cli), end);
 	c->up_bytes += end;
@@ -1970,6 +1997,7 @@ proxy_http_pump(struct proxy_conn *c)
 	uint64_t body_taken;
 	size_t wait;
 	int closef;
+	bool taint;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -2048,6 +2076,16 @@ proxy_http_pump(struct proxy_conn *c)
 			goto refuse;
 		if (rc == -2)
 			goto nomem;
+		/* the origin connection carries the secret from now on; a
+		 * request nothing was injected into, on one that does, gets
+		 * its response redacted all the same */
+		taint = rc == 0 && c->up_vault != NULL;
+		if (taint)
+			used = vault_ref(c->up_vault);
+		else if (used != NULL && used != c->up_vault) {
+			vault_free(c->up_vault);
+			c->up_vault = vault_ref(used);
+		}
 		{
 			size_t slot =
 			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
@@ -2067,12 +2105,12 @@ proxy_http_pump(struct proxy_conn *c)
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 		if (rc == 1) /* its rewrite went up (with its body) */
 			evbuffer_drain(in, end + (size_t)body_taken);
-		else if (closef != -1) {
+		else if (closef != -1 || taint) {
 			/* h's spans point into in's first chain, pulled up */
-			if (proxy_move_without(c,
+			if (proxy_move_head(c,
 			        (const char *)evbuffer_pullup(
 			            in, (ev_ssize_t)end),
-			        end, &h.h[closef]) == -1)
+			        end, &h, closef, taint) == -1)
 				goto nomem;
 		} else if (proxy_move(c, c->cli, c->up, end) == -1)
 			goto nomem;
@@ -2395,8 +2433,9 @@ proxy_pool_keep(struct proxy_conn *c)
 		return false;
 	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
 	    c->name, &c->dst, c->dport);
-	proxy_pool_put(p->pool, c->up, c->name, &c->dst, c->dport);
+	proxy_pool_put(p->pool, c->up, c->up_vault, c->name, &c->dst, c->dport);
 	c->up = NULL;
+	c->up_vault = NULL;
 	proxy_conn_close(c, PROXY_OK);
 	return true;
 }
@@ -2687,6 +2726,8 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 			 * afresh */
 			bufferevent_free(c->up);
 			c->up = NULL;
+			vault_free(c->up_vault);
+			c->up_vault = NULL;
 			c->up_reused = c->up_ready = false;
 			proxy_connect(c);
 			if (c->st == PROXY_ST_CONNECT && c->up_failed &&
@@ -2732,8 +2773,8 @@ proxy_connect(struct proxy_conn *c)
 
 	c->up_keep = true;
 	if (c->term &&
-	    (c->up = proxy_pool_take(p->pool, c->name, &c->dst, c->dport)) !=
-	        NULL) {
+	    (c->up = proxy_pool_take(
+	         p->pool, c->name, &c->dst, c->dport, &c->up_vault)) != NULL) {
 		/* verified for this name and address already; reading, so
 		 * the origin closing it before the relay starts is seen */
 		c->up_reused = c->up_ready = true;

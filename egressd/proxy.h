@@ -160,8 +160,10 @@ struct proxy_hooks {
 	/*
 	 * The Credential Vault in force, lent for the call: the proxy takes
 	 * its own reference (vault_ref) for each request it injects into and
-	 * keeps it until that request's response is through. NULL (hook or
-	 * result): no injection.
+	 * keeps it until that request's response is through, and one for
+	 * the origin connection the credential went over, for as long as
+	 * that connection lives (pooled too): every later response on it is
+	 * redacted against it. NULL (hook or result): no injection.
 	 */
 	struct vault *(*vault_get)(void *arg);
 	void *arg;
