@@ -1963,12 +1963,18 @@ proxy_relay_arm(struct proxy_conn *c, uint64_t now)
  * the whole head has o.head_ms (a byte now and then would otherwise
  * hold the connection for as long as the idle timeout allows). Bytes
  * of the head are not moved, so they do not count as activity either.
+ * Not while egressd itself stops reading the client (the origin is
+ * slow to take a body before it): the clock starts when reads resume.
  */
 static void
 proxy_head_started(struct proxy_conn *c)
 {
 	uint64_t now;
 
+	if (!(bufferevent_get_enabled(c->cli) & EV_READ)) {
+		c->head_t0_ms = 0;
+		return;
+	}
 	if (c->head_t0_ms != 0)
 		return;
 	now = now_mono_ms();
