@@ -1073,6 +1073,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;
 	o.conns_max = c->proxy_conns_max;
+	o.head_ms = c->proxy_head_timeout_s * 1000;
 	o.mark = c->mark;
 	o.state_dir = c->state_dir;
 	o.ca_bundle = c->ca_bundle;

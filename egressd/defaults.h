@@ -52,6 +52,11 @@
  * to hold them (proxy.h). */
 #define EGRESSD_DEFAULT_PROXY_CONNS_MAX 4096
 #define EGRESSD_PROXY_CONNS_MAX_MAX 65536
+/* A request head after the proxy's decision (the next one on a
+ * keep-alive connection, every one inside a terminated connection):
+ * seconds from its first byte to its end (PROXY_HEAD_MS, proxy.h). */
+#define EGRESSD_DEFAULT_PROXY_HEAD_TIMEOUT_S 10
+#define EGRESSD_PROXY_HEAD_TIMEOUT_S_MAX 300
 #define EGRESSD_DEFAULT_STATE_DIR "/var/lib/egressd"
 /* A compressed response on a connection the vault injected into:
  * "refuse" (502, never forwarded unscanned) or "decode" (decoded,

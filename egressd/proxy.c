@@ -122,6 +122,12 @@ struct proxy_conn {
 	 * request or response on it said Connection: close, no upgrade) */
 	bool up_reused, up_keep;
 	bool up_resumed; /* terminated: its upstream handshake resumed */
+	/* the vault revision of the latest credential injected on up (a
+	 * reference; NULL: none went over it). Every response on up is
+	 * redacted against it, whatever its request: an origin may echo a
+	 * secret it saw earlier on the connection (an error page, a
+	 * /whoami). It goes to the pool with up and comes back with it. */
+	struct vault *up_vault;
 	bool cli_resumed; /* terminated: the client resumed a session */
 	char tls_why[128]; /* the upstream TLS failure, for the log */
 	/* pass-through after the decision: splice(2), no bufferevents */
@@ -141,6 +147,9 @@ struct proxy_conn {
 	/* plain HTTP */
 	enum http_phase hphase, rphase; /* client -> origin, origin -> client */
 	size_t hcursor, rcursor; /* http_head_find_end's scan positions */
+	/* when the client's request head now arriving was first seen (the
+	 * head deadline, o.head_ms, runs from there); 0: none is */
+	uint64_t head_t0_ms;
 	struct proxy_body hbody, rbody;
 	/* methods of forwarded requests awaiting their responses (a
 	 * response's framing depends on its request: HEAD, CONNECT) */
@@ -233,6 +242,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_POLICY_CHANGED] = "policy_changed",
     [PROXY_VAULT_COMPRESSED] = "vault_compressed",
     [PROXY_VAULT_DECODE] = "vault_decode_failed",
+    [PROXY_HEAD_TIMEOUT] = "head_timeout",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -535,6 +545,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
 			vault_free(c->rq_vault[i]);
 	}
+	vault_free(c->up_vault);
 	event_free(c->timer);
 	free(c);
 	proxy_resume_accept(p);
@@ -906,19 +917,39 @@ proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
 	return at;
 }
 
-/* Head bytes buf[0..end) to up without field i's line. -1: no memory. */
+/*
+ * Request head buf[0..end) (parsed as h) to up without field skip's line
+ * (-1: none) and, with identity, with "Accept-Encoding: identity" in
+ * place of the client's Accept-Encoding fields (a request on an origin
+ * connection that carried a secret: its response is redacted, and a
+ * compressed one would be refused). -1: no memory.
+ */
 static int
-proxy_move_without(struct proxy_conn *c, const char *buf, size_t end,
-    const struct http_header *f)
+proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
+    const struct http_head *h, int skip, bool identity)
 {
 	struct evbuffer *out = bufferevent_get_output(c->up);
-	size_t from = (size_t)(f->name.p - buf);
-	size_t vend = (size_t)(f->value.p - buf) + f->value.n;
-	const char *nl = memchr(buf + vend, '\n', end - vend);
-	size_t to = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	size_t at = 0, i;
 
-	if (evbuffer_add(out, buf, from) == -1 ||
-	    evbuffer_add(out, buf + to, end - to) == -1)
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+		size_t from = (size_t)(f->name.p - buf);
+		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
+		const char *nl;
+
+		if ((int)i != skip &&
+		    !(identity && http_span_ieq(&f->name, "accept-encoding")))
+			continue;
+		nl = memchr(buf + vend, '\n', end - vend);
+		if (evbuffer_add(out, buf + at, from - at) == -1)
+			return -1;
+		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	}
+	/* the rest without the final CRLF, then the coding and it */
+	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
+	    (identity &&
+	        evbuffer_add(out, "Accept-Encoding: identity\r\n", 27) == -1) ||
+	    evbuffer_add(out, "\r\n", 2) == -1)
 		return -1;
 	evbuffer_drain(bufferevent_get_input(c->cli), end);
 	c->up_bytes += end;
@@ -1908,6 +1939,50 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 static int proxy_resp_pump(struct proxy_conn *c);
 
 /*
+ * RELAY: the timer for whichever comes first, the idle timeout (no byte
+ * moved either way) or the deadline of a request head that has begun.
+ */
+static void
+proxy_relay_arm(struct proxy_conn *c, uint64_t now)
+{
+	uint64_t idle = now - c->last_ms, left, hl;
+
+	left = idle < c->p->o.idle_ms ? c->p->o.idle_ms - idle : 0;
+	if (c->head_t0_ms != 0) {
+		hl = now - c->head_t0_ms < c->p->o.head_ms
+		    ? c->p->o.head_ms - (now - c->head_t0_ms)
+		    : 0;
+		if (hl < left)
+			left = hl;
+	}
+	proxy_arm(c, (unsigned)left);
+}
+
+/*
+ * The first bytes of a request head are in, not yet its end: from now
+ * the whole head has o.head_ms (a byte now and then would otherwise
+ * hold the connection for as long as the idle timeout allows). Bytes
+ * of the head are not moved, so they do not count as activity either.
+ * Not while egressd itself stops reading the client (the origin is
+ * slow to take a body before it): the clock starts when reads resume.
+ */
+static void
+proxy_head_started(struct proxy_conn *c)
+{
+	uint64_t now;
+
+	if (!(bufferevent_get_enabled(c->cli) & EV_READ)) {
+		c->head_t0_ms = 0;
+		return;
+	}
+	if (c->head_t0_ms != 0)
+		return;
+	now = now_mono_ms();
+	c->head_t0_ms = now;
+	proxy_relay_arm(c, now);
+}
+
+/*
  * Plain HTTP and terminated TLS, client -> origin: each head judged,
  * bodies forwarded by their framing. A refused head stops the stream:
  * nothing more goes upstream; the refusal follows the answers to what
@@ -1928,6 +2003,7 @@ proxy_http_pump(struct proxy_conn *c)
 	uint64_t body_taken;
 	size_t wait;
 	int closef;
+	bool taint;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
@@ -1975,9 +2051,11 @@ proxy_http_pump(struct proxy_conn *c)
 				/* at most a head buffered before judging */
 				bufferevent_setwatermark(
 				    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+				proxy_head_started(c);
 				return 0;
 			}
 			c->hcursor = 0;
+			c->head_t0_ms = 0;
 			if (http_parse_request(buf, end, &h, &e) !=
 			    HTTP_HEAD_OK) {
 				why = PROXY_BAD_REQUEST;
@@ -2004,6 +2082,16 @@ proxy_http_pump(struct proxy_conn *c)
 			goto refuse;
 		if (rc == -2)
 			goto nomem;
+		/* the origin connection carries the secret from now on; a
+		 * request nothing was injected into, on one that does, gets
+		 * its response redacted all the same */
+		taint = rc == 0 && c->up_vault != NULL;
+		if (taint)
+			used = vault_ref(c->up_vault);
+		else if (used != NULL && used != c->up_vault) {
+			vault_free(c->up_vault);
+			c->up_vault = vault_ref(used);
+		}
 		{
 			size_t slot =
 			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
@@ -2023,12 +2111,12 @@ proxy_http_pump(struct proxy_conn *c)
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 		if (rc == 1) /* its rewrite went up (with its body) */
 			evbuffer_drain(in, end + (size_t)body_taken);
-		else if (closef != -1) {
+		else if (closef != -1 || taint) {
 			/* h's spans point into in's first chain, pulled up */
-			if (proxy_move_without(c,
+			if (proxy_move_head(c,
 			        (const char *)evbuffer_pullup(
 			            in, (ev_ssize_t)end),
-			        end, &h.h[closef]) == -1)
+			        end, &h, closef, taint) == -1)
 				goto nomem;
 		} else if (proxy_move(c, c->cli, c->up, end) == -1)
 			goto nomem;
@@ -2051,6 +2139,7 @@ nomem:
 	return -1;
 refuse:
 	c->hphase = H_STOPPED;
+	c->head_t0_ms = 0;
 	c->refuse_status = status;
 	c->refuse_why = why;
 	bufferevent_disable(c->cli, EV_READ);
@@ -2350,8 +2439,9 @@ proxy_pool_keep(struct proxy_conn *c)
 		return false;
 	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
 	    c->name, &c->dst, c->dport);
-	proxy_pool_put(p->pool, c->up, c->name, &c->dst, c->dport);
+	proxy_pool_put(p->pool, c->up, c->up_vault, c->name, &c->dst, c->dport);
 	c->up = NULL;
+	c->up_vault = NULL;
 	proxy_conn_close(c, PROXY_OK);
 	return true;
 }
@@ -2642,6 +2732,8 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 			 * afresh */
 			bufferevent_free(c->up);
 			c->up = NULL;
+			vault_free(c->up_vault);
+			c->up_vault = NULL;
 			c->up_reused = c->up_ready = false;
 			proxy_connect(c);
 			if (c->st == PROXY_ST_CONNECT && c->up_failed &&
@@ -2687,8 +2779,8 @@ proxy_connect(struct proxy_conn *c)
 
 	c->up_keep = true;
 	if (c->term &&
-	    (c->up = proxy_pool_take(p->pool, c->name, &c->dst, c->dport)) !=
-	        NULL) {
+	    (c->up = proxy_pool_take(
+	         p->pool, c->name, &c->dst, c->dport, &c->up_vault)) != NULL) {
 		/* verified for this name and address already; reading, so
 		 * the origin closing it before the relay starts is seen */
 		c->up_reused = c->up_ready = true;
@@ -3069,12 +3161,18 @@ proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		now = now_mono_ms();
+		if (c->head_t0_ms != 0 &&
+		    now - c->head_t0_ms >= c->p->o.head_ms) {
+			/* nothing of the partial head went upstream */
+			proxy_conn_close(c, PROXY_HEAD_TIMEOUT);
+			return;
+		}
 		idle = now - c->last_ms;
 		if (idle >= c->p->o.idle_ms) {
 			proxy_conn_close(c, PROXY_IDLE);
 			return;
 		}
-		proxy_arm(c, (unsigned)(c->p->o.idle_ms - idle));
+		proxy_relay_arm(c, now);
 		return;
 	default:
 		return;
@@ -3439,6 +3537,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		p->o.connect_ms = PROXY_CONNECT_MS;
 	if (p->o.idle_ms == 0)
 		p->o.idle_ms = PROXY_IDLE_MS;
+	if (p->o.head_ms == 0)
+		p->o.head_ms = PROXY_HEAD_MS;
 	p->port = o->port;
 	log_limiter_init(&p->lim, PROXY_LOG_RATE, 2 * PROXY_LOG_RATE, 1000);
 	p->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

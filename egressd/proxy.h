@@ -67,6 +67,9 @@ struct log;
 #define PROXY_HELLO_MS 10000 /* first bytes to a decision */
 #define PROXY_CONNECT_MS 10000 /* upstream connect */
 #define PROXY_IDLE_MS 300000 /* no byte either way */
+/* a request head after the decision (keep-alive, terminated), from its
+ * first byte to its end */
+#define PROXY_HEAD_MS 10000
 #define PROXY_LINGER_MS 1000 /* input drained after our own refusal */
 #define PROXY_HIGH_WM (256u << 10) /* bytes queued toward one side */
 #define PROXY_BACKLOG 512
@@ -111,6 +114,8 @@ enum proxy_reason {
 	PROXY_VAULT_DECODE, /* vault: decoding a compressed response failed
 	                       (a bomb, corrupt, truncated): 502 before its
 	                       head went out, else the connection is cut */
+	PROXY_HEAD_TIMEOUT, /* a request head after the decision did not
+	                       end within head_ms of its first byte */
 	PROXY_NREASONS,
 };
 
@@ -155,8 +160,10 @@ struct proxy_hooks {
 	/*
 	 * The Credential Vault in force, lent for the call: the proxy takes
 	 * its own reference (vault_ref) for each request it injects into and
-	 * keeps it until that request's response is through. NULL (hook or
-	 * result): no injection.
+	 * keeps it until that request's response is through, and one for
+	 * the origin connection the credential went over, for as long as
+	 * that connection lives (pooled too): every later response on it is
+	 * redacted against it. NULL (hook or result): no injection.
 	 */
 	struct vault *(*vault_get)(void *arg);
 	void *arg;
@@ -174,7 +181,11 @@ struct proxy_opts {
 	 * is lowered to what the limit holds and proxy.nofile says so.
 	 */
 	size_t conns_max;
-	unsigned hello_ms, connect_ms, idle_ms; /* 0: defaults above */
+	/* 0: defaults above. head_ms: a request head read after the
+	 * decision (the next one on a keep-alive connection, every one in a
+	 * terminated connection) must end within it of its first byte;
+	 * the first head of a plain connection is hello_ms's. */
+	unsigned hello_ms, connect_ms, idle_ms, head_ms;
 	/*
 	 * Termination: the CA lives in state_dir (tls_ca.h), which also
 	 * gets ca-bundle.crt (system roots + the CA) for the sandbox. NULL:

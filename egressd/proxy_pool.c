@@ -9,11 +9,13 @@
 #include <event2/event.h>
 
 #include "egressd/tls_hello.h"
+#include "vault/vault.h"
 
 struct pentry {
 	struct proxy_pool *pp;
 	TAILQ_ENTRY(pentry) entry; /* newest first */
 	struct bufferevent *up;
+	struct vault *v; /* what went over up, for redaction; NULL: none */
 	struct event *timer;
 	char name[TLS_HELLO_SNI_MAX + 1];
 	struct addr dst;
@@ -51,6 +53,7 @@ close_entry(struct pentry *x)
 {
 	unlink_entry(x);
 	bufferevent_free(x->up);
+	vault_free(x->v);
 	event_free(x->timer);
 	free(x);
 }
@@ -115,8 +118,8 @@ proxy_pool_free(struct proxy_pool *pp)
 }
 
 void
-proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
-    const struct addr *dst, uint16_t port)
+proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, struct vault *v,
+    const char *name, const struct addr *dst, uint16_t port)
 {
 	struct pentry *x, *y, *oldest = NULL;
 	size_t same = 0;
@@ -126,11 +129,13 @@ proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
 	if (strlen(name) > TLS_HELLO_SNI_MAX ||
 	    (x = calloc(1, sizeof(*x))) == NULL) {
 		bufferevent_free(up);
+		vault_free(v);
 		return;
 	}
 	if ((x->timer = evtimer_new(pp->base, idle_timer_cb, x)) == NULL) {
 		free(x);
 		bufferevent_free(up);
+		vault_free(v);
 		return;
 	}
 	TAILQ_FOREACH(y, &pp->entries, entry)
@@ -144,6 +149,7 @@ proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
 		close_entry(TAILQ_LAST(&pp->entries, pentries));
 	x->pp = pp;
 	x->up = up;
+	x->v = v;
 	memcpy(x->name, name, strlen(name) + 1);
 	x->dst = *dst;
 	x->port = port;
@@ -158,11 +164,12 @@ proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up, const char *name,
 
 struct bufferevent *
 proxy_pool_take(struct proxy_pool *pp, const char *name, const struct addr *dst,
-    uint16_t port)
+    uint16_t port, struct vault **v)
 {
 	struct pentry *x;
 	struct bufferevent *up;
 
+	*v = NULL;
 	if (pp == NULL)
 		return NULL;
 	TAILQ_FOREACH(x, &pp->entries, entry)
@@ -171,6 +178,7 @@ proxy_pool_take(struct proxy_pool *pp, const char *name, const struct addr *dst,
 	if (x == NULL)
 		return NULL;
 	up = x->up;
+	*v = x->v;
 	unlink_entry(x);
 	event_free(x->timer);
 	free(x);

@@ -16,9 +16,15 @@
  * stays below common server keep-alive timeouts (5 s) to make an origin
  * closing it under a new request unlikely.
  *
- * Ownership: the pool owns what was put until it is taken (then the
- * taker owns it, callbacks cleared) or closed; proxy_pool_free and
- * proxy_pool_flush close every entry. Single-threaded, on the proxy's
+ * A connection an injected credential went over keeps the vault
+ * revision it came from (a reference) while pooled: the origin may echo
+ * it in any later response on that connection, and whoever takes the
+ * connection redacts every response against it.
+ *
+ * Ownership: the pool owns what was put (the connection and the vault
+ * reference) until it is taken (then the taker owns both, callbacks
+ * cleared) or closed; proxy_pool_free and proxy_pool_flush close every
+ * entry. Single-threaded, on the proxy's
  * event_base.
  */
 #ifndef EGRESSD_PROXY_POOL_H
@@ -36,6 +42,7 @@
 struct bufferevent;
 struct event_base;
 struct proxy_pool;
+struct vault;
 
 /* max 0: PROXY_POOL_MAX; idle_ms 0: PROXY_POOL_IDLE_MS. NULL when out of
  * memory. */
@@ -44,16 +51,19 @@ struct proxy_pool *proxy_pool_new(
 void proxy_pool_free(struct proxy_pool *pp); /* NULL is a no-op */
 /*
  * Keeps up (an established upstream connection at a message boundary,
- * nothing buffered) for (name, dst, port); the pool owns it from here.
- * When full (or the key holds PROXY_POOL_PER_KEY), the oldest entry
- * goes. On an allocation failure up is closed.
+ * nothing buffered) for (name, dst, port), and v (the vault revision a
+ * credential injected on up came from, or NULL); the pool owns both
+ * from here. When full (or the key holds PROXY_POOL_PER_KEY), the
+ * oldest entry goes. On an allocation failure up is closed and v
+ * unreferenced.
  */
 void proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up,
-    const char *name, const struct addr *dst, uint16_t port);
+    struct vault *v, const char *name, const struct addr *dst, uint16_t port);
 /* The most recently kept connection for (name, dst, port), now the
- * caller's (no callbacks set, reading disabled), or NULL. */
+ * caller's (no callbacks set, reading disabled), or NULL; *v gets its
+ * vault reference (NULL: no credential went over it), the caller's too. */
 struct bufferevent *proxy_pool_take(struct proxy_pool *pp, const char *name,
-    const struct addr *dst, uint16_t port);
+    const struct addr *dst, uint16_t port, struct vault **v);
 /* Closes every idle connection (a new policy: none is judged again);
  * returns how many. */
 size_t proxy_pool_flush(struct proxy_pool *pp);

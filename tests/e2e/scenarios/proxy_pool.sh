@@ -9,7 +9,9 @@
 # origin that closes an idle connection is dialled afresh, never fails a
 # client; a client's Connection: close stays hop-by-hop (pooled all
 # the same), an origin's or HTTP/1.0 is never pooled; a new policy
-# empties the pool.
+# empties the pool; an origin connection that carried the secret has
+# every later response redacted (an origin echoing what it saw on an
+# earlier request), also on the next client connection taking it.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -216,4 +218,41 @@ for l in open(sys.argv[1]):
 print(len(ps))
 PY
 )"
+
+# --- an origin's echo of a secret it saw earlier on the connection ------------
+# Redaction follows the origin connection, not the request: one that
+# carried the secret has every later response redacted, to requests
+# nothing was injected into as well, on the same client connection or
+# on the next one that takes it from the pool. The origin echoes
+# (echo_prev) the Authorization its previous request on the connection had.
+out=$(tb_sandbox curl -sS -D - --max-time 5 --cacert "$CA" \
+    -H 'Authorization: Bearer fake-key' https://a.test/api/echo-2 \
+    'https://a.test/plain-2?echo_prev=Authorization')
+tb_expect_match "one client connection: an unbound path after an injected one, its echo redacted" \
+    '^X-Echo-Prev-Authorization: \[REDACTED\]' "$(tr -d '\r' <<<"$out")"
+tb_check_fails "... no secret in either response" grep -qF "$S1" <<<"$out"
+e=$(tb_log_mark "$TB_EGRESSD_LOG")
+m=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_expect_eq "an injected request, its origin connection pooled after" 200 \
+    "$(get -H 'Authorization: Bearer fake-key' https://a.test/api/echo-1)"
+tb_wait_log_line --since "$e" "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test >/dev/null
+e=$(tb_log_mark "$TB_EGRESSD_LOG")
+out=$(tb_sandbox curl -sS -D - --max-time 5 --cacert "$CA" \
+    -H 'Accept-Encoding: gzip' 'https://a.test/whoami?echo_prev=Authorization')
+tb_assert_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/api/echo-1 \
+    "h.authorization=Bearer $S1"
+tb_assert_log --since "$m" "$TB_ORIGIN_LOG" origin.request path=/whoami \
+    '!h.authorization' 'h.accept-encoding=identity'
+tb_expect_eq "... the next client connection, nothing injected, on the same origin connection" \
+    "2 1" "$(ports "$m" /)"
+tb_check "... taken from the pool (proxy.closed reused=true)" \
+    tb_wait_log_line --since "$e" "$TB_EGRESSD_LOG" proxy.closed \
+    decision=terminated name=a.test reused=true
+tb_expect_match "the echo of the earlier request's secret arrives redacted" \
+    '^X-Echo-Prev-Authorization: \[REDACTED\]' "$(tr -d '\r' <<<"$out")"
+tb_expect_match "... and masked in the body" \
+    '"Authorization": *"\*+"' "$out"
+tb_check_fails "... the secret is nowhere in the response" \
+    grep -qF "$S1" <<<"$out"
 tb_finish

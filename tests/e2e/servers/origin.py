@@ -16,6 +16,10 @@ arrived, and logged as one JSON line {"ev":"origin.request",...} to --log:
 Query parameters shape the response (all bounded):
   echo=Name1,Name2   reflect those request headers into response headers
                      "X-Echo-Name1: value" (the JSON body always carries all)
+  echo_prev=Name1,.. the values those headers had on the previous request
+                     of the same connection (a /whoami that remembers, an
+                     error page quoting what it saw): response headers
+                     "X-Echo-Prev-Name1: value" and "prev" in the JSON body
   chunked=1          send the body with Transfer-Encoding: chunked
   trailer=1          chunked, plus the echo= headers again as trailers
   trailer_extra=1    with trailer=1, also trailers a trailer may not carry
@@ -129,6 +133,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def setup(self):
         self.sni = None
         self.alpn = None
+        self.prev = {}  # the previous request's headers, lowercase names
         if self.server.tls_ctx is not None:
             self.request.settimeout(IDLE_TIMEOUT_S)
             try:
@@ -238,6 +243,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body=body[:MAX_BODY_LOGGED].decode("latin-1"))
         self.server.log.write(rec)
 
+        prev, self.prev = self.prev, h
+        echo_prev = [(n.strip(), prev[n.strip().lower()])
+                     for n in qget("echo_prev", "").split(",")
+                     if n.strip().lower() in prev]
         if qget("ws") == "1" and h.get("upgrade", "").lower() == "websocket":
             return self.websocket_echo(h)
         enc = qget("enc")
@@ -276,6 +285,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fv = self.headers.get(qget("forms", ""))
             if fv is not None:
                 rec = dict(rec, forms=rendered(fv))
+            if echo_prev:
+                rec = dict(rec, prev=dict(echo_prev))
             payload = (json.dumps(rec, indent=1) + "\n").encode()
             if enc in ENCODERS:
                 payload = ENCODERS[enc](payload)
@@ -292,6 +303,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(hname.split()[-1], "1")
         for name, val in echoed:
             self.send_header("X-Echo-" + name, val)
+        for name, val in echo_prev:
+            self.send_header("X-Echo-Prev-" + name, val)
         loc = qget("location")
         if loc is not None:
             self.send_header("Location", loc)

@@ -416,6 +416,38 @@ test_proxy_conns_max(void **state)
 	config_clear(&c);
 }
 
+/* --proxy-head-timeout: 10 s by default, env, flag over env, 0 and past
+ * the range refused with the name. */
+static void
+test_proxy_head_timeout(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_PROXY_HEAD_TIMEOUT=3", NULL};
+	char *zero_env[] = {"EGRESSD_PROXY_HEAD_TIMEOUT=0", NULL};
+	char *big_env[] = {"EGRESSD_PROXY_HEAD_TIMEOUT=301", NULL};
+	char a0[] = "egressd", a1[] = "--proxy-head-timeout", a2[] = "300",
+	     a3[] = "2s";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *bad_argv[] = {a0, a1, a3, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.proxy_head_timeout_s, 10);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.proxy_head_timeout_s, 3);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.proxy_head_timeout_s, 300);
+	assert_int_equal(config_from_env(&c, zero_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_HEAD_TIMEOUT"));
+	assert_int_equal(config_from_env(&c, big_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_HEAD_TIMEOUT"));
+	assert_int_equal(config_from_args(&c, 3, bad_argv, &e), -1);
+	assert_non_null(strstr(e.msg, "proxy-head-timeout"));
+	assert_int_equal(c.proxy_head_timeout_s, 300);
+	config_clear(&c);
+}
+
 /* --vault-compressed: refuse by default, env, flag over env, bad values
  * named. */
 static void
@@ -468,6 +500,7 @@ main(void)
 	    cmocka_unit_test(test_learned_max),
 	    cmocka_unit_test(test_vault_compressed),
 	    cmocka_unit_test(test_proxy_conns_max),
+	    cmocka_unit_test(test_proxy_head_timeout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

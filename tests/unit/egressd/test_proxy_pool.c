@@ -17,6 +17,8 @@
 #include <event2/event.h>
 
 #include "egressd/proxy_pool.h"
+#include "ts_policy.h"
+#include "vault/vault.h"
 
 struct fx {
 	struct event_base *base;
@@ -79,20 +81,22 @@ test_keyed(void **state)
 	int p1, p2, p3;
 	struct bufferevent *b1 = pair(f, &p1), *b2 = pair(f, &p2),
 	                   *b3 = pair(f, &p3);
+	struct vault *v;
 
-	proxy_pool_put(f->pp, b1, "api.example.com", &f->a, 443);
-	proxy_pool_put(f->pp, b2, "api.example.com", &f->a, 443);
-	proxy_pool_put(f->pp, b3, "api.example.com", &f->b, 443);
+	proxy_pool_put(f->pp, b1, NULL, "api.example.com", &f->a, 443);
+	proxy_pool_put(f->pp, b2, NULL, "api.example.com", &f->a, 443);
+	proxy_pool_put(f->pp, b3, NULL, "api.example.com", &f->b, 443);
 	assert_int_equal(proxy_pool_count(f->pp), 3);
-	assert_null(proxy_pool_take(f->pp, "other.example.com", &f->a, 443));
-	assert_null(proxy_pool_take(f->pp, "api.example.com", &f->a, 8443));
+	assert_null(
+	    proxy_pool_take(f->pp, "other.example.com", &f->a, 443, &v));
+	assert_null(proxy_pool_take(f->pp, "api.example.com", &f->a, 8443, &v));
 	assert_ptr_equal(
-	    proxy_pool_take(f->pp, "api.example.com", &f->a, 443), b2);
+	    proxy_pool_take(f->pp, "api.example.com", &f->a, 443, &v), b2);
 	assert_ptr_equal(
-	    proxy_pool_take(f->pp, "api.example.com", &f->a, 443), b1);
-	assert_null(proxy_pool_take(f->pp, "api.example.com", &f->a, 443));
+	    proxy_pool_take(f->pp, "api.example.com", &f->a, 443, &v), b1);
+	assert_null(proxy_pool_take(f->pp, "api.example.com", &f->a, 443, &v));
 	assert_ptr_equal(
-	    proxy_pool_take(f->pp, "api.example.com", &f->b, 443), b3);
+	    proxy_pool_take(f->pp, "api.example.com", &f->b, 443, &v), b3);
 	assert_int_equal(proxy_pool_count(f->pp), 0);
 	/* the taker owns them now */
 	bufferevent_free(b1);
@@ -115,7 +119,7 @@ test_cap(void **state)
 
 	for (i = 0; i < 5; i++) {
 		b[i] = pair(f, &peer[i]);
-		proxy_pool_put(f->pp, b[i], "h.example", &f->a, 443);
+		proxy_pool_put(f->pp, b[i], NULL, "h.example", &f->a, 443);
 	}
 	assert_int_equal(proxy_pool_count(f->pp), 4);
 	turn(f); /* libevent finalizes a freed bufferevent in the loop */
@@ -138,10 +142,11 @@ test_idle_close(void **state)
 	int p1, p2, p3;
 	struct bufferevent *b1 = pair(f, &p1), *b2 = pair(f, &p2),
 	                   *b3 = pair(f, &p3);
+	struct vault *v;
 
-	proxy_pool_put(f->pp, b1, "h.example", &f->a, 443);
-	proxy_pool_put(f->pp, b2, "h.example", &f->a, 443);
-	proxy_pool_put(f->pp, b3, "h.example", &f->a, 443);
+	proxy_pool_put(f->pp, b1, NULL, "h.example", &f->a, 443);
+	proxy_pool_put(f->pp, b2, NULL, "h.example", &f->a, 443);
+	proxy_pool_put(f->pp, b3, NULL, "h.example", &f->a, 443);
 	turn(f);
 	assert_int_equal(proxy_pool_count(f->pp), 3);
 	close(p1);
@@ -152,7 +157,55 @@ test_idle_close(void **state)
 	usleep(250 * 1000);
 	turn(f);
 	assert_int_equal(proxy_pool_count(f->pp), 0);
-	assert_null(proxy_pool_take(f->pp, "h.example", &f->a, 443));
+	assert_null(proxy_pool_take(f->pp, "h.example", &f->a, 443, &v));
+	close(p2);
+	close(p3);
+}
+
+/* The vault reference a connection carries goes and comes back with it
+ * (whoever takes it redacts against it); closed entries drop theirs
+ * (LeakSanitizer sees one that is kept). */
+static void
+test_vault_travels(void **state)
+{
+	struct fx *f = *state;
+	struct policy *pol = ts_policy_yaml(
+	    "defaultAction: deny\n"
+	    "egress:\n"
+	    "  - {action: allow, target: h.example}\n"
+	    "credentials:\n"
+	    "  - {name: k, source: {type: inline, value: pool-s3cr3t}}\n"
+	    "bindings:\n"
+	    "  - name: h\n"
+	    "    match: {hosts: [h.example]}\n"
+	    "    auth: {type: bearer, credential: k}\n",
+	    "pool.yaml");
+	struct err e = {""};
+	struct vault *vault = vault_new(pol, &e), *v = NULL;
+	int p1, p2, p3;
+	struct bufferevent *b1 = pair(f, &p1), *b2 = pair(f, &p2),
+	                   *b3 = pair(f, &p3);
+
+	assert_non_null(vault);
+	policy_unref(pol);
+	proxy_pool_put(f->pp, b1, vault_ref(vault), "h.example", &f->a, 443);
+	proxy_pool_put(f->pp, b2, NULL, "h.example", &f->a, 443);
+	proxy_pool_put(f->pp, b3, vault_ref(vault), "h.example", &f->b, 443);
+	assert_ptr_equal(
+	    proxy_pool_take(f->pp, "h.example", &f->a, 443, &v), b2);
+	assert_null(v);
+	assert_ptr_equal(
+	    proxy_pool_take(f->pp, "h.example", &f->a, 443, &v), b1);
+	assert_ptr_equal(v, vault);
+	vault_free(v);
+	assert_null(proxy_pool_take(f->pp, "h.example", &f->a, 443, &v));
+	assert_null(v);
+	/* b3 and its reference go with the flush */
+	assert_int_equal(proxy_pool_flush(f->pp), 1);
+	vault_free(vault);
+	bufferevent_free(b1);
+	bufferevent_free(b2);
+	close(p1);
 	close(p2);
 	close(p3);
 }
@@ -164,6 +217,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_keyed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_vault_travels, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
