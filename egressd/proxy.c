@@ -2,7 +2,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h> /* ev_write: proxy_kick */
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
 #include <event2/event.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,6 +111,9 @@ struct proxy_listener {
 struct proxy_conn {
 	struct proxy *p;
 	struct proxy_conn *prev, *next;
+	/* on p->settle: a callback of it ran in this loop turn */
+	TAILQ_ENTRY(proxy_conn) settle_e;
+	bool settling;
 	enum proxy_state st;
 	enum proxy_proto proto;
 	struct bufferevent *cli, *up;
@@ -201,6 +205,10 @@ struct proxy {
 	int reserve_fd; /* closed to accept-and-drop on EMFILE */
 	bool paused;
 	struct proxy_conn *conns;
+	/* connections to look at once this loop turn's callbacks ran
+	 * (proxy_settle_cb) */
+	TAILQ_HEAD(, proxy_conn) settle;
+	struct event *settle_ev;
 	struct proxy_status st;
 	struct log_limiter lim;
 	struct tls_ca *ca; /* termination; NULL: never */
@@ -508,6 +516,8 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	p->st.active--;
 	p->st.up_bytes += c->up_bytes;
 	p->st.down_bytes += c->down_bytes;
+	if (c->settling)
+		TAILQ_REMOVE(&p->settle, c, settle_e);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -748,29 +758,87 @@ proxy_coalesce(struct bufferevent *b)
 }
 
 /*
- * Writes what a TLS bufferevent has queued in this loop turn instead of
+ * Writes what a bufferevent has queued in this loop turn instead of
  * after the next epoll_wait: libevent arms EPOLLOUT when the output
- * fills, waits for it, writes, and disarms it: two epoll_ctl and a
- * loop turn per write on a socket that is almost always writable.
- * Running the bufferevent's own write event now writes at once; the
- * arm and the disarm then fall in one turn, and the epoll changelist
- * (egressd_base_new) folds them into nothing. If the socket is full,
- * the armed event carries on as usual. Only open TLS bufferevents: a
- * plain one may still be connecting, and writev already sends its
- * segments in one call.
+ * fills (and whenever EV_WRITE is enabled, even with nothing to write),
+ * waits for it, writes, and disarms it: two epoll_ctl and a loop turn
+ * per write on a socket that is almost always writable. Running the
+ * bufferevent's own write event now writes at once (or, with nothing
+ * queued, disarms it); the arm and the disarm then fall in one turn,
+ * and the epoll changelist (egressd_base_new) folds them into nothing.
+ * If the socket is full, the armed event carries on as usual. Only
+ * during the relay (callers' duty: a plain bufferevent may still be
+ * connecting before it) and, on TLS, after the handshake (its write
+ * event is the handshake's until then).
  */
 static void
 proxy_kick(struct bufferevent *b)
 {
 	SSL *ssl;
 
-	if (b == NULL || evbuffer_get_length(bufferevent_get_output(b)) == 0 ||
-	    !(bufferevent_get_enabled(b) & EV_WRITE))
+	if (b == NULL || !(bufferevent_get_enabled(b) & EV_WRITE) ||
+	    !event_pending(&b->ev_write, EV_WRITE, NULL))
 		return;
 	ssl = bufferevent_openssl_get_ssl(b);
-	if (ssl == NULL || !SSL_is_init_finished(ssl))
+	if (ssl != NULL && !SSL_is_init_finished(ssl))
 		return;
 	event_active(&b->ev_write, EV_WRITE, 1);
+}
+
+/*
+ * Both TLS contexts read ahead: one read(2) takes what the socket holds
+ * (a whole flight, several records) instead of two per record (header,
+ * then body). OpenSSL then holds records the kernel no longer signals,
+ * and bufferevent_openssl stops reading when SSL_pending() says 0, which
+ * it does for a record not yet decrypted: without help those bytes wait
+ * for the peer's next segment. So every loop turn in which one of a
+ * connection's callbacks ran ends with proxy_settle_cb looking at it:
+ * a TLS bufferevent still reading with bytes in OpenSSL gets its read
+ * event run again. A partial record costs one read that finds the socket
+ * empty, and stops there (no progress: no callback, no new look).
+ */
+static void
+proxy_kick_read(struct bufferevent *b)
+{
+	SSL *ssl;
+
+	if (b == NULL || !(bufferevent_get_enabled(b) & EV_READ))
+		return;
+	ssl = bufferevent_openssl_get_ssl(b);
+	if (ssl == NULL || !SSL_is_init_finished(ssl) ||
+	    SSL_has_pending(ssl) != 1)
+		return;
+	event_active(&b->ev_read, EV_READ, 1);
+}
+
+/* A callback of c runs: look at c again at the end of this loop turn.
+ * (An event made active now runs in this turn, after those before it.) */
+static void
+proxy_touch(struct proxy_conn *c)
+{
+	if (c->settling)
+		return;
+	c->settling = true;
+	TAILQ_INSERT_TAIL(&c->p->settle, c, settle_e);
+	event_active(c->p->settle_ev, EV_TIMEOUT, 1);
+}
+
+static void
+proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *p = arg;
+	struct proxy_conn *c;
+
+	(void)fd;
+	(void)what;
+	while ((c = TAILQ_FIRST(&p->settle)) != NULL) {
+		TAILQ_REMOVE(&p->settle, c, settle_e);
+		c->settling = false;
+		if (c->st != PROXY_ST_RELAY)
+			continue;
+		proxy_kick_read(c->cli);
+		proxy_kick_read(c->up);
+	}
 }
 
 /* FIN toward b once its output is flushed (TCP half-close both ways). */
@@ -2361,9 +2429,13 @@ proxy_up_read(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = arg;
 
-	if (c->st != PROXY_ST_RELAY || proxy_relay_read(c, b) == -1 || !c->term)
+	proxy_touch(c);
+
+	if (c->st != PROXY_ST_RELAY || proxy_relay_read(c, b) == -1 ||
+	    c->st != PROXY_ST_RELAY)
 		return;
-	proxy_coalesce(c->cli);
+	if (c->term)
+		proxy_coalesce(c->cli);
 	proxy_kick(c->cli);
 }
 
@@ -2374,6 +2446,8 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = arg;
 	struct bufferevent *o;
+
+	proxy_touch(c);
 
 	if (c->st == PROXY_ST_REFUSE) {
 		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
@@ -2435,7 +2509,10 @@ proxy_pool_keep(struct proxy_conn *c)
 	    c->refuse_status != 0 ||
 	    evbuffer_get_length(bufferevent_get_input(c->up)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->up)) != 0 ||
-	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0)
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
+	    /* bytes OpenSSL read ahead past the response (a close_notify):
+	     * once idle, nothing would ever read them */
+	    SSL_has_pending(bufferevent_openssl_get_ssl(c->up)) == 1)
 		return false;
 	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
 	    c->name, &c->dst, c->dport);
@@ -2683,7 +2760,10 @@ proxy_start_relay(struct proxy_conn *c)
 	(void)bufferevent_set_max_single_write(c->cli, PROXY_IO_MAX);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
-	(void)proxy_relay_read(c, c->cli);
+	if (proxy_relay_read(c, c->cli) == -1 || c->st != PROXY_ST_RELAY)
+		return;
+	proxy_kick(c->up);
+	proxy_kick(c->cli);
 }
 
 /* The TLS failure of b as text: the verify result, else OpenSSL's. */
@@ -2724,6 +2804,8 @@ static void
 proxy_up_event(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = arg;
+
+	proxy_touch(c);
 
 	if (c->st == PROXY_ST_CONNECT) {
 		if (c->up_reused) {
@@ -2960,6 +3042,10 @@ proxy_terminate(struct proxy_conn *c)
 	 * origin is there */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	/* The ClientHello is in the socket (the peek read all of it): start
+	 * the handshake in this loop turn, not after an epoll_wait that
+	 * could only say so (the handshake event is libevent's own). */
+	event_active(&c->cli->ev_read, EV_READ, 1);
 	proxy_connect(c);
 	if (c->st == PROXY_ST_CONNECT && c->up_failed && c->cli_ready)
 		proxy_term_fail(c);
@@ -3074,9 +3160,11 @@ proxy_cli_read(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = arg;
 
+	proxy_touch(c);
+
 	switch (c->st) {
 	case PROXY_ST_RELAY:
-		if (proxy_relay_read(c, b) == 0)
+		if (proxy_relay_read(c, b) == 0 && c->st == PROXY_ST_RELAY)
 			proxy_kick(c->up);
 		break;
 	case PROXY_ST_REFUSE:
@@ -3092,6 +3180,8 @@ static void
 proxy_cli_event(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = arg;
+
+	proxy_touch(c);
 
 	switch (c->st) {
 	case PROXY_ST_RELAY:
@@ -3211,12 +3301,11 @@ proxy_dst_is_local(const struct addr *a)
 	return memcmp(a->a, v6lo, 16) == 0;
 }
 
+/* peer: what accept4 returned, so no getpeername per connection. */
 static void
-proxy_conn_new(struct proxy *p, int fd, int family)
+proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 {
 	struct proxy_conn *c = calloc(1, sizeof(*c));
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	bool have_dst;
 
 	if (c == NULL) {
@@ -3227,9 +3316,7 @@ proxy_conn_new(struct proxy *p, int fd, int family)
 	c->fd = fd;
 	c->t0_ms = c->last_ms = now_mono_ms();
 	c->st = PROXY_ST_PEEK;
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-		(void)addr_from_sockaddr(
-		    (struct sockaddr *)&ss, &c->peer, &c->pport);
+	(void)addr_from_sockaddr(peer, &c->peer, &c->pport);
 	have_dst = proxy_original_dst(fd, family, &c->dst, &c->dport) == 0;
 	c->timer = evtimer_new(p->base, proxy_timer_cb, c);
 	c->peek_ev = event_new(
@@ -3291,6 +3378,8 @@ static void
 proxy_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct proxy *p = arg;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
 	int i, fd, family;
 
 	(void)what;
@@ -3300,41 +3389,36 @@ proxy_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	for (i = 0; i < (int)p->nl; i++)
 		if (p->l[i].fd == lfd)
 			family = p->l[i].family;
-	/* a bounded batch per wakeup, so one busy listener cannot starve
-	 * the loop */
-	for (i = 0; i < 64; i++) {
-		if (p->st.active >= p->o.conns_max) {
-			proxy_pause_accept(p);
-			return;
-		}
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd == -1) {
-			if (errno == EMFILE || errno == ENFILE) {
-				/* drop the one waiting, so the listener does
-				 * not stay readable forever */
-				if (p->reserve_fd != -1) {
-					close(p->reserve_fd);
-					fd = accept4(
-					    lfd, NULL, NULL, SOCK_CLOEXEC);
-					if (fd != -1)
-						close(fd);
-					p->reserve_fd = open(
-					    "/dev/null", O_RDONLY | O_CLOEXEC);
-				}
-				log_warn(p->log, "proxy.accept_failed",
-				    LOG_S("error", strerror(EMFILE)));
-			}
-			return;
-		}
-		{
-			/* heads and bodies go out as separate writes: Nagle
-			 * would hold the second for the peer's delayed ACK */
-			int one = 1;
-			(void)setsockopt(
-			    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		}
-		proxy_conn_new(p, fd, family);
+	/* One connection per wakeup (nginx's multi_accept off): the
+	 * listener is level-triggered, so the loop comes back while more
+	 * wait, other events get their turn in between, and the common
+	 * case of one waiting connection costs no accept4 that fails with
+	 * EAGAIN. */
+	if (p->st.active >= p->o.conns_max) {
+		proxy_pause_accept(p);
+		return;
 	}
+	memset(&ss, 0, sizeof(ss));
+	fd = accept4(
+	    lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd == -1) {
+		if (errno == EMFILE || errno == ENFILE) {
+			/* drop the one waiting, so the listener does
+			 * not stay readable forever */
+			if (p->reserve_fd != -1) {
+				close(p->reserve_fd);
+				fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+				if (fd != -1)
+					close(fd);
+				p->reserve_fd =
+				    open("/dev/null", O_RDONLY | O_CLOEXEC);
+			}
+			log_warn(p->log, "proxy.accept_failed",
+			    LOG_S("error", strerror(EMFILE)));
+		}
+		return;
+	}
+	proxy_conn_new(p, fd, family, (struct sockaddr *)&ss);
 }
 
 static int
@@ -3358,6 +3442,11 @@ proxy_listen(struct proxy *p, int family, const char *addr, struct err *e)
 		return -1;
 	}
 	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* Heads and bodies go out as separate writes: Nagle would hold the
+	 * second for the peer's delayed ACK. Set on the listener: Linux
+	 * clones the listener's TCP state into every accepted socket, so
+	 * this is one setsockopt, not one per connection. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (family == AF_INET6)
 		(void)setsockopt(
 		    fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
@@ -3540,6 +3629,13 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	if (p->o.head_ms == 0)
 		p->o.head_ms = PROXY_HEAD_MS;
 	p->port = o->port;
+	TAILQ_INIT(&p->settle);
+	p->settle_ev = event_new(base, -1, 0, proxy_settle_cb, p);
+	if (p->settle_ev == NULL) {
+		err_set(e, "proxy: out of memory");
+		free(p);
+		return NULL;
+	}
 	log_limiter_init(&p->lim, PROXY_LOG_RATE, 2 * PROXY_LOG_RATE, 1000);
 	p->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (o->state_dir != NULL && proxy_tls_open(p, o, e) == -1) {
@@ -3578,6 +3674,8 @@ proxy_free(struct proxy *p)
 		close(p->pipe_free[p->nfree][1]);
 	}
 	proxy_pool_free(p->pool);
+	if (p->settle_ev != NULL)
+		event_free(p->settle_ev);
 	SSL_CTX_free(p->sctx);
 	SSL_CTX_free(p->cctx);
 	tls_sess_free(p->sess);

@@ -182,7 +182,6 @@ proxy_pool_take(struct proxy_pool *pp, const char *name, const struct addr *dst,
 	unlink_entry(x);
 	event_free(x->timer);
 	free(x);
-	bufferevent_disable(up, EV_READ | EV_WRITE);
 	bufferevent_setcb(up, NULL, NULL, NULL, NULL);
 	return up;
 }

@@ -60,8 +60,10 @@ void proxy_pool_free(struct proxy_pool *pp); /* NULL is a no-op */
 void proxy_pool_put(struct proxy_pool *pp, struct bufferevent *up,
     struct vault *v, const char *name, const struct addr *dst, uint16_t port);
 /* The most recently kept connection for (name, dst, port), now the
- * caller's (no callbacks set, reading disabled), or NULL; *v gets its
- * vault reference (NULL: no credential went over it), the caller's too. */
+ * caller's, or NULL; *v gets its vault reference (NULL: no credential
+ * went over it), the caller's too. It comes with no callbacks and with
+ * reading still enabled, so that the caller, which sets its callbacks at
+ * once (no loop turn between), costs the socket no epoll_ctl. */
 struct bufferevent *proxy_pool_take(struct proxy_pool *pp, const char *name,
     const struct addr *dst, uint16_t port, struct vault **v);
 /* Closes every idle connection (a new policy: none is judged again);

@@ -61,6 +61,9 @@ proxy_tls_server_ctx(struct err *e)
 	    SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
 	        SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	/* one read(2) per flight, not two per record: proxy.c's
+	 * proxy_kick_read reads what OpenSSL then holds */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	SSL_CTX_set_alpn_select_cb(ctx, proxy_alpn_select, NULL);
 	SSL_CTX_set_session_id_context(
 	    ctx, (const unsigned char *)"egressd", 7);
@@ -133,6 +136,7 @@ proxy_tls_client_ctx(
 	SSL_CTX_set_options(
 	    ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_read_ahead(ctx, 1); /* as the server side */
 	/* tls_sess.c keeps the sessions worth resuming (SSL_get_session at
 	 * close); with SSL_SESS_CACHE_CLIENT alone OpenSSL also adds every
 	 * upstream connection's sessions to its own store (up to 20,480,
