@@ -99,6 +99,7 @@ struct proxy_splice {
 	int pr, pw;
 	size_t inpipe; /* bytes in the pipe */
 	bool eof, shut; /* from said EOF; FIN sent to to */
+	bool drained; /* the last read took less than it asked for */
 	struct event *rev, *wev;
 	struct event *retry; /* no pipe to lend: try again shortly */
 };
@@ -2645,6 +2646,17 @@ proxy_splice_pump(struct proxy_splice *s)
 			}
 			return 0;
 		}
+		if (s->drained) {
+			/* A short read emptied from's socket as far as it
+			 * knew: wait for readiness instead of a read that
+			 * would fail with EAGAIN (one syscall per transfer).
+			 * rev is level-triggered, so whatever arrived since
+			 * (or did not fit the pipe) wakes this again. */
+			s->drained = false;
+			proxy_pipe_put(s);
+			(void)event_add(s->rev, NULL);
+			return 0;
+		}
 		if (!proxy_pipe_get(s)) {
 			/* every pipe is in flight (or no descriptor is
 			 * left): the bytes wait in the socket */
@@ -2658,6 +2670,7 @@ proxy_splice_pump(struct proxy_splice *s)
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			s->inpipe = (size_t)n;
+			s->drained = (size_t)n < PROXY_SPLICE_MAX;
 			continue;
 		}
 		if (n == 0) {
