@@ -1892,10 +1892,28 @@ egressd_init(
 	return 0;
 }
 
+/* The log's batch goes out at the end of the loop turn that started it:
+ * an event made active runs in this turn, after those before it. */
+static void
+egressd_log_arm(void *arg)
+{
+	event_active(arg, EV_TIMEOUT, 1);
+}
+
+static void
+egressd_log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	log_flush(arg);
+}
+
 int
 egressd_run(struct egressd *d)
 {
 	struct dns_status ds;
+	struct event *flush;
+	int rc = 0;
 
 	dns_status(d->dns, &ds);
 	log_info(d->log, "egressd.ready", LOG_S("version", EGRESSD_VERSION),
@@ -1903,11 +1921,19 @@ egressd_run(struct egressd *d)
 	    LOG_B("nft", d->nft_ok), LOG_U("dns_port", ds.port),
 	    LOG_U("upstreams", ds.nupstreams),
 	    LOG_U("revision", d->policy->revision));
+	/* While the loop runs, a turn's lines go out in one write (without
+	 * the event: a write per line, as at start-up and shutdown). */
+	flush = event_new(d->base, -1, 0, egressd_log_flush_cb, d->log);
+	if (flush != NULL)
+		log_defer(d->log, egressd_log_arm, flush);
 	if (event_base_dispatch(d->base) == -1) {
 		log_error(d->log, "egressd.loop_failed");
-		return 1;
+		rc = 1;
 	}
-	return 0;
+	log_defer(d->log, NULL, NULL);
+	if (flush != NULL)
+		event_free(flush);
+	return rc;
 }
 
 static void

@@ -105,6 +105,7 @@ log_reopen(struct log *lg)
 {
 	int fd;
 
+	log_flush(lg); /* what was logged before the rotation goes there */
 	if (lg->path == NULL)
 		return 0;
 	fd = open(lg->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
@@ -127,6 +128,7 @@ log_set_sandbox_id(struct log *lg, const char *id)
 void
 log_clear(struct log *lg)
 {
+	log_defer(lg, NULL, NULL);
 	if (lg->owns_fd && lg->fd >= 0)
 		close(lg->fd);
 	free(lg->path);
@@ -427,13 +429,33 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 	return b->len;
 }
 
+/* One write per line or batch of whole lines, so concurrent writers
+ * never interleave mid-line on pipes (up to PIPE_BUF); retries only on
+ * EINTR and short writes. 0/-1. */
+static int
+log_write(int fd, const char *p, size_t n)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		ssize_t w = write(fd, p + off, n - off);
+		if (w == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	return 0;
+}
+
 void
 log_emit(struct log *lg, enum log_level lvl, const char *ev,
     const struct log_field *fields)
 {
 	char buf[LOG_LINE_MAX];
 	struct log_buf b = {.p = buf, .len = 0, .cap = sizeof(buf)};
-	size_t n, off = 0;
+	size_t n;
 	uint64_t ms;
 
 	if (lg == NULL || lvl < lg->min_level || lg->fd < 0)
@@ -446,19 +468,42 @@ log_emit(struct log *lg, enum log_level lvl, const char *ev,
 	}
 	n = log_format_ts(
 	    lg, &b, lg->ts, (unsigned)(ms % 1000), lvl, ev, fields);
-	/* One write per line so concurrent writers never interleave mid-line
-	 * on pipes; retry only on EINTR and short writes. */
-	while (off < n) {
-		ssize_t w = write(lg->fd, buf + off, n - off);
-		if (w == -1) {
-			if (errno == EINTR)
-				continue;
-			lg->dropped++;
-			return;
-		}
-		off += (size_t)w;
+	if (lg->arm != NULL && n <= sizeof(lg->pend)) {
+		if (lg->plen + n > sizeof(lg->pend))
+			log_flush(lg);
+		if (lg->plen == 0)
+			lg->arm(lg->arm_arg);
+		memcpy(lg->pend + lg->plen, buf, n);
+		lg->plen += n;
+		lg->plines++;
+		return;
 	}
-	lg->lines++;
+	log_flush(lg); /* lines stay in order */
+	if (log_write(lg->fd, buf, n) == 0)
+		lg->lines++;
+	else
+		lg->dropped++;
+}
+
+void
+log_flush(struct log *lg)
+{
+	if (lg == NULL || lg->plen == 0)
+		return;
+	if (lg->fd >= 0 && log_write(lg->fd, lg->pend, lg->plen) == 0)
+		lg->lines += lg->plines;
+	else
+		lg->dropped += lg->plines;
+	lg->plen = lg->plines = 0;
+}
+
+void
+log_defer(struct log *lg, void (*arm)(void *arg), void *arg)
+{
+	if (arm == NULL)
+		log_flush(lg);
+	lg->arm = arm;
+	lg->arm_arg = arg;
 }
 
 static uint64_t

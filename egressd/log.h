@@ -23,6 +23,7 @@
 #define LOG_LINE_MAX 8192 /* longer lines are cut and marked "trunc":true */
 #define LOG_FIELD_STR_MAX 1024 /* one string field, before escaping */
 #define LOG_TS_SECS 27 /* {"ts":"YYYY-MM-DDTHH:MM:SS. */
+#define LOG_PEND_MAX 4096 /* deferred lines held at once: PIPE_BUF */
 
 enum log_level {
 	LOG_DEBUG = 0,
@@ -81,6 +82,14 @@ struct log {
 	/* log_emit's timestamp up to the seconds, for ts_sec (a cache) */
 	uint64_t ts_sec;
 	char ts[LOG_TS_SECS + 1];
+	/* Deferred writing (log_defer): lines held here, in order, until
+	 * log_flush writes them with one write(2). At most LOG_PEND_MAX
+	 * bytes, PIPE_BUF on Linux, so the write stays atomic on a pipe
+	 * shared with other writers; a longer line is written alone. */
+	void (*arm)(void *arg);
+	void *arm_arg;
+	size_t plen, plines;
+	char pend[LOG_PEND_MAX];
 };
 
 /* Logs to fd (borrowed). */
@@ -90,6 +99,19 @@ int log_open_file(struct log *lg, const char *path);
 /* Reopens the file after rotation; no-op for stdout. 0/-1. */
 int log_reopen(struct log *lg);
 void log_set_sandbox_id(struct log *lg, const char *id);
+/*
+ * From now on, lines are held and written together by log_flush: one
+ * write(2) per event-loop turn instead of one per line (a terminated
+ * request logs vault.inject, a connection proxy.closed). arm(arg) is
+ * called when a batch starts (the first line held after a flush); the
+ * caller makes log_flush run before the loop waits again (the daemon:
+ * an event made active). A line is held for at most that loop turn.
+ * arm NULL: flush, and write each line at once again (start-up,
+ * shutdown). Single-threaded, like the rest of struct log.
+ */
+void log_defer(struct log *lg, void (*arm)(void *arg), void *arg);
+/* Writes the held lines (if any) in one write. */
+void log_flush(struct log *lg);
 void log_clear(struct log *lg);
 
 /* Parses "debug"|"info"|"warn"|"warning"|"error"; 0/-1. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "egressd/log.h"
@@ -200,6 +201,114 @@ test_emit_level_filter_and_fd(void **state)
 	log_clear(&lg);
 }
 
+static void
+count_arm(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+static size_t
+count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s != '\0'; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* The pipe's bytes so far (non-blocking read): "" when nothing came. */
+static size_t
+drain(int fd, char *buf, size_t cap)
+{
+	ssize_t n = read(fd, buf, cap - 1);
+
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	return (size_t)n;
+}
+
+/*
+ * log_defer: lines are held until log_flush, in order, written as one
+ * batch; arm is called once per batch; a batch never passes LOG_PEND_MAX
+ * (full: flushed first, arm again); a line longer than that is written
+ * alone after what was held; log_defer(NULL) flushes and writes at once
+ * again; counters count lines once written.
+ */
+static void
+test_emit_deferred(void **state)
+{
+	struct log lg;
+	int p[2], arms = 0, i;
+	char buf[4 * LOG_PEND_MAX], big[LOG_FIELD_STR_MAX + 1];
+	size_t n, nl = 0;
+	(void)state;
+
+	assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+	log_init(&lg, p[1], LOG_INFO);
+	log_defer(&lg, count_arm, &arms);
+	log_info(&lg, "one.a");
+	log_debug(&lg, "hidden.debug");
+	log_info(&lg, "one.b", LOG_U("n", 2));
+	assert_int_equal(arms, 1);
+	assert_int_equal(drain(p[0], buf, sizeof(buf)), 0);
+	assert_int_equal(lg.lines, 0);
+	log_flush(&lg);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_non_null(strstr(buf, "\"ev\":\"one.a\"}\n{\"ts\""));
+	assert_non_null(strstr(buf, "\"ev\":\"one.b\",\"n\":2}\n"));
+	assert_null(strstr(buf, "hidden.debug"));
+	assert_int_equal(lg.lines, 2);
+	log_flush(&lg); /* nothing held: no write */
+	assert_int_equal(drain(p[0], buf, sizeof(buf)), 0);
+
+	/* more than a batch holds: flushed when full, never above the cap */
+	arms = 0;
+	for (i = 0; i < 100; i++)
+		log_info(&lg, "many.lines", LOG_I("i", i));
+	assert_true(arms >= 2);
+	assert_true(lg.plen <= LOG_PEND_MAX);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_true(n > 0 && n <= LOG_PEND_MAX); /* the full batches so far */
+	nl += count_lines(buf);
+	log_flush(&lg);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"i\":99}\n"));
+	nl += count_lines(buf);
+	assert_int_equal(nl, 100); /* whole lines, none lost or doubled */
+	assert_int_equal(lg.lines, 102);
+
+	/* a line longer than a batch: what was held first, then it, alone */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	arms = 0;
+	log_info(&lg, "held.first");
+	/* five fields of LOG_FIELD_STR_MAX: a line past LOG_PEND_MAX */
+	log_info(&lg, "long.line", LOG_S("a", big), LOG_S("b", big),
+	    LOG_S("c", big), LOG_S("d", big), LOG_S("e", big));
+	assert_int_equal(arms, 1);
+	assert_int_equal(lg.plen, 0);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"ev\":\"held.first\"}\n{"));
+	assert_non_null(strstr(buf, "\"ev\":\"long.line\""));
+	assert_true(strstr(buf, "held.first") < strstr(buf, "long.line"));
+
+	/* off again: flushes what is held, then a write per line */
+	log_info(&lg, "held.last");
+	log_defer(&lg, NULL, NULL);
+	n = drain(p[0], buf, sizeof(buf));
+	assert_non_null(strstr(buf, "held.last"));
+	log_info(&lg, "at.once");
+	n = drain(p[0], buf, sizeof(buf));
+	assert_non_null(strstr(buf, "at.once"));
+	assert_int_equal(lg.lines, 106);
+	close(p[0]);
+	close(p[1]);
+	log_clear(&lg);
+}
+
 /*
  * log_emit keeps the date and time of the second it last wrote: each line
  * it writes equals log_format's for the same clock, across a second's
@@ -339,6 +448,7 @@ main(void)
 	    cmocka_unit_test(test_truncation_stays_valid),
 	    cmocka_unit_test(test_emit_level_filter_and_fd),
 	    cmocka_unit_test(test_emit_ts_cache),
+	    cmocka_unit_test(test_emit_deferred),
 	    cmocka_unit_test(test_truncation_commas),
 	    cmocka_unit_test(test_level_parse),
 	    cmocka_unit_test(test_limiter),
