@@ -269,208 +269,252 @@ struct bctx {
 	uint32_t set_id;
 };
 
-static struct nlmsghdr *
-hdr(struct bctx *c, uint16_t type, uint16_t flags)
+#define NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
+
+/*
+ * One message, built the same way whatever it carries: a libnftnl object
+ * made by obj_new() (our table, family inet, its name), then msg_obj()
+ * (the header with NLM_F_ACK, the object's payload, the object freed,
+ * the message labelled and counted in the batch).
+ */
+enum nobj {
+	NOBJ_TABLE,
+	NOBJ_CHAIN,
+	NOBJ_SET,
+	NOBJ_ELEMS, /* a set's elements: the object is a set */
+	NOBJ_COUNTER,
+	NOBJ_RULE,
+};
+
+/*
+ * The message types the builder sends: what each carries, its flags
+ * besides NLM_F_ACK, and the verb its label starts with. NEW* create
+ * without NLM_F_EXCL: an adopted table keeps its chains and learned sets,
+ * a counter keeps its values across applies. A new rule goes at the end
+ * of its chain; DELRULE without a handle flushes the chain.
+ */
+static const struct msgkind {
+	enum nobj obj;
+	uint16_t flags;
+	const char *verb;
+} msg_kinds[] = {
+    [NFT_MSG_NEWTABLE] = {NOBJ_TABLE, NLM_F_CREATE, "NEWTABLE"},
+    [NFT_MSG_DELTABLE] = {NOBJ_TABLE, 0, "DELTABLE"},
+    [NFT_MSG_NEWCHAIN] = {NOBJ_CHAIN, NLM_F_CREATE, "NEWCHAIN"},
+    [NFT_MSG_DELCHAIN] = {NOBJ_CHAIN, 0, "DELCHAIN"},
+    [NFT_MSG_NEWSET] = {NOBJ_SET, NLM_F_CREATE, "NEWSET"},
+    [NFT_MSG_DELSET] = {NOBJ_SET, 0, "DELSET"},
+    [NFT_MSG_NEWSETELEM] = {NOBJ_ELEMS, NLM_F_CREATE, "NEWSETELEM"},
+    [NFT_MSG_DELSETELEM] = {NOBJ_ELEMS, 0, "DELSETELEM"},
+    [NFT_MSG_NEWOBJ] = {NOBJ_COUNTER, NLM_F_CREATE, "NEWOBJ counter"},
+    [NFT_MSG_NEWRULE] = {NOBJ_RULE, NLM_F_CREATE | NLM_F_APPEND, "NEWRULE"},
+    [NFT_MSG_DELRULE] = {NOBJ_RULE, 0, "FLUSH chain"},
+};
+
+static const struct msgkind *
+msg_kind(uint16_t type)
 {
+	/* Callers pass constants: another type is a bug in this file. */
+	if (type >= NROWS(msg_kinds) || msg_kinds[type].verb == NULL)
+		abort();
+	return &msg_kinds[type];
+}
+
+/*
+ * A new object for a message of type, in table inet egressd and named
+ * name (a rule: of chain name; the table: its own name). NULL and c->e
+ * set when out of memory.
+ */
+static void *
+obj_new(struct bctx *c, uint16_t type, const char *name)
+{
+	void *o = NULL;
+
+	switch (msg_kind(type)->obj) {
+	case NOBJ_TABLE:
+		if ((o = nftnl_table_alloc()) == NULL)
+			break;
+		nftnl_table_set_str(o, NFTNL_TABLE_NAME, name);
+		nftnl_table_set_u32(o, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+		break;
+	case NOBJ_CHAIN:
+		if ((o = nftnl_chain_alloc()) == NULL)
+			break;
+		nftnl_chain_set_str(o, NFTNL_CHAIN_TABLE, NFT_TABLE);
+		nftnl_chain_set_str(o, NFTNL_CHAIN_NAME, name);
+		nftnl_chain_set_u32(o, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+		break;
+	case NOBJ_SET:
+	case NOBJ_ELEMS:
+		if ((o = nftnl_set_alloc()) == NULL)
+			break;
+		nftnl_set_set_str(o, NFTNL_SET_TABLE, NFT_TABLE);
+		nftnl_set_set_str(o, NFTNL_SET_NAME, name);
+		nftnl_set_set_u32(o, NFTNL_SET_FAMILY, NFPROTO_INET);
+		break;
+	case NOBJ_COUNTER:
+		if ((o = nftnl_obj_alloc()) == NULL)
+			break;
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
+		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+		break;
+	case NOBJ_RULE:
+		if ((o = nftnl_rule_alloc()) == NULL)
+			break;
+		nftnl_rule_set_str(o, NFTNL_RULE_TABLE, NFT_TABLE);
+		nftnl_rule_set_str(o, NFTNL_RULE_CHAIN, name);
+		nftnl_rule_set_u32(o, NFTNL_RULE_FAMILY, NFPROTO_INET);
+		break;
+	}
+	if (o == NULL)
+		err_set(c->e, "nft: out of memory");
+	return o;
+}
+
+/* libnftnl has a payload and a free function per kind of object. */
+static void
+obj_payload(struct nlmsghdr *nlh, enum nobj k, void *o)
+{
+	switch (k) {
+	case NOBJ_TABLE:
+		nftnl_table_nlmsg_build_payload(nlh, o);
+		break;
+	case NOBJ_CHAIN:
+		nftnl_chain_nlmsg_build_payload(nlh, o);
+		break;
+	case NOBJ_SET:
+		nftnl_set_nlmsg_build_payload(nlh, o);
+		break;
+	case NOBJ_ELEMS:
+		nftnl_set_elems_nlmsg_build_payload(nlh, o);
+		break;
+	case NOBJ_COUNTER:
+		nftnl_obj_nlmsg_build_payload(nlh, o);
+		break;
+	case NOBJ_RULE:
+		nftnl_rule_nlmsg_build_payload(nlh, o);
+		break;
+	}
+}
+
+static void
+obj_free(enum nobj k, void *o)
+{
+	switch (k) {
+	case NOBJ_TABLE:
+		nftnl_table_free(o);
+		break;
+	case NOBJ_CHAIN:
+		nftnl_chain_free(o);
+		break;
+	case NOBJ_SET:
+	case NOBJ_ELEMS:
+		nftnl_set_free(o);
+		break;
+	case NOBJ_COUNTER:
+		nftnl_obj_free(o);
+		break;
+	case NOBJ_RULE:
+		nftnl_rule_free(o);
+		break;
+	}
+}
+
+/*
+ * Appends the message of type that carries o (from obj_new(), for the
+ * same type), labelled "<verb> <what>". Takes ownership of o: it is
+ * freed whatever happens.
+ */
+static int
+msg_obj(struct bctx *c, uint16_t type, void *o, const char *what)
+{
+	const struct msgkind *k = msg_kind(type);
 	void *p = nft_batch_room_(c->b, c->e);
-
-	if (p == NULL)
-		return NULL;
-	return nftnl_nlmsg_build_hdr(
-	    p, type, NFPROTO_INET, flags | NLM_F_ACK, 0);
-}
-
-static int
-msg_table(struct bctx *c, uint16_t type)
-{
-	struct nftnl_table *t = nftnl_table_alloc();
-	struct nlmsghdr *nlh;
-
-	if (t == NULL)
-		goto out_nomem;
-	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_TABLE);
-	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
-	/* Not dormant, not owned by our socket: survives us (fail closed). */
-	if (type == NFT_MSG_NEWTABLE)
-		nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, 0);
-	nlh = hdr(c, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
-	if (nlh == NULL)
-		goto out_free;
-	nftnl_table_nlmsg_build_payload(nlh, t);
-	nftnl_table_free(t);
-	return nft_batch_push_(c->b,
-	    type == NFT_MSG_NEWTABLE ? "NEWTABLE egressd" : "DELTABLE egressd",
-	    c->e);
-out_free:
-	nftnl_table_free(t);
-	return -1;
-out_nomem:
-	err_set(c->e, "nft: out of memory");
-	return -1;
-}
-
-/* hooknum < 0: a regular chain. */
-static int
-msg_chain(struct bctx *c, uint16_t type, const char *name, int hooknum,
-    const char *ctype, int prio, int policy)
-{
-	struct nftnl_chain *ch = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
 	char label[NFT_LABEL_MAX];
 
-	if (ch == NULL) {
-		err_set(c->e, "nft: out of memory");
+	/* Before the free: what may be the object's own name. */
+	snprintf(label, sizeof(label), "%s %s", k->verb, what);
+	if (p == NULL) {
+		obj_free(k->obj, o);
 		return -1;
 	}
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, NFT_TABLE);
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, name);
-	nftnl_chain_set_u32(ch, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
-	if (type == NFT_MSG_NEWCHAIN && hooknum >= 0) {
+	nlh = nftnl_nlmsg_build_hdr(
+	    p, type, NFPROTO_INET, k->flags | NLM_F_ACK, 0);
+	obj_payload(nlh, k->obj, o);
+	obj_free(k->obj, o);
+	return nft_batch_push_(c->b, label, c->e);
+}
+
+/*
+ * A message whose object is its name and nothing else: a delete (table,
+ * chain, set), a chain's flush, a counter.
+ */
+static int
+msg_named(struct bctx *c, uint16_t type, const char *name)
+{
+	void *o = obj_new(c, type, name);
+
+	if (o == NULL)
+		return -1;
+	return msg_obj(c, type, o, name);
+}
+
+static int
+msg_table(struct bctx *c)
+{
+	struct nftnl_table *t = obj_new(c, NFT_MSG_NEWTABLE, NFT_TABLE);
+
+	if (t == NULL)
+		return -1;
+	/* Not dormant, not owned by our socket: survives us (fail closed). */
+	nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, 0);
+	return msg_obj(c, NFT_MSG_NEWTABLE, t, NFT_TABLE);
+}
+
+/* NEWCHAIN; hooknum < 0: a regular chain. */
+static int
+msg_chain(struct bctx *c, const char *name, int hooknum, const char *ctype,
+    int prio, int policy)
+{
+	struct nftnl_chain *ch = obj_new(c, NFT_MSG_NEWCHAIN, name);
+
+	if (ch == NULL)
+		return -1;
+	if (hooknum >= 0) {
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, (uint32_t)hooknum);
 		nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, prio);
 		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, ctype);
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, (uint32_t)policy);
 	}
-	nlh = hdr(c, type, type == NFT_MSG_NEWCHAIN ? NLM_F_CREATE : 0);
-	if (nlh == NULL) {
-		nftnl_chain_free(ch);
-		return -1;
-	}
-	nftnl_chain_nlmsg_build_payload(nlh, ch);
-	nftnl_chain_free(ch);
-	snprintf(label, sizeof(label), "%s %s",
-	    type == NFT_MSG_NEWCHAIN ? "NEWCHAIN" : "DELCHAIN", name);
-	return nft_batch_push_(c->b, label, c->e);
+	return msg_obj(c, NFT_MSG_NEWCHAIN, ch, name);
 }
 
-/* An empty rule of chain in our table; NULL when out of memory. */
-static struct nftnl_rule *
-rule_new(const char *chain)
-{
-	struct nftnl_rule *r = nftnl_rule_alloc();
-
-	if (r == NULL)
-		return NULL;
-	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_TABLE);
-	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
-	return r;
-}
-
-/* Frees r (if any) and reports the allocation that failed: -1. */
+/* NEWSET; size 0: the kernel's default. */
 static int
-rule_nomem(struct bctx *c, struct nftnl_rule *r)
+msg_set(struct bctx *c, const char *name, uint32_t keytype, uint32_t keylen,
+    uint32_t flags, uint32_t size)
 {
-	if (r != NULL)
-		nftnl_rule_free(r);
-	err_set(c->e, "nft: out of memory");
-	return -1;
-}
-
-/* Appends r as one message of type with label; r is freed. */
-static int
-rule_push(struct bctx *c, struct nftnl_rule *r, uint16_t type, uint16_t flags,
-    const char *label)
-{
-	struct nlmsghdr *nlh = hdr(c, type, flags);
-
-	if (nlh != NULL)
-		nftnl_rule_nlmsg_build_payload(nlh, r);
-	nftnl_rule_free(r);
-	return nlh == NULL ? -1 : nft_batch_push_(c->b, label, c->e);
-}
-
-/* DELRULE without a handle flushes the chain. */
-static int
-msg_flush_chain(struct bctx *c, const char *chain)
-{
-	struct nftnl_rule *r = rule_new(chain);
-	char label[NFT_LABEL_MAX];
-
-	if (r == NULL)
-		return rule_nomem(c, r);
-	snprintf(label, sizeof(label), "FLUSH chain %s", chain);
-	return rule_push(c, r, NFT_MSG_DELRULE, 0, label);
-}
-
-static int
-msg_counter(struct bctx *c, const char *name)
-{
-	struct nftnl_obj *o = nftnl_obj_alloc();
-	struct nlmsghdr *nlh;
-	char label[NFT_LABEL_MAX];
-
-	if (o == NULL) {
-		err_set(c->e, "nft: out of memory");
-		return -1;
-	}
-	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
-	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-	/* No EXCL: an existing counter keeps its values across applies. */
-	nlh = hdr(c, NFT_MSG_NEWOBJ, NLM_F_CREATE);
-	if (nlh == NULL) {
-		nftnl_obj_free(o);
-		return -1;
-	}
-	nftnl_obj_nlmsg_build_payload(nlh, o);
-	nftnl_obj_free(o);
-	snprintf(label, sizeof(label), "NEWOBJ counter %s", name);
-	return nft_batch_push_(c->b, label, c->e);
-}
-
-static struct nftnl_set *
-set_base(const char *name)
-{
-	struct nftnl_set *s = nftnl_set_alloc();
+	struct nftnl_set *s = obj_new(c, NFT_MSG_NEWSET, name);
 
 	if (s == NULL)
-		return NULL;
-	nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
-	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-	return s;
-}
-
-static int
-msg_set(struct bctx *c, uint16_t type, const char *name, uint32_t keytype,
-    uint32_t keylen, uint32_t flags, uint32_t size)
-{
-	struct nftnl_set *s = set_base(name);
-	struct nlmsghdr *nlh;
-	char label[NFT_LABEL_MAX];
-
-	if (s == NULL) {
-		err_set(c->e, "nft: out of memory");
 		return -1;
-	}
-	if (type == NFT_MSG_NEWSET) {
-		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, keytype);
-		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, keylen);
-		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
-		if (size != 0)
-			nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
-		if (flags & NFT_SET_CONCAT) {
-			/* addr . l4proto . port, each field in 32-bit words */
-			uint8_t fl[3] = {(uint8_t)(keylen - 8), 1, 2};
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, keytype);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, keylen);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
+	if (size != 0)
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
+	if (flags & NFT_SET_CONCAT) {
+		/* addr . l4proto . port, each field in 32-bit words */
+		uint8_t fl[3] = {(uint8_t)(keylen - 8), 1, 2};
 
-			nftnl_set_set_data(
-			    s, NFTNL_SET_DESC_CONCAT, fl, sizeof(fl));
-		}
-		/* The kernel requires a transaction-local id on NEWSET. */
-		nftnl_set_set_u32(s, NFTNL_SET_ID, ++c->set_id);
+		nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, fl, sizeof(fl));
 	}
-	nlh = hdr(c, type, type == NFT_MSG_NEWSET ? NLM_F_CREATE : 0);
-	if (nlh == NULL) {
-		nftnl_set_free(s);
-		return -1;
-	}
-	nftnl_set_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	snprintf(label, sizeof(label), "%s %s",
-	    type == NFT_MSG_NEWSET ? "NEWSET" : "DELSET", name);
-	return nft_batch_push_(c->b, label, c->e);
+	/* The kernel requires a transaction-local id on NEWSET. */
+	nftnl_set_set_u32(s, NFTNL_SET_ID, ++c->set_id);
+	return msg_obj(c, NFT_MSG_NEWSET, s, name);
 }
 
 /* One element key with optional flags/timeout, into set s. */
@@ -609,20 +653,18 @@ elem_comment(struct nftnl_set_elem *el, const char *name)
 	return 0;
 }
 
+/*
+ * The elements gathered in *s (from obj_new() for type) as one message
+ * of type; *s is freed and NULL after, so the next element starts the
+ * next message.
+ */
 static int
-msg_elems(struct bctx *c, uint16_t type, struct nftnl_set *s)
+msg_elems(struct bctx *c, uint16_t type, struct nftnl_set **s, const char *set)
 {
-	struct nlmsghdr *nlh;
-	char label[NFT_LABEL_MAX];
+	struct nftnl_set *full = *s;
 
-	nlh = hdr(c, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
-	if (nlh == NULL)
-		return -1;
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	snprintf(label, sizeof(label), "%s %s",
-	    type == NFT_MSG_NEWSETELEM ? "NEWSETELEM" : "DELSETELEM",
-	    nftnl_set_get_str(s, NFTNL_SET_NAME));
-	return nft_batch_push_(c->b, label, c->e);
+	*s = NULL;
+	return msg_obj(c, type, full, set);
 }
 
 /* ---- intervals ---- */
@@ -705,8 +747,9 @@ msg_interval_elems(
 
 	n = rng_merge(r, n, w);
 	for (i = 0; i < n; i++) {
-		if (s == NULL && (s = set_base(set)) == NULL)
-			goto out_nomem;
+		if (s == NULL &&
+		    (s = obj_new(c, NFT_MSG_NEWSETELEM, set)) == NULL)
+			return -1;
 		if (elem_add(s, r[i].lo, w, 0, 0) == NULL)
 			goto out_nomem;
 		memcpy(end, r[i].hi, 16);
@@ -714,19 +757,44 @@ msg_interval_elems(
 		    elem_add(s, end, w, NFT_SET_ELEM_INTERVAL_END, 0) == NULL)
 			goto out_nomem;
 		if (++inmsg == NFT_ELEMS_PER_MSG / 2 || i + 1 == n) {
-			if (msg_elems(c, NFT_MSG_NEWSETELEM, s) < 0)
-				goto out_free;
-			nftnl_set_free(s);
-			s = NULL;
 			inmsg = 0;
+			if (msg_elems(c, NFT_MSG_NEWSETELEM, &s, set) < 0)
+				return -1;
 		}
 	}
 	return 0;
 out_nomem:
 	err_set(c->e, "nft: out of memory");
-out_free:
 	nftnl_set_free(s);
 	return -1;
+}
+
+/* A named interval set of w-byte keys of keytype, with r as elements. */
+static int
+interval_set(struct bctx *c, const char *name, uint32_t keytype, unsigned w,
+    struct rng *r, size_t n)
+{
+	if (msg_set(c, name, keytype, w, NFT_SET_INTERVAL, 0) < 0)
+		return -1;
+	return msg_interval_elems(c, name, r, n, w);
+}
+
+/* n zeroed ranges to fill (one when n is 0); NULL: c->e set. */
+static struct rng *
+rng_new(struct bctx *c, size_t n)
+{
+	struct rng *r = calloc(n == 0 ? 1 : n, sizeof(*r));
+
+	if (r == NULL)
+		err_set(c->e, "nft: out of memory");
+	return r;
+}
+
+/* The key type of an address set of family 4/6. */
+static uint32_t
+addr_keytype(int family)
+{
+	return family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR;
 }
 
 /* A named interval set of addresses (family 4/6) with its elements. */
@@ -739,18 +807,11 @@ addr_set(struct bctx *c, const char *name, int family,
 	size_t i;
 	int rc;
 
-	if (msg_set(c, NFT_MSG_NEWSET, name,
-	        family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR, w,
-	        NFT_SET_INTERVAL, 0) < 0)
+	if ((r = rng_new(c, n)) == NULL)
 		return -1;
-	r = calloc(n == 0 ? 1 : n, sizeof(*r));
-	if (r == NULL) {
-		err_set(c->e, "nft: out of memory");
-		return -1;
-	}
 	for (i = 0; i < n; i++)
 		prefix_range(pfx[i]->addr, pfx[i]->len, w, &r[i]);
-	rc = msg_interval_elems(c, name, r, n, w);
+	rc = interval_set(c, name, addr_keytype(family), w, r, n);
 	free(r);
 	return rc;
 }
@@ -763,21 +824,15 @@ port_set(struct bctx *c, const char *name, const struct policy_port_range *p,
 	size_t i;
 	int rc;
 
-	if (msg_set(c, NFT_MSG_NEWSET, name, NFT_TYPE_INET_SERVICE, 2,
-	        NFT_SET_INTERVAL, 0) < 0)
+	if ((r = rng_new(c, n)) == NULL)
 		return -1;
-	r = calloc(n == 0 ? 1 : n, sizeof(*r));
-	if (r == NULL) {
-		err_set(c->e, "nft: out of memory");
-		return -1;
-	}
 	for (i = 0; i < n; i++) {
 		r[i].lo[0] = (uint8_t)(p[i].lo >> 8);
 		r[i].lo[1] = (uint8_t)p[i].lo;
 		r[i].hi[0] = (uint8_t)(p[i].hi >> 8);
 		r[i].hi[1] = (uint8_t)p[i].hi;
 	}
-	rc = msg_interval_elems(c, name, r, n, 2);
+	rc = interval_set(c, name, NFT_TYPE_INET_SERVICE, 2, r, n);
 	free(r);
 	return rc;
 }
@@ -1157,27 +1212,37 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 	return -1;
 }
 
-/* A NEWRULE appended to chain, labelled with the rule's counter. */
+/* Frees r and reports the allocation that failed: -1. */
+static int
+rule_nomem(struct bctx *c, struct nftnl_rule *r)
+{
+	nftnl_rule_free(r);
+	err_set(c->e, "nft: out of memory");
+	return -1;
+}
+
+/* A NEWRULE appended to chain, labelled with its place and counter; r
+ * (from obj_new()) is freed. */
 static int
 rule_append(struct bctx *c, struct nftnl_rule *r, const char *chain,
     const char *counter)
 {
-	char label[NFT_LABEL_MAX];
+	char what[NFT_LABEL_MAX];
 
-	snprintf(label, sizeof(label), "NEWRULE %s #%zu (%s)", chain,
-	    c->b->nmsgs, counter != NULL ? counter : "-");
-	return rule_push(
-	    c, r, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, label);
+	snprintf(what, sizeof(what), "%s #%zu (%s)", chain, c->b->nmsgs,
+	    counter != NULL ? counter : "-");
+	return msg_obj(c, NFT_MSG_NEWRULE, r, what);
 }
 
 static int
 msg_rule(struct bctx *c, const struct rspec *s)
 {
-	struct nftnl_rule *r = rule_new(s->chain);
+	struct nftnl_rule *r = obj_new(c, NFT_MSG_NEWRULE, s->chain);
 	uint32_t mark = c->o->mark;
 
-	if (r == NULL ||
-	    (s->mark &&
+	if (r == NULL)
+		return -1;
+	if ((s->mark &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0)) ||
 	    rule_exprs(r, s) < 0)
@@ -1254,8 +1319,6 @@ msg_rows(struct bctx *c, const char *chain, const struct rrow *rows, size_t n)
 	return 0;
 }
 
-#define NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
-
 static uint32_t
 limited_type(int family)
 {
@@ -1273,12 +1336,14 @@ limited_type(int family)
 static int
 msg_rule_limited(struct bctx *c, int family, enum policy_action def)
 {
-	struct nftnl_rule *r = rule_new(NFT_CHAIN_FILTER);
+	struct nftnl_rule *r = obj_new(c, NFT_MSG_NEWRULE, NFT_CHAIN_FILTER);
 	uint8_t nfp = family == 4 ? NFPROTO_IPV4 : NFPROTO_IPV6;
 	uint32_t w = family == 4 ? 1 : 4; /* address in 32-bit words */
 	const char *counter = def == POLICY_DENY ? "learned" : "user_deny";
 
-	if (r == NULL || e_meta(r, NFT_META_NFPROTO) < 0 ||
+	if (r == NULL)
+		return -1;
+	if (e_meta(r, NFT_META_NFPROTO) < 0 ||
 	    e_cmp(r, NFT_CMP_EQ, &nfp, 1) < 0 ||
 	    e_payload_reg(r, NFT_REG32_00, NFT_PAYLOAD_NETWORK_HEADER,
 	        family == 4 ? 16 : 24, w * 4) < 0 ||
@@ -1482,11 +1547,7 @@ internal_set(struct bctx *c, const char *name, int family)
 		memcpy(r[i].lo, sp[i].lo, sizeof(r[i].lo));
 		memcpy(r[i].hi, sp[i].hi, sizeof(r[i].hi));
 	}
-	if (msg_set(c, NFT_MSG_NEWSET, name,
-	        family == 4 ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR, w,
-	        NFT_SET_INTERVAL, 0) < 0)
-		goto out;
-	rc = msg_interval_elems(c, name, r, (size_t)n, w);
+	rc = interval_set(c, name, addr_keytype(family), w, r, (size_t)n);
 out:
 	free(sp);
 	free(r);
@@ -1693,14 +1754,15 @@ emit_table(struct bctx *c, const struct nft_kstate *ks)
 	    NFT_CHAIN_FILTER, NFT_CHAIN_NAT, NFT_CHAIN_DENY};
 	size_t i;
 
-	if (msg_table(c, NFT_MSG_NEWTABLE) < 0)
+	if (msg_table(c) < 0)
 		return -1;
 	/* Adopt: empty every chain, drop every static set (after the rules
 	 * that referenced them), keep learned sets. All in this transaction:
 	 * the kernel switches from the old ruleset to the new one at once. */
 	if (ks != NULL && ks->table_exists) {
+		/* DELRULE without a handle flushes the chain. */
 		for (i = 0; i < ks->nchains; i++)
-			if (msg_flush_chain(c, ks->chains[i]) < 0)
+			if (msg_named(c, NFT_MSG_DELRULE, ks->chains[i]) < 0)
 				return -1;
 		for (i = 0; i < ks->nsets; i++) {
 			if (strcmp(ks->sets[i], NFT_SET_LEARNED4) == 0 ||
@@ -1708,14 +1770,12 @@ emit_table(struct bctx *c, const struct nft_kstate *ks)
 			    strcmp(ks->sets[i], NFT_SET_LIMITED4) == 0 ||
 			    strcmp(ks->sets[i], NFT_SET_LIMITED6) == 0)
 				continue;
-			if (msg_set(
-			        c, NFT_MSG_DELSET, ks->sets[i], 0, 0, 0, 0) < 0)
+			if (msg_named(c, NFT_MSG_DELSET, ks->sets[i]) < 0)
 				return -1;
 		}
 		for (i = 0; i < ks->nchains; i++)
 			if (!name_in(ks->chains[i], our_chains, 3) &&
-			    msg_chain(c, NFT_MSG_DELCHAIN, ks->chains[i], -1,
-			        NULL, 0, 0) < 0)
+			    msg_named(c, NFT_MSG_DELCHAIN, ks->chains[i]) < 0)
 				return -1;
 	}
 	return 0;
@@ -1729,19 +1789,19 @@ emit_learned_sets(struct bctx *c, const struct nft_kstate *ks)
 	size_t i;
 
 	for (i = 0; i < NFT_NCOUNTERS; i++)
-		if (msg_counter(c, counter_names[i]) < 0)
+		if (msg_named(c, NFT_MSG_NEWOBJ, counter_names[i]) < 0)
 			return -1;
 	/* An adopted set gets the size of this configuration too (kernels
 	 * that cannot resize keep theirs: see nft_apply_policy). */
-	if (msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED4, NFT_TYPE_IPADDR, 4,
-	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
-	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LEARNED6, NFT_TYPE_IP6ADDR, 16,
-	        NFT_SET_TIMEOUT, nft_learned_kernel_size(o->learned_max)) < 0 ||
-	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED4, limited_type(4), 12,
+	if (msg_set(c, NFT_SET_LEARNED4, NFT_TYPE_IPADDR, 4, NFT_SET_TIMEOUT,
+	        nft_learned_kernel_size(o->learned_max)) < 0 ||
+	    msg_set(c, NFT_SET_LEARNED6, NFT_TYPE_IP6ADDR, 16, NFT_SET_TIMEOUT,
+	        nft_learned_kernel_size(o->learned_max)) < 0 ||
+	    msg_set(c, NFT_SET_LIMITED4, limited_type(4), 12,
 	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
 	        NFT_LIMITED_PER_ADDR *
 	            nft_learned_kernel_size(o->learned_max)) < 0 ||
-	    msg_set(c, NFT_MSG_NEWSET, NFT_SET_LIMITED6, limited_type(6), 24,
+	    msg_set(c, NFT_SET_LIMITED6, limited_type(6), 24,
 	        NFT_SET_TIMEOUT | NFT_SET_INTERVAL | NFT_SET_CONCAT,
 	        NFT_LIMITED_PER_ADDR *
 	            nft_learned_kernel_size(o->learned_max)) < 0)
@@ -1802,12 +1862,11 @@ static int
 emit_chains(struct bctx *c)
 {
 	/* Chains (no-ops when adopted; the filter policy is re-asserted). */
-	if (msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_DENY, -1, NULL, 0, 0) <
-	        0 ||
-	    msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_NAT, NF_INET_LOCAL_OUT,
-	        "nat", NFT_PRIO_NAT_OUT, NF_ACCEPT) < 0 ||
-	    msg_chain(c, NFT_MSG_NEWCHAIN, NFT_CHAIN_FILTER, NF_INET_LOCAL_OUT,
-	        "filter", NFT_PRIO_FILTER_OUT, NF_DROP) < 0)
+	if (msg_chain(c, NFT_CHAIN_DENY, -1, NULL, 0, 0) < 0 ||
+	    msg_chain(c, NFT_CHAIN_NAT, NF_INET_LOCAL_OUT, "nat",
+	        NFT_PRIO_NAT_OUT, NF_ACCEPT) < 0 ||
+	    msg_chain(c, NFT_CHAIN_FILTER, NF_INET_LOCAL_OUT, "filter",
+	        NFT_PRIO_FILTER_OUT, NF_DROP) < 0)
 		return -1;
 
 	return 0;
@@ -2167,8 +2226,8 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
 		    ? (uint64_t)clamp_ttl(a[i].ttl, lo, hi) * 1000
 		    : 0;
 		for (k = 0; k < (limited ? a[i].nlim : 1); k++) {
-			if (s == NULL && (s = set_base(set)) == NULL)
-				goto out_nomem;
+			if (s == NULL && (s = obj_new(&c, type, set)) == NULL)
+				return -1;
 			if (limited) {
 				const struct nft_limit *l = &a[i].lim[k];
 
@@ -2188,18 +2247,15 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
 				goto out_nomem;
 			done++;
 			if (++inmsg == NFT_ELEMS_PER_MSG || done == total) {
-				if (msg_elems(&c, type, s) < 0)
-					goto out_free;
-				nftnl_set_free(s);
-				s = NULL;
 				inmsg = 0;
+				if (msg_elems(&c, type, &s, set) < 0)
+					return -1;
 			}
 		}
 	}
 	return 0;
 out_nomem:
 	err_set(e, "nft: out of memory");
-out_free:
 	nftnl_set_free(s);
 	return -1;
 }
@@ -2396,7 +2452,7 @@ nft_build_teardown(struct nft_batch **out, struct err *e)
 		return -1;
 	}
 	if (nft_batch_begin_(c.b, e) < 0 ||
-	    msg_table(&c, NFT_MSG_DELTABLE) < 0 ||
+	    msg_named(&c, NFT_MSG_DELTABLE, NFT_TABLE) < 0 ||
 	    nft_batch_finish_(c.b, e) < 0) {
 		nft_batch_free(c.b);
 		return -1;
