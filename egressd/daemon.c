@@ -43,6 +43,7 @@
 #define EGRESSD_RELOAD_DEBOUNCE_MS 100
 #define EGRESSD_WHY_MAX 256
 #define EGRESSD_CRED_WATCH_MAX 64 /* credential files watched */
+#define EGRESSD_NSIGNALS 5 /* rows of egressd_signal_rows */
 
 struct event_base;
 struct event;
@@ -78,7 +79,7 @@ struct egressd {
 	char nft_why[EGRESSD_WHY_MAX];
 	char dns_why[EGRESSD_WHY_MAX];
 
-	struct event *ev_term, *ev_int, *ev_hup, *ev_usr1;
+	struct event *ev_sig[EGRESSD_NSIGNALS]; /* NULL: an ignored signal */
 	int inotify_fd, wd_policy, wd_rules, wd_token;
 	char policy_base[4096]; /* file name of the policy inside its dir */
 	char token_base[4096]; /* file name of the token file inside its dir */
@@ -555,53 +556,91 @@ egressd_watch_files(struct egressd *d, struct err *e)
 	return 0;
 }
 
+/* TERM, INT: leave the loop; egressd_free() then tears down. */
+static void
+egressd_signal_stop(struct egressd *d, const char *name)
+{
+	log_info(d->log, "egressd.stopping", LOG_S("signal", name));
+	event_base_loopexit(d->base, NULL);
+}
+
+/* HUP: the policy and the API token, read again. */
+static void
+egressd_signal_reload(struct egressd *d, const char *name)
+{
+	(void)name;
+	egressd_reload(d, "sighup");
+}
+
+/* USR1: the log file reopened (after logrotate moved it). */
+static void
+egressd_signal_reopen(struct egressd *d, const char *name)
+{
+	(void)name;
+	if (log_reopen(d->log) == -1)
+		log_error(d->log, "log.reopen_failed",
+		    LOG_S("error", strerror(errno)));
+	else
+		log_info(d->log, "log.reopened");
+}
+
+/*
+ * Every signal egressd handles and what it does, on the loop (libevent
+ * turns each into an event). A row without a handler is ignored
+ * outright: SIGPIPE, so that a peer gone mid-write costs that one
+ * connection an EPIPE, not the daemon its life.
+ */
+static const struct {
+	int sig;
+	const char *name; /* as egressd.stopping logs it */
+	void (*handle)(struct egressd *d, const char *name);
+} egressd_signal_rows[] = {
+    {SIGPIPE, "PIPE", NULL},
+    {SIGTERM, "TERM", egressd_signal_stop},
+    {SIGINT, "INT", egressd_signal_stop},
+    {SIGHUP, "HUP", egressd_signal_reload},
+    {SIGUSR1, "USR1", egressd_signal_reopen},
+};
+
+_Static_assert(sizeof(egressd_signal_rows) / sizeof(egressd_signal_rows[0]) ==
+        EGRESSD_NSIGNALS,
+    "one event slot per signal row");
+
 static void
 egressd_signal_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct egressd *d = egressd_arg(arg);
+	size_t i;
 
 	(void)what;
-	switch (sig) {
-	case SIGTERM:
-	case SIGINT:
-		log_info(d->log, "egressd.stopping",
-		    LOG_S("signal", sig == SIGTERM ? "TERM" : "INT"));
-		event_base_loopexit(d->base, NULL);
-		break;
-	case SIGHUP:
-		egressd_reload(d, "sighup");
-		break;
-	case SIGUSR1:
-		if (log_reopen(d->log) == -1)
-			log_error(d->log, "log.reopen_failed",
-			    LOG_S("error", strerror(errno)));
-		else
-			log_info(d->log, "log.reopened");
-		break;
-	default:
-		break;
-	}
+	for (i = 0; i < EGRESSD_NSIGNALS; i++)
+		if (egressd_signal_rows[i].sig == sig &&
+		    egressd_signal_rows[i].handle != NULL)
+			egressd_signal_rows[i].handle(
+			    d, egressd_signal_rows[i].name);
 }
 
 static int
 egressd_signals(struct egressd *d, struct err *e)
 {
 	struct sigaction sa;
+	size_t i;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
-	(void)sigaction(SIGPIPE, &sa, NULL);
-	d->ev_term = evsignal_new(d->base, SIGTERM, egressd_signal_cb, d);
-	d->ev_int = evsignal_new(d->base, SIGINT, egressd_signal_cb, d);
-	d->ev_hup = evsignal_new(d->base, SIGHUP, egressd_signal_cb, d);
-	d->ev_usr1 = evsignal_new(d->base, SIGUSR1, egressd_signal_cb, d);
-	if (d->ev_term == NULL || d->ev_int == NULL || d->ev_hup == NULL ||
-	    d->ev_usr1 == NULL || evsignal_add(d->ev_term, NULL) == -1 ||
-	    evsignal_add(d->ev_int, NULL) == -1 ||
-	    evsignal_add(d->ev_hup, NULL) == -1 ||
-	    evsignal_add(d->ev_usr1, NULL) == -1) {
-		err_set(e, "cannot register signal events");
-		return -1;
+	for (i = 0; i < EGRESSD_NSIGNALS; i++) {
+		int sig = egressd_signal_rows[i].sig;
+
+		if (egressd_signal_rows[i].handle == NULL) {
+			(void)sigaction(sig, &sa, NULL);
+			continue;
+		}
+		d->ev_sig[i] = evsignal_new(d->base, sig, egressd_signal_cb, d);
+		if (d->ev_sig[i] == NULL ||
+		    evsignal_add(d->ev_sig[i], NULL) == -1) {
+			err_set(e, "cannot register signal events");
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -1940,6 +1979,7 @@ static void
 egressd_clear(struct egressd *d)
 {
 	struct err e = {""};
+	size_t i;
 
 	if (d->magic != EGRESSD_MAGIC)
 		return;
@@ -1972,14 +2012,9 @@ egressd_clear(struct egressd *d)
 		event_free(d->ev_inotify);
 	if (d->inotify_fd != -1)
 		close(d->inotify_fd);
-	if (d->ev_term != NULL)
-		event_free(d->ev_term);
-	if (d->ev_int != NULL)
-		event_free(d->ev_int);
-	if (d->ev_hup != NULL)
-		event_free(d->ev_hup);
-	if (d->ev_usr1 != NULL)
-		event_free(d->ev_usr1);
+	for (i = 0; i < EGRESSD_NSIGNALS; i++)
+		if (d->ev_sig[i] != NULL)
+			event_free(d->ev_sig[i]);
 	policy_unref(d->policy);
 	if (d->base != NULL)
 		event_base_free(d->base);
