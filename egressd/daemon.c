@@ -263,6 +263,28 @@ commit_job_of(struct workq_job *wj)
 	return j;
 }
 
+/*
+ * A new job of d's queue with the phases of one kind of change (reload,
+ * API mutation); the caller adds what that kind needs (why, m) and
+ * submits it. NULL when out of memory.
+ */
+static struct commit_job *
+commit_job_new(struct egressd *d, workq_start_fn start, workq_work_fn work,
+    workq_done_fn done)
+{
+	struct commit_job *j = calloc(1, sizeof(*j));
+
+	if (j == NULL)
+		return NULL;
+	j->magic = COMMIT_JOB_MAGIC;
+	j->d = d;
+	j->wj.start = start;
+	j->wj.work = work;
+	j->wj.done = done;
+	policy_diag_init(&j->dg);
+	return j;
+}
+
 static void
 commit_job_free(struct commit_job *j)
 {
@@ -365,7 +387,8 @@ out_free:
 static void
 egressd_reload(struct egressd *d, const char *why)
 {
-	struct commit_job *j = calloc(1, sizeof(*j));
+	struct commit_job *j =
+	    commit_job_new(d, reload_start_cb, reload_work_cb, reload_done_cb);
 	struct err e = {""};
 
 	/* The token is no policy: it need not wait for the queue. */
@@ -375,13 +398,7 @@ egressd_reload(struct egressd *d, const char *why)
 		    LOG_S("error", "out of memory"));
 		return;
 	}
-	j->magic = COMMIT_JOB_MAGIC;
-	j->d = d;
 	j->why = why;
-	j->wj.start = reload_start_cb;
-	j->wj.work = reload_work_cb;
-	j->wj.done = reload_done_cb;
-	policy_diag_init(&j->dg);
 	if (workq_submit(d->wq, &j->wj, &e) == -1) {
 		d->stats.policy_reloads_failed++;
 		log_error(d->log, "policy.reload_failed", LOG_S("trigger", why),
@@ -1301,19 +1318,14 @@ static int
 egressd_api_mutate_cb(void *arg, struct api_mutation *m, struct err *e)
 {
 	struct egressd *d = egressd_arg(arg);
-	struct commit_job *j = calloc(1, sizeof(*j));
+	struct commit_job *j = commit_job_new(
+	    d, mutation_start_cb, mutation_work_cb, mutation_done_cb);
 
 	if (j == NULL) {
 		err_set(e, "out of memory");
 		return -1;
 	}
-	j->magic = COMMIT_JOB_MAGIC;
-	j->d = d;
 	j->m = m;
-	j->wj.start = mutation_start_cb;
-	j->wj.work = mutation_work_cb;
-	j->wj.done = mutation_done_cb;
-	policy_diag_init(&j->dg);
 	if (workq_submit(d->wq, &j->wj, e) == -1) {
 		commit_job_free(j);
 		return -1;
