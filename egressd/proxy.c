@@ -3064,6 +3064,18 @@ proxy_terminate(struct proxy_conn *c)
 		proxy_term_fail(c);
 }
 
+/* The decision is to relay: the client's socket into a bufferevent (its
+ * first bytes still in it), then the origin dialled. */
+static void
+proxy_dial(struct proxy_conn *c)
+{
+	if (proxy_attach_cli(c, NULL) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return;
+	}
+	proxy_connect(c);
+}
+
 static void
 proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
 {
@@ -3088,11 +3100,7 @@ proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
 		proxy_terminate(c);
 		return;
 	}
-	if (proxy_attach_cli(c, NULL) == -1) {
-		proxy_conn_close(c, PROXY_CLIENT_ERROR);
-		return;
-	}
-	proxy_connect(c);
+	proxy_dial(c);
 }
 
 /*
@@ -3161,11 +3169,7 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* the head stays in the socket: proxy_http_pump forwards it once
 	 * connected, judging it again (same answer: nothing ran between) */
-	if (proxy_attach_cli(c, NULL) == -1) {
-		proxy_conn_close(c, PROXY_CLIENT_ERROR);
-		return;
-	}
-	proxy_connect(c);
+	proxy_dial(c);
 }
 
 static void
