@@ -2779,23 +2779,42 @@ proxy_start_relay(struct proxy_conn *c)
 	proxy_kick(c->cli);
 }
 
-/* The TLS failure of b as text: the verify result, else OpenSSL's. */
+/*
+ * The TLS failure of b as text: the verify result, else OpenSSL's first
+ * own error, else what the socket said. libevent queues SSL_get_error()'s
+ * code (SSL_ERROR_SSL, SSL_ERROR_SYSCALL: no library part) ahead of
+ * OpenSSL's errors; printed as it is, that reads "lib(0)::reason(5)".
+ */
 static void
 proxy_tls_why(struct bufferevent *b, char *buf, size_t cap)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(b);
-	unsigned long code = bufferevent_get_openssl_error(b);
+	unsigned long code, lib_code = 0;
+	bool sys = false;
 	long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+	int saved = errno;
 
+	while ((code = bufferevent_get_openssl_error(b)) != 0) {
+		if (ERR_GET_LIB(code) != 0) {
+			if (lib_code == 0)
+				lib_code = code;
+		} else if (code == SSL_ERROR_SYSCALL)
+			sys = true;
+	}
 	if (vr != X509_V_OK)
 		(void)snprintf(buf, cap, "certificate verify failed: %s",
 		    X509_verify_cert_error_string(vr));
-	else if (code != 0)
-		ERR_error_string_n(code, buf, cap);
+	else if (lib_code != 0)
+		ERR_error_string_n(lib_code, buf, cap);
+	else if (sys && (saved == 0 || saved == EAGAIN))
+		/* read(2) returned 0: no errno of its own (a stale EAGAIN
+		 * is the last read that found nothing) */
+		(void)snprintf(buf, cap, "connection closed by the peer");
+	else if (sys)
+		(void)snprintf(
+		    buf, cap, "connection failed: %s", strerror(saved));
 	else
-		(void)snprintf(buf, cap, "%s", strerror(errno));
-	while (bufferevent_get_openssl_error(b) != 0)
-		;
+		(void)snprintf(buf, cap, "%s", strerror(saved));
 }
 
 /* Terminated, the origin failed its TLS: the client, in its own

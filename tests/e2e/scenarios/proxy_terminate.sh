@@ -60,7 +60,32 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'server.sni=a.test
 tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=terminated name=a.test
 tb_check_fails "without egressd's CA the client refuses (nothing silent)" \
     tb_sandbox curl -sS -o /dev/null --max-time 5 https://a.test/
-tb_assert_log "$TB_EGRESSD_LOG" proxy.client_tls_failed name=a.test
+tb_assert_log "$TB_EGRESSD_LOG" proxy.client_tls_failed name=a.test \
+    'error~unknown ca'
+# a client that resets the connection mid-handshake (after egressd's
+# ServerHello): the log says so, not libevent's bare SSL_get_error code
+mark=$(tb_log_mark "$TB_EGRESSD_LOG")
+tb_sandbox "$TB_PY" -c '
+import socket, ssl, struct
+s = socket.create_connection(("a.test", 443), timeout=5)
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+ctx = ssl.create_default_context()
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+o = ctx.wrap_bio(inc, out, server_hostname="a.test")
+try:
+    o.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s.sendall(out.read())
+s.recv(1)  # the ServerHello has come: the handshake is under way
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+s.close()  # RST
+'
+tb_wait_log_line --since "$mark" "$TB_EGRESSD_LOG" proxy.client_tls_failed \
+    name=a.test >/dev/null || true
+tb_assert_log --since "$mark" "$TB_EGRESSD_LOG" proxy.client_tls_failed \
+    name=a.test 'error~reset by peer'
+tb_assert_no_log "$TB_EGRESSD_LOG" proxy.client_tls_failed 'error~lib\(0\)'
 
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 code=$(tb_sandbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
