@@ -987,6 +987,39 @@ proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
 }
 
 /*
+ * Head buf[0..end) (parsed as h) into out without field skip's line (-1:
+ * none) and the lines of every field named drop (NULL: none), with the
+ * lines extra ("" for none) before the final CRLF. -1: no memory.
+ */
+static int
+proxy_head_copy(struct evbuffer *out, const char *buf, size_t end,
+    const struct http_head *h, int skip, const char *drop, const char *extra)
+{
+	size_t at = 0, i;
+
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+		size_t from = (size_t)(f->name.p - buf);
+		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
+		const char *nl;
+
+		if ((int)i != skip &&
+		    !(drop != NULL && http_span_ieq(&f->name, drop)))
+			continue;
+		nl = memchr(buf + vend, '\n', end - vend);
+		if (evbuffer_add(out, buf + at, from - at) == -1)
+			return -1;
+		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
+	}
+	/* the rest without the final CRLF, then extra and it */
+	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
+	    evbuffer_add(out, extra, strlen(extra)) == -1 ||
+	    evbuffer_add(out, "\r\n", 2) == -1)
+		return -1;
+	return 0;
+}
+
+/*
  * Request head buf[0..end) (parsed as h) to up without field skip's line
  * (-1: none) and, with identity, with "Accept-Encoding: identity" in
  * place of the client's Accept-Encoding fields (a request on an origin
@@ -998,27 +1031,10 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h, int skip, bool identity)
 {
 	struct evbuffer *out = bufferevent_get_output(c->up);
-	size_t at = 0, i;
 
-	for (i = 0; i < h->nh; i++) {
-		const struct http_header *f = &h->h[i];
-		size_t from = (size_t)(f->name.p - buf);
-		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
-		const char *nl;
-
-		if ((int)i != skip &&
-		    !(identity && http_span_ieq(&f->name, "accept-encoding")))
-			continue;
-		nl = memchr(buf + vend, '\n', end - vend);
-		if (evbuffer_add(out, buf + at, from - at) == -1)
-			return -1;
-		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
-	}
-	/* the rest without the final CRLF, then the coding and it */
-	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
-	    (identity &&
-	        evbuffer_add(out, "Accept-Encoding: identity\r\n", 27) == -1) ||
-	    evbuffer_add(out, "\r\n", 2) == -1)
+	if (proxy_head_copy(out, buf, end, h, skip,
+	        identity ? "accept-encoding" : NULL,
+	        identity ? "Accept-Encoding: identity\r\n" : "") == -1)
 		return -1;
 	evbuffer_drain(bufferevent_get_input(c->cli), end);
 	c->up_bytes += end;
@@ -1031,31 +1047,14 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
 #define PROXY_CLOSE_LINE "Connection: close\r\n" /* 19 bytes */
 
 /* Response head buf[0..end) to the client without its Connection
- * fields and with PROXY_CLOSE_LINE (the answer to a close request whose
- * close egressd kept from the origin). -1: no memory. */
+ * fields and with PROXY_CLOSE_LINE (the answer to a close request
+ * whose close egressd kept from the origin). -1: no memory. */
 static int
 proxy_head_close(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h)
 {
-	struct evbuffer *out = bufferevent_get_output(c->cli);
-	size_t at = 0, i;
-
-	for (i = 0; i < h->nh; i++) {
-		const struct http_header *f = &h->h[i];
-		size_t from = (size_t)(f->name.p - buf);
-		size_t vend = (size_t)(f->value.p - buf) + f->value.n;
-		const char *nl;
-
-		if (!http_span_ieq(&f->name, "connection"))
-			continue;
-		nl = memchr(buf + vend, '\n', end - vend);
-		if (evbuffer_add(out, buf + at, from - at) == -1)
-			return -1;
-		at = nl != NULL ? (size_t)(nl - buf) + 1 : end;
-	}
-	/* the rest without the final CRLF, then the close line and it */
-	if (evbuffer_add(out, buf + at, end - 2 - at) == -1 ||
-	    evbuffer_add(out, PROXY_CLOSE_LINE "\r\n", 21) == -1)
+	if (proxy_head_copy(bufferevent_get_output(c->cli), buf, end, h, -1,
+	        "connection", PROXY_CLOSE_LINE) == -1)
 		return -1;
 	evbuffer_drain(bufferevent_get_input(c->up), end);
 	c->down_bytes += end;
