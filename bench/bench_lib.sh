@@ -69,6 +69,17 @@ bench_wait_ready()
 	die "egressd not ready: $(tail -3 "$DIR/egressd.out" "$DIR/egressd.log" 2>/dev/null)"
 }
 
+# bench_forget_pid PID: PID (waited for) leaves PIDS, so the cleanup never
+# signals whatever process reuses the number.
+bench_forget_pid()
+{
+	local p keep=()
+	for p in "${PIDS[@]}"; do
+		[ "$p" = "$1" ] || keep+=("$p")
+	done
+	PIDS=("${keep[@]}")
+}
+
 bench_cleanup()
 {
 	local p

@@ -297,7 +297,7 @@ if [ -z "$CALLGRIND" ]; then
 	for i in $(seq "${BENCH_RESTARTS:-5}"); do
 		kill "$EPID"
 		wait "$EPID" 2>/dev/null
-		PIDS=("${PIDS[@]/#$EPID/}") # never signal a reused PID later
+		bench_forget_pid "$EPID" # never signal a reused PID later
 		egressd_start
 		ready_re+=("$READY_MS")
 	done
