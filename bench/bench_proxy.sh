@@ -7,6 +7,11 @@
 #   BENCH_CONC     concurrencies (default "1 16 64")
 #   BENCH_CONNS    "keep", "close" or both (default "keep close")
 #   BENCH_BULK_MB  size of the bulk download (default 256)
+#   BENCH_BULK_ROUNDS  bulk downloads per path (default 5): each round
+#                  runs direct, passthrough, terminating and (with the
+#                  nginx peer) nginx_stream back to back, the order
+#                  rotated every round; the report gives every round's
+#                  MB/s and the median and range of the ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
 #                  terminating term_plain inject_1m term_plain_1m bulk
 #                  mitmdump nginx; "vault" = the four vault cases
@@ -52,13 +57,21 @@
 #                reuse): the practical ceiling of a C proxy.
 # Printed: req/s, p50 and p99 per mode and concurrency with the ratio to
 # direct, bulk MB/s of one download (direct vs passthrough vs
-# terminating), egressd's idle RSS. Needs wrk, nginx, mitmdump, dnsmasq.
+# terminating, rounds), egressd's idle RSS. The bulk rounds' direct
+# download runs from a twin of the sandbox ($TWN: its own veth to the
+# origin, no egressd, no nftables), so that it alternates with the
+# proxied ones while egressd runs: the machine's drift between a
+# direct run and a proxied one a minute later was as large as the
+# difference measured. nginx_stream, the pass-through peer, is nginx's
+# stream module in the twin, routing by SNI (ssl_preread). Needs wrk,
+# nginx (+ libnginx-mod-stream), mitmdump, dnsmasq.
 set -u -o pipefail
 
 EGRESSD_BIN=${EGRESSD_BIN:-build/egressd/egressd}
 DUR=${BENCH_SECONDS:-3}
 CONCS=${BENCH_CONC:-1 16 64}
 BULK_MB=${BENCH_BULK_MB:-256}
+BULK_ROUNDS=${BENCH_BULK_ROUNDS:-5}
 CONNS=${BENCH_CONNS:-keep close}
 PERF=${BENCH_PERF:-} # a file: perf record egressd while it is measured
 ONLY=" ${BENCH_ONLY:-all} "
@@ -84,13 +97,26 @@ tools="wrk nginx dnsmasq openssl curl"
 want mitmdump && tools+=" mitmdump"
 [ -n "$CALLGRIND" ] && tools+=" valgrind callgrind_control"
 for t in $tools; do
-	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light mitmproxy dnsmasq-base curl valgrind)"
+	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light libnginx-mod-stream mitmproxy dnsmasq-base curl valgrind)"
 done
 ORIGIN=203.0.113.7
 USR=nobody
 bench_pair
 ip -n "$UP" addr add "$ORIGIN/24" dev vb1
 ip -n "$SBX" route add default via "$UP_IP"
+# the twin: the sandbox's path to the origin without egressd (a /32 on
+# its own veth, so the two links' routes do not overlap)
+TWN=bpt-$$
+TWN_IP=198.51.100.3
+ip netns add "$TWN" || die "ip netns add"
+ip -n "$TWN" link add vt0 type veth peer name vt1 netns "$UP" || die "veth"
+ip -n "$TWN" addr add "$TWN_IP/32" dev vt0
+ip -n "$TWN" link set lo up
+ip -n "$TWN" link set vt0 up
+ip -n "$UP" link set vt1 up
+ip -n "$TWN" route add default dev vt0
+ip -n "$UP" route add "$TWN_IP/32" dev vt1
+trap 'ip netns del "$TWN"; bench_cleanup' EXIT INT TERM
 chmod 755 "$DIR"
 
 # --- PKI ------------------------------------------------------------------------
@@ -160,7 +186,7 @@ ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
 PIDS+=($!)
 mkdir -p "/etc/netns/$SBX"
 echo "nameserver $UP_IP" >"/etc/netns/$SBX/resolv.conf"
-trap 'rm -rf "/etc/netns/$SBX"; umount "$DIR/www" 2>/dev/null; bench_cleanup' EXIT INT TERM
+trap 'rm -rf "/etc/netns/$SBX"; umount "$DIR/www" 2>/dev/null; ip netns del "$TWN"; bench_cleanup' EXIT INT TERM
 for i in $(seq 50); do
 	ip netns exec "$SBX" curl -s -o /dev/null --cacert "$DIR/ca.crt" \
 	    "https://pass.bench.test/small" && break
@@ -209,12 +235,15 @@ wrk_run()
 # wrk verifies nothing (it takes any certificate); the TLS path is the
 # same work: a full handshake per new connection, resumption not used.
 
-# bulk LABEL URL [CA]: MB/s of one download
+# bulk LABEL NS URL [CA] [RESOLVE]: MB/s of one download from namespace
+# NS (the twin has no resolver: RESOLVE, default the origin's :443)
 bulk()
 {
-	local t
-	t=$(ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
-	    curl -s -o /dev/null -w '%{time_total}' --cacert "${3:-$DIR/ca.crt}" "$2")
+	local t res=()
+	[ "$2" = "$TWN" ] && res=(--resolve "${5:-pass.bench.test:443:$ORIGIN}")
+	t=$(ip netns exec "$2" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
+	    curl -s -o /dev/null -w '%{time_total}' "${res[@]}" \
+	    --cacert "${4:-$DIR/ca.crt}" "$3")
 	awk -v t="$t" -v mb="$BULK_MB" 'BEGIN { printf "%.1f\n", mb / t }' \
 	    >"$DIR/res/bulk-$1"
 }
@@ -231,7 +260,6 @@ measure()
 
 # --- direct ---------------------------------------------------------------------------
 want direct && measure direct "https://pass.bench.test/small"
-want bulk && bulk direct "https://pass.bench.test/bulk"
 
 # --- egressd --------------------------------------------------------------------------
 # BENCH_CREDS - 1 more credentials (random, bound to nothing) beside the
@@ -384,12 +412,63 @@ for c in $CONCS; do
 	done
 done
 cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
-c0=$(cpu)
-want bulk && bulk passthrough "https://pass.bench.test/bulk"
-c1=$(cpu)
-want bulk && bulk terminating "https://term.bench.test/bulk" "$DIR/both.crt"
-c2=$(cpu)
-hz=$(getconf CLK_TCK)
+# bulk rounds: direct (the twin), passthrough, terminating and, with
+# the nginx peer wanted, nginx_stream (nginx's stream module in the twin:
+# a pass-through peer that routes by the ClientHello's SNI, as egressd
+# judges it, and relays with read/write); the order rotated each round;
+# egressd's CPU (user + system ticks) per download
+BULK_PATHS="direct passthrough terminating"
+NGS=/usr/lib/nginx/modules/ngx_stream_module.so
+if want bulk && want nginx; then
+	[ -f "$NGS" ] || die "needs $NGS (apt-get install libnginx-mod-stream)"
+	mkdir -p "$DIR/ng-st"
+	cat >"$DIR/ng-st/nginx.conf" <<EOF
+load_module $NGS;
+worker_processes 1;
+daemon off;
+pid $DIR/ng-st/pid;
+error_log $DIR/ng-st/error.log;
+events { worker_connections 4096; }
+stream {
+	map \$ssl_preread_server_name \$up {
+		pass.bench.test $ORIGIN:443;
+		default 127.0.0.1:9;
+	}
+	server {
+		listen 127.0.0.1:8444 backlog=4096;
+		ssl_preread on;
+		proxy_pass \$up;
+	}
+}
+EOF
+	ip netns exec "$TWN" nginx -c "$DIR/ng-st/nginx.conf" >"$DIR/ng-st/out" 2>&1 &
+	PIDS+=($!)
+	for i in $(seq 50); do
+		ip netns exec "$TWN" ss -ltn | grep -q 127.0.0.1:8444 && break
+		sleep 0.1
+	done
+	BULK_PATHS+=" nginx_stream"
+fi
+if want bulk; then
+	for r in $(seq "$BULK_ROUNDS"); do
+		order=$BULK_PATHS
+		for i in $(seq $(((r - 1) % $(wc -w <<<"$BULK_PATHS")))); do
+			order="${order#* } ${order%% *}"
+		done
+		for k in $order; do
+			c0=$(cpu)
+			case $k in
+			direct) bulk "$k.r$r" "$TWN" "https://pass.bench.test/bulk" ;;
+			passthrough) bulk "$k.r$r" "$SBX" "https://pass.bench.test/bulk" ;;
+			terminating) bulk "$k.r$r" "$SBX" "https://term.bench.test/bulk" \
+			    "$DIR/both.crt" ;;
+			nginx_stream) bulk "$k.r$r" "$TWN" "https://pass.bench.test:8444/bulk" \
+			    "" pass.bench.test:8444:127.0.0.1 ;;
+			esac
+			echo $(($(cpu) - c0)) >"$DIR/res/bulkcpu-$k.r$r"
+		done
+	done
+fi
 rss_busy=$(awk '/VmHWM/ {print $2}' "/proc/$EPID/status")
 [ -n "$PERF" ] && { kill -INT "$PERFPID"; wait "$PERFPID"; }
 SYSPID=
@@ -555,12 +634,27 @@ printf '\nthe vault (injection + response redaction) against termination alone, 
 vault_report terminating term_plain "1 KiB"
 vault_report inject_1m term_plain_1m "1 MiB"
 if want bulk; then
-	printf '\nbulk %s MiB, one download: direct %s MB/s, passthrough %s MB/s, terminating %s MB/s\n' \
-	    "$BULK_MB" "$(cat "$DIR/res/bulk-direct")" "$(cat "$DIR/res/bulk-passthrough")" \
-	    "$(cat "$DIR/res/bulk-terminating")"
-	printf 'egressd CPU for the bulk download: passthrough %s s, terminating %s s\n' \
-	    "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')" \
-	    "$(awk -v a="$c1" -v b="$c2" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+	hz=$(getconf CLK_TCK)
+	printf '\nbulk %s MiB, one download per path and round (MB/s, ratio to direct; egressd CPU s):\n' "$BULK_MB"
+	declare -A bulk_r=()
+	for r in $(seq "$BULK_ROUNDS"); do
+		d=$(cat "$DIR/res/bulk-direct.r$r")
+		line="  round $r: direct $d"
+		for k in $BULK_PATHS; do
+			[ "$k" = direct ] && continue
+			v=$(cat "$DIR/res/bulk-$k.r$r")
+			line+=", $k $v ($(ratio "$v" "$d")x"
+			[ "$k" = nginx_stream ] || line+="; $(awk -v t="$(cat "$DIR/res/bulkcpu-$k.r$r")" \
+			    -v hz="$hz" 'BEGIN { printf "%.2f", t / hz }') s"
+			line+=")"
+			bulk_r[$k]+=" $(ratio "$v" "$d")"
+		done
+		echo "$line"
+	done
+	for k in $BULK_PATHS; do
+		[ "$k" = direct ] && continue
+		printf '  bulk %s / direct, median [range]: %s\n' "$k" "$(stats "${bulk_r[$k]}")"
+	done
 fi
 printf 'egressd RSS: idle %s KiB, peak %s KiB\n' "$rss_idle" "$rss_busy"
 printf 'egressd exec -> ready: first start (CA generated) %s ms; restarts %s ms (median %s)\n' \
