@@ -12,6 +12,11 @@
 #                  nginx peer) nginx_stream back to back, the order
 #                  rotated every round; the report gives every round's
 #                  MB/s and the median and range of the ratios
+#   BENCH_AB_ROUNDS  rounds (default 0) of direct, terminating and nginx
+#                  measured back to back at every concurrency and kind,
+#                  the order rotated each round, direct and nginx from
+#                  the twin while egressd runs; the report gives the
+#                  median and range of the req/s and p99 ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
 #                  terminating term_plain inject_1m term_plain_1m bulk
 #                  mitmdump nginx; "vault" = the four vault cases
@@ -186,7 +191,7 @@ ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
 PIDS+=($!)
 mkdir -p "/etc/netns/$SBX"
 echo "nameserver $UP_IP" >"/etc/netns/$SBX/resolv.conf"
-trap 'rm -rf "/etc/netns/$SBX"; umount "$DIR/www" 2>/dev/null; ip netns del "$TWN"; bench_cleanup' EXIT INT TERM
+trap 'rm -rf "/etc/netns/$SBX" "/etc/netns/$TWN"; umount "$DIR/www" 2>/dev/null; ip netns del "$TWN"; bench_cleanup' EXIT INT TERM
 for i in $(seq 50); do
 	ip netns exec "$SBX" curl -s -o /dev/null --cacert "$DIR/ca.crt" \
 	    "https://pass.bench.test/small" && break
@@ -194,7 +199,8 @@ for i in $(seq 50); do
 done
 
 # --- the client ------------------------------------------------------------------
-# wrk_run LABEL URL CONC CLOSE [CA]: one measurement; prints "rps p50 p99
+# wrk_run LABEL URL CONC CLOSE [CA] [NS]: one measurement from namespace
+# NS (default the sandbox); prints "rps p50 p99
 # requests syscalls cpu_us" (milliseconds; when SYSPID is set, egressd's
 # read and write calls per request from /proc/PID/io and its CPU time
 # per request in microseconds from schedstat, which the machine's load
@@ -217,7 +223,7 @@ wrk_run()
 	t=$c
 	[ "$t" -gt 2 ] && t=2
 	read -r s0 ns0 <<<"$(sysc)"
-	ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
+	ip netns exec "${6:-$SBX}" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
 	    env SSL_CERT_FILE="${5:-$DIR/ca.crt}" \
 	    wrk -t"$t" -c"$c" -d"${DUR}s" --latency "${hdr[@]}" "$url" \
 	    >"$DIR/res/$label-$c-$close.out" 2>&1
@@ -256,6 +262,49 @@ measure()
 			wrk_run "$label" "$url" "$c" "$k" "$ca"
 		done
 	done
+}
+
+# nginx_peer_conf: the nginx peer's certificate (term.bench.test, from
+# the bench CA) and configuration in $DIR/ng-sbx, once
+nginx_peer_conf()
+{
+	[ -f "$DIR/ng-sbx/nginx.conf" ] && return 0
+	mkdir -p "$DIR/ng-sbx"
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	    -keyout "$DIR/t.key" -out "$DIR/t.csr" -subj "/CN=term.bench.test" 2>/dev/null
+	printf 'subjectAltName=DNS:term.bench.test\n' >"$DIR/t.ext"
+	openssl x509 -req -in "$DIR/t.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
+	    -set_serial 8 -days 2 -extfile "$DIR/t.ext" -out "$DIR/t.crt" 2>/dev/null
+	cat >"$DIR/ng-sbx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $DIR/ng-sbx/pid;
+error_log $DIR/ng-sbx/error.log;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	upstream origin { server $ORIGIN:443; keepalive 128; }
+	server {
+		listen 127.0.0.1:8443 ssl backlog=4096;
+		ssl_certificate $DIR/t.crt;
+		ssl_certificate_key $DIR/t.key;
+		ssl_protocols $ORIGIN_TLS;
+		location / {
+			proxy_pass https://origin;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_set_header Host term.bench.test;
+			proxy_set_header Authorization "Bearer bench-secret";
+			proxy_ssl_server_name on;
+			proxy_ssl_name term.bench.test;
+			proxy_ssl_verify on;
+			proxy_ssl_trusted_certificate $DIR/ca.crt;
+			proxy_ssl_session_reuse on;
+		}
+	}
+}
+EOF
 }
 
 # --- direct ---------------------------------------------------------------------------
@@ -469,6 +518,56 @@ if want bulk; then
 		done
 	done
 fi
+# A/B rounds (BENCH_AB_ROUNDS, default 0): every concurrency and
+# connection kind of wrk measured again as direct (the twin), terminating
+# and, with the nginx peer wanted, nginx (the peer in the twin), back to
+# back, the order rotated each round, while egressd runs: the ratios then
+# compare runs seconds apart, not minutes
+if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
+	mkdir -p "/etc/netns/$TWN"
+	printf '%s pass.bench.test\n127.0.0.1 term.bench.test\n' "$ORIGIN" \
+	    >"/etc/netns/$TWN/hosts"
+	AB_PATHS="direct terminating"
+	if want nginx; then
+		nginx_peer_conf
+		ip netns exec "$TWN" nginx -c "$DIR/ng-sbx/nginx.conf" \
+		    >"$DIR/ng-sbx/out" 2>&1 &
+		ABNPID=$!
+		PIDS+=("$ABNPID")
+		for i in $(seq 50); do
+			ip netns exec "$TWN" ss -ltn | grep -q 127.0.0.1:8443 && break
+			sleep 0.1
+		done
+		AB_PATHS+=" nginx"
+	fi
+	for r in $(seq "$BENCH_AB_ROUNDS"); do
+		order=$AB_PATHS
+		for i in $(seq $(((r - 1) % $(wc -w <<<"$AB_PATHS")))); do
+			order="${order#* } ${order%% *}"
+		done
+		for c in $CONCS; do
+			for k in $CONNS; do
+				for m in $order; do
+					case $m in
+					direct) wrk_run "ab-direct.r$r" \
+					    "https://pass.bench.test/small" "$c" "$k" "" "$TWN" ;;
+					terminating) wrk_run "ab-terminating.r$r" \
+					    "https://term.bench.test/small" "$c" "$k" \
+					    "$DIR/both.crt" ;;
+					nginx) wrk_run "ab-nginx.r$r" \
+					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
+					esac
+				done
+			done
+		done
+	done
+	if [ -n "${ABNPID:-}" ]; then
+		kill "$ABNPID"
+		wait "$ABNPID" 2>/dev/null
+		bench_forget_pid "$ABNPID"
+	fi
+	rm -rf "/etc/netns/$TWN"
+fi
 rss_busy=$(awk '/VmHWM/ {print $2}' "/proc/$EPID/status")
 [ -n "$PERF" ] && { kill -INT "$PERFPID"; wait "$PERFPID"; }
 SYSPID=
@@ -511,42 +610,7 @@ fi
 
 # --- nginx as a terminating injector -------------------------------------------------
 if want nginx; then
-	mkdir -p "$DIR/ng-sbx"
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-	    -keyout "$DIR/t.key" -out "$DIR/t.csr" -subj "/CN=term.bench.test" 2>/dev/null
-	printf 'subjectAltName=DNS:term.bench.test\n' >"$DIR/t.ext"
-	openssl x509 -req -in "$DIR/t.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
-	    -set_serial 8 -days 2 -extfile "$DIR/t.ext" -out "$DIR/t.crt" 2>/dev/null
-	cat >"$DIR/ng-sbx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $DIR/ng-sbx/pid;
-error_log $DIR/ng-sbx/error.log;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	upstream origin { server $ORIGIN:443; keepalive 128; }
-	server {
-		listen 127.0.0.1:8443 ssl backlog=4096;
-		ssl_certificate $DIR/t.crt;
-		ssl_certificate_key $DIR/t.key;
-		ssl_protocols $ORIGIN_TLS;
-		location / {
-			proxy_pass https://origin;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header Host term.bench.test;
-			proxy_set_header Authorization "Bearer bench-secret";
-			proxy_ssl_server_name on;
-			proxy_ssl_name term.bench.test;
-			proxy_ssl_verify on;
-			proxy_ssl_trusted_certificate $DIR/ca.crt;
-			proxy_ssl_session_reuse on;
-		}
-	}
-}
-EOF
+	nginx_peer_conf
 	ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
 	NPID=$!
 	PIDS+=("$NPID")
@@ -654,6 +718,26 @@ if want bulk; then
 	for k in $BULK_PATHS; do
 		[ "$k" = direct ] && continue
 		printf '  bulk %s / direct, median [range]: %s\n' "$k" "$(stats "${bulk_r[$k]}")"
+	done
+fi
+if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
+	printf '\nA/B rounds (%d; direct, terminating%s back to back, order rotated), ratio to direct:\n' \
+	    "$BENCH_AB_ROUNDS" "${ABNPID:+, nginx}"
+	for close in $CONNS; do
+		for c in $CONCS; do
+			for m in $AB_PATHS; do
+				[ "$m" = direct ] && continue
+				rr= pr=
+				for r in $(seq "$BENCH_AB_ROUNDS"); do
+					read -r drps _ dp99 _ <<<"$(r "ab-direct.r$r-$c-$close")"
+					read -r rps _ p99 _ <<<"$(r "ab-$m.r$r-$c-$close")"
+					rr+=" $(ratio "$rps" "$drps")"
+					pr+=" $(ratio "$p99" "$dp99")"
+				done
+				printf '  %-12s %-5s c=%-3s req/s %s  p99 %s\n' "$m" "$close" "$c" \
+				    "$(stats "$rr")" "$(stats "$pr")"
+			done
+		done
 	done
 fi
 printf 'egressd RSS: idle %s KiB, peak %s KiB\n' "$rss_idle" "$rss_busy"
