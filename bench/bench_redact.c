@@ -113,7 +113,7 @@ make_vault(void)
 		return NULL;
 	}
 	policy_diag_clear(&d);
-	if ((v = vault_new(p, &e)) == NULL)
+	if ((v = vault_new(p, NULL, &e)) == NULL)
 		fprintf(stderr, "vault_new: %s\n", e.msg);
 	policy_unref(p);
 	return v;

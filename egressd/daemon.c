@@ -1121,7 +1121,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 
 	if (!c->proxy_transparent)
 		return 0;
-	if ((d->vault = vault_new(d->policy, e)) == NULL) {
+	if ((d->vault = vault_new(d->policy, NULL, e)) == NULL) {
 		err_prefix(e, "credential vault");
 		return -1;
 	}
@@ -1713,7 +1713,7 @@ commit_vault(struct egressd *d, struct commit *c, struct err *e)
 
 	if (d->proxy == NULL && c->next->nbindings == 0 && d->vault == NULL)
 		return 1;
-	if ((v = vault_new(c->next, e)) == NULL) {
+	if ((v = vault_new(c->next, d->vault, e)) == NULL) {
 		log_error(d->log, "vault.build_failed",
 		    LOG_U("revision", c->next->revision),
 		    LOG_S("error", e->msg));

@@ -452,7 +452,7 @@ check_decide(struct policy *p, const struct bspec *bs, size_t nb,
 	unsigned port;
 	size_t i;
 
-	if ((v = vault_new(p, &e)) == NULL) {
+	if ((v = vault_new(p, NULL, &e)) == NULL) {
 		fprintf(stderr, "vault_new: %s\n", e.msg);
 		check(v != NULL);
 	}

@@ -295,7 +295,7 @@ vault_of(const uint8_t *const *vals, const size_t *lens, size_t nv)
 		fprintf(stderr, "%s\n%s\n", buf, d.n ? d.msgs[0] : "");
 	check(p != NULL);
 	policy_diag_clear(&d);
-	v = vault_new(p, &e);
+	v = vault_new(p, NULL, &e);
 	if (v == NULL)
 		fprintf(stderr, "vault_new: %s\n", e.msg);
 	check(v != NULL);

@@ -194,7 +194,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		p = policy_parse_yaml(pol, strlen(pol), "fuzz", &d);
 		check(p != NULL);
 		policy_diag_clear(&d);
-		check((v = vault_new(p, &e)) != NULL);
+		check((v = vault_new(p, NULL, &e)) != NULL);
 		policy_unref(p);
 		rq.host = "api.example.com";
 		check(vault_decide(v, &rq, &api, &e) == 0);

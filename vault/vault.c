@@ -347,15 +347,54 @@ vault_load_values(struct vault *v, struct err *e)
 	return 0;
 }
 
+/* Is the value c already among v's credentials, live or retired? */
+static bool
+cred_held(const struct vault *v, const struct vault_cred *c)
+{
+	size_t i;
+
+	for (i = 0; i < v->nall; i++)
+		if (v->creds[i].len == c->len &&
+		    memcmp(v->creds[i].val, c->val, c->len) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * prev's values v does not hold, most recent first, appended to v->creds
+ * as retired (their bytes still in prev's arena: vault_move_arena copies
+ * them), while they fit VAULT_RETIRED_MAX and the redactor's bound.
+ */
+static void
+vault_retire(struct vault *v, const struct vault *prev)
+{
+	size_t i;
+
+	for (i = 0; prev != NULL && i < prev->nall; i++) {
+		const struct vault_cred *c = &prev->creds[i];
+
+		if (v->nall - v->ncreds == VAULT_RETIRED_MAX)
+			return;
+		if (cred_held(v, c))
+			continue;
+		v->creds[v->nall].name = NULL;
+		v->creds[v->nall].val = c->val;
+		v->creds[v->nall].len = c->len;
+		if (vault_redact_arena_need(v->creds, v->nall + 1) == SIZE_MAX)
+			return;
+		v->nall++;
+	}
+}
+
 static int
 vault_move_arena(struct vault *v, struct err *e)
 {
 	struct secmem_arena *old = v->arena, *a;
 	size_t need = 4096, lines = 0, i;
 
-	for (i = 0; i < v->ncreds; i++)
+	for (i = 0; i < v->nall; i++)
 		need += v->creds[i].len + 64;
-	if ((i = vault_redact_arena_need(v->creds, v->ncreds)) == SIZE_MAX) {
+	if ((i = vault_redact_arena_need(v->creds, v->nall)) == SIZE_MAX) {
 		err_set(e,
 		    "credential values too large to redact (the rendered "
 		    "forms of all values exceed %u bytes)",
@@ -376,7 +415,7 @@ vault_move_arena(struct vault *v, struct err *e)
 	need += lines;
 	if ((a = secmem_arena_new(need, e)) == NULL)
 		return -1;
-	for (i = 0; i < v->ncreds; i++) {
+	for (i = 0; i < v->nall; i++) {
 		struct vault_cred *c = &v->creds[i];
 		char *val = secmem_strndup(a, c->val, c->len);
 
@@ -393,7 +432,7 @@ vault_move_arena(struct vault *v, struct err *e)
 }
 
 struct vault *
-vault_new(const struct policy *p, struct err *e)
+vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 {
 	struct vault *v;
 	size_t i;
@@ -406,7 +445,8 @@ vault_new(const struct policy *p, struct err *e)
 	v->refs = 1;
 	/* policy_ref only counts: the snapshot stays immutable. */
 	v->p = policy_ref((struct policy *)(uintptr_t)p);
-	v->creds = calloc(p->ncredentials + 1, sizeof(*v->creds));
+	v->creds =
+	    calloc(p->ncredentials + VAULT_RETIRED_MAX + 1, sizeof(*v->creds));
 	v->binds = calloc(p->nbindings + 1, sizeof(*v->binds));
 	if (v->creds == NULL || v->binds == NULL) {
 		err_set(e, "out of memory");
@@ -422,6 +462,12 @@ vault_new(const struct policy *p, struct err *e)
 		    bind_subs_init(v, &v->binds[i], e) == -1)
 			goto out_free;
 	}
+	/* The live values are checked against the bound first (a policy
+	 * whose own values do not fit fails); retired ones only fill what
+	 * is left. */
+	v->nall = v->ncreds;
+	if (vault_redact_arena_need(v->creds, v->ncreds) != SIZE_MAX)
+		vault_retire(v, prev);
 	if (vault_move_arena(v, e) == -1 || vault_redact_build(v, e) == -1)
 		goto out_free;
 	return v;
@@ -453,6 +499,12 @@ size_t
 vault_nbindings(const struct vault *v)
 {
 	return v->nbinds;
+}
+
+size_t
+vault_nretired(const struct vault *v)
+{
+	return v->nall - v->ncreds;
 }
 
 const struct policy *

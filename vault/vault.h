@@ -49,8 +49,23 @@ struct vault;
 struct vault_bind;
 
 /*
+ * Values kept after a rotation: a new revision also redacts the values
+ * of the revision before it that it no longer holds (a credential
+ * rotated, replaced or deleted), the most recent VAULT_RETIRED_MAX, so
+ * an origin that returns a key it saw before the rotation (an error
+ * message, a request log) still has it masked. Retired values are only
+ * redaction patterns: never injected, never substituted. They live as
+ * long as the revisions that carry them, in the same arena.
+ */
+#define VAULT_RETIRED_MAX 16u
+
+/*
  * Builds one revision from p (takes its own policy_ref; released when the
- * last reference goes). Every credential's value is exported (inline) or
+ * last reference goes), and carries the retired values of prev (the
+ * revision in force until now, borrowed; NULL at start-up): prev's values
+ * p no longer has, most recent first (prev's own, then prev's retired),
+ * while they fit VAULT_RETIRED_MAX and VAULT_PATTERN_BYTES_MAX (a full
+ * set drops the oldest, never fails the build). Every credential's value is exported (inline) or
  * read (file source) into the arena. File sources are read like the API
  * token file: through links (a Kubernetes Secret volume's files are links
  * into ..data/), owned by root or egressd's user and writable by no one
@@ -60,13 +75,16 @@ struct vault_bind;
  * NUL. NULL and e on failure; e names the credential (and the file),
  * never a value.
  */
-struct vault *vault_new(const struct policy *p, struct err *e);
+struct vault *vault_new(
+    const struct policy *p, const struct vault *prev, struct err *e);
 /* Another reference (a connection keeping its revision across a swap). */
 struct vault *vault_ref(struct vault *v);
 /* Drops a reference; the last one wipes the arena and unrefs the policy.
  * NULL is a no-op. */
 void vault_free(struct vault *v);
 size_t vault_nbindings(const struct vault *v);
+/* Retired values the revision redacts (0..VAULT_RETIRED_MAX). */
+size_t vault_nretired(const struct vault *v);
 /* The policy snapshot the vault was built from (borrowed). */
 const struct policy *vault_policy(const struct vault *v);
 

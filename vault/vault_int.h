@@ -87,8 +87,10 @@ struct vault {
 	unsigned refs;
 	struct policy *p;
 	struct secmem_arena *arena;
+	/* creds[0, ncreds): the policy's credentials; [ncreds, nall):
+	 * retired values (name NULL), redacted only */
 	struct vault_cred *creds;
-	size_t ncreds;
+	size_t ncreds, nall;
 	struct vault_bind *binds;
 	size_t nbinds;
 	struct vault_match *m; /* arena; NULL when there are no values */

@@ -513,13 +513,13 @@ vault_redact_build(struct vault *v, struct err *e)
 	size_t i, j, bytes = 0;
 
 	v->m = NULL;
-	if (v->ncreds == 0)
+	if (v->nall == 0)
 		return 0;
-	for (i = 0; i < v->ncreds; i++)
+	for (i = 0; i < v->nall; i++)
 		bytes += VAULT_FORMS_BYTES(v->creds[i].len);
 	memset(&f, 0, sizeof(f));
 	f.cap = bytes;
-	f.pcap = v->ncreds * VAULT_FORMS_MAX;
+	f.pcap = v->nall * VAULT_FORMS_MAX;
 	m = secmem_alloc(v->arena, sizeof(*m));
 	f.buf = secmem_alloc(v->arena, f.cap);
 	f.pats = secmem_alloc(v->arena, f.pcap * sizeof(*f.pats));
@@ -530,7 +530,7 @@ vault_redact_build(struct vault *v, struct err *e)
 		err_set(e, "secret arena full (redaction patterns)");
 		return -1;
 	}
-	for (i = 0; i < v->ncreds; i++)
+	for (i = 0; i < v->nall; i++)
 		vault_forms(
 		    &f, (const uint8_t *)v->creds[i].val, v->creds[i].len);
 	qsort(f.pats, f.npats, sizeof(*f.pats), pat_cmp);

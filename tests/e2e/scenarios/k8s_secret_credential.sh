@@ -66,6 +66,19 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/two \
     "h.authorization=Bearer $V2"
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     "h.authorization=Bearer $V1"
+# the origin echoes V1 back (standing in for one that returns the key it
+# saw before the rotation): masked in the header and in the JSON body
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox curl -sS --max-time 8 --cacert "$TB_DIR/ca-vol/ca-bundle.pem" -D - \
+    -H 'Authorization: Bearer fake-key' -H "X-Old: $V1" \
+    'https://a.test/old?echo=X-Old')
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/old \
+    "h.x-old=$V1" "h.authorization=Bearer $V2"
+tb_expect_match "the replaced value is redacted in the echoed header" \
+    '^X-Echo-X-Old: \[REDACTED\]' "$(tr -d '\r' <<<"$out")"
+tb_expect_match "and in the JSON echo" '"x-old": *"\*{'"${#V1}"'}"' "$out"
+tb_check_fails "the replaced value is nowhere in the response" \
+    grep -qF "$V1" <<<"$out"
 
 # --- an update that cannot be read keeps the value in force ------------------
 m=$(tb_log_mark "$TB_EGRESSD_LOG")

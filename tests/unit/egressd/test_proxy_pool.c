@@ -181,7 +181,7 @@ test_vault_travels(void **state)
 	    "    auth: {type: bearer, credential: k}\n",
 	    "pool.yaml");
 	struct err e = {""};
-	struct vault *vault = vault_new(pol, &e), *v = NULL;
+	struct vault *vault = vault_new(pol, NULL, &e), *v = NULL;
 	int p1, p2, p3;
 	struct bufferevent *b1 = pair(f, &p1), *b2 = pair(f, &p2),
 	                   *b3 = pair(f, &p3);

@@ -6,6 +6,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ vault_of(const char *yaml)
 	struct vault *v;
 
 	err_clear(&e);
-	v = vault_new(p, &e);
+	v = vault_new(p, NULL, &e);
 	if (v == NULL)
 		fail_msg("vault_new: %s", e.msg);
 	/* The vault holds its own reference. */
@@ -508,6 +509,111 @@ file_policy(const char *path)
 	return ts_policy_yaml(y, "f.yaml");
 }
 
+/* A revision whose credential k has value val (bound to api.example.com),
+ * built after prev (NULL: the first). */
+static struct vault *
+rotated(const char *val, const struct vault *prev)
+{
+	char yaml[1024];
+	struct policy *p;
+	struct vault *v;
+	struct err e;
+
+	snprintf(yaml, sizeof(yaml),
+	    ALLOW "credentials:\n"
+	          "  - {name: k, source: {type: inline, value: %s}}\n"
+	          "bindings:\n"
+	          "  - name: b\n"
+	          "    match: {hosts: [api.example.com]}\n"
+	          "    auth: {type: bearer, credential: k}\n",
+	    val);
+	p = ts_policy_yaml(yaml, "v.yaml");
+	err_clear(&e);
+	v = vault_new(p, prev, &e);
+	if (v == NULL)
+		fail_msg("vault_new: %s", e.msg);
+	policy_unref(p);
+	return v;
+}
+
+/* Does v mask val in a response header (its raw form)? */
+static bool
+masks(const struct vault *v, const char *val)
+{
+	char in[128];
+	size_t n, hl;
+	char *h;
+	bool r;
+
+	n = (size_t)snprintf(in, sizeof(in), "key %s was revoked", val);
+	h = vault_redact_header(v, in, n, &hl);
+	r = h != NULL && strstr(h, val) == NULL;
+	free(h);
+	return r;
+}
+
+/*
+ * Rotation: the revision after keeps redacting the value it replaced
+ * (carried on through later revisions), never injects it, holds a value
+ * once however often it comes back, and keeps the VAULT_RETIRED_MAX most
+ * recent.
+ */
+static void
+test_retired(void **state)
+{
+	static const char *const auth[] = {
+	    "proxy-authorization", "authorization"};
+	struct vault *v1, *v2, *v3, *v4, *v;
+	char val[32];
+	size_t i;
+
+	(void)state;
+	v1 = rotated("old-K3Y-one", NULL);
+	assert_int_equal(vault_nretired(v1), 0);
+	assert_false(masks(v1, "new-K3Y-two"));
+	v2 = rotated("new-K3Y-two", v1);
+	assert_int_equal(vault_nretired(v2), 1);
+	assert_true(masks(v2, "old-K3Y-one"));
+	assert_true(masks(v2, "new-K3Y-two"));
+	expect_lines(v2, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
+	    "/x", "b", "Authorization: Bearer new-K3Y-two\r\n", auth, 2);
+	/* the base64 form of a retired value is masked too */
+	assert_true(masks(v2, "b2xkLUszWS1vbmU"));
+	/* an unrelated change (same value) carries the retired one on */
+	vault_free(v1);
+	v3 = rotated("new-K3Y-two", v2);
+	assert_int_equal(vault_nretired(v3), 1);
+	assert_true(masks(v3, "old-K3Y-one"));
+	/* rotated back: the old value is live again, the other retired,
+	 * each held once */
+	v4 = rotated("old-K3Y-one", v3);
+	assert_int_equal(vault_nretired(v4), 1);
+	assert_true(masks(v4, "new-K3Y-two"));
+	expect_lines(v4, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
+	    "/x", "b", "Authorization: Bearer old-K3Y-one\r\n", auth, 2);
+	vault_free(v2);
+	vault_free(v3);
+	/* many rotations: the VAULT_RETIRED_MAX most recent stay */
+	v = v4;
+	for (i = 0; i < VAULT_RETIRED_MAX + 4; i++) {
+		struct vault *n;
+
+		snprintf(val, sizeof(val), "rot-%02zu-value", i);
+		n = rotated(val, v);
+		vault_free(v);
+		v = n;
+	}
+	assert_int_equal(vault_nretired(v), VAULT_RETIRED_MAX);
+	for (i = 0; i < VAULT_RETIRED_MAX + 4; i++) {
+		snprintf(val, sizeof(val), "rot-%02zu-value", i);
+		if (masks(v, val) != (i >= 3))
+			fail_msg("%s: masked %d", val, !masks(v, val));
+	}
+	assert_false(masks(v, "old-K3Y-one"));
+	assert_false(masks(v, "new-K3Y-two"));
+	vault_free(v);
+}
+
 static void
 test_file_source(void **state)
 {
@@ -520,7 +626,7 @@ test_file_source(void **state)
 	tmp_make(&t, "file-T0KEN\n", 11, 0600);
 	p = file_policy(t.link);
 	err_clear(&e);
-	v = vault_new(p, &e);
+	v = vault_new(p, NULL, &e);
 	if (v == NULL)
 		fail_msg("vault_new: %s", e.msg);
 	expect_lines(v, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
@@ -542,7 +648,7 @@ file_refused(const char *value, size_t n, mode_t mode, const char *why)
 	tmp_make(&t, value, n, mode);
 	p = file_policy(t.link);
 	err_clear(&e);
-	assert_null(vault_new(p, &e));
+	assert_null(vault_new(p, NULL, &e));
 	if (strstr(e.msg, why) == NULL)
 		fail_msg("expected \"%s\" in: %s", why, e.msg);
 	assert_non_null(strstr(e.msg, "credential \"f\""));
@@ -577,7 +683,7 @@ test_file_refused(void **state)
 		memcpy(big + POLICY_SECRET_MAX, "\r\n", 2);
 		tmp_make(&t, big, POLICY_SECRET_MAX + 2, 0600);
 		p = file_policy(t.link);
-		v = vault_new(p, &e);
+		v = vault_new(p, NULL, &e);
 		if (v == NULL)
 			fail_msg("vault_new: %s", e.msg);
 		vault_free(v);
@@ -594,7 +700,7 @@ test_file_missing(void **state)
 
 	(void)state;
 	err_clear(&e);
-	assert_null(vault_new(p, &e));
+	assert_null(vault_new(p, NULL, &e));
 	assert_non_null(strstr(e.msg, "credential \"f\""));
 	assert_non_null(strstr(e.msg, "/nonexistent/egressd-vault/tok"));
 	policy_unref(p);
@@ -613,6 +719,7 @@ main(void)
 	    cmocka_unit_test(test_inflight_bound),
 	    cmocka_unit_test(test_refs),
 	    cmocka_unit_test(test_empty),
+	    cmocka_unit_test(test_retired),
 	    cmocka_unit_test(test_file_source),
 	    cmocka_unit_test(test_file_refused),
 	    cmocka_unit_test(test_file_missing),

@@ -60,7 +60,7 @@ vault_of(const char *yaml)
 	struct err e;
 	struct vault *v;
 
-	v = vault_new(p, &e);
+	v = vault_new(p, NULL, &e);
 	if (v == NULL)
 		fail_msg("vault_new: %s", e.msg);
 	policy_unref(p);

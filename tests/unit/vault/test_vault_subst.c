@@ -83,7 +83,7 @@ setup(void **state)
 
 	assert_non_null(f);
 	err_clear(&e);
-	if ((f->v = vault_new(p, &e)) == NULL)
+	if ((f->v = vault_new(p, NULL, &e)) == NULL)
 		fail_msg("vault_new: %s", e.msg);
 	policy_unref(p);
 	decide(f->v, POLICY_SCHEME_HTTPS, "api.example.com", "/v1/x", &f->api);
