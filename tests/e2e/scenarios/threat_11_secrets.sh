@@ -32,6 +32,8 @@ bindings:
 EOF
 )
 TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_TOKEN="$tok")
+# egressd inherits a core limit it must lower itself (F7 below)
+ulimit -c unlimited || tb_die "cannot raise the core size limit"
 tb_start_egressd --policy "$pol" --api-token "$tok" --http-addr ":18080"
 pid=$TB_EGRESSD_PID
 # Only the files' own modes keep the sandbox out from here on.
@@ -62,6 +64,10 @@ for f in environ mem maps auxv; do
 	    tb_sandbox sh -c "head -c 4096 /proc/$pid/$f >/dev/null"
 done
 tb_check_fails "nor list its open files" tb_sandbox ls "/proc/$pid/fd"
+# F7: no core dump can carry a secret (PR_SET_DUMPABLE 0 beside it is
+# not observable from a root shell; this limit is)
+tb_check "egressd's core size limit is 0, soft and hard" \
+    grep -qE '^Max core file size +0 +0 ' "/proc/$pid/limits"
 tb_check_fails "nor read the credential file" tb_sandbox cat "$credf"
 
 # --- the control API and the log ---------------------------------------------------------
