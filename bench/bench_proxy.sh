@@ -39,6 +39,8 @@
 #                  bytes: the secrets' alphabet) for the 1 KiB and 1 MiB
 #                  bodies
 #   BENCH_PERF     a file: perf record egressd while it is measured
+#   BENCH_PERF_OPTS  perf record's options (default -g; "--call-graph
+#                  dwarf,16384" sees through libc and OpenSSL frames)
 #
 # Two throwaway namespaces joined by one veth (bench_lib.sh): the origin
 # ($UP, 203.0.113.7) is nginx (one worker) serving HTTPS for *.bench.test
@@ -383,7 +385,7 @@ sleep 0.5
 [ -z "$CALLGRIND" ] && SYSPID=$EPID
 rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$EPID/status")
 if [ -n "$PERF" ]; then
-	perf record -g -o "$PERF" -p "$EPID" >/dev/null 2>&1 &
+	perf record ${BENCH_PERF_OPTS:--g} -o "$PERF" -p "$EPID" >/dev/null 2>&1 &
 	PERFPID=$!
 fi
 chmod 755 "$DIR/state"
