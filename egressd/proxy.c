@@ -2741,8 +2741,11 @@ proxy_splice_start(struct proxy_conn *c)
 			return;
 		}
 	}
-	for (i = 0; i < 2; i++)
-		(void)event_add(c->sp[i].rev, NULL);
+	(void)event_add(c->sp[1].rev, NULL);
+	/* The ClientHello the peek saw waits in the client's socket: move
+	 * it now, not a loop turn later (the pump arms rev0 when it is
+	 * through). c may be gone after. */
+	(void)proxy_splice_pump(&c->sp[0]);
 }
 
 /* Decided, connected (and, terminated, both handshakes done): relay. */
