@@ -491,54 +491,116 @@ tls_ca_leaf(struct tls_ca *ca, const char *sni, struct err *e)
 	return x;
 }
 
+/* Does path already hold exactly want[0..n), as a regular file of
+ * ours with mode 0644 (what a previous export left)? */
+static bool
+bundle_same(const char *path, const char *want, size_t n)
+{
+	struct stat st;
+	char buf[65536];
+	size_t off = 0;
+	ssize_t r;
+	bool same = false;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && (st.st_mode & 07777) == 0644 &&
+	    (size_t)st.st_size == n) {
+		same = true;
+		while (same && off < n) {
+			r = read(fd, buf, sizeof(buf));
+			if (r <= 0 || (size_t)r > n - off ||
+			    memcmp(buf, want + off, (size_t)r) != 0)
+				same = false;
+			else
+				off += (size_t)r;
+		}
+		/* nothing beyond n (the file grew since fstat) */
+		same = same && read(fd, buf, 1) == 0;
+	}
+	close(fd);
+	return same;
+}
+
 int
 tls_ca_export_bundle(const struct tls_ca *ca, const char *system_bundle,
     const char *path, struct err *e)
 {
 	const char *sys =
 	    system_bundle ? system_bundle : X509_get_default_cert_file();
-	char tmp[4096], buf[65536];
-	FILE *in, *out;
-	size_t n;
-	int fd, ok = 1;
+	char tmp[4096], *roots = NULL, *want = NULL, *pem;
+	size_t rlen = 0, n, off;
+	long plen;
+	BIO *mem = NULL;
+	ssize_t w;
+	int fd = -1, rc = -1;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
 	    (int)sizeof(tmp)) {
 		err_set(e, "path too long: %s", path);
 		return -1;
 	}
-	if ((in = fopen(sys, "r")) == NULL) {
-		err_set(e, "cannot read the system roots %s: %s", sys,
-		    strerror(errno));
+	if (fileread_all(sys, TLS_BUNDLE_ROOTS_MAX, 0, &roots, &rlen, e) ==
+	    -1) {
+		err_prefix(e, "cannot read the system roots %s", sys);
 		return -1;
+	}
+	if ((mem = BIO_new(BIO_s_mem())) == NULL ||
+	    !PEM_write_bio_X509(mem, ca->cert) ||
+	    (plen = BIO_get_mem_data(mem, &pem)) <= 0) {
+		err_set(e, "cannot encode the CA certificate");
+		goto out;
+	}
+	/* the roots file may lack a final newline */
+	n = rlen + 1 + (size_t)plen;
+	if ((want = malloc(n)) == NULL) {
+		err_set(e, "out of memory");
+		goto out;
+	}
+	memcpy(want, roots, rlen);
+	off = rlen;
+	if (rlen > 0 && roots[rlen - 1] != '\n')
+		want[off++] = '\n';
+	memcpy(want + off, pem, (size_t)plen);
+	n = off + (size_t)plen;
+	/* A restart finds the bundle it wrote: no write, no fsync (the
+	 * start's one disk flush, and it can take long on a busy node). */
+	if (bundle_same(path, want, n)) {
+		rc = 0;
+		goto out;
 	}
 	(void)unlink(tmp);
 	fd = open(
 	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || (out = fdopen(fd, "w")) == NULL) {
+	if (fd < 0) {
 		err_set(e, "cannot create %s: %s", tmp, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		fclose(in);
-		return -1;
+		goto out;
 	}
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		ok = ok && fwrite(buf, 1, n, out) == n;
-	ok = ok && !ferror(in);
-	fclose(in);
-	if (ok && n == 0 && ftell(out) > 0) {
-		/* the roots file may lack a final newline */
-		ok = fputc('\n', out) != EOF;
-	}
-	ok = ok && PEM_write_X509(out, ca->cert) && fflush(out) == 0 &&
-	    fsync(fileno(out)) == 0;
-	if (fclose(out) != 0)
-		ok = 0;
-	if (!ok || rename(tmp, path) < 0) {
-		err_set(e, "cannot write %s: %s", path,
-		    ok ? strerror(errno) : "write failed");
+	for (off = 0; off < n; off += (size_t)w)
+		if ((w = write(fd, want + off, n - off)) <= 0) {
+			if (w < 0 && errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			break;
+		}
+	/* the mode is 0644 whatever the umask: the sandbox reads it */
+	if (off < n || fchmod(fd, 0644) == -1 || fsync(fd) == -1 ||
+	    close(fd) == -1 || rename(tmp, path) == -1) {
+		err_set(e, "cannot write %s: %s", path, strerror(errno));
 		(void)unlink(tmp);
-		return -1;
+		fd = -1;
+		goto out;
 	}
-	return 0;
+	fd = -1;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	BIO_free(mem);
+	free(want);
+	free(roots);
+	return rc;
 }

@@ -67,9 +67,12 @@ unsigned long tls_ca_minted(const struct tls_ca *ca);
 
 /*
  * Writes path (atomically, mode 0644): the system roots of system_bundle
- * (NULL: OpenSSL's default file) followed by the CA certificate, for the
- * sandbox's SSL_CERT_FILE and friends.
+ * (NULL: OpenSSL's default file; at most TLS_BUNDLE_ROOTS_MAX bytes)
+ * followed by the CA certificate, for the sandbox's SSL_CERT_FILE and
+ * friends. A path that already holds exactly that (a regular file of
+ * egressd's user, mode 0644: a restart) is left alone.
  */
+#define TLS_BUNDLE_ROOTS_MAX (16u << 20)
 int tls_ca_export_bundle(const struct tls_ca *ca, const char *system_bundle,
     const char *path, struct err *e);
 

@@ -275,6 +275,39 @@ test_bundle_and_handshake(void **state)
 	if (tls_ca_export_bundle(ca, roots, bundle, &e) < 0)
 		fail_msg("export: %s", e.msg);
 	assert_int_equal(mode_of("bundle.pem"), 0644);
+	/* a restart finds it as it was written: left alone (same inode);
+	 * any difference (content, a mode, a link in its place) rewrites it */
+	{
+		struct stat a, b;
+		char ln[256];
+
+		assert_int_equal(stat(bundle, &a), 0);
+		if (tls_ca_export_bundle(ca, roots, bundle, &e) < 0)
+			fail_msg("export again: %s", e.msg);
+		assert_int_equal(stat(bundle, &b), 0);
+		assert_int_equal(a.st_ino, b.st_ino);
+		assert_non_null(f = fopen(bundle, "a"));
+		fputs("junk\n", f);
+		fclose(f);
+		if (tls_ca_export_bundle(ca, roots, bundle, &e) < 0)
+			fail_msg("export over junk: %s", e.msg);
+		assert_int_equal(stat(bundle, &a), 0);
+		assert_int_not_equal(a.st_ino, b.st_ino);
+		assert_int_equal(a.st_size, b.st_size);
+		assert_int_equal(chmod(bundle, 0600), 0);
+		if (tls_ca_export_bundle(ca, roots, bundle, &e) < 0)
+			fail_msg("export over 0600: %s", e.msg);
+		assert_int_equal(mode_of("bundle.pem"), 0644);
+		/* a link to a copy with the same bytes is replaced by a file */
+		path(ln, "bundle.copy");
+		assert_int_equal(rename(bundle, ln), 0);
+		assert_int_equal(symlink(ln, bundle), 0);
+		if (tls_ca_export_bundle(ca, roots, bundle, &e) < 0)
+			fail_msg("export over a link: %s", e.msg);
+		assert_int_equal(lstat(bundle, &a), 0);
+		assert_true(S_ISREG(a.st_mode));
+		assert_int_equal(unlink(ln), 0);
+	}
 	assert_non_null(leaf = tls_ca_leaf(ca, "api.example.com", &e));
 	assert_int_equal(verify(NULL, bundle, leaf, "api.example.com"), 1);
 	assert_int_equal(verify(NULL, roots, leaf, "api.example.com"), 0);
