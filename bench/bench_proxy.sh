@@ -140,6 +140,13 @@ openssl x509 -req -in "$DIR/o.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
 mkdir -p "$DIR/trust" && cp "$DIR/ca.crt" "$DIR/trust/"
 chmod 644 "$DIR/ca.crt"
 
+# ng_head D: the lines every nginx of the bench starts with (one worker,
+# in the foreground, pid and error log in $DIR/D)
+ng_head()
+{
+	printf 'worker_processes 1;\ndaemon off;\npid %s/pid;\nerror_log %s/error.log;\nevents { worker_connections 4096; }\n' \
+	    "$DIR/$1" "$DIR/$1"
+}
 # --- origin ----------------------------------------------------------------------
 mkdir -p "$DIR/www" "$DIR/ng-up"
 # body N: N bytes of BENCH_BODY (x: the letter x; b64: base64 lines of
@@ -163,12 +170,9 @@ mkdir -p "$DIR/www/plain" "$DIR/www/inj"
 body $((1 << 20)) >"$DIR/www/plain/mid"
 cp "$DIR/www/small" "$DIR/www/plain/small"
 cp "$DIR/www/plain/mid" "$DIR/www/inj/mid"
-cat >"$DIR/ng-up/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $DIR/ng-up/pid;
-error_log $DIR/ng-up/error.log;
-events { worker_connections 4096; }
+{
+	ng_head ng-up
+	cat <<EOF
 http {
 	access_log off;
 	keepalive_requests 1000000;
@@ -183,6 +187,7 @@ http {
 	}
 }
 EOF
+} >"$DIR/ng-up/nginx.conf"
 ip netns exec "$UP" nginx -c "$DIR/ng-up/nginx.conf" >"$DIR/ng-up/out" 2>&1 &
 PIDS+=($!)
 ip netns exec "$UP" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
@@ -277,12 +282,9 @@ nginx_peer_conf()
 	printf 'subjectAltName=DNS:term.bench.test\n' >"$DIR/t.ext"
 	openssl x509 -req -in "$DIR/t.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
 	    -set_serial 8 -days 2 -extfile "$DIR/t.ext" -out "$DIR/t.crt" 2>/dev/null
-	cat >"$DIR/ng-sbx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $DIR/ng-sbx/pid;
-error_log $DIR/ng-sbx/error.log;
-events { worker_connections 4096; }
+	{
+		ng_head ng-sbx
+		cat <<EOF
 http {
 	access_log off;
 	keepalive_requests 1000000;
@@ -307,6 +309,7 @@ http {
 	}
 }
 EOF
+	} >"$DIR/ng-sbx/nginx.conf"
 }
 
 # --- direct ---------------------------------------------------------------------------
@@ -473,13 +476,10 @@ NGS=/usr/lib/nginx/modules/ngx_stream_module.so
 if want bulk && want nginx; then
 	[ -f "$NGS" ] || die "needs $NGS (apt-get install libnginx-mod-stream)"
 	mkdir -p "$DIR/ng-st"
-	cat >"$DIR/ng-st/nginx.conf" <<EOF
-load_module $NGS;
-worker_processes 1;
-daemon off;
-pid $DIR/ng-st/pid;
-error_log $DIR/ng-st/error.log;
-events { worker_connections 4096; }
+	{
+		echo "load_module $NGS;"
+		ng_head ng-st
+		cat <<EOF
 stream {
 	map \$ssl_preread_server_name \$up {
 		pass.bench.test $ORIGIN:443;
@@ -492,6 +492,7 @@ stream {
 	}
 }
 EOF
+	} >"$DIR/ng-st/nginx.conf"
 	ip netns exec "$TWN" nginx -c "$DIR/ng-st/nginx.conf" >"$DIR/ng-st/out" 2>&1 &
 	PIDS+=($!)
 	for i in $(seq 50); do
