@@ -140,6 +140,24 @@ openssl x509 -req -in "$DIR/o.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
 mkdir -p "$DIR/trust" && cp "$DIR/ca.crt" "$DIR/trust/"
 chmod 644 "$DIR/ca.crt"
 
+# rotate "A B C" R: the words rotated left by R - 1 (round R's order)
+rotate()
+{
+	local w=$1 i
+	for i in $(seq $((($2 - 1) % $(wc -w <<<"$1")))); do
+		w="${w#* } ${w%% *}"
+	done
+	echo "$w"
+}
+# wait_listen NS ADDR:PORT: up to 5 s for a TCP listener there
+wait_listen()
+{
+	local i
+	for i in $(seq 50); do
+		ip netns exec "$1" ss -ltn | grep -q "$2" && return 0
+		sleep 0.1
+	done
+}
 # ng_head D: the lines every nginx of the bench starts with (one worker,
 # in the foreground, pid and error log in $DIR/D)
 ng_head()
@@ -495,19 +513,12 @@ EOF
 	} >"$DIR/ng-st/nginx.conf"
 	ip netns exec "$TWN" nginx -c "$DIR/ng-st/nginx.conf" >"$DIR/ng-st/out" 2>&1 &
 	PIDS+=($!)
-	for i in $(seq 50); do
-		ip netns exec "$TWN" ss -ltn | grep -q 127.0.0.1:8444 && break
-		sleep 0.1
-	done
+	wait_listen "$TWN" 127.0.0.1:8444
 	BULK_PATHS+=" nginx_stream"
 fi
 if want bulk; then
 	for r in $(seq "$BULK_ROUNDS"); do
-		order=$BULK_PATHS
-		for i in $(seq $(((r - 1) % $(wc -w <<<"$BULK_PATHS")))); do
-			order="${order#* } ${order%% *}"
-		done
-		for k in $order; do
+		for k in $(rotate "$BULK_PATHS" "$r"); do
 			c0=$(cpu)
 			case $k in
 			direct) bulk "$k.r$r" "$TWN" "https://pass.bench.test/bulk" ;;
@@ -537,17 +548,11 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		    >"$DIR/ng-sbx/out" 2>&1 &
 		ABNPID=$!
 		PIDS+=("$ABNPID")
-		for i in $(seq 50); do
-			ip netns exec "$TWN" ss -ltn | grep -q 127.0.0.1:8443 && break
-			sleep 0.1
-		done
+		wait_listen "$TWN" 127.0.0.1:8443
 		AB_PATHS+=" nginx"
 	fi
 	for r in $(seq "$BENCH_AB_ROUNDS"); do
-		order=$AB_PATHS
-		for i in $(seq $(((r - 1) % $(wc -w <<<"$AB_PATHS")))); do
-			order="${order#* } ${order%% *}"
-		done
+		order=$(rotate "$AB_PATHS" "$r")
 		for c in $CONCS; do
 			for k in $CONNS; do
 				for m in $order; do
@@ -617,10 +622,7 @@ if want nginx; then
 	ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
 	NPID=$!
 	PIDS+=("$NPID")
-	for i in $(seq 50); do
-		ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8443 && break
-		sleep 0.1
-	done
+	wait_listen "$SBX" 127.0.0.1:8443
 	echo "127.0.0.1 term.bench.test" >"/etc/netns/$SBX/hosts"
 	measure nginx "https://term.bench.test:8443/small"
 	kill "$NPID"
