@@ -68,20 +68,27 @@ static const char *const pol_all =
                 "      substitutions:\n"
                 "        - {credential: k, placeholder: PH_K, in: [header]}\n";
 
+/* The revision of yaml built after prev (NULL: the first). */
 static struct vault *
-vault_of(const char *yaml)
+vault_after(const char *yaml, const struct vault *prev)
 {
 	struct policy *p = ts_policy_yaml(yaml, "v.yaml");
 	struct err e;
 	struct vault *v;
 
 	err_clear(&e);
-	v = vault_new(p, NULL, &e);
+	v = vault_new(p, prev, &e);
 	if (v == NULL)
 		fail_msg("vault_new: %s", e.msg);
 	/* The vault holds its own reference. */
 	policy_unref(p);
 	return v;
+}
+
+static struct vault *
+vault_of(const char *yaml)
+{
+	return vault_after(yaml, NULL);
 }
 
 /* Decides; fails the test when vault_decide fails. */
@@ -515,9 +522,6 @@ static struct vault *
 rotated(const char *val, const struct vault *prev)
 {
 	char yaml[1024];
-	struct policy *p;
-	struct vault *v;
-	struct err e;
 
 	snprintf(yaml, sizeof(yaml),
 	    ALLOW "credentials:\n"
@@ -527,13 +531,7 @@ rotated(const char *val, const struct vault *prev)
 	          "    match: {hosts: [api.example.com]}\n"
 	          "    auth: {type: bearer, credential: k}\n",
 	    val);
-	p = ts_policy_yaml(yaml, "v.yaml");
-	err_clear(&e);
-	v = vault_new(p, prev, &e);
-	if (v == NULL)
-		fail_msg("vault_new: %s", e.msg);
-	policy_unref(p);
-	return v;
+	return vault_after(yaml, prev);
 }
 
 /* Does v mask val in a response header (its raw form)? */
