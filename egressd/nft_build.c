@@ -325,48 +325,63 @@ msg_kind(uint16_t type)
  * name (a rule: of chain name; the table: its own name). NULL and c->e
  * set when out of memory.
  */
+static void obj_free(enum nobj k, void *o);
+
 static void *
 obj_new(struct bctx *c, uint16_t type, const char *name)
 {
+	enum nobj k = msg_kind(type)->obj;
 	void *o = NULL;
+	/* libnftnl copies each name (strdup): a failed copy leaves the
+	 * object without it, and a message without it */
+	int rc = 0;
 
-	switch (msg_kind(type)->obj) {
+	switch (k) {
 	case NOBJ_TABLE:
 		if ((o = nftnl_table_alloc()) == NULL)
 			break;
-		nftnl_table_set_str(o, NFTNL_TABLE_NAME, name);
+		rc |= nftnl_table_set_str(o, NFTNL_TABLE_NAME, name);
 		nftnl_table_set_u32(o, NFTNL_TABLE_FAMILY, NFPROTO_INET);
 		break;
 	case NOBJ_CHAIN:
 		if ((o = nftnl_chain_alloc()) == NULL)
 			break;
-		nftnl_chain_set_str(o, NFTNL_CHAIN_TABLE, NFT_TABLE);
-		nftnl_chain_set_str(o, NFTNL_CHAIN_NAME, name);
+		rc |= nftnl_chain_set_str(o, NFTNL_CHAIN_TABLE, NFT_TABLE);
+		rc |= nftnl_chain_set_str(o, NFTNL_CHAIN_NAME, name);
 		nftnl_chain_set_u32(o, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 		break;
 	case NOBJ_SET:
 	case NOBJ_ELEMS:
 		if ((o = nftnl_set_alloc()) == NULL)
 			break;
-		nftnl_set_set_str(o, NFTNL_SET_TABLE, NFT_TABLE);
-		nftnl_set_set_str(o, NFTNL_SET_NAME, name);
+		rc |= nftnl_set_set_str(o, NFTNL_SET_TABLE, NFT_TABLE);
+		rc |= nftnl_set_set_str(o, NFTNL_SET_NAME, name);
 		nftnl_set_set_u32(o, NFTNL_SET_FAMILY, NFPROTO_INET);
 		break;
 	case NOBJ_COUNTER:
 		if ((o = nftnl_obj_alloc()) == NULL)
 			break;
+		/* void in libnftnl 1.2: a failed copy still marks the
+		 * attribute set, with a NULL the payload would strlen() */
 		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
 		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+		if (nftnl_obj_get_str(o, NFTNL_OBJ_TABLE) == NULL ||
+		    nftnl_obj_get_str(o, NFTNL_OBJ_NAME) == NULL)
+			rc = -1;
 		nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
 		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
 		break;
 	case NOBJ_RULE:
 		if ((o = nftnl_rule_alloc()) == NULL)
 			break;
-		nftnl_rule_set_str(o, NFTNL_RULE_TABLE, NFT_TABLE);
-		nftnl_rule_set_str(o, NFTNL_RULE_CHAIN, name);
+		rc |= nftnl_rule_set_str(o, NFTNL_RULE_TABLE, NFT_TABLE);
+		rc |= nftnl_rule_set_str(o, NFTNL_RULE_CHAIN, name);
 		nftnl_rule_set_u32(o, NFTNL_RULE_FAMILY, NFPROTO_INET);
 		break;
+	}
+	if (o != NULL && rc != 0) {
+		obj_free(k, o);
+		o = NULL;
 	}
 	if (o == NULL)
 		err_set(c->e, "nft: out of memory");
@@ -486,8 +501,12 @@ msg_chain(struct bctx *c, const char *name, int hooknum, const char *ctype,
 	if (hooknum >= 0) {
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, (uint32_t)hooknum);
 		nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, prio);
-		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, ctype);
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, (uint32_t)policy);
+		if (nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, ctype) < 0) {
+			nftnl_chain_free(ch);
+			err_set(c->e, "nft: out of memory");
+			return -1;
+		}
 	}
 	return msg_obj(c, NFT_MSG_NEWCHAIN, ch, name);
 }
@@ -886,6 +905,19 @@ add_expr(struct nftnl_rule *r, struct nftnl_expr *x)
 	return 0;
 }
 
+/* add_expr after the one string attribute x has (copied by libnftnl:
+ * a failed copy frees x and fails the rule) */
+static int
+add_expr_str(
+    struct nftnl_rule *r, struct nftnl_expr *x, uint16_t type, const char *v)
+{
+	if (nftnl_expr_set_str(x, type, v) < 0) {
+		nftnl_expr_free(x);
+		return -1;
+	}
+	return add_expr(r, x);
+}
+
 /* Loads meta key into dreg (concatenations use several registers). */
 static int
 e_meta_reg(struct nftnl_rule *r, uint32_t dreg, uint32_t key)
@@ -947,8 +979,7 @@ e_lookup_reg(struct nftnl_rule *r, uint32_t sreg, const char *set)
 	if (x == NULL)
 		return -1;
 	nftnl_expr_set_u32(x, NFTNL_EXPR_LOOKUP_SREG, sreg);
-	nftnl_expr_set_str(x, NFTNL_EXPR_LOOKUP_SET, set);
-	return add_expr(r, x);
+	return add_expr_str(r, x, NFTNL_EXPR_LOOKUP_SET, set);
 }
 
 static int
@@ -965,8 +996,7 @@ e_objref(struct nftnl_rule *r, const char *counter)
 	if (x == NULL)
 		return -1;
 	nftnl_expr_set_u32(x, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
-	nftnl_expr_set_str(x, NFTNL_EXPR_OBJREF_IMM_NAME, counter);
-	return add_expr(r, x);
+	return add_expr_str(r, x, NFTNL_EXPR_OBJREF_IMM_NAME, counter);
 }
 
 static int
@@ -979,7 +1009,7 @@ e_verdict(struct nftnl_rule *r, int verdict, const char *chain)
 	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
 	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
 	if (chain != NULL)
-		nftnl_expr_set_str(x, NFTNL_EXPR_IMM_CHAIN, chain);
+		return add_expr_str(r, x, NFTNL_EXPR_IMM_CHAIN, chain);
 	return add_expr(r, x);
 }
 
@@ -1033,8 +1063,7 @@ e_log(struct nftnl_rule *r, uint32_t rate)
 	x = nftnl_expr_alloc("log");
 	if (x == NULL)
 		return -1;
-	nftnl_expr_set_str(x, NFTNL_EXPR_LOG_PREFIX, "egressd deny: ");
-	return add_expr(r, x);
+	return add_expr_str(r, x, NFTNL_EXPR_LOG_PREFIX, "egressd deny: ");
 }
 
 static int

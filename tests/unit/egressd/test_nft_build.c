@@ -118,6 +118,63 @@ test_golden_basic(void **state)
 	policy_unref(p);
 }
 
+/*
+ * strdup, interposed: libnftnl copies every name (table, chain, set,
+ * counter, a lookup's set, a jump's chain) with it, so failing the nth
+ * call fails exactly one name. Counted only while strdup_fail_armed.
+ */
+static int strdup_fail_armed;
+static size_t strdup_calls, strdup_fail_at;
+
+char *
+strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d;
+
+	if (strdup_fail_armed && ++strdup_calls == strdup_fail_at)
+		return NULL;
+	if ((d = malloc(n)) != NULL)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* Every name libnftnl copies, failed in turn: the build fails with "out
+ * of memory" (never a batch that lacks a name, never a crash). */
+static void
+test_name_copy_fails(void **state)
+{
+	struct policy *p = ts_policy_json(basic_policy);
+	struct nft_opts o;
+	struct nft_batch *b;
+	struct err e;
+	size_t total, i;
+
+	(void)state;
+	nft_opts_init(&o);
+	strdup_calls = strdup_fail_at = 0;
+	strdup_fail_armed = 1;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), 0);
+	strdup_fail_armed = 0;
+	total = strdup_calls;
+	nft_batch_free(b);
+	assert_true(total > 40);
+	for (i = 1; i <= total; i++) {
+		strdup_calls = 0;
+		strdup_fail_at = i;
+		strdup_fail_armed = 1;
+		b = NULL;
+		if (nft_build_ruleset(p, &o, NULL, &b, &e) != -1)
+			fail_msg("strdup %zu of %zu failed: the build went on",
+			    i, total);
+		strdup_fail_armed = 0;
+		assert_null(b);
+		if (strstr(e.msg, "out of memory") == NULL)
+			fail_msg("strdup %zu: %s", i, e.msg);
+	}
+	policy_unref(p);
+}
+
 static void
 test_raw_bytes(void **state)
 {
@@ -1368,6 +1425,7 @@ main(void)
 	    cmocka_unit_test(test_internal_matches_dns_classifier),
 	    cmocka_unit_test(test_precedence_matches_policy),
 	    cmocka_unit_test(test_twins_match_model),
+	    cmocka_unit_test(test_name_copy_fails),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
