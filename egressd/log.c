@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "egressd/log.h"
+#include "util/fdwrite.h"
 #include "util/hash.h"
 #include "util/now.h"
 #include "util/utf8.h"
@@ -430,23 +431,11 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 }
 
 /* One write per line or batch of whole lines, so concurrent writers
- * never interleave mid-line on pipes (up to PIPE_BUF); retries only on
- * EINTR and short writes. 0/-1. */
+ * never interleave mid-line on pipes (up to PIPE_BUF). 0/-1. */
 static int
 log_write(int fd, const char *p, size_t n)
 {
-	size_t off = 0;
-
-	while (off < n) {
-		ssize_t w = write(fd, p + off, n - off);
-		if (w == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	return 0;
+	return fdwrite_all(fd, p, n);
 }
 
 void

@@ -12,6 +12,7 @@
 #include "egressd/failpoint.h"
 #include "egressd/policyfile.h"
 #include "util/fileread.h"
+#include "util/fdwrite.h"
 #include "util/hash.h"
 
 /* The file holds the operator's inline credential values when it came
@@ -130,7 +131,7 @@ policyfile_prepare(const struct policy *p, const char *path,
     struct policyfile_tmp *t, struct err *e)
 {
 	char *yaml;
-	size_t len, off = 0;
+	size_t len;
 	int fd;
 
 	memset(t, 0, sizeof(*t));
@@ -158,15 +159,9 @@ policyfile_prepare(const struct policy *p, const char *path,
 		err_set(e, "%s: %s", t->tmp, strerror(errno));
 		goto out_free;
 	}
-	while (off < len) {
-		ssize_t w = write(fd, yaml + off, len - off);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err_set(e, "%s: write: %s", t->tmp, strerror(errno));
-			goto out_unlink;
-		}
-		off += (size_t)w;
+	if (fdwrite_all(fd, yaml, len) == -1) {
+		err_set(e, "%s: write: %s", t->tmp, strerror(errno));
+		goto out_unlink;
 	}
 	if (fsync(fd) == -1) {
 		err_set(e, "%s: fsync: %s", t->tmp, strerror(errno));

@@ -3,6 +3,7 @@
  */
 #include "egressd/tls_ca.h"
 #include "util/fileread.h"
+#include "util/fdwrite.h"
 #include "util/hash.h"
 
 #include <errno.h>
@@ -534,7 +535,6 @@ tls_ca_export_bundle(const struct tls_ca *ca, const char *system_bundle,
 	size_t rlen = 0, n, off;
 	long plen;
 	BIO *mem = NULL;
-	ssize_t w;
 	int fd = -1, rc = -1;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
@@ -578,17 +578,9 @@ tls_ca_export_bundle(const struct tls_ca *ca, const char *system_bundle,
 		err_set(e, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	for (off = 0; off < n; off += (size_t)w)
-		if ((w = write(fd, want + off, n - off)) <= 0) {
-			if (w < 0 && errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			break;
-		}
 	/* the mode is 0644 whatever the umask: the sandbox reads it */
-	if (off < n || fchmod(fd, 0644) == -1 || fsync(fd) == -1 ||
-	    close(fd) == -1 || rename(tmp, path) == -1) {
+	if (fdwrite_all(fd, want, n) == -1 || fchmod(fd, 0644) == -1 ||
+	    fsync(fd) == -1 || close(fd) == -1 || rename(tmp, path) == -1) {
 		err_set(e, "cannot write %s: %s", path, strerror(errno));
 		(void)unlink(tmp);
 		fd = -1;
