@@ -65,9 +65,9 @@ struct vault_bind;
  * revision in force until now, borrowed; NULL at start-up): prev's values
  * p no longer has, most recent first (prev's own, then prev's retired),
  * while they fit VAULT_RETIRED_MAX and VAULT_PATTERN_BYTES_MAX (a full
- * set drops the oldest, never fails the build). Every credential's value is exported (inline) or
- * read (file source) into the arena. File sources are read like the API
- * token file: through links (a Kubernetes Secret volume's files are links
+ * set drops the oldest, never fails the build). Every credential's value
+ * is exported (inline) or read (file source) into the arena. File sources
+ * are read like the API token file: through links (a Kubernetes Secret volume's files are links
  * into ..data/), owned by root or egressd's user and writable by no one
  * else, and so are the directories of the link and of its target
  * (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or "\r\n" is
