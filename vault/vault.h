@@ -67,13 +67,13 @@ struct vault_bind;
  * while they fit VAULT_RETIRED_MAX and VAULT_PATTERN_BYTES_MAX (a full
  * set drops the oldest, never fails the build). Every credential's value
  * is exported (inline) or read (file source) into the arena. File sources
- * are read like the API token file: through links (a Kubernetes Secret volume's files are links
- * into ..data/), owned by root or egressd's user and writable by no one
- * else, and so are the directories of the link and of its target
- * (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or "\r\n" is
- * dropped. A value must be 1..POLICY_SECRET_MAX bytes without CR, LF or
- * NUL. NULL and e on failure; e names the credential (and the file),
- * never a value.
+ * are read like the API token file: through links (a Kubernetes Secret
+ * volume's files are links into ..data/), owned by root or egressd's user
+ * and writable by no one else, and so are the directories of the link and
+ * of its target (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or
+ * "\r\n" is dropped. A value must be 1..POLICY_SECRET_MAX bytes without
+ * CR, LF or NUL. NULL and e on failure; e names the credential (and the
+ * file), never a value.
  */
 struct vault *vault_new(
     const struct policy *p, const struct vault *prev, struct err *e);
