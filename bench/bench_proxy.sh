@@ -154,7 +154,7 @@ wait_listen()
 {
 	local i
 	for i in $(seq 50); do
-		ip netns exec "$1" ss -ltn | grep -q "$2" && return 0
+		grep -q "$2" <<<"$(ip netns exec "$1" ss -ltn)" && return 0
 		sleep 0.1
 	done
 }
@@ -606,7 +606,7 @@ EOF
 	PIDS+=("$MPID")
 	for i in $(seq 100); do
 		[ -f "$DIR/mitm/mitmproxy-ca-cert.pem" ] &&
-		    ip netns exec "$SBX" ss -ltn | grep -q 127.0.0.1:8080 && break
+		    grep -q 127.0.0.1:8080 <<<"$(ip netns exec "$SBX" ss -ltn)" && break
 		sleep 0.1
 	done
 	cat "$DIR/mitm/mitmproxy-ca-cert.pem" "$DIR/ca.crt" >"$DIR/mitm.crt"

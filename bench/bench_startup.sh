@@ -46,8 +46,8 @@ bench_pair
 
 bench_upstream
 for i in $(seq 100); do
-	ip netns exec "$SBX" dig +short +time=1 +tries=1 "@$UP_IP" \
-	    probe.bench.test A 2>/dev/null | grep -q 203.0.113.7 && break
+	grep -q 203.0.113.7 <<<"$(ip netns exec "$SBX" dig +short +time=1 +tries=1 \
+	    "@$UP_IP" probe.bench.test A 2>/dev/null)" && break
 	[ "$i" -eq 100 ] && die "upstream dnsmasq did not start"
 	sleep 0.1
 done

@@ -22,7 +22,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../e2e/lib/testbed.sh"
 
 [ -x "${EGRESSD_BIN:-}" ] || tb_die "EGRESSD_BIN not set"
-ldd "$EGRESSD_BIN" | grep -q -e libasan -e libubsan &&
+# a here-string, not a pipe: grep -q's early exit would SIGPIPE ldd, and
+# pipefail would turn the match into "not a sanitizer build" (CI did).
+grep -q -e libasan -e libubsan <<<"$(ldd "$EGRESSD_BIN")" &&
     tb_skip "sanitizer build: the image carries a plain build (checked in the plain run)"
 [ "$(id -u)" -eq 0 ] || tb_skip "needs root (chroot, namespaces)"
 base=$("$here/image_rootfs.sh") || tb_skip "no base tree for the image (see above)"

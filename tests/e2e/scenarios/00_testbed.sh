@@ -369,7 +369,7 @@ check_gone()
 {
 	local mode=$1 rec="$TB_DIR/inner.$1" ns left="" pid
 	for ns in $(head -n 1 "$rec" | cut -d' ' -f1-3); do
-		ip netns list | grep -qw "$ns" && left="$left ns:$ns"
+		grep -qw "$ns" <<<"$(ip netns list)" && left="$left ns:$ns"
 		[ -e "/etc/netns/$ns" ] && left="$left /etc/netns/$ns"
 	done
 	[ -e "$(head -n 1 "$rec" | cut -d' ' -f4)" ] && left="$left dir"
