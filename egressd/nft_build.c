@@ -545,7 +545,10 @@ elem_add(struct nftnl_set *s, const uint8_t *key, uint32_t klen, uint32_t flags,
 
 	if (el == NULL)
 		return NULL;
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, klen);
+	if (nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, klen) < 0) {
+		nftnl_set_elem_free(el);
+		return NULL;
+	}
 	if (flags != 0)
 		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_FLAGS, flags);
 	if (timeout_ms != 0)
@@ -666,10 +669,11 @@ elem_comment(struct nftnl_set_elem *el, const char *name)
 		nftnl_udata_buf_free(ub);
 		return -1;
 	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_USERDATA,
-	    nftnl_udata_buf_data(ub), nftnl_udata_buf_len(ub));
+	/* libnftnl copies userdata with malloc: -1 is out of memory */
+	ok = nftnl_set_elem_set(el, NFTNL_SET_ELEM_USERDATA,
+	         nftnl_udata_buf_data(ub), nftnl_udata_buf_len(ub)) == 0;
 	nftnl_udata_buf_free(ub);
-	return 0;
+	return ok ? 0 : -1;
 }
 
 /*
@@ -2265,9 +2269,10 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
 				(void)limited_key(
 				    family, a[i].addr, l->phi, l->hi, kend);
 				el = elem_add(s, key, klen, 0, tmo);
-				if (el != NULL)
-					nftnl_set_elem_set(el,
-					    NFTNL_SET_ELEM_KEY_END, kend, klen);
+				if (el != NULL &&
+				    nftnl_set_elem_set(el,
+				        NFTNL_SET_ELEM_KEY_END, kend, klen) < 0)
+					goto out_nomem;
 			} else
 				el = elem_add(s, a[i].addr, w, 0, tmo);
 			if (el == NULL ||

@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <libnftnl/set.h>
 
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -173,6 +175,88 @@ test_name_copy_fails(void **state)
 			fail_msg("strdup %zu: %s", i, e.msg);
 	}
 	policy_unref(p);
+}
+
+/*
+ * nftnl_set_elem_set, interposed: libnftnl copies an element's userdata
+ * (the name comment) with malloc and returns -1 when that fails; the key
+ * and the interval end it can refuse by length. Failing the nth call that
+ * sets one of those three stands in for that; the rest go through.
+ */
+static int elem_fail_armed;
+static size_t elem_calls, elem_fail_at;
+
+int
+nftnl_set_elem_set(
+    struct nftnl_set_elem *el, uint16_t attr, const void *data, uint32_t len)
+{
+	static int (*real)(
+	    struct nftnl_set_elem *, uint16_t, const void *, uint32_t);
+
+	if (real == NULL)
+		*(void **)&real = dlsym(RTLD_NEXT, "nftnl_set_elem_set");
+	if (elem_fail_armed &&
+	    (attr == NFTNL_SET_ELEM_KEY || attr == NFTNL_SET_ELEM_KEY_END ||
+	        attr == NFTNL_SET_ELEM_USERDATA) &&
+	    ++elem_calls == elem_fail_at)
+		return -1;
+	return real(el, attr, data, len);
+}
+
+/* Every element attribute libnftnl can refuse, refused in turn, for a
+ * learned answer with a short name, a packed long one and port limits:
+ * the build fails with "out of memory", never a batch missing a name or
+ * an interval end (nor a leak: the ASan run checks that). */
+static void
+test_elem_set_fails(void **state)
+{
+	static const struct nft_limit lim[2] = {
+	    {.plo = 6, .phi = 6, .lo = 443, .hi = 443},
+	    {.plo = 17, .phi = 17, .lo = 5000, .hi = 5100}};
+	static const char longname[] =
+	    "a-very-long-label-that-goes-on-and-on-for-a-while.another-long-"
+	    "label-so-the-comment-does-not-fit.example.com";
+	struct nft_learn_addr a[3] = {{.family = 4,
+	                                  .addr = {203, 0, 113, 10},
+	                                  .ttl = 5,
+	                                  .name = "api.example.com"},
+	    {.family = 6,
+	        .addr = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10},
+	        .ttl = 100,
+	        .name = longname},
+	    {.family = 4,
+	        .addr = {203, 0, 113, 11},
+	        .ttl = 60,
+	        .name = "api.example.com",
+	        .lim = lim,
+	        .nlim = 2}};
+	struct nft_batch *b;
+	struct err e;
+	size_t total, i;
+
+	(void)state;
+	elem_calls = elem_fail_at = 0;
+	elem_fail_armed = 1;
+	assert_int_equal(nft_build_learn(a, 3, 1, 3600, &b, &e), 0);
+	elem_fail_armed = 0;
+	total = elem_calls;
+	nft_batch_free(b);
+	/* keys of both messages, two names, two interval ends at least */
+	assert_true(total >= 10);
+	for (i = 1; i <= total; i++) {
+		elem_calls = 0;
+		elem_fail_at = i;
+		elem_fail_armed = 1;
+		b = NULL;
+		if (nft_build_learn(a, 3, 1, 3600, &b, &e) != -1)
+			fail_msg("element attribute %zu of %zu refused: the "
+			         "build went on",
+			    i, total);
+		elem_fail_armed = 0;
+		assert_null(b);
+		if (strstr(e.msg, "out of memory") == NULL)
+			fail_msg("element attribute %zu: %s", i, e.msg);
+	}
 }
 
 static void
@@ -1426,6 +1510,7 @@ main(void)
 	    cmocka_unit_test(test_precedence_matches_policy),
 	    cmocka_unit_test(test_twins_match_model),
 	    cmocka_unit_test(test_name_copy_fails),
+	    cmocka_unit_test(test_elem_set_fails),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
