@@ -5,6 +5,7 @@
 #include "egressd/http_head.h"
 #include "util/text.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -359,4 +360,58 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 	}
 	*used = i;
 	return HTTP_CHUNK_AGAIN;
+}
+
+enum http_chunk_collect_rc
+http_chunk_collect(const uint8_t *in, size_t len, size_t max, uint8_t **out,
+    size_t *olen, size_t *wire, struct err *e)
+{
+	struct http_chunk c;
+	const uint8_t *data;
+	size_t off = 0, used, nd, n = 0, cap;
+	uint8_t *buf;
+
+	*out = NULL;
+	*olen = *wire = 0;
+	/* the body is never longer than its framing */
+	cap = len < max ? len : max;
+	if ((buf = malloc(cap > 0 ? cap : 1)) == NULL) {
+		err_set(e, "out of memory");
+		return HTTP_CHUNK_COLLECT_NOMEM;
+	}
+	http_chunk_init(&c);
+	for (;;) {
+		switch (http_chunk_feed(
+		    &c, in + off, len - off, &used, &data, &nd, e)) {
+		case HTTP_CHUNK_DATA:
+			off += used;
+			if (nd > max - n) {
+				free(buf);
+				err_set(
+				    e, "a chunked body over %zu bytes", max);
+				return HTTP_CHUNK_COLLECT_SKIP;
+			}
+			memcpy(buf + n, data, nd);
+			n += nd;
+			continue;
+		case HTTP_CHUNK_DONE:
+			/* the final CR is counted: 1 is no trailer field */
+			if (c.trailer > 1) {
+				free(buf);
+				err_set(e, "a chunked body with trailers");
+				return HTTP_CHUNK_COLLECT_SKIP;
+			}
+			*out = buf;
+			*olen = n;
+			*wire = off + used;
+			return HTTP_CHUNK_COLLECT_DONE;
+		case HTTP_CHUNK_AGAIN:
+			free(buf);
+			return HTTP_CHUNK_COLLECT_AGAIN;
+		case HTTP_CHUNK_BAD:
+			break;
+		}
+		free(buf);
+		return HTTP_CHUNK_COLLECT_BAD;
+	}
 }

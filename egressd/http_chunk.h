@@ -94,4 +94,25 @@ enum http_chunk_rc http_chunk_feed(struct http_chunk *c, const uint8_t *in,
     size_t len, size_t *used, const uint8_t **data, size_t *ndata,
     struct err *e);
 
+/*
+ * A chunked body held whole (the vault substitutes placeholders in a
+ * request body only when it has all of it): in[0..len) starts at the
+ * body's first byte. DONE: the body decoded into *out (malloc'd, *olen
+ * bytes; the caller frees it), the chunked framing took *wire bytes of
+ * in (what follows is the next message). AGAIN: in ends inside the body.
+ * SKIP: not collected (e says why): more than max body bytes, or a
+ * trailer section (it would have nowhere to go once the body is sent
+ * with a Content-Length). BAD: malformed (e says why). NOMEM.
+ */
+enum http_chunk_collect_rc {
+	HTTP_CHUNK_COLLECT_DONE,
+	HTTP_CHUNK_COLLECT_AGAIN,
+	HTTP_CHUNK_COLLECT_SKIP,
+	HTTP_CHUNK_COLLECT_BAD,
+	HTTP_CHUNK_COLLECT_NOMEM,
+};
+
+enum http_chunk_collect_rc http_chunk_collect(const uint8_t *in, size_t len,
+    size_t max, uint8_t **out, size_t *olen, size_t *wire, struct err *e);
+
 #endif

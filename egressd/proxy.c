@@ -78,6 +78,11 @@ enum http_phase {
 /* Requests forwarded and not yet answered (pipelining bound): the
  * client's stream pauses beyond it. */
 #define PROXY_PIPELINE_MAX 16
+/* A chunked request body the vault substitutes in is held until all of
+ * it is here: its framing may take this much (a body of at most
+ * VAULT_SUBST_BODY_MAX in chunks of a few KiB); beyond, it is forwarded
+ * as it comes, like a Content-Length body over the bound. */
+#define PROXY_SUBST_WIRE_MAX (VAULT_SUBST_BODY_MAX + (64u << 10))
 /* in-place redaction: chains of a response body looked at per scan */
 #define PROXY_RED_SEGS 16
 
@@ -1210,9 +1215,11 @@ proxy_add_subst(struct evbuffer *out, struct vault *v,
 
 /*
  * The body surface of an injected request h: a Content-Length body of 1
- * to VAULT_SUBST_BODY_MAX bytes with one Content-Type, at most one
- * Content-Encoding (vault_subst_body_surface decides on them), when the
- * binding substitutes in bodies. NONE: the body is forwarded as it comes.
+ * to VAULT_SUBST_BODY_MAX bytes, or a chunked one (its size is known
+ * once it is all here: proxy_subst_chunked), with one Content-Type, at
+ * most one Content-Encoding (vault_subst_body_surface decides on them),
+ * when the binding substitutes in bodies. NONE: the body is forwarded as
+ * it comes.
  */
 static enum vault_surface
 proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
@@ -1220,9 +1227,11 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
 	const struct http_span *ct, *ce;
 	size_t nct, nce;
 
-	if (!(vi->subst_in & POLICY_SUBST_BODY) ||
-	    h->body != HTTP_BODY_LENGTH || h->content_length == 0 ||
-	    h->content_length > VAULT_SUBST_BODY_MAX)
+	if (!(vi->subst_in & POLICY_SUBST_BODY))
+		return VAULT_SURFACE_NONE;
+	if (h->body != HTTP_BODY_CHUNKED &&
+	    (h->body != HTTP_BODY_LENGTH || h->content_length == 0 ||
+	        h->content_length > VAULT_SUBST_BODY_MAX))
 		return VAULT_SURFACE_NONE;
 	ct = http_header_get(h, "content-type", &nct);
 	ce = http_header_get(h, "content-encoding", &nce);
@@ -1236,7 +1245,8 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
  * The request of an injected decision, rewritten into tmp: the request
  * line with the normalized path and the query, the client's headers but
  * those vi removes and Accept-Encoding (and Expect when egressd answered
- * it, Content-Length when the body is rewritten), "Accept-Encoding:
+ * it, Content-Length, Transfer-Encoding and Trailer when the body is
+ * rewritten: it goes with a Content-Length), "Accept-Encoding:
  * identity", the credential lines, then the body body[0..blen) of
  * surface bs when a placeholder occurs in it (*body_done). Path, query,
  * header values and body have their placeholders substituted; every
@@ -1293,7 +1303,10 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		if (proxy_header_removed(&f->name, vi) ||
 		    (int)i == proxy_close_field(c, h) ||
 		    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
-		    (nb != NULL && http_span_ieq(&f->name, "content-length")))
+		    (nb != NULL &&
+		        (http_span_ieq(&f->name, "content-length") ||
+		            http_span_ieq(&f->name, "transfer-encoding") ||
+		            http_span_ieq(&f->name, "trailer"))))
 			continue;
 		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
 		    evbuffer_add(tmp, ": ", 2) == -1)
@@ -1341,6 +1354,73 @@ out:
 }
 
 /*
+ * The body of an injected request h (end bytes of head at the start of
+ * in) that is to be substituted, when all of it is here: *body, *blen
+ * (a chunked one decoded into *dec, which the caller frees) and *wire,
+ * the bytes of in after the head it takes. 0: here; 1: not substituted
+ * after all, forwarded as it comes (a chunked body over
+ * VAULT_SUBST_BODY_MAX, framed in more than PROXY_SUBST_WIRE_MAX bytes,
+ * or with a trailer section); 2: not all here, call again once in holds
+ * *wait bytes (a client's "Expect: 100-continue" answered); -1:
+ * malformed chunked framing (e); -2: out of memory. When in is pulled up,
+ * h is parsed again (its spans point into in's new first chain).
+ */
+static int
+proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
+    struct evbuffer *in, size_t end, const char **body, size_t *blen,
+    uint64_t *wire, uint8_t **dec, size_t *wait, struct err *e)
+{
+	size_t len = evbuffer_get_length(in), need, w;
+	bool chunked = h->body == HTTP_BODY_CHUNKED;
+	const char *buf;
+
+	*dec = NULL;
+	need = !chunked                        ? end + (size_t)h->content_length
+	    : len < end + PROXY_SUBST_WIRE_MAX ? len
+	                                       : end + PROXY_SUBST_WIRE_MAX;
+	if (len >= need) {
+		if ((buf = (const char *)evbuffer_pullup(
+		         in, (ev_ssize_t)need)) == NULL)
+			return -2;
+		if (http_parse_request(buf, end, h, e) != HTTP_HEAD_OK)
+			return -2; /* parsed before: cannot happen */
+		if (!chunked) {
+			*body = buf + end;
+			*blen = *wire = (size_t)h->content_length;
+			return 0;
+		}
+		switch (http_chunk_collect((const uint8_t *)buf + end,
+		    need - end, VAULT_SUBST_BODY_MAX, dec, blen, &w, e)) {
+		case HTTP_CHUNK_COLLECT_DONE:
+			*body = (const char *)*dec;
+			*wire = w;
+			return 0;
+		case HTTP_CHUNK_COLLECT_AGAIN:
+			if (need - end < PROXY_SUBST_WIRE_MAX)
+				break; /* more to come */
+			/* framed in too many bytes: */
+			/* fallthrough */
+		case HTTP_CHUNK_COLLECT_SKIP:
+			return 1;
+		case HTTP_CHUNK_COLLECT_BAD:
+			return -1;
+		case HTTP_CHUNK_COLLECT_NOMEM:
+			return -2;
+		}
+		need = end + PROXY_SUBST_WIRE_MAX;
+	}
+	/* decided again when the body is here */
+	if (h->expect_continue && c->rq_n == 0 && !c->cont_sent) {
+		c->cont_sent = true;
+		if (evbuffer_add(bufferevent_get_output(c->cli),
+		        "HTTP/1.1 100 Continue\r\n\r\n", 25) == -1)
+			return -2;
+	}
+	*wait = need;
+	return 2;
+}
+
+/*
  * A judged request head h (end bytes at the start of in) to a host a
  * binding could match: the vault decides. 0: forward the head as it
  * came; 1: the rewritten request (proxy_vault_rewrite) went to the origin,
@@ -1362,8 +1442,10 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	enum vault_surface bs;
 	struct evbuffer *tmp;
 	struct err e = {""};
-	const char *buf, *body = NULL;
+	const char *body = NULL;
 	size_t blen = 0;
+	uint64_t wire = 0;
+	uint8_t *dec = NULL;
 	bool body_done;
 	int rc = 0;
 
@@ -1409,38 +1491,18 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		break;
 	case VAULT_INJECTED:
 		if ((bs = proxy_subst_body(h, &vi)) != VAULT_SURFACE_NONE) {
-			size_t need = end + (size_t)h->content_length;
-
-			if (evbuffer_get_length(in) < need) {
-				/* decided again when the body is here */
-				if (h->expect_continue && c->rq_n == 0 &&
-				    !c->cont_sent) {
-					c->cont_sent = true;
-					if (evbuffer_add(
-					        bufferevent_get_output(c->cli),
-					        "HTTP/1.1 100 Continue\r\n\r\n",
-					        25) == -1) {
-						rc = -2;
-						break;
-					}
-				}
-				*wait = need;
-				rc = 2;
+			rc = proxy_subst_gather(
+			    c, h, in, end, &body, &blen, &wire, &dec, wait, &e);
+			if (rc == -1) {
+				*status = 400;
+				*why = PROXY_BAD_REQUEST;
 				break;
 			}
-			buf =
-			    (const char *)evbuffer_pullup(in, (ev_ssize_t)need);
-			if (buf == NULL) {
-				rc = -2;
+			if (rc == 2 || rc == -2)
 				break;
-			}
-			if (http_parse_request(buf, end, h, &e) !=
-			    HTTP_HEAD_OK) {
-				rc = -2; /* parsed before: cannot happen */
-				break;
-			}
-			body = buf + end;
-			blen = (size_t)h->content_length;
+			if (rc == 1)
+				bs = VAULT_SURFACE_NONE;
+			rc = 0;
 		}
 		if ((tmp = evbuffer_new()) == NULL) {
 			rc = -2;
@@ -1462,7 +1524,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 			break;
 		}
 		if (rc == 0) {
-			*body_taken = body_done ? h->content_length : 0;
+			*body_taken = body_done ? wire : 0;
 			c->up_bytes += end + *body_taken;
 			c->last_ms = now_mono_ms();
 			c->p->st.injected++;
@@ -1473,6 +1535,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		break;
 	}
 	vault_inject_clear(v, &vi);
+	free(dec);
 	return rc;
 }
 

@@ -9,7 +9,10 @@
  *  - the kept trailer section is the same too, fits its storage, and
  *    comes out as fields with a token name and a value holding no CR,
  *    LF or NUL and no surrounding whitespace, which account for every
- *    kept byte (no field is skipped).
+ *    kept byte (no field is skipped);
+ *  - http_chunk_collect agrees: the same body and end when the decoder
+ *    is done and there is no trailer field, SKIP with one (or with a
+ *    body over its bound, which it never exceeds), BAD and AGAIN alike.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +114,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(memcmp(a, b, w.ndata) == 0);
 		check(p.end == w.end);
 		check(tp.len == tw.len && memcmp(tp.buf, tw.buf, tw.len) == 0);
+	}
+	{
+		uint8_t *out;
+		size_t olen, wire, max = size / 2;
+		struct err e;
+		enum http_chunk_collect_rc rc =
+		    http_chunk_collect(data, size, max, &out, &olen, &wire, &e);
+
+		check(rc != HTTP_CHUNK_COLLECT_NOMEM);
+		if (w.rc == HTTP_CHUNK_DONE && tw.len == 0 && w.ndata <= max) {
+			check(rc == HTTP_CHUNK_COLLECT_DONE);
+			check(olen == w.ndata && wire == w.end);
+			check(olen == 0 || memcmp(out, a, olen) == 0);
+			free(out);
+		} else {
+			check(out == NULL);
+			if (rc == HTTP_CHUNK_COLLECT_SKIP)
+				check(w.ndata > max ||
+				    (w.rc == HTTP_CHUNK_DONE && tw.len > 0));
+			else
+				check((w.rc == HTTP_CHUNK_BAD &&
+				          rc == HTTP_CHUNK_COLLECT_BAD) ||
+				    (w.rc == HTTP_CHUNK_AGAIN &&
+				        rc == HTTP_CHUNK_COLLECT_AGAIN));
+		}
 	}
 	free(a);
 	free(b);

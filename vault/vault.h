@@ -188,11 +188,12 @@ void vault_inject_clear(struct vault *v, struct vault_inject *out);
  * the longest placeholder first where several start at one byte; a
  * replaced value is never scanned again. Placeholders are not secret.
  *
- * Bodies: only a Content-Length body of at most VAULT_SUBST_BODY_MAX bytes,
- * without a Content-Encoding, of a JSON or form type
- * (vault_subst_body_surface) is rewritten; the proxy then fixes up
- * Content-Length. Chunked, larger, compressed, multipart or other bodies
- * are forwarded as they came (placeholders included).
+ * Bodies: only a body of at most VAULT_SUBST_BODY_MAX bytes, without a
+ * Content-Encoding, of a JSON or form type (vault_subst_body_surface) is
+ * rewritten; the proxy holds it whole (a chunked one decoded, without a
+ * trailer section) and sends it with a Content-Length. Larger,
+ * compressed, multipart or other bodies are forwarded as they came
+ * (placeholders included).
  */
 #define VAULT_SUBST_BODY_MAX (1u << 20) /* body bytes rewritten, at most */
 /* What substitutions may make of one request: a body at most

@@ -6,8 +6,11 @@
 # (percent-encoded in path and query, raw in the header, JSON-escaped or
 # form-encoded in the body, Content-Length fixed up; a body of 1 MiB is
 # rewritten, one byte more is not; Expect: 100-continue answered by
-# egressd; plain HTTP too). Compressed, multipart and chunked bodies and
-# reserved headers keep their placeholders. The same placeholder to an
+# egressd; plain HTTP too). Chunked bodies are held whole, substituted
+# and sent with a Content-Length (split placeholders, extensions, a
+# pipelined request behind; bad framing is a 400), unless they carry
+# trailers or pass a bound. Compressed and multipart bodies and reserved
+# headers keep their placeholders. The same placeholder to an
 # unbound host (plain and TLS), to a path the binding does not cover, or
 # to a host bound to another binding without substitutions arrives
 # untouched. A passthrough binding adds no header. What the origin echoes
@@ -139,21 +142,140 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     path=/v1/over-bound h.content-length=1048577 \
     "body~^\\{\"key\":\"$PH\",\"pad\":\"x"
 
-# compressed, multipart and chunked bodies are left alone
+# compressed and multipart bodies are left alone
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
     -H 'Content-Encoding: gzip' --data-raw "{\"k\":\"$PH\"}" \
     https://a.test/v1/gz
 tb_sandbox "${C[@]}" -o /dev/null -F "k=$PH" https://a.test/v1/multi
-tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
-    -H 'Transfer-Encoding: chunked' --data-raw "{\"k\":\"$PH\"}" \
-    https://a.test/v1/chunked
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/gz \
     "body={\"k\":\"$PH\"}"
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     path=/v1/multi "body~\"k\"\\r\\n\\r\\n$PH\\r\\n"
+
+# --- chunked request bodies ----------------------------------------------------
+# held whole (at most 1 MiB, framed in at most 1 MiB + 64 KiB, no
+# trailer section), decoded, substituted and sent with a Content-Length;
+# otherwise forwarded as they came. curl (one chunk, and with Expect:
+# 100-continue), Python's http.client with a generator body (the
+# placeholder split across chunks, an extension on one), and raw bytes for
+# what clients rarely send: trailers, bad framing, a request pipelined
+# behind the body, the bounds.
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
+    -H 'Transfer-Encoding: chunked' --data-raw "{\"k\":\"$PH\"}" \
+    https://a.test/v1/chunked
+t0=$(date +%s%N)
+tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
+    -H 'Transfer-Encoding: chunked' -H 'Expect: 100-continue' \
+    --expect100-timeout 5 --data-raw "{\"k\":\"$PH\",\"pad\":\"$big\"}" \
+    https://a.test/v1/chunked-expect
+t1=$(date +%s%N)
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
-    path=/v1/chunked "body={\"k\":\"$PH\"}"
+    path=/v1/chunked "body={\"k\":\"$SECRET\"}" \
+    "h.content-length=$((8 + ${#SECRET}))" '!h.transfer-encoding'
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/chunked-expect '!h.expect' '!h.transfer-encoding' \
+    "h.content-length=$((17 + ${#SECRET} + ${#big}))"
+tb_check "chunked with Expect: answered without curl's timeout (5 s)" \
+    test $(((t1 - t0) / 1000000)) -lt 3000
+
+cat >"$TB_DIR/sbx-bin/chunked.py" <<'EOF'
+import http.client, re, socket, ssl, sys
+ca, ph = sys.argv[1], sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+
+def gen():
+    yield b'{"k":"' + ph[:5].encode()
+    yield ph[5:].encode() + b'","n":'
+    yield b"1}"
+
+c = http.client.HTTPSConnection("a.test", 443, context=ctx, timeout=8)
+c.request("POST", "/v1/split", body=gen(), encode_chunked=True,
+          headers={"Content-Type": "application/json"})
+r = c.getresponse()
+r.read()
+print("split=%d" % r.status)
+c.close()
+
+def raw(name, data):
+    s = ctx.wrap_socket(socket.create_connection(("a.test", 443), timeout=8),
+                        server_hostname="a.test")
+    s.sendall(data)
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except socket.timeout:
+        got += b"TIMEOUT"
+    s.close()
+    codes = re.findall(rb"^HTTP/1\.1 (\d{3})", got, re.M)
+    print("%s=%s" % (name, ",".join(x.decode() for x in codes)))
+
+def post(path, body, extra=b"", close=True):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: a.test\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n" + extra +
+            (b"Connection: close\r\n" if close else b"") + b"\r\n" + body)
+
+def chunk(b):
+    return b"%x\r\n" % len(b) + b + b"\r\n"
+
+j = b'{"k":"' + ph.encode() + b'"}'
+raw("ext", post(b"/v1/ext", b"%x;name=val\r\n" % len(j) + j + b"\r\n0\r\n\r\n"))
+raw("trailer", post(b"/v1/trailer", chunk(j) + b"0\r\nX-Sum: 1\r\n\r\n",
+                    b"Trailer: X-Sum\r\n"))
+raw("bad", post(b"/v1/bad", b"zz\r\n" + j + b"\r\n0\r\n\r\n"))
+raw("pipelined", post(b"/v1/pipe1", chunk(j) + b"0\r\n\r\n", close=False) +
+    b"GET /v1/pipe2 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+# 200,000 one-byte chunks: a 200 KB body framed in 1.2 MB
+raw("wire", post(b"/v1/wire", chunk(j[:-1]) + chunk(b"}") +
+    b"1\r\n \r\n" * 200000 + b"0\r\n\r\n"))
+pad = 1048576 - len(j) - 9
+for name, n in (("at", pad), ("over", pad + 1)):
+    body = j[:-1] + b',"pad":"' + b"x" * n + b'"}'
+    parts = [body[i:i + 16384] for i in range(0, len(body), 16384)]
+    raw(name, post(b"/v1/" + name.encode(),
+        b"".join(chunk(p) for p in parts) + b"0\r\n\r\n"))
+EOF
+chmod 644 "$TB_DIR/sbx-bin/chunked.py"
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+out=$(tb_sandbox "$TB_PY" "$TB_DIR/sbx-bin/chunked.py" "$CA" "$PH" 2>&1)
+echo "$out" | sed 's/^/# /'
+get() { sed -n "s/^$1=//p" <<<"$out"; }
+tb_expect_eq "http.client, placeholder split across chunks: 200" 200 "$(get split)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/split "body={\"k\":\"$SECRET\",\"n\":1}" '!h.transfer-encoding' \
+    "h.content-length=$((14 + ${#SECRET}))"
+tb_expect_eq "a chunk extension: 200" 200 "$(get ext)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/ext "body={\"k\":\"$SECRET\"}" '!h.transfer-encoding'
+tb_expect_eq "a trailer section: forwarded as it came (200)" 200 "$(get trailer)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/trailer "body={\"k\":\"$PH\"}" h.transfer-encoding=chunked \
+    h.trailer=X-Sum
+tb_expect_eq "bad chunked framing: 400 from egressd" 400 "$(get bad)"
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/bad
+tb_expect_eq "a request pipelined behind a substituted chunked body" 200,200 \
+    "$(get pipelined)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/pipe1 "body={\"k\":\"$SECRET\"}"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/pipe2 method=GET body_len=0
+tb_expect_eq "framed in more than 1 MiB + 64 KiB: forwarded as it came" 200 \
+    "$(get wire)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/wire h.transfer-encoding=chunked body_len=$((${#PH} + 200008)) \
+    "body~^\\{\"k\":\"$PH\"\\} "
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/at '!h.transfer-encoding' \
+    "h.content-length=$((1048576 - ${#PH} + ${#SECRET}))" \
+    'body~^\{"k":"sub/s3cret v\+1","pad":"x'
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/over h.transfer-encoding=chunked "body~^\\{\"k\":\"$PH\",\"pad\":\"x"
 
 # plain HTTP, a binding with schemes [http] that substitutes in the query
 # only: the header keeps its placeholder

@@ -132,6 +132,67 @@ test_chunked(void **state)
 	}
 }
 
+/*
+ * http_chunk_collect over every body of the corpus: a body without
+ * trailers comes out whole with the framing's length, one with a
+ * trailer section is skipped, a malformed one is BAD, every proper
+ * prefix of a good one is AGAIN; max is inclusive.
+ */
+static void
+test_collect(void **state)
+{
+	size_t i, n, k, olen, wire, dlen;
+	uint8_t *out;
+	struct err e;
+	enum http_chunk_collect_rc rc, want;
+
+	(void)state;
+	for (i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		const struct cwant *w = &chunks[i];
+		bool trailers = strncmp(w->file, "ok_trailer", 10) == 0;
+
+		n = corpus_file("http_chunk", w->file, buf, sizeof(buf));
+		dlen = strlen(w->data);
+		want = w->rc == HTTP_CHUNK_BAD ? HTTP_CHUNK_COLLECT_BAD
+		    : trailers                 ? HTTP_CHUNK_COLLECT_SKIP
+		                               : HTTP_CHUNK_COLLECT_DONE;
+		rc = http_chunk_collect(
+		    (const uint8_t *)buf, n, 1 << 20, &out, &olen, &wire, &e);
+		if (rc != want)
+			fail_msg("%s: rc %d, want %d (%s)", w->file, rc, want,
+			    e.msg);
+		if (rc != HTTP_CHUNK_COLLECT_DONE) {
+			assert_null(out);
+			continue;
+		}
+		if (olen != dlen || memcmp(out, w->data, olen) != 0)
+			fail_msg("%s: body differs", w->file);
+		if (wire != n - w->rest)
+			fail_msg("%s: framing %zu bytes, want %zu", w->file,
+			    wire, n - w->rest);
+		free(out);
+		for (k = 0; k < n - w->rest; k++) {
+			rc = http_chunk_collect((const uint8_t *)buf, k,
+			    1 << 20, &out, &olen, &wire, &e);
+			if (rc != HTTP_CHUNK_COLLECT_AGAIN)
+				fail_msg(
+				    "%s: prefix %zu: rc %d", w->file, k, rc);
+			assert_null(out);
+		}
+		rc = http_chunk_collect(
+		    (const uint8_t *)buf, n, dlen, &out, &olen, &wire, &e);
+		assert_int_equal(rc, HTTP_CHUNK_COLLECT_DONE);
+		free(out);
+		if (dlen == 0)
+			continue;
+		rc = http_chunk_collect(
+		    (const uint8_t *)buf, n, dlen - 1, &out, &olen, &wire, &e);
+		assert_int_equal(rc, HTTP_CHUNK_COLLECT_SKIP);
+		assert_null(out);
+		assert_non_null(strstr(e.msg, "over"));
+	}
+}
+
 static bool
 span_is(const struct http_span *s, const char *lit)
 {
@@ -296,6 +357,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_chunked),
+	    cmocka_unit_test(test_collect),
 	    cmocka_unit_test(test_ext_strict),
 	    cmocka_unit_test(test_trailer_fields),
 	    cmocka_unit_test(test_trailer_allowed),
