@@ -197,6 +197,9 @@ struct proxy_conn {
 	bool cont_sent;
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
+	/* the refused request is the last one upstream (its body's framing
+	 * was bad): no response to it will come, so it is not waited for */
+	bool refuse_inflight;
 };
 
 struct proxy {
@@ -2114,6 +2117,19 @@ proxy_head_started(struct proxy_conn *c)
 }
 
 /*
+ * A refused stream is answered once no response can still come: none
+ * pending, or only the refused request's own, which (its body broken)
+ * the origin cannot finish, and none of it relayed yet. The origin
+ * connection goes with the answer.
+ */
+static bool
+proxy_refuse_now(const struct proxy_conn *c)
+{
+	return c->rq_n == 0 ||
+	    (c->refuse_inflight && c->rq_n == 1 && c->rphase == H_HEAD);
+}
+
+/*
  * Plain HTTP and terminated TLS, client -> origin: each head judged,
  * bodies forwarded by their framing. A refused head stops the stream:
  * nothing more goes upstream; the refusal follows the answers to what
@@ -2150,6 +2166,7 @@ proxy_http_pump(struct proxy_conn *c)
 			    -1) {
 				why = PROXY_BAD_REQUEST;
 				status = 400;
+				c->refuse_inflight = true;
 				goto refuse;
 			}
 			if (proxy_move(c, c->cli, c->up, take) == -1)
@@ -2275,7 +2292,7 @@ refuse:
 	c->refuse_why = why;
 	bufferevent_disable(c->cli, EV_READ);
 	evbuffer_drain(in, evbuffer_get_length(in));
-	if (c->up == NULL || c->rq_n == 0) {
+	if (c->up == NULL || proxy_refuse_now(c)) {
 		/* nothing pending upstream: answer at once */
 		proxy_refuse_http(c, status, why);
 		return 0;
@@ -2311,7 +2328,7 @@ proxy_resp_done(struct proxy_conn *c)
 	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
 	c->rq_n--;
 	c->rphase = H_HEAD;
-	if (c->hphase == H_STOPPED && c->rq_n == 0) {
+	if (c->hphase == H_STOPPED && proxy_refuse_now(c)) {
 		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
 		return -1; /* c lives on in REFUSE, but the pumps stop */
 	}

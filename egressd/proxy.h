@@ -19,7 +19,9 @@
  *    own by its Host; a refused one gets 403 (or the parser's status),
  *    and neither it nor anything after it reaches the origin. Bodies
  *    are streamed with their framing checked (length or http_chunk).
- *    CONNECT and Upgrade are refused (501) in this slice.
+ *    CONNECT, and an Upgrade other than websocket on a GET, are refused
+ *    (501); a websocket Upgrade is relayed as raw bytes once the origin
+ *    answers 101.
  *  - TLS to a host a credential binding could match (hooks.terminate):
  *    terminated with a leaf from egressd's CA; the origin is a new TLS
  *    connection to the original destination, SNI = the client's,

@@ -8,6 +8,8 @@
 # oversized head. Each is refused by egressd (4xx, or 501 for a coding it
 # does not implement; the connection closed) and
 # nothing of it (nor a request smuggled in its body) reaches the origin.
+# Then good heads with broken chunked bodies: a prompt 400, and nothing
+# behind the break reaches the origin.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -78,6 +80,47 @@ for n in "${NAMES[@]}"; do
 done
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path~^/smug'
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.bad_request
+
+# A good head, then a chunked body whose framing breaks (a size that is
+# not hex, data longer than its size, a bare LF, a size past 60 bits),
+# with a request behind it. The head went upstream before the body was
+# read, so the origin sees it; nothing after the break does, and the
+# client gets a 400 at once (the origin cannot answer a request whose
+# body will never end: not waited for).
+BNAMES=()
+bcase() {
+	local n=$1 fmt=$2 h
+	for h in a.test b.test; do
+		# shellcheck disable=SC2059
+		printf "POST /body-$n HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n$fmt" \
+		    "$h" >"$CORPUS/body-$n.$h"
+	done
+	BNAMES+=("$n")
+}
+bcase size 'zz\r\nGET /smuggled-size HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n'
+bcase long '2\r\nabGET /smuggled-long HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n'
+bcase bare-lf '3\nabc\r\nGET /smuggled-bare-lf HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n'
+bcase big-size '10000000000000000\r\nGET /smuggled-big-size HTTP/1.1\r\nHost: x\r\n\r\n'
+chmod 644 "$CORPUS"/body-*
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+for n in "${BNAMES[@]}"; do
+	# (raw gives up after 5 s: before, egressd waited for the origin
+	# until its connect timeout and answered nothing)
+	out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/body-$n.a.test" | head -n 1)
+	tb_expect_match "plain HTTP, body $n: 400" '^HTTP/1\.1 400 ' "$out"
+	out=$(tb_sandbox "$TB_PY" "$HC" rawtls b.test 443 "$STATE/ca-bundle.crt" \
+	    "$CORPUS/body-$n.b.test" | head -n 1)
+	tb_expect_match "terminated TLS, body $n: 400" '^HTTP/1\.1 400 ' "$out"
+done
+# behind a pipelined request: its response first, then the 400
+printf 'GET /body-first HTTP/1.1\r\nHost: a.test\r\n\r\n' >"$CORPUS/pipe"
+cat "$CORPUS/body-long.a.test" >>"$CORPUS/pipe"
+chmod 644 "$CORPUS/pipe"
+out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/pipe" | grep '^HTTP/1')
+tb_expect_eq "pipelined: the first request answered, then the 400" \
+    "HTTP/1.1 200 OK|HTTP/1.1 400 Bad Request" "$(tr -d '\r' <<<"$out" | paste -sd'|')"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/body-first
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path~^/smuggled'
 # a well-formed request on the same paths still works (the corpus is what
 # is refused, not the hosts)
 out=$(tb_sandbox curl -sS --max-time 5 -4 -o /dev/null -w '%{http_code}' \
