@@ -70,13 +70,19 @@ for i in $(seq 100); do big+="X-Pad-$i: $(head -c 1000 /dev/zero | tr '\0' a)\r\
 case_ big "$big"'\r\n'
 chmod 755 "$CORPUS" && chmod 644 "$CORPUS"/*
 
+# both_ways NAME WHAT RE: NAME's file to a.test over plain HTTP and to
+# b.test inside TLS; the first line of each reply must match RE
+both_ways() {
+	local out
+	out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/$1.a.test" | head -n 1)
+	tb_expect_match "plain HTTP, $2" "$3" "$out"
+	out=$(tb_sandbox "$TB_PY" "$HC" rawtls b.test 443 "$STATE/ca-bundle.crt" \
+	    "$CORPUS/$1.b.test" | head -n 1)
+	tb_expect_match "terminated TLS, $2" "$3" "$out"
+}
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 for n in "${NAMES[@]}"; do
-	out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/$n.a.test" | head -n 1)
-	tb_expect_match "plain HTTP, $n: refused" '^HTTP/1\.1 (4[0-9][0-9]|501) ' "$out"
-	out=$(tb_sandbox "$TB_PY" "$HC" rawtls b.test 443 "$STATE/ca-bundle.crt" \
-	    "$CORPUS/$n.b.test" | head -n 1)
-	tb_expect_match "terminated TLS, $n: refused" '^HTTP/1\.1 (4[0-9][0-9]|501) ' "$out"
+	both_ways "$n" "$n: refused" '^HTTP/1\.1 (4[0-9][0-9]|501) '
 done
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path~^/smug'
 tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.bad_request
@@ -87,15 +93,9 @@ tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.bad_request
 # read, so the origin sees it; nothing after the break does, and the
 # client gets a 400 at once (the origin cannot answer a request whose
 # body will never end: not waited for).
-BNAMES=()
+NAMES=()
 bcase() {
-	local n=$1 fmt=$2 h
-	for h in a.test b.test; do
-		# shellcheck disable=SC2059
-		printf "POST /body-$n HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n$fmt" \
-		    "$h" >"$CORPUS/body-$n.$h"
-	done
-	BNAMES+=("$n")
+	case_ "body-$1" "POST /body-$1 HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n$2"
 }
 bcase size 'zz\r\nGET /smuggled-size HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n'
 bcase long '2\r\nabGET /smuggled-long HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\r\n'
@@ -103,14 +103,10 @@ bcase bare-lf '3\nabc\r\nGET /smuggled-bare-lf HTTP/1.1\r\nHost: x\r\n\r\n0\r\n\
 bcase big-size '10000000000000000\r\nGET /smuggled-big-size HTTP/1.1\r\nHost: x\r\n\r\n'
 chmod 644 "$CORPUS"/body-*
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
-for n in "${BNAMES[@]}"; do
-	# (raw gives up after 5 s: before, egressd waited for the origin
-	# until its connect timeout and answered nothing)
-	out=$(tb_sandbox "$TB_PY" "$HC" raw a.test 80 "$CORPUS/body-$n.a.test" | head -n 1)
-	tb_expect_match "plain HTTP, body $n: 400" '^HTTP/1\.1 400 ' "$out"
-	out=$(tb_sandbox "$TB_PY" "$HC" rawtls b.test 443 "$STATE/ca-bundle.crt" \
-	    "$CORPUS/body-$n.b.test" | head -n 1)
-	tb_expect_match "terminated TLS, body $n: 400" '^HTTP/1\.1 400 ' "$out"
+# (raw gives up after 5 s: before, egressd waited for the origin until its
+# connect timeout and answered nothing)
+for n in "${NAMES[@]}"; do
+	both_ways "$n" "$n: 400" '^HTTP/1\.1 400 '
 done
 # behind a pipelined request: its response first, then the 400
 printf 'GET /body-first HTTP/1.1\r\nHost: a.test\r\n\r\n' >"$CORPUS/pipe"
