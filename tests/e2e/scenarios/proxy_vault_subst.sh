@@ -9,7 +9,7 @@
 # egressd; plain HTTP too). Chunked bodies are held whole, substituted
 # and sent with a Content-Length (split placeholders, extensions, a
 # pipelined request behind; bad framing is a 400), unless they carry
-# trailers or pass a bound. Compressed and multipart bodies and reserved
+# trailers or pass a bound (curl, Python's http.client, Node's https). Compressed and multipart bodies and reserved
 # headers keep their placeholders. The same placeholder to an
 # unbound host (plain and TLS), to a path the binding does not cover, or
 # to a host bound to another binding without substitutions arrives
@@ -179,6 +179,24 @@ tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     "h.content-length=$((17 + ${#SECRET} + ${#big}))"
 tb_check "chunked with Expect: answered without curl's timeout (5 s)" \
     test $(((t1 - t0) / 1000000)) -lt 3000
+
+# Node's http.request with write() and no Content-Length: chunked
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+node_post='const r = require("https").request({host: "a.test", path: process.argv[2],
+  method: "POST", headers: {"Content-Type": "application/json"}},
+  (res) => { res.resume(); res.on("end", () => console.log(res.statusCode)); });
+r.on("error", (e) => console.log(e.code));
+r.write("{\"k\":\""); r.write(process.argv[1]); r.end("\"}");'
+for path in /v1/node /other/node; do
+	tb_expect_eq "node, write() twice, $path: 200" 200 "$(tb_sandbox \
+	    env NODE_EXTRA_CA_CERTS="$CA" timeout 10 node -e "$node_post" "$PH" "$path")"
+done
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/v1/node "body={\"k\":\"$SECRET\"}" '!h.transfer-encoding' \
+    "h.content-length=$((8 + ${#SECRET}))"
+# (what node sends where no binding substitutes: chunked, as it came)
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
+    path=/other/node "body={\"k\":\"$PH\"}" h.transfer-encoding=chunked
 
 cat >"$TB_DIR/sbx-bin/chunked.py" <<'EOF'
 import http.client, re, socket, ssl, sys
