@@ -195,6 +195,12 @@ struct proxy_conn {
 	/* egressd answered "100 Continue" itself: it waits for the body of
 	 * the request at the head of the stream (placeholder substitution) */
 	bool cont_sent;
+	/* a chunked body held for substitution, scanned as it arrives (each
+	 * byte once, however it trickles in): the framing's state and how
+	 * many bytes after the head it has seen */
+	bool sub_scanning;
+	uint64_t sub_scan;
+	struct http_chunk sub_ch;
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
 	/* the refused request is the last one upstream (its body's framing
@@ -1357,6 +1363,38 @@ out:
 }
 
 /*
+ * A chunked body held for substitution: the framing of body[0..len) (the
+ * bytes after the head so far) scanned from where the last call stopped.
+ * DONE: its end is in; AGAIN: not yet; DATA: more than
+ * VAULT_SUBST_BODY_MAX body bytes; BAD: malformed (e). The state lives
+ * in c until the request is decided (proxy_http_pump resets it).
+ */
+static enum http_chunk_rc
+proxy_subst_scan(
+    struct proxy_conn *c, const uint8_t *body, size_t len, struct err *e)
+{
+	const uint8_t *d;
+	size_t used, nd;
+	enum http_chunk_rc rc;
+
+	if (!c->sub_scanning) {
+		http_chunk_init(&c->sub_ch);
+		c->sub_scan = 0;
+		c->sub_scanning = true;
+	}
+	while (c->sub_scan < len) {
+		rc = http_chunk_feed(&c->sub_ch, body + c->sub_scan,
+		    len - (size_t)c->sub_scan, &used, &d, &nd, e);
+		c->sub_scan += used;
+		if (rc == HTTP_CHUNK_BAD || rc == HTTP_CHUNK_DONE)
+			return rc;
+		if (c->sub_ch.total > VAULT_SUBST_BODY_MAX)
+			return HTTP_CHUNK_DATA;
+	}
+	return HTTP_CHUNK_AGAIN;
+}
+
+/*
  * The body of an injected request h (end bytes of head at the start of
  * in) that is to be substituted, when all of it is here: *body, *blen
  * (a chunked one decoded into *dec, which the caller frees) and *wire,
@@ -1392,17 +1430,27 @@ proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
 			*blen = *wire = (size_t)h->content_length;
 			return 0;
 		}
+		switch (proxy_subst_scan(
+		    c, (const uint8_t *)buf + end, need - end, e)) {
+		case HTTP_CHUNK_DONE:
+			break;
+		case HTTP_CHUNK_AGAIN:
+			if (need - end < PROXY_SUBST_WIRE_MAX)
+				goto wait; /* more to come */
+			return 1; /* framed in too many bytes */
+		case HTTP_CHUNK_DATA: /* over VAULT_SUBST_BODY_MAX */
+			return 1;
+		case HTTP_CHUNK_BAD:
+			return -1;
+		}
+		/* all here: decoded in one more pass */
 		switch (http_chunk_collect((const uint8_t *)buf + end,
 		    need - end, VAULT_SUBST_BODY_MAX, dec, blen, &w, e)) {
 		case HTTP_CHUNK_COLLECT_DONE:
 			*body = (const char *)*dec;
 			*wire = w;
 			return 0;
-		case HTTP_CHUNK_COLLECT_AGAIN:
-			if (need - end < PROXY_SUBST_WIRE_MAX)
-				break; /* more to come */
-			/* framed in too many bytes: */
-			/* fallthrough */
+		case HTTP_CHUNK_COLLECT_AGAIN: /* the scan said done */
 		case HTTP_CHUNK_COLLECT_SKIP:
 			return 1;
 		case HTTP_CHUNK_COLLECT_BAD:
@@ -1410,8 +1458,11 @@ proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
 		case HTTP_CHUNK_COLLECT_NOMEM:
 			return -2;
 		}
-		need = end + PROXY_SUBST_WIRE_MAX;
+		return -2;
 	}
+wait:
+	if (chunked)
+		need = end + PROXY_SUBST_WIRE_MAX;
 	/* decided again when the body is here */
 	if (h->expect_continue && c->rq_n == 0 && !c->cont_sent) {
 		c->cont_sent = true;
@@ -2218,6 +2269,8 @@ proxy_http_pump(struct proxy_conn *c)
 		used = NULL;
 		rc = proxy_vault_request(c, &h, name, in, end, &used,
 		    &body_taken, &wait, &status, &why);
+		if (rc != 2)
+			c->sub_scanning = false;
 		if (rc == 2) {
 			/* a body to substitute: the whole request first
 			 * (bytes are arriving: not idle) */
