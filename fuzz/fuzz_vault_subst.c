@@ -6,7 +6,9 @@
  * rest is the piece. Invariants, against a reference written here
  * independently (naive scan, longest placeholder first, snprintf
  * encoders):
- *  - NONE exactly when no placeholder of the surface occurs; DONE gives
+ *  - NONE exactly when no placeholder of the surface occurs (on path,
+ *    query and form also percent-encoded, byte by byte, or with '+' for
+ *    a space in a form); DONE gives
  *    the reference's bytes; TOO_LARGE exactly when they exceed the bound;
  *    REFUSED exactly for a header value the reference fills with CR, LF or
  *    NUL; every failure says why;
@@ -14,6 +16,7 @@
  *  - what the redactor makes of a result holds no value in the surface's
  *    encoding (an origin echoing the piece leaks nothing).
  */
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,18 +126,51 @@ ref_encode(struct buf *b, enum vault_surface s, const char *v)
 	}
 }
 
+/* One input byte at in[0..n) as the surface's decoder reads it: the byte,
+ * or on path, query and form a %XX escape (strtoul over a copy), or a
+ * form's '+' as a space, whichever equals want; how many input bytes that
+ * took, 0 when none does. */
+static size_t
+ref_byte(enum vault_surface s, const uint8_t *in, size_t n, char want)
+{
+	bool pct = s == VAULT_SURFACE_PATH || s == VAULT_SURFACE_QUERY ||
+	    s == VAULT_SURFACE_FORM;
+	char hex[3] = {0, 0, 0}, *end;
+
+	if (n == 0)
+		return 0;
+	if (pct && in[0] == '%' && n >= 3 && isxdigit(in[1]) &&
+	    isxdigit(in[2])) {
+		hex[0] = (char)in[1];
+		hex[1] = (char)in[2];
+		if ((unsigned char)strtoul(hex, &end, 16) ==
+		    (unsigned char)want)
+			return 3;
+	}
+	if ((char)in[0] == want)
+		return 1;
+	if (s == VAULT_SURFACE_FORM && in[0] == '+' && want == ' ')
+		return 1;
+	return 0;
+}
+
 static size_t
 ref_subst(struct buf *b, const struct ref_sub *subs, size_t nsubs, unsigned bit,
     enum vault_surface s, const uint8_t *in, size_t n)
 {
-	size_t i = 0, k, hits = 0;
+	size_t i = 0, k, hits = 0, j, at, step;
 
 	while (i < n) {
 		for (k = 0; k < nsubs; k++) {
-			size_t pl = strlen(subs[k].ph);
+			const char *ph = subs[k].ph;
 
-			if ((subs[k].in & bit) && pl <= n - i &&
-			    memcmp(in + i, subs[k].ph, pl) == 0)
+			if (!(subs[k].in & bit))
+				continue;
+			for (j = 0, at = i; ph[j] != '\0'; j++, at += step)
+				if ((step = ref_byte(
+				         s, in + at, n - at, ph[j])) == 0)
+					break;
+			if (ph[j] == '\0')
 				break;
 		}
 		if (k == nsubs) {
@@ -143,7 +179,7 @@ ref_subst(struct buf *b, const struct ref_sub *subs, size_t nsubs, unsigned bit,
 			continue;
 		}
 		ref_encode(b, s, subs[k].val);
-		i += strlen(subs[k].ph);
+		i = at;
 		hits++;
 	}
 	return hits;

@@ -188,6 +188,10 @@ void vault_inject_clear(struct vault *v, struct vault_inject *out);
  * the longest placeholder first where several start at one byte; a
  * replaced value is never scanned again. Placeholders are not secret.
  *
+ * On the percent-encoded surfaces (path, query, form) a placeholder byte
+ * may also come as %XX (either case), and a form's space as '+': clients
+ * encode placeholders like "{{KEY}}" there.
+ *
  * Bodies: only a body of at most VAULT_SUBST_BODY_MAX bytes, without a
  * Content-Encoding, of a JSON or form type (vault_subst_body_surface) is
  * rewritten; the proxy holds it whole (a chunked one decoded, without a

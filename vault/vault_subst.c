@@ -9,6 +9,7 @@
  * are read from the arena and written straight into the result, encoded
  * byte by byte: no value is ever formatted or copied elsewhere.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -61,20 +62,67 @@ surface_bit(enum vault_surface s)
 	return 0;
 }
 
-/* The substitution of surface bit whose placeholder starts at p (n bytes
- * left), the longest first; NULL if none. */
+/* Surfaces a client percent-encodes: a placeholder's bytes may arrive
+ * there as %XX (Python's urlencode writes "{{KEY}}" as
+ * "%7B%7BKEY%7D%7D"). */
+static bool
+pct_surface(enum vault_surface s)
+{
+	return s == VAULT_SURFACE_PATH || s == VAULT_SURFACE_QUERY ||
+	    s == VAULT_SURFACE_FORM;
+}
+
+/*
+ * How many bytes of p[0..n) spell sub's placeholder on surface s, 0 if
+ * they do not. On a percent-encoded surface each placeholder byte may be
+ * itself or %XX (hex in either case; an escape that decodes to another
+ * byte is not that byte, even when it is '%'), and in a form a space may
+ * be '+'. Linear: no backtracking.
+ */
+static size_t
+ph_len_at(const struct vault_sub *sub, enum vault_surface s, const uint8_t *p,
+    size_t n)
+{
+	size_t i = 0, j;
+	int hi, lo;
+
+	if (!pct_surface(s))
+		return sub->phlen <= n && memcmp(sub->ph, p, sub->phlen) == 0
+		    ? sub->phlen
+		    : 0;
+	for (j = 0; j < sub->phlen; j++) {
+		uint8_t want = (uint8_t)sub->ph[j];
+
+		if (i >= n)
+			return 0;
+		if (p[i] == '%' && n - i >= 3 &&
+		    (hi = text_hexval(p[i + 1])) >= 0 &&
+		    (lo = text_hexval(p[i + 2])) >= 0 &&
+		    (uint8_t)(hi << 4 | lo) == want)
+			i += 3;
+		else if (p[i] == want ||
+		    (s == VAULT_SURFACE_FORM && want == ' ' && p[i] == '+'))
+			i++;
+		else
+			return 0;
+	}
+	return i;
+}
+
+/* The substitution of surface s (bit) whose placeholder starts at p (n
+ * bytes left), the longest first, and the bytes it spans (*len); NULL if
+ * none. */
 static const struct vault_sub *
-sub_at(const struct vault_bind *vb, unsigned bit, const uint8_t *p, size_t n)
+sub_at(const struct vault_bind *vb, enum vault_surface s, unsigned bit,
+    const uint8_t *p, size_t n, size_t *len)
 {
 	size_t i;
 
 	for (i = 0; i < vb->nsubs; i++) {
-		const struct vault_sub *s = &vb->subs[i];
+		const struct vault_sub *sub = &vb->subs[i];
 
-		if ((s->in & bit) && s->phlen <= n &&
-		    (uint8_t)s->ph[0] == p[0] &&
-		    memcmp(s->ph, p, s->phlen) == 0)
-			return s;
+		if ((sub->in & bit) && (*len = ph_len_at(sub, s, p, n)) > 0)
+			return sub;
 	}
 	return NULL;
 }
@@ -90,16 +138,20 @@ subst_pass(const struct vault_bind *vb, enum vault_surface s, unsigned bit,
     const uint8_t *in, size_t n, size_t max, uint8_t *o, size_t *hits)
 {
 	uint8_t first[256];
-	size_t i = 0, len = 0, k;
+	size_t i = 0, len = 0, k, span = 0;
 
 	memset(first, 0, sizeof(first));
 	for (k = 0; k < vb->nsubs; k++)
-		if (vb->subs[k].in & bit)
+		if (vb->subs[k].in & bit) {
 			first[(uint8_t)vb->subs[k].ph[0]] = 1;
+			if (pct_surface(s))
+				first['%'] = first['+'] = 1;
+		}
 	*hits = 0;
 	while (i < n) {
-		const struct vault_sub *sub =
-		    first[in[i]] ? sub_at(vb, bit, in + i, n - i) : NULL;
+		const struct vault_sub *sub = first[in[i]]
+		    ? sub_at(vb, s, bit, in + i, n - i, &span)
+		    : NULL;
 
 		if (sub == NULL) {
 			if (o != NULL)
@@ -111,7 +163,7 @@ subst_pass(const struct vault_bind *vb, enum vault_surface s, unsigned bit,
 		for (k = 0; k < sub->c->len && (o != NULL || len <= max); k++)
 			len += enc_byte(s, (uint8_t)sub->c->val[k],
 			    o != NULL ? o + len : NULL);
-		i += sub->phlen;
+		i += span;
 		(*hits)++;
 	}
 	return len;

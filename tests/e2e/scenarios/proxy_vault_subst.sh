@@ -4,7 +4,8 @@
 # query, a header and a JSON (and a form) body to the bound host, and the
 # origin sees the real value there, encoded for each surface
 # (percent-encoded in path and query, raw in the header, JSON-escaped or
-# form-encoded in the body, Content-Length fixed up; a body of 1 MiB is
+# form-encoded in the body, Content-Length fixed up; a placeholder the
+# client percent-encoded is found there too; a body of 1 MiB is
 # rewritten, one byte more is not; Expect: 100-continue answered by
 # egressd; plain HTTP too). Chunked bodies are held whole, substituted
 # and sent with a Content-Length (split placeholders, extensions, a
@@ -51,6 +52,7 @@ bindings:
       type: passthrough
       substitutions:
         - {credential: k, placeholder: $PH, in: [path, query, header, body]}
+        - {credential: k, placeholder: '{{K}}', in: [query, body]}
   - name: c-key
     match: {hosts: [c.test]}
     auth: {type: apiKey, name: X-Api-Key, credential: o}
@@ -106,6 +108,18 @@ tb_sandbox "${C[@]}" -o /dev/null -H 'Content-Type: application/json' \
     --data-raw '{"none":1}' https://a.test/v1/plain
 tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request \
     path=/v1/plain 'body={"none":1}' h.content-length=10
+
+# a placeholder the client percent-encodes: Python's urlencode writes
+# "{{K}}" as %7B%7BK%7D%7D in the query and in a form body
+mark=$(tb_log_mark "$TB_ORIGIN_LOG")
+py_enc='import ssl, sys, urllib.parse as up, urllib.request as ur
+q = up.urlencode({"key": "{{K}}", "n": "1"})
+r = ur.Request("https://a.test/v1/enc?" + q, data=up.urlencode({"k": "{{K}}"}).encode())
+print(ur.urlopen(r, context=ssl.create_default_context(cafile=sys.argv[1]), timeout=8).status)'
+tb_expect_eq "urlencoded placeholder: 200" 200 \
+    "$(tb_sandbox "$TB_PY" -c "$py_enc" "$CA" 2>&1)"
+tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/enc \
+    "query=key=$PCT&n=1" "body=k=$FORM"
 
 # "Expect: 100-continue" (curl sends it for larger bodies): egressd needs
 # the body before the head goes, so it answers 100 itself and drops Expect

@@ -46,6 +46,7 @@ static const char *const pol =
     "body]}\n"
     "        - {credential: p, placeholder: PH_K_LONG, in: [header, body]}\n"
     "        - {credential: p, placeholder: HDRONLY, in: [header]}\n"
+    "        - {credential: p, placeholder: 'P K', in: [body]}\n"
     "  - name: other\n"
     "    match: {hosts: [other.example.com]}\n"
     "    auth: {type: apiKey, name: X-Key, credential: o}\n"
@@ -176,6 +177,44 @@ test_path_query(void **state)
 	/* HDRONLY lists header only; PH_K_LONG is not for the path */
 	expect_sub(f, &f->api, VAULT_SURFACE_PATH, "/HDRONLY", NULL);
 	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "x=HDRONLY", NULL);
+}
+
+/*
+ * Path, query and form are percent-encoded surfaces: a client may send a
+ * placeholder's bytes as %XX (either case), and a form's space as '+';
+ * headers and JSON are matched as written. An escape of another byte,
+ * or one cut short, is no match.
+ */
+static void
+test_pct_placeholder(void **state)
+{
+	struct fx *f = *state;
+
+	/* Python's urlencode({"k": "{{P}}"}) */
+	expect_sub(f, &f->pass, VAULT_SURFACE_QUERY, "k=%7B%7BP%7D%7D&x=1",
+	    "k=plain-P&x=1");
+	expect_sub(
+	    f, &f->pass, VAULT_SURFACE_QUERY, "k=%7b%7bP%7d%7d", "k=plain-P");
+	expect_sub(f, &f->pass, VAULT_SURFACE_QUERY, "k={%7BP}%7D&{{P}}",
+	    "k=plain-P&plain-P");
+	/* an over-eager encoder: every byte */
+	expect_sub(f, &f->api, VAULT_SURFACE_PATH, "/v1/%50%48%5F%4B/x",
+	    "/v1/a%2Fb%20c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9/x");
+	expect_sub(f, &f->api, VAULT_SURFACE_FORM, "a=%50H_K&b=P+K&c=P%20K",
+	    "a=a%2Fb+c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9&b=plain-P&c=plain-P");
+	/* not the byte, cut short, or an escape of '%' itself */
+	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=%50H_J", NULL);
+	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=PH_%4", NULL);
+	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=PH_%", NULL);
+	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=%25H_K", NULL);
+	/* '+' is a space only in a form */
+	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"P+K\"}", NULL);
+	/* headers and JSON: as written */
+	expect_sub(
+	    f, &f->pass, VAULT_SURFACE_HEADER, "Bearer %7B%7BP%7D%7D", NULL);
+	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"%50H_K\"}", NULL);
+	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"P K\"}",
+	    "{\"a\":\"plain-P\"}");
 }
 
 static void
@@ -443,6 +482,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_path_query, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_pct_placeholder, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_header, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_absent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_several, setup, teardown),
