@@ -7,6 +7,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,33 +189,41 @@ test_path_query(void **state)
 static void
 test_pct_placeholder(void **state)
 {
+	/* pass: the pass binding's {{P}}, else the api binding's */
+	static const struct {
+		bool pass;
+		enum vault_surface s;
+		const char *in, *want;
+	} cases[] = {
+	    /* Python's urlencode({"k": "{{P}}"}), lower-case hex, mixed */
+	    {true, VAULT_SURFACE_QUERY, "k=%7B%7BP%7D%7D&x=1", "k=plain-P&x=1"},
+	    {true, VAULT_SURFACE_QUERY, "k=%7b%7bP%7d%7d", "k=plain-P"},
+	    {true, VAULT_SURFACE_QUERY, "k={%7BP}%7D&{{P}}",
+	        "k=plain-P&plain-P"},
+	    /* an over-eager encoder: every byte */
+	    {false, VAULT_SURFACE_PATH, "/v1/%50%48%5F%4B/x",
+	        "/v1/a%2Fb%20c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9/x"},
+	    {false, VAULT_SURFACE_FORM, "a=%50H_K&b=P+K&c=P%20K",
+	        "a=a%2Fb+c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9&b=plain-P&c=plain-"
+	        "P"},
+	    /* not the byte, cut short, or an escape of '%' itself */
+	    {false, VAULT_SURFACE_QUERY, "a=%50H_J", NULL},
+	    {false, VAULT_SURFACE_QUERY, "a=PH_%4", NULL},
+	    {false, VAULT_SURFACE_QUERY, "a=PH_%", NULL},
+	    {false, VAULT_SURFACE_QUERY, "a=%25H_K", NULL},
+	    /* '+' is a space only in a form; headers and JSON as written */
+	    {false, VAULT_SURFACE_JSON, "{\"a\":\"P+K\"}", NULL},
+	    {true, VAULT_SURFACE_HEADER, "Bearer %7B%7BP%7D%7D", NULL},
+	    {false, VAULT_SURFACE_JSON, "{\"a\":\"%50H_K\"}", NULL},
+	    {false, VAULT_SURFACE_JSON, "{\"a\":\"P K\"}",
+	        "{\"a\":\"plain-P\"}"},
+	};
 	struct fx *f = *state;
+	size_t i;
 
-	/* Python's urlencode({"k": "{{P}}"}) */
-	expect_sub(f, &f->pass, VAULT_SURFACE_QUERY, "k=%7B%7BP%7D%7D&x=1",
-	    "k=plain-P&x=1");
-	expect_sub(
-	    f, &f->pass, VAULT_SURFACE_QUERY, "k=%7b%7bP%7d%7d", "k=plain-P");
-	expect_sub(f, &f->pass, VAULT_SURFACE_QUERY, "k={%7BP}%7D&{{P}}",
-	    "k=plain-P&plain-P");
-	/* an over-eager encoder: every byte */
-	expect_sub(f, &f->api, VAULT_SURFACE_PATH, "/v1/%50%48%5F%4B/x",
-	    "/v1/a%2Fb%20c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9/x");
-	expect_sub(f, &f->api, VAULT_SURFACE_FORM, "a=%50H_K&b=P+K&c=P%20K",
-	    "a=a%2Fb+c%2Bd~e%22f%5Cg%09h%26i%3Dj%C3%A9&b=plain-P&c=plain-P");
-	/* not the byte, cut short, or an escape of '%' itself */
-	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=%50H_J", NULL);
-	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=PH_%4", NULL);
-	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=PH_%", NULL);
-	expect_sub(f, &f->api, VAULT_SURFACE_QUERY, "a=%25H_K", NULL);
-	/* '+' is a space only in a form */
-	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"P+K\"}", NULL);
-	/* headers and JSON: as written */
-	expect_sub(
-	    f, &f->pass, VAULT_SURFACE_HEADER, "Bearer %7B%7BP%7D%7D", NULL);
-	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"%50H_K\"}", NULL);
-	expect_sub(f, &f->api, VAULT_SURFACE_JSON, "{\"a\":\"P K\"}",
-	    "{\"a\":\"plain-P\"}");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_sub(f, cases[i].pass ? &f->pass : &f->api, cases[i].s,
+		    cases[i].in, cases[i].want);
 }
 
 static void
