@@ -195,11 +195,16 @@ struct proxy_conn {
 	/* egressd answered "100 Continue" itself: it waits for the body of
 	 * the request at the head of the stream (placeholder substitution) */
 	bool cont_sent;
-	/* a chunked body held for substitution, scanned as it arrives (each
-	 * byte once, however it trickles in): the framing's state and how
-	 * many bytes after the head it has seen */
+	/* A request whose body is held for substitution: the head's length
+	 * (0: none held) and, for a Content-Length body, the input length
+	 * that completes it; the request is judged again only then. A
+	 * chunked one is scanned as it arrives (each byte once, however it
+	 * trickles in): the framing's state, how many bytes after the head
+	 * it has seen, and its answer once it has one. */
+	size_t hold_end, hold_wait;
 	bool sub_scanning;
 	uint64_t sub_scan;
+	enum http_chunk_rc sub_rc;
 	struct http_chunk sub_ch;
 	int refuse_status; /* a refusal waiting for the origin to finish */
 	enum proxy_reason refuse_why;
@@ -1363,35 +1368,81 @@ out:
 }
 
 /*
- * A chunked body held for substitution: the framing of body[0..len) (the
- * bytes after the head so far) scanned from where the last call stopped.
- * DONE: its end is in; AGAIN: not yet; DATA: more than
- * VAULT_SUBST_BODY_MAX body bytes; BAD: malformed (e). The state lives
- * in c until the request is decided (proxy_http_pump resets it).
+ * A chunked body held for substitution: the framing of the first lim
+ * bytes of in after the head (end bytes), scanned from where the last
+ * call stopped, in place. DONE: its end is in (sub_scan bytes after the
+ * head); AGAIN: not yet; DATA: more than VAULT_SUBST_BODY_MAX body bytes;
+ * BAD: malformed (e). An answer once given stays. The state lives in c
+ * until the request is decided (proxy_http_pump resets it).
  */
 static enum http_chunk_rc
-proxy_subst_scan(
-    struct proxy_conn *c, const uint8_t *body, size_t len, struct err *e)
+proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
+    size_t lim, struct err *e)
 {
+	struct evbuffer_ptr ptr;
+	struct evbuffer_iovec v[16];
 	const uint8_t *d;
-	size_t used, nd;
+	size_t used, nd, off, n;
+	int nv, i;
 	enum http_chunk_rc rc;
 
 	if (!c->sub_scanning) {
 		http_chunk_init(&c->sub_ch);
 		c->sub_scan = 0;
+		c->sub_rc = HTTP_CHUNK_AGAIN;
 		c->sub_scanning = true;
 	}
-	while (c->sub_scan < len) {
-		rc = http_chunk_feed(&c->sub_ch, body + c->sub_scan,
-		    len - (size_t)c->sub_scan, &used, &d, &nd, e);
-		c->sub_scan += used;
-		if (rc == HTTP_CHUNK_BAD || rc == HTTP_CHUNK_DONE)
-			return rc;
-		if (c->sub_ch.total > VAULT_SUBST_BODY_MAX)
-			return HTTP_CHUNK_DATA;
+	while (c->sub_rc == HTTP_CHUNK_AGAIN && c->sub_scan < lim) {
+		if (evbuffer_ptr_set(in, &ptr, end + (size_t)c->sub_scan,
+		        EVBUFFER_PTR_SET) == -1 ||
+		    (nv = evbuffer_peek(in, (ev_ssize_t)(lim - c->sub_scan),
+		         &ptr, v, 16)) <= 0)
+			break;
+		for (i = 0; i < nv && i < 16 && c->sub_rc == HTTP_CHUNK_AGAIN;
+		     i++) {
+			n = v[i].iov_len;
+			if (n > lim - c->sub_scan)
+				n = lim - (size_t)c->sub_scan;
+			for (off = 0; off < n;) {
+				rc = http_chunk_feed(&c->sub_ch,
+				    (const uint8_t *)v[i].iov_base + off,
+				    n - off, &used, &d, &nd, e);
+				off += used;
+				c->sub_scan += used;
+				if (rc == HTTP_CHUNK_BAD ||
+				    rc == HTTP_CHUNK_DONE) {
+					c->sub_rc = rc;
+					break;
+				}
+				if (c->sub_ch.total > VAULT_SUBST_BODY_MAX) {
+					c->sub_rc = HTTP_CHUNK_DATA;
+					break;
+				}
+			}
+		}
 	}
-	return HTTP_CHUNK_AGAIN;
+	return c->sub_rc;
+}
+
+/*
+ * Is the body held for substitution (proxy_http_pump, c->hold_end) all
+ * here, or past what is held for it, so the request can be judged again?
+ * len: what in holds.
+ */
+static bool
+proxy_hold_ready(struct proxy_conn *c, struct evbuffer *in, size_t len)
+{
+	struct err e;
+	size_t lim;
+
+	if (!c->sub_scanning)
+		return len >= c->hold_wait;
+	lim = len - c->hold_end;
+	if (lim > PROXY_SUBST_WIRE_MAX)
+		lim = PROXY_SUBST_WIRE_MAX;
+	return proxy_subst_scan(c, in, c->hold_end, lim, &e) !=
+	    HTTP_CHUNK_AGAIN ||
+	    lim == PROXY_SUBST_WIRE_MAX;
 }
 
 /*
@@ -1416,9 +1467,26 @@ proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
 	const char *buf;
 
 	*dec = NULL;
-	need = !chunked                        ? end + (size_t)h->content_length
-	    : len < end + PROXY_SUBST_WIRE_MAX ? len
-	                                       : end + PROXY_SUBST_WIRE_MAX;
+	if (chunked) {
+		size_t lim = len - end < PROXY_SUBST_WIRE_MAX
+		    ? len - end
+		    : PROXY_SUBST_WIRE_MAX;
+
+		switch (proxy_subst_scan(c, in, end, lim, e)) {
+		case HTTP_CHUNK_DONE:
+			break;
+		case HTTP_CHUNK_AGAIN:
+			if (lim < PROXY_SUBST_WIRE_MAX)
+				goto wait; /* more to come */
+			return 1; /* framed in too many bytes */
+		case HTTP_CHUNK_DATA: /* over VAULT_SUBST_BODY_MAX */
+			return 1;
+		case HTTP_CHUNK_BAD:
+			return -1;
+		}
+		need = end + (size_t)c->sub_scan; /* up to the body's end */
+	} else
+		need = end + (size_t)h->content_length;
 	if (len >= need) {
 		if ((buf = (const char *)evbuffer_pullup(
 		         in, (ev_ssize_t)need)) == NULL)
@@ -1429,19 +1497,6 @@ proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
 			*body = buf + end;
 			*blen = *wire = (size_t)h->content_length;
 			return 0;
-		}
-		switch (proxy_subst_scan(
-		    c, (const uint8_t *)buf + end, need - end, e)) {
-		case HTTP_CHUNK_DONE:
-			break;
-		case HTTP_CHUNK_AGAIN:
-			if (need - end < PROXY_SUBST_WIRE_MAX)
-				goto wait; /* more to come */
-			return 1; /* framed in too many bytes */
-		case HTTP_CHUNK_DATA: /* over VAULT_SUBST_BODY_MAX */
-			return 1;
-		case HTTP_CHUNK_BAD:
-			return -1;
 		}
 		/* all here: decoded in one more pass */
 		switch (http_chunk_collect((const uint8_t *)buf + end,
@@ -2236,6 +2291,14 @@ proxy_http_pump(struct proxy_conn *c)
 			/* resumed when a response completes */
 			return 0;
 		}
+		if (c->hold_end != 0) {
+			/* a body held for substitution is arriving (not
+			 * idle): its request is judged again once it is all
+			 * here, not at every read */
+			c->last_ms = now_mono_ms();
+			if (!proxy_hold_ready(c, in, len))
+				return 0;
+		}
 		{
 			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
 			const char *buf =
@@ -2269,15 +2332,17 @@ proxy_http_pump(struct proxy_conn *c)
 		used = NULL;
 		rc = proxy_vault_request(c, &h, name, in, end, &used,
 		    &body_taken, &wait, &status, &why);
-		if (rc != 2)
-			c->sub_scanning = false;
 		if (rc == 2) {
 			/* a body to substitute: the whole request first
 			 * (bytes are arriving: not idle) */
+			c->hold_end = end;
+			c->hold_wait = wait;
 			c->last_ms = now_mono_ms();
 			bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
 			return 0;
 		}
+		c->hold_end = 0;
+		c->sub_scanning = false;
 		c->cont_sent = false;
 		if (rc == -1)
 			goto refuse;
