@@ -1230,7 +1230,7 @@ proxy_add_subst(struct evbuffer *out, struct vault *v,
 /*
  * The body surface of an injected request h: a Content-Length body of 1
  * to VAULT_SUBST_BODY_MAX bytes, or a chunked one (its size is known
- * once it is all here: proxy_subst_chunked), with one Content-Type, at
+ * once it is all here: proxy_subst_gather), with one Content-Type, at
  * most one Content-Encoding (vault_subst_body_surface decides on them),
  * when the binding substitutes in bodies. NONE: the body is forwarded as
  * it comes.
