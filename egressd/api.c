@@ -1046,11 +1046,14 @@ api_conn_peer(int fd, char *buf, size_t len)
 /*
  * Answers the connection ourselves (evhttp has not seen, and never sees,
  * the request) and closes it: the answer is written straight to the
- * socket when nothing of evhttp's is still queued, the write side shut
- * (the client sees the answer, then EOF), and what the client still
- * sends is read and dropped for API_LINGER_MS, so a client busy sending
- * its body reads the answer instead of a reset. Then the read side is
- * shut: evhttp reads EOF and frees the connection.
+ * socket when nothing of evhttp's is still queued (on the TLS listener
+ * as one record with SSL_write, then close_notify: evhttp's bufferevent
+ * is not used, its write callback would take the answer for one of
+ * evhttp's), the write side shut (the client sees the answer, then EOF),
+ * and what the client still sends is read and dropped for
+ * API_LINGER_MS, so a client busy sending its body reads the answer
+ * instead of a reset. Then the read side is shut: evhttp reads EOF and
+ * frees the connection.
  */
 static void
 api_conn_refuse(
@@ -1074,8 +1077,21 @@ api_conn_refuse(
 	    "%s\n",
 	    code, http_reason(code), strlen(text) + 1, text);
 	if (fd >= 0 && n > 0 && (size_t)n < sizeof(resp) &&
-	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-		(void)send(fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+		SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+
+		if (ssl == NULL)
+			(void)send(
+			    fd, resp, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		else if (SSL_is_init_finished(ssl)) {
+			/* a small answer on an idle socket: one record
+			 * that goes at once, or not at all */
+			ERR_clear_error();
+			if (SSL_write(ssl, resp, n) > 0)
+				(void)SSL_shutdown(ssl);
+			ERR_clear_error();
+		}
+	}
 	if (fd >= 0)
 		(void)shutdown(fd, SHUT_WR);
 	api_conn_peer(fd, peer, sizeof(peer));

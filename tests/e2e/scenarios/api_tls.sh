@@ -2,8 +2,8 @@
 # api_tls: the control API's TCP listener with TLS (--api-tls-cert,
 # --api-tls-key): the node reaches it over HTTPS, and a Credential Vault
 # write from off the pod is accepted over TLS (contract §4: TLS or
-# loopback, else 426); plain HTTP on that port gets no answer; the Unix
-# socket stays plain.
+# loopback, else 426); egressd's own refusals (431, 413) come inside TLS;
+# plain HTTP on that port gets no answer; the Unix socket stays plain.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -49,6 +49,17 @@ tb_expect_eq "... the state" '{"revision":1,"credentials":[],"bindings":[]}' \
 tb_expect_eq "a wrong token over TLS: 401" 401 \
     "$(tb_host curl -sS --max-time 5 --cacert "$TB_DIR/api.crt" -o /dev/null \
         -w '%{http_code}' -H 'OPENSANDBOX-EGRESS-AUTH: nope' "$url/policy")"
+# egressd's own refusals before evhttp (head too large, body too large)
+# go inside TLS too, not as plaintext on the TLS connection
+big=$(head -c 20000 /dev/zero | tr '\0' a)
+tb_expect_eq "a head over 16 KiB over TLS: 431" 431 \
+    "$(tb_host curl -sS --max-time 5 --cacert "$TB_DIR/api.crt" -o /dev/null \
+        -w '%{http_code}' -H "X-Big: $big" "$url/readyz" 2>&1)"
+tb_expect_eq "a body over 1 MiB over TLS: 413" 413 \
+    "$(head -c 1100000 /dev/zero | tb_host curl -sS --max-time 5 \
+        --cacert "$TB_DIR/api.crt" -o /dev/null -w '%{http_code}' \
+        -H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN" \
+        --data-binary @- "$url/policy" 2>&1)"
 tb_check_fails "plain HTTP on the TLS port gets no HTTP answer" \
     tb_host curl -sS --max-time 3 -o /dev/null \
     "http://$TB_SBX_HOST_IP4:18080/readyz"
