@@ -891,6 +891,51 @@ static int proxy_vault_request(struct proxy_conn *c, struct http_head *h,
     uint64_t *body_taken, size_t *wait, int *status, enum proxy_reason *why);
 
 /*
+ * The chunked framing of lim bytes of in from offset from, fed to ch in
+ * place (no pullup): *used is what it consumed. DONE or BAD (e) at the
+ * first such event, DATA once ch has decoded more than max body bytes,
+ * AGAIN when the lim bytes went in without either.
+ */
+static enum http_chunk_rc
+proxy_chunk_scan(struct http_chunk *ch, struct evbuffer *in, size_t from,
+    size_t lim, uint64_t max, size_t *used, struct err *e)
+{
+	struct evbuffer_ptr ptr;
+	struct evbuffer_iovec v[16];
+	const uint8_t *d;
+	size_t u, nd, off, n;
+	int nv, i;
+	enum http_chunk_rc rc;
+
+	*used = 0;
+	while (*used < lim) {
+		/* evbuffer_peek says how many extents it needed, which may
+		 * be more than it filled: only v[0..16) are read */
+		if (evbuffer_ptr_set(
+		        in, &ptr, from + *used, EVBUFFER_PTR_SET) == -1 ||
+		    (nv = evbuffer_peek(
+		         in, (ev_ssize_t)(lim - *used), &ptr, v, 16)) <= 0)
+			break;
+		for (i = 0; i < nv && i < 16; i++) {
+			n = v[i].iov_len < lim - *used ? v[i].iov_len
+			                               : lim - *used;
+			for (off = 0; off < n; off += u) {
+				rc = http_chunk_feed(ch,
+				    (const uint8_t *)v[i].iov_base + off,
+				    n - off, &u, &d, &nd, e);
+				*used += u;
+				if (rc == HTTP_CHUNK_BAD ||
+				    rc == HTTP_CHUNK_DONE)
+					return rc;
+				if (ch->total > max)
+					return HTTP_CHUNK_DATA;
+			}
+		}
+	}
+	return HTTP_CHUNK_AGAIN;
+}
+
+/*
  * How many of the len bytes at the start of in belong to body b
  * (*take), and whether b ends there (*done). HTTP_BODY_CLOSE takes
  * everything and never ends (the origin's EOF ends it). Chunked framing
@@ -917,31 +962,19 @@ proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
 	case HTTP_BODY_CLOSE:
 		*take = len;
 		return 0;
-	case HTTP_BODY_CHUNKED: {
-		struct evbuffer_iovec v[8];
-		int nv = evbuffer_peek(in, -1, NULL, v, 8), i;
-		size_t used, nd, off;
-		const uint8_t *d;
-		enum http_chunk_rc rc;
-
-		for (i = 0; i < nv && !*done; i++) {
-			off = 0;
-			while (off < v[i].iov_len) {
-				rc = http_chunk_feed(&b->ch,
-				    (const uint8_t *)v[i].iov_base + off,
-				    v[i].iov_len - off, &used, &d, &nd, e);
-				if (rc == HTTP_CHUNK_BAD)
-					return -1;
-				off += used;
-				*take += used;
-				if (rc == HTTP_CHUNK_DONE) {
-					*done = true;
-					break;
-				}
-			}
+	case HTTP_BODY_CHUNKED:
+		switch (
+		    proxy_chunk_scan(&b->ch, in, 0, len, UINT64_MAX, take, e)) {
+		case HTTP_CHUNK_BAD:
+			return -1;
+		case HTTP_CHUNK_DONE:
+			*done = true;
+			break;
+		case HTTP_CHUNK_AGAIN:
+		case HTTP_CHUNK_DATA:
+			break;
 		}
 		return 0;
-	}
 	}
 	return 0;
 }
@@ -1379,12 +1412,7 @@ static enum http_chunk_rc
 proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
     size_t lim, struct err *e)
 {
-	struct evbuffer_ptr ptr;
-	struct evbuffer_iovec v[16];
-	const uint8_t *d;
-	size_t used, nd, off, n;
-	int nv, i;
-	enum http_chunk_rc rc;
+	size_t used;
 
 	if (!c->sub_scanning) {
 		http_chunk_init(&c->sub_ch);
@@ -1392,34 +1420,11 @@ proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
 		c->sub_rc = HTTP_CHUNK_AGAIN;
 		c->sub_scanning = true;
 	}
-	while (c->sub_rc == HTTP_CHUNK_AGAIN && c->sub_scan < lim) {
-		if (evbuffer_ptr_set(in, &ptr, end + (size_t)c->sub_scan,
-		        EVBUFFER_PTR_SET) == -1 ||
-		    (nv = evbuffer_peek(in, (ev_ssize_t)(lim - c->sub_scan),
-		         &ptr, v, 16)) <= 0)
-			break;
-		for (i = 0; i < nv && i < 16 && c->sub_rc == HTTP_CHUNK_AGAIN;
-		     i++) {
-			n = v[i].iov_len;
-			if (n > lim - c->sub_scan)
-				n = lim - (size_t)c->sub_scan;
-			for (off = 0; off < n;) {
-				rc = http_chunk_feed(&c->sub_ch,
-				    (const uint8_t *)v[i].iov_base + off,
-				    n - off, &used, &d, &nd, e);
-				off += used;
-				c->sub_scan += used;
-				if (rc == HTTP_CHUNK_BAD ||
-				    rc == HTTP_CHUNK_DONE) {
-					c->sub_rc = rc;
-					break;
-				}
-				if (c->sub_ch.total > VAULT_SUBST_BODY_MAX) {
-					c->sub_rc = HTTP_CHUNK_DATA;
-					break;
-				}
-			}
-		}
+	if (c->sub_rc == HTTP_CHUNK_AGAIN && c->sub_scan < lim) {
+		c->sub_rc = proxy_chunk_scan(&c->sub_ch, in,
+		    end + (size_t)c->sub_scan, lim - (size_t)c->sub_scan,
+		    VAULT_SUBST_BODY_MAX, &used, e);
+		c->sub_scan += used;
 	}
 	return c->sub_rc;
 }
