@@ -145,7 +145,9 @@ subst_pass(const struct vault_bind *vb, enum vault_surface s, unsigned bit,
 		if (vb->subs[k].in & bit) {
 			first[(uint8_t)vb->subs[k].ph[0]] = 1;
 			if (pct_surface(s))
-				first['%'] = first['+'] = 1;
+				first['%'] = 1;
+			if (s == VAULT_SURFACE_FORM && vb->subs[k].ph[0] == ' ')
+				first['+'] = 1;
 		}
 	*hits = 0;
 	while (i < n) {
