@@ -42,6 +42,14 @@ http_span_ieq(const struct http_span *s, const char *lit)
 	return s->n == n && strncasecmp(s->p, lit, n) == 0;
 }
 
+bool
+http_span_eq(const struct http_span *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s->n == n && memcmp(s->p, lit, n) == 0;
+}
+
 static enum http_rc
 bad(struct http_head *out, int status, struct err *e, const char *why)
 {
@@ -163,7 +171,7 @@ target(struct http_head *out, struct err *e)
 	const char *p = out->target.p, *end = p + out->target.n, *q;
 	const char *sep;
 
-	if (http_span_ieq(&out->method, "CONNECT")) {
+	if (http_span_eq(&out->method, "CONNECT")) {
 		unsigned port;
 		struct http_span host;
 
@@ -176,7 +184,7 @@ target(struct http_head *out, struct err *e)
 		return HTTP_HEAD_OK;
 	}
 	if (out->target.n == 1 && p[0] == '*') {
-		if (!http_span_ieq(&out->method, "OPTIONS"))
+		if (!http_span_eq(&out->method, "OPTIONS"))
 			return bad(out, 400, e, "'*' target outside OPTIONS");
 		out->form = HTTP_TARGET_ASTERISK;
 		return HTTP_HEAD_OK;
@@ -460,6 +468,17 @@ http_parse_request(
 	for (p = buf; p < sp1; p++)
 		if (!http_is_tchar((unsigned char)*p))
 			return bad(out, 400, e, "method is not a token");
+	/* Methods are case-sensitive (RFC 9110 9.1), but some origins fold
+	 * them: "head" is HEAD to one (no body in its response) and an
+	 * unknown method to another (a body). The response's framing would
+	 * be a guess, so a method that differs from one whose response
+	 * framing is special only in case is refused. */
+	if ((http_span_ieq(&out->method, "HEAD") &&
+	        !http_span_eq(&out->method, "HEAD")) ||
+	    (http_span_ieq(&out->method, "CONNECT") &&
+	        !http_span_eq(&out->method, "CONNECT")))
+		return bad(
+		    out, 400, e, "method is HEAD or CONNECT in another case");
 	out->target.p = sp1 + 1;
 	out->target.n = (size_t)(sp2 - sp1 - 1);
 	for (p = out->target.p; p < sp2; p++)
@@ -544,7 +563,7 @@ http_parse_response(const char *buf, size_t len,
 		return rc;
 	if ((rc = framing(out, e)) != HTTP_HEAD_OK)
 		return rc;
-	if ((req_method != NULL && http_span_ieq(req_method, "HEAD")) ||
+	if ((req_method != NULL && http_span_eq(req_method, "HEAD")) ||
 	    out->status < 200 || out->status == 204 || out->status == 304) {
 		out->body = HTTP_BODY_NONE;
 		out->content_length = 0;

@@ -146,6 +146,8 @@ bool http_is_tchar(unsigned char c);
 
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool http_span_ieq(const struct http_span *s, const char *lit);
+/* Case-sensitive: methods (RFC 9110 9.1). */
+bool http_span_eq(const struct http_span *s, const char *lit);
 
 /* The reason phrase of a status egressd sends itself (the proxy and the
  * control API), "Unknown" for others. */

@@ -218,10 +218,56 @@ test_responses(void **state)
 	assert_int_equal(
 	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_OK);
 	assert_int_equal(h.reason.n, 0);
+	/* methods are case-sensitive: "head" is not HEAD, so a response
+	 * to it is framed by its own fields (issue 34: Go and hyper answer
+	 * "head" with a body) */
+	{
+		static const struct http_span lower = {"head", 4};
+
+		n = corpus_file("http_head", "resp_ok", buf, sizeof(buf));
+		assert_int_equal(
+		    http_parse_response(buf, n, &lower, &h, &e), HTTP_HEAD_OK);
+		assert_int_equal(h.body, HTTP_BODY_LENGTH);
+	}
 	/* a request is not a response */
 	n = corpus_file("http_head", "ok_get", buf, sizeof(buf));
 	assert_int_equal(
 	    http_parse_response(buf, n, &get, &h, &e), HTTP_HEAD_BAD);
+}
+
+/* A method that is HEAD or CONNECT but for case would leave the
+ * response's framing to the origin's whim: refused, 400. */
+static void
+test_method_case(void **state)
+{
+	static const char *const refused[] = {
+	    "head / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+	    "Head / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+	    "hEAD / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+	    "connect a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n",
+	};
+	static const char *const ok[] = {
+	    "HEAD / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+	    "CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n",
+	    "get / HTTP/1.1\r\nHost: a.test\r\n\r\n", /* its own method */
+	};
+	struct http_head h;
+	struct err e;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_int_equal(
+		    http_parse_request(refused[i], strlen(refused[i]), &h, &e),
+		    HTTP_HEAD_BAD);
+		assert_int_equal(h.reject_status, 400);
+	}
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		assert_int_equal(
+		    http_parse_request(ok[i], strlen(ok[i]), &h, &e),
+		    HTTP_HEAD_OK);
+	assert_true(http_span_eq(&h.method, "get"));
+	assert_false(http_span_eq(&h.method, "GET"));
 }
 
 int
@@ -232,6 +278,7 @@ main(void)
 	    cmocka_unit_test(test_request_fields),
 	    cmocka_unit_test(test_find_end_linear),
 	    cmocka_unit_test(test_responses),
+	    cmocka_unit_test(test_method_case),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
