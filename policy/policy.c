@@ -777,12 +777,13 @@ policy_match_addr(const struct policy *p, int family, const uint8_t *addr,
 }
 
 bool
-policy_addr_explicitly_allowed(
-    const struct policy *p, int family, const uint8_t *addr)
+policy_addr_explicitly_allowed(const struct policy *p, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port)
 {
 	const struct policy_rule *r = NULL;
 
-	return policy_match_addr(p, family, addr, 0, 0, &r) == POLICY_ALLOW &&
+	return policy_match_addr(p, family, addr, proto, port, &r) ==
+	    POLICY_ALLOW &&
 	    r != NULL;
 }
 

@@ -313,10 +313,13 @@ enum policy_action policy_match_addr(const struct policy *p, int family,
     const struct policy_rule **rule);
 /*
  * True when an explicit IP/CIDR allow rule (not the default) of any layer,
- * the user's included, decides addr (any protocol and port).
+ * the user's included, decides addr for proto (one POLICY_PROTO_* bit) and
+ * port, as policy_match_addr does: a rule that allows the address for UDP
+ * or for other ports does not count (issue 34: a rule for b.test's
+ * address on port 53 is no reason to send a.test's requests there).
  */
-bool policy_addr_explicitly_allowed(
-    const struct policy *p, int family, const uint8_t *addr);
+bool policy_addr_explicitly_allowed(const struct policy *p, int family,
+    const uint8_t *addr, unsigned proto, uint16_t port);
 /*
  * True when an IP/CIDR allow rule of an OPERATOR layer (always-allow
  * overlay: alwaysAllow and allow.always; or infra) decides addr, for any

@@ -594,9 +594,12 @@ test_operator_allowed(void **state)
 
 	(void)state;
 	/* user rules: explicitly allowed, but not by the operator */
-	assert_true(policy_addr_explicitly_allowed(u, 4, a));
-	assert_true(policy_addr_explicitly_allowed(u, 4, meta));
-	assert_true(policy_addr_explicitly_allowed(u, 6, ula));
+	assert_true(
+	    policy_addr_explicitly_allowed(u, 4, a, POLICY_PROTO_TCP, 443));
+	assert_true(
+	    policy_addr_explicitly_allowed(u, 4, meta, POLICY_PROTO_TCP, 443));
+	assert_true(
+	    policy_addr_explicitly_allowed(u, 6, ula, POLICY_PROTO_TCP, 443));
 	assert_false(policy_addr_operator_allowed(u, 4, a));
 	assert_false(policy_addr_operator_allowed(u, 4, meta));
 	assert_false(policy_addr_operator_allowed(u, 6, ula));
@@ -609,7 +612,8 @@ test_operator_allowed(void **state)
 	assert_false(policy_addr_operator_allowed(o, 4, p22));
 	/* outside the operator's prefixes: user allows do not count */
 	assert_false(policy_addr_operator_allowed(o, 4, other));
-	assert_true(policy_addr_explicitly_allowed(o, 4, other));
+	assert_true(
+	    policy_addr_explicitly_allowed(o, 4, other, POLICY_PROTO_TCP, 443));
 	assert_false(policy_addr_operator_allowed(o, 4, meta));
 	assert_false(policy_addr_operator_allowed(o, 6, ula2));
 	/* same family only: the mapped spelling is not covered */
@@ -635,11 +639,30 @@ test_explicitly_allowed(void **state)
 	                   "{\"action\":\"allow\",\"target\":\"10.2.0.1\"}]}");
 
 	(void)state;
-	assert_false(policy_addr_explicitly_allowed(p, 4, a));
-	assert_true(policy_addr_explicitly_allowed(p, 4, b));
+	assert_false(
+	    policy_addr_explicitly_allowed(p, 4, a, POLICY_PROTO_TCP, 443));
+	assert_true(
+	    policy_addr_explicitly_allowed(p, 4, b, POLICY_PROTO_TCP, 443));
 	/* allowed by the default only */
 	assert_int_equal(policy_match_addr(p, 4, c, 0, 0, NULL), POLICY_ALLOW);
-	assert_false(policy_addr_explicitly_allowed(p, 4, c));
+	assert_false(
+	    policy_addr_explicitly_allowed(p, 4, c, POLICY_PROTO_TCP, 443));
+	policy_unref(p);
+	/* protocol- and port-aware: a rule for UDP 53 or TCP 22 does not
+	 * allow TCP 80 to the address */
+	p = ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"10.2.0.1\","
+	                   "\"ports\":[53],\"protocols\":[\"udp\"]},"
+	                   "{\"action\":\"allow\",\"target\":\"10.2.0.1\","
+	                   "\"ports\":[22]}]}");
+	assert_true(
+	    policy_addr_explicitly_allowed(p, 4, b, POLICY_PROTO_UDP, 53));
+	assert_true(
+	    policy_addr_explicitly_allowed(p, 4, b, POLICY_PROTO_TCP, 22));
+	assert_false(
+	    policy_addr_explicitly_allowed(p, 4, b, POLICY_PROTO_TCP, 80));
+	assert_false(
+	    policy_addr_explicitly_allowed(p, 4, b, POLICY_PROTO_TCP, 53));
 	policy_unref(p);
 }
 
