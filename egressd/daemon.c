@@ -1042,6 +1042,25 @@ fail:
 }
 
 /* Upstreams: flags/env win, then the policy file's dns.upstreams. */
+/* A credential goes only to an address the resolver learned for its
+ * binding's host itself (proxy.h, "learned"): IP rules do not count. */
+static bool
+egressd_proxy_learned_cb(void *arg, const char *name, const struct addr *dst)
+{
+	struct egressd *d = egressd_arg(arg);
+	const char *names[NFT_NAMES_PER_ADDR];
+	size_t i, n;
+
+	if (d->nft == NULL)
+		return false;
+	n = nft_learned_lookup(d->nft, dst->family == AF_INET ? 4 : 6, dst->a,
+	    names, NFT_NAMES_PER_ADDR);
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
 /*
  * The proxy's decision for a name at the original destination: the name
  * must be allowed for TCP to that port, and the destination must be an
@@ -1055,31 +1074,26 @@ egressd_proxy_judge_cb(
 {
 	struct egressd *d = egressd_arg(arg);
 	struct policy_reach reach;
-	const char *names[NFT_NAMES_PER_ADDR];
 	struct addr lit;
-	size_t i, n;
 	int fam;
 
 	fam = dst->family == AF_INET ? 4 : 6;
 	if (addr_parse_ip(name, strlen(name), &lit))
 		return lit.family == dst->family &&
 		        memcmp(lit.a, dst->a, fam == 4 ? 4 : 16) == 0 &&
-		        policy_addr_explicitly_allowed(d->policy, fam, dst->a)
+		        policy_addr_explicitly_allowed(
+		            d->policy, fam, dst->a, POLICY_PROTO_TCP, port)
 		    ? PROXY_OK
 		    : PROXY_SNI_IP;
 	if (policy_match_domain_reach(d->policy, name, NULL, &reach) !=
 	        POLICY_ALLOW ||
 	    !policy_reach_allows(&reach, POLICY_PROTO_TCP, port))
 		return PROXY_NAME_DENIED;
-	if (policy_addr_explicitly_allowed(d->policy, fam, dst->a))
+	if (policy_addr_explicitly_allowed(
+	        d->policy, fam, dst->a, POLICY_PROTO_TCP, port))
 		return PROXY_OK;
-	if (d->nft == NULL)
-		return PROXY_ADDR_MISMATCH;
-	n = nft_learned_lookup(d->nft, fam, dst->a, names, NFT_NAMES_PER_ADDR);
-	for (i = 0; i < n; i++)
-		if (strcmp(names[i], name) == 0)
-			return PROXY_OK;
-	return PROXY_ADDR_MISMATCH;
+	return egressd_proxy_learned_cb(arg, name, dst) ? PROXY_OK
+	                                                : PROXY_ADDR_MISMATCH;
 }
 
 /* Terminate when a binding of the vault in force could match sni on
@@ -1141,6 +1155,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	h.judge = egressd_proxy_judge_cb;
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;
+	h.learned = egressd_proxy_learned_cb;
 	h.arg = d;
 	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
 		return -1;

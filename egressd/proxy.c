@@ -262,6 +262,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_UPSTREAM_ERROR] = "upstream_error",
     [PROXY_SHUTDOWN] = "shutdown",
     [PROXY_MISDIRECTED] = "misdirected",
+    [PROXY_VAULT_MISROUTED] = "vault_misrouted",
     [PROXY_UPSTREAM_TLS] = "upstream_tls",
     [PROXY_CLIENT_TLS] = "client_tls",
     [PROXY_VAULT_REFUSED] = "vault_refused",
@@ -346,6 +347,7 @@ proxy_http_status(enum proxy_reason r)
 	case PROXY_UNSUPPORTED:
 		return 501;
 	case PROXY_MISDIRECTED:
+	case PROXY_VAULT_MISROUTED:
 		return 421;
 	case PROXY_UPSTREAM_TLS:
 	case PROXY_CONNECT_FAILED:
@@ -886,6 +888,7 @@ proxy_maybe_done(struct proxy_conn *c)
 
 static enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
+static bool proxy_bound(struct proxy_conn *c, const char *name);
 static int proxy_vault_request(struct proxy_conn *c, struct http_head *h,
     const char *name, struct evbuffer *in, size_t end, struct vault **used,
     uint64_t *body_taken, size_t *wait, int *status, enum proxy_reason *why);
@@ -998,7 +1001,7 @@ proxy_upgrade_ok(const struct http_head *h)
 	const struct http_span *u = http_header_get(h, "upgrade", NULL);
 
 	return u != NULL && h->conn_upgrade &&
-	    http_span_ieq(&h->method, "GET") && http_span_ieq(u, "websocket");
+	    http_span_eq(&h->method, "GET") && http_span_ieq(u, "websocket");
 }
 
 /* --- the Credential Vault on HTTP ------------------------------------------ */
@@ -1290,7 +1293,8 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
 
 /*
  * The request of an injected decision, rewritten into tmp: the request
- * line with the normalized path and the query, the client's headers but
+ * line with the normalized path and the query, the client's headers (Host
+ * as name, the normalized host the binding matched) but
  * those vi removes and Accept-Encoding (and Expect when egressd answered
  * it, Content-Length, Transfer-Encoding and Trailer when the body is
  * rewritten: it goes with a Content-Length), "Accept-Encoding:
@@ -1302,7 +1306,7 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
  */
 static int
 proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
-    const struct vault_inject *vi, const struct http_head *h,
+    const struct vault_inject *vi, const struct http_head *h, const char *name,
     enum vault_surface bs, const char *body, size_t blen, bool *body_done,
     struct proxy_subst_refusal *r)
 {
@@ -1358,7 +1362,17 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
 		    evbuffer_add(tmp, ": ", 2) == -1)
 			goto nomem;
-		if ((vi->subst_in & POLICY_SUBST_HEADER) &&
+		if (http_span_ieq(&f->name, "host")) {
+			/* the name the binding matched (and the origin was
+			 * verified for), not the client's spelling of it:
+			 * "A.TEST." may be another host to the origin */
+			rc = evbuffer_add(tmp, name, strlen(name)) == 0 &&
+			        (c->dport == (c->term ? 443 : 80) ||
+			            evbuffer_add_printf(
+			                tmp, ":%u", (unsigned)c->dport) > 0)
+			    ? 0
+			    : -2;
+		} else if ((vi->subst_in & POLICY_SUBST_HEADER) &&
 		    vault_subst_header_ok(f->name.p, f->name.n))
 			rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
 			    f->value.p, f->value.n, &budget, r);
@@ -1537,7 +1551,8 @@ wait:
 /*
  * A judged request head h (end bytes at the start of in) to a host a
  * binding could match: the vault decides. 0: forward the head as it
- * came; 1: the rewritten request (proxy_vault_rewrite) went to the origin,
+ * came (*used: a vault reference when the origin is a bound one, so
+ * its response is redacted; NULL otherwise); 1: the rewritten request (proxy_vault_rewrite) went to the origin,
  * *body_taken bytes of body with it (drain end + *body_taken), and *used
  * holds a vault reference for the response's redaction; 2: its body is to
  * be substituted and not all here: call again once in holds *wait bytes;
@@ -1569,8 +1584,13 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	if (c->p->h.vault_get == NULL ||
 	    (v = c->p->h.vault_get(c->p->h.arg)) == NULL)
 		return 0;
-	if (!vault_host_bound(v, name, c->dport))
+	if (!vault_host_bound(v, name, c->dport)) {
+		/* terminated all the same (a binding named the host when
+		 * the connection began): its responses stay redacted */
+		if (c->term)
+			*used = vault_ref(v);
 		return 0;
+	}
 	memset(&rq, 0, sizeof(rq));
 	rq.scheme = c->term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
 	rq.host = name;
@@ -1593,7 +1613,10 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	}
 	switch (vi.decision) {
 	case VAULT_NO_MATCH:
+		/* nothing injected, but the origin is a bound one: it may
+		 * give back what it stored of earlier requests (issue 34) */
 		proxy_log_inject(c, &vi, h, name, v);
+		*used = vault_ref(v);
 		break;
 	case VAULT_AMBIGUOUS:
 	case VAULT_REFUSED:
@@ -1604,6 +1627,19 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		rc = -1;
 		break;
 	case VAULT_INJECTED:
+		if (c->p->h.learned == NULL ||
+		    !c->p->h.learned(c->p->h.arg, name, &c->dst)) {
+			/* the connection may be allowed (an IP rule), but
+			 * the secret goes only where its host resolved */
+			vi.decision = VAULT_REFUSED;
+			vi.status = 421;
+			vi.reason = "address not resolved from the host";
+			proxy_log_inject(c, &vi, h, name, v);
+			*status = 421;
+			*why = PROXY_VAULT_MISROUTED;
+			rc = -1;
+			break;
+		}
 		if ((bs = proxy_subst_body(h, &vi)) != VAULT_SURFACE_NONE) {
 			rc = proxy_subst_gather(
 			    c, h, in, end, &body, &blen, &wire, &dec, wait, &e);
@@ -1623,7 +1659,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 			break;
 		}
 		rc = proxy_vault_rewrite(
-		    c, tmp, v, &vi, h, bs, body, blen, &body_done, &r);
+		    c, tmp, v, &vi, h, name, bs, body, blen, &body_done, &r);
 		if (rc == 0 &&
 		    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
 			rc = -2;
@@ -2334,6 +2370,16 @@ proxy_http_pump(struct proxy_conn *c)
 		why = proxy_judge_host(c, &h, &status, name);
 		if (why != PROXY_OK)
 			goto refuse;
+		if (c->rq_n > 0 && proxy_bound(c, name)) {
+			/* One request at a time to a bound origin: a secret
+			 * is never written behind responses still pending,
+			 * whose framing a hostile client may have bent
+			 * (issue 34). Resumed by proxy_resp_done; at most
+			 * this head is read meanwhile. */
+			bufferevent_setwatermark(
+			    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+			return 0;
+		}
 		used = NULL;
 		rc = proxy_vault_request(c, &h, name, in, end, &used,
 		    &body_taken, &wait, &status, &why);
@@ -2353,16 +2399,18 @@ proxy_http_pump(struct proxy_conn *c)
 			goto refuse;
 		if (rc == -2)
 			goto nomem;
-		/* the origin connection carries the secret from now on; a
-		 * request nothing was injected into, on one that does, gets
-		 * its response redacted all the same */
-		taint = rc == 0 && c->up_vault != NULL;
-		if (taint)
+		/* Every response of a bound origin is redacted, whether or
+		 * not its request carried a secret: origins store what they
+		 * are sent and give it back later, on any connection. The
+		 * origin connection stays bound from its first such request
+		 * (a plain one may name other hosts later), pooled too. */
+		if (used == NULL && rc == 0 && c->up_vault != NULL)
 			used = vault_ref(c->up_vault);
 		else if (used != NULL && used != c->up_vault) {
 			vault_free(c->up_vault);
 			c->up_vault = vault_ref(used);
 		}
+		taint = rc == 0 && used != NULL;
 		{
 			size_t slot =
 			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
@@ -2437,6 +2485,27 @@ proxy_close_finish(struct proxy_conn *c)
 		proxy_conn_close(c, PROXY_OK);
 }
 
+/*
+ * The origin answered the request whose body is still being forwarded:
+ * whether it will read the rest as that body or as requests of their
+ * own ("CL.0") is its secret, so no later response on the connection
+ * could be attributed with certainty. The rest of the body is not
+ * sent, the client is told Connection: close, and both connections end
+ * once this response is through.
+ */
+static void
+proxy_early_answer(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+
+	c->rq_close[c->rq_first] = true;
+	c->cli_closing = true;
+	c->up_keep = false;
+	c->hphase = H_STOPPED; /* no refuse_status: no refusal follows */
+	bufferevent_disable(c->cli, EV_READ);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
 /* The response at the head of the queue is complete. -1: c is gone. */
 static int
 proxy_resp_done(struct proxy_conn *c)
@@ -2451,7 +2520,8 @@ proxy_resp_done(struct proxy_conn *c)
 	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
 	c->rq_n--;
 	c->rphase = H_HEAD;
-	if (c->hphase == H_STOPPED && proxy_refuse_now(c)) {
+	if (c->hphase == H_STOPPED && c->refuse_status != 0 &&
+	    proxy_refuse_now(c)) {
 		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
 		return -1; /* c lives on in REFUSE, but the pumps stop */
 	}
@@ -2557,6 +2627,9 @@ proxy_resp_pump(struct proxy_conn *c)
 				goto bad;
 			if (h.conn_close)
 				c->up_keep = false;
+			if (h.status >= 200 && h.status != 101 &&
+			    c->rq_n == 1 && c->hphase == H_BODY)
+				proxy_early_answer(c);
 			if (c->rq_vault[c->rq_first] != NULL) {
 				int vr =
 				    proxy_vault_response(c, &h, buf, end, &e);
@@ -3189,6 +3262,23 @@ proxy_norm_name(const char *s, size_t n, char *out, size_t cap)
 	}
 	out[n] = '\0';
 	return true;
+}
+
+/*
+ * Is a request to name (judged) on c one to a bound origin, whose every
+ * response is redacted: the connection is terminated, its origin
+ * connection went to a bound host before, or a binding names the host?
+ */
+static bool
+proxy_bound(struct proxy_conn *c, const char *name)
+{
+	struct vault *v;
+
+	if (c->term || c->up_vault != NULL)
+		return true;
+	return c->p->h.vault_get != NULL &&
+	    (v = c->p->h.vault_get(c->p->h.arg)) != NULL &&
+	    vault_host_bound(v, name, c->dport);
 }
 
 /* name: TLS_HELLO_SNI_MAX + 1 bytes, gets the request's host ("" when

@@ -118,6 +118,8 @@ enum proxy_reason {
 	                       head went out, else the connection is cut */
 	PROXY_HEAD_TIMEOUT, /* a request head after the decision did not
 	                       end within head_ms of its first byte */
+	PROXY_VAULT_MISROUTED, /* vault: a request a binding matched, to an
+	                          address its host never resolved to (421) */
 	PROXY_NREASONS,
 };
 
@@ -161,13 +163,23 @@ struct proxy_hooks {
 	bool (*terminate)(void *arg, const char *sni, uint16_t port);
 	/*
 	 * The Credential Vault in force, lent for the call: the proxy takes
-	 * its own reference (vault_ref) for each request it injects into and
-	 * keeps it until that request's response is through, and one for
-	 * the origin connection the credential went over, for as long as
-	 * that connection lives (pooled too): every later response on it is
-	 * redacted against it. NULL (hook or result): no injection.
+	 * its own reference (vault_ref) for each request to a bound origin
+	 * (every request on a terminated connection, and a plain one whose
+	 * host a binding names), injected or not, and keeps it until that
+	 * request's response is through: every byte of the response is
+	 * redacted against it. The origin connection keeps one for as long
+	 * as it lives (pooled too), so every later response on it is
+	 * redacted as well. NULL (hook or result): no injection.
 	 */
 	struct vault *(*vault_get)(void *arg);
+	/*
+	 * Did the resolver learn dst for exactly name (an answer for name
+	 * held it, and it has not expired)? A credential is injected only
+	 * then, for plain HTTP as for TLS: an IP rule that lets the
+	 * connection itself through never widens where a binding's secret
+	 * may go. NULL: never (nothing is injected).
+	 */
+	bool (*learned)(void *arg, const char *name, const struct addr *dst);
 	void *arg;
 };
 

@@ -176,21 +176,20 @@ tb_expect_match "not injected, on an origin connection that carried the secret: 
     '"authorization": *"Bearer fake-key"' "$out"
 tb_check_fails "... no Content-Encoding left" \
     grep -qi '^Content-Encoding:' <<<"$(tr -d '\r' <<<"$out")"
-# On one no credential went over (the pool's closed first), the
-# compressed bytes pass as the origin sent them.
+# On one no credential went over (the pool's closed first), decoded all
+# the same: every response of a bound origin is redacted (it may give
+# back what it stored of an earlier request).
 for _ in $(seq 80); do
 	tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/metrics" |
 	    grep -qx 'egressd_proxy_upstream_idle 0' && break
 	sleep 0.1
 done
-out=$(tb_sandbox "${C[@]}" -D - -o "$TB_SBX_HOME/other.gz" \
+out=$(tb_sandbox "${C[@]}" -D - \
     'https://a.test/other?echo=Authorization&enc=gzip')
-tb_expect_match "no binding matched: Content-Encoding kept" \
-    '^Content-Encoding: gzip' "$(tr -d '\r' <<<"$out")"
-tb_expect_match "... the body is the origin's gzip, the client's own header in it" \
-    '"authorization": *"Bearer fake-key"' \
-    "$(tb_sandbox "$TB_PY" -c 'import gzip,sys; sys.stdout.write(gzip.open(sys.argv[1]).read().decode())' \
-        "$TB_SBX_HOME/other.gz")"
+tb_expect_match "no binding matched, clean connection: decoded" \
+    '"authorization": *"Bearer fake-key"' "$out"
+tb_check_fails "... no Content-Encoding left" \
+    grep -qi '^Content-Encoding:' <<<"$(tr -d '\r' <<<"$out")"
 
 # --- the operator's view -------------------------------------------------------
 met=$(tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/metrics")
