@@ -172,6 +172,11 @@ struct proxy_conn {
 	 * client connection closes once its response is out (RFC 9112
 	 * §9.6), its origin connection going to the pool */
 	bool cli_closing;
+	/* a whole request head waits in the client's input for responses
+	 * still pending (pipelining bound, or one request at a time to a
+	 * bound origin): proxy_resp_done takes it up, even after the
+	 * client's FIN */
+	bool head_waiting;
 	bool rq_http10[PROXY_PIPELINE_MAX]; /* no chunked framing back */
 	/* the vault revision a request was injected from (a reference):
 	 * its response is redacted against it. NULL: not injected */
@@ -2330,6 +2335,7 @@ proxy_http_pump(struct proxy_conn *c)
 			return 0; /* nothing after a close request */
 		if (c->rq_n == PROXY_PIPELINE_MAX) {
 			/* resumed when a response completes */
+			c->head_waiting = true;
 			return 0;
 		}
 		if (c->hold_end != 0) {
@@ -2378,8 +2384,10 @@ proxy_http_pump(struct proxy_conn *c)
 			 * this head is read meanwhile. */
 			bufferevent_setwatermark(
 			    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+			c->head_waiting = true;
 			return 0;
 		}
+		c->head_waiting = false;
 		used = NULL;
 		rc = proxy_vault_request(c, &h, name, in, end, &used,
 		    &body_taken, &wait, &status, &why);
@@ -2450,7 +2458,7 @@ proxy_http_pump(struct proxy_conn *c)
 			return 0;
 		}
 		c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
-		if (!(bufferevent_get_enabled(c->cli) & EV_READ))
+		if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->cli_eof)
 			return 0; /* backpressure: resumed by the write cb */
 	}
 nomem:
@@ -2538,6 +2546,19 @@ proxy_resp_done(struct proxy_conn *c)
 	if (c->hphase == H_HEAD && !c->cli_eof) {
 		bufferevent_enable(c->cli, EV_READ);
 		return proxy_http_pump(c);
+	}
+	if (c->hphase == H_HEAD && c->head_waiting) {
+		/* the client sent its last requests and its FIN: they go
+		 * now, and the FIN after them */
+		if (proxy_http_pump(c) == -1 || c->st != PROXY_ST_RELAY)
+			return -1;
+		if (!c->head_waiting &&
+		    (c->hphase == H_HEAD || c->hphase == H_BODY)) {
+			bufferevent_setwatermark(c->up, EV_WRITE, 0, 0);
+			proxy_shut(c, c->up);
+			if (proxy_maybe_done(c))
+				return -1;
+		}
 	}
 	return 0;
 }
@@ -2760,7 +2781,7 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
 			return;
 	}
-	if ((o == c->cli ? c->cli_eof : c->up_eof)) {
+	if ((o == c->cli ? c->cli_eof && !c->head_waiting : c->up_eof)) {
 		proxy_shut(c, b);
 		(void)proxy_maybe_done(c);
 	}
@@ -2870,6 +2891,8 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	}
 	if (is_cli && c->hphase == H_STOPPED)
 		return; /* the refusal waits for the origin */
+	if (is_cli && c->head_waiting)
+		return; /* heads wait their turn; the FIN follows them */
 	bufferevent_setwatermark(o, EV_WRITE, 0, 0);
 	proxy_shut(c, o);
 	(void)proxy_maybe_done(c);
