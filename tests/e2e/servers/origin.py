@@ -64,7 +64,8 @@ Query parameters shape the response (all bounded):
                      application/octet-stream; part=head or part=body for
                      one of the two; off=N&len=M a slice of it (a substring
                      or pagination API); a "Range: bytes=A-B" (or "A-")
-                     header a 206 with Content-Range
+                     header a 206 with Content-Range (head and body in
+                     one write, as for echo_form)
   echo_form=FORM     the body is "hello " + the request's Authorization
                      header (form_of=Name for another) rendered as FORM,
                      then "\n": b64line (base64 of the whole line
@@ -373,9 +374,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "X-Echo-" + nm for nm, _ in echoed))
         else:
             self.send_header("Content-Length", str(n))
-        self.end_headers()
         if self.command == "HEAD":
+            self.end_headers()
             return
+        if not chunked and (qget("load") is not None or
+                            qget("echo_form") is not None):
+            # head and body in one write: a keep-alive client reading
+            # many of these waits for no delayed ACK between the two
+            self._headers_buffer.append(b"\r\n" + payload)
+            self.flush_headers()
+            return
+        self.end_headers()
         tr = echoed if trailer else []
         if trailer and qget("trailer_extra") == "1":
             tr = tr + [("Content-Length", "99999"), ("Set-Cookie", "sid=1"),
