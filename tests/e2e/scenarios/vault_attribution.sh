@@ -55,6 +55,21 @@ raw() {
 # the status lines the sandbox saw, in order (a body need not end in a
 # newline: anywhere on a line)
 heads() { tr -d '\r' <"$OUT/$1.got" | grep -aoE 'HTTP/1\.[01] [0-9]{3} [A-Za-z ]*' | tr '\n' ' '; }
+# said MARK WHAT COND...: how many requests the origin logged since MARK
+# matching COND. What the origin saw is said, not checked: on 9cc226d
+# each step reaches it, but egressd may rightly refuse "head" or hold the
+# injected GET back behind responses it cannot attribute.
+said() {
+	local m=$1 what=$2 n
+	shift 2
+	n=$("$TB_PY" "$TB_LIB_DIR/jsonlog.py" match "$TB_ORIGIN_LOG" --since "$m" \
+	    origin.request "$@" 2>/dev/null) || n=0
+	echo "# the origin got $what: ${n:-0} time(s)"
+}
+reached() {
+	said "$1" "the injected GET, with the key" method=GET path=/v1/echo \
+	    "h.authorization=Bearer $SECRET"
+}
 injected="GET /v1/echo?echo=Authorization HTTP/1.1\r\nHost: a.test\r\nAuthorization: Bearer fake\r\n\r\n"
 
 # --- the planted response head -----------------------------------------------
@@ -76,10 +91,8 @@ printf "head /pub/plant?load=fake&part=body HTTP/1.1\r\nHost: a.test\r\n\r\nGET 
     >"$OUT/head.req"
 r=$(raw head)
 echo "# head: $r; response heads seen: $(heads head)"
-tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request method=head \
-    path=/pub/plant
-tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request method=GET \
-    path=/v1/echo "h.authorization=Bearer $SECRET"
+said "$mark" "'head' of the planted head" method=head path=/pub/plant
+reached "$mark"
 tb_expect_no_secret "lowercase head pipelined before an injected GET: no form of the secret" \
     "$KEY" "$OUT/head.got"
 
@@ -91,10 +104,8 @@ printf "POST /pub/cl0?noread=1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: $n\r\
     >"$OUT/cl0.req"
 r=$(raw cl0)
 echo "# cl0: $r; response heads seen: $(heads cl0)"
-tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request method=HEAD \
-    path=/pub/s
-tb_assert_log --since "$mark" "$TB_ORIGIN_LOG" origin.request method=GET \
-    path=/v1/echo "h.authorization=Bearer $SECRET"
+said "$mark" "the smuggled HEAD" method=HEAD path=/pub/s
+reached "$mark"
 tb_expect_no_secret "CL.0: an origin answering before the body, then an injected GET: no form of the secret" \
     "$KEY" "$OUT/cl0.got"
 
