@@ -164,6 +164,18 @@ tb_check_fails()
 	return 1
 }
 
+# tb_expect_no_secret DESC [--basic] KEYFILE FILE...: pass when no form of
+# the credential whose value KEYFILE holds, nor any run of 12 characters
+# of one, is in any FILE (what a client received); lib/secret_scan.py
+# lists the forms (--basic: also the decoded "user:password" and the
+# password). Findings name the form and the offset, never the value.
+tb_expect_no_secret()
+{
+	local desc=$1
+	shift
+	tb_check "$desc" "$TB_PY" "$TB_LIB_DIR/secret_scan.py" "$@"
+}
+
 tb__show_out()
 {
 	if [ -s "$TB_OUT" ]; then

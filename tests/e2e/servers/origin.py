@@ -56,8 +56,31 @@ Query parameters shape the response (all bounded):
   ws=1               with "Upgrade: websocket": 101, then every text or
                      binary frame echoed until a close frame (64 KiB per
                      frame, 100 frames)
+  store=KEY          keep this request as received (its head, then its
+                     body) under KEY ([A-Za-z0-9._-], 1..64), as a request
+                     log or a notes API would; kept before any delay_ms, so
+                     a slow request is readable while it is still answered
+  load=KEY           the body is what KEY keeps (404 if nothing), as
+                     application/octet-stream; part=head or part=body for
+                     one of the two; off=N&len=M a slice of it (a substring
+                     or pagination API); a "Range: bytes=A-B" (or "A-")
+                     header a 206 with Content-Range (head and body in
+                     one write, as for echo_form)
+  echo_form=FORM     the body is "hello " + the request's Authorization
+                     header (form_of=Name for another) rendered as FORM,
+                     then "\n": b64line (base64 of the whole line
+                     "Name: value"), b64wrap (the same, MIME-wrapped at 76
+                     columns with CRLF), hexlower, hexupper (the value
+                     after its scheme word), basicdec (a Basic value
+                     decoded: "user:password"), basicpw (its password)
+  noread=1           answer without reading the request's body (an origin
+                     that ignores a body it does not expect, "CL.0"): the
+                     body's bytes are read as the connection's next request
+Methods are case-sensitive: a lowercase "head" is answered like GET, with
+a body (as Go and hyper do); only "HEAD" gets the head alone.
 Bounds: request body 1 MiB, bytes 1 GiB, delay 10 s, idle 30 s, 512
-connections per listener. A head the stdlib parser rejects (400, 431, ...)
+connections per listener, stored requests 64 of 64 KiB each (the oldest
+goes first; a longer request is kept cut at the bound). A head the stdlib parser rejects (400, 431, ...)
 is logged as {"ev":"origin.bad_request", "status", "raw_head", ...}.
 
 The TLS handshake runs on the connection's own thread so a client that
@@ -68,6 +91,7 @@ import argparse
 import http.server
 import json
 import os
+import re
 import socket
 import socketserver
 import ssl
@@ -87,6 +111,9 @@ MAX_DELAY_MS = 10000
 MAX_CONNS = 512  # per listener; more are closed at once
 IDLE_TIMEOUT_S = 30
 CHUNK = 16 << 10
+STORE_KEYS_MAX = 64
+STORE_BYTES_MAX = 64 << 10
+STORE_KEY_MAX = 64
 
 
 class JsonLog:
@@ -215,7 +242,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         raw_head = self.rfile.take()
-        body = self.read_body()
+        noread = "noread=1" in urllib.parse.urlsplit(self.path).query.split(
+            "&")
+        body = b"" if noread else self.read_body()
         u = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(u.query)
 
@@ -243,6 +272,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body=body[:MAX_BODY_LOGGED].decode("latin-1"))
         self.server.log.write(rec)
 
+        key = qget("store")
+        if key is not None and store_key_ok(key):
+            store_put(key, raw_head, body)
+
         prev, self.prev = self.prev, h
         echo_prev = [(n.strip(), prev[n.strip().lower()])
                      for n in qget("echo_prev", "").split(",")
@@ -266,7 +299,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         trailer = qget("trailer") == "1"
         chunked = trailer or qget("chunked") == "1"
 
-        if qget("bomb") is not None:
+        extra = []
+        if qget("load") is not None:
+            payload, status, extra = self.load(qget, qint)
+            n = len(payload)
+            ctype = "application/octet-stream"
+        elif qget("echo_form") is not None:
+            payload = b"hello " + echo_form(
+                qget("echo_form"), qget("form_of", "Authorization"),
+                self.headers.get(qget("form_of", "Authorization"))) + b"\n"
+            n = len(payload)
+            ctype = "text/plain"
+        elif qget("bomb") is not None:
             payload = bomb(qint("bomb", 1, MAX_BOMB_MIB))
             n = len(payload)
             ctype = "application/octet-stream"
@@ -298,6 +342,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
         self.send_response(status, self.headers.get(qget("reason", "")))
         self.send_header("Content-Type", ctype)
+        for name, val in extra:
+            self.send_header(name, val)
         hname = self.headers.get(qget("hname", ""))
         if hname is not None and hname.split():
             self.send_header(hname.split()[-1], "1")
@@ -328,9 +374,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "X-Echo-" + nm for nm, _ in echoed))
         else:
             self.send_header("Content-Length", str(n))
-        self.end_headers()
         if self.command == "HEAD":
+            self.end_headers()
             return
+        if not chunked and (qget("load") is not None or
+                            qget("echo_form") is not None):
+            # head and body in one write: a keep-alive client reading
+            # many of these waits for no delayed ACK between the two
+            self._headers_buffer.append(b"\r\n" + payload)
+            self.flush_headers()
+            return
+        self.end_headers()
         tr = echoed if trailer else []
         if trailer and qget("trailer_extra") == "1":
             tr = tr + [("Content-Length", "99999"), ("Set-Cookie", "sid=1"),
@@ -338,6 +392,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
                        ("Server-Timing", "app;dur=1")]
         self.write_body(payload, n, chunked, tr,
                         qint("split", CHUNK, CHUNK) or CHUNK)
+
+    def load(self, qget, qint):
+        """The stored request of load=KEY, or a part or a slice of it:
+        (payload, status, extra headers)."""
+        got = store_get(qget("load"))
+        if got is None:
+            return b"no such key\n", 404, []
+        head, body = got
+        part = qget("part", "all")
+        data = head if part == "head" else body if part == "body" else \
+            head + body
+        if qget("off") is not None or qget("len") is not None:
+            off = qint("off", 0, len(data))
+            data = data[off:off + qint("len", len(data), len(data))]
+        rng = self.headers.get("Range", "")
+        m = re.fullmatch(r"bytes=(\d{1,9})-(\d{0,9})", rng.strip())
+        if m is None:
+            return data, 200, []
+        a = int(m.group(1))
+        b = min(int(m.group(2)) if m.group(2) else len(data) - 1,
+                len(data) - 1)
+        if a > b:
+            return b"", 416, [("Content-Range", "bytes */%d" % len(data))]
+        return data[a:b + 1], 206, [
+            ("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))]
 
     def sse(self, n, gap_ms, enc, echoed):
         z = zlib.compressobj(6, zlib.DEFLATED, 31) if enc == "gzip" else None
@@ -441,6 +520,56 @@ def rendered(value):
             "pct": urllib.parse.quote(v, safe="")}
 
 
+def echo_form(form, name, value):
+    """A header's value (value; None when absent) rendered as an origin
+    might quote it back (echo_form=)."""
+    import base64
+    if value is None:
+        return b"(no " + name.encode("latin-1") + b")"
+    v = value.encode("latin-1")
+    cred = v.split(b" ", 1)[1] if b" " in v else v
+    if form == "b64line":
+        return base64.b64encode(name.encode("latin-1") + b": " + v)
+    if form == "b64wrap":
+        e = base64.b64encode(name.encode("latin-1") + b": " + v)
+        return b"\r\n".join(e[i:i + 76] for i in range(0, len(e), 76))
+    if form == "hexlower":
+        return cred.hex().encode()
+    if form == "hexupper":
+        return cred.hex().upper().encode()
+    if form in ("basicdec", "basicpw"):
+        try:
+            dec = base64.b64decode(cred, validate=True)
+        except ValueError:
+            return b"(not basic)"
+        return dec if form == "basicdec" else dec.split(b":", 1)[-1]
+    return b"(unknown form)"
+
+
+_store = {}  # key: (head, body), oldest first (dicts keep insertion order)
+_store_lock = threading.Lock()
+
+
+def store_key_ok(key):
+    return 0 < len(key) <= STORE_KEY_MAX and \
+        re.fullmatch(r"[A-Za-z0-9._-]+", key) is not None
+
+
+def store_put(key, head, body):
+    head = head[:STORE_BYTES_MAX]
+    body = body[:STORE_BYTES_MAX - len(head)]
+    with _store_lock:
+        _store.pop(key, None)
+        while len(_store) >= STORE_KEYS_MAX:
+            _store.pop(next(iter(_store)))
+        _store[key] = (head, body)
+
+
+def store_get(key):
+    with _store_lock:
+        return _store.get(key)
+
+
 def zcompress(wbits):
     def f(data):
         c = zlib.compressobj(6, zlib.DEFLATED, wbits)
@@ -469,7 +598,7 @@ def bomb(mib):
 
 
 for _m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
-           "TRACE", "CONNECT", "PROPFIND"):
+           "TRACE", "CONNECT", "PROPFIND", "head"):
     setattr(Handler, "do_" + _m, Handler.handle_any)
 
 
