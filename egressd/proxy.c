@@ -93,6 +93,25 @@ struct proxy_body {
 	struct http_chunk ch; /* HTTP_BODY_CHUNKED */
 };
 
+/*
+ * A request forwarded and not yet answered: what its response's framing
+ * and treatment depend on. A response is always the oldest record's.
+ */
+struct proxy_rq {
+	/* the method, exactly (a response to HEAD has no body; case
+	 * matters) */
+	char method[HTTP_METHOD_MAX + 1];
+	bool upgrade; /* it asked for an upgrade: a 101 may answer it */
+	/* its lone "Connection: close" was left out upstream
+	 * (proxy_close_field): its response says close to the client */
+	bool close;
+	bool http10; /* no chunked framing back */
+	/* the vault revision its response is redacted against (a
+	 * reference): every request to a bound origin has one. NULL: the
+	 * origin is not a bound one */
+	struct vault *vault;
+};
+
 /* Pass-through: one direction of a spliced connection. */
 struct proxy_splice {
 	struct proxy_conn *c;
@@ -161,13 +180,10 @@ struct proxy_conn {
 	 * head deadline, o.head_ms, runs from there); 0: none is */
 	uint64_t head_t0_ms;
 	struct proxy_body hbody, rbody;
-	/* methods of forwarded requests awaiting their responses (a
-	 * response's framing depends on its request: HEAD, CONNECT) */
-	char rq_method[PROXY_PIPELINE_MAX][HTTP_METHOD_MAX + 1];
-	bool rq_upgrade[PROXY_PIPELINE_MAX];
-	/* the request's lone "Connection: close" was left out upstream
-	 * (proxy_close_field): its response says close to the client */
-	bool rq_close[PROXY_PIPELINE_MAX];
+	/* forwarded requests awaiting their responses, oldest first: a
+	 * ring of rq_n records from rq_first (proxy_rq_head, _push, _pop) */
+	struct proxy_rq rq[PROXY_PIPELINE_MAX];
+	size_t rq_first, rq_n;
 	/* such a request was forwarded: no head after it is read, and the
 	 * client connection closes once its response is out (RFC 9112
 	 * §9.6), its origin connection going to the pool */
@@ -177,11 +193,6 @@ struct proxy_conn {
 	 * bound origin): proxy_resp_done takes it up, even after the
 	 * client's FIN */
 	bool head_waiting;
-	bool rq_http10[PROXY_PIPELINE_MAX]; /* no chunked framing back */
-	/* the vault revision a request was injected from (a reference):
-	 * its response is redacted against it. NULL: not injected */
-	struct vault *rq_vault[PROXY_PIPELINE_MAX];
-	size_t rq_first, rq_n;
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
@@ -363,6 +374,45 @@ proxy_http_status(enum proxy_reason r)
 	default:
 		return 403;
 	}
+}
+
+/* --- the request queue ---------------------------------------------------- */
+
+/* The oldest request awaiting its response (c->rq_n > 0). */
+static struct proxy_rq *
+proxy_rq_head(struct proxy_conn *c)
+{
+	return &c->rq[c->rq_first];
+}
+
+/* Records a forwarded request h (c->rq_n < PROXY_PIPELINE_MAX); takes
+ * the reference v (NULL: not a bound origin). */
+static struct proxy_rq *
+proxy_rq_push(struct proxy_conn *c, const struct http_head *h, struct vault *v)
+{
+	struct proxy_rq *r =
+	    &c->rq[(c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX];
+
+	memset(r, 0, sizeof(*r));
+	memcpy(r->method, h->method.p, h->method.n);
+	r->method[h->method.n] = '\0';
+	r->upgrade = h->conn_upgrade;
+	r->http10 = h->minor == 0;
+	r->vault = v;
+	c->rq_n++;
+	return r;
+}
+
+/* The oldest request's response is through: its record goes. */
+static void
+proxy_rq_pop(struct proxy_conn *c)
+{
+	struct proxy_rq *r = proxy_rq_head(c);
+
+	vault_free(r->vault);
+	memset(r, 0, sizeof(*r));
+	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
+	c->rq_n--;
 }
 
 /* --- connection life ------------------------------------------------------ */
@@ -580,7 +630,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		size_t i;
 
 		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
-			vault_free(c->rq_vault[i]);
+			vault_free(c->rq[i].vault);
 	}
 	vault_free(c->up_vault);
 	event_free(c->timer);
@@ -1765,7 +1815,7 @@ proxy_vault_coding(
 		*reason = "unsupported_encoding";
 	else if (h->status < 200 || h->status == 206)
 		*reason = "partial_content";
-	else if (h->body != HTTP_BODY_NONE && c->rq_http10[c->rq_first])
+	else if (h->body != HTTP_BODY_NONE && proxy_rq_head(c)->http10)
 		*reason = "http10_client";
 	else
 		return 1;
@@ -1921,9 +1971,9 @@ static int
 proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
     const char *buf, size_t end, bool decode, struct err *e)
 {
-	struct vault *v = c->rq_vault[c->rq_first];
+	struct vault *v = proxy_rq_head(c)->vault;
 	struct evbuffer *out = proxy_red_out(c);
-	bool close = c->rq_close[c->rq_first] && h->status >= 200;
+	bool close = proxy_rq_head(c)->close && h->status >= 200;
 	const char *eol;
 	size_t i, rl;
 
@@ -1979,7 +2029,7 @@ static int
 proxy_vault_trailers(struct proxy_conn *c)
 {
 	struct evbuffer *out = proxy_red_out(c);
-	struct vault *v = c->rq_vault[c->rq_first];
+	struct vault *v = proxy_rq_head(c)->vault;
 	struct http_header f;
 	size_t pos = 0;
 
@@ -2213,7 +2263,7 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 		return proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY ? -1
 		                                                           : 0;
 	}
-	if ((c->red = vault_redactor_new(c->rq_vault[c->rq_first])) == NULL)
+	if ((c->red = vault_redactor_new(proxy_rq_head(c)->vault)) == NULL)
 		return -2;
 	c->red_chunked = c->rbody.kind == HTTP_BODY_CHUNKED || c->dec != NULL;
 	if (c->rbody.kind == HTTP_BODY_CHUNKED && proxy_keep_trailers(c) == -1)
@@ -2420,20 +2470,12 @@ proxy_http_pump(struct proxy_conn *c)
 		}
 		taint = rc == 0 && used != NULL;
 		{
-			size_t slot =
-			    (c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX;
-			size_t ml = h.method.n;
+			struct proxy_rq *r = proxy_rq_push(c, &h, used);
 
-			memcpy(c->rq_method[slot], h.method.p, ml);
-			c->rq_method[slot][ml] = '\0';
-			c->rq_upgrade[slot] = h.conn_upgrade;
-			c->rq_http10[slot] = h.minor == 0;
-			c->rq_vault[slot] = used;
-			c->rq_n++;
 			closef = proxy_close_field(c, &h);
 			if ((h.conn_close && closef == -1) || h.conn_upgrade)
 				c->up_keep = false;
-			c->rq_close[slot] = c->cli_closing = closef != -1;
+			r->close = c->cli_closing = closef != -1;
 		}
 		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 		if (rc == 1) /* its rewrite went up (with its body) */
@@ -2506,7 +2548,7 @@ proxy_early_answer(struct proxy_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->cli);
 
-	c->rq_close[c->rq_first] = true;
+	proxy_rq_head(c)->close = true;
 	c->cli_closing = true;
 	c->up_keep = false;
 	c->hphase = H_STOPPED; /* no refuse_status: no refusal follows */
@@ -2518,15 +2560,11 @@ proxy_early_answer(struct proxy_conn *c)
 static int
 proxy_resp_done(struct proxy_conn *c)
 {
-	bool was_upgrade = c->rq_upgrade[c->rq_first];
-	bool was_close = c->rq_close[c->rq_first];
+	bool was_upgrade = proxy_rq_head(c)->upgrade;
+	bool was_close = proxy_rq_head(c)->close;
 
-	c->rq_close[c->rq_first] = false;
 	proxy_red_state_free(c);
-	vault_free(c->rq_vault[c->rq_first]);
-	c->rq_vault[c->rq_first] = NULL;
-	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
-	c->rq_n--;
+	proxy_rq_pop(c);
 	c->rphase = H_HEAD;
 	if (c->hphase == H_STOPPED && c->refuse_status != 0 &&
 	    proxy_refuse_now(c)) {
@@ -2641,7 +2679,7 @@ proxy_resp_pump(struct proxy_conn *c)
 				return 0;
 			}
 			c->rcursor = 0;
-			m.p = c->rq_method[c->rq_first];
+			m.p = proxy_rq_head(c)->method;
 			m.n = strlen(m.p);
 			if (http_parse_response(buf, end, &m, &h, &e) !=
 			    HTTP_HEAD_OK)
@@ -2651,7 +2689,7 @@ proxy_resp_pump(struct proxy_conn *c)
 			if (h.status >= 200 && h.status != 101 &&
 			    c->rq_n == 1 && c->hphase == H_BODY)
 				proxy_early_answer(c);
-			if (c->rq_vault[c->rq_first] != NULL) {
+			if (proxy_rq_head(c)->vault != NULL) {
 				int vr =
 				    proxy_vault_response(c, &h, buf, end, &e);
 
@@ -2663,7 +2701,7 @@ proxy_resp_pump(struct proxy_conn *c)
 				continue;
 			}
 		}
-		if (c->rq_close[c->rq_first] && h.status >= 200 &&
+		if (proxy_rq_head(c)->close && h.status >= 200 &&
 		    h.status != 101) {
 			if (proxy_head_close(c,
 			        (const char *)evbuffer_pullup(
@@ -2673,7 +2711,7 @@ proxy_resp_pump(struct proxy_conn *c)
 		} else if (proxy_move(c, c->up, c->cli, end) == -1)
 			goto nomem;
 		if (h.status == 101) {
-			if (!c->rq_upgrade[c->rq_first]) {
+			if (!proxy_rq_head(c)->upgrade) {
 				(void)snprintf(e.msg, sizeof(e.msg),
 				    "101 to a request without Upgrade");
 				goto bad;
