@@ -513,6 +513,12 @@ vault_policy(const struct vault *v)
 	return v->p;
 }
 
+bool
+vault_locked(const struct vault *v)
+{
+	return secmem_arena_locked(v->arena);
+}
+
 /* ---- matching ---- */
 
 static bool

@@ -89,6 +89,10 @@ size_t vault_nbindings(const struct vault *v);
 size_t vault_nretired(const struct vault *v);
 /* The policy snapshot the vault was built from (borrowed). */
 const struct policy *vault_policy(const struct vault *v);
+/* False when the kernel refused to lock the arena in memory (mlock:
+ * RLIMIT_MEMLOCK without CAP_IPC_LOCK), so its values may be swapped
+ * out. The daemon says so (vault.mlock_failed) or fails to start. */
+bool vault_locked(const struct vault *v);
 
 /*
  * Could any binding match a request to host on port (443 → https, 80 →
