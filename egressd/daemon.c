@@ -185,6 +185,7 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 	        &bytes, &len, &e) == -1)
 		return false;
 	*h = hash_fnv1a(bytes, len);
+	secmem_wipe(bytes, len); /* inline credential values */
 	free(bytes);
 	return true;
 }
@@ -203,6 +204,7 @@ egressd_reload_token(struct egressd *d, const char *why)
 	if (d->cfg->token_file == NULL || d->api == NULL)
 		return;
 	if (config_token_read(d->cfg->token_file, buf, sizeof(buf), &e) < 0) {
+		secmem_wipe(buf, sizeof(buf)); /* what was read before */
 		log_error(d->log, "api.token_reload_failed",
 		    LOG_S("trigger", why), LOG_S("error", e.msg));
 		return;
