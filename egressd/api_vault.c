@@ -13,6 +13,7 @@
  * the Unix socket), then 400, 404, 409 from the mutation.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -182,16 +183,31 @@ write_allowed(struct api_req *r, enum vault_op op)
 	return true;
 }
 
-/* The request's body wiped and dropped: it holds secrets. */
+/* Chains of the body wiped per peek (any number: the loop goes on). */
+#define VAULT_WIPE_IOV 16
+
+/*
+ * The request's body wiped and dropped: it holds secrets. Wiped where
+ * each chain lies (evbuffer_peek): evbuffer_pullup would copy a body of
+ * several chains into a new one and free the old chains unwiped.
+ */
 static void
 vault_body_wipe(struct api_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	size_t len = evbuffer_get_length(in);
-	unsigned char *body;
+	struct evbuffer_iovec v[VAULT_WIPE_IOV];
+	struct evbuffer_ptr pos;
+	size_t len = evbuffer_get_length(in), off = 0;
+	int n, i;
 
-	if (len > 0 && (body = evbuffer_pullup(in, -1)) != NULL)
-		secmem_wipe(body, len);
+	while (off < len &&
+	    evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) == 0 &&
+	    (n = evbuffer_peek(in, -1, &pos, v, VAULT_WIPE_IOV)) > 0) {
+		for (i = 0; i < n && i < VAULT_WIPE_IOV; i++) {
+			secmem_wipe(v[i].iov_base, v[i].iov_len);
+			off += v[i].iov_len;
+		}
+	}
 	evbuffer_drain(in, len);
 }
 
@@ -207,12 +223,19 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 	size_t len = evbuffer_get_length(in);
 	enum policy_vault_status st = POLICY_VAULT_NOMEM;
 	struct policy *next = NULL;
-	unsigned char *body = NULL;
+	char *body = NULL;
 	struct err e;
 
 	err_clear(&e);
+	/* A copy of our own, wiped below, rather than evbuffer_pullup (see
+	 * vault_body_wipe). */
 	if (len > 0 && len <= API_BODY_MAX &&
-	    (body = evbuffer_pullup(in, -1)) == NULL) {
+	    ((body = malloc(len)) == NULL ||
+	        evbuffer_copyout(in, body, len) != (ev_ssize_t)len)) {
+		if (body != NULL)
+			secmem_wipe(body, len);
+		free(body);
+		vault_body_wipe(&p->r);
 		p->code = 500;
 		(void)snprintf(p->msg, sizeof(p->msg), "%s",
 		    "internal error: out of memory");
@@ -220,16 +243,18 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 	}
 	switch ((enum vault_op)p->op) {
 	case VOP_CREATE:
-		next = policy_vault_create_json(
-		    cur, (const char *)body, len, &st, &e);
+		next = policy_vault_create_json(cur, body, len, &st, &e);
 		break;
 	case VOP_PATCH:
-		next = policy_vault_patch_json(
-		    cur, (const char *)body, len, &st, &e);
+		next = policy_vault_patch_json(cur, body, len, &st, &e);
 		break;
 	case VOP_DELETE:
 		next = policy_vault_delete(cur, &st, &e);
 		break;
+	}
+	if (body != NULL) {
+		secmem_wipe(body, len);
+		free(body);
 	}
 	vault_body_wipe(&p->r);
 	if (next == NULL) {

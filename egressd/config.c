@@ -82,6 +82,9 @@ config_usage(FILE *f)
 	    "                          refuse (502) or decode (gzip, deflate; "
 	    "then\n"
 	    "                          redacted) (%s)\n"
+	    "  --vault-require-mlock   fail at start when the credential "
+	    "vault's\n"
+	    "                          memory cannot be locked (mlock)\n"
 	    "  --teardown-on-exit      remove the nftables table on a clean "
 	    "stop\n"
 	    "  --learned-max N         elements per learned set; beyond it the "
@@ -571,6 +574,7 @@ enum config_key {
 	K_PROTECTED_PORTS,
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
+	K_VAULT_REQUIRE_MLOCK,
 };
 
 /*
@@ -626,6 +630,7 @@ static const struct config_field config_fields[] = {
     [K_TEARDOWN] = {CF_BOOL, CF_AT(teardown_on_exit), 0, 0},
     [K_INSECURE_NO_TOKEN] = {CF_BOOL, CF_AT(api_insecure_no_token), 0, 0},
     [K_FAILPOINT] = {CF_STR, CF_AT(failpoint), 0, 0},
+    [K_VAULT_REQUIRE_MLOCK] = {CF_BOOL, CF_AT(vault_require_mlock), 0, 0},
 };
 
 /* Stores n (checked against the field's range) in a field of size bytes. */
@@ -790,6 +795,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_CA_BUNDLE", K_CA_BUNDLE},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
     {"EGRESSD_VAULT_COMPRESSED", K_VAULT_COMPRESSED},
+    {"EGRESSD_VAULT_REQUIRE_MLOCK", K_VAULT_REQUIRE_MLOCK},
 };
 
 int
@@ -904,6 +910,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("proxy-head-timeout", K_PROXY_HEAD_TIMEOUT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
+    CF_TRUE("vault-require-mlock", vault_require_mlock),
     CF_KEY("state-dir", K_STATE_DIR),
     CF_KEY("ca-key", K_CA_KEY),
     CF_KEY("ca-cert", K_CA_CERT),

@@ -105,6 +105,9 @@ struct config {
 	char *ca_key_file, *ca_cert_file; /* an operator's CA, or NULL */
 	char *ca_bundle; /* where the bundle goes; NULL: in state_dir */
 	enum config_vault_compressed vault_compressed;
+	/* A secret arena that mlock refused is fatal at start rather than
+	 * logged (vault.mlock_failed). */
+	bool vault_require_mlock;
 
 	/* Misc. */
 	char *deny_webhook;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -184,6 +185,7 @@ egressd_file_hash(const struct egressd *d, uint64_t *h)
 	        &bytes, &len, &e) == -1)
 		return false;
 	*h = hash_fnv1a(bytes, len);
+	secmem_wipe(bytes, len); /* inline credential values */
 	free(bytes);
 	return true;
 }
@@ -202,6 +204,7 @@ egressd_reload_token(struct egressd *d, const char *why)
 	if (d->cfg->token_file == NULL || d->api == NULL)
 		return;
 	if (config_token_read(d->cfg->token_file, buf, sizeof(buf), &e) < 0) {
+		secmem_wipe(buf, sizeof(buf)); /* what was read before */
 		log_error(d->log, "api.token_reload_failed",
 		    LOG_S("trigger", why), LOG_S("error", e.msg));
 		return;
@@ -1126,6 +1129,32 @@ egressd_intercepted_cb(void *arg, const char *name)
 	return d->proxy != NULL;
 }
 
+/* The start-up vault's arena is not locked (vault_locked): said once,
+ * with the limit that refused it; fatal with --vault-require-mlock. */
+static int
+egressd_vault_unlocked(struct egressd *d, struct err *e)
+{
+	bool fatal = d->cfg->vault_require_mlock;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == -1)
+		rl.rlim_cur = 0;
+	if (!fatal) {
+		log_warn(d->log, "vault.mlock_failed",
+		    LOG_U("memlock_limit", rl.rlim_cur), LOG_B("fatal", false),
+		    LOG_S("effect", "credential values may be swapped out"));
+		return 0;
+	}
+	log_error(d->log, "vault.mlock_failed",
+	    LOG_U("memlock_limit", rl.rlim_cur), LOG_B("fatal", true));
+	err_set(e,
+	    "credential vault: mlock refused (RLIMIT_MEMLOCK %llu bytes) "
+	    "and --vault-require-mlock is set: give egressd CAP_IPC_LOCK "
+	    "or a larger memlock limit",
+	    (unsigned long long)rl.rlim_cur);
+	return -1;
+}
+
 static int
 egressd_start_proxy(struct egressd *d, struct err *e)
 {
@@ -1139,6 +1168,8 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 		err_prefix(e, "credential vault");
 		return -1;
 	}
+	if (!vault_locked(d->vault) && egressd_vault_unlocked(d, e) == -1)
+		return -1;
 	memset(&o, 0, sizeof(o));
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;

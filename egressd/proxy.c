@@ -1652,6 +1652,8 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	rq.port = c->dport;
 	rq.method = h->method.p;
 	rq.method_len = h->method.n;
+	rq.query = h->query.p;
+	rq.query_len = h->query.n;
 	if (h->form == HTTP_TARGET_ORIGIN || h->form == HTTP_TARGET_ABSOLUTE) {
 		rq.path = h->path.p != NULL ? h->path.p : "/";
 		rq.path_len = h->path.p != NULL ? h->path.n : 1;

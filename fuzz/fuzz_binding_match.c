@@ -463,6 +463,8 @@ check_decide(struct policy *p, const struct bspec *bs, size_t nb,
 	vr.method_len = strlen(m);
 	vr.path = (const char *)q->path;
 	vr.path_len = q->path_len;
+	vr.query = NULL;
+	vr.query_len = 0;
 	check(vault_decide(v, &vr, &out, &e) == 0);
 	check(out.reason != NULL);
 	check(out.decision != VAULT_AMBIGUOUS);

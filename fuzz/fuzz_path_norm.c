@@ -8,11 +8,16 @@
  *    hex and none of an unreserved byte;
  *  - normalizing the result again gives the same bytes;
  *  - input holding NUL, a backslash, '?', '#', or an encoded '/', '\' or
- *    NUL (any case) is always refused: those are the bypass forms.
+ *    NUL (any case) is always refused: those are the bypass forms;
+ *  - an accepted result has no segment starting with "." or ".." and a
+ *    parameter (';' or "%3B"), no "%25" (then any "25"s) before the hex
+ *    of '.', '/', '\', ';', '?', '#' or NUL, and no "%C0" or "%C1": what
+ *    a server stripping parameters or decoding twice would resolve.
  */
 #include <ctype.h>
 #include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fuzz/fuzz_check.h"
 #include "policy/policy_path.h"
@@ -49,6 +54,40 @@ must_refuse(const uint8_t *d, size_t n)
 	return false;
 }
 
+/* The dot segment with a parameter that starts at out[i], if any. */
+static bool
+dot_param_at(const char *out, size_t len, size_t i)
+{
+	size_t d = 0;
+
+	while (i + d < len && d < 2 && out[i + d] == '.')
+		d++;
+	if (d == 0 || i + d >= len)
+		return false;
+	return out[i + d] == ';' ||
+	    (i + d + 2 < len && strncasecmp(out + i + d, "%3b", 3) == 0);
+}
+
+/* A second decode of out[i..] would give a byte the normalizer resolves
+ * or refuses. */
+static bool
+reencoded_at(const char *out, size_t len, size_t i)
+{
+	static const char bad[] = "2e2f5c3b3f2300";
+	size_t j, k;
+
+	if (i + 2 >= len || strncmp(out + i, "%25", 3) != 0)
+		return false;
+	for (j = i + 3; j + 1 < len && strncmp(out + j, "25", 2) == 0;)
+		j += 2;
+	if (j + 1 >= len)
+		return false;
+	for (k = 0; k < sizeof(bad) - 1; k += 2)
+		if (strncasecmp(out + j, bad + k, 2) == 0)
+			return true;
+	return false;
+}
+
 static void
 check_shape(const char *out, size_t len)
 {
@@ -58,6 +97,8 @@ check_shape(const char *out, size_t len)
 	for (i = 0; i <= len; i++) {
 		unsigned char c = (unsigned char)out[i];
 
+		if (i == seg)
+			check(!dot_param_at(out, len, i));
 		if (i == len || c == '/') {
 			if (i > 0) {
 				size_t sl = i - seg;
@@ -70,6 +111,9 @@ check_shape(const char *out, size_t len)
 		}
 		if (c == '%') {
 			check(i + 2 < len);
+			check(!reencoded_at(out, len, i));
+			check(strncmp(out + i, "%C0", 3) != 0 &&
+			    strncmp(out + i, "%C1", 3) != 0);
 			check(isxdigit((unsigned char)out[i + 1]) &&
 			    !islower((unsigned char)out[i + 1]));
 			check(isxdigit((unsigned char)out[i + 2]) &&

@@ -211,7 +211,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct vault *v;
 	static struct vault_inject api, pass;
-	struct vault_req rq = {POLICY_SCHEME_HTTPS, NULL, 0, "GET", 3, "/", 1};
+	struct vault_req rq = {
+	    POLICY_SCHEME_HTTPS, NULL, 0, "GET", 3, "/", 1, NULL, 0};
 	const struct vault_inject *vi;
 	const struct ref_sub *subs;
 	size_t nsubs, hits, max, outlen, i;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "util/secmem.h"
 #include "util/text.h"
 #include "util/utf8.h"
 
@@ -182,9 +183,17 @@ jr_strbody(struct jr *j, struct pnode *n)
 				    POLICY_SCALAR_MAX);
 				goto out_free;
 			}
-			if ((no = realloc(o, cap *= 2)) == NULL)
+			/* Moved by copy and wipe, never realloc: the string
+			 * may be a credential value (an API body), and a
+			 * realloc that moves it leaves the old bytes in freed
+			 * memory. */
+			if ((no = malloc(cap * 2)) == NULL)
 				goto oom;
+			memcpy(no, o, on);
+			secmem_wipe(o, cap);
+			free(o);
 			o = no;
+			cap *= 2;
 		}
 		if (c < 0) {
 			jr_fail(j, "unterminated string");
@@ -218,6 +227,8 @@ jr_strbody(struct jr *j, struct pnode *n)
 oom:
 	jr_fail(j, "out of memory");
 out_free:
+	if (o != NULL)
+		secmem_wipe(o, cap);
 	free(o);
 	return -1;
 }

@@ -5,7 +5,9 @@
  * the percent-encodings of unreserved bytes (so "%2e%2e" is ".." for the
  * second pass, as it is for servers that decode before resolving), the
  * second removes dot segments (RFC 3986 §5.2.4) in place. Neither pass
- * lengthens the text, so writing stays behind reading.
+ * lengthens the text, so writing stays behind reading. Between them a
+ * check refuses what only a server that decodes again would read as a
+ * dot, a separator or a parameter.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -87,6 +89,72 @@ decode(const char *in, size_t len, char *out, struct err *e)
 	return (long)o;
 }
 
+/*
+ * The bytes whose escape, reached by decoding once more, would change
+ * how a server that decodes twice splits or resolves the path: a dot
+ * segment or a separator this normalizer never saw ('.', '/', '\\'),
+ * a path parameter (';'), an end of the path ('?', '#', NUL).
+ */
+static bool
+reencoded_byte(unsigned char c)
+{
+	return c == '.' || c == '/' || c == '\\' || c == ';' || c == '?' ||
+	    c == '#' || c == '\0';
+}
+
+/*
+ * Check of pass 1's output (escapes there are upper-case, their digits
+ * literal or decoded): refuses "%25" followed, after any further "25"s,
+ * by two hex digits of a reencoded_byte ("%252e", "%25252F", "%253b" from
+ * "%25%32%65" too), and "%C0" / "%C1" (the lead byte of an overlong
+ * UTF-8 form of ASCII: "%C0%AE" is '.' to a lax decoder).
+ */
+static int
+check_reencoded(const char *s, size_t n, struct err *e)
+{
+	size_t i, j;
+	int hi, lo;
+
+	for (i = 0; i + 2 < n; i++) {
+		if (s[i] != '%')
+			continue;
+		if (s[i + 1] == 'C' && (s[i + 2] == '0' || s[i + 2] == '1')) {
+			err_set(e, "overlong UTF-8 in path");
+			return -1;
+		}
+		if (s[i + 1] != '2' || s[i + 2] != '5')
+			continue;
+		for (j = i + 3; j + 1 < n && s[j] == '2' && s[j + 1] == '5';)
+			j += 2;
+		if (j + 1 < n && (hi = text_hexval((unsigned char)s[j])) >= 0 &&
+		    (lo = text_hexval((unsigned char)s[j + 1])) >= 0 &&
+		    reencoded_byte((unsigned char)(hi << 4 | lo))) {
+			err_set(e,
+			    "double-encoded dot, separator or "
+			    "parameter in path");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Does the segment s[0..sl) start with "." or ".." and a path parameter
+ * (';' or its escape)? Servers that strip parameters before resolving
+ * (Tomcat, Spring: "/..;/" is "/../") would see a dot segment. */
+static bool
+dot_params(const char *s, size_t sl)
+{
+	size_t d = 0;
+
+	while (d < sl && d < 2 && s[d] == '.')
+		d++;
+	if (d == 0 || d == sl)
+		return false;
+	return s[d] == ';' ||
+	    (sl - d >= 3 && s[d] == '%' && s[d + 1] == '3' &&
+	        (s[d + 2] == 'B' || s[d + 2] == 'b'));
+}
+
 /* Pass 2: dot segments out, in place; returns the new length or -1. */
 static long
 remove_dots(char *s, size_t n, struct err *e)
@@ -103,9 +171,7 @@ remove_dots(char *s, size_t n, struct err *e)
 			err_set(e, "empty segment (\"//\") in path");
 			return -1;
 		}
-		if ((sl >= 2 && s[r] == '.' && s[r + 1] == ';') ||
-		    (sl >= 3 && s[r] == '.' && s[r + 1] == '.' &&
-		        s[r + 2] == ';')) {
+		if (dot_params(s + r, sl)) {
 			err_set(e, "dot segment with parameters in path");
 			return -1;
 		}
@@ -153,6 +219,7 @@ policy_path_normalize(const char *in, size_t len, char *out, size_t outsize,
 		return -1;
 	}
 	if ((n = decode(in, len, out, e)) < 0 ||
+	    check_reencoded(out, (size_t)n, e) == -1 ||
 	    (n = remove_dots(out, (size_t)n, e)) < 0)
 		return -1;
 	if (outlen != NULL)

@@ -25,8 +25,18 @@
  *   kept with upper-case hex; an encoded '/', '\\' or NUL is refused
  *   (their meaning differs between servers);
  * - empty segments ("//") are refused except the last one (a trailing
- *   '/'), and so are "." or ".." followed by ';' (path parameters some
- *   servers strip before resolving dot segments);
+ *   '/'), and so is a segment that starts with "." or ".." followed by
+ *   ';' or "%3B" (either case, "%2e;" too): ".;", "..;x", "..%3B",
+ *   ".%3b": servers that strip path parameters before resolving dot
+ *   segments (Tomcat, Spring) read "/..;/" as "/../";
+ * - what a server that percent-decodes twice would resolve differently is
+ *   refused, anywhere in the path (before dot segments are removed):
+ *   "%25", after any further "25"s, followed by the hex of '.', '/',
+ *   '\\', ';', '?', '#' or NUL in either case ("%252e", "%252F",
+ *   "%25252e", "%253B"; "%25%32%65" is "%252e" once decoded, so it is
+ *   refused too). "%25" before anything else stays ("100%25" is fine);
+ * - "%C0" and "%C1" are refused: lead bytes of overlong UTF-8 encodings
+ *   of ASCII ("%C0%AE" is '.' to a lax decoder), never valid UTF-8;
  * - dot segments ("." and "..", also when encoded: %2e%2e) are removed per
  *   RFC 3986 §5.2.4 (".." at the root stays at the root).
  * out gets the result NUL-terminated, *outlen (may be NULL) its length;

@@ -20,6 +20,7 @@
 
 #include "policy/policy_int.h"
 #include "util/fileread.h"
+#include "util/secmem.h"
 
 struct yr {
 	const char *name;
@@ -349,6 +350,8 @@ policy_load_file_max(const char *path, size_t max, struct policy_diag *d)
 		p = policy_parse_json(buf, len, path, d);
 	else
 		p = policy_parse_yaml(buf, len, path, d);
+	/* The text holds the inline credential values. */
+	secmem_wipe(buf, len);
 	free(buf);
 	return p;
 }

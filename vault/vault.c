@@ -513,6 +513,12 @@ vault_policy(const struct vault *v)
 	return v->p;
 }
 
+bool
+vault_locked(const struct vault *v)
+{
+	return secmem_arena_locked(v->arena);
+}
+
 /* ---- matching ---- */
 
 static bool
@@ -584,6 +590,79 @@ remove_add(struct vault_inject *out, const char *name)
 		out->remove[out->nremove++] = name;
 }
 
+/* Headers that make frameworks run another method than the request
+ * line's (vault.h, remove[]). */
+static const char *const override_headers[VAULT_OVERRIDE_HEADERS] = {
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+};
+
+/* The byte at q[*i] of a query parameter's name, percent-decoded ('+' a
+ * space), *i moved past it; a malformed escape is taken literally. */
+static unsigned char
+query_name_byte(const char *q, size_t n, size_t *i)
+{
+	unsigned char c = (unsigned char)q[*i];
+	int hi, lo;
+
+	(*i)++;
+	if (c == '+')
+		return ' ';
+	if (c != '%' || *i + 2 > n)
+		return c;
+	if ((hi = text_hexval((unsigned char)q[*i])) < 0 ||
+	    (lo = text_hexval((unsigned char)q[*i + 1])) < 0)
+		return c;
+	*i += 2;
+	return (unsigned char)(hi << 4 | lo);
+}
+
+/* Is the name q[0..n) (up to '=', raw) "_method" as PHP, Rack or
+ * Express would read it (vault.h, vault_decide)? */
+static bool
+query_name_is_method(const char *q, size_t n)
+{
+	static const char want[] = "_method";
+	size_t i = 0, k = 0;
+	unsigned char c;
+
+	do {
+		if (i == n)
+			return false;
+		c = query_name_byte(q, n, &i);
+	} while (c == ' ');
+	for (;;) {
+		if (c == ' ' || c == '.' || c == '[')
+			c = '_';
+		if (k == sizeof(want) - 1 || text_lower(c) != want[k])
+			return false;
+		k++;
+		if (i == n)
+			return k == sizeof(want) - 1;
+		c = query_name_byte(q, n, &i);
+	}
+}
+
+static bool
+query_has_method(const char *q, size_t n)
+{
+	size_t i = 0, start, end;
+
+	while (q != NULL && i < n) {
+		start = i;
+		while (i < n && q[i] != '&' && q[i] != ';')
+			i++;
+		end = start;
+		while (end < i && q[end] != '=')
+			end++;
+		if (query_name_is_method(q + start, end - start))
+			return true;
+		i++;
+	}
+	return false;
+}
+
 static int
 render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
     struct err *e)
@@ -594,6 +673,8 @@ render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
 
 	for (i = 0; i < vb->nlower; i++)
 		remove_add(out, vb->lower[i]);
+	for (i = 0; i < VAULT_OVERRIDE_HEADERS; i++)
+		remove_add(out, override_headers[i]);
 	if (vb->ncreds == 0)
 		return 0;
 	if ((buf = secmem_alloc(v->arena, vb->render_len + 1)) == NULL) {
@@ -709,6 +790,16 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 	if ((vb = bind_of(v, b)) == NULL) {
 		err_set(e, "binding not in the vault");
 		return -1;
+	}
+	if (query_has_method(rq->query, rq->query_len)) {
+		/* Like every 400 refusal: nothing to forward. */
+		free(out->norm_path);
+		out->norm_path = NULL;
+		out->norm_path_len = 0;
+		out->binding = policy_binding_name(b);
+		decide_as(out, VAULT_REFUSED, 400,
+		    "method override in the query of a credential request");
+		return 0;
 	}
 	if (render(v, vb, out, e) == -1)
 		return -1;

@@ -41,8 +41,10 @@
 #define VAULT_PATTERN_BYTES_MAX (8u << 20)
 #define VAULT_LINES_INFLIGHT 64u
 #define VAULT_LINES_ARENA_MAX (16u << 20) /* arena bytes for lines */
-/* remove[]: one name per customHeaders header plus proxy-authorization. */
-#define VAULT_REMOVE_MAX (POLICY_BINDING_LIST_MAX + 1)
+/* remove[]: one name per customHeaders header, proxy-authorization and
+ * the VAULT_OVERRIDE_HEADERS method-override headers. */
+#define VAULT_OVERRIDE_HEADERS 3u
+#define VAULT_REMOVE_MAX (POLICY_BINDING_LIST_MAX + 1 + VAULT_OVERRIDE_HEADERS)
 #define VAULT_METHOD_MAX 32 /* longer method tokens match no binding */
 
 struct vault;
@@ -87,6 +89,10 @@ size_t vault_nbindings(const struct vault *v);
 size_t vault_nretired(const struct vault *v);
 /* The policy snapshot the vault was built from (borrowed). */
 const struct policy *vault_policy(const struct vault *v);
+/* False when the kernel refused to lock the arena in memory (mlock:
+ * RLIMIT_MEMLOCK without CAP_IPC_LOCK), so its values may be swapped
+ * out. The daemon says so (vault.mlock_failed) or fails to start. */
+bool vault_locked(const struct vault *v);
 
 /*
  * Could any binding match a request to host on port (443 → https, 80 →
@@ -104,6 +110,9 @@ struct vault_req {
 	size_t method_len;
 	const char *path; /* raw origin-form path, query split off */
 	size_t path_len;
+	/* The raw query, after '?' and without it; NULL or 0: none. */
+	const char *query;
+	size_t query_len;
 };
 
 enum vault_decision {
@@ -117,8 +126,9 @@ struct vault_inject {
 	enum vault_decision decision;
 	/* VAULT_REFUSED/AMBIGUOUS: 400 (path refused by
 	 * policy_path_normalize: %2e%2e is resolved, but %2f %5c %00, a
-	 * backslash, "//", "..;" are refused) or 403 (ambiguous; TRACE or
-	 * TRACK, any case, to a bound host). 0 otherwise. */
+	 * backslash, "//", "..;" are refused; or a request that would be
+	 * injected names "_method" in its query) or 403 (ambiguous; TRACE
+	 * or TRACK, any case, to a bound host). 0 otherwise. */
 	int status;
 	/* Fixed text, safe to log and to send. Always set. */
 	const char *reason;
@@ -133,7 +143,10 @@ struct vault_inject {
 	 * Header names (lowercase, static or borrowed from the vault) the
 	 * proxy removes from the client's request before adding lines: every
 	 * header the injection writes, and proxy-authorization always (on
-	 * every decision, NO_MATCH included). Deduplicated.
+	 * every decision, NO_MATCH included). VAULT_INJECTED also removes
+	 * x-http-method-override, x-http-method and x-method-override:
+	 * frameworks that honour them would run a binding scoped to GET as
+	 * a POST or a DELETE. Deduplicated.
 	 */
 	const char *remove[VAULT_REMOVE_MAX];
 	size_t nremove;
@@ -157,6 +170,14 @@ struct vault_inject {
  * line. Header names are written as the binding spells them.
  * When injecting, the proxy should also send "Accept-Encoding: identity"
  * (issue 18 §7); that is not part of lines.
+ * A request that would be injected is REFUSED (400) instead when its
+ * query has a parameter whose name is "_method" (Rails, Laravel,
+ * Symfony, method-override for Express read it as the method to run):
+ * parameters split at '&' and ';', the name up to '=', percent-decoded
+ * ('+' as a space), leading spaces dropped and ' ', '.' and '[' read
+ * as '_' (PHP's mangling of names), compared without case. The
+ * binding matched the request line's method, and the origin must run
+ * that one.
  * 0 with *out filled (clear it with vault_inject_clear whatever the
  * decision), or -1 and e when memory ran out (the arena too: more than
  * VAULT_LINES_INFLIGHT injections held): forward nothing then (503).

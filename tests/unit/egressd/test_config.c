@@ -482,6 +482,34 @@ test_vault_compressed(void **state)
 	config_clear(&c);
 }
 
+/* --vault-require-mlock: off by default; the variable and the flag each
+ * turn it on, a bad value is named. */
+static void
+test_vault_require_mlock(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_VAULT_REQUIRE_MLOCK=true", NULL};
+	char *off_env[] = {"EGRESSD_VAULT_REQUIRE_MLOCK=0", NULL};
+	char *bad_env[] = {"EGRESSD_VAULT_REQUIRE_MLOCK=maybe", NULL};
+	char a0[] = "egressd", a1[] = "--vault-require-mlock";
+	char *argv[] = {a0, a1, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_false(c.vault_require_mlock);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_true(c.vault_require_mlock);
+	assert_int_equal(config_from_env(&c, off_env, &e), 0);
+	assert_false(c.vault_require_mlock);
+	assert_int_equal(config_from_args(&c, 2, argv, &e), 0);
+	assert_true(c.vault_require_mlock);
+	assert_int_equal(config_from_env(&c, bad_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_VAULT_REQUIRE_MLOCK"));
+	assert_int_equal(c.unknown_env.n, 0);
+	config_clear(&c);
+}
+
 int
 main(void)
 {
@@ -499,6 +527,7 @@ main(void)
 	    cmocka_unit_test(test_hostport),
 	    cmocka_unit_test(test_learned_max),
 	    cmocka_unit_test(test_vault_compressed),
+	    cmocka_unit_test(test_vault_require_mlock),
 	    cmocka_unit_test(test_proxy_conns_max),
 	    cmocka_unit_test(test_proxy_head_timeout),
 	};

@@ -97,7 +97,7 @@ decide(struct vault *v, unsigned scheme, const char *host, uint16_t port,
     const char *method, const char *path, size_t plen, struct vault_inject *out)
 {
 	struct vault_req rq = {
-	    scheme, host, port, method, strlen(method), path, plen};
+	    scheme, host, port, method, strlen(method), path, plen, NULL, 0};
 	struct err e;
 
 	err_clear(&e);
@@ -135,6 +135,9 @@ which(struct vault *v, unsigned scheme, const char *host, uint16_t port,
 	vault_inject_clear(v, &out);
 	return buf;
 }
+
+/* What every injection removes besides its own headers. */
+#define OVERRIDES "x-http-method-override", "x-http-method", "x-method-override"
 
 static bool
 removes(const struct vault_inject *o, const char *name)
@@ -221,6 +224,10 @@ test_bad_paths(void **state)
 	    "/v1/chat/a%00b",
 	    "/v1//chat/x",
 	    "/v1/chat/..;/x",
+	    "/v1/chat/..%3B/x",
+	    "/v1/chat/.%3b/x",
+	    "/v1/chat/%2e;/x",
+	    "/v1/chat/%252e%252e/x",
 	    "/v1/chat/a b",
 	    "v1/chat/x",
 	    "",
@@ -355,27 +362,116 @@ static void
 test_render(void **state)
 {
 	static const char *const auth[] = {
-	    "proxy-authorization", "authorization"};
-	static const char *const key[] = {"proxy-authorization", "x-api-key"};
+	    "proxy-authorization", "authorization", OVERRIDES};
+	static const char *const key[] = {
+	    "proxy-authorization", "x-api-key", OVERRIDES};
 	static const char *const custom[] = {
-	    "proxy-authorization", "x-one", "x-two"};
-	static const char *const pass[] = {"proxy-authorization"};
+	    "proxy-authorization", "x-one", "x-two", OVERRIDES};
+	static const char *const pass[] = {"proxy-authorization", OVERRIDES};
 	struct vault *v = vault_of(pol_all);
 	const unsigned S = POLICY_SCHEME_HTTPS, H = POLICY_SCHEME_HTTP;
 
 	(void)state;
 	expect_lines(v, S, "api.example.com", 443, "POST", "/v1/chat/c", "chat",
-	    "Authorization: Bearer s3cr3t-K\r\n", auth, 2);
+	    "Authorization: Bearer s3cr3t-K\r\n", auth, 5);
 	expect_lines(v, S, "api.example.com", 443, "GET", "/v1/models", "key",
-	    "X-Api-Key: s3cr3t-K\r\n", key, 2);
+	    "X-Api-Key: s3cr3t-K\r\n", key, 5);
 	expect_lines(v, S, "x.example.com", 443, "GET", "/", "wild",
-	    "Authorization: Bearer wild-W\r\n", auth, 2);
+	    "Authorization: Bearer wild-W\r\n", auth, 5);
 	expect_lines(v, S, "basic.example.net", 443, "PUT", "/u", "basic",
-	    "Authorization: Basic dXNlcjpwYXNz\r\n", auth, 2);
+	    "Authorization: Basic dXNlcjpwYXNz\r\n", auth, 5);
 	expect_lines(v, H, "plain.example.org", 80, "PATCH", "/c/", "custom",
-	    "X-One: hdr-one\r\nX-Two: hdr-two\r\n", custom, 3);
+	    "X-One: hdr-one\r\nX-Two: hdr-two\r\n", custom, 6);
 	expect_lines(
-	    v, H, "plain.example.org", 0, "GET", "/p/x", "pass", NULL, pass, 1);
+	    v, H, "plain.example.org", 0, "GET", "/p/x", "pass", NULL, pass, 4);
+	vault_free(v);
+}
+
+/* The decision for a GET of /v1/models (binding "key") with query q. */
+static enum vault_decision
+decide_query(
+    struct vault *v, const char *path, const char *q, struct vault_inject *out)
+{
+	struct vault_req rq = {POLICY_SCHEME_HTTPS, "api.example.com", 443,
+	    "GET", 3, path, strlen(path), q, q != NULL ? strlen(q) : 0};
+	struct err e;
+
+	err_clear(&e);
+	if (vault_decide(v, &rq, out, &e) != 0)
+		fail_msg("vault_decide: %s", e.msg);
+	return out->decision;
+}
+
+/* "_method" in the query of a request that would be injected: refused,
+ * in every spelling a framework reads as that name; other names pass. */
+static void
+test_query_method_override(void **state)
+{
+	static const char *const bad[] = {
+	    "_method=POST",
+	    "_method",
+	    "_method=",
+	    "a=1&_method=DELETE",
+	    "a=1;_method=DELETE",
+	    "_METHOD=put",
+	    "_Method=put",
+	    "%5Fmethod=post",
+	    "%5fMETHOD=post",
+	    "_%6Dethod=post",
+	    "%5F%6D%65%74%68%6F%64=post",
+	    "+_method=post",
+	    "%20_method=post",
+	    ".method=post",
+	    "%2Emethod=post",
+	    "[method=post",
+	    "x=1&&_method=post",
+	};
+	static const char *const good[] = {
+	    NULL, "", "method=post", "_methods=post", "_metho=post",
+	    "a_method=post", "x=_method", "x=1&y=_method=post",
+	    "%5Fmethod%=post", "%255Fmethod=post", "_method_=post",
+	    "+method=post", /* PHP drops leading spaces: "method" */
+	};
+	struct vault *v = vault_of(pol_all);
+	struct vault_inject out;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (decide_query(v, "/v1/models", bad[i], &out) !=
+		        VAULT_REFUSED ||
+		    out.status != 400)
+			fail_msg("\"%s\": decision %d status %d", bad[i],
+			    out.decision, out.status);
+		assert_string_equal(out.reason,
+		    "method override in the query of a credential request");
+		assert_null(out.lines);
+		assert_null(out.norm_path);
+		assert_true(removes(&out, "proxy-authorization"));
+		vault_inject_clear(v, &out);
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (decide_query(v, "/v1/models", good[i], &out) !=
+		    VAULT_INJECTED)
+			fail_msg("\"%s\": decision %d status %d",
+			    good[i] != NULL ? good[i] : "(none)", out.decision,
+			    out.status);
+		assert_true(removes(&out, "x-http-method-override"));
+		assert_true(removes(&out, "x-http-method"));
+		assert_true(removes(&out, "x-method-override"));
+		vault_inject_clear(v, &out);
+	}
+	/* Not the vault's business where nothing is injected. */
+	{
+		struct vault_req rq = {POLICY_SCHEME_HTTPS, "api.example.com",
+		    443, "POST", 4, "/other", 6, "_method=GET", 11};
+		struct err e;
+
+		assert_int_equal(vault_decide(v, &rq, &out, &e), 0);
+		assert_int_equal(out.decision, VAULT_NO_MATCH);
+		assert_false(removes(&out, "x-http-method-override"));
+		vault_inject_clear(v, &out);
+	}
 	vault_free(v);
 }
 
@@ -404,7 +500,7 @@ test_inflight_bound(void **state)
 	static struct vault_inject held[4096];
 	struct vault *v = vault_of(pol_all);
 	struct vault_req rq = {POLICY_SCHEME_HTTPS, "api.example.com", 443,
-	    "POST", 4, "/v1/chat/x", 10};
+	    "POST", 4, "/v1/chat/x", 10, NULL, 0};
 	struct err e;
 	size_t n, i;
 
@@ -560,7 +656,7 @@ static void
 test_retired(void **state)
 {
 	static const char *const auth[] = {
-	    "proxy-authorization", "authorization"};
+	    "proxy-authorization", "authorization", OVERRIDES};
 	struct vault *v1, *v2, *v3, *v4, *v;
 	char val[32];
 	size_t i;
@@ -574,7 +670,7 @@ test_retired(void **state)
 	assert_true(masks(v2, "old-K3Y-one"));
 	assert_true(masks(v2, "new-K3Y-two"));
 	expect_lines(v2, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
-	    "/x", "b", "Authorization: Bearer new-K3Y-two\r\n", auth, 2);
+	    "/x", "b", "Authorization: Bearer new-K3Y-two\r\n", auth, 5);
 	/* the base64 form of a retired value is masked too */
 	assert_true(masks(v2, "b2xkLUszWS1vbmU"));
 	/* an unrelated change (same value) carries the retired one on */
@@ -588,7 +684,7 @@ test_retired(void **state)
 	assert_int_equal(vault_nretired(v4), 1);
 	assert_true(masks(v4, "new-K3Y-two"));
 	expect_lines(v4, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
-	    "/x", "b", "Authorization: Bearer old-K3Y-one\r\n", auth, 2);
+	    "/x", "b", "Authorization: Bearer old-K3Y-one\r\n", auth, 5);
 	vault_free(v2);
 	vault_free(v3);
 	/* many rotations: the VAULT_RETIRED_MAX most recent stay */
@@ -629,7 +725,9 @@ test_file_source(void **state)
 		fail_msg("vault_new: %s", e.msg);
 	expect_lines(v, POLICY_SCHEME_HTTPS, "api.example.com", 443, "GET",
 	    "/x", "fb", "Authorization: Bearer file-T0KEN\r\n",
-	    (const char *const[]){"proxy-authorization", "authorization"}, 2);
+	    (const char *const[]){
+	        "proxy-authorization", "authorization", OVERRIDES},
+	    5);
 	vault_free(v);
 	policy_unref(p);
 	tmp_remove(&t);
@@ -713,6 +811,7 @@ main(void)
 	    cmocka_unit_test(test_trace),
 	    cmocka_unit_test(test_host_bound),
 	    cmocka_unit_test(test_render),
+	    cmocka_unit_test(test_query_method_override),
 	    cmocka_unit_test(test_no_match_removes_proxy_auth),
 	    cmocka_unit_test(test_inflight_bound),
 	    cmocka_unit_test(test_refs),

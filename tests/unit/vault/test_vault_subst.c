@@ -68,7 +68,8 @@ static void
 decide(struct vault *v, unsigned scheme, const char *host, const char *path,
     struct vault_inject *out)
 {
-	struct vault_req rq = {scheme, host, 0, "POST", 4, path, strlen(path)};
+	struct vault_req rq = {
+	    scheme, host, 0, "POST", 4, path, strlen(path), NULL, 0};
 	struct err e;
 
 	err_clear(&e);
