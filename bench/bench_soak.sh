@@ -54,7 +54,8 @@
 #             BENCH_FLOOD_MB MiB POST pushed as fast as egressd takes it),
 #             and 4 + 4 clients that ask for 32 MiB and never read.
 # A sampler writes t,rss_kb,fds (VmRSS and /proc/PID/fd) every second.
-# Printed: what each load did, RSS and descriptors (start, baseline,
+# Printed: what each load did, egressd's log warnings and close
+# reasons, RSS and descriptors (start, baseline,
 # peak, last, growth, slope), the memory bound of docs/proxy.md at the
 # peak's connection count, and the secret scan: every byte every client
 # received (headers, bodies, dnsperf's output, the flood's reads; a
@@ -317,6 +318,14 @@ tred=$(cat "$OUT"/term-*.out | grep -aci '^X-Echo-Authorization: \[REDACTED\]')
 echo "term:      $tall responses ($t200 of them 200, ${terr:-0} curl errors), $tred with the echoed header [REDACTED]; origin: $ostats"
 echo "flood:"
 sed 's/^/  /' "$DIR/flood.log"
+# tally EXPR: "name count, ..." of what EXPR picks out of egressd's log
+tally()
+{
+	grep -o "$1" "$DIR/egressd.log" | sed 's/.*":"//; s/"$//' | sort | uniq -c |
+	    sort -rn | awk '{printf "%s%s %d", (NR > 1 ? ", " : ""), $2, $1}'
+}
+w=$(tally '"lvl":"\(warn\|error\)","ev":"[a-z_.]*"')
+echo "egressd:   log warnings and errors: ${w:-none}; proxy.closed reasons (the log aggregates): $(tally '"ev":"proxy.closed","decision":"[a-z_]*","reason":"[a-z_]*"')"
 awk -F, -v warm="$WARM" -v dur="$DUR" -v rss0="$RSS0" -v fds0="$FDS0" -v hwm="${HWM:-0}" '
 function median(a, n,   i, j, t) {
 	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
