@@ -14,6 +14,9 @@ struct vault_cred {
 	const char *name; /* borrowed from the policy */
 	char *val; /* arena, NUL-terminated */
 	size_t len;
+	/* A basic binding uses it: the value is base64 of "user:password",
+	 * and the redactor masks those decoded too (kept when retired). */
+	bool basic;
 };
 
 /* One substitution of a binding (vault_subst.c). */
@@ -38,6 +41,11 @@ struct vault_bind {
 	size_t nsubs;
 	unsigned subst_in; /* union of their surfaces */
 };
+
+/* The skip filter's blocks (vault_redact.c skip_block): bytes, and the
+ * bits of their hash (the shift table's size). */
+#define VAULT_SKIP_BLOCK 4u
+#define VAULT_SKIP_BITS 20u
 
 /* A redaction pattern: len bytes at p (in the arena). */
 struct vault_pat {
@@ -69,7 +77,7 @@ struct vault_match {
 	 * c0 c1 (0: some pattern may start at the window's first byte).
 	 */
 	size_t win;
-	uint8_t shift[65536];
+	uint8_t shift[1u << VAULT_SKIP_BITS];
 	/*
 	 * Candidates by their first q bytes (the shortest pattern's length,
 	 * at most 8; 0 when shorter than 4: then every pattern of the first

@@ -10,20 +10,21 @@
  * with memcmp, and the first (longest) that matches covers its bytes. A
  * position is never skipped after a match, so overlapping occurrences are
  * all covered. Cost per byte: one or two table probes where no pattern
- * starts; at worst the patterns sharing the two first bytes, whose bytes
- * are bounded by VAULT_PATTERN_BYTES_MAX. Not constant time (the compared
+ * starts; at worst the patterns sharing the first bytes (their number
+ * bounded by VAULT_PATTERNS_MAX). Not constant time (the compared
  * bytes are the response's, and an origin timing egressd's redaction
  * learns at most where its own bytes begin a secret's rendered form).
  *
- * In front of it, streams use a skip filter (Wu-Manber with blocks of two
- * bytes): with win the shortest pattern's length (capped), a window of
- * win bytes looks at its last two; if they occur in no pattern's first
- * win bytes at an offset j, no pattern starts within the next
- * win - 2 - j positions (win - 1 if they occur nowhere), and the window
- * moves on that far without probing them. A pattern that starts at
- * position i ends its first win bytes with two bytes of shift 0 at
- * window i, so no start is ever skipped. Random bytes and text that
- * shares little with the values move by up to win - 1 per probe. Header
+ * In front of it, streams use a skip filter (Wu-Manber with blocks of
+ * B = VAULT_SKIP_BLOCK bytes, hashed): with win the shortest pattern's
+ * length (capped), a window of win bytes looks at its last B; if they
+ * (their hash) occur in no pattern's first win bytes at an offset j, no
+ * pattern starts within the next win - B - j positions (win - B + 1 if
+ * they occur nowhere), and the window moves on that far without probing
+ * them. A pattern that starts at position i ends its first win bytes
+ * with a block of shift 0 at window i, so no start is ever skipped.
+ * Random bytes and text that shares little with the forms move by up to
+ * win - B + 1 (9 with pieces of 12) per probe. Header
  * values and whole response heads use the filter too: a head in which
  * nothing matches costs a few probes and no allocation.
  *
@@ -42,12 +43,6 @@
 #include "util/utf8.h"
 #include "vault/vault_int.h"
 
-/* Rendered forms per value (vault_forms), an upper bound. */
-#define VAULT_FORMS_MAX 13u
-/* Bytes of every form of a value of n bytes, an upper bound: raw and
- * Bearer 2n + 7, base64 2 x 4n/3 + 2, five percent forms 15n, four JSON
- * forms 24n (six bytes per byte at most). */
-#define VAULT_FORMS_BYTES(n) (44u * (n) + 64u)
 #define REDACTED "[REDACTED]"
 /* The skip filter's window: patterns shorter than the minimum turn it off
  * (the probes would cost more than they save); the maximum keeps shifts
@@ -64,80 +59,211 @@
 
 /* ---- rendered forms ---- */
 
+/*
+ * The patterns of one value are pieces of its rendered forms: a form
+ * whose secret part (what the value's bytes determine; not fixed text
+ * such as "Bearer ") is at most VAULT_PIECE_MIN bytes is one pattern,
+ * whole; a longer one gives each of its VAULT_PIECE_MIN-byte windows.
+ * Patterns point into the forms' buffer (nothing is copied), except the
+ * line-break pieces of base64 (form_base64), which need bytes of their
+ * own. With buf NULL nothing is written: the same code counts the bytes
+ * and patterns exactly (vault_redact_arena_need), so the arena and the
+ * pattern array are sized for what the build will make.
+ */
 struct forms {
-	uint8_t *buf; /* arena */
+	uint8_t *buf; /* arena; NULL: count only */
 	size_t off, cap;
-	struct vault_pat *pats; /* arena */
+	struct vault_pat *pats; /* arena (NULL when counting) */
 	size_t npats, pcap;
 };
 
-static uint8_t *
-form_begin(struct forms *f)
+/* Where byte o of the buffer goes (NULL when counting). */
+static inline uint8_t *
+fat(struct forms *f, size_t o)
 {
-	return f->buf + f->off;
+	return f->buf != NULL ? f->buf + o : NULL;
 }
 
-/* Ends the form that started at s and now ends at f->buf + end. */
-static void
-form_end(struct forms *f, const uint8_t *s, size_t end)
+static inline void
+fput(struct forms *f, size_t o, uint8_t c)
 {
-	size_t len = end - (size_t)(s - f->buf);
+	if (f->buf != NULL)
+		f->buf[o] = c;
+}
 
-	if (len == 0 || f->npats == f->pcap) {
-		secmem_wipe(f->buf + f->off, len);
+static void
+pat_add(struct forms *f, size_t at, size_t len)
+{
+	if (f->pats != NULL) {
+		if (f->npats == f->pcap)
+			return; /* cannot happen: the count pass sized it */
+		f->pats[f->npats].p = f->buf + at;
+		f->pats[f->npats].len = len;
+	}
+	f->npats++;
+}
+
+/* The patterns of the form at [st, end) whose first pl bytes are fixed
+ * text: whole, or the windows of its secret part. */
+static void
+form_pieces(struct forms *f, size_t st, size_t end, size_t pl)
+{
+	size_t i;
+
+	if (end - st - pl <= VAULT_PIECE_MIN) {
+		pat_add(f, st, end - st);
 		return;
 	}
-	f->pats[f->npats].p = s;
-	f->pats[f->npats].len = len;
-	f->npats++;
+	for (i = st + pl; i + VAULT_PIECE_MIN <= end; i++)
+		pat_add(f, i, VAULT_PIECE_MIN);
+}
+
+/* Ends the form that started at st and now ends at end (a form with no
+ * secret byte adds nothing). */
+static void
+form_end(struct forms *f, size_t st, size_t end, size_t pl)
+{
+	if (end - st <= pl) {
+		if (f->buf != NULL)
+			secmem_wipe(f->buf + st, end - st);
+		return;
+	}
+	form_pieces(f, st, end, pl);
 	f->off = end;
 }
 
 static void
 form_raw(struct forms *f, const char *prefix, const uint8_t *v, size_t n)
 {
-	uint8_t *s = form_begin(f);
 	size_t pl = strlen(prefix), o = f->off;
 
-	memcpy(f->buf + o, prefix, pl);
-	memcpy(f->buf + o + pl, v, n);
-	form_end(f, s, o + pl + n);
+	if (f->buf != NULL) {
+		memcpy(f->buf + o, prefix, pl);
+		memcpy(f->buf + o + pl, v, n);
+	}
+	form_end(f, o, o + pl + n, pl);
 }
 
+/* The len bytes at from with one line break ("\n", "\r\n") after each
+ * of their first len - 1: 2 (len - 1) patterns. */
 static void
-form_base64(struct forms *f, const uint8_t *v, size_t n, bool url)
+wrap_all(struct forms *f, size_t from, size_t len)
+{
+	static const char *const brk[] = {"\n", "\r\n"};
+	size_t o = f->off, j, k, bl;
+
+	for (k = 0; k < 2; k++)
+		for (j = 1; j < len; j++) {
+			bl = strlen(brk[k]);
+			if (f->buf != NULL) {
+				memmove(f->buf + o, f->buf + from, j);
+				memcpy(f->buf + o + j, brk[k], bl);
+				memmove(f->buf + o + j + bl, f->buf + from + j,
+				    len - j);
+			}
+			pat_add(f, o, len + bl);
+			o += len + bl;
+		}
+	f->off = o;
+}
+
+/*
+ * A base64 form of len bytes at st, wrapped (MIME: 76 columns, PEM: 64;
+ * CRLF or LF): no run of VAULT_PIECE_MIN of its bytes with one line break
+ * inside may pass. A run across a break at form offset b is cut when the
+ * form has VAULT_PIECE_MIN bytes before b (a piece on the line before,
+ * with lines of at least VAULT_PIECE_MIN bytes) or after b (a piece on
+ * the line after): always when len >= 2 VAULT_PIECE_MIN. A shorter form
+ * is also matched with a break after any of its bytes: whole when at
+ * most VAULT_PIECE_MIN, else each piece so.
+ */
+static void
+form_wrapped(struct forms *f, size_t st, size_t len)
+{
+	size_t i;
+
+	if (len <= VAULT_PIECE_MIN)
+		wrap_all(f, st, len);
+	else if (len < 2 * VAULT_PIECE_MIN)
+		for (i = st; i + VAULT_PIECE_MIN <= st + len; i++)
+			wrap_all(f, i, VAULT_PIECE_MIN);
+}
+
+/*
+ * The base64 of the value when it begins `align` bytes into a 3-byte
+ * group of some longer string (align 0: the value encoded alone, or on
+ * a group boundary): only the characters all of whose six bits come
+ * from the value (the first ones mix in the bytes before it), then the
+ * tail character zero-padded (what the encoding of the value at the end
+ * of the string ends with; '=' not included, so padded occurrences match
+ * too). Patterns: the whole (with tail) and, when the tail exists and
+ * there are at least VAULT_FORM_MIN characters before it, those alone
+ * (the value in the middle of a string), or the pieces of the whole;
+ * each wrapped too (form_wrapped). At align 1 and 2 a form of fewer than
+ * VAULT_FORM_MIN determined characters is left out: a few characters of
+ * base64 occur in every base64 text.
+ */
+static void
+form_base64(
+    struct forms *f, const uint8_t *v, size_t n, bool url, unsigned align)
 {
 	static const char std[] =
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	static const char safe[] =
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	const char *al = url ? safe : std;
-	uint8_t *s = form_begin(f);
+	size_t st = f->off, o = st, bits = 8 * (align + n), d0, det, k, len;
+	uint32_t acc = 0;
+	size_t have = 0, i;
+
+	/* first character whose bits are all the value's: ceil(8a / 6) */
+	d0 = (8 * align + 5) / 6;
+	det = bits / 6 - d0;
+	if (align != 0 && det < VAULT_FORM_MIN)
+		return;
+	/* bit by bit, six at a time over (align zero bytes, the value),
+	 * the characters from d0 on */
+	k = 0;
+	for (i = 0; i < align + n; i++) {
+		acc = acc << 8 | (i < align ? 0 : v[i - align]);
+		have += 8;
+		while (have >= 6) {
+			if (k++ >= d0)
+				fput(f, o++,
+				    (uint8_t)al[acc >> (have - 6) & 63]);
+			have -= 6;
+		}
+	}
+	if (have > 0)
+		fput(f, o++, (uint8_t)al[acc << (6 - have) & 63]);
+	len = o - st;
+	if (len == 0)
+		return;
+	f->off = o;
+	form_pieces(f, st, o, 0);
+	form_wrapped(f, st, len);
+	if (len > det && det >= VAULT_FORM_MIN && len <= VAULT_PIECE_MIN) {
+		/* without the tail: the value inside a longer string */
+		pat_add(f, st, det);
+		form_wrapped(f, st, det);
+	}
+}
+
+/* Hex, as hexdump tools and digests print bytes (lower or upper case);
+ * left out for values of fewer than VAULT_FORM_MIN / 2 bytes. */
+static void
+form_hex(struct forms *f, const uint8_t *v, size_t n, bool upper)
+{
+	const char *hex = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	size_t o = f->off, i;
 
-	/* Unpadded: a padded occurrence contains it. */
-	for (i = 0; i + 2 < n; i += 3) {
-		uint32_t x =
-		    (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8 | v[i + 2];
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
-		f->buf[o++] = (uint8_t)al[x & 63];
+	if (2 * n < VAULT_FORM_MIN)
+		return;
+	for (i = 0; i < n; i++) {
+		fput(f, o++, (uint8_t)hex[v[i] >> 4]);
+		fput(f, o++, (uint8_t)hex[v[i] & 15]);
 	}
-	if (n - i == 1) {
-		uint32_t x = (uint32_t)v[i] << 16;
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-	} else if (n - i == 2) {
-		uint32_t x = (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8;
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
-	}
-	form_end(f, s, o);
+	form_end(f, f->off, o, 0);
 }
 
 size_t
@@ -171,12 +297,11 @@ static void
 form_percent(struct forms *f, const uint8_t *v, size_t n, unsigned flags,
     const char *keep)
 {
-	uint8_t *s = form_begin(f);
-	size_t o = f->off, i;
+	size_t st = f->off, o = st, i;
 
 	for (i = 0; i < n; i++)
-		o += vault_enc_pct(v[i], flags, keep, f->buf + o);
-	form_end(f, s, o);
+		o += vault_enc_pct(v[i], flags, keep, fat(f, o));
+	form_end(f, st, o, 0);
 }
 
 /* non-ASCII as \uXXXX (Python's json.dumps): whole code points, so
@@ -247,8 +372,7 @@ vault_enc_json(uint8_t c, unsigned flags, uint8_t *o)
 static void
 form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
 {
-	uint8_t *s = form_begin(f);
-	size_t o = f->off, i, k;
+	size_t st = f->off, o = st, i, k;
 	uint32_t cp;
 
 	for (i = 0; i < n; i++) {
@@ -256,16 +380,16 @@ form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
 		    (k = utf8_decode(v + i, n - i, &cp)) > 0) {
 			if (cp > 0xffff) {
 				cp -= 0x10000;
-				o += json_u(f->buf + o, 0xd800 | (cp >> 10));
-				o += json_u(f->buf + o, 0xdc00 | (cp & 0x3ff));
+				o += json_u(fat(f, o), 0xd800 | (cp >> 10));
+				o += json_u(fat(f, o), 0xdc00 | (cp & 0x3ff));
 			} else
-				o += json_u(f->buf + o, cp);
+				o += json_u(fat(f, o), cp);
 			i += k - 1;
 			continue;
 		}
-		o += vault_enc_json(v[i], flags, f->buf + o);
+		o += vault_enc_json(v[i], flags, fat(f, o));
 	}
-	form_end(f, s, o);
+	form_end(f, st, o, 0);
 }
 
 static bool
@@ -298,10 +422,18 @@ has_high(const uint8_t *v, size_t n)
 static void
 vault_forms(struct forms *f, const uint8_t *v, size_t n)
 {
+	unsigned a;
+
 	form_raw(f, "", v, n);
-	form_raw(f, "Bearer ", v, n);
-	form_base64(f, v, n, false);
-	form_base64(f, v, n, true);
+	/* longer values: "Bearer v"'s pieces are the value's own */
+	if (n <= VAULT_PIECE_MIN)
+		form_raw(f, "Bearer ", v, n);
+	for (a = 0; a < 3; a++) {
+		form_base64(f, v, n, false, a);
+		form_base64(f, v, n, true, a);
+	}
+	form_hex(f, v, n, false);
+	form_hex(f, v, n, true);
 	form_percent(f, v, n, 0, "");
 	form_percent(f, v, n, VAULT_PCT_LOWER, "");
 	if (has_byte(v, n, ' '))
@@ -317,6 +449,63 @@ vault_forms(struct forms *f, const uint8_t *v, size_t n)
 		form_json(f, v, n, JSON_ASCII);
 	if (has_any(v, n, "<>&"))
 		form_json(f, v, n, VAULT_JSON_HTML);
+}
+
+/* Bytes of a basic credential's value decoded, at most. */
+#define VAULT_BASIC_DECODED_MAX (POLICY_SECRET_MAX / 4 * 3 + 3)
+
+/*
+ * Standard base64 (RFC 4648 §4, '=' padding optional) into out: its
+ * length, or 0 when in is not base64.
+ */
+static size_t
+b64_decode(const uint8_t *in, size_t n, uint8_t *out)
+{
+	uint32_t acc = 0;
+	size_t bits = 0, o = 0, i;
+	const char *al =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *c;
+
+	while (n > 0 && in[n - 1] == '=')
+		n--;
+	if (n % 4 == 1)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (in[i] == 0 || (c = strchr(al, in[i])) == NULL)
+			return 0;
+		acc = acc << 6 | (uint32_t)(c - al);
+		bits += 6;
+		if (bits >= 8) {
+			out[o++] = (uint8_t)(acc >> (bits - 8));
+			bits -= 8;
+		}
+	}
+	return o;
+}
+
+/*
+ * A value's forms; for a basic credential (base64 of "user:password",
+ * RFC 7617) also those of the decoded "user:password" and of the
+ * password alone: an origin greeting "hello alice:pw" or echoing the
+ * password it checked gives the value back decoded.
+ */
+static void
+cred_forms(struct forms *f, const struct vault_cred *c)
+{
+	uint8_t dec[VAULT_BASIC_DECODED_MAX];
+	const uint8_t *colon;
+	size_t dn;
+
+	vault_forms(f, (const uint8_t *)c->val, c->len);
+	if (!c->basic || c->len > POLICY_SECRET_MAX ||
+	    (dn = b64_decode((const uint8_t *)c->val, c->len, dec)) == 0)
+		return;
+	vault_forms(f, dec, dn);
+	colon = memchr(dec, ':', dn);
+	if (colon != NULL && colon + 1 < dec + dn)
+		vault_forms(f, colon + 1, (size_t)(dec + dn - colon - 1));
+	secmem_wipe(dec, dn);
 }
 
 /* ---- the matcher ---- */
@@ -335,19 +524,27 @@ pat_cmp(const void *a, const void *b)
 	return c;
 }
 
-/* The skip filter's key of the two bytes at b: little-endian, so one
- * 16-bit load on the machines that matter. */
+/*
+ * The skip filter's key of the VAULT_SKIP_BLOCK (4) bytes at b, hashed to
+ * VAULT_SKIP_BITS: the patterns are pieces of every form, so every block
+ * of a form is some piece's block at every offset; with two-byte blocks
+ * a few dozen values marked most of the 64 Ki keys, with four hashed to
+ * 2^20 they mark a few percent.
+ */
 static inline unsigned
 skip_block(const uint8_t *b)
 {
-	return (unsigned)b[0] | (unsigned)b[1] << 8;
+	uint32_t x;
+
+	memcpy(&x, b, sizeof(x));
+	return (unsigned)((x * 0x9e3779b1u) >> (32 - VAULT_SKIP_BITS));
 }
 
 /* How far the window at i may move (0: probe i). */
 static inline uint8_t
 skip_shift(const struct vault_match *m, const uint8_t *p, size_t i)
 {
-	return m->shift[skip_block(p + i + m->win - 2)];
+	return m->shift[skip_block(p + i + m->win - VAULT_SKIP_BLOCK)];
 }
 
 /* The skip filter's shifts (see the top of the file). */
@@ -363,13 +560,14 @@ skip_build(struct vault_match *m)
 	if (m->npats == 0 || min < VAULT_SKIP_WIN_MIN)
 		return;
 	m->win = min < VAULT_SKIP_WIN_MAX ? min : VAULT_SKIP_WIN_MAX;
-	memset(m->shift, (int)(m->win - 1), sizeof(m->shift));
+	memset(
+	    m->shift, (int)(m->win - VAULT_SKIP_BLOCK + 1), sizeof(m->shift));
 	for (i = 0; i < m->npats; i++) {
 		const uint8_t *p = m->pats[i].p;
 
-		for (j = 0; j + 2 <= m->win; j++) {
+		for (j = 0; j + VAULT_SKIP_BLOCK <= m->win; j++) {
 			unsigned k = skip_block(p + j);
-			uint8_t sh = (uint8_t)(m->win - 2 - j);
+			uint8_t sh = (uint8_t)(m->win - VAULT_SKIP_BLOCK - j);
 
 			if (sh < m->shift[k])
 				m->shift[k] = sh;
@@ -380,19 +578,23 @@ skip_build(struct vault_match *m)
 size_t
 vault_redact_arena_need(const struct vault_cred *c, size_t n)
 {
-	size_t bytes = 0, i;
+	struct forms f;
+	size_t i;
 
+	/* the build's own code, counting: exact before duplicates go */
+	memset(&f, 0, sizeof(f));
 	for (i = 0; i < n; i++) {
-		bytes += VAULT_FORMS_BYTES(c[i].len);
-		if (bytes > VAULT_PATTERN_BYTES_MAX)
+		cred_forms(&f, &c[i]);
+		if (f.off > VAULT_PATTERN_BYTES_MAX ||
+		    f.npats > VAULT_PATTERNS_MAX)
 			return SIZE_MAX;
 	}
 	/* The tables, the pattern array twice (by first byte and by
 	 * group), the group slots (at most 4 per pattern), and each
 	 * allocation's header. */
-	return bytes + sizeof(struct vault_match) +
-	    2 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_pat) +
-	    4 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_grp) + 4096;
+	return f.off + sizeof(struct vault_match) +
+	    2 * (f.npats + 1) * sizeof(struct vault_pat) +
+	    4 * (f.npats + 1) * sizeof(struct vault_grp) + 4096;
 }
 
 /* a[0..n) == b[0..n)? Inline, a word at a time: a candidate that
@@ -510,16 +712,19 @@ vault_redact_build(struct vault *v, struct err *e)
 {
 	struct vault_match *m;
 	struct forms f;
-	size_t i, j, bytes = 0;
+	size_t i, j;
 
 	v->m = NULL;
 	if (v->nall == 0)
 		return 0;
-	for (i = 0; i < v->nall; i++)
-		bytes += VAULT_FORMS_BYTES(v->creds[i].len);
+	/* a counting pass sizes the buffers, then the same code fills
+	 * them */
 	memset(&f, 0, sizeof(f));
-	f.cap = bytes;
-	f.pcap = v->nall * VAULT_FORMS_MAX;
+	for (i = 0; i < v->nall; i++)
+		cred_forms(&f, &v->creds[i]);
+	f.cap = f.off;
+	f.pcap = f.npats;
+	f.off = f.npats = 0;
 	m = secmem_alloc(v->arena, sizeof(*m));
 	f.buf = secmem_alloc(v->arena, f.cap);
 	f.pats = secmem_alloc(v->arena, f.pcap * sizeof(*f.pats));
@@ -531,8 +736,7 @@ vault_redact_build(struct vault *v, struct err *e)
 		return -1;
 	}
 	for (i = 0; i < v->nall; i++)
-		vault_forms(
-		    &f, (const uint8_t *)v->creds[i].val, v->creds[i].len);
+		cred_forms(&f, &v->creds[i]);
 	qsort(f.pats, f.npats, sizeof(*f.pats), pat_cmp);
 	/* Unique. */
 	for (i = j = 0; i < f.npats; i++)
@@ -845,7 +1049,8 @@ static size_t
 lanes_batch(struct scan *sc, const uint8_t *p, size_t plen, size_t base,
     size_t a, struct lane *ln, size_t j)
 {
-	const uint8_t *pw = p + sc->m->win - 2, *sht = sc->m->shift;
+	const uint8_t *pw = p + sc->m->win - VAULT_SKIP_BLOCK,
+	              *sht = sc->m->shift;
 	size_t c0 = ln[0].cur, c1 = ln[1].cur, c2 = ln[2].cur;
 	uint8_t sh;
 
@@ -894,7 +1099,7 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 	struct lane ln[VAULT_SCAN_LANES - 1], *l;
 	size_t a = from, aend, next, h = 0, k, cs, j;
 	/* the most a step moves */
-	size_t mv = m->win - 1;
+	size_t mv = m->win - VAULT_SKIP_BLOCK + 1;
 	uint8_t sh;
 
 	/* a share each, so that the lanes run side by side to the end */
