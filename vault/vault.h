@@ -296,7 +296,8 @@ void vault_subst_free(uint8_t *out, size_t len);
  * (up to 8) bytes: one table probe per byte of response that starts no
  * pattern; at most the patterns sharing those bytes otherwise (bounded
  * by VAULT_PATTERNS_MAX). Streams put a skip filter in front (Wu-Manber,
- * four-byte blocks hashed to VAULT_SKIP_BITS, a 1 MiB shift table):
+ * four-byte blocks hashed to VAULT_SKIP_BITS, a 128 KiB map of those
+ * the forms hold and a 1 MiB shift table for them):
  * where the response shares little with the forms, one probe per up to
  * (shortest pattern - 3) bytes. Tables and patterns live in the arena.
  */

@@ -72,12 +72,18 @@ struct vault_match {
 	/*
 	 * The skip filter (vault_redact.c): win is the window, the shortest
 	 * pattern's length capped at VAULT_SKIP_WIN_MAX, 0 when shorter than
-	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 |
-	 * c1 << 8]: how far the window may move when its last two bytes are
-	 * c0 c1 (0: some pattern may start at the window's first byte).
+	 * VAULT_SKIP_WIN_MIN (then every position is probed). For k the
+	 * hash of the window's last VAULT_SKIP_BLOCK bytes (skip_block): bit
+	 * k of hit is set when some pattern holds such a block in its first
+	 * win bytes, and then shift[k] says how far the window may move (0:
+	 * some pattern may start at its first byte); else it moves far
+	 * (win - VAULT_SKIP_BLOCK + 1). The map (128 KiB) is what clean
+	 * bytes meet; the table (1 MiB), only the blocks of the forms.
 	 */
 	size_t win;
+	uint64_t hit[(1u << VAULT_SKIP_BITS) / 64];
 	uint8_t shift[1u << VAULT_SKIP_BITS];
+	uint8_t far;
 	/*
 	 * Candidates by their first q bytes (the shortest pattern's length,
 	 * at most 8; 0 when shorter than 4: then every pattern of the first

@@ -540,11 +540,23 @@ skip_block(const uint8_t *b)
 	return (unsigned)((x * 0x9e3779b1u) >> (32 - VAULT_SKIP_BITS));
 }
 
+/*
+ * How far a window whose last block hashes to k may move: far when no
+ * pattern holds the block in its first win bytes (a bit in a 128 KiB
+ * map, what clean text mostly meets), else its shift (0: probe).
+ */
+static inline uint8_t
+skip_at(const uint64_t *hit, const uint8_t *shift, uint8_t far, unsigned k)
+{
+	return (hit[k >> 6] >> (k & 63) & 1) ? shift[k] : far;
+}
+
 /* How far the window at i may move (0: probe i). */
 static inline uint8_t
 skip_shift(const struct vault_match *m, const uint8_t *p, size_t i)
 {
-	return m->shift[skip_block(p + i + m->win - VAULT_SKIP_BLOCK)];
+	return skip_at(m->hit, m->shift, m->far,
+	    skip_block(p + i + m->win - VAULT_SKIP_BLOCK));
 }
 
 /* The skip filter's shifts (see the top of the file). */
@@ -560,8 +572,9 @@ skip_build(struct vault_match *m)
 	if (m->npats == 0 || min < VAULT_SKIP_WIN_MIN)
 		return;
 	m->win = min < VAULT_SKIP_WIN_MAX ? min : VAULT_SKIP_WIN_MAX;
-	memset(
-	    m->shift, (int)(m->win - VAULT_SKIP_BLOCK + 1), sizeof(m->shift));
+	m->far = (uint8_t)(m->win - VAULT_SKIP_BLOCK + 1);
+	memset(m->hit, 0, sizeof(m->hit));
+	memset(m->shift, m->far, sizeof(m->shift));
 	for (i = 0; i < m->npats; i++) {
 		const uint8_t *p = m->pats[i].p;
 
@@ -569,6 +582,7 @@ skip_build(struct vault_match *m)
 			unsigned k = skip_block(p + j);
 			uint8_t sh = (uint8_t)(m->win - VAULT_SKIP_BLOCK - j);
 
+			m->hit[k >> 6] |= (uint64_t)1 << (k & 63);
 			if (sh < m->shift[k])
 				m->shift[k] = sh;
 		}
@@ -1030,9 +1044,10 @@ steps_left(size_t cur, size_t end, size_t mv)
  * window's last bytes at pw + *c and the shift table sht.
  */
 static inline __attribute__((always_inline)) void
-lane_step_at(const uint8_t *pw, const uint8_t *sht, size_t *c, struct lane *l)
+lane_step_at(const uint8_t *pw, const uint64_t *hit, const uint8_t *sht,
+    uint8_t far, size_t *c, struct lane *l)
 {
-	uint8_t sh = sht[skip_block(pw + *c)];
+	uint8_t sh = skip_at(hit, sht, far, skip_block(pw + *c));
 
 	if (sh != 0)
 		*c += sh;
@@ -1049,20 +1064,22 @@ static size_t
 lanes_batch(struct scan *sc, const uint8_t *p, size_t plen, size_t base,
     size_t a, struct lane *ln, size_t j)
 {
-	const uint8_t *pw = p + sc->m->win - VAULT_SKIP_BLOCK,
-	              *sht = sc->m->shift;
+	const uint8_t *pw = p + sc->m->win - VAULT_SKIP_BLOCK;
+	const uint64_t *hit = sc->m->hit;
+	const uint8_t *sht = sc->m->shift;
+	uint8_t far = sc->m->far;
 	size_t c0 = ln[0].cur, c1 = ln[1].cur, c2 = ln[2].cur;
 	uint8_t sh;
 
 	_Static_assert(VAULT_SCAN_LANES == 4, "lanes_batch steps three ahead");
 	while (j-- > 0) {
-		if ((sh = sht[skip_block(pw + a)]) != 0)
+		if ((sh = skip_at(hit, sht, far, skip_block(pw + a))) != 0)
 			a += sh;
 		else
 			probe(sc, p, plen, a++, base);
-		lane_step_at(pw, sht, &c0, &ln[0]);
-		lane_step_at(pw, sht, &c1, &ln[1]);
-		lane_step_at(pw, sht, &c2, &ln[2]);
+		lane_step_at(pw, hit, sht, far, &c0, &ln[0]);
+		lane_step_at(pw, hit, sht, far, &c1, &ln[1]);
+		lane_step_at(pw, hit, sht, far, &c2, &ln[2]);
 	}
 	ln[0].cur = c0;
 	ln[1].cur = c1;
