@@ -1,6 +1,6 @@
 /*
- * vault_int: what vault.c and vault_redact.c share (struct vault). Not for
- * other modules.
+ * vault_int: what vault.c, vault_forms.c, vault_redact.c and vault_subst.c
+ * share (struct vault). Not for other modules.
  */
 #ifndef EGRESSD_VAULT_INT_H
 #define EGRESSD_VAULT_INT_H
@@ -111,7 +111,7 @@ struct vault {
 };
 
 /*
- * The byte encoders of the rendered forms (vault_redact.c), shared with
+ * The byte encoders of the rendered forms (vault_forms.c), shared with
  * the substitutions (vault_subst.c) so a substituted piece is, by
  * construction, in a form the redactor masks. Each writes the encoding
  * of c at o (when o is not NULL) and returns its length (at most 6).
@@ -122,6 +122,21 @@ size_t vault_enc_pct(uint8_t c, unsigned flags, const char *keep, uint8_t *o);
 #define VAULT_JSON_SLASH 0x1u /* '/' as "\/" */
 #define VAULT_JSON_HTML 0x4u /* <, >, & as \u003c... (Go's json.Marshal) */
 size_t vault_enc_json(uint8_t c, unsigned flags, uint8_t *o);
+
+/*
+ * The patterns of the forms of credential c (vault_forms.c) appended to
+ * f: the forms' bytes at buf[off..] (cap bytes in all), the patterns at
+ * pats[npats..] (pcap in all), pointing into buf. With buf and pats NULL
+ * nothing is written and off and npats count what would be: the sizes a
+ * build needs, exactly (before duplicates are dropped).
+ */
+struct vault_forms {
+	uint8_t *buf; /* arena; NULL: count only */
+	size_t off, cap;
+	struct vault_pat *pats; /* arena (NULL when counting) */
+	size_t npats, pcap;
+};
+void vault_forms_cred(struct vault_forms *f, const struct vault_cred *c);
 
 /* Builds v->m from v->creds (vault_redact.c): 0, or -1 and e. */
 int vault_redact_build(struct vault *v, struct err *e);
