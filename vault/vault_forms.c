@@ -402,7 +402,7 @@ vault_forms(struct vault_forms *f, const uint8_t *v, size_t n)
 
 /*
  * Standard base64 (RFC 4648 §4, '=' padding optional) into out: its
- * length, or 0 when in is not base64.
+ * length, or 0 (out wiped) when in is not base64.
  */
 static size_t
 b64_decode(const uint8_t *in, size_t n, uint8_t *out)
@@ -418,8 +418,10 @@ b64_decode(const uint8_t *in, size_t n, uint8_t *out)
 	if (n % 4 == 1)
 		return 0;
 	for (i = 0; i < n; i++) {
-		if (in[i] == 0 || (c = strchr(al, in[i])) == NULL)
+		if (in[i] == 0 || (c = strchr(al, in[i])) == NULL) {
+			secmem_wipe(out, o); /* what was decoded so far */
 			return 0;
+		}
 		acc = acc << 6 | (uint32_t)(c - al);
 		bits += 6;
 		if (bits >= 8) {
