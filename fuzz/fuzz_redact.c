@@ -117,7 +117,7 @@ add_pat(struct model *m, const uint8_t *p, size_t n)
 
 /* A form whose first pl bytes are fixed text: whole when its secret part
  * is at most VAULT_PIECE_MIN bytes, else every VAULT_PIECE_MIN-byte run
- * of that part. */
+ * of that part, and the fixed text with the first run. */
 static void
 add_form(struct model *m, const uint8_t *p, size_t n, size_t pl)
 {
@@ -129,6 +129,10 @@ add_form(struct model *m, const uint8_t *p, size_t n, size_t pl)
 		add_pat(m, p, n);
 		return;
 	}
+	/* the fixed text and the first piece: a whole "Bearer v" stays
+	 * masked whole */
+	if (pl > 0)
+		add_pat(m, p, pl + VAULT_PIECE_MIN);
 	for (i = pl; i + VAULT_PIECE_MIN <= n; i++)
 		add_pat(m, p + i, VAULT_PIECE_MIN);
 }

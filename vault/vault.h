@@ -282,7 +282,8 @@ void vault_subst_free(uint8_t *out, size_t len);
  * whole. Why 12: a run of 12 of a key's characters carries some 72 bits
  * (base64 or an API key's alphabet; 48 in hex): no text meets one by
  * chance, so pieces cost no false positives, and the holdback of a
- * stream shrinks to 11 bytes (plus "Bearer " for short values). Shorter
+ * stream shrinks to 18 bytes ("Bearer v" of a longer value is matched as
+ * "Bearer " and its first piece, then the value's pieces: whole). Shorter
  * slices pass: an origin that hands back 11 bytes at a time is beyond
  * any redactor (docs/security.md). The cost: a public run of 12 inside
  * a value (a key prefix such as "sk-ant-api03-", 13 bytes) is masked

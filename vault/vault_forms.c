@@ -371,9 +371,10 @@ vault_forms(struct vault_forms *f, const uint8_t *v, size_t n)
 	unsigned a;
 
 	form_raw(f, "", v, n);
-	/* longer values: "Bearer v"'s pieces are the value's own */
-	if (n <= VAULT_PIECE_MIN)
-		form_raw(f, "Bearer ", v, n);
+	/* "Bearer v", whole for a short value; for a longer one "Bearer "
+	 * and the value's first piece (its other pieces are the value's
+	 * own): an echoed Authorization value is masked whole, prefix too */
+	form_raw(f, "Bearer ", v, n <= VAULT_PIECE_MIN ? n : VAULT_PIECE_MIN);
 	for (a = 0; a < 3; a++) {
 		form_base64(f, v, n, false, a);
 		form_base64(f, v, n, true, a);

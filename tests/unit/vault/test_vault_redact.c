@@ -923,7 +923,7 @@ redact1(const struct vault *v, const void *in, size_t n, struct sink *s)
 /*
  * Pieces: every run of VAULT_PIECE_MIN bytes of a form is masked on its
  * own (a value read back in slices), a run one shorter is not; the same
- * for a percent form and a base64 form.
+ * for a percent form and a base64 form. "Bearer v" stays masked whole.
  */
 static void
 test_pieces(void **state)
@@ -959,6 +959,22 @@ test_pieces(void **state)
 				} else if (memcmp(s->buf, in, n) != 0)
 					fail_msg("\"%s\" masked", in);
 			}
+	}
+	/* "Bearer v" of a long value is still masked whole (the prefix
+	 * with the first piece), in bodies and header values */
+	n = (size_t)snprintf(
+	    in, sizeof(in), "Authorization: Bearer %s\r\n", forms34[0]);
+	redact1(v, in, n, s);
+	assert_memory_equal(s->buf, "Authorization: ", 15);
+	for (i = 15; i < n - 2; i++)
+		assert_int_equal(s->buf[i], '*');
+	{
+		size_t hl;
+		char *h = vault_redact_header(v, in + 15, n - 17, &hl);
+
+		assert_non_null(h);
+		assert_string_equal(h, "[REDACTED]");
+		free(h);
 	}
 	vault_free(v);
 	vault_free(vp);
