@@ -7,7 +7,7 @@
  * one of the 64 values every ~4 KiB (all 64 in turn, raw, as "Bearer v"
  * and in base64, so no value or form is met twice in a row); base64 text
  * of random bytes (the values' own alphabet: the skip filter rarely
- * skips); and near misses (every value's first 2..len-1 bytes and then a
+ * skips); and near misses (every value's first 2..11 bytes and then a
  * byte that breaks it, back to back: every probe finds candidates and
  * compares them). Each body is streamed until a second of the thread's
  * CPU time has passed, best of three. The masked bytes are counted and checked against the secrets
@@ -230,7 +230,8 @@ make_b64(uint8_t *b, size_t n, uint64_t *x)
 	}
 }
 
-/* Near misses: a value's first 2..len-1 bytes, then a byte that is not
+/* Near misses: a value's first 2..VAULT_PIECE_MIN - 1 bytes (a run of
+ * VAULT_PIECE_MIN is masked: issue 34's pieces), then a byte that is not
  * its next one, over and over (every value in turn). */
 static void
 make_near(uint8_t *b, size_t n, uint64_t *x)
@@ -239,7 +240,11 @@ make_near(uint8_t *b, size_t n, uint64_t *x)
 
 	while (o < n) {
 		const char *s = secrets[turn++ % nsecrets];
-		size_t sl = strlen(s), k = 2 + rnd(x) % (sl - 2);
+		size_t sl = strlen(s), k;
+
+		if (sl > VAULT_PIECE_MIN)
+			sl = VAULT_PIECE_MIN;
+		k = 2 + rnd(x) % (sl - 2);
 
 		if (o + k + 1 > n)
 			break;

@@ -170,7 +170,10 @@ binding_match = {
 # ---- redact ----
 FIXED = ["sk-live-4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a99", "a/b c+d\"e\\f",
          "p\u00e4ss w\u00f6rd/\u20ac", "tab\there<&>'=?;:@",
-         "ghp_R2D2c3poBB8x"]
+         "ghp_R2D2c3poBB8x",
+         # basic (fuzz_redact.c FIXED_BASIC): base64 of this pair
+         "YWxpY2U6czNjcmV0LXBhc3MtNDI="]
+BASIC_PAIR = b"alice:s3cret-pass-42"
 
 
 def forms(v):
@@ -299,6 +302,50 @@ def near_misses():
 
 redact["near_misses"] = rd_input(near_misses(), flush=True,
                                  cuts=[4096, 4100, 12288, 20000])
+
+
+# ---- issue 34: forms and pieces ----
+
+
+def wrap(enc, width, brk):
+    return brk.join(enc[i:i + width] for i in range(0, len(enc), width))
+
+
+def pieces(f, w):
+    return b" ".join(f[i:i + w] for i in range(0, len(f) - w + 1))
+
+
+B64LINE = b"Authorization: Bearer " + S0 + b"\r\n"
+redact["b64_align"] = rd_input(b"\n".join(
+    base64.b64encode(b"x" * k + B64LINE) for k in range(3)))
+redact["b64url_align"] = rd_input(b"\n".join(
+    base64.urlsafe_b64encode(b"x" * k + b"Bearer " + FIXED[1].encode() +
+                             b"?>~") for k in range(3)), cuts=[9, 50, 51])
+redact["b64_mime76_crlf"] = rd_input(b"\r\n\r\n".join(
+    wrap(base64.b64encode(b"y" * k + S0 + b" tail"), 76, b"\r\n")
+    for k in range(0, 60, 7)), cuts=[76, 77, 78, 300])
+redact["b64_mime76_lf"] = rd_input(b"\n\n".join(
+    wrap(base64.b64encode(b"y" * k + S0), 76, b"\n")
+    for k in range(0, 60, 5)), flush=True, cuts=[76, 77, 200])
+redact["b64_pem64_short"] = rd_input(b"\n\n".join(
+    wrap(base64.b64encode(b"z" * k + FIXED[4].encode() + b"."), 64, b"\n")
+    for k in range(40, 70)))
+redact["b64_wrapped_value"] = rd_input(b"\r\n".join(
+    wrap(base64.b64encode(b"q" * k + b"k9Zq-Xw7"), 12, b"\r\n")
+    for k in range(12)), [b"k9Zq-Xw7"])
+redact["hex"] = rd_input(b"sha=" + S0.hex().encode() + b" SHA=" +
+                         S0.hex().upper().encode() + b" mid=" +
+                         FIXED[3].encode().hex()[5:31].encode())
+redact["pieces"] = rd_input(pieces(S0, 12) + b" | " + pieces(S0, 11),
+                            cuts=[11, 12, 13, 500])
+redact["pieces_forms"] = rd_input(b" | ".join(
+    pieces(f, 12) for f in forms(FIXED[2])[2:]), flush=True,
+    cuts=[100, 400])
+redact["basic_decoded"] = rd_input(
+    b"hello " + BASIC_PAIR + b"! pw=" + BASIC_PAIR[6:] + b" u=" +
+    urllib.parse.quote(BASIC_PAIR, safe="").encode() + b" b=" +
+    base64.b64encode(b"Basic-auth user " + BASIC_PAIR) + b" x=" +
+    BASIC_PAIR.hex().encode(), cuts=[10, 30])
 
 
 def write(name, items):

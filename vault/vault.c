@@ -209,6 +209,9 @@ bind_init(struct vault *v, struct vault_bind *vb,
 		cname = policy_binding_credential(b);
 		if (name == NULL || (c = cred_find(v, cname)) == NULL)
 			goto bad_ref;
+		if (policy_binding_auth(b) == POLICY_AUTH_BASIC)
+			/* the redactor also masks the value decoded */
+			v->creds[c - v->creds].basic = true;
 		return bind_add_line(vb, name, c, e);
 	case POLICY_AUTH_CUSTOM_HEADERS:
 		for (i = 0; i < n; i++) {
@@ -380,6 +383,7 @@ vault_retire(struct vault *v, const struct vault *prev)
 		v->creds[v->nall].name = NULL;
 		v->creds[v->nall].val = c->val;
 		v->creds[v->nall].len = c->len;
+		v->creds[v->nall].basic = c->basic;
 		if (vault_redact_arena_need(v->creds, v->nall + 1) == SIZE_MAX)
 			return;
 		v->nall++;
@@ -397,8 +401,8 @@ vault_move_arena(struct vault *v, struct err *e)
 	if ((i = vault_redact_arena_need(v->creds, v->nall)) == SIZE_MAX) {
 		err_set(e,
 		    "credential values too large to redact (the rendered "
-		    "forms of all values exceed %u bytes)",
-		    VAULT_PATTERN_BYTES_MAX);
+		    "forms of all values exceed %u bytes or %u patterns)",
+		    VAULT_PATTERN_BYTES_MAX, VAULT_PATTERNS_MAX);
 		return -1;
 	}
 	need += i;

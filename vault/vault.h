@@ -31,14 +31,17 @@
 #include "util/err.h"
 
 /*
- * Bounds. Every rendered form of every value (vault_redact.c) is one
- * pattern of the redactor; their bytes together are at most
- * VAULT_PATTERN_BYTES_MAX (vault_new fails beyond). The arena holds the
- * values, the patterns and VAULT_LINES_INFLIGHT rendered injections at
- * once (a vault_decide beyond that fails: clear each vault_inject as soon
- * as its lines are written out).
+ * Bounds. The rendered forms of every value (vault_redact.c) are the
+ * redactor's patterns, whole or in pieces (VAULT_PIECE_MIN); the forms'
+ * bytes together are at most VAULT_PATTERN_BYTES_MAX and the patterns
+ * at most VAULT_PATTERNS_MAX (vault_new fails beyond: some 100 bytes of
+ * locked arena each). The arena holds the values, the patterns and
+ * VAULT_LINES_INFLIGHT rendered injections at once (a vault_decide
+ * beyond that fails: clear each vault_inject as soon as its lines are
+ * written out).
  */
 #define VAULT_PATTERN_BYTES_MAX (8u << 20)
+#define VAULT_PATTERNS_MAX (1u << 20)
 #define VAULT_LINES_INFLIGHT 64u
 #define VAULT_LINES_ARENA_MAX (16u << 20) /* arena bytes for lines */
 /* remove[]: one name per customHeaders header, proxy-authorization and
@@ -276,24 +279,63 @@ enum vault_subst_rc vault_subst(const struct vault *v,
 void vault_subst_free(uint8_t *out, size_t len);
 
 /*
- * Redaction (vault_redact.c). The patterns are every secret value of the
- * vault (all credentials: a response on a connection where anything was
- * injected never echoes any of them) in each rendered form: the value,
- * "Bearer v", its base64 (standard and URL alphabets, unpadded, so padded
- * occurrences match too), its percent-encoded forms (upper- and
- * lower-case hex; '+' for space) and its JSON-escaped forms ("\/" for '/'
- * or not), each when it differs from the raw value. Matching is
- * byte-exact; every occurrence is covered, overlapping ones included.
+ * Redaction (vault_redact.c). The patterns come from every secret value
+ * of the vault (all credentials, retired ones too) in each rendered
+ * form: the value; "Bearer v"; its base64, standard and URL alphabets,
+ * at each of the three alignments (the value anywhere in a longer
+ * encoded string: the characters all of whose bits are the value's,
+ * then the zero-padded tail; unpadded, so padded occurrences match too;
+ * at alignments 1 and 2 only with VAULT_FORM_MIN such characters or
+ * more), also wrapped at line breaks (MIME, PEM; form_wrapped below);
+ * its hex, lower and upper case (values of VAULT_FORM_MIN / 2 bytes or
+ * more); its percent-encoded forms (upper- and lower-case hex; '+' for
+ * space; '/' or "!'()*" kept) and its JSON-escaped forms ("\/" for '/'
+ * or not, \uXXXX for non-ASCII or for < > &), each when it differs from
+ * the raw value. For a credential a basic binding uses (its value is
+ * base64 of "user:password"), the decoded "user:password" and the
+ * password alone, each in all those forms too.
+ *
+ * Pieces: a form whose secret part (without fixed text such as
+ * "Bearer ") is longer than VAULT_PIECE_MIN bytes is matched by each of
+ * its VAULT_PIECE_MIN-byte runs, so a value read back in slices (Range,
+ * pagination, substring APIs, truncated messages) loses every run of
+ * VAULT_PIECE_MIN bytes of any of its forms; a shorter form is matched
+ * whole. Why 12: a run of 12 of a key's characters carries some 72 bits
+ * (base64 or an API key's alphabet; 48 in hex): no text meets one by
+ * chance, so pieces cost no false positives, and the holdback of a
+ * stream shrinks to 18 bytes ("Bearer v" of a longer value is matched as
+ * "Bearer " and its first piece, then the value's pieces: whole). Shorter
+ * slices pass: an origin that hands back 11 bytes at a time is beyond
+ * any redactor (docs/security.md). The cost: a public run of 12 inside
+ * a value (a key prefix such as "sk-ant-api03-", 13 bytes) is masked
+ * wherever it occurs, in documentation and error text too; that hides
+ * only text naming the key's kind, never data the sandbox needs.
+ * Matching is byte-exact; every occurrence is covered, overlapping ones
+ * included.
  *
  * The matcher is a first-byte table (candidates sorted longest first)
- * behind a two-byte bitmap, then memcmp: one table probe per byte of
- * response that starts no pattern; at most all patterns sharing the
- * first two bytes otherwise (bounded by VAULT_PATTERN_BYTES_MAX). Streams
- * put a skip filter in front (Wu-Manber, two-byte blocks, a 64 KiB shift
- * table): where the response shares little with the values, one probe
- * per up to (shortest pattern - 1) bytes. Tables and patterns live in
- * the arena.
+ * behind a two-byte bitmap, then a table of the patterns by their first
+ * (up to 8) bytes: one table probe per byte of response that starts no
+ * pattern; at most the patterns sharing those bytes otherwise (bounded
+ * by VAULT_PATTERNS_MAX). Streams put a skip filter in front (Wu-Manber,
+ * four-byte blocks hashed to VAULT_SKIP_BITS, a 128 KiB map of those
+ * the forms hold and a 1 MiB shift table for them):
+ * where the response shares little with the forms, one probe per up to
+ * (shortest pattern - 3) bytes. Tables and patterns live in the arena.
  */
+#define VAULT_PIECE_MIN 12u
+/* Forms new in issue 34 (shifted base64, hex) need this many characters
+ * determined by the value: fewer would occur in ordinary text. */
+#define VAULT_FORM_MIN 8u
+/*
+ * Wrapped base64 (vault_redact.c form_wrapped): no run of VAULT_PIECE_MIN
+ * bytes of a base64 form with one line break ("\n" or "\r\n") inside
+ * passes, in lines of at least VAULT_PIECE_MIN bytes (MIME 76, PEM 64): a
+ * form of fewer than 2 VAULT_PIECE_MIN bytes is also a pattern (whole or
+ * in pieces) with the break in, and in a longer one a piece of it lies on
+ * one side of the break or the other.
+ */
+
 struct vault_redactor;
 
 /* Per response stream; borrows v (which must outlive it). NULL when out

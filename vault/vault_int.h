@@ -1,6 +1,6 @@
 /*
- * vault_int: what vault.c and vault_redact.c share (struct vault). Not for
- * other modules.
+ * vault_int: what vault.c, vault_forms.c, vault_redact.c and vault_subst.c
+ * share (struct vault). Not for other modules.
  */
 #ifndef EGRESSD_VAULT_INT_H
 #define EGRESSD_VAULT_INT_H
@@ -14,6 +14,9 @@ struct vault_cred {
 	const char *name; /* borrowed from the policy */
 	char *val; /* arena, NUL-terminated */
 	size_t len;
+	/* A basic binding uses it: the value is base64 of "user:password",
+	 * and the redactor masks those decoded too (kept when retired). */
+	bool basic;
 };
 
 /* One substitution of a binding (vault_subst.c). */
@@ -38,6 +41,11 @@ struct vault_bind {
 	size_t nsubs;
 	unsigned subst_in; /* union of their surfaces */
 };
+
+/* The skip filter's blocks (vault_redact.c skip_block): bytes, and the
+ * bits of their hash (the shift table's size). */
+#define VAULT_SKIP_BLOCK 4u
+#define VAULT_SKIP_BITS 20u
 
 /* A redaction pattern: len bytes at p (in the arena). */
 struct vault_pat {
@@ -64,12 +72,18 @@ struct vault_match {
 	/*
 	 * The skip filter (vault_redact.c): win is the window, the shortest
 	 * pattern's length capped at VAULT_SKIP_WIN_MAX, 0 when shorter than
-	 * VAULT_SKIP_WIN_MIN (then every position is probed). shift[c0 |
-	 * c1 << 8]: how far the window may move when its last two bytes are
-	 * c0 c1 (0: some pattern may start at the window's first byte).
+	 * VAULT_SKIP_WIN_MIN (then every position is probed). For k the
+	 * hash of the window's last VAULT_SKIP_BLOCK bytes (skip_block): bit
+	 * k of hit is set when some pattern holds such a block in its first
+	 * win bytes, and then shift[k] says how far the window may move (0:
+	 * some pattern may start at its first byte); else it moves far
+	 * (win - VAULT_SKIP_BLOCK + 1). The map (128 KiB) is what clean
+	 * bytes meet; the table (1 MiB), only the blocks of the forms.
 	 */
 	size_t win;
-	uint8_t shift[65536];
+	uint64_t hit[(1u << VAULT_SKIP_BITS) / 64];
+	uint8_t shift[1u << VAULT_SKIP_BITS];
+	uint8_t far;
 	/*
 	 * Candidates by their first q bytes (the shortest pattern's length,
 	 * at most 8; 0 when shorter than 4: then every pattern of the first
@@ -97,7 +111,7 @@ struct vault {
 };
 
 /*
- * The byte encoders of the rendered forms (vault_redact.c), shared with
+ * The byte encoders of the rendered forms (vault_forms.c), shared with
  * the substitutions (vault_subst.c) so a substituted piece is, by
  * construction, in a form the redactor masks. Each writes the encoding
  * of c at o (when o is not NULL) and returns its length (at most 6).
@@ -108,6 +122,21 @@ size_t vault_enc_pct(uint8_t c, unsigned flags, const char *keep, uint8_t *o);
 #define VAULT_JSON_SLASH 0x1u /* '/' as "\/" */
 #define VAULT_JSON_HTML 0x4u /* <, >, & as \u003c... (Go's json.Marshal) */
 size_t vault_enc_json(uint8_t c, unsigned flags, uint8_t *o);
+
+/*
+ * The patterns of the forms of credential c (vault_forms.c) appended to
+ * f: the forms' bytes at buf[off..] (cap bytes in all), the patterns at
+ * pats[npats..] (pcap in all), pointing into buf. With buf and pats NULL
+ * nothing is written and off and npats count what would be: the sizes a
+ * build needs, exactly (before duplicates are dropped).
+ */
+struct vault_forms {
+	uint8_t *buf; /* arena; NULL: count only */
+	size_t off, cap;
+	struct vault_pat *pats; /* arena (NULL when counting) */
+	size_t npats, pcap;
+};
+void vault_forms_cred(struct vault_forms *f, const struct vault_cred *c);
 
 /* Builds v->m from v->creds (vault_redact.c): 0, or -1 and e. */
 int vault_redact_build(struct vault *v, struct err *e);

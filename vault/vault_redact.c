@@ -10,20 +10,21 @@
  * with memcmp, and the first (longest) that matches covers its bytes. A
  * position is never skipped after a match, so overlapping occurrences are
  * all covered. Cost per byte: one or two table probes where no pattern
- * starts; at worst the patterns sharing the two first bytes, whose bytes
- * are bounded by VAULT_PATTERN_BYTES_MAX. Not constant time (the compared
+ * starts; at worst the patterns sharing the first bytes (their number
+ * bounded by VAULT_PATTERNS_MAX). Not constant time (the compared
  * bytes are the response's, and an origin timing egressd's redaction
  * learns at most where its own bytes begin a secret's rendered form).
  *
- * In front of it, streams use a skip filter (Wu-Manber with blocks of two
- * bytes): with win the shortest pattern's length (capped), a window of
- * win bytes looks at its last two; if they occur in no pattern's first
- * win bytes at an offset j, no pattern starts within the next
- * win - 2 - j positions (win - 1 if they occur nowhere), and the window
- * moves on that far without probing them. A pattern that starts at
- * position i ends its first win bytes with two bytes of shift 0 at
- * window i, so no start is ever skipped. Random bytes and text that
- * shares little with the values move by up to win - 1 per probe. Header
+ * In front of it, streams use a skip filter (Wu-Manber with blocks of
+ * B = VAULT_SKIP_BLOCK bytes, hashed): with win the shortest pattern's
+ * length (capped), a window of win bytes looks at its last B; if they
+ * (their hash) occur in no pattern's first win bytes at an offset j, no
+ * pattern starts within the next win - B - j positions (win - B + 1 if
+ * they occur nowhere), and the window moves on that far without probing
+ * them. A pattern that starts at position i ends its first win bytes
+ * with a block of shift 0 at window i, so no start is ever skipped.
+ * Random bytes and text that shares little with the forms move by up to
+ * win - B + 1 (9 with pieces of 12) per probe. Header
  * values and whole response heads use the filter too: a head in which
  * nothing matches costs a few probes and no allocation.
  *
@@ -38,16 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/text.h"
-#include "util/utf8.h"
 #include "vault/vault_int.h"
 
-/* Rendered forms per value (vault_forms), an upper bound. */
-#define VAULT_FORMS_MAX 13u
-/* Bytes of every form of a value of n bytes, an upper bound: raw and
- * Bearer 2n + 7, base64 2 x 4n/3 + 2, five percent forms 15n, four JSON
- * forms 24n (six bytes per byte at most). */
-#define VAULT_FORMS_BYTES(n) (44u * (n) + 64u)
 #define REDACTED "[REDACTED]"
 /* The skip filter's window: patterns shorter than the minimum turn it off
  * (the probes would cost more than they save); the maximum keeps shifts
@@ -61,263 +54,6 @@
 #define VAULT_SCAN_LANE_MIN 1024u
 #define VAULT_SCAN_LANE_MAX 16384u
 #define VAULT_SCAN_QUEUE 256u
-
-/* ---- rendered forms ---- */
-
-struct forms {
-	uint8_t *buf; /* arena */
-	size_t off, cap;
-	struct vault_pat *pats; /* arena */
-	size_t npats, pcap;
-};
-
-static uint8_t *
-form_begin(struct forms *f)
-{
-	return f->buf + f->off;
-}
-
-/* Ends the form that started at s and now ends at f->buf + end. */
-static void
-form_end(struct forms *f, const uint8_t *s, size_t end)
-{
-	size_t len = end - (size_t)(s - f->buf);
-
-	if (len == 0 || f->npats == f->pcap) {
-		secmem_wipe(f->buf + f->off, len);
-		return;
-	}
-	f->pats[f->npats].p = s;
-	f->pats[f->npats].len = len;
-	f->npats++;
-	f->off = end;
-}
-
-static void
-form_raw(struct forms *f, const char *prefix, const uint8_t *v, size_t n)
-{
-	uint8_t *s = form_begin(f);
-	size_t pl = strlen(prefix), o = f->off;
-
-	memcpy(f->buf + o, prefix, pl);
-	memcpy(f->buf + o + pl, v, n);
-	form_end(f, s, o + pl + n);
-}
-
-static void
-form_base64(struct forms *f, const uint8_t *v, size_t n, bool url)
-{
-	static const char std[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	static const char safe[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	const char *al = url ? safe : std;
-	uint8_t *s = form_begin(f);
-	size_t o = f->off, i;
-
-	/* Unpadded: a padded occurrence contains it. */
-	for (i = 0; i + 2 < n; i += 3) {
-		uint32_t x =
-		    (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8 | v[i + 2];
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
-		f->buf[o++] = (uint8_t)al[x & 63];
-	}
-	if (n - i == 1) {
-		uint32_t x = (uint32_t)v[i] << 16;
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-	} else if (n - i == 2) {
-		uint32_t x = (uint32_t)v[i] << 16 | (uint32_t)v[i + 1] << 8;
-
-		f->buf[o++] = (uint8_t)al[x >> 18 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 12 & 63];
-		f->buf[o++] = (uint8_t)al[x >> 6 & 63];
-	}
-	form_end(f, s, o);
-}
-
-size_t
-vault_enc_pct(uint8_t c, unsigned flags, const char *keep, uint8_t *o)
-{
-	const char *hex =
-	    (flags & VAULT_PCT_LOWER) ? "0123456789abcdef" : "0123456789ABCDEF";
-
-	if (text_unreserved(c) || (c != 0 && strchr(keep, c) != NULL)) {
-		if (o != NULL)
-			o[0] = c;
-		return 1;
-	}
-	if ((flags & VAULT_PCT_PLUS) && c == ' ') {
-		if (o != NULL)
-			o[0] = '+';
-		return 1;
-	}
-	if (o != NULL) {
-		o[0] = '%';
-		o[1] = (uint8_t)hex[c >> 4];
-		o[2] = (uint8_t)hex[c & 15];
-	}
-	return 3;
-}
-
-/* Percent-encoding of every byte but the unreserved ones and those in
- * keep (what common encoders leave alone: "/" for Python's quote,
- * "!'()*" for JavaScript's encodeURIComponent). */
-static void
-form_percent(struct forms *f, const uint8_t *v, size_t n, unsigned flags,
-    const char *keep)
-{
-	uint8_t *s = form_begin(f);
-	size_t o = f->off, i;
-
-	for (i = 0; i < n; i++)
-		o += vault_enc_pct(v[i], flags, keep, f->buf + o);
-	form_end(f, s, o);
-}
-
-/* non-ASCII as \uXXXX (Python's json.dumps): whole code points, so
- * not a flag of the byte encoder */
-#define JSON_ASCII 0x2u
-
-/* "\uXXXX" at o (o may be NULL: the length only). */
-static size_t
-json_u(uint8_t *o, uint32_t cp)
-{
-	static const char hex[] = "0123456789abcdef";
-	int k;
-
-	if (o == NULL)
-		return 6;
-	o[0] = '\\';
-	o[1] = 'u';
-	for (k = 0; k < 4; k++)
-		o[2 + k] = (uint8_t)hex[(cp >> (12 - 4 * k)) & 15];
-	return 6;
-}
-
-size_t
-vault_enc_json(uint8_t c, unsigned flags, uint8_t *o)
-{
-	char esc = 0;
-
-	if ((flags & VAULT_JSON_HTML) && (c == '<' || c == '>' || c == '&'))
-		return json_u(o, c);
-	switch (c) {
-	case '"':
-		esc = '"';
-		break;
-	case '\\':
-		esc = '\\';
-		break;
-	case '\b':
-		esc = 'b';
-		break;
-	case '\f':
-		esc = 'f';
-		break;
-	case '\t':
-		esc = 't';
-		break;
-	case '/':
-		esc = (flags & VAULT_JSON_SLASH) ? '/' : 0;
-		break;
-	default:
-		break;
-	}
-	if (esc != 0) {
-		if (o != NULL) {
-			o[0] = '\\';
-			o[1] = (uint8_t)esc;
-		}
-		return 2;
-	}
-	if (c < 0x20)
-		return json_u(o, c);
-	if (o != NULL)
-		o[0] = c;
-	return 1;
-}
-
-/* JSON string escaping (RFC 8259 §7), minimal, plus what the flags ask
- * for (VAULT_JSON_*, JSON_ASCII). */
-static void
-form_json(struct forms *f, const uint8_t *v, size_t n, unsigned flags)
-{
-	uint8_t *s = form_begin(f);
-	size_t o = f->off, i, k;
-	uint32_t cp;
-
-	for (i = 0; i < n; i++) {
-		if ((flags & JSON_ASCII) && v[i] >= 0x80 &&
-		    (k = utf8_decode(v + i, n - i, &cp)) > 0) {
-			if (cp > 0xffff) {
-				cp -= 0x10000;
-				o += json_u(f->buf + o, 0xd800 | (cp >> 10));
-				o += json_u(f->buf + o, 0xdc00 | (cp & 0x3ff));
-			} else
-				o += json_u(f->buf + o, cp);
-			i += k - 1;
-			continue;
-		}
-		o += vault_enc_json(v[i], flags, f->buf + o);
-	}
-	form_end(f, s, o);
-}
-
-static bool
-has_byte(const uint8_t *v, size_t n, uint8_t c)
-{
-	return memchr(v, c, n) != NULL;
-}
-
-static bool
-has_any(const uint8_t *v, size_t n, const char *set)
-{
-	for (; *set != '\0'; set++)
-		if (has_byte(v, n, (uint8_t)*set))
-			return true;
-	return false;
-}
-
-static bool
-has_high(const uint8_t *v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (v[i] >= 0x80)
-			return true;
-	return false;
-}
-
-/* Every form of one value; duplicates are dropped after sorting. */
-static void
-vault_forms(struct forms *f, const uint8_t *v, size_t n)
-{
-	form_raw(f, "", v, n);
-	form_raw(f, "Bearer ", v, n);
-	form_base64(f, v, n, false);
-	form_base64(f, v, n, true);
-	form_percent(f, v, n, 0, "");
-	form_percent(f, v, n, VAULT_PCT_LOWER, "");
-	if (has_byte(v, n, ' '))
-		form_percent(f, v, n, VAULT_PCT_PLUS, "");
-	if (has_byte(v, n, '/'))
-		form_percent(f, v, n, 0, "/");
-	if (has_any(v, n, "!'()*"))
-		form_percent(f, v, n, 0, "!'()*");
-	form_json(f, v, n, 0);
-	if (has_byte(v, n, '/'))
-		form_json(f, v, n, VAULT_JSON_SLASH);
-	if (has_high(v, n))
-		form_json(f, v, n, JSON_ASCII);
-	if (has_any(v, n, "<>&"))
-		form_json(f, v, n, VAULT_JSON_HTML);
-}
 
 /* ---- the matcher ---- */
 
@@ -335,19 +71,39 @@ pat_cmp(const void *a, const void *b)
 	return c;
 }
 
-/* The skip filter's key of the two bytes at b: little-endian, so one
- * 16-bit load on the machines that matter. */
+/*
+ * The skip filter's key of the VAULT_SKIP_BLOCK (4) bytes at b, hashed to
+ * VAULT_SKIP_BITS: the patterns are pieces of every form, so every block
+ * of a form is some piece's block at every offset; with two-byte blocks
+ * a few dozen values marked most of the 64 Ki keys, with four hashed to
+ * 2^20 they mark a few percent.
+ */
 static inline unsigned
 skip_block(const uint8_t *b)
 {
-	return (unsigned)b[0] | (unsigned)b[1] << 8;
+	uint32_t x;
+
+	memcpy(&x, b, sizeof(x));
+	return (unsigned)((x * 0x9e3779b1u) >> (32 - VAULT_SKIP_BITS));
+}
+
+/*
+ * How far a window whose last block hashes to k may move: far when no
+ * pattern holds the block in its first win bytes (a bit in a 128 KiB
+ * map, what clean text mostly meets), else its shift (0: probe).
+ */
+static inline uint8_t
+skip_at(const uint64_t *hit, const uint8_t *shift, uint8_t far, unsigned k)
+{
+	return (hit[k >> 6] >> (k & 63) & 1) ? shift[k] : far;
 }
 
 /* How far the window at i may move (0: probe i). */
 static inline uint8_t
 skip_shift(const struct vault_match *m, const uint8_t *p, size_t i)
 {
-	return m->shift[skip_block(p + i + m->win - 2)];
+	return skip_at(m->hit, m->shift, m->far,
+	    skip_block(p + i + m->win - VAULT_SKIP_BLOCK));
 }
 
 /* The skip filter's shifts (see the top of the file). */
@@ -363,14 +119,17 @@ skip_build(struct vault_match *m)
 	if (m->npats == 0 || min < VAULT_SKIP_WIN_MIN)
 		return;
 	m->win = min < VAULT_SKIP_WIN_MAX ? min : VAULT_SKIP_WIN_MAX;
-	memset(m->shift, (int)(m->win - 1), sizeof(m->shift));
+	m->far = (uint8_t)(m->win - VAULT_SKIP_BLOCK + 1);
+	memset(m->hit, 0, sizeof(m->hit));
+	memset(m->shift, m->far, sizeof(m->shift));
 	for (i = 0; i < m->npats; i++) {
 		const uint8_t *p = m->pats[i].p;
 
-		for (j = 0; j + 2 <= m->win; j++) {
+		for (j = 0; j + VAULT_SKIP_BLOCK <= m->win; j++) {
 			unsigned k = skip_block(p + j);
-			uint8_t sh = (uint8_t)(m->win - 2 - j);
+			uint8_t sh = (uint8_t)(m->win - VAULT_SKIP_BLOCK - j);
 
+			m->hit[k >> 6] |= (uint64_t)1 << (k & 63);
 			if (sh < m->shift[k])
 				m->shift[k] = sh;
 		}
@@ -380,19 +139,23 @@ skip_build(struct vault_match *m)
 size_t
 vault_redact_arena_need(const struct vault_cred *c, size_t n)
 {
-	size_t bytes = 0, i;
+	struct vault_forms f;
+	size_t i;
 
+	/* the build's own code, counting: exact before duplicates go */
+	memset(&f, 0, sizeof(f));
 	for (i = 0; i < n; i++) {
-		bytes += VAULT_FORMS_BYTES(c[i].len);
-		if (bytes > VAULT_PATTERN_BYTES_MAX)
+		vault_forms_cred(&f, &c[i]);
+		if (f.off > VAULT_PATTERN_BYTES_MAX ||
+		    f.npats > VAULT_PATTERNS_MAX)
 			return SIZE_MAX;
 	}
 	/* The tables, the pattern array twice (by first byte and by
 	 * group), the group slots (at most 4 per pattern), and each
 	 * allocation's header. */
-	return bytes + sizeof(struct vault_match) +
-	    2 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_pat) +
-	    4 * (n * VAULT_FORMS_MAX + 1) * sizeof(struct vault_grp) + 4096;
+	return f.off + sizeof(struct vault_match) +
+	    2 * (f.npats + 1) * sizeof(struct vault_pat) +
+	    4 * (f.npats + 1) * sizeof(struct vault_grp) + 4096;
 }
 
 /* a[0..n) == b[0..n)? Inline, a word at a time: a candidate that
@@ -509,17 +272,20 @@ int
 vault_redact_build(struct vault *v, struct err *e)
 {
 	struct vault_match *m;
-	struct forms f;
-	size_t i, j, bytes = 0;
+	struct vault_forms f;
+	size_t i, j;
 
 	v->m = NULL;
 	if (v->nall == 0)
 		return 0;
-	for (i = 0; i < v->nall; i++)
-		bytes += VAULT_FORMS_BYTES(v->creds[i].len);
+	/* a counting pass sizes the buffers, then the same code fills
+	 * them */
 	memset(&f, 0, sizeof(f));
-	f.cap = bytes;
-	f.pcap = v->nall * VAULT_FORMS_MAX;
+	for (i = 0; i < v->nall; i++)
+		vault_forms_cred(&f, &v->creds[i]);
+	f.cap = f.off;
+	f.pcap = f.npats;
+	f.off = f.npats = 0;
 	m = secmem_alloc(v->arena, sizeof(*m));
 	f.buf = secmem_alloc(v->arena, f.cap);
 	f.pats = secmem_alloc(v->arena, f.pcap * sizeof(*f.pats));
@@ -531,8 +297,7 @@ vault_redact_build(struct vault *v, struct err *e)
 		return -1;
 	}
 	for (i = 0; i < v->nall; i++)
-		vault_forms(
-		    &f, (const uint8_t *)v->creds[i].val, v->creds[i].len);
+		vault_forms_cred(&f, &v->creds[i]);
 	qsort(f.pats, f.npats, sizeof(*f.pats), pat_cmp);
 	/* Unique. */
 	for (i = j = 0; i < f.npats; i++)
@@ -826,9 +591,10 @@ steps_left(size_t cur, size_t end, size_t mv)
  * window's last bytes at pw + *c and the shift table sht.
  */
 static inline __attribute__((always_inline)) void
-lane_step_at(const uint8_t *pw, const uint8_t *sht, size_t *c, struct lane *l)
+lane_step_at(const uint8_t *pw, const uint64_t *hit, const uint8_t *sht,
+    uint8_t far, size_t *c, struct lane *l)
 {
-	uint8_t sh = sht[skip_block(pw + *c)];
+	uint8_t sh = skip_at(hit, sht, far, skip_block(pw + *c));
 
 	if (sh != 0)
 		*c += sh;
@@ -845,19 +611,22 @@ static size_t
 lanes_batch(struct scan *sc, const uint8_t *p, size_t plen, size_t base,
     size_t a, struct lane *ln, size_t j)
 {
-	const uint8_t *pw = p + sc->m->win - 2, *sht = sc->m->shift;
+	const uint8_t *pw = p + sc->m->win - VAULT_SKIP_BLOCK;
+	const uint64_t *hit = sc->m->hit;
+	const uint8_t *sht = sc->m->shift;
+	uint8_t far = sc->m->far;
 	size_t c0 = ln[0].cur, c1 = ln[1].cur, c2 = ln[2].cur;
 	uint8_t sh;
 
 	_Static_assert(VAULT_SCAN_LANES == 4, "lanes_batch steps three ahead");
 	while (j-- > 0) {
-		if ((sh = sht[skip_block(pw + a)]) != 0)
+		if ((sh = skip_at(hit, sht, far, skip_block(pw + a))) != 0)
 			a += sh;
 		else
 			probe(sc, p, plen, a++, base);
-		lane_step_at(pw, sht, &c0, &ln[0]);
-		lane_step_at(pw, sht, &c1, &ln[1]);
-		lane_step_at(pw, sht, &c2, &ln[2]);
+		lane_step_at(pw, hit, sht, far, &c0, &ln[0]);
+		lane_step_at(pw, hit, sht, far, &c1, &ln[1]);
+		lane_step_at(pw, hit, sht, far, &c2, &ln[2]);
 	}
 	ln[0].cur = c0;
 	ln[1].cur = c1;
@@ -894,7 +663,7 @@ scan_lanes(struct scan *sc, const uint8_t *p, size_t plen, size_t from,
 	struct lane ln[VAULT_SCAN_LANES - 1], *l;
 	size_t a = from, aend, next, h = 0, k, cs, j;
 	/* the most a step moves */
-	size_t mv = m->win - 1;
+	size_t mv = m->win - VAULT_SKIP_BLOCK + 1;
 	uint8_t sh;
 
 	/* a share each, so that the lanes run side by side to the end */

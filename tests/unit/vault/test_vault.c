@@ -788,6 +788,51 @@ test_file_refused(void **state)
 	}
 }
 
+/*
+ * Values whose pieces exceed the redactor's bounds (VAULT_PATTERNS_MAX):
+ * vault_new fails cleanly, and its message names no value. A value of
+ * 16000 letters makes some 256 Ki patterns (16 per byte): one loads,
+ * five do not.
+ */
+static void
+test_pattern_bound(void **state)
+{
+	static char yaml[5 * 16000 + 1024];
+	struct policy *p;
+	struct vault *v;
+	struct err e;
+	size_t o, k, i;
+
+	(void)state;
+	for (k = 1; k <= 5; k += 4) {
+		o = (size_t)snprintf(yaml, sizeof(yaml), "credentials:\n");
+		for (i = 0; i < k; i++) {
+			o += (size_t)snprintf(yaml + o, sizeof(yaml) - o,
+			    "  - {name: c%zu, source: {type: inline, value: "
+			    "SECRETBYTES%zu",
+			    i, i);
+			memset(yaml + o, 'a' + (char)i, 16000);
+			o += 16000;
+			o += (size_t)snprintf(
+			    yaml + o, sizeof(yaml) - o, "}}\n");
+		}
+		p = ts_policy_yaml(yaml, "v.yaml");
+		err_clear(&e);
+		v = vault_new(p, NULL, &e);
+		if (k == 1) {
+			if (v == NULL)
+				fail_msg("vault_new: %s", e.msg);
+		} else {
+			assert_null(v);
+			assert_non_null(strstr(e.msg, "too large to redact"));
+			assert_null(strstr(e.msg, "SECRETBYTES"));
+			assert_null(strstr(e.msg, "aaaaaaaa"));
+		}
+		vault_free(v);
+		policy_unref(p);
+	}
+}
+
 static void
 test_file_missing(void **state)
 {
@@ -819,6 +864,7 @@ main(void)
 	    cmocka_unit_test(test_retired),
 	    cmocka_unit_test(test_file_source),
 	    cmocka_unit_test(test_file_refused),
+	    cmocka_unit_test(test_pattern_bound),
 	    cmocka_unit_test(test_file_missing),
 	};
 

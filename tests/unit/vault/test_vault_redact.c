@@ -51,7 +51,7 @@ static const char *const forms[] = {
     "dW51c2VkLVU",
 };
 #define NFORMS (sizeof(forms) / sizeof(forms[0]))
-#define LONGEST 21 /* a%2Fb%20c%2Bd%22e%5Cf */
+#define LONGEST 18 /* Bearer a/b c+d"e\\f (longer forms: in pieces) */
 
 static struct vault *
 vault_of(const char *yaml)
@@ -68,21 +68,45 @@ vault_of(const char *yaml)
 }
 
 /* What the client must receive: every byte of every occurrence of a
- * pattern as '*' (naive). */
+ * pattern as '*' (naive); a form longer than VAULT_PIECE_MIN (but for
+ * "Bearer v", listed here only for short values) every occurrence of each
+ * of its VAULT_PIECE_MIN-byte runs. */
 static void
 reference(const char *const *pats, size_t npats, const uint8_t *in, size_t n,
     uint8_t *out)
 {
-	size_t i, k;
+	size_t i, k, j;
 
 	memcpy(out, in, n);
 	for (k = 0; k < npats; k++) {
 		size_t l = strlen(pats[k]);
 
-		for (i = 0; i + l <= n; i++)
-			if (memcmp(in + i, pats[k], l) == 0)
-				memset(out + i, '*', l);
+		if (l <= VAULT_PIECE_MIN ||
+		    strncmp(pats[k], "Bearer ", 7) == 0) {
+			for (i = 0; i + l <= n; i++)
+				if (memcmp(in + i, pats[k], l) == 0)
+					memset(out + i, '*', l);
+			continue;
+		}
+		for (j = 0; j + VAULT_PIECE_MIN <= l; j++)
+			for (i = 0; i + VAULT_PIECE_MIN <= n; i++)
+				if (memcmp(in + i, pats[k] + j,
+				        VAULT_PIECE_MIN) == 0)
+					memset(out + i, '*', VAULT_PIECE_MIN);
 	}
+}
+
+/* Does any run of VAULT_PIECE_MIN bytes of f[0..fl) (or f whole, when
+ * shorter) occur in p[0..n)? */
+static bool
+has_piece(const uint8_t *p, size_t n, const char *f, size_t fl)
+{
+	size_t j, w = fl < VAULT_PIECE_MIN ? fl : VAULT_PIECE_MIN;
+
+	for (j = 0; j + w <= fl; j++)
+		if (memmem(p, n, f + j, w) != NULL)
+			return true;
+	return false;
 }
 
 struct sink {
@@ -159,7 +183,7 @@ test_forms(void **state)
 	}
 	/* near misses are left alone */
 	n = (size_t)snprintf((char *)in, sizeof(in),
-	    "s3cr3t-k s3cr3t- czNjcjN0LU a%%2Fb%%20c%%2Bd%%22e%%5C");
+	    "s3cr3t-k s3cr3t- czNjcjN0L a%%2Fb%%20c%%2 %%20c%%2Bd%%22");
 	run(r, in, n, NULL, 0, s);
 	assert_int_equal(s->n, n);
 	assert_memory_equal(s->buf, in, n);
@@ -870,6 +894,326 @@ test_other_encoders(void **state)
 	assert_int_equal(missed, 0);
 }
 
+/* ---- issue 34: every form, and pieces ---- */
+
+/* One value, bound as a bearer token (the YAML quotes it). */
+static struct vault *
+vault_one(const char *val)
+{
+	char y[512];
+
+	snprintf(y, sizeof(y),
+	    "credentials: [{name: c, source: {type: inline, value: '%s'}}]\n",
+	    val);
+	return vault_of(y);
+}
+
+/* in[0..n) redacted in one piece into s. */
+static void
+redact1(const struct vault *v, const void *in, size_t n, struct sink *s)
+{
+	struct vault_redactor *r = vault_redactor_new(v);
+
+	assert_non_null(r);
+	run(r, in, n, NULL, 0, s);
+	assert_int_equal(s->n, n);
+	vault_redactor_free(r);
+}
+
+/*
+ * Pieces: every run of VAULT_PIECE_MIN bytes of a form is masked on its
+ * own (a value read back in slices), a run one shorter is not; the same
+ * for a percent form and a base64 form. "Bearer v" stays masked whole.
+ */
+static void
+test_pieces(void **state)
+{
+	static const char *const forms34[] = {
+	    "sk-test-9f8e7d6c5b4a3928",
+	    /* its base64 (Python's base64.b64encode) */
+	    "c2stdGVzdC05ZjhlN2Q2YzViNGEzOTI4",
+	};
+	struct vault *v = vault_one(forms34[0]);
+	struct vault *vp = vault_of(pol);
+	struct sink *s = malloc(sizeof(*s));
+	const char *pf = "a%2Fb%20c%2Bd%22e%5Cf"; /* p's percent form */
+	char in[128];
+	size_t k, i, w, n;
+
+	(void)state;
+	for (k = 0; k < 3; k++) {
+		const char *f = k < 2 ? forms34[k] : pf;
+		const struct vault *vk = k < 2 ? v : vp;
+
+		for (w = VAULT_PIECE_MIN - 1; w <= VAULT_PIECE_MIN; w++)
+			for (i = 0; i + w <= strlen(f); i++) {
+				n = (size_t)snprintf(
+				    in, sizeof(in), "[%.*s]", (int)w, f + i);
+				redact1(vk, in, n, s);
+				if (w == VAULT_PIECE_MIN) {
+					assert_int_equal(s->buf[0], '[');
+					assert_int_equal(s->buf[n - 1], ']');
+					for (size_t j = 1; j < n - 1; j++)
+						assert_int_equal(
+						    s->buf[j], '*');
+				} else if (memcmp(s->buf, in, n) != 0)
+					fail_msg("\"%s\" masked", in);
+			}
+	}
+	/* "Bearer v" of a long value is still masked whole (the prefix
+	 * with the first piece), in bodies and header values */
+	n = (size_t)snprintf(
+	    in, sizeof(in), "Authorization: Bearer %s\r\n", forms34[0]);
+	redact1(v, in, n, s);
+	assert_memory_equal(s->buf, "Authorization: ", 15);
+	for (i = 15; i < n - 2; i++)
+		assert_int_equal(s->buf[i], '*');
+	{
+		size_t hl;
+		char *h = vault_redact_header(v, in + 15, n - 17, &hl);
+
+		assert_non_null(h);
+		assert_string_equal(h, "[REDACTED]");
+		free(h);
+	}
+	vault_free(v);
+	vault_free(vp);
+	free(s);
+}
+
+/*
+ * base64 of a longer string with the value at each offset mod 3, e.g.
+ * of a whole "Authorization: Bearer v" line (Python's base64, standard
+ * and URL-safe): every character all of whose bits are the value's is
+ * masked, the characters before them are not.
+ */
+static void
+test_b64_alignments(void **state)
+{
+	static const struct {
+		size_t pre; /* bytes before the value */
+		const char *enc;
+	} cases[] = {
+	    {22,
+	        "QXV0aG9yaXphdGlvbjogQmVhcmVyIHRvay0/Pz9+fn4+Pj4tMDEyMzQ1Njc4"
+	        "OWFiDQo="},
+	    {22,
+	        "QXV0aG9yaXphdGlvbjogQmVhcmVyIHRvay0_Pz9-fn4-Pj4tMDEyMzQ1Njc4"
+	        "OWFiDQo="},
+	    {23,
+	        "eEF1dGhvcml6YXRpb246IEJlYXJlciB0b2stPz8/fn5+Pj4+LTAxMjM0NTY3"
+	        "ODlhYg0K"},
+	    {23,
+	        "eEF1dGhvcml6YXRpb246IEJlYXJlciB0b2stPz8_fn5-Pj4-LTAxMjM0NTY3"
+	        "ODlhYg0K"},
+	    {24,
+	        "eHhBdXRob3JpemF0aW9uOiBCZWFyZXIgdG9rLT8/P35+fj4+Pi0wMTIzNDU2"
+	        "Nzg5YWINCg=="},
+	    {24,
+	        "eHhBdXRob3JpemF0aW9uOiBCZWFyZXIgdG9rLT8_P35-fj4-Pi0wMTIzNDU2"
+	        "Nzg5YWINCg=="},
+	};
+	const char *val = "tok-???~~~>>>-0123456789ab";
+	struct vault *v = vault_one(val);
+	struct sink *s = malloc(sizeof(*s));
+	size_t c, i, n, d0, d1;
+
+	(void)state;
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		n = strlen(cases[c].enc);
+		/* characters [d0, d1) hold only the value's bits */
+		d0 = (8 * cases[c].pre + 5) / 6;
+		d1 = 8 * (cases[c].pre + strlen(val)) / 6;
+		redact1(v, cases[c].enc, n, s);
+		assert_memory_equal(s->buf, cases[c].enc, d0);
+		for (i = d0; i < d1; i++)
+			if (s->buf[i] != '*')
+				fail_msg("case %zu: %.*s", c, (int)n, s->buf);
+		/* after the value: "\r\n" and padding, left alone (the
+		 * character that mixes both may be masked as the tail) */
+		assert_memory_equal(
+		    s->buf + d1 + 1, cases[c].enc + d1 + 1, n - d1 - 1);
+	}
+	vault_free(v);
+	free(s);
+}
+
+/* An encoder of its own (bit by bit), for the wrapped cases. */
+static size_t
+b64_enc(const uint8_t *in, size_t n, char *out, bool url)
+{
+	const char *al = url
+	    ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	    : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+"
+	      "/";
+	size_t i, o = 0, bits = 0;
+	uint32_t acc = 0;
+
+	for (i = 0; i < n; i++) {
+		acc = acc << 8 | in[i];
+		for (bits += 8; bits >= 6; bits -= 6)
+			out[o++] = al[acc >> (bits - 6) & 63];
+	}
+	if (bits > 0)
+		out[o++] = al[acc << (6 - bits) & 63];
+	while (o % 4 != 0)
+		out[o++] = '=';
+	return o;
+}
+
+/*
+ * MIME-wrapped base64 (76 columns, CRLF or LF; PEM's 64): the value at
+ * every offset in the encoded text, so every way lines can cut it. With
+ * the line breaks taken out of what the client gets, no run of
+ * VAULT_PIECE_MIN characters of the value's own survives; a short value
+ * (a form of at most VAULT_PIECE_MIN characters) never comes out whole.
+ */
+static void
+test_b64_wrapped(void **state)
+{
+	static const struct {
+		size_t width;
+		const char *brk;
+		bool url;
+	} wraps[] = {{76, "\r\n", false}, {76, "\n", false}, {64, "\n", true},
+	    {64, "\r\n", false}};
+	static const char *const vals[] = {"tok-???~~~>>>-0123456789ab",
+	    "k9Zq-Xw7", "q7-Zk9$w2Lm", "r2d2c3po"};
+	struct sink *s = malloc(sizeof(*s));
+	uint8_t raw[256];
+	char enc[512], wr[1024];
+	uint8_t out[1024];
+	size_t c, w, pre, i, n, en, wn, on, d0, d1, run, vl;
+
+	(void)state;
+	for (c = 0; c < sizeof(vals) / sizeof(vals[0]); c++) {
+		struct vault *v = vault_one(vals[c]);
+
+		vl = strlen(vals[c]);
+		for (w = 0; w < sizeof(wraps) / sizeof(wraps[0]); w++)
+			for (pre = 0; pre < 120; pre++) {
+				memset(raw, 'A' + pre % 26, pre);
+				memcpy(raw + pre, vals[c], vl);
+				memcpy(raw + pre + vl, " trailing text", 14);
+				n = pre + vl + 14;
+				en = b64_enc(raw, n, enc, wraps[w].url);
+				for (i = wn = 0; i < en; i++) {
+					if (i > 0 && i % wraps[w].width == 0) {
+						memcpy(wr + wn, wraps[w].brk,
+						    strlen(wraps[w].brk));
+						wn += strlen(wraps[w].brk);
+					}
+					wr[wn++] = enc[i];
+				}
+				redact1(v, wr, wn, s);
+				/* the output without the input's breaks */
+				for (i = on = 0; i < wn; i++)
+					if (wr[i] != '\r' && wr[i] != '\n')
+						out[on++] = s->buf[i];
+				assert_int_equal(on, en);
+				d0 = (8 * pre + 5) / 6;
+				d1 = 8 * (pre + vl) / 6;
+				for (i = d0, run = 0; i < d1; i++) {
+					run = out[i] == '*' ? 0 : run + 1;
+					if (run >= VAULT_PIECE_MIN ||
+					    run == d1 - d0)
+						fail_msg(
+						    "%s, width %zu, offset "
+						    "%zu: %.*s",
+						    vals[c], wraps[w].width,
+						    pre, (int)wn, s->buf);
+				}
+			}
+		vault_free(v);
+	}
+	free(s);
+}
+
+/* Hex, lower and upper case (Python's bytes.hex()), whole and in
+ * pieces. */
+static void
+test_hex(void **state)
+{
+	static const char *const hex[] = {
+	    "736b2d746573742d39663865376436633562346133393238",
+	    "736B2D746573742D39663865376436633562346133393238",
+	};
+	struct vault *v = vault_one("sk-test-9f8e7d6c5b4a3928");
+	struct sink *s = malloc(sizeof(*s));
+	char in[128];
+	size_t k, n, i;
+
+	(void)state;
+	for (k = 0; k < 2; k++) {
+		n = (size_t)snprintf(in, sizeof(in), "sha=%s;", hex[k]);
+		redact1(v, in, n, s);
+		assert_memory_equal(s->buf, "sha=", 4);
+		for (i = 4; i < n - 1; i++)
+			assert_int_equal(s->buf[i], '*');
+		/* a slice of the middle */
+		n = (size_t)snprintf(in, sizeof(in), "<%.14s>", hex[k] + 17);
+		redact1(v, in, n, s);
+		assert_false(has_piece(s->buf, n, hex[k], strlen(hex[k])));
+	}
+	vault_free(v);
+	free(s);
+}
+
+/*
+ * basic: the value is base64 of "user:password" (RFC 7617); the decoded
+ * pair and the password alone are masked too, in their forms (percent,
+ * base64 of a longer string). A value a bearer binding uses is never
+ * decoded.
+ */
+static void
+test_basic(void **state)
+{
+	static const char *const yaml =
+	    "defaultAction: deny\n"
+	    "egress:\n"
+	    "  - {action: allow, target: api.example.com}\n"
+	    "  - {action: allow, target: t.example.com}\n"
+	    "credentials:\n"
+	    /* alice:s3cret-pass-42 */
+	    "  - {name: b, source: {type: inline, value: "
+	    "YWxpY2U6czNjcmV0LXBhc3MtNDI=}}\n"
+	    /* bob:hunter2-hunter2 */
+	    "  - {name: t, source: {type: inline, value: "
+	    "Ym9iOmh1bnRlcjItaHVudGVyMg==}}\n"
+	    "bindings:\n"
+	    "  - name: b\n"
+	    "    match: {hosts: [api.example.com]}\n"
+	    "    auth: {type: basic, credential: b}\n"
+	    "  - name: t\n"
+	    "    match: {hosts: [t.example.com]}\n"
+	    "    auth: {type: bearer, credential: t}\n";
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+	    {"hello alice:s3cret-pass-42!", "hello ********************!"},
+	    {"bad password s3cret-pass-42.", "bad password **************."},
+	    {"u=alice%3As3cret-pass-42", "u=**********************"},
+	    /* base64 of "Basic-auth user alice:s3cret-pass-42" (Python) */
+	    {"QmFzaWMtYXV0aCB1c2VyIGFsaWNlOnMzY3JldC1wYXNzLTQy",
+	        "QmFzaWMtYXV0aCB1c2VyIG**************************"},
+	    {"bob:hunter2-hunter2", "bob:hunter2-hunter2"},
+	};
+	struct vault *v = vault_of(yaml);
+	struct sink *s = malloc(sizeof(*s));
+	size_t c, n;
+
+	(void)state;
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		n = strlen(cases[c].in);
+		redact1(v, cases[c].in, n, s);
+		if (memcmp(s->buf, cases[c].want, n) != 0)
+			fail_msg("\"%s\": got \"%.*s\"", cases[c].in, (int)n,
+			    s->buf);
+	}
+	vault_free(v);
+	free(s);
+}
+
 int
 main(void)
 {
@@ -889,6 +1233,11 @@ main(void)
 	    cmocka_unit_test(test_scan_pieces),
 	    cmocka_unit_test(test_scan_flush),
 	    cmocka_unit_test(test_other_encoders),
+	    cmocka_unit_test(test_pieces),
+	    cmocka_unit_test(test_b64_alignments),
+	    cmocka_unit_test(test_b64_wrapped),
+	    cmocka_unit_test(test_hex),
+	    cmocka_unit_test(test_basic),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
