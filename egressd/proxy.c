@@ -85,6 +85,8 @@ enum http_phase {
 #define PROXY_SUBST_WIRE_MAX (VAULT_SUBST_BODY_MAX + (64u << 10))
 /* in-place redaction: chains of a response body looked at per scan */
 #define PROXY_RED_SEGS 16
+_Static_assert(
+    PROXY_IN_MAX >= PROXY_PEEK_MAX, "a side's input bound holds a whole head");
 
 /* One message body's framing, either direction. */
 struct proxy_body {
@@ -2479,10 +2481,15 @@ proxy_http_pump(struct proxy_conn *c)
 				c->up_keep = false;
 			r->close = c->cli_closing = closef != -1;
 		}
-		bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-		if (rc == 1) /* its rewrite went up (with its body) */
+		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
+		if (rc == 1) { /* its rewrite went up (with its body) */
 			evbuffer_drain(in, end + (size_t)body_taken);
-		else if (closef != -1 || taint) {
+			/* megabytes when a body was substituted: the client
+			 * waits until the origin takes them */
+			if (evbuffer_get_length(
+			        bufferevent_get_output(c->up)) >= PROXY_HIGH_WM)
+				bufferevent_disable(c->cli, EV_READ);
+		} else if (closef != -1 || taint) {
 			/* h's spans point into in's first chain, pulled up */
 			if (proxy_move_head(c,
 			        (const char *)evbuffer_pullup(
@@ -3105,7 +3112,8 @@ proxy_start_relay(struct proxy_conn *c)
 	}
 	bufferevent_setwatermark(c->up, EV_WRITE, PROXY_HIGH_WM / 2, 0);
 	bufferevent_setwatermark(c->cli, EV_WRITE, PROXY_HIGH_WM / 2, 0);
-	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
 	/* bulk transfers: fewer, larger reads and writes (libevent's
 	 * default is 16 KiB a call) */
 	(void)bufferevent_set_max_single_read(c->up, PROXY_IO_MAX);
@@ -3245,6 +3253,8 @@ proxy_connect(struct proxy_conn *c)
 		proxy_arm(c, p->o.connect_ms);
 		bufferevent_setcb(
 		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+		/* nothing is taken from it before the relay starts */
+		bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
 		bufferevent_enable(c->up, EV_READ);
 		return;
 	}

@@ -74,6 +74,14 @@ struct log;
 #define PROXY_HEAD_MS 10000
 #define PROXY_LINGER_MS 1000 /* input drained after our own refusal */
 #define PROXY_HIGH_WM (256u << 10) /* bytes queued toward one side */
+/* Bytes read from one side and not yet moved on (the read high
+ * watermark of both sides during the relay): reads stop there, whatever
+ * the state, until the pumps take some (a full pipeline, a client closing
+ * after a Connection: close request, an origin that sends unasked). At
+ * least a head (the pumps look for its end in this much); a TLS side may
+ * pass it by the rest of one record. A request held whole for placeholder
+ * substitution raises it to its head and body (proxy.c hold_wait). */
+#define PROXY_IN_MAX (128u << 10)
 #define PROXY_BACKLOG 512
 #define PROXY_COALESCE_MAX 16384 /* one TLS record's worth of plaintext */
 /* In the state directory, for the sandbox's SSL_CERT_FILE & co.: the
