@@ -2707,6 +2707,12 @@ proxy_resp_pump(struct proxy_conn *c)
 				if (vr == -1)
 					return -1;
 				evbuffer_drain(in, end);
+				/* a redacted head skips proxy_move's check:
+				 * bodiless answers (HEAD, 204) to a client
+				 * that never reads would queue without end */
+				if (evbuffer_get_length(bufferevent_get_output(
+				        c->cli)) >= PROXY_HIGH_WM)
+					bufferevent_disable(c->up, EV_READ);
 				continue;
 			}
 		}
