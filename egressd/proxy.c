@@ -87,6 +87,34 @@ enum http_phase {
 #define PROXY_RED_SEGS 16
 _Static_assert(
     PROXY_IN_MAX >= PROXY_PEEK_MAX, "a side's input bound holds a whole head");
+/* What one decoding step of a compressed redacted response can queue
+ * past the client's watermark: PROXY_DECODE_STEP compressed bytes at the
+ * decoder's ratio cap. */
+#define PROXY_DECODE_STEP_OUT                                                  \
+	((size_t)PROXY_DECODE_STEP * HTTP_DECODE_RATIO_MAX)
+#define PROXY_MAX2(a, b) ((a) > (b) ? (a) : (b))
+/*
+ * The most one connection holds in its buffers (docs/proxy.md, "Memory
+ * under load"; e2e proxy_memory_bound): each side's input (a TLS side a
+ * record more), or on the client's side a request held whole for
+ * substitution; each side's queue to its watermark plus one step past
+ * it: the other side's input moved on, a request rewritten with a
+ * substituted body, a decoded step. Some 6.4 MiB; 1.3 MiB without
+ * substitution. Not counted: TLS, zlib and redactor state, the
+ * allocator's slack.
+ */
+#define PROXY_CONN_BUF_MAX                                                     \
+	(PROXY_IN_MAX + PROXY_COALESCE_MAX +                                   \
+	    PROXY_MAX2(PROXY_IN_MAX + PROXY_COALESCE_MAX,                      \
+	        HTTP_HEAD_MAX + PROXY_SUBST_WIRE_MAX) +                        \
+	    PROXY_HIGH_WM +                                                    \
+	    PROXY_MAX2(PROXY_IN_MAX + PROXY_COALESCE_MAX,                      \
+	        VAULT_SUBST_HEAD_MAX + VAULT_SUBST_BODY_OUT_MAX) +             \
+	    PROXY_HIGH_WM +                                                    \
+	    PROXY_MAX2(                                                        \
+	        PROXY_IN_MAX + PROXY_COALESCE_MAX, PROXY_DECODE_STEP_OUT))
+_Static_assert(PROXY_CONN_BUF_MAX < (7u << 20),
+    "docs/proxy.md states under 7 MiB per connection");
 
 /* One message body's framing, either direction. */
 struct proxy_body {
