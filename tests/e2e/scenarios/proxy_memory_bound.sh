@@ -1,0 +1,202 @@
+#!/bin/bash
+# proxy_memory_bound (issue 34 item 6, "Backpressure"): a sandbox that
+# sends faster than egressd can forward, or never reads what it asked
+# for, costs egressd a bounded amount of memory on every path: reads
+# stop at the per-side bounds of docs/proxy.md ("Bounds"). One connection
+# at a time floods one path while egressd's VmRSS is sampled every 50 ms:
+#   plain      16 pipelined requests the origin answers after 10 s (the
+#              pipeline full), then up to 512 MiB of junk (reproduction:
+#              RSS 9 MB -> 558 MB on 9cc226d)
+#   term_close inside terminated TLS, a Connection: close request the
+#              origin answers after 10 s, then junk (626 MB there)
+#   pass       pass-through TLS to an origin that does not read, then junk
+#   hold       plain HTTP, an origin busy for 10 s, then 15 pipelined JSON
+#              bodies of 1 MiB held whole for placeholder substitution,
+#              each growing to some 3.4 MiB rewritten
+#   noread_*   a 1 GiB response the client never reads (plain, and a
+#              terminated one through the redactor)
+# Each load sends for at most 7 s (before the origin's first answer) and
+# stops at 512 MiB. The bound checked is a connection's worst case by
+# the stated bounds (PROXY_CONN_BUF_MAX, 6.4 MiB: a held body, one
+# rewritten request and the queues) plus TLS state and allocator slack:
+# 16 MiB over the RSS before the load (on 9cc226d: +510 MiB plain, +505
+# MiB terminated, +48 MiB held bodies).
+# Afterwards egressd still answers. Under ASan (whose quarantine keeps
+# freed memory on purpose) the loads run and only that is checked.
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_setup
+
+mkdir -p "$TB_DIR/trust"
+cp "$TB_CA_CERT" "$TB_DIR/trust/test-ca.pem"
+# 16 bytes for a 5-byte placeholder: a body of placeholders grows 3.2x
+printf 'mem-bound-secret\n' >"$TB_DIR/egressd/key-k"
+chmod 600 "$TB_DIR/egressd/key-k"
+pol=$(tb_policy_file policy.yaml <<EOF2
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: b.test}
+credentials:
+  - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
+bindings:
+  - name: a-api
+    match: {hosts: [a.test], paths: ["/v1/*"]}
+    auth:
+      type: passthrough
+      substitutions:
+        - {credential: k, placeholder: '{{K}}', in: [body]}
+  - name: b-plain
+    match: {schemes: [http], hosts: [b.test]}
+    auth:
+      type: passthrough
+      substitutions:
+        - {credential: k, placeholder: '{{K}}', in: [body]}
+EOF2
+)
+STATE=$TB_DIR/state
+tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
+    --state-dir "$STATE"
+cat "$STATE/ca-bundle.crt" "$TB_CA_CERT" >"$TB_DIR/both.pem"
+chmod 644 "$TB_DIR/both.pem"
+
+CHECK_RSS=1
+[ -n "${ASAN_OPTIONS:-}" ] && CHECK_RSS=0
+BOUND_KB=$((16 << 10))
+
+cat >"$TB_DIR/flood.py" <<'EOF'
+import socket, ssl, sys, time
+
+mode, cafile = sys.argv[1], sys.argv[2]
+LIMIT = 512 << 20   # bytes sent, at most
+SECONDS = 7.0       # sending, at most (the origin answers after 10 s)
+JUNK = b"x" * (64 << 10)
+
+def conn(host, port, tls):
+    s = socket.create_connection((host, port), timeout=5)
+    if tls:
+        ctx = ssl.create_default_context(cafile=cafile)
+        s = ctx.wrap_socket(s, server_hostname=host)
+    s.settimeout(0.2)
+    return s
+
+def send_for(s, chunks, t0):
+    """Sends chunks (an iterator) until they end, LIMIT or SECONDS."""
+    sent = 0
+    buf = b""
+    while sent < LIMIT and time.monotonic() - t0 < SECONDS:
+        if not buf:
+            buf = memoryview(next(chunks, b""))
+            if not buf:
+                break
+        try:
+            n = s.send(buf[:16384])
+        except (socket.timeout, ssl.SSLWantWriteError):
+            continue
+        except OSError:
+            break
+        sent += n
+        buf = buf[n:]
+    return sent
+
+def junk():
+    while True:
+        yield JUNK
+
+def slow(host, path, extra=""):
+    return ("GET %s?delay_ms=10000 HTTP/1.1\r\nHost: %s\r\n%s\r\n"
+            % (path, host, extra)).encode()
+
+t0 = time.monotonic()
+if mode == "plain":
+    s = conn("a.test", 80, False)
+    s.sendall(slow("a.test", "/mem/plain") * 16)
+    sent = send_for(s, junk(), t0)
+elif mode == "term_close":
+    s = conn("a.test", 443, True)
+    s.sendall(slow("a.test", "/mem/close", "Connection: close\r\n"))
+    sent = send_for(s, junk(), t0)
+elif mode == "pass":
+    s = conn("b.test", 443, True)
+    s.sendall(slow("b.test", "/mem/pass"))
+    sent = send_for(s, junk(), t0)
+elif mode == "hold":
+    s = conn("b.test", 80, False)
+    s.sendall(slow("b.test", "/v1/busy"))
+    body = b'{"k":"' + b"{{K}}" * ((1 << 20) // 5 - 2) + b'"}'
+    head = ("POST /v1/held HTTP/1.1\r\nHost: b.test\r\n"
+            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % len(body)).encode()
+    sent = send_for(s, iter([head + body] * 15), t0)
+elif mode in ("noread_plain", "noread_term"):
+    tls = mode == "noread_term"
+    s = conn("a.test", 443 if tls else 80, tls)
+    s.sendall(("GET /v1/big?bytes=%d HTTP/1.1\r\nHost: a.test\r\n\r\n"
+               % (1 << 30)).encode())
+    time.sleep(5)   # never reads
+    sent = 0
+else:
+    sys.exit("unknown mode " + mode)
+print(sent, round(time.monotonic() - t0, 1))
+s.close()
+EOF
+chmod 644 "$TB_DIR/flood.py"
+
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$TB_EGRESSD_PID/status"; }
+
+# flood MODE: runs flood.py MODE in the sandbox while sampling egressd's
+# RSS; prints "sent seconds rss_before_kb rss_max_kb"
+flood() {
+	local mode=$1 pid before max r
+	before=$(rss)
+	tb_sandbox timeout 20 "$TB_PY" "$TB_DIR/flood.py" "$mode" \
+	    "$TB_DIR/both.pem" >"$TB_DIR/$mode.out" 2>"$TB_DIR/$mode.err" &
+	pid=$!
+	max=$before
+	while kill -0 "$pid" 2>/dev/null; do
+		r=$(rss)
+		[ -n "$r" ] && [ "$r" -gt "$max" ] && max=$r
+		sleep 0.05
+	done
+	wait "$pid"
+	read -r sent secs <"$TB_DIR/$mode.out"
+	echo "${sent:-?} ${secs:-?} $before $max"
+}
+
+# warm: the TLS contexts, the leaf cache and the allocator's first arenas
+warm() {
+	tb_sandbox curl -sS -o /dev/null --max-time 10 \
+	    --cacert "$TB_DIR/both.pem" "https://b.test/warm?bytes=1048576"
+	tb_sandbox curl -sS -o /dev/null --max-time 10 \
+	    --cacert "$TB_DIR/both.pem" "https://a.test/v1/warm?bytes=1048576"
+	tb_sandbox curl -sS -o /dev/null --max-time 10 \
+	    "http://a.test/warm?bytes=1048576"
+}
+
+# One egressd per load: memory a load made egressd take stays in its
+# RSS after it is freed (the allocator keeps it), which would hide the
+# next load's.
+first=1
+for mode in plain term_close pass hold noread_plain noread_term; do
+	if [ "$first" = 0 ]; then
+		tb_stop_egressd
+		tb_start_egressd --policy "$pol" --proxy \
+		    --trust-dir "$TB_DIR/trust" --state-dir "$STATE"
+	fi
+	first=0
+	warm
+	read -r sent secs before max <<<"$(flood "$mode")"
+	tb_log "$mode: sent $sent bytes in $secs s; egressd RSS $before KiB before, at most $max KiB during (+$((max - before)) KiB)"
+	tb_check "$mode: the load ran" test "$secs" != "?"
+	if [ "$CHECK_RSS" = 1 ]; then
+		tb_check "$mode: RSS at most $BOUND_KB KiB over the start" \
+		    test "$((max - before))" -le "$BOUND_KB"
+	fi
+done
+tb_check "egressd still answers" tb_sandbox curl -sS -o /dev/null \
+    --max-time 10 "http://a.test/after"
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected path=/v1/held
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected path=/v1/big
+tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=passthrough name=b.test
+tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=terminated name=a.test
+tb_finish
