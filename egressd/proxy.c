@@ -3338,6 +3338,9 @@ proxy_connect(struct proxy_conn *c)
 		}
 		bufferevent_setcb(
 		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+		/* bufferevent_openssl reads from its handshake on, and
+		 * nothing is taken before the relay starts */
+		bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
 		return;
 	}
 	c->up = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
