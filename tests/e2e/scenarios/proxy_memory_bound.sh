@@ -10,9 +10,13 @@
 #   term_close inside terminated TLS, a Connection: close request the
 #              origin answers after 10 s, then junk (626 MB there)
 #   pass       pass-through TLS to an origin that does not read, then junk
-#   hold       plain HTTP, an origin busy for 10 s, then 15 pipelined JSON
-#              bodies of 1 MiB held whole for placeholder substitution,
-#              each growing to some 3.4 MiB rewritten
+#   hold       plain HTTP, a JSON body of 1 MiB held whole for placeholder
+#              substitution (3.4 MiB rewritten; the origin answers after
+#              10 s), then junk where the next head would be
+#   queued     plain HTTP, an origin busy for 10 s, then 15 pipelined such
+#              requests (on 9cc226d rewritten one after the other into the
+#              origin's queue: +48 MiB; now they wait their turn, one
+#              request at a time to a bound origin)
 #   noread_*   a 1 GiB response the client never reads (plain, and a
 #              terminated one through the redactor)
 # Each load sends for at most 7 s (before the origin's first answer) and
@@ -20,8 +24,8 @@
 # the stated bounds (PROXY_CONN_BUF_MAX, 6.4 MiB: a held body, one
 # rewritten request and the queues) plus TLS state and allocator slack:
 # 16 MiB over the RSS before the load (on 9cc226d: +510 MiB plain, +505
-# MiB terminated, +48 MiB held bodies).
-# Afterwards egressd still answers. Under ASan (whose quarantine keeps
+# MiB terminated, +48 MiB queued).
+# Afterwards egressd still answers. MODES="plain hold" runs only those. Under ASan (whose quarantine keeps
 # freed memory on purpose) the loads run and only that is checked.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -65,7 +69,7 @@ CHECK_RSS=1
 BOUND_KB=$((16 << 10))
 
 cat >"$TB_DIR/flood.py" <<'EOF'
-import socket, ssl, sys, time
+import itertools, socket, ssl, sys, time
 
 mode, cafile = sys.argv[1], sys.argv[2]
 LIMIT = 512 << 20   # bytes sent, at most
@@ -120,14 +124,19 @@ elif mode == "pass":
     s = conn("b.test", 443, True)
     s.sendall(slow("b.test", "/mem/pass"))
     sent = send_for(s, junk(), t0)
-elif mode == "hold":
+elif mode in ("hold", "queued"):
     s = conn("b.test", 80, False)
-    s.sendall(slow("b.test", "/v1/busy"))
     body = b'{"k":"' + b"{{K}}" * ((1 << 20) // 5 - 2) + b'"}'
-    head = ("POST /v1/held HTTP/1.1\r\nHost: b.test\r\n"
+    head = ("POST /v1/%s?delay_ms=10000 HTTP/1.1\r\nHost: b.test\r\n"
             "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-            % len(body)).encode()
-    sent = send_for(s, iter([head + body] * 15), t0)
+            % (mode, len(body))).encode()
+    if mode == "hold":
+        # held whole, rewritten; then junk where the next head would be
+        sent = send_for(s, itertools.chain([head + body], junk()), t0)
+    else:
+        # behind a request the origin answers after 10 s
+        s.sendall(slow("b.test", "/v1/busy"))
+        sent = send_for(s, iter([head + body] * 15), t0)
 elif mode in ("noread_plain", "noread_term"):
     tls = mode == "noread_term"
     s = conn("a.test", 443 if tls else 80, tls)
@@ -177,7 +186,7 @@ warm() {
 # RSS after it is freed (the allocator keeps it), which would hide the
 # next load's.
 first=1
-for mode in plain term_close pass hold noread_plain noread_term; do
+for mode in ${MODES:-plain term_close pass hold queued noread_plain noread_term}; do
 	if [ "$first" = 0 ]; then
 		tb_stop_egressd
 		tb_start_egressd --policy "$pol" --proxy \
@@ -195,7 +204,7 @@ for mode in plain term_close pass hold noread_plain noread_term; do
 done
 tb_check "egressd still answers" tb_sandbox curl -sS -o /dev/null \
     --max-time 10 "http://a.test/after"
-tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected path=/v1/held
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected path=/v1/hold
 tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=injected path=/v1/big
 tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=passthrough name=b.test
 tb_assert_log "$TB_EGRESSD_LOG" proxy.closed decision=terminated name=a.test
