@@ -69,6 +69,11 @@ config_usage(FILE *f)
 	    "  --proxy-conns-max N     proxy connections at once, 1..%u; "
 	    "accept\n"
 	    "                          pauses there (%u)\n"
+	    "  --proxy-buffer-max MIB  bytes all proxy connections may "
+	    "buffer\n"
+	    "                          together; beyond, the one holding "
+	    "most is\n"
+	    "                          closed (%u)\n"
 	    "  --proxy-head-timeout SECONDS\n"
 	    "                          a request head after the decision "
 	    "(keep-alive,\n"
@@ -103,6 +108,7 @@ config_usage(FILE *f)
 	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
 	    (unsigned)EGRESSD_PROXY_CONNS_MAX_MAX,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_CONNS_MAX,
+	    (unsigned)EGRESSD_DEFAULT_PROXY_BUFFER_MB,
 	    (unsigned)EGRESSD_PROXY_HEAD_TIMEOUT_S_MAX,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_HEAD_TIMEOUT_S,
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
@@ -157,6 +163,7 @@ config_init(struct config *c)
 	c->mark = EGRESSD_DEFAULT_MARK;
 	c->proxy_port = EGRESSD_DEFAULT_PROXY_PORT;
 	c->proxy_conns_max = EGRESSD_DEFAULT_PROXY_CONNS_MAX;
+	c->proxy_buffer_mb = EGRESSD_DEFAULT_PROXY_BUFFER_MB;
 	c->proxy_head_timeout_s = EGRESSD_DEFAULT_PROXY_HEAD_TIMEOUT_S;
 	c->log_level = EGRESSD_DEFAULT_LOG_LEVEL;
 	(void)config_parse_vault_compressed(
@@ -551,6 +558,7 @@ enum config_key {
 	K_TRANSPARENT,
 	K_PROXY_PORT,
 	K_PROXY_CONNS_MAX,
+	K_PROXY_BUFFER_MAX,
 	K_PROXY_HEAD_TIMEOUT,
 	K_INTERCEPT_PORTS,
 	K_STATE_DIR,
@@ -609,6 +617,8 @@ static const struct config_field config_fields[] = {
     [K_PROXY_PORT] = {CF_PORT, CF_AT(proxy_port), 0, 0},
     [K_PROXY_CONNS_MAX] = {CF_UINT, CF_AT(proxy_conns_max), 1,
         EGRESSD_PROXY_CONNS_MAX_MAX},
+    [K_PROXY_BUFFER_MAX] = {CF_UINT, CF_AT(proxy_buffer_mb), 1,
+        EGRESSD_PROXY_BUFFER_MB_MAX},
     [K_PROXY_HEAD_TIMEOUT] = {CF_UINT, CF_AT(proxy_head_timeout_s), 1,
         EGRESSD_PROXY_HEAD_TIMEOUT_S_MAX},
     [K_STATE_DIR] = {CF_STR, CF_AT(state_dir), 0, 0},
@@ -788,6 +798,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_INBOUND_PORTS", K_INBOUND_PORTS},
     {"EGRESSD_INTERCEPT_PORTS", K_INTERCEPT_PORTS},
     {"EGRESSD_PROXY_CONNS_MAX", K_PROXY_CONNS_MAX},
+    {"EGRESSD_PROXY_BUFFER_MAX", K_PROXY_BUFFER_MAX},
     {"EGRESSD_PROXY_HEAD_TIMEOUT", K_PROXY_HEAD_TIMEOUT},
     {"EGRESSD_STATE_DIR", K_STATE_DIR},
     {"EGRESSD_CA_KEY_FILE", K_CA_KEY},
@@ -907,6 +918,7 @@ static const struct config_flag config_flags[] = {
     CF_TRUE("proxy", proxy_transparent),
     CF_KEY("proxy-port", K_PROXY_PORT),
     CF_KEY("proxy-conns-max", K_PROXY_CONNS_MAX),
+    CF_KEY("proxy-buffer-max", K_PROXY_BUFFER_MAX),
     CF_KEY("proxy-head-timeout", K_PROXY_HEAD_TIMEOUT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),

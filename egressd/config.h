@@ -95,6 +95,7 @@ struct config {
 	bool proxy_transparent;
 	uint16_t proxy_port;
 	size_t proxy_conns_max; /* connections at once */
+	size_t proxy_buffer_mb; /* buffered bytes of all connections, MiB */
 	unsigned proxy_head_timeout_s; /* a request head after the decision */
 	/* TCP ports redirected to the proxy besides 80 and 443. */
 	uint16_t intercept_ports[CONFIG_PORTS_MAX];

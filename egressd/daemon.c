@@ -1174,6 +1174,7 @@ egressd_start_proxy(struct egressd *d, struct err *e)
 	memset(&h, 0, sizeof(h));
 	o.port = c->proxy_port;
 	o.conns_max = c->proxy_conns_max;
+	o.buf_max = c->proxy_buffer_mb << 20;
 	o.head_ms = c->proxy_head_timeout_s * 1000;
 	o.mark = c->mark;
 	o.state_dir = c->state_dir;

@@ -52,6 +52,13 @@
  * to hold them (proxy.h). */
 #define EGRESSD_DEFAULT_PROXY_CONNS_MAX 4096
 #define EGRESSD_PROXY_CONNS_MAX_MAX 65536
+/* MiB the proxy's connections may hold in their buffers together (issue
+ * 34: each is bounded, but thousands of flooding ones were not): beyond,
+ * the connection holding the most is closed (proxy.h, buf_max). Well
+ * under the manifests' 512 MiB with the per-connection overhead of
+ * conns_max connections (docs/proxy.md, "Memory under load"). */
+#define EGRESSD_DEFAULT_PROXY_BUFFER_MB 192
+#define EGRESSD_PROXY_BUFFER_MB_MAX 65536
 /* A request head after the proxy's decision (the next one on a
  * keep-alive connection, every one inside a terminated connection):
  * seconds from its first byte to its end (PROXY_HEAD_MS, proxy.h). */

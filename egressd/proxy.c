@@ -169,6 +169,9 @@ struct proxy_conn {
 	/* on p->settle: a callback of it ran in this loop turn */
 	TAILQ_ENTRY(proxy_conn) settle_e;
 	bool settling;
+	/* the bytes of its buffers when last measured (proxy_settle_cb),
+	 * counted in p->buffered */
+	size_t buffered;
 	enum proxy_state st;
 	enum proxy_proto proto;
 	struct bufferevent *cli, *up;
@@ -275,6 +278,8 @@ struct proxy {
 	 * (proxy_settle_cb) */
 	TAILQ_HEAD(, proxy_conn) settle;
 	struct event *settle_ev;
+	/* the sum of every connection's buffered (o.buf_max bounds it) */
+	size_t buffered;
 	struct proxy_status st;
 	struct log_limiter lim;
 	struct tls_ca *ca; /* termination; NULL: never */
@@ -309,6 +314,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_SHUTDOWN] = "shutdown",
     [PROXY_MISDIRECTED] = "misdirected",
     [PROXY_VAULT_MISROUTED] = "vault_misrouted",
+    [PROXY_MEMORY] = "memory",
     [PROXY_UPSTREAM_TLS] = "upstream_tls",
     [PROXY_CLIENT_TLS] = "client_tls",
     [PROXY_VAULT_REFUSED] = "vault_refused",
@@ -625,6 +631,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	p->st.down_bytes += c->down_bytes;
 	if (c->settling)
 		TAILQ_REMOVE(&p->settle, c, settle_e);
+	p->buffered -= c->buffered;
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -918,6 +925,60 @@ proxy_kick_read(struct bufferevent *b)
 	event_active(&b->ev_read, EV_READ, 1);
 }
 
+/* The bytes c's buffers hold: each side's input and queue, and a
+ * decoded response's held start. */
+static size_t
+proxy_conn_bytes(const struct proxy_conn *c)
+{
+	struct bufferevent *b[2] = {c->cli, c->up};
+	size_t n = c->hold != NULL ? evbuffer_get_length(c->hold) : 0;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (b[i] != NULL)
+			n += evbuffer_get_length(bufferevent_get_input(b[i])) +
+			    evbuffer_get_length(bufferevent_get_output(b[i]));
+	return n;
+}
+
+/* c's callbacks ran this turn: its share of p->buffered, measured again.
+ * (Each side is bounded on its own; this is the bound of them all.) */
+static void
+proxy_measure(struct proxy_conn *c)
+{
+	size_t n = proxy_conn_bytes(c);
+
+	c->p->buffered = c->p->buffered - c->buffered + n;
+	c->buffered = n;
+}
+
+/*
+ * The connections' buffers together passed o.buf_max (thousands of
+ * clients each filling its bounded buffers, or never reading): the one
+ * holding the most is closed, then the next, until the total is under
+ * again. Closing beats pausing everyone: the memory held by a client
+ * that never reads is freed only by closing it, and the rest go on.
+ * Runs after this turn's callbacks (nothing up the stack holds c).
+ */
+static void
+proxy_shed(struct proxy *p)
+{
+	struct proxy_conn *c, *big;
+
+	while (p->buffered > p->o.buf_max) {
+		big = NULL;
+		for (c = p->conns; c != NULL; c = c->next)
+			if (big == NULL || c->buffered > big->buffered)
+				big = c;
+		if (big == NULL || big->buffered == 0)
+			break; /* measured sums only: cannot happen */
+		log_warn(p->log, "proxy.memory", LOG_S("name", big->name),
+		    LOG_U("buffered", big->buffered),
+		    LOG_U("total", p->buffered), LOG_U("max", p->o.buf_max));
+		proxy_conn_close(big, PROXY_MEMORY);
+	}
+}
+
 /* A callback of c runs: look at c again at the end of this loop turn.
  * (An event made active now runs in this turn, after those before it.) */
 static void
@@ -941,11 +1002,14 @@ proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
 	while ((c = TAILQ_FIRST(&p->settle)) != NULL) {
 		TAILQ_REMOVE(&p->settle, c, settle_e);
 		c->settling = false;
+		proxy_measure(c);
 		if (c->st != PROXY_ST_RELAY)
 			continue;
 		proxy_kick_read(c->cli);
 		proxy_kick_read(c->up);
 	}
+	if (p->buffered > p->o.buf_max)
+		proxy_shed(p);
 }
 
 /* FIN toward b once its output is flushed (TCP half-close both ways). */
@@ -4060,6 +4124,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->o.ca_key_file = p->o.ca_cert_file = NULL;
 	if (p->o.conns_max == 0)
 		p->o.conns_max = EGRESSD_DEFAULT_PROXY_CONNS_MAX;
+	if (p->o.buf_max == 0)
+		p->o.buf_max = (size_t)EGRESSD_DEFAULT_PROXY_BUFFER_MB << 20;
 	proxy_nofile(p);
 	if (p->o.hello_ms == 0)
 		p->o.hello_ms = PROXY_HELLO_MS;

@@ -128,6 +128,8 @@ enum proxy_reason {
 	                       end within head_ms of its first byte */
 	PROXY_VAULT_MISROUTED, /* vault: a request a binding matched, to an
 	                          address its host never resolved to (421) */
+	PROXY_MEMORY, /* the connections' buffers together passed buf_max:
+	                 this one held the most */
 	PROXY_NREASONS,
 };
 
@@ -203,6 +205,14 @@ struct proxy_opts {
 	 * is lowered to what the limit holds and proxy.nofile says so.
 	 */
 	size_t conns_max;
+	/*
+	 * Bytes all connections may hold in their buffers together (each
+	 * side's input and queue; 0: EGRESSD_DEFAULT_PROXY_BUFFER_MB MiB).
+	 * Measured at the end of every loop turn in which a connection's
+	 * callbacks ran; beyond it, the connection holding the most is
+	 * closed (reason memory), then the next, until the total is under.
+	 */
+	size_t buf_max;
 	/* 0: defaults above. head_ms: a request head read after the
 	 * decision (the next one on a keep-alive connection, every one in a
 	 * terminated connection) must end within it of its first byte;

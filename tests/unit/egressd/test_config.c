@@ -416,6 +416,34 @@ test_proxy_conns_max(void **state)
 	config_clear(&c);
 }
 
+/* --proxy-buffer-max: 192 MiB by default, env, flag over env, 0 and past
+ * the range refused with the name. */
+static void
+test_proxy_buffer_max(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_PROXY_BUFFER_MAX=64", NULL};
+	char *zero_env[] = {"EGRESSD_PROXY_BUFFER_MAX=0", NULL};
+	char *big_env[] = {"EGRESSD_PROXY_BUFFER_MAX=65537", NULL};
+	char a0[] = "egressd", a1[] = "--proxy-buffer-max", a2[] = "4";
+	char *argv[] = {a0, a1, a2, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_int_equal(c.proxy_buffer_mb, 192);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(c.proxy_buffer_mb, 64);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(c.proxy_buffer_mb, 4);
+	assert_int_equal(config_from_env(&c, zero_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_BUFFER_MAX"));
+	assert_int_equal(config_from_env(&c, big_env, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_PROXY_BUFFER_MAX"));
+	assert_int_equal(c.proxy_buffer_mb, 4);
+	config_clear(&c);
+}
+
 /* --proxy-head-timeout: 10 s by default, env, flag over env, 0 and past
  * the range refused with the name. */
 static void
@@ -529,6 +557,7 @@ main(void)
 	    cmocka_unit_test(test_vault_compressed),
 	    cmocka_unit_test(test_vault_require_mlock),
 	    cmocka_unit_test(test_proxy_conns_max),
+	    cmocka_unit_test(test_proxy_buffer_max),
 	    cmocka_unit_test(test_proxy_head_timeout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
