@@ -651,6 +651,15 @@ tb_vault_files()
 	    tb_die "tb_vault_files: cannot write the trust directory or key"
 }
 
+# tb_random_key: a fresh API-key-like secret ("sk" and 38 letters and
+# digits), one per run, so that no scenario can pass on a value it knows.
+tb_random_key()
+{
+	"$TB_PY" -c 'import secrets, string
+a = string.ascii_letters + string.digits
+print("sk" + "".join(secrets.choice(a) for _ in range(38)))'
+}
+
 # tb_pki_leaf NAME SAN: issue $TB_DIR/pki/NAME.{crt,key} from the run's CA
 # (SAN in openssl syntax: "DNS:x.test,IP:203.0.113.10"); prints the .crt path.
 tb_pki_leaf()

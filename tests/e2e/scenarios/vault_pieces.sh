@@ -16,9 +16,7 @@ set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
 
-SECRET=$("$TB_PY" -c 'import secrets, string
-a = string.ascii_letters + string.digits
-print("sk" + "".join(secrets.choice(a) for _ in range(38)))')
+SECRET=$(tb_random_key)
 KEY=$TB_DIR/egressd/key-k
 PH=PLACEHOLDER_K
 tb_vault_files "$SECRET"

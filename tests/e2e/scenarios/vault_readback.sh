@@ -18,9 +18,7 @@ set -u -o pipefail
 tb_setup
 tb_host_setup # the operator reads /metrics (the pool's idle gauge)
 
-SECRET=$("$TB_PY" -c 'import secrets, string
-a = string.ascii_letters + string.digits
-print("sk" + "".join(secrets.choice(a) for _ in range(38)))')
+SECRET=$(tb_random_key)
 KEY=$TB_DIR/egressd/key-k
 PH=PLACEHOLDER_K
 tb_vault_files "$SECRET"
