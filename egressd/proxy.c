@@ -823,11 +823,20 @@ proxy_other(struct proxy_conn *c, struct bufferevent *b)
 	return b == c->cli ? c->up : c->cli;
 }
 
+/* Stops src's reads while dst has PROXY_HIGH_WM queued; dst's write
+ * callback (low watermark half that) resumes them. After every write
+ * toward dst of what src sent (moved, rewritten or redacted). */
+static void
+proxy_hold_back(struct bufferevent *src, struct bufferevent *dst)
+{
+	if (evbuffer_get_length(bufferevent_get_output(dst)) >= PROXY_HIGH_WM)
+		bufferevent_disable(src, EV_READ);
+}
+
 /*
  * Moves what src has read toward dst, at most max bytes (SIZE_MAX: all),
- * and stops src's reads while dst has PROXY_HIGH_WM queued; dst's write
- * callback (low watermark half that) resumes them. -1: out of memory
- * (the caller closes).
+ * then holds src back (proxy_hold_back). -1: out of memory (the caller
+ * closes).
  */
 static int
 proxy_move(struct proxy_conn *c, struct bufferevent *src,
@@ -848,8 +857,7 @@ proxy_move(struct proxy_conn *c, struct bufferevent *src,
 	else
 		c->down_bytes += n;
 	c->last_ms = now_mono_ms();
-	if (evbuffer_get_length(out) >= PROXY_HIGH_WM)
-		bufferevent_disable(src, EV_READ);
+	proxy_hold_back(src, dst);
 	return 0;
 }
 
@@ -1033,6 +1041,16 @@ proxy_maybe_done(struct proxy_conn *c)
 		return true;
 	}
 	return false;
+}
+
+/* The other side said its last: FIN toward b once b's queue is out (its
+ * write callback sends it then). True if c is gone. */
+static bool
+proxy_fin_after(struct proxy_conn *c, struct bufferevent *b)
+{
+	bufferevent_setwatermark(b, EV_WRITE, 0, 0);
+	proxy_shut(c, b);
+	return proxy_maybe_done(c);
 }
 
 static enum proxy_reason proxy_judge_host(
@@ -1243,8 +1261,7 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
 	evbuffer_drain(bufferevent_get_input(c->cli), end);
 	c->up_bytes += end;
 	c->last_ms = now_mono_ms();
-	if (evbuffer_get_length(out) >= PROXY_HIGH_WM)
-		bufferevent_disable(c->cli, EV_READ);
+	proxy_hold_back(c->cli, c->up);
 	return 0;
 }
 
@@ -2578,9 +2595,7 @@ proxy_http_pump(struct proxy_conn *c)
 			evbuffer_drain(in, end + (size_t)body_taken);
 			/* megabytes when a body was substituted: the client
 			 * waits until the origin takes them */
-			if (evbuffer_get_length(
-			        bufferevent_get_output(c->up)) >= PROXY_HIGH_WM)
-				bufferevent_disable(c->cli, EV_READ);
+			proxy_hold_back(c->cli, c->up);
 		} else if (closef != -1 || taint) {
 			/* h's spans point into in's first chain, pulled up */
 			if (proxy_move_head(c,
@@ -2693,9 +2708,7 @@ proxy_resp_done(struct proxy_conn *c)
 			return -1;
 		if (!c->head_waiting &&
 		    (c->hphase == H_HEAD || c->hphase == H_BODY)) {
-			bufferevent_setwatermark(c->up, EV_WRITE, 0, 0);
-			proxy_shut(c, c->up);
-			if (proxy_maybe_done(c))
+			if (proxy_fin_after(c, c->up))
 				return -1;
 		}
 	}
@@ -2799,12 +2812,10 @@ proxy_resp_pump(struct proxy_conn *c)
 				if (vr == -1)
 					return -1;
 				evbuffer_drain(in, end);
-				/* a redacted head skips proxy_move's check:
-				 * bodiless answers (HEAD, 204) to a client
-				 * that never reads would queue without end */
-				if (evbuffer_get_length(bufferevent_get_output(
-				        c->cli)) >= PROXY_HIGH_WM)
-					bufferevent_disable(c->up, EV_READ);
+				/* a redacted head skips proxy_move: bodiless
+				 * answers (HEAD, 204) to a client that never
+				 * reads would queue without end */
+				proxy_hold_back(c->up, c->cli);
 				continue;
 			}
 		}
@@ -3038,9 +3049,7 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		return; /* the refusal waits for the origin */
 	if (is_cli && c->head_waiting)
 		return; /* heads wait their turn; the FIN follows them */
-	bufferevent_setwatermark(o, EV_WRITE, 0, 0);
-	proxy_shut(c, o);
-	(void)proxy_maybe_done(c);
+	(void)proxy_fin_after(c, o);
 }
 
 /*
