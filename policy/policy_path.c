@@ -52,7 +52,7 @@ decode(const char *in, size_t len, char *out, struct err *e)
 
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)in[i];
-		int hi, lo;
+		int x;
 		if (c != '%') {
 			if (!path_char(c))
 				return bad_byte(c, e);
@@ -63,12 +63,11 @@ decode(const char *in, size_t len, char *out, struct err *e)
 			err_set(e, "truncated percent-encoding in path");
 			return -1;
 		}
-		if ((hi = text_hexval((unsigned char)in[i + 1])) < 0 ||
-		    (lo = text_hexval((unsigned char)in[i + 2])) < 0) {
+		if ((x = text_hexbyte(in + i + 1)) < 0) {
 			err_set(e, "invalid percent-encoding in path");
 			return -1;
 		}
-		c = (unsigned char)(hi << 4 | lo);
+		c = (unsigned char)x;
 		i += 2;
 		if (c == '/' || c == '\\' || c == '\0') {
 			err_set(e, "encoded %s in path",
@@ -113,7 +112,7 @@ static int
 check_reencoded(const char *s, size_t n, struct err *e)
 {
 	size_t i, j;
-	int hi, lo;
+	int x;
 
 	for (i = 0; i + 2 < n; i++) {
 		if (s[i] != '%')
@@ -126,9 +125,8 @@ check_reencoded(const char *s, size_t n, struct err *e)
 			continue;
 		for (j = i + 3; j + 1 < n && s[j] == '2' && s[j + 1] == '5';)
 			j += 2;
-		if (j + 1 < n && (hi = text_hexval((unsigned char)s[j])) >= 0 &&
-		    (lo = text_hexval((unsigned char)s[j + 1])) >= 0 &&
-		    reencoded_byte((unsigned char)(hi << 4 | lo))) {
+		if (j + 1 < n && (x = text_hexbyte(s + j)) >= 0 &&
+		    reencoded_byte((unsigned char)x)) {
 			err_set(e,
 			    "double-encoded dot, separator or "
 			    "parameter in path");

@@ -22,6 +22,17 @@ text_hexval(int c)
 	return -1;
 }
 
+/* The byte two hex digits at p spell (a percent-escape's "XY"), or -1
+ * if either is not one. p[0] and p[1] must be readable. */
+static inline int
+text_hexbyte(const char *p)
+{
+	int hi = text_hexval((unsigned char)p[0]);
+	int lo = text_hexval((unsigned char)p[1]);
+
+	return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
+}
+
 /* RFC 3986 unreserved: ALPHA DIGIT - . _ ~ */
 static inline int
 text_unreserved(int c)

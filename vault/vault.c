@@ -608,18 +608,17 @@ static unsigned char
 query_name_byte(const char *q, size_t n, size_t *i)
 {
 	unsigned char c = (unsigned char)q[*i];
-	int hi, lo;
+	int x;
 
 	(*i)++;
 	if (c == '+')
 		return ' ';
 	if (c != '%' || *i + 2 > n)
 		return c;
-	if ((hi = text_hexval((unsigned char)q[*i])) < 0 ||
-	    (lo = text_hexval((unsigned char)q[*i + 1])) < 0)
+	if ((x = text_hexbyte(q + *i)) < 0)
 		return c;
 	*i += 2;
-	return (unsigned char)(hi << 4 | lo);
+	return (unsigned char)x;
 }
 
 /* Is the name q[0..n) (up to '=', raw) "_method" as PHP, Rack or

@@ -84,7 +84,6 @@ ph_len_at(const struct vault_sub *sub, enum vault_surface s, const uint8_t *p,
     size_t n)
 {
 	size_t i = 0, j;
-	int hi, lo;
 
 	if (!pct_surface(s))
 		return sub->phlen <= n && memcmp(sub->ph, p, sub->phlen) == 0
@@ -96,9 +95,7 @@ ph_len_at(const struct vault_sub *sub, enum vault_surface s, const uint8_t *p,
 		if (i >= n)
 			return 0;
 		if (p[i] == '%' && n - i >= 3 &&
-		    (hi = text_hexval(p[i + 1])) >= 0 &&
-		    (lo = text_hexval(p[i + 2])) >= 0 &&
-		    (uint8_t)(hi << 4 | lo) == want)
+		    text_hexbyte((const char *)p + i + 1) == want)
 			i += 3;
 		else if (p[i] == want ||
 		    (s == VAULT_SURFACE_FORM && want == ' ' && p[i] == '+'))
