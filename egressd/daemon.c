@@ -1044,7 +1044,6 @@ fail:
 	return -1;
 }
 
-/* Upstreams: flags/env win, then the policy file's dns.upstreams. */
 /* A credential goes only to an address the resolver learned for its
  * binding's host itself (proxy.h, "learned"): IP rules do not count. */
 static bool
@@ -1064,6 +1063,7 @@ egressd_proxy_learned_cb(void *arg, const char *name, const struct addr *dst)
 	return false;
 }
 
+/* Upstreams: flags/env win, then the policy file's dns.upstreams. */
 /*
  * The proxy's decision for a name at the original destination: the name
  * must be allowed for TCP to that port, and the destination must be an
