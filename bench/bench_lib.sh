@@ -20,6 +20,26 @@ bench_init()
 	    die "mktemp"
 }
 
+# bench_pki CN: a throwaway CA ($DIR/ca.{key,crt}, subject CN) and the
+# origin's leaf for *.bench.test from it ($DIR/o.{key,crt}); the CA also
+# in $DIR/trust/ (egressd's --trust-dir).
+bench_pki()
+{
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	    -keyout "$DIR/ca.key" -out "$DIR/ca.crt" -days 2 -subj "/CN=$1" \
+	    -addext "basicConstraints=critical,CA:TRUE" \
+	    -addext "keyUsage=critical,keyCertSign" 2>/dev/null || die "CA"
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	    -keyout "$DIR/o.key" -out "$DIR/o.csr" -subj "/CN=bench.test" \
+	    2>/dev/null
+	printf 'subjectAltName=DNS:*.bench.test\nbasicConstraints=CA:FALSE\n' \
+	    >"$DIR/o.ext"
+	openssl x509 -req -in "$DIR/o.csr" -CA "$DIR/ca.crt" \
+	    -CAkey "$DIR/ca.key" -set_serial 7 -days 2 -extfile "$DIR/o.ext" \
+	    -out "$DIR/o.crt" 2>/dev/null || die "origin cert"
+	mkdir -p "$DIR/trust" && cp "$DIR/ca.crt" "$DIR/trust/"
+}
+
 bench_need_root()
 {
 	[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces)"

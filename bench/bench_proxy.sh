@@ -127,17 +127,7 @@ trap 'ip netns del "$TWN"; bench_cleanup' EXIT INT TERM
 chmod 755 "$DIR"
 
 # --- PKI ------------------------------------------------------------------------
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/ca.key" -out "$DIR/ca.crt" -days 2 -subj "/CN=bench CA" \
-    -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>/dev/null || die "CA"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/o.key" -out "$DIR/o.csr" -subj "/CN=bench.test" 2>/dev/null
-printf 'subjectAltName=DNS:*.bench.test\nbasicConstraints=CA:FALSE\n' >"$DIR/o.ext"
-openssl x509 -req -in "$DIR/o.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
-    -set_serial 7 -days 2 -extfile "$DIR/o.ext" -out "$DIR/o.crt" 2>/dev/null ||
-    die "origin cert"
-mkdir -p "$DIR/trust" && cp "$DIR/ca.crt" "$DIR/trust/"
+bench_pki "bench CA"
 chmod 644 "$DIR/ca.crt"
 
 # rotate "A B C" R: the words rotated left by R - 1 (round R's order)

@@ -106,17 +106,7 @@ mkdir -p "$OUT" "$DIR/www" "$DIR/rules" "$DIR/trust"
 chmod 777 "$OUT"
 
 # --- PKI, the secret, the origin ----------------------------------------------
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/ca.key" -out "$DIR/ca.crt" -days 2 -subj "/CN=soak CA" \
-    -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>/dev/null || die "CA"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -keyout "$DIR/o.key" -out "$DIR/o.csr" -subj "/CN=bench.test" 2>/dev/null
-printf 'subjectAltName=DNS:*.bench.test\nbasicConstraints=CA:FALSE\n' >"$DIR/o.ext"
-openssl x509 -req -in "$DIR/o.csr" -CA "$DIR/ca.crt" -CAkey "$DIR/ca.key" \
-    -set_serial 7 -days 2 -extfile "$DIR/o.ext" -out "$DIR/o.crt" 2>/dev/null ||
-    die "origin cert"
-cp "$DIR/ca.crt" "$DIR/trust/"
+bench_pki "soak CA"
 # the secret: 40 random characters of the base64url alphabet, new every run
 SECRET=sk-soak-$(head -c 60 /dev/urandom | base64 -w0 | tr -d '+/=' | head -c 32)
 printf '%s\n' "$SECRET" >"$DIR/key"
