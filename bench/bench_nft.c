@@ -20,8 +20,8 @@
 
 #include <event2/event.h>
 
-#include "egressd/nft.h"
-#include "egressd/stats.h"
+#include "egressd/nft/nft.h"
+#include "egressd/base/stats.h"
 #include "policy/policy.h"
 #include "util/now.h"
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/config.h"
-#include "egressd/policyfile.h"
+#include "egressd/daemon/config.h"
+#include "egressd/daemon/policyfile.h"
 #include "policy/policy.h"
 #include "util/now.h"
 

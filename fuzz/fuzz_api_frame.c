@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/api_frame.h"
+#include "egressd/api/api_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

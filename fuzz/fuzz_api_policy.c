@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/api.h"
+#include "egressd/api/api.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

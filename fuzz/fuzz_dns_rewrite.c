@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/dns_rewrite.c. Input: one option byte, then an
+ * Fuzz target for egressd/proto/dns_rewrite.c. Input: one option byte, then an
  * upstream answer. The client query is derived from the answer's question
  * (case flipped by the option byte, EDNS on or off), policy callbacks are
  * deterministic functions of their input. Invariants (abort on violation):
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dns_rewrite.h"
+#include "egressd/proto/dns_rewrite.h"
 #include "fuzz/fuzz_check.h"
 
 #define OPT_EDNS 0x01u

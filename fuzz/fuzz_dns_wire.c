@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/dns_wire.c. The input is one DNS message, read
+ * Fuzz target for egressd/proto/dns_wire.c. The input is one DNS message, read
  * both as a client query and as an upstream answer. Invariants (abort on
  * violation):
  *  - a query that is not dropped yields responses that parse and echo the
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/dns_wire.h"
+#include "egressd/proto/dns_wire.h"
 #include "fuzz/fuzz_check.h"
 
 #define FUZZ_AGE 7u

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/http_chunk.c. The input is a chunked body (and
+ * Fuzz target for egressd/proto/http_chunk.c. The input is a chunked body (and
  * whatever follows it). Invariants (abort on violation):
  *  - fed whole or one byte at a time or in pieces of 7, the decoder gives
  *    the same outcome, the same data bytes and stops at the same offset:
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/http_chunk.h"
-#include "egressd/http_head.h"
+#include "egressd/proto/http_chunk.h"
+#include "egressd/proto/http_head.h"
 #include "fuzz/fuzz_check.h"
 
 struct outcome {

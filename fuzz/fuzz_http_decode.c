@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/http_decode.c. The input: one byte choosing
+ * Fuzz target for egressd/proto/http_decode.c. The input: one byte choosing
  * the coding ('d': deflate, anything else: gzip), then the body. It is
  * decoded with no ratio limit as a reference, and with the limits
  * (1 MiB out, 100:1 after 4 KiB) in three segmentations: whole input into
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/http_decode.h"
+#include "egressd/proto/http_decode.h"
 #include "fuzz/fuzz_check.h"
 
 #define OUT_MAX (1u << 20)

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/http_head.c. The input is read as a request head
+ * Fuzz target for egressd/proto/http_head.c. The input is read as a request head
  * and as a response head. Invariants (abort on violation):
  *  - OK: the head lies within the input, every span lies within the head,
  *    and the head re-serialized canonically (one space, CRLF, "name: value")
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/http_head.h"
+#include "egressd/proto/http_head.h"
 #include "fuzz/fuzz_check.h"
 
 static bool

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for egressd/tls_hello.c. The input is the first bytes a
+ * Fuzz target for egressd/proto/tls_hello.c. The input is the first bytes a
  * client sends. Invariants (abort on violation):
  *  - the result is one of the four codes; OK consumes no more than given;
  *  - what was parsed from a prefix is all there is: the consumed bytes
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/tls_hello.h"
+#include "egressd/proto/tls_hello.h"
 #include "fuzz/fuzz_check.h"
 
 static bool

@@ -1,7 +1,7 @@
 /*
  * refcnt: the reference counts of objects that more than one thread may
  * share. Policy snapshots and their shared parts (overlays, config, the
- * vault layer) are built on the commit worker (egressd/workq.h) from the
+ * vault layer) are built on the commit worker (egressd/base/workq.h) from the
  * snapshot in force while the event loop takes and drops references to
  * other snapshots sharing the same parts: a plain ++/-- there loses
  * updates. Increments need no ordering; the decrement that reaches zero

@@ -1,18 +1,18 @@
 #!/bin/bash
 # deploy_manpage: docs/egressd.8 and docs/operations.md name every flag and
-# every variable egressd/config.c accepts and state every value of
-# egressd/defaults.h, and the man page renders without a groff warning.
+# every variable egressd/daemon/config.c accepts and state every value of
+# egressd/base/defaults.h, and the man page renders without a groff warning.
 set -u -o pipefail
 src=${EGRESSD_SRCDIR:?}
 page=$src/docs/egressd.8
 rc=0 n=0
-flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/config.c" |
+flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/daemon/config.c" |
     grep -oE '"[a-z-]+"' | tr -d '"')
-vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/config.c" | tr -d '{"')
-# Every number and path of egressd/defaults.h (defaults and the ranges of
+vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/daemon/config.c" | tr -d '{"')
+# Every number and path of egressd/base/defaults.h (defaults and the ranges of
 # settings): changing a default without the docs fails here.
 vals=$(sed -nE 's%^#define EGRESSD_[A-Z0-9_]+ +("[^"]*"|[0-9][0-9a-fx]*)u?( +/[*].*)?$%\1%p' \
-    "$src/egressd/defaults.h" | tr -d '"')
+    "$src/egressd/base/defaults.h" | tr -d '"')
 [ "$(wc -w <<<"$flags")" -ge 20 ] && [ "$(wc -w <<<"$vars")" -ge 30 ] ||
     { echo "FAIL: could not read the flag and variable tables of config.c"; exit 1; }
 [ "$(wc -w <<<"$vals")" -ge 12 ] ||

@@ -38,8 +38,8 @@ def graph(root, lib):
         m = module(f)
         for inc in INC.findall(open(os.path.join(d, f), errors="replace").read()):
             parts = inc.split("/")
-            if len(parts) == 2 and parts[0] == lib and parts[1].endswith(".h"):
-                y = module(parts[1])
+            if "/".join(parts[:-1]) == lib and parts[-1].endswith(".h"):
+                y = module(parts[-1])
                 if y != m and y in mods:
                     edges[m].add(y)
     return edges
@@ -79,10 +79,14 @@ def cycles(edges):
 
 def main():
     root = sys.argv[1]
-    libs = sys.argv[2:] or ["util", "policy", "vault", "egressd"]
+    libs = sys.argv[2:] or ["util", "policy", "vault"] + sorted(
+        "egressd/" + d for d in os.listdir(os.path.join(root, "egressd"))
+        if os.path.isdir(os.path.join(root, "egressd", d)))
     bad = 0
     for lib in libs:
         if not os.path.isdir(os.path.join(root, lib)):
+            print("%s: no such library folder" % lib)
+            bad += 1
             continue
         e = graph(root, lib)
         found = set((lib, tuple(c)) for c in cycles(e))

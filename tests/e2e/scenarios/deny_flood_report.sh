@@ -22,7 +22,7 @@ EOF
 TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_DENY_WEBHOOK="http://$TB_ORIGIN_C4/deny-hook?delay_ms=20"
     OPENSANDBOX_EGRESS_SANDBOX_ID=sbx-flood-test)
 tb_start_egressd --policy "$pol"
-WEBHOOK_QUEUE_MAX=256 # egressd/webhook.h
+WEBHOOK_QUEUE_MAX=256 # egressd/daemon/webhook.h
 
 # N distinct denied names over UDP, at most 64 outstanding, each answered
 # (or given up on after 1 s), then at once the real name; prints how many

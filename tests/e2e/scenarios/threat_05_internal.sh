@@ -87,7 +87,7 @@ for p in "fc00::/7" "::ffff:169.254.0.0/112" \
 	tb_expect_match "internal6 holds $p" "[ {]${p//./\\.}[,} ]" "$i6"
 done
 # fe80::/10, fec0::/10 and ff00::/8 merge into one interval up to the top,
-# so these (and the rest of egressd/special_ranges.c) are looked up rather
+# so these (and the rest of egressd/proto/special_ranges.c) are looked up rather
 # than matched in the listing: the kernel answers, no packet is sent
 in_set() { ip netns exec "$TB_SBX" nft get element inet egressd "$1" "{ $2 }"; }
 tb_check "internal6 holds fe80::/10, fec0::/10, ff00::/8" \

@@ -29,8 +29,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
-#include "egressd/nft.h"
+#include "egressd/base/log.h"
+#include "egressd/nft/nft.h"
 #include "policy/policy.h"
 
 #define DRV_LINE_MAX 1024

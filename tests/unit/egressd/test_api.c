@@ -28,10 +28,10 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "egressd/api.h"
-#include "egressd/defaults.h"
-#include "egressd/log.h"
-#include "egressd/stats.h"
+#include "egressd/api/api.h"
+#include "egressd/base/defaults.h"
+#include "egressd/base/log.h"
+#include "egressd/base/stats.h"
 #include "util/now.h"
 
 #define TOKEN "s3cret-token"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/api_frame.h"
+#include "egressd/api/api_frame.h"
 
 #define HMAX 96
 #define BMAX 100

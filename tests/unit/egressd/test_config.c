@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "egressd/config.h"
+#include "egressd/daemon/config.h"
 
 static void
 test_defaults(void **state)

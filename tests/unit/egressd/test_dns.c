@@ -27,8 +27,8 @@
 
 #include "dns_fake_upstream.h"
 #include "dns_testpk.h"
-#include "egressd/dns.h"
-#include "egressd/dns_wire.h"
+#include "egressd/dns/dns.h"
+#include "egressd/proto/dns_wire.h"
 #include "ts_policy.h"
 #include "util/now.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for egressd/dns_cache.c: TTL expiry, LRU order, caps. */
+/* Unit tests for egressd/dns/dns_cache.c: TTL expiry, LRU order, caps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "dns_testpk.h"
-#include "egressd/dns_cache.h"
+#include "egressd/dns/dns_cache.h"
 
 struct fake_clock {
 	uint64_t now_ms;

@@ -1,5 +1,5 @@
 /*
- * Unit tests for egressd/dns_rewrite.c: upstream answers built by hand,
+ * Unit tests for egressd/proto/dns_rewrite.c: upstream answers built by hand,
  * rewritten, and the output re-parsed to check what the client would see.
  */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "egressd/dns_rewrite.h"
+#include "egressd/proto/dns_rewrite.h"
 #include "dns_testpk.h"
 
 struct fixture {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for egressd/dns_wire.c: hand-built packets in, decoded structs
+ * Unit tests for egressd/proto/dns_wire.c: hand-built packets in, decoded structs
  * and built responses (re-parsed) out.
  */
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
-#include "egressd/dns_wire.h"
+#include "egressd/proto/dns_wire.h"
 #include "dns_testpk.h"
 
 static struct dns_msg *

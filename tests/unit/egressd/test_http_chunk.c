@@ -15,7 +15,7 @@
 
 #include "corpus_file.h"
 
-#include "egressd/http_chunk.h"
+#include "egressd/proto/http_chunk.h"
 
 static char buf[1 << 17];
 

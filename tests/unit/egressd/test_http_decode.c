@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "egressd/http_decode.h"
+#include "egressd/proto/http_decode.h"
 
 enum wrap { W_GZIP, W_ZLIB, W_RAW };
 

@@ -15,7 +15,7 @@
 
 #include "corpus_file.h"
 
-#include "egressd/http_head.h"
+#include "egressd/proto/http_head.h"
 
 struct want {
 	const char *file;

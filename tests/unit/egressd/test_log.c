@@ -11,7 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
+#include "egressd/base/log.h"
 
 static uint64_t
 fixed_clock(void *arg)

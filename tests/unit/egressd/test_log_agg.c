@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/log_agg.h"
+#include "egressd/base/log_agg.h"
 
 #define OUT_MAX 1024
 

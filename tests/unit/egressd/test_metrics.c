@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
-#include "egressd/metrics.h"
+#include "egressd/base/metrics.h"
 
 #define PROMTOOL "/usr/bin/promtool"
 

@@ -23,9 +23,9 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
-#include "egressd/dns_wire.h"
-#include "egressd/nft.h"
-#include "egressd/nft_int.h"
+#include "egressd/proto/dns_wire.h"
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_int.h"
 #include "policy/policy.h"
 #include "ts_policy.h"
 

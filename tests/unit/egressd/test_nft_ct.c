@@ -24,8 +24,8 @@
 #include <cmocka.h>
 #include <libmnl/libmnl.h>
 
-#include "egressd/nft.h"
-#include "egressd/nft_int.h"
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_int.h"
 #include "policy/policy.h"
 #include "ts_netns.h"
 #include "ts_policy.h"

@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "egressd/nft.h"
-#include "egressd/nft_err.h"
+#include "egressd/nft/nft.h"
+#include "egressd/proto/nft_err.h"
 #include "ts_policy.h"
 
 static const char *policy_json =

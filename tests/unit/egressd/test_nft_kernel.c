@@ -26,8 +26,8 @@
 
 #include <event2/event.h>
 
-#include "egressd/nft.h"
-#include "egressd/stats.h"
+#include "egressd/nft/nft.h"
+#include "egressd/base/stats.h"
 #include "policy/policy.h"
 #include "ts_netns.h"
 #include "ts_policy.h"

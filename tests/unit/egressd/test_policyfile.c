@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
-#include "egressd/policyfile.h"
+#include "egressd/base/log.h"
+#include "egressd/daemon/policyfile.h"
 #include "ts_policy.h"
 #include "util/fileread.h"
 

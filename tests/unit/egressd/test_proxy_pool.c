@@ -1,4 +1,4 @@
-/* Tests of egressd/proxy_pool.c: keyed reuse, caps, and an idle entry
+/* Tests of egressd/proxy/proxy_pool.c: keyed reuse, caps, and an idle entry
  * closed when its peer closes, talks, or it outlives the idle time.
  * Plain socketpair bufferevents stand in for the TLS ones: the pool
  * treats both alike. */
@@ -16,7 +16,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "egressd/proxy_pool.h"
+#include "egressd/proxy/proxy_pool.h"
 #include "ts_policy.h"
 #include "vault/vault.h"
 

@@ -1,4 +1,4 @@
-/* Tests of egressd/sock.c: the options each kind of socket leaves with. */
+/* Tests of egressd/base/sock.c: the options each kind of socket leaves with. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "egressd/sock.h"
+#include "egressd/base/sock.h"
 
 static int
 opt(int fd, int level, int name)

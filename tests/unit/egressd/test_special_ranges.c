@@ -23,11 +23,11 @@
 
 #include <cmocka.h>
 
-#include "egressd/dns_wire.h"
-#include "egressd/nft.h"
-#include "egressd/nft_int.h"
-#include "egressd/special_ranges.h"
-#include "egressd/stats.h"
+#include "egressd/proto/dns_wire.h"
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_int.h"
+#include "egressd/proto/special_ranges.h"
+#include "egressd/base/stats.h"
 #include "policy/policy.h"
 
 #define NSAMPLES 3 /* first, middle, last */

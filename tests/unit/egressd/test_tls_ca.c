@@ -19,7 +19,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "egressd/tls_ca.h"
+#include "egressd/proxy/tls_ca.h"
 
 static char dir[64];
 

@@ -15,7 +15,7 @@
 
 #include "corpus_file.h"
 
-#include "egressd/tls_hello.h"
+#include "egressd/proto/tls_hello.h"
 
 struct want {
 	const char *file;

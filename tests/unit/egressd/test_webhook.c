@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "egressd/log.h"
-#include "egressd/webhook.h"
+#include "egressd/base/log.h"
+#include "egressd/daemon/webhook.h"
 
 static void
 test_parse_url(void **state)

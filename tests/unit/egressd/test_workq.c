@@ -1,4 +1,4 @@
-/* Tests of egressd/workq.c: jobs run one at a time end to end in FIFO
+/* Tests of egressd/base/workq.c: jobs run one at a time end to end in FIFO
  * order, work on another thread, a job may take several work phases, a
  * failing job does not stop the next, and freeing the queue with jobs
  * queued (one in its work phase) cancels each exactly once. */
@@ -15,7 +15,7 @@
 
 #include <event2/event.h>
 
-#include "egressd/workq.h"
+#include "egressd/base/workq.h"
 
 #define NJOBS 5
 #define TRACE_MAX 128
