@@ -18,6 +18,7 @@ the entry goes (or shrinks) with the fix and cannot hide a new cycle.
 Usage: call_cycles.py BUILDDIR"""
 import os, sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 from include_cycles import cycles  # noqa: E402

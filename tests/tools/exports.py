@@ -25,6 +25,7 @@ shrinks: an entry that no file exports any more fails the run with
 Usage: exports.py BUILDDIR"""
 import os, sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 

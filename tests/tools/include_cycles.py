@@ -16,6 +16,7 @@ the entry goes with the fix and cannot hide a new cycle).
 Usage: include_cycles.py SRCDIR [FOLDER...]"""
 import os, re, sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 

@@ -28,6 +28,7 @@ with "remove from allow-list").
                                to list what the move will have to fix"""
 import os, re, shutil, sys, tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 

@@ -18,6 +18,7 @@ goes with the split that fixed it.
 Usage: sizes.py SRCDIR"""
 import os, re, sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 
