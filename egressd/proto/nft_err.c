@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <linux/netlink.h>
-#include <libmnl/libmnl.h>
+#include <stdio.h>
 
 static bool
 label_is(const char *label, const char *kind)
@@ -85,39 +85,57 @@ nft_err_hint(enum nft_err_where where, const char *label, int err)
 	return "";
 }
 
+/*
+ * One extended-ack attribute of a kernel error: a NUL-terminated message,
+ * or the offset of the attribute the kernel refused. The walk is by hand,
+ * not libmnl's, so proto/ stays a pure codec on plain bytes.
+ */
+static void
+ext_ack_attr(const uint8_t *a, size_t alen, char *msg, size_t msglen, int *offs)
+{
+	uint16_t type;
+	const uint8_t *v = a + NLA_HDRLEN;
+	size_t vlen = alen - NLA_HDRLEN;
+	uint32_t u;
+
+	memcpy(&type, a + offsetof(struct nlattr, nla_type), sizeof(type));
+	type &= NLA_TYPE_MASK;
+	if (type == NLMSGERR_ATTR_MSG && vlen > 0 && v[vlen - 1] == '\0')
+		(void)snprintf(msg, msglen, "%s", (const char *)v);
+	else if (type == NLMSGERR_ATTR_OFFS && vlen == sizeof(u)) {
+		memcpy(&u, v, sizeof(u));
+		*offs = (int)u;
+	}
+}
+
 void
 nft_err_ext_ack(const struct nlmsghdr *nlh, char *msg, size_t msglen, int *offs)
 {
-	const struct nlmsgerr *me = mnl_nlmsg_get_payload(nlh);
-	const struct nlattr *a;
-	size_t off;
+	const struct nlmsgerr *me =
+	    (const void *)((const uint8_t *)nlh + NLMSG_HDRLEN);
+	const uint8_t *p = (const uint8_t *)nlh;
+	size_t off, end = nlh->nlmsg_len;
+	uint16_t alen;
 
 	msg[0] = '\0';
 	*offs = -1;
 	if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
 		return;
-	if (nlh->nlmsg_len < sizeof(*nlh) + sizeof(*me))
+	if (nlh->nlmsg_len < NLMSG_HDRLEN + sizeof(*me))
 		return;
-	off = sizeof(*nlh) + sizeof(*me);
+	off = NLMSG_HDRLEN + sizeof(*me);
 	if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) {
 		if (me->msg.nlmsg_len < sizeof(me->msg))
 			return;
 		off += me->msg.nlmsg_len - sizeof(me->msg);
 	}
-	off = NLMSG_ALIGN(off);
-	if (nlh->nlmsg_len <= off)
-		return;
-	for (a = (const struct nlattr *)((const uint8_t *)nlh + off);
-	     mnl_attr_ok(a,
-	         (int)((const uint8_t *)nlh + nlh->nlmsg_len -
-	             (const uint8_t *)a));
-	     a = mnl_attr_next(a)) {
-		if (mnl_attr_get_type(a) == NLMSGERR_ATTR_MSG &&
-		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
-			(void)snprintf(msg, msglen, "%s", mnl_attr_get_str(a));
-		else if (mnl_attr_get_type(a) == NLMSGERR_ATTR_OFFS &&
-		    mnl_attr_validate(a, MNL_TYPE_U32) == 0)
-			*offs = (int)mnl_attr_get_u32(a);
+	for (off = NLMSG_ALIGN(off); off < end && end - off >= NLA_HDRLEN;
+	     off += NLA_ALIGN(alen)) {
+		memcpy(&alen, p + off + offsetof(struct nlattr, nla_len),
+		    sizeof(alen));
+		if (alen < NLA_HDRLEN || alen > end - off)
+			return;
+		ext_ack_attr(p + off, alen, msg, msglen, offs);
 	}
 }
 
@@ -169,7 +187,7 @@ nft_acks_feed(struct nft_acks *a, const void *buf, size_t len)
 		if (nlh->nlmsg_type != NLMSG_ERROR ||
 		    nlh->nlmsg_len < NLMSG_HDRLEN + sizeof(*me))
 			continue;
-		me = mnl_nlmsg_get_payload(nlh);
+		me = (const void *)((const uint8_t *)nlh + NLMSG_HDRLEN);
 		if (s == a->base) {
 			/* the batch as a whole (no CAP_NET_ADMIN, no
 			 * nf_tables, ENOMEM); 0 here is no answer at all */

@@ -11,14 +11,16 @@
 #   SYMBOL  a function defined only above LIB (or in a sibling)
 # Without pairs, PAIRS below. For the folder tree, e.g.
 #   egressd_nft:egressd/nft/nft.c:dns_new  (a sibling)
-#   egressd_proto:egressd/proto/dns_wire.c:log_write  (base, above)
+#   egressd_proto:egressd/proto/dns_wire.c:log_init  (base, above)
 set -euo pipefail
 
 PAIRS=(
 	# util calling policy: the bottom library reaching up one layer.
 	"egressd_util:util/err.c:policy_config_new"
-	# vault calling the proxy: the credential layer reaching the daemon.
-	"egressd_vault:vault/vault.c:proxy_new"
+	# a pure codec calling the event loop's logger (base, above it).
+	"egressd_proto:egressd/proto/dns_wire.c:log_init"
+	# nft calling its sibling dns: siblings never call each other.
+	"egressd_nft:egressd/nft/nft.c:dns_new"
 )
 
 src=$(cd "${1:?usage: layer_break.sh SRCDIR [LIB:FILE:SYMBOL ...]}" && pwd)

@@ -27,10 +27,6 @@ LAYERS = [
     [("egressd/nft", "egressd_nft"), ("egressd/dns", "egressd_dns"),
      ("egressd/proxy", "egressd_proxy"), ("egressd/api", "egressd_api")],
     [("egressd/daemon", "egressd_daemon")],
-    # Today's flat egressd/ (egressd_core, and main.c of the egressd
-    # executable): above everything while files are left in it; the row
-    # goes when the last one has moved to a subfolder.
-    [("egressd", "egressd_core")],
 ]
 
 LEVEL = {}
