@@ -152,7 +152,7 @@ report_diag(void *arg, const struct policy_binding *b, const struct err *e)
 {
 	struct pnode at = {.line = b->line, .col = b->col};
 
-	pw_err(arg, &at, "%s", e->msg);
+	policy_walk_err(arg, &at, "%s", e->msg);
 }
 
 void

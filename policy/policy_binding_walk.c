@@ -69,20 +69,20 @@ mk_schemes(struct pwalk *w, const struct pnode *v, void *obj)
 	struct bwalk *bw = obj;
 	size_t i;
 
-	if (!pw_list(w, v, "schemes"))
+	if (!policy_walk_list(w, v, "schemes"))
 		return -1;
 	bw->b->schemes = 0;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *s = v->kids[i];
-		if (!pw_is(w, s, PNODE_STR))
+		if (!policy_walk_is(w, s, PNODE_STR))
 			continue;
 		if (strcmp(s->str, "https") == 0)
 			bw->b->schemes |= POLICY_SCHEME_HTTPS;
 		else if (strcmp(s->str, "http") == 0)
 			bw->b->schemes |= POLICY_SCHEME_HTTP;
 		else
-			pw_err(w, s, "unknown scheme \"%.16s\" (https or http)",
-			    s->str);
+			policy_walk_err(w, s,
+			    "unknown scheme \"%.16s\" (https or http)", s->str);
 	}
 	return 0;
 }
@@ -94,10 +94,10 @@ mk_ports(struct pwalk *w, const struct pnode *v, void *obj)
 	size_t i;
 
 	bw->ports_at = v;
-	if (!pw_list(w, v, "ports"))
+	if (!policy_walk_list(w, v, "ports"))
 		return -1;
 	for (i = 0; i < v->nkids; i++)
-		if (pw_uint(
+		if (policy_walk_uint(
 		        w, v->kids[i], 1, 65535, false, &bw->ports[bw->nports]))
 			bw->nports++;
 	return 0;
@@ -111,27 +111,27 @@ host_item(struct pwalk *w, const struct pnode *h, struct bstrs *out)
 	struct policy_rule r;
 	struct err e;
 
-	if (!pw_is(w, h, PNODE_STR))
+	if (!policy_walk_is(w, h, PNODE_STR))
 		return -1;
 	memset(&r, 0, sizeof(r));
 	if (policy_target_parse(h->str, &r, &e) == -1) {
-		pw_err(w, h, "invalid host: %s", e.msg);
+		policy_walk_err(w, h, "invalid host: %s", e.msg);
 		return -1;
 	}
 	(void)snprintf(norm, sizeof(norm), "%s", r.target);
 	bool bad = r.kind == POLICY_TARGET_IP || r.kind == POLICY_TARGET_CIDR;
 	policy_rule_clear(&r);
 	if (bad) {
-		pw_err(w, h, "binding hosts are names, not addresses");
+		policy_walk_err(w, h, "binding hosts are names, not addresses");
 		return -1;
 	}
 	if (strcmp(norm, h->str) != 0) {
-		pw_err(w, h, "host \"%.255s\" must be written \"%s\"", h->str,
-		    norm);
+		policy_walk_err(w, h, "host \"%.255s\" must be written \"%s\"",
+		    h->str, norm);
 		return -1;
 	}
 	if (strchr(norm[0] == '*' ? norm + 2 : norm, '.') == NULL) {
-		pw_err(w, h, "host \"%s\" needs a dot", norm);
+		policy_walk_err(w, h, "host \"%s\" needs a dot", norm);
 		return -1;
 	}
 	if ((out->v[out->n] = strdup(norm)) == NULL)
@@ -147,7 +147,7 @@ mk_hosts(struct pwalk *w, const struct pnode *v, void *obj)
 	size_t i;
 
 	bw->have_hosts = true;
-	if (!pw_list(w, v, "hosts"))
+	if (!policy_walk_list(w, v, "hosts"))
 		return -1;
 	if ((bw->b->hosts.v = calloc(v->nkids, sizeof(char *))) == NULL)
 		return -1;
@@ -162,16 +162,17 @@ mk_methods(struct pwalk *w, const struct pnode *v, void *obj)
 	struct bwalk *bw = obj;
 	size_t i;
 
-	if (!pw_list(w, v, "methods"))
+	if (!policy_walk_list(w, v, "methods"))
 		return -1;
 	bw->b->methods = 0;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *m = v->kids[i];
 		unsigned bit;
-		if (!pw_is(w, m, PNODE_STR))
+		if (!policy_walk_is(w, m, PNODE_STR))
 			continue;
 		if ((bit = policy_method_bit(m->str, m->len)) == 0)
-			pw_err(w, m, "unknown method \"%.16s\"", m->str);
+			policy_walk_err(
+			    w, m, "unknown method \"%.16s\"", m->str);
 		else
 			bw->b->methods |= bit;
 	}
@@ -203,7 +204,7 @@ mk_paths(struct pwalk *w, const struct pnode *v, void *obj)
 	struct bstrs *ps = &bw->b->paths;
 	size_t i;
 
-	if (!pw_list(w, v, "paths"))
+	if (!policy_walk_list(w, v, "paths"))
 		return -1;
 	policy_bstrs_free(ps);
 	memset(ps, 0, sizeof(*ps));
@@ -211,15 +212,15 @@ mk_paths(struct pwalk *w, const struct pnode *v, void *obj)
 		return -1;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *p = v->kids[i];
-		if (!pw_is(w, p, PNODE_STR))
+		if (!policy_walk_is(w, p, PNODE_STR))
 			continue;
 		if (!path_ok(p->str, p->len)) {
-			pw_err(w, p,
+			policy_walk_err(w, p,
 			    "path must start with '/', '*' only at "
 			    "the end, no spaces, '?' or '#'");
 			continue;
 		}
-		if (pw_strdup(w, p, &ps->v[ps->n]))
+		if (policy_walk_strdup(w, p, &ps->v[ps->n]))
 			ps->n++;
 	}
 	return 0;
@@ -246,7 +247,7 @@ match_ports_check(struct pwalk *w, struct bwalk *bw)
 		    (p == policy_scheme_port(POLICY_SCHEME_HTTP) &&
 		        (bw->b->schemes & POLICY_SCHEME_HTTP)))
 			continue;
-		pw_err(w, bw->ports_at,
+		policy_walk_err(w, bw->ports_at,
 		    "port %lu does not follow the scheme "
 		    "(https 443, http 80)",
 		    p);
@@ -258,11 +259,11 @@ bk_match(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
 
-	(void)pw_map(w, v, match_keys, 5, bw);
+	(void)policy_walk_map(w, v, match_keys, 5, bw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (!bw->have_hosts)
-		pw_err(w, v, "match needs hosts");
+		policy_walk_err(w, v, "match needs hosts");
 	match_ports_check(w, bw);
 	return 0;
 }
@@ -276,7 +277,7 @@ ak_type(struct pwalk *w, const struct pnode *v, void *obj)
 	const char *name;
 	unsigned i;
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	for (i = 0; (name = policy_auth_type_name(i)) != NULL; i++)
 		if (strcmp(v->str, name) == 0) {
@@ -284,7 +285,7 @@ ak_type(struct pwalk *w, const struct pnode *v, void *obj)
 			bw->have_type = true;
 			return 0;
 		}
-	pw_err(w, v,
+	policy_walk_err(w, v,
 	    "unknown auth type \"%.32s\" (bearer, basic, apiKey, "
 	    "customHeaders or passthrough)",
 	    v->str);
@@ -303,17 +304,17 @@ ak_credential(struct pwalk *w, const struct pnode *v, void *obj)
 static bool
 walk_header_name(struct pwalk *w, const struct pnode *v, char **out)
 {
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return false;
 	if (!header_name_ok(v->str)) {
-		pw_err(w, v, "invalid header name \"%.64s\"", v->str);
+		policy_walk_err(w, v, "invalid header name \"%.64s\"", v->str);
 		return false;
 	}
 	if (header_reserved(v->str)) {
-		pw_err(w, v, "header \"%s\" is reserved", v->str);
+		policy_walk_err(w, v, "header \"%s\" is reserved", v->str);
 		return false;
 	}
-	return pw_strdup(w, v, out);
+	return policy_walk_strdup(w, v, out);
 }
 
 static int
@@ -345,7 +346,7 @@ static const struct pkey header_keys[] = {
 };
 
 /*
- * A list (pw_list) of mappings that each need every key of keys: an array
+ * A list (policy_walk_list) of mappings that each need every key of keys: an array
  * of v->nkids records of size bytes, each walked against keys (need is
  * the error of one without them all). NULL: not a list, out of memory.
  */
@@ -357,14 +358,15 @@ walk_records(struct pwalk *w, const struct pnode *v, const char *what,
 	char *rec;
 	size_t i;
 
-	if (!pw_list(w, v, what))
+	if (!policy_walk_list(w, v, what))
 		return NULL;
 	if ((rec = calloc(v->nkids, size)) == NULL)
 		return NULL;
 	for (i = 0; i < v->nkids; i++)
-		if (pw_map(w, v->kids[i], keys, nkeys, rec + i * size) != all &&
+		if (policy_walk_map(
+		        w, v->kids[i], keys, nkeys, rec + i * size) != all &&
 		    v->kids[i]->type == PNODE_MAP)
-			pw_err(w, v->kids[i], "%s", need);
+			policy_walk_err(w, v->kids[i], "%s", need);
 	return rec;
 }
 
@@ -388,19 +390,20 @@ uk_placeholder(struct pwalk *w, const struct pnode *v, void *obj)
 	struct bsubst *s = obj;
 	size_t i;
 
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	if (v->len == 0 || v->len > POLICY_PLACEHOLDER_MAX) {
-		pw_err(w, v, "placeholder must be 1 to %d bytes",
+		policy_walk_err(w, v, "placeholder must be 1 to %d bytes",
 		    POLICY_PLACEHOLDER_MAX);
 		return -1;
 	}
 	for (i = 0; i < v->len; i++)
 		if ((unsigned char)v->str[i] < 0x20 || v->str[i] == 0x7f) {
-			pw_err(w, v, "control character in placeholder");
+			policy_walk_err(
+			    w, v, "control character in placeholder");
 			return -1;
 		}
-	return pw_strdup(w, v, &s->placeholder) ? 0 : -1;
+	return policy_walk_strdup(w, v, &s->placeholder) ? 0 : -1;
 }
 
 static int
@@ -411,17 +414,17 @@ uk_in(struct pwalk *w, const struct pnode *v, void *obj)
 	size_t i;
 	unsigned k;
 
-	if (!pw_list(w, v, "in"))
+	if (!policy_walk_list(w, v, "in"))
 		return -1;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *x = v->kids[i];
-		if (!pw_is(w, x, PNODE_STR))
+		if (!policy_walk_is(w, x, PNODE_STR))
 			continue;
 		for (k = 0; (name = policy_subst_in_name(1u << k)) != NULL; k++)
 			if (strcmp(x->str, name) == 0)
 				break;
 		if (name == NULL)
-			pw_err(w, x,
+			policy_walk_err(w, x,
 			    "unknown surface \"%.16s\" (path, query, "
 			    "header or body)",
 			    x->str);
@@ -471,19 +474,19 @@ auth_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
 	bool want_headers = t == POLICY_AUTH_CUSTOM_HEADERS;
 
 	if (want_cred != (bw->cred_at != NULL))
-		pw_err(w, bw->cred_at ? bw->cred_at : v,
+		policy_walk_err(w, bw->cred_at ? bw->cred_at : v,
 		    want_cred ? "auth needs credential"
 		              : "this auth type takes no credential");
 	if (want_name != (bw->name_at != NULL))
-		pw_err(w, bw->name_at ? bw->name_at : v,
+		policy_walk_err(w, bw->name_at ? bw->name_at : v,
 		    want_name ? "apiKey auth needs name"
 		              : "only apiKey auth takes name");
 	if (want_headers != (bw->headers_at != NULL))
-		pw_err(w, bw->headers_at ? bw->headers_at : v,
+		policy_walk_err(w, bw->headers_at ? bw->headers_at : v,
 		    want_headers ? "customHeaders auth needs headers"
 		                 : "only customHeaders auth takes headers");
 	if (t == POLICY_AUTH_PASSTHROUGH && bw->subst_at == NULL)
-		pw_err(w, v, "passthrough auth needs substitutions");
+		policy_walk_err(w, v, "passthrough auth needs substitutions");
 }
 
 static int
@@ -491,11 +494,11 @@ bk_auth(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
 
-	(void)pw_map(w, v, auth_keys, 5, bw);
+	(void)policy_walk_map(w, v, auth_keys, 5, bw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (!bw->have_type) {
-		pw_err(w, v, "auth needs type");
+		policy_walk_err(w, v, "auth needs type");
 		return -1;
 	}
 	auth_shape(w, v, bw);
@@ -537,18 +540,19 @@ binding_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 
 	memset(&bw, 0, sizeof(bw));
 	if ((bw.b = calloc(1, sizeof(*bw.b))) == NULL) {
-		pw_err(w, v, "out of memory");
+		policy_walk_err(w, v, "out of memory");
 		return;
 	}
 	bw.b->line = v->line;
 	bw.b->col = v->col;
 	bw.b->schemes = POLICY_SCHEME_HTTPS;
 	bw.b->methods = POLICY_METHODS_DEFAULT;
-	seen = pw_map(w, v, binding_keys, 3, &bw);
+	seen = policy_walk_map(w, v, binding_keys, 3, &bw);
 	if (v->type == PNODE_MAP && seen != 7)
-		pw_err(w, v, "binding needs name, match and auth");
+		policy_walk_err(w, v, "binding needs name, match and auth");
 	if (w->errs == e0 && paths_default(bw.b) == 0 &&
-	    pw_push((void ***)&cfg->bindings, &cfg->nbindings, bw.b) == 0)
+	    policy_walk_push((void ***)&cfg->bindings, &cfg->nbindings, bw.b) ==
+	        0)
 		return;
 	policy_binding_free(bw.b);
 }
@@ -568,7 +572,7 @@ policy_binding_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
 	struct policy_config *cfg = *(struct policy_config **)cfgp;
 
-	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "binding", binding_item,
-	    cfg, (void *const *const *)&cfg->bindings, &cfg->nbindings,
-	    binding_name_at);
+	return policy_walk_named_list(w, v, POLICY_BINDINGS_MAX, "binding",
+	    binding_item, cfg, (void *const *const *)&cfg->bindings,
+	    &cfg->nbindings, binding_name_at);
 }

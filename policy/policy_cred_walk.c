@@ -32,14 +32,14 @@ name_ok(const char *s)
 bool
 policy_cred_walk_name(struct pwalk *w, const struct pnode *v, char **out)
 {
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return false;
 	if (!name_ok(v->str)) {
-		pw_err(w, v, "name must be 1 to %d of [A-Za-z0-9._-]",
+		policy_walk_err(w, v, "name must be 1 to %d of [A-Za-z0-9._-]",
 		    POLICY_CRED_NAME_MAX);
 		return false;
 	}
-	return pw_strdup(w, v, out);
+	return policy_walk_strdup(w, v, out);
 }
 
 /* ---- credentials ---- */
@@ -56,22 +56,22 @@ sk_type(struct pwalk *w, const struct pnode *v, void *obj)
 	struct cwalk *cw = obj;
 
 	cw->type_at = v;
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	if (strcmp(v->str, "inline") == 0)
 		cw->c->source = POLICY_CRED_INLINE;
 	else if (strcmp(v->str, "file") == 0 && w->api_vault) {
 		/* The API must not make egressd read its own files into a
 		 * request: file sources are the operator's alone. */
-		pw_err(w, v,
+		policy_walk_err(w, v,
 		    "source type \"file\" is accepted only in the operator's "
 		    "policy file");
 		return -1;
 	} else if (strcmp(v->str, "file") == 0)
 		cw->c->source = POLICY_CRED_FILE;
 	else {
-		pw_err(w, v, "unknown source type \"%.32s\" (inline or file)",
-		    v->str);
+		policy_walk_err(w, v,
+		    "unknown source type \"%.32s\" (inline or file)", v->str);
 		return -1;
 	}
 	cw->have_type = true;
@@ -86,21 +86,21 @@ sk_value(struct pwalk *w, const struct pnode *v, void *obj)
 
 	cw->value_at = v;
 	if (v->type != PNODE_STR) {
-		pw_err(w, v, "credential value must be a string");
+		policy_walk_err(w, v, "credential value must be a string");
 		return -1;
 	}
 	if (v->len == 0 || v->len > POLICY_SECRET_MAX) {
-		pw_err(w, v, "credential value must be 1 to %d bytes",
+		policy_walk_err(w, v, "credential value must be 1 to %d bytes",
 		    POLICY_SECRET_MAX);
 		return -1;
 	}
 	if (memchr(v->str, '\r', v->len) || memchr(v->str, '\n', v->len)) {
-		pw_err(w, v, "credential value contains CR or LF");
+		policy_walk_err(w, v, "credential value contains CR or LF");
 		return -1;
 	}
 	if (policy_credential_set_value(
 	        cw->c, (const uint8_t *)v->str, v->len) == -1) {
-		pw_err(w, v, "out of memory for a credential value");
+		policy_walk_err(w, v, "out of memory for a credential value");
 		return -1;
 	}
 	return 0;
@@ -112,13 +112,13 @@ sk_path(struct pwalk *w, const struct pnode *v, void *obj)
 	struct cwalk *cw = obj;
 
 	cw->path_at = v;
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	if (v->str[0] != '/' || v->len > POLICY_PATH_PATTERN_MAX) {
-		pw_err(w, v, "credential file path must be absolute");
+		policy_walk_err(w, v, "credential file path must be absolute");
 		return -1;
 	}
-	return pw_strdup(w, v, &cw->c->path) ? 0 : -1;
+	return policy_walk_strdup(w, v, &cw->c->path) ? 0 : -1;
 }
 
 static const struct pkey source_keys[] = {
@@ -140,7 +140,7 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct cwalk *cw = obj;
 
-	(void)pw_map(w, v, source_keys, 3, cw);
+	(void)policy_walk_map(w, v, source_keys, 3, cw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (w->api_vault && cw->type_at == NULL) {
@@ -150,15 +150,16 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 	}
 	if (!cw->have_type) {
 		if (cw->type_at == NULL)
-			pw_err(w, v, "source has no type");
+			policy_walk_err(w, v, "source has no type");
 		return -1;
 	}
 	if (cw->c->source == POLICY_CRED_INLINE &&
 	    (cw->path_at != NULL || cw->value_at == NULL))
-		pw_err(w, v, "inline source needs value (and no path)");
+		policy_walk_err(
+		    w, v, "inline source needs value (and no path)");
 	if (cw->c->source == POLICY_CRED_FILE &&
 	    (cw->value_at != NULL || cw->path_at == NULL))
-		pw_err(w, v, "file source needs path (and no value)");
+		policy_walk_err(w, v, "file source needs path (and no value)");
 	return 0;
 }
 
@@ -176,16 +177,17 @@ cred_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 
 	memset(&cw, 0, sizeof(cw));
 	if ((cw.c = calloc(1, sizeof(*cw.c))) == NULL) {
-		pw_err(w, v, "out of memory");
+		policy_walk_err(w, v, "out of memory");
 		return;
 	}
 	cw.c->loc.line = v->line;
 	cw.c->loc.col = v->col;
-	seen = pw_map(w, v, cred_keys, 2, &cw);
+	seen = policy_walk_map(w, v, cred_keys, 2, &cw);
 	if (v->type == PNODE_MAP && (seen & 3) != 3)
-		pw_err(w, v, "credential needs name and source");
+		policy_walk_err(w, v, "credential needs name and source");
 	if (w->errs == e0 &&
-	    pw_push((void ***)&cfg->credentials, &cfg->ncredentials, cw.c) == 0)
+	    policy_walk_push(
+	        (void ***)&cfg->credentials, &cfg->ncredentials, cw.c) == 0)
 		return;
 	policy_credential_free(cw.c);
 }
@@ -205,7 +207,7 @@ policy_cred_walk(struct pwalk *w, const struct pnode *v, void *cfgp)
 {
 	struct policy_config *cfg = *(struct policy_config **)cfgp;
 
-	return pw_named_list(w, v, POLICY_BINDINGS_MAX, "credential", cred_item,
-	    cfg, (void *const *const *)&cfg->credentials, &cfg->ncredentials,
-	    cred_name_at);
+	return policy_walk_named_list(w, v, POLICY_BINDINGS_MAX, "credential",
+	    cred_item, cfg, (void *const *const *)&cfg->credentials,
+	    &cfg->ncredentials, cred_name_at);
 }

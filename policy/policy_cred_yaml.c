@@ -13,12 +13,12 @@ yaml_strs(struct ybuf *b, const char *key, const struct bstrs *s)
 {
 	size_t i;
 
-	yb_printf(b, "      %s: [", key);
+	policy_ybuf_printf(b, "      %s: [", key);
 	for (i = 0; i < s->n; i++) {
-		yb_printf(b, "%s", i ? ", " : "");
-		yb_quoted(b, s->v[i]);
+		policy_ybuf_printf(b, "%s", i ? ", " : "");
+		policy_ybuf_quoted(b, s->v[i]);
 	}
-	yb_printf(b, "]\n");
+	policy_ybuf_printf(b, "]\n");
 }
 
 /* The bits of mask as a flow list of their names, in bit order. */
@@ -28,20 +28,20 @@ yaml_bits(struct ybuf *b, unsigned mask, const char *(*name)(unsigned bit))
 	const char *sep = "";
 	unsigned k;
 
-	yb_printf(b, "[");
+	policy_ybuf_printf(b, "[");
 	for (k = 0; name(1u << k) != NULL; k++)
 		if (mask & (1u << k)) {
-			yb_printf(b, "%s\"%s\"", sep, name(1u << k));
+			policy_ybuf_printf(b, "%s\"%s\"", sep, name(1u << k));
 			sep = ", ";
 		}
-	yb_printf(b, "]\n");
+	policy_ybuf_printf(b, "]\n");
 }
 
 static void
 yaml_match(struct ybuf *b, const struct policy_binding *x)
 {
 
-	yb_printf(b, "    match:\n      schemes: [%s%s%s]\n",
+	policy_ybuf_printf(b, "    match:\n      schemes: [%s%s%s]\n",
 	    (x->schemes & POLICY_SCHEME_HTTPS) ? "\"https\"" : "",
 	    (x->schemes & POLICY_SCHEME_HTTPS) &&
 	            (x->schemes & POLICY_SCHEME_HTTP)
@@ -49,7 +49,7 @@ yaml_match(struct ybuf *b, const struct policy_binding *x)
 	        : "",
 	    (x->schemes & POLICY_SCHEME_HTTP) ? "\"http\"" : "");
 	yaml_strs(b, "hosts", &x->hosts);
-	yb_printf(b, "      methods: ");
+	policy_ybuf_printf(b, "      methods: ");
 	yaml_bits(b, x->methods, policy_method_name);
 	yaml_strs(b, "paths", &x->paths);
 }
@@ -57,11 +57,11 @@ yaml_match(struct ybuf *b, const struct policy_binding *x)
 static void
 yaml_subst(struct ybuf *b, const struct bsubst *s)
 {
-	yb_printf(b, "        - credential: ");
-	yb_quoted(b, s->credential);
-	yb_printf(b, "\n          placeholder: ");
-	yb_quoted(b, s->placeholder);
-	yb_printf(b, "\n          in: ");
+	policy_ybuf_printf(b, "        - credential: ");
+	policy_ybuf_quoted(b, s->credential);
+	policy_ybuf_printf(b, "\n          placeholder: ");
+	policy_ybuf_quoted(b, s->placeholder);
+	policy_ybuf_printf(b, "\n          in: ");
 	yaml_bits(b, s->in, policy_subst_in_name);
 }
 
@@ -70,29 +70,29 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 {
 	size_t i;
 
-	yb_printf(b, "    auth:\n      type: \"%s\"\n",
+	policy_ybuf_printf(b, "    auth:\n      type: \"%s\"\n",
 	    policy_auth_type_name(x->auth));
 	if (x->credential != NULL) {
-		yb_printf(b, "      credential: ");
-		yb_quoted(b, x->credential);
-		yb_printf(b, "\n");
+		policy_ybuf_printf(b, "      credential: ");
+		policy_ybuf_quoted(b, x->credential);
+		policy_ybuf_printf(b, "\n");
 	}
 	if (x->header != NULL) {
-		yb_printf(b, "      name: ");
-		yb_quoted(b, x->header);
-		yb_printf(b, "\n");
+		policy_ybuf_printf(b, "      name: ");
+		policy_ybuf_quoted(b, x->header);
+		policy_ybuf_printf(b, "\n");
 	}
 	if (x->nheaders > 0)
-		yb_printf(b, "      headers:\n");
+		policy_ybuf_printf(b, "      headers:\n");
 	for (i = 0; i < x->nheaders; i++) {
-		yb_printf(b, "        - name: ");
-		yb_quoted(b, x->headers[i].name);
-		yb_printf(b, "\n          credential: ");
-		yb_quoted(b, x->headers[i].credential);
-		yb_printf(b, "\n");
+		policy_ybuf_printf(b, "        - name: ");
+		policy_ybuf_quoted(b, x->headers[i].name);
+		policy_ybuf_printf(b, "\n          credential: ");
+		policy_ybuf_quoted(b, x->headers[i].credential);
+		policy_ybuf_printf(b, "\n");
 	}
 	if (x->nsubst > 0)
-		yb_printf(b, "      substitutions:\n");
+		policy_ybuf_printf(b, "      substitutions:\n");
 	for (i = 0; i < x->nsubst; i++)
 		yaml_subst(b, &x->subst[i]);
 }
@@ -102,7 +102,7 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 static int
 put_value(void *arg, const uint8_t *value, size_t len)
 {
-	yb_quoted_secret(arg, value, len);
+	policy_ybuf_quoted_secret(arg, value, len);
 	return 0;
 }
 
@@ -114,31 +114,31 @@ policy_cred_yaml(struct ybuf *b, const struct policy *p)
 	size_t i;
 
 	if (cfg->ncredentials > 0)
-		yb_printf(b, "credentials:\n");
+		policy_ybuf_printf(b, "credentials:\n");
 	for (i = 0; i < cfg->ncredentials; i++) {
 		const struct policy_credential *c = cfg->credentials[i];
-		yb_printf(b, "  - name: ");
-		yb_quoted(b, policy_credential_name(c));
+		policy_ybuf_printf(b, "  - name: ");
+		policy_ybuf_quoted(b, policy_credential_name(c));
 		if (policy_credential_source(c) == POLICY_CRED_FILE) {
-			yb_printf(b,
+			policy_ybuf_printf(b,
 			    "\n    source:\n      type: \"file\"\n"
 			    "      path: ");
-			yb_quoted(b, policy_credential_path(c));
-			yb_printf(b, "\n");
+			policy_ybuf_quoted(b, policy_credential_path(c));
+			policy_ybuf_printf(b, "\n");
 		} else {
-			yb_printf(b,
+			policy_ybuf_printf(b,
 			    "\n    source:\n      type: \"inline\"\n"
 			    "      value: ");
 			(void)policy_credential_export(c, put_value, b);
-			yb_put(b, "\n", 1);
+			policy_ybuf_put(b, "\n", 1);
 		}
 	}
 	if (cfg->nbindings > 0)
-		yb_printf(b, "bindings:\n");
+		policy_ybuf_printf(b, "bindings:\n");
 	for (i = 0; i < cfg->nbindings; i++) {
-		yb_printf(b, "  - name: ");
-		yb_quoted(b, cfg->bindings[i]->name);
-		yb_printf(b, "\n");
+		policy_ybuf_printf(b, "  - name: ");
+		policy_ybuf_quoted(b, cfg->bindings[i]->name);
+		policy_ybuf_printf(b, "\n");
 		yaml_match(b, cfg->bindings[i]);
 		yaml_auth(b, cfg->bindings[i]);
 	}

@@ -74,10 +74,11 @@ struct pnode {
 	size_t cap;
 };
 
-struct pnode *pnode_new(enum pnode_type type, unsigned line, unsigned col);
-void pnode_free(struct pnode *n);
-int pnode_add(struct pnode *parent, struct pnode *kid);
-const char *pnode_type_name(enum pnode_type t);
+struct pnode *policy_node_new(
+    enum pnode_type type, unsigned line, unsigned col);
+void policy_node_free(struct pnode *n);
+int policy_node_add(struct pnode *parent, struct pnode *kid);
+const char *policy_node_type_name(enum pnode_type t);
 
 /*
  * Readers: bytes in, tree out. On a syntax error they return NULL and add

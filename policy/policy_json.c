@@ -78,7 +78,7 @@ jr_node(struct jr *j, enum pnode_type t)
 		jr_fail(j, "document has too many values");
 		return NULL;
 	}
-	if ((n = pnode_new(t, j->line, j->col)) == NULL)
+	if ((n = policy_node_new(t, j->line, j->col)) == NULL)
 		jr_fail(j, "out of memory");
 	return n;
 }
@@ -239,7 +239,7 @@ jr_string(struct jr *j)
 	struct pnode *n = jr_node(j, PNODE_STR);
 
 	if (n != NULL && jr_strbody(j, n) == -1) {
-		pnode_free(n);
+		policy_node_free(n);
 		return NULL;
 	}
 	return n;
@@ -300,7 +300,7 @@ jr_number(struct jr *j)
 	}
 	return n;
 out_free:
-	pnode_free(n);
+	policy_node_free(n);
 	return NULL;
 }
 
@@ -323,8 +323,8 @@ jr_add(struct jr *j, struct pnode *parent, struct pnode *kid)
 {
 	if (kid == NULL)
 		return -1;
-	if (pnode_add(parent, kid) == -1) {
-		pnode_free(kid);
+	if (policy_node_add(parent, kid) == -1) {
+		policy_node_free(kid);
 		jr_fail(j, "out of memory");
 		return -1;
 	}
@@ -387,7 +387,7 @@ jr_container(struct jr *j, bool map)
 	j->depth--;
 	return n;
 out_free:
-	pnode_free(n);
+	policy_node_free(n);
 	return NULL;
 }
 
@@ -401,7 +401,7 @@ jr_word(struct jr *j, enum pnode_type t, const char *word)
 	if (jr_lit(j, word) == -1 ||
 	    (t != PNODE_NULL && (n->str = strdup(word)) == NULL)) {
 		jr_fail(j, "invalid literal");
-		pnode_free(n);
+		policy_node_free(n);
 		return NULL;
 	}
 	n->len = n->str ? strlen(n->str) : 0;
@@ -450,13 +450,13 @@ policy_json_read(
 		j.pos = 3;
 	jr_ws(&j);
 	if (j.pos == len)
-		return pnode_new(PNODE_NULL, 1, 1);
+		return policy_node_new(PNODE_NULL, 1, 1);
 	if ((root = jr_value(&j)) != NULL) {
 		jr_ws(&j);
 		if (j.pos == len)
 			return root;
 		jr_fail(&j, "trailing characters after the document");
-		pnode_free(root);
+		policy_node_free(root);
 	}
 	policy_diag_add(d, name, j.eline, j.ecol, "%s", j.msg);
 	return NULL;

@@ -145,7 +145,7 @@ policy_replace_json(const struct policy *base, const char *body, size_t len,
 		return NULL;
 	policy_diag_init(&d);
 	u = policy_from_tree(root, API_NAME, POLICY_SCHEMA_USER, &d);
-	pnode_free(root);
+	policy_node_free(root);
 	if (u == NULL) {
 		policy_diag_to_err(&d, e);
 		policy_diag_clear(&d);
@@ -192,7 +192,7 @@ read_list(const char *body, size_t len, const char *what, struct err *e)
 	}
 	return root;
 out_free:
-	pnode_free(root);
+	policy_node_free(root);
 	return NULL;
 }
 
@@ -246,7 +246,7 @@ policy_patch_json(const struct policy *base, const char *body, size_t len,
 		return NULL;
 	policy_diag_init(&d);
 	rc = policy_rules_from_tree(root, API_NAME, &pr, &np, &d);
-	pnode_free(root);
+	policy_node_free(root);
 	if (rc == -1) {
 		policy_diag_to_err(&d, e);
 		policy_diag_clear(&d);
@@ -388,6 +388,6 @@ out_free:
 		free(keys[i]);
 	free(keys);
 	free(set.keys);
-	pnode_free(root);
+	policy_node_free(root);
 	return p;
 }

@@ -10,7 +10,7 @@
 #include "util/grow.h"
 
 struct pnode *
-pnode_new(enum pnode_type type, unsigned line, unsigned col)
+policy_node_new(enum pnode_type type, unsigned line, unsigned col)
 {
 	struct pnode *n = calloc(1, sizeof(*n));
 
@@ -24,14 +24,14 @@ pnode_new(enum pnode_type type, unsigned line, unsigned col)
 
 /* Recursive: readers bound the depth by POLICY_DEPTH_MAX. */
 void
-pnode_free(struct pnode *n)
+policy_node_free(struct pnode *n)
 {
 	size_t i;
 
 	if (n == NULL)
 		return;
 	for (i = 0; i < n->nkids; i++)
-		pnode_free(n->kids[i]);
+		policy_node_free(n->kids[i]);
 	free(n->kids);
 	/* Scalars of an API body may be credential values. */
 	if (n->str != NULL)
@@ -41,7 +41,7 @@ pnode_free(struct pnode *n)
 }
 
 int
-pnode_add(struct pnode *parent, struct pnode *kid)
+policy_node_add(struct pnode *parent, struct pnode *kid)
 {
 	if (grow_array(&parent->kids, &parent->cap, parent->nkids + 1,
 	        sizeof(*parent->kids), 4) == -1)
@@ -51,7 +51,7 @@ pnode_add(struct pnode *parent, struct pnode *kid)
 }
 
 const char *
-pnode_type_name(enum pnode_type t)
+policy_node_type_name(enum pnode_type t)
 {
 	switch (t) {
 	case PNODE_NULL:

@@ -63,7 +63,7 @@ action_parse(struct pwalk *w, const struct pnode *v, const char *what,
 	size_t n;
 
 	*blank = false;
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	s = v->str;
 	n = v->len;
@@ -82,7 +82,7 @@ action_parse(struct pwalk *w, const struct pnode *v, const char *what,
 	else if (n == 4 && strncasecmp(s, "deny", 4) == 0)
 		*out = POLICY_DENY;
 	else {
-		pw_err(
+		policy_walk_err(
 		    w, v, "unknown %s \"%.64s\" (allow or deny)", what, v->str);
 		return -1;
 	}
@@ -113,10 +113,10 @@ rk_target(struct pwalk *w, const struct pnode *v, void *obj)
 	struct err e;
 
 	it->target_at = v;
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	if (policy_target_parse(v->str, &it->r, &e) == -1) {
-		pw_err(w, v, "%s", e.msg);
+		policy_walk_err(w, v, "%s", e.msg);
 		return -1;
 	}
 	it->have_target = true;
@@ -140,13 +140,13 @@ port_item(struct pwalk *w, const struct pnode *v, struct policy_port_range *pr)
 		buf[l] = '\0';
 		a.str = buf;
 		b.str = (char *)(uintptr_t)(dash + 1);
-		if (!pw_uint(w, &a, 1, 65535, true, &lo) ||
-		    !pw_uint(w, &b, 1, 65535, true, &hi))
+		if (!policy_walk_uint(w, &a, 1, 65535, true, &lo) ||
+		    !policy_walk_uint(w, &b, 1, 65535, true, &hi))
 			return -1;
 		if (lo > hi)
 			goto bad;
 	} else {
-		if (!pw_uint(w, v, 1, 65535, true, &lo))
+		if (!policy_walk_uint(w, v, 1, 65535, true, &lo))
 			return -1;
 		hi = lo;
 	}
@@ -154,7 +154,8 @@ port_item(struct pwalk *w, const struct pnode *v, struct policy_port_range *pr)
 	pr->hi = (uint16_t)hi;
 	return 0;
 bad:
-	pw_err(w, v, "invalid port range \"%.32s\" (N or \"LO-HI\")", v->str);
+	policy_walk_err(
+	    w, v, "invalid port range \"%.32s\" (N or \"LO-HI\")", v->str);
 	return -1;
 }
 
@@ -165,16 +166,16 @@ rk_ports(struct pwalk *w, const struct pnode *v, void *obj)
 	size_t i;
 
 	it->ports_at = v;
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids == 0 || v->nkids > POLICY_PORTS_MAX) {
-		pw_err(
+		policy_walk_err(
 		    w, v, "ports must list 1 to %d entries", POLICY_PORTS_MAX);
 		return -1;
 	}
 	it->r.ports = calloc(v->nkids, sizeof(*it->r.ports));
 	if (it->r.ports == NULL) {
-		pw_err(w, v, "out of memory");
+		policy_walk_err(w, v, "out of memory");
 		return -1;
 	}
 	for (i = 0; i < v->nkids; i++)
@@ -189,16 +190,16 @@ rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
 	struct ritem *it = obj;
 	size_t i;
 
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids == 0) {
-		pw_err(w, v, "protocols must not be empty");
+		policy_walk_err(w, v, "protocols must not be empty");
 		return -1;
 	}
 	it->r.protocols = 0;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *p = v->kids[i];
-		if (!pw_is(w, p, PNODE_STR))
+		if (!policy_walk_is(w, p, PNODE_STR))
 			continue;
 		if (strcmp(p->str, "tcp") == 0)
 			it->r.protocols |= POLICY_PROTO_TCP;
@@ -207,7 +208,7 @@ rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
 		else if (strcmp(p->str, "icmp") == 0)
 			it->r.protocols |= POLICY_PROTO_ICMP;
 		else
-			pw_err(w, p,
+			policy_walk_err(w, p,
 			    "unknown protocol \"%.32s\" (tcp, udp or "
 			    "icmp)",
 			    p->str);
@@ -235,20 +236,23 @@ ritem_finish(
     struct pwalk *w, const struct pnode *v, struct ritem *it, enum rlist l)
 {
 	if (it->target_at == NULL)
-		pw_err(w, v, "rule has no target");
+		policy_walk_err(w, v, "rule has no target");
 	if (!it->have_action)
 		it->r.action = rlist_action(l);
 	else if (l != RL_USER && it->r.action != rlist_action(l))
-		pw_err(w, it->action_at, "%s rules can only %s", rlist_key[l],
+		policy_walk_err(w, it->action_at, "%s rules can only %s",
+		    rlist_key[l],
 		    rlist_action(l) == POLICY_ALLOW ? "allow" : "deny");
 	if (l == RL_LOG_SKIP && it->target_at != NULL &&
 	    ((it->r.kind != POLICY_TARGET_DOMAIN &&
 	         it->r.kind != POLICY_TARGET_WILDCARD) ||
 	        policy_rule_restricted(&it->r)))
-		pw_err(w, it->target_at, "logSkip entries are names only");
+		policy_walk_err(
+		    w, it->target_at, "logSkip entries are names only");
 	if (it->r.nports > 0 &&
 	    (it->r.protocols & (POLICY_PROTO_TCP | POLICY_PROTO_UDP)) == 0)
-		pw_err(w, it->ports_at, "ports need protocol tcp or udp");
+		policy_walk_err(
+		    w, it->ports_at, "ports need protocol tcp or udp");
 }
 
 /* One list item: a rule mapping, or (outside egress) a bare target. */
@@ -272,11 +276,11 @@ rule_item(struct pwalk *w, const struct pnode *v, enum rlist l,
 	if (v->type == PNODE_STR && l != RL_USER)
 		(void)rk_target(w, v, &it);
 	else if (v->type == PNODE_MAP)
-		(void)pw_map(w, v, rule_keys,
+		(void)policy_walk_map(w, v, rule_keys,
 		    sizeof(rule_keys) / sizeof(rule_keys[0]), &it);
 	else {
-		pw_err(w, v, "expected a rule mapping, found %s",
-		    pnode_type_name(v->type));
+		policy_walk_err(w, v, "expected a rule mapping, found %s",
+		    policy_node_type_name(v->type));
 		return -1;
 	}
 	ritem_finish(w, v, &it, l);
@@ -297,10 +301,10 @@ rule_list(struct pwalk *w, const struct pnode *v, enum rlist l,
 
 	if (v->type == PNODE_NULL)
 		return 0;
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids > POLICY_FILE_RULES_MAX - w->nrules) {
-		pw_err(w, v, "more than %u rules in one policy",
+		policy_walk_err(w, v, "more than %u rules in one policy",
 		    POLICY_FILE_RULES_MAX);
 		return -1;
 	}
@@ -310,7 +314,7 @@ rule_list(struct pwalk *w, const struct pnode *v, enum rlist l,
 			continue;
 		if (policy_rvec_push(rv, &r) == -1) {
 			policy_rule_clear(&r);
-			pw_err(w, v, "out of memory");
+			policy_walk_err(w, v, "out of memory");
 			return -1;
 		}
 	}
@@ -324,7 +328,7 @@ policy_rules_from_tree(const struct pnode *seq, const char *name,
 	struct pwalk w = {.name = name, .d = d};
 	struct policy_rvec rv = {0};
 
-	if (!pw_is(&w, seq, PNODE_SEQ))
+	if (!policy_walk_is(&w, seq, PNODE_SEQ))
 		return -1;
 	(void)rule_list(&w, seq, RL_USER, &rv);
 	if (w.errs > 0) {
@@ -418,26 +422,26 @@ dk_upstreams(struct pwalk *w, const struct pnode *v, void *obj)
 	struct policy_dns *dns = obj;
 	size_t i;
 
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids > UPSTREAMS_MAX) {
-		pw_err(w, v, "at most %d upstreams", UPSTREAMS_MAX);
+		policy_walk_err(w, v, "at most %d upstreams", UPSTREAMS_MAX);
 		return -1;
 	}
 	if ((dns->upstreams = calloc(v->nkids + 1, sizeof(char *))) == NULL)
 		return -1;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *u = v->kids[i];
-		if (!pw_is(w, u, PNODE_STR))
+		if (!policy_walk_is(w, u, PNODE_STR))
 			continue;
 		if (!upstream_ok(u->str)) {
-			pw_err(w, u,
+			policy_walk_err(w, u,
 			    "upstream \"%.64s\" is not an IP literal "
 			    "with an optional port",
 			    u->str);
 			continue;
 		}
-		if (pw_strdup(w, u, &dns->upstreams[dns->nupstreams]))
+		if (policy_walk_strdup(w, u, &dns->upstreams[dns->nupstreams]))
 			dns->nupstreams++;
 	}
 	return 0;
@@ -450,7 +454,7 @@ dns_number(struct pwalk *w, const struct pnode *v, unsigned long lo,
 {
 	unsigned long x;
 
-	if (!pw_uint(w, v, lo, hi, false, &x))
+	if (!policy_walk_uint(w, v, lo, hi, false, &x))
 		return -1;
 	*out = (uint32_t)x;
 	return 0;
@@ -490,14 +494,14 @@ static int
 dns_choice(struct pwalk *w, const struct pnode *v, const char *what,
     const char *first, const char *second)
 {
-	if (!pw_is(w, v, PNODE_STR))
+	if (!policy_walk_is(w, v, PNODE_STR))
 		return -1;
 	if (strcmp(v->str, first) == 0)
 		return 0;
 	if (strcmp(v->str, second) == 0)
 		return 1;
-	pw_err(w, v, "unknown %s \"%.32s\" (%s or %s)", what, v->str, first,
-	    second);
+	policy_walk_err(w, v, "unknown %s \"%.32s\" (%s or %s)", what, v->str,
+	    first, second);
 	return -1;
 }
 
@@ -554,10 +558,11 @@ tk_dns(struct pwalk *w, const struct pnode *v, void *obj)
 	struct pbuild *b = obj;
 	struct policy_dns *dns = &b->cfg->dns;
 
-	(void)pw_map(
+	(void)policy_walk_map(
 	    w, v, dns_keys, sizeof(dns_keys) / sizeof(dns_keys[0]), dns);
 	if (dns->ttl_min > dns->ttl_max)
-		pw_err(w, map_key(v, "ttlMin") ? map_key(v, "ttlMin") : v,
+		policy_walk_err(w,
+		    map_key(v, "ttlMin") ? map_key(v, "ttlMin") : v,
 		    "dns.ttlMin %u exceeds dns.ttlMax %u", dns->ttl_min,
 		    dns->ttl_max);
 	return 0;
@@ -570,17 +575,18 @@ xk_intercept(struct pwalk *w, const struct pnode *v, void *obj)
 	unsigned long port;
 	size_t i;
 
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids > POLICY_PORTS_MAX) {
-		pw_err(w, v, "at most %d interceptPorts", POLICY_PORTS_MAX);
+		policy_walk_err(
+		    w, v, "at most %d interceptPorts", POLICY_PORTS_MAX);
 		return -1;
 	}
 	px->intercept_ports = calloc(v->nkids + 1, sizeof(uint16_t));
 	if (px->intercept_ports == NULL)
 		return -1;
 	for (i = 0; i < v->nkids; i++)
-		if (pw_uint(w, v->kids[i], 1, 65535, false, &port))
+		if (policy_walk_uint(w, v->kids[i], 1, 65535, false, &port))
 			px->intercept_ports[px->nintercept_ports++] =
 			    (uint16_t)port;
 	return 0;
@@ -595,7 +601,7 @@ tk_proxy(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct pbuild *b = obj;
 
-	(void)pw_map(w, v, proxy_keys, 1, &b->cfg->proxy);
+	(void)policy_walk_map(w, v, proxy_keys, 1, &b->cfg->proxy);
 	return 0;
 }
 
@@ -684,14 +690,14 @@ build_policy(struct pwalk *w, struct pbuild *b)
 
 	if ((b->have_overlays && (ov = build_overlays(b)) == NULL) ||
 	    build_infra(b) == -1) {
-		pw_err(w, NULL, "out of memory");
+		policy_walk_err(w, NULL, "out of memory");
 		build_free(b);
 		return NULL;
 	}
 	p = policy_assemble(b->def, false, b->lists[RL_USER].v,
 	    b->lists[RL_USER].n, ov, b->cfg, NULL, w->name, 1);
 	if (p == NULL)
-		pw_err(w, NULL, "out of memory");
+		policy_walk_err(w, NULL, "out of memory");
 	return p;
 }
 
@@ -709,10 +715,10 @@ policy_from_tree(const struct pnode *root, const char *name,
 		return policy_assemble(
 		    POLICY_DENY, true, NULL, 0, NULL, NULL, NULL, name, 1);
 	if ((b.cfg = policy_config_new()) == NULL) {
-		pw_err(&w, NULL, "out of memory");
+		policy_walk_err(&w, NULL, "out of memory");
 		return NULL;
 	}
-	(void)pw_map(&w, root, top_keys,
+	(void)policy_walk_map(&w, root, top_keys,
 	    schema == POLICY_SCHEMA_USER
 	        ? TOP_USER_KEYS
 	        : sizeof(top_keys) / sizeof(top_keys[0]),
@@ -748,6 +754,6 @@ policy_parse_with(policy_reader read, const char *buf, size_t len,
 	if ((root = read(buf, len, name, d)) == NULL)
 		return NULL;
 	p = policy_from_tree(root, name, POLICY_SCHEMA_FILE, d);
-	pnode_free(root);
+	policy_node_free(root);
 	return p;
 }

@@ -125,33 +125,36 @@ yaml_rule(struct ybuf *b, const struct policy_rule *r, bool with_action)
 {
 	size_t i;
 
-	yb_printf(b, "  - target: ");
-	yb_quoted(b, r->display);
-	yb_printf(b, "\n");
+	policy_ybuf_printf(b, "  - target: ");
+	policy_ybuf_quoted(b, r->display);
+	policy_ybuf_printf(b, "\n");
 	if (with_action)
-		yb_printf(b, "    action: \"%s\"\n", action_name(r->action));
+		policy_ybuf_printf(
+		    b, "    action: \"%s\"\n", action_name(r->action));
 	if (r->nports > 0) {
-		yb_printf(b, "    ports: [");
+		policy_ybuf_printf(b, "    ports: [");
 		for (i = 0; i < r->nports; i++) {
 			const struct policy_port_range *pr = &r->ports[i];
 			if (pr->lo == pr->hi)
-				yb_printf(b, "%s%u", i ? ", " : "", pr->lo);
+				policy_ybuf_printf(
+				    b, "%s%u", i ? ", " : "", pr->lo);
 			else
-				yb_printf(b, "%s\"%u-%u\"", i ? ", " : "",
-				    pr->lo, pr->hi);
+				policy_ybuf_printf(b, "%s\"%u-%u\"",
+				    i ? ", " : "", pr->lo, pr->hi);
 		}
-		yb_printf(b, "]\n");
+		policy_ybuf_printf(b, "]\n");
 	}
 	if ((r->protocols & POLICY_PROTO_ALL) != POLICY_PROTO_ALL) {
 		static const char *const names[] = {"tcp", "udp", "icmp"};
 		const char *sep = "";
-		yb_printf(b, "    protocols: [");
+		policy_ybuf_printf(b, "    protocols: [");
 		for (i = 0; i < 3; i++)
 			if (r->protocols & (1u << i)) {
-				yb_printf(b, "%s\"%s\"", sep, names[i]);
+				policy_ybuf_printf(
+				    b, "%s\"%s\"", sep, names[i]);
 				sep = ", ";
 			}
-		yb_printf(b, "]\n");
+		policy_ybuf_printf(b, "]\n");
 	}
 }
 
@@ -163,7 +166,7 @@ yaml_rules(struct ybuf *b, const char *key, const struct policy_rule *r,
 
 	if (n == 0)
 		return;
-	yb_printf(b, "%s:\n", key);
+	policy_ybuf_printf(b, "%s:\n", key);
 	for (i = 0; i < n; i++)
 		yaml_rule(b, &r[i], with_action);
 }
@@ -173,16 +176,16 @@ yaml_dns(struct ybuf *b, const struct policy_dns *d)
 {
 	size_t i;
 
-	yb_printf(b, "dns:\n");
+	policy_ybuf_printf(b, "dns:\n");
 	if (d->nupstreams > 0) {
-		yb_printf(b, "  upstreams:\n");
+		policy_ybuf_printf(b, "  upstreams:\n");
 		for (i = 0; i < d->nupstreams; i++) {
-			yb_printf(b, "    - ");
-			yb_quoted(b, d->upstreams[i]);
-			yb_printf(b, "\n");
+			policy_ybuf_printf(b, "    - ");
+			policy_ybuf_quoted(b, d->upstreams[i]);
+			policy_ybuf_printf(b, "\n");
 		}
 	}
-	yb_printf(b,
+	policy_ybuf_printf(b,
 	    "  timeoutMs: %u\n  ttlMin: %u\n  ttlMax: %u\n"
 	    "  negativeTtl: %u\n  privateAnswers: \"%s\"\n  cname: \"%s\"\n",
 	    d->timeout_ms, (unsigned)d->ttl_min, (unsigned)d->ttl_max,
@@ -199,10 +202,11 @@ yaml_proxy(struct ybuf *b, const struct policy_proxy *px)
 
 	if (px->nintercept_ports == 0)
 		return;
-	yb_printf(b, "proxy:\n  interceptPorts: [");
+	policy_ybuf_printf(b, "proxy:\n  interceptPorts: [");
 	for (i = 0; i < px->nintercept_ports; i++)
-		yb_printf(b, "%s%u", i ? ", " : "", px->intercept_ports[i]);
-	yb_printf(b, "]\n");
+		policy_ybuf_printf(
+		    b, "%s%u", i ? ", " : "", px->intercept_ports[i]);
+	policy_ybuf_printf(b, "]\n");
 }
 
 /* Nothing but defaults outside the user policy: "{}" says it all. */
@@ -232,12 +236,12 @@ policy_to_yaml(const struct policy *p)
 	if (p == NULL)
 		return NULL;
 	ov = p->index->ov;
-	yb_printf(&b, "# egressd policy, canonical form\n");
+	policy_ybuf_printf(&b, "# egressd policy, canonical form\n");
 	if (p->user_empty && only_defaults(p, ov)) {
-		yb_printf(&b, "{}\n");
+		policy_ybuf_printf(&b, "{}\n");
 		return b.oom ? (free(b.s), NULL) : b.s;
 	}
-	yb_printf(
+	policy_ybuf_printf(
 	    &b, "defaultAction: \"%s\"\n", action_name(p->default_action));
 	yaml_rules(&b, "egress", p->rules, p->nrules, true);
 	/* Only the overlay rules of the policy file itself: the always-rules
@@ -251,7 +255,7 @@ policy_to_yaml(const struct policy *p)
 	yaml_proxy(&b, &p->proxy);
 	policy_cred_yaml(&b, p);
 	if (b.oom) {
-		yb_free(&b);
+		policy_ybuf_free(&b);
 		return NULL;
 	}
 	return b.s;

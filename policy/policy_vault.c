@@ -126,18 +126,18 @@ walk_names(struct pwalk *w, const struct pnode *v, struct vset *s)
 	size_t i;
 	char *name;
 
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids > POLICY_BINDINGS_MAX) {
-		pw_err(w, v, "at most %d names", POLICY_BINDINGS_MAX);
+		policy_walk_err(w, v, "at most %d names", POLICY_BINDINGS_MAX);
 		return -1;
 	}
 	for (i = 0; i < v->nkids; i++) {
 		if (!policy_cred_walk_name(w, v->kids[i], &name))
 			continue;
-		if (pw_push((void ***)&s->del, &s->ndel, name) == -1) {
+		if (policy_walk_push((void ***)&s->del, &s->ndel, name) == -1) {
 			free(name);
-			pw_err(w, v, "out of memory");
+			policy_walk_err(w, v, "out of memory");
 			return -1;
 		}
 	}
@@ -167,7 +167,7 @@ pk_expected(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct vbody *b = obj;
 
-	if (!pw_uint(w, v, 0, 1ul << 52, false, &b->expected))
+	if (!policy_walk_uint(w, v, 0, 1ul << 52, false, &b->expected))
 		return -1;
 	b->have_expected = true;
 	return 0;
@@ -178,14 +178,14 @@ pk_expected(struct pwalk *w, const struct pnode *v, void *obj)
 static int
 pk_creds(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	(void)pw_map(w, v, cred_set_keys, 3, obj);
+	(void)policy_walk_map(w, v, cred_set_keys, 3, obj);
 	return 0;
 }
 
 static int
 pk_binds(struct pwalk *w, const struct pnode *v, void *obj)
 {
-	(void)pw_map(w, v, bind_set_keys, 3, obj);
+	(void)policy_walk_map(w, v, bind_set_keys, 3, obj);
 	return 0;
 }
 
@@ -243,14 +243,14 @@ body_walk(const char *body, size_t len, const struct pkey *keys, size_t nkeys,
 		err_set(e, "empty body");
 		goto out;
 	}
-	(void)pw_map(&w, root, keys, nkeys, b);
+	(void)policy_walk_map(&w, root, keys, nkeys, b);
 	if (w.errs > 0) {
 		policy_diag_to_err(&d, e);
 		goto out;
 	}
 	rc = 0;
 out:
-	pnode_free(root);
+	policy_node_free(root);
 	policy_diag_clear(&d);
 	return rc;
 }

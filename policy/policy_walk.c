@@ -9,7 +9,7 @@
 #include "policy/policy_walk.h"
 
 void
-pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
+policy_walk_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -21,39 +21,41 @@ pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
 }
 
 bool
-pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t)
+policy_walk_is(struct pwalk *w, const struct pnode *n, enum pnode_type t)
 {
 	if (n->type == t)
 		return true;
-	pw_err(w, n, "expected %s, found %s", pnode_type_name(t),
-	    pnode_type_name(n->type));
+	policy_walk_err(w, n, "expected %s, found %s", policy_node_type_name(t),
+	    policy_node_type_name(n->type));
 	return false;
 }
 
 uint64_t
-pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
+policy_walk_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
     size_t nkeys, void *obj)
 {
 	uint64_t seen = 0;
 	size_t i, k;
 
-	if (!pw_is(w, n, PNODE_MAP))
+	if (!policy_walk_is(w, n, PNODE_MAP))
 		return 0;
 	for (i = 0; i + 1 < n->nkids; i += 2) {
 		const struct pnode *key = n->kids[i], *val = n->kids[i + 1];
 		if (key->type != PNODE_STR) {
-			pw_err(w, key, "keys must be strings");
+			policy_walk_err(w, key, "keys must be strings");
 			continue;
 		}
 		for (k = 0; k < nkeys && k < PKEYS_MAX; k++)
 			if (strcmp(keys[k].key, key->str) == 0)
 				break;
 		if (k == nkeys || k == PKEYS_MAX) {
-			pw_err(w, key, "unknown key \"%.64s\"", key->str);
+			policy_walk_err(
+			    w, key, "unknown key \"%.64s\"", key->str);
 			continue;
 		}
 		if (seen & (1ull << k)) {
-			pw_err(w, key, "duplicate key \"%s\"", keys[k].key);
+			policy_walk_err(
+			    w, key, "duplicate key \"%s\"", keys[k].key);
 			continue;
 		}
 		seen |= 1ull << k;
@@ -63,15 +65,15 @@ pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
 }
 
 bool
-pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+policy_walk_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
     unsigned long hi, bool strok, unsigned long *out)
 {
 	unsigned long v = 0;
 	const char *s;
 
 	if (n->type != PNODE_NUM && !(strok && n->type == PNODE_STR)) {
-		pw_err(w, n, "expected a number, found %s",
-		    pnode_type_name(n->type));
+		policy_walk_err(w, n, "expected a number, found %s",
+		    policy_node_type_name(n->type));
 		return false;
 	}
 	s = n->str;
@@ -89,25 +91,26 @@ pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
 	*out = v;
 	return true;
 bad:
-	pw_err(w, n, "expected an integer from %lu to %lu, found \"%.32s\"", lo,
-	    hi, n->str);
+	policy_walk_err(w, n,
+	    "expected an integer from %lu to %lu, found \"%.32s\"", lo, hi,
+	    n->str);
 	return false;
 }
 
 bool
-pw_strdup(struct pwalk *w, const struct pnode *n, char **out)
+policy_walk_strdup(struct pwalk *w, const struct pnode *n, char **out)
 {
-	if (!pw_is(w, n, PNODE_STR))
+	if (!policy_walk_is(w, n, PNODE_STR))
 		return false;
 	if ((*out = strdup(n->str)) == NULL) {
-		pw_err(w, n, "out of memory");
+		policy_walk_err(w, n, "out of memory");
 		return false;
 	}
 	return true;
 }
 
 int
-pw_push(void ***arr, size_t *n, void *x)
+policy_walk_push(void ***arr, size_t *n, void *x)
 {
 	void **na = realloc(*arr, (*n + 1) * sizeof(*na));
 
@@ -119,12 +122,12 @@ pw_push(void ***arr, size_t *n, void *x)
 }
 
 bool
-pw_list(struct pwalk *w, const struct pnode *v, const char *what)
+policy_walk_list(struct pwalk *w, const struct pnode *v, const char *what)
 {
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return false;
 	if (v->nkids == 0 || v->nkids > POLICY_BINDING_LIST_MAX) {
-		pw_err(w, v, "%s must list 1 to %d entries", what,
+		policy_walk_err(w, v, "%s must list 1 to %d entries", what,
 		    POLICY_BINDING_LIST_MAX);
 		return false;
 	}
@@ -132,7 +135,7 @@ pw_list(struct pwalk *w, const struct pnode *v, const char *what)
 }
 
 int
-pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
+policy_walk_named_list(struct pwalk *w, const struct pnode *v, size_t max,
     const char *what,
     void (*item)(struct pwalk *, const struct pnode *, struct policy_config *),
     struct policy_config *cfg, void *const *const *arr, const size_t *n,
@@ -143,10 +146,10 @@ pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
 
 	if (v->type == PNODE_NULL)
 		return 0;
-	if (!pw_is(w, v, PNODE_SEQ))
+	if (!policy_walk_is(w, v, PNODE_SEQ))
 		return -1;
 	if (v->nkids > max) {
-		pw_err(w, v, "at most %zu %ss", max, what);
+		policy_walk_err(w, v, "at most %zu %ss", max, what);
 		return -1;
 	}
 	for (i = 0; i < v->nkids; i++)
@@ -156,7 +159,8 @@ pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
 			const char *a = name_at((*arr)[i], &at);
 
 			if (strcmp(a, name_at((*arr)[j], &other)) == 0)
-				pw_err(w, &at, "duplicate %s \"%s\"", what, a);
+				policy_walk_err(
+				    w, &at, "duplicate %s \"%s\"", what, a);
 		}
 	return 0;
 }

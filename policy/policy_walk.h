@@ -38,27 +38,27 @@ struct pkey {
 
 #define PKEYS_MAX 64 /* keys of one table (a bitmask tracks them) */
 
-void pw_err(struct pwalk *w, const struct pnode *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void policy_walk_err(struct pwalk *w, const struct pnode *at, const char *fmt,
+    ...) __attribute__((format(printf, 3, 4)));
 /*
  * Walks a mapping against a keyword table: unknown and duplicate keys are
  * errors, every known key's function runs. Returns the bitmask of keys
  * seen (bit i = keys[i]); 0 with an error when n is not a mapping.
  */
-uint64_t pw_map(struct pwalk *w, const struct pnode *n, const struct pkey *keys,
-    size_t nkeys, void *obj);
+uint64_t policy_walk_map(struct pwalk *w, const struct pnode *n,
+    const struct pkey *keys, size_t nkeys, void *obj);
 /* Type checks: true when n has the type (an error is reported if not). */
-bool pw_is(struct pwalk *w, const struct pnode *n, enum pnode_type t);
+bool policy_walk_is(struct pwalk *w, const struct pnode *n, enum pnode_type t);
 /* Integer in [lo, hi] from a number (or a digit string when strok). */
-bool pw_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
+bool policy_walk_uint(struct pwalk *w, const struct pnode *n, unsigned long lo,
     unsigned long hi, bool strok, unsigned long *out);
 /* Duplicates a string node into *out (freed by the caller). */
-bool pw_strdup(struct pwalk *w, const struct pnode *n, char **out);
+bool policy_walk_strdup(struct pwalk *w, const struct pnode *n, char **out);
 /* Appends x to a growing pointer array; 0 or -1 (out of memory, x is
  * not taken). */
-int pw_push(void ***arr, size_t *n, void *x);
+int policy_walk_push(void ***arr, size_t *n, void *x);
 /* A list of 1 to POLICY_BINDING_LIST_MAX entries (what names it). */
-bool pw_list(struct pwalk *w, const struct pnode *v, const char *what);
+bool policy_walk_list(struct pwalk *w, const struct pnode *v, const char *what);
 
 /*
  * A list of named items (credentials, bindings): NULL is an empty list;
@@ -67,7 +67,7 @@ bool pw_list(struct pwalk *w, const struct pnode *v, const char *what);
  * reported at its own line as "duplicate <what> "<name>"". name_at gives
  * an item's name and fills *at with its position.
  */
-int pw_named_list(struct pwalk *w, const struct pnode *v, size_t max,
+int policy_walk_named_list(struct pwalk *w, const struct pnode *v, size_t max,
     const char *what,
     void (*item)(struct pwalk *, const struct pnode *, struct policy_config *),
     struct policy_config *cfg, void *const *const *arr, const size_t *n,

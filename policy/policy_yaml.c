@@ -109,14 +109,14 @@ yr_attach(struct yr *y, struct pnode *n)
 {
 	if (y->depth == 0) {
 		if (y->root != NULL) {
-			pnode_free(n);
+			policy_node_free(n);
 			return -1;
 		}
 		y->root = n;
 		return 0;
 	}
-	if (pnode_add(y->stack[y->depth - 1], n) == -1) {
-		pnode_free(n);
+	if (policy_node_add(y->stack[y->depth - 1], n) == -1) {
+		policy_node_free(n);
 		return -1;
 	}
 	return 0;
@@ -129,7 +129,8 @@ yr_node(struct yr *y, enum pnode_type t, const yaml_mark_t *m)
 		yr_err(y, m, "document has too many values");
 		return NULL;
 	}
-	return pnode_new(t, (unsigned)m->line + 1, (unsigned)m->column + 1);
+	return policy_node_new(
+	    t, (unsigned)m->line + 1, (unsigned)m->column + 1);
 }
 
 static void
@@ -167,7 +168,7 @@ yr_scalar(struct yr *y, const yaml_event_t *ev)
 	if (node == NULL)
 		return -1;
 	if ((node->str = strndup(v, n)) == NULL) {
-		pnode_free(node);
+		policy_node_free(node);
 		return -1;
 	}
 	node->len = n;
@@ -259,8 +260,8 @@ static void
 yr_cleanup(struct yr *y)
 {
 	while (y->depth > 0)
-		pnode_free(y->stack[--y->depth]);
-	pnode_free(y->root);
+		policy_node_free(y->stack[--y->depth]);
+	policy_node_free(y->root);
 	y->root = NULL;
 }
 
@@ -295,7 +296,7 @@ policy_yaml_read(
 		return NULL;
 	}
 	if (y.root == NULL)
-		return pnode_new(PNODE_NULL, 1, 1);
+		return policy_node_new(PNODE_NULL, 1, 1);
 	return y.root;
 }
 

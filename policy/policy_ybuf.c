@@ -42,7 +42,7 @@ yb_grow(struct ybuf *b, size_t need)
 }
 
 void
-yb_put(struct ybuf *b, const void *p, size_t n)
+policy_ybuf_put(struct ybuf *b, const void *p, size_t n)
 {
 	if (b->oom || !yb_grow(b, n))
 		return;
@@ -52,7 +52,7 @@ yb_put(struct ybuf *b, const void *p, size_t n)
 }
 
 void
-yb_free(struct ybuf *b)
+policy_ybuf_free(struct ybuf *b)
 {
 	if (b->s != NULL)
 		secmem_wipe(b->s, b->cap);
@@ -62,7 +62,7 @@ yb_free(struct ybuf *b)
 }
 
 void
-yb_printf(struct ybuf *b, const char *fmt, ...)
+policy_ybuf_printf(struct ybuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -88,34 +88,35 @@ yb_printf(struct ybuf *b, const char *fmt, ...)
 }
 
 void
-yb_quoted(struct ybuf *b, const char *s)
+policy_ybuf_quoted(struct ybuf *b, const char *s)
 {
-	yb_printf(b, "\"");
+	policy_ybuf_printf(b, "\"");
 	while (*s != '\0') {
 		unsigned char c = (unsigned char)*s;
 		uint32_t cp;
 		size_t k;
 		if (c == '"' || c == '\\')
-			yb_printf(b, "\\%c", c);
+			policy_ybuf_printf(b, "\\%c", c);
 		else if (c < 0x20 || c == 0x7f)
-			yb_printf(b, "\\u%04x", c);
+			policy_ybuf_printf(b, "\\u%04x", c);
 		else if (c < 0x80)
-			yb_printf(b, "%c", c);
+			policy_ybuf_printf(b, "%c", c);
 		else if ((k = utf8_decode((const unsigned char *)s,
 		              strnlen(s, 4), &cp)) > 0) {
 			/* Escaped: YAML folds some code points (NEL, LS, PS). */
-			yb_printf(b, cp > 0xffff ? "\\U%08lx" : "\\u%04lx",
+			policy_ybuf_printf(b,
+			    cp > 0xffff ? "\\U%08lx" : "\\u%04lx",
 			    (unsigned long)cp);
 			s += k;
 			continue;
 		} else
-			yb_printf(b, "\\x%02x", c);
+			policy_ybuf_printf(b, "\\x%02x", c);
 		s++;
 	}
-	yb_printf(b, "\"");
+	policy_ybuf_printf(b, "\"");
 }
 
-/* Escapes written byte by byte with yb_put: no printf-style function
+/* Escapes written byte by byte with policy_ybuf_put: no printf-style function
  * ever sees the value. */
 static void
 yb_hex(struct ybuf *b, char kind, uint32_t v, unsigned digits)
@@ -128,25 +129,25 @@ yb_hex(struct ybuf *b, char kind, uint32_t v, unsigned digits)
 	out[1] = kind;
 	for (i = 0; i < digits; i++)
 		out[2 + i] = hex[(v >> (4 * (digits - 1 - i))) & 0xf];
-	yb_put(b, out, 2 + digits);
+	policy_ybuf_put(b, out, 2 + digits);
 }
 
 void
-yb_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n)
+policy_ybuf_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n)
 {
 	size_t i = 0, k;
 	uint32_t cp;
 
-	yb_put(b, "\"", 1);
+	policy_ybuf_put(b, "\"", 1);
 	while (i < n) {
 		uint8_t c = v[i];
 		if (c == '"' || c == '\\') {
 			char esc[2] = {'\\', (char)c};
-			yb_put(b, esc, 2);
+			policy_ybuf_put(b, esc, 2);
 		} else if (c < 0x20 || c == 0x7f)
 			yb_hex(b, 'u', c, 4);
 		else if (c < 0x80)
-			yb_put(b, &v[i], 1);
+			policy_ybuf_put(b, &v[i], 1);
 		else if ((k = utf8_decode(v + i, n - i < 4 ? n - i : 4, &cp)) >
 		    0) {
 			if (cp > 0xffff)
@@ -159,5 +160,5 @@ yb_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n)
 			yb_hex(b, 'x', c, 2);
 		i++;
 	}
-	yb_put(b, "\"", 1);
+	policy_ybuf_put(b, "\"", 1);
 }

@@ -16,16 +16,16 @@ struct ybuf {
 	bool oom; /* set once an allocation failed; later writes do nothing */
 };
 
-void yb_printf(struct ybuf *b, const char *fmt, ...)
+void policy_ybuf_printf(struct ybuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A double-quoted scalar (JSON-compatible escapes). */
-void yb_quoted(struct ybuf *b, const char *s);
+void policy_ybuf_quoted(struct ybuf *b, const char *s);
 /* n raw bytes (kept NUL-terminated). */
-void yb_put(struct ybuf *b, const void *p, size_t n);
+void policy_ybuf_put(struct ybuf *b, const void *p, size_t n);
 /* A credential value as a double-quoted scalar, escaped without any
  * printf-style function. */
-void yb_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n);
+void policy_ybuf_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n);
 /* Wipes and frees the buffer (it may hold a credential value). */
-void yb_free(struct ybuf *b);
+void policy_ybuf_free(struct ybuf *b);
 
 #endif

@@ -35,25 +35,6 @@ ALLOWED = {
     "egressd_free": "daemon.c, struct egressd's lifecycle (issue 35)",
     "egressd_new": "daemon.c, struct egressd's lifecycle (issue 35)",
     "egressd_run": "daemon.c, struct egressd's loop (issue 35)",
-    # policy/'s internal helpers with short prefixes of their own; to
-    # become policy_node_*, policy_walk_*, policy_ybuf_* (or static).
-    "pnode_add": "policy_node.c short prefix (issue 35)",
-    "pnode_free": "policy_node.c short prefix (issue 35)",
-    "pnode_new": "policy_node.c short prefix (issue 35)",
-    "pnode_type_name": "policy_node.c short prefix (issue 35)",
-    "pw_err": "policy_walk.c short prefix (issue 35)",
-    "pw_is": "policy_walk.c short prefix (issue 35)",
-    "pw_list": "policy_walk.c short prefix (issue 35)",
-    "pw_map": "policy_walk.c short prefix (issue 35)",
-    "pw_named_list": "policy_walk.c short prefix (issue 35)",
-    "pw_push": "policy_walk.c short prefix (issue 35)",
-    "pw_strdup": "policy_walk.c short prefix (issue 35)",
-    "pw_uint": "policy_walk.c short prefix (issue 35)",
-    "yb_free": "policy_ybuf.c short prefix (issue 35)",
-    "yb_printf": "policy_ybuf.c short prefix (issue 35)",
-    "yb_put": "policy_ybuf.c short prefix (issue 35)",
-    "yb_quoted": "policy_ybuf.c short prefix (issue 35)",
-    "yb_quoted_secret": "policy_ybuf.c short prefix (issue 35)",
 }
 
 
