@@ -1,7 +1,7 @@
 /*
  * vault: one revision's credentials and bindings (vault.h): building it
- * from a policy snapshot, the host pre-check of the proxy, and the
- * per-request decision and rendering. Redaction is vault_redact.c.
+ * from a policy snapshot (its values in a locked arena), its lifetime; the
+ * per-request decision is vault_decide.c, redaction vault_redact.c.
  *
  * Secret values are copied only into the arena: policy_credential_export
  * hands the inline bytes to a sink that copies them there, file sources
@@ -127,9 +127,8 @@ lower_dup(const char *s)
 	return d;
 }
 
-/* The header name of line i of binding vb, as the binding spells it. */
-static const char *
-line_name(const struct vault_bind *vb, size_t i)
+const char *
+vault_line_name(const struct vault_bind *vb, size_t i)
 {
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
@@ -145,8 +144,8 @@ line_name(const struct vault_bind *vb, size_t i)
 	return NULL;
 }
 
-static const char *
-line_prefix(const struct vault_bind *vb)
+const char *
+vault_line_prefix(const struct vault_bind *vb)
 {
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
@@ -166,7 +165,7 @@ bind_add_line(struct vault_bind *vb, const char *name,
 
 	vb->creds[vb->ncreds++] = c;
 	vb->render_len +=
-	    strlen(name) + 2 + strlen(line_prefix(vb)) + c->len + 2;
+	    strlen(name) + 2 + strlen(vault_line_prefix(vb)) + c->len + 2;
 	for (i = 0; i < vb->nlower; i++)
 		if (strcasecmp(vb->lower[i], name) == 0)
 			return 0;
@@ -205,7 +204,7 @@ bind_init(struct vault *v, struct vault_bind *vb,
 	case POLICY_AUTH_BEARER:
 	case POLICY_AUTH_BASIC:
 	case POLICY_AUTH_APIKEY:
-		name = line_name(vb, 0);
+		name = vault_line_name(vb, 0);
 		cname = policy_binding_credential(b);
 		if (name == NULL || (c = cred_find(v, cname)) == NULL)
 			goto bad_ref;
@@ -521,305 +520,4 @@ bool
 vault_locked(const struct vault *v)
 {
 	return secmem_arena_locked(v->arena);
-}
-
-/* ---- matching ---- */
-
-static bool
-name_below(const char *name, const char *suffix)
-{
-	size_t n = strlen(name), s = strlen(suffix);
-
-	return n > s && name[n - s - 1] == '.' &&
-	    strcmp(name + n - s, suffix) == 0;
-}
-
-static unsigned
-port_scheme(uint16_t port)
-{
-	if (port == 443)
-		return POLICY_SCHEME_HTTPS;
-	if (port == 80)
-		return POLICY_SCHEME_HTTP;
-	return 0;
-}
-
-bool
-vault_host_bound(const struct vault *v, const char *host, uint16_t port)
-{
-	char name[POLICY_NAME_MAX + 2];
-	unsigned scheme = port_scheme(port);
-	size_t i, j;
-	struct err e;
-
-	if (host == NULL || scheme == 0 ||
-	    policy_name_normalize(host, name, sizeof(name), &e) == -1 ||
-	    name[0] == '*')
-		return false;
-	for (i = 0; i < v->nbinds; i++) {
-		const struct policy_binding *b = v->binds[i].b;
-
-		if (!(policy_binding_schemes(b) & scheme))
-			continue;
-		for (j = 0; j < policy_binding_nhosts(b); j++) {
-			const char *h = policy_binding_host(b, j);
-
-			if (h[0] == '*' && h[1] == '.' ? name_below(name, h + 2)
-			                               : strcmp(name, h) == 0)
-				return true;
-		}
-	}
-	return false;
-}
-
-/* TRACE and TRACK echo the request (and so an injected header) back:
- * refused to a bound host, in any case since servers differ there. */
-static bool
-method_echoes(const char *m, size_t n)
-{
-	return n == 5 &&
-	    (strncasecmp(m, "TRACE", 5) == 0 ||
-	        strncasecmp(m, "TRACK", 5) == 0);
-}
-
-static void
-remove_add(struct vault_inject *out, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < out->nremove; i++)
-		if (strcmp(out->remove[i], name) == 0)
-			return;
-	if (out->nremove < VAULT_REMOVE_MAX)
-		out->remove[out->nremove++] = name;
-}
-
-/* Headers that make frameworks run another method than the request
- * line's (vault.h, remove[]). */
-static const char *const override_headers[VAULT_OVERRIDE_HEADERS] = {
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-};
-
-/* The byte at q[*i] of a query parameter's name, percent-decoded ('+' a
- * space), *i moved past it; a malformed escape is taken literally. */
-static unsigned char
-query_name_byte(const char *q, size_t n, size_t *i)
-{
-	unsigned char c = (unsigned char)q[*i];
-	int x;
-
-	(*i)++;
-	if (c == '+')
-		return ' ';
-	if (c != '%' || *i + 2 > n)
-		return c;
-	if ((x = text_hexbyte(q + *i)) < 0)
-		return c;
-	*i += 2;
-	return (unsigned char)x;
-}
-
-/* Is the name q[0..n) (up to '=', raw) "_method" as PHP, Rack or
- * Express would read it (vault.h, vault_decide)? */
-static bool
-query_name_is_method(const char *q, size_t n)
-{
-	static const char want[] = "_method";
-	size_t i = 0, k = 0;
-	unsigned char c;
-
-	do {
-		if (i == n)
-			return false;
-		c = query_name_byte(q, n, &i);
-	} while (c == ' ');
-	for (;;) {
-		if (c == ' ' || c == '.' || c == '[')
-			c = '_';
-		if (k == sizeof(want) - 1 || text_lower(c) != want[k])
-			return false;
-		k++;
-		if (i == n)
-			return k == sizeof(want) - 1;
-		c = query_name_byte(q, n, &i);
-	}
-}
-
-static bool
-query_has_method(const char *q, size_t n)
-{
-	size_t i = 0, start, end;
-
-	while (q != NULL && i < n) {
-		start = i;
-		while (i < n && q[i] != '&' && q[i] != ';')
-			i++;
-		end = start;
-		while (end < i && q[end] != '=')
-			end++;
-		if (query_name_is_method(q + start, end - start))
-			return true;
-		i++;
-	}
-	return false;
-}
-
-static int
-render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
-    struct err *e)
-{
-	const char *prefix = line_prefix(vb);
-	size_t i, pl = strlen(prefix), off = 0;
-	char *buf;
-
-	for (i = 0; i < vb->nlower; i++)
-		remove_add(out, vb->lower[i]);
-	for (i = 0; i < VAULT_OVERRIDE_HEADERS; i++)
-		remove_add(out, override_headers[i]);
-	if (vb->ncreds == 0)
-		return 0;
-	if ((buf = secmem_alloc(v->arena, vb->render_len + 1)) == NULL) {
-		err_set(e, "secret arena full (too many injections in flight)");
-		return -1;
-	}
-	for (i = 0; i < vb->ncreds; i++) {
-		const char *name = line_name(vb, i);
-		size_t nl = strlen(name);
-
-		memcpy(buf + off, name, nl);
-		off += nl;
-		memcpy(buf + off, ": ", 2);
-		off += 2;
-		memcpy(buf + off, prefix, pl);
-		off += pl;
-		memcpy(buf + off, vb->creds[i]->val, vb->creds[i]->len);
-		off += vb->creds[i]->len;
-		memcpy(buf + off, "\r\n", 2);
-		off += 2;
-	}
-	buf[off] = '\0';
-	out->lines = buf;
-	out->lines_len = off;
-	return 0;
-}
-
-static const struct vault_bind *
-bind_of(const struct vault *v, const struct policy_binding *b)
-{
-	size_t i;
-
-	for (i = 0; i < v->nbinds; i++)
-		if (v->binds[i].b == b)
-			return &v->binds[i];
-	return NULL;
-}
-
-static void
-decide_as(struct vault_inject *out, enum vault_decision d, int status,
-    const char *reason)
-{
-	out->decision = d;
-	out->status = status;
-	out->reason = reason;
-}
-
-int
-vault_decide(struct vault *v, const struct vault_req *rq,
-    struct vault_inject *out, struct err *e)
-{
-	char method[VAULT_METHOD_MAX + 1];
-	const struct policy_binding *b = NULL;
-	const struct vault_bind *vb;
-	struct policy_request prq;
-	struct err pe;
-	bool bound;
-
-	memset(out, 0, sizeof(*out));
-	decide_as(out, VAULT_NO_MATCH, 0, "no credential binding matches");
-	/* Never forwarded, whatever the decision: it is for egressd. */
-	remove_add(out, "proxy-authorization");
-	if (rq->host == NULL || rq->path == NULL || rq->method == NULL ||
-	    (rq->scheme != POLICY_SCHEME_HTTPS &&
-	        rq->scheme != POLICY_SCHEME_HTTP))
-		return 0;
-	bound = vault_host_bound(v, rq->host,
-	    rq->port != 0 ? rq->port : policy_scheme_port(rq->scheme));
-	if (bound && method_echoes(rq->method, rq->method_len)) {
-		decide_as(out, VAULT_REFUSED, 403,
-		    "method refused to a credential-bound host");
-		return 0;
-	}
-	if ((out->norm_path = malloc(rq->path_len + 1)) == NULL) {
-		err_set(e, "out of memory");
-		return -1;
-	}
-	if (policy_path_normalize(rq->path, rq->path_len, out->norm_path,
-	        rq->path_len + 1, &out->norm_path_len, &pe) == -1) {
-		free(out->norm_path);
-		out->norm_path = NULL;
-		out->norm_path_len = 0;
-		if (bound)
-			decide_as(out, VAULT_REFUSED, 400,
-			    "request path not acceptable");
-		return 0;
-	}
-	if (!bound)
-		return 0;
-	/* A longer token or one with a NUL is no method a binding names. */
-	method[0] = '\0';
-	if (rq->method_len <= VAULT_METHOD_MAX &&
-	    memchr(rq->method, '\0', rq->method_len) == NULL) {
-		memcpy(method, rq->method, rq->method_len);
-		method[rq->method_len] = '\0';
-	}
-	prq.scheme = rq->scheme;
-	prq.host = rq->host;
-	prq.port = rq->port;
-	prq.method = method;
-	prq.path = out->norm_path;
-	switch (policy_binding_match(v->p, &prq, &b, &pe)) {
-	case POLICY_BIND_NONE:
-	case POLICY_BIND_INVALID:
-		return 0;
-	case POLICY_BIND_AMBIGUOUS:
-		decide_as(
-		    out, VAULT_AMBIGUOUS, 403, "credential binding ambiguous");
-		return 0;
-	case POLICY_BIND_ONE:
-		break;
-	}
-	if ((vb = bind_of(v, b)) == NULL) {
-		err_set(e, "binding not in the vault");
-		return -1;
-	}
-	if (query_has_method(rq->query, rq->query_len)) {
-		/* Like every 400 refusal: nothing to forward. */
-		free(out->norm_path);
-		out->norm_path = NULL;
-		out->norm_path_len = 0;
-		out->binding = policy_binding_name(b);
-		decide_as(out, VAULT_REFUSED, 400,
-		    "method override in the query of a credential request");
-		return 0;
-	}
-	if (render(v, vb, out, e) == -1)
-		return -1;
-	out->binding = policy_binding_name(b);
-	out->bind = vb;
-	out->subst_in = vb->subst_in;
-	decide_as(out, VAULT_INJECTED, 0, "credential injected");
-	return 0;
-}
-
-void
-vault_inject_clear(struct vault *v, struct vault_inject *out)
-{
-	if (out == NULL)
-		return;
-	if (out->lines != NULL)
-		secmem_free(v->arena, out->lines);
-	free(out->norm_path);
-	memset(out, 0, sizeof(*out));
 }

@@ -144,4 +144,9 @@ int vault_redact_build(struct vault *v, struct err *e);
  * bound), or SIZE_MAX beyond VAULT_PATTERN_BYTES_MAX. */
 size_t vault_redact_arena_need(const struct vault_cred *c, size_t n);
 
+/* The header name of line i of binding vb, as the binding spells it, and
+ * the prefix of its value ("Bearer ", "Basic " or none) (vault.c). */
+const char *vault_line_name(const struct vault_bind *vb, size_t i);
+const char *vault_line_prefix(const struct vault_bind *vb);
+
 #endif

@@ -63,7 +63,6 @@ FUNCTIONS = {
     "proxy_vault_request": 131,  # egressd/proxy.c
     "proxy_vault_rewrite": 109,  # egressd/proxy.c
     "tls_hello_parse": 105,  # egressd/tls_hello.c
-    "vault_decide": 87,  # vault/vault.c
 }
 
 NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
