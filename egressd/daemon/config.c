@@ -21,9 +21,10 @@
 /*
  * The numbers come from defaults.h (and the bounds it names), printed
  * rather than spelled out here, so the help cannot drift from the code.
+ * Two halves: the policy, API, resolver and nftables flags here ...
  */
-void
-config_usage(FILE *f)
+static void
+config_usage_core(FILE *f)
 {
 	fprintf(f,
 	    "usage: egressd [options]\n"
@@ -59,7 +60,19 @@ config_usage(FILE *f)
 	    "                          of inbound connections leave only from "
 	    "the\n"
 	    "                          pinned ports and the API port "
-	    "(repeatable)\n"
+	    "(repeatable)\n",
+	    EGRESSD_DEFAULT_RULES_DIR, EGRESSD_DEFAULT_HTTP_ADDR,
+	    (unsigned)EGRESSD_DEFAULT_MAX_RULES, (unsigned)POLICY_FILE_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_PORT,
+	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK);
+}
+
+/* ... the proxy, vault, learned sets and logging flags here. */
+static void
+config_usage_rest(FILE *f)
+{
+	fprintf(f,
 	    "  --proxy                 transparent proxy on intercepted ports "
 	    "(env\n"
 	    "                          "
@@ -100,11 +113,6 @@ config_usage(FILE *f)
 	    "  --log-file FILE         JSON lines to FILE (reopened on "
 	    "SIGUSR1)\n"
 	    "  --version, --help\n",
-	    EGRESSD_DEFAULT_RULES_DIR, EGRESSD_DEFAULT_HTTP_ADDR,
-	    (unsigned)EGRESSD_DEFAULT_MAX_RULES, (unsigned)POLICY_FILE_MAX,
-	    (unsigned)EGRESSD_DEFAULT_DNS_PORT,
-	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
-	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
 	    (unsigned)EGRESSD_PROXY_CONNS_MAX_MAX,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_CONNS_MAX,
@@ -114,6 +122,13 @@ config_usage(FILE *f)
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
 	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
 	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
+}
+
+void
+config_usage(FILE *f)
+{
+	config_usage_core(f);
+	config_usage_rest(f);
 }
 
 static const char *const config_vault_compressed_names[] = {
