@@ -214,14 +214,20 @@ struct api_hooks {
 	void *arg;
 };
 
+/*
+ * The API's options. The strings are borrowed for api_new (the API keeps
+ * copies of what it needs later); they are not const because the
+ * daemon's configuration holds this struct as its own and owns them
+ * there (egressd/daemon/config.h, struct config's api).
+ */
 struct api_opts {
-	const char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
-	const char *listen_unix; /* socket path; NULL or "" = none */
+	char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
+	char *listen_unix; /* socket path; NULL or "" = none */
 	/* TLS on the TCP listener: a PEM certificate chain and its key
 	 * (both or neither). The Unix socket stays plain. */
-	const char *tls_cert, *tls_key;
+	char *tls_cert, *tls_key;
 	unsigned unix_mode; /* 0 means API_UNIX_MODE */
-	const char *token; /* copied (and wiped on free); NULL/"" = none */
+	char *token; /* copied (and wiped on free); NULL/"" = none */
 	bool insecure_no_token; /* allow mutations without any token */
 	size_t max_rules; /* 0 = no cap */
 	uint64_t start_time_s; /* process start, for /metrics */

@@ -131,21 +131,15 @@ daemon_api_start(struct egressd *d, struct err *e)
 	struct api_opts o;
 	struct api_hooks h;
 
-	if ((c->http_addr == NULL || c->http_addr[0] == '\0') &&
-	    c->api_socket == NULL) {
+	if ((c->api.listen_tcp == NULL || c->api.listen_tcp[0] == '\0') &&
+	    c->api.listen_unix == NULL) {
 		log_warn(d->log, "api.disabled");
 		d->api_ok = true;
 		return 0;
 	}
-	memset(&o, 0, sizeof(o));
+	/* The configuration's own api_opts, plus what is not configuration. */
+	o = c->api;
 	memset(&h, 0, sizeof(h));
-	o.listen_tcp = c->http_addr;
-	o.listen_unix = c->api_socket;
-	o.tls_cert = c->api_tls_cert;
-	o.tls_key = c->api_tls_key;
-	o.token = c->token;
-	o.insecure_no_token = c->api_insecure_no_token;
-	o.max_rules = c->max_rules;
 	o.start_time_s = (uint64_t)time(NULL);
 	o.log = d->log;
 	o.stats = &d->stats;

@@ -103,8 +103,8 @@ egressd_api_port(const struct config *cfg)
 	struct addr a;
 	uint16_t port;
 
-	if (cfg->http_addr == NULL || cfg->http_addr[0] == '\0' ||
-	    api_parse_addr(cfg->http_addr, &ss, &len, NULL) == -1 ||
+	if (cfg->api.listen_tcp == NULL || cfg->api.listen_tcp[0] == '\0' ||
+	    api_parse_addr(cfg->api.listen_tcp, &ss, &len, NULL) == -1 ||
 	    addr_from_sockaddr((const struct sockaddr *)&ss, &a, &port) == -1)
 		return 0;
 	return port;
