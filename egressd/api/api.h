@@ -72,6 +72,66 @@ struct event_base;
 struct log;
 struct stats;
 
+/* Bounds of struct api_status's lists. */
+#define API_STATUS_LIST_MAX 8 /* enforced, notEnforced entries */
+#define API_STATUS_UPSTREAMS_MAX 8 /* resolver upstreams shown */
+#define API_STATUS_TEXT_MAX 64 /* "[v6]:port" + NUL */
+#define API_STATUS_COUNTS_MAX 32 /* proxy reasons or states */
+
+/* One named counter of /v1/status (the name static, the daemon's). */
+struct api_status_count {
+	const char *name;
+	uint64_t n;
+};
+
+/*
+ * The daemon's side of /v1/status, a plain struct the status hook fills
+ * (zeroed first) and the API renders (api_status.c): what is enforced and
+ * what is not, and the state of the resolver and the proxy. Strings are
+ * lent until the hook's caller returns (daemon.h, "Hooks"). The policy's
+ * own fields (revision, source, mode, rules, the vault's counts) come from
+ * the snapshot policy_get lends.
+ */
+struct api_status {
+	const char *configured_mode; /* "dns+nft", "dns" */
+	const char *enforced[API_STATUS_LIST_MAX];
+	size_t nenforced;
+	struct {
+		const char *key, *why;
+	} not_enforced[API_STATUS_LIST_MAX];
+	size_t nnot_enforced;
+	/* The policy file: its path (NULL: none), why API changes are not
+	 * written back (NULL: they are), and a missing file's fallback. */
+	const char *policy_file;
+	const char *persist_off;
+	bool policy_file_missing;
+	const char *policy_fallback;
+	bool dns_on;
+	struct {
+		uint16_t port;
+		bool udp4, tcp4, udp6, tcp6;
+		size_t cache_entries;
+		size_t nupstreams;
+		struct {
+			char text[API_STATUS_TEXT_MAX];
+			bool healthy;
+		} upstream[API_STATUS_UPSTREAMS_MAX];
+	} dns;
+	bool proxy_on;
+	struct {
+		uint16_t port;
+		uint64_t accepted, passthrough, refused;
+		/* closes by reason (shown when not 0); connections open by
+		 * state (all shown) */
+		struct api_status_count closed[API_STATUS_COUNTS_MAX];
+		size_t nclosed;
+		struct api_status_count open[API_STATUS_COUNTS_MAX];
+		size_t nopen;
+	} proxy;
+	bool learned_on;
+	uint64_t learned; /* addresses in the learned sets */
+};
+
 /*
  * One mutation (/policy, /credential-vault) on its way through the
  * daemon's commit queue. The API owns it; the daemon borrows it from
@@ -144,8 +204,8 @@ struct api_hooks {
 	/* May the vault be written now? false with the 412 message in why
 	 * ("credential proxy is not ready"). NULL: never. */
 	bool (*vault_writable)(void *arg, char *why, size_t whylen);
-	/* Adds the daemon's fields to the /v1/status object. May be NULL. */
-	void (*status)(void *arg, json_t *out);
+	/* Fills the daemon's side of /v1/status (st zeroed). May be NULL. */
+	void (*status)(void *arg, struct api_status *st);
 	/* Called right before /metrics renders: refresh stats from the
 	 * kernel (nft counters). May be NULL. */
 	void (*metrics_refresh)(void *arg);
@@ -154,14 +214,20 @@ struct api_hooks {
 	void *arg;
 };
 
+/*
+ * The API's options. The strings are borrowed for api_new (the API keeps
+ * copies of what it needs later); they are not const because the
+ * daemon's configuration holds this struct as its own and owns them
+ * there (egressd/daemon/config.h, struct config's api).
+ */
 struct api_opts {
-	const char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
-	const char *listen_unix; /* socket path; NULL or "" = none */
+	char *listen_tcp; /* see api_parse_addr; NULL or "" = none */
+	char *listen_unix; /* socket path; NULL or "" = none */
 	/* TLS on the TCP listener: a PEM certificate chain and its key
 	 * (both or neither). The Unix socket stays plain. */
-	const char *tls_cert, *tls_key;
+	char *tls_cert, *tls_key;
 	unsigned unix_mode; /* 0 means API_UNIX_MODE */
-	const char *token; /* copied (and wiped on free); NULL/"" = none */
+	char *token; /* copied (and wiped on free); NULL/"" = none */
 	bool insecure_no_token; /* allow mutations without any token */
 	size_t max_rules; /* 0 = no cap */
 	uint64_t start_time_s; /* process start, for /metrics */

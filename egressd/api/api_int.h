@@ -1,7 +1,11 @@
 /*
- * api_int: what the control API's own files share (api.c: listeners,
- * connections, routing, /policy and the probes; api_vault.c: the
- * Credential Vault routes). Nothing outside egressd/api*.c includes it.
+ * api_int: what the control API's own files share: api.c (listeners,
+ * routing, the module's life), api_conn.c (connections, deadlines,
+ * refusals), api_auth.c (token, backoff), api_reply.c (answers),
+ * api_pending.c (answers waiting for the commit queue), api_policy.c
+ * (/policy), api_status.c (probes, /metrics, /v1/status), api_vault.c
+ * (the Credential Vault routes). Nothing outside egressd/api/ includes it.
+ * Calls go one way: api.c -> the routes -> api_pending.c -> api_reply.c.
  */
 #ifndef EGRESSD_API_INT_H
 #define EGRESSD_API_INT_H
@@ -10,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/event.h>
 #include <event2/http.h>
 #include <jansson.h>
+#include <sys/socket.h>
 
 #include "egressd/api/api.h"
 #include "egressd/api/api_frame.h"
@@ -36,7 +42,7 @@ struct api_peer {
 
 /*
  * One accepted connection, from the bufferevent we create for it until
- * api_sweep finds evhttp has freed that bufferevent. Every byte that
+ * api_conn_sweep finds evhttp has freed that bufferevent. Every byte that
  * arrives passes api_conn_input_cb (an evbuffer callback on the input,
  * run before evhttp reads the bytes), which frames it (api_frame) to run
  * the head and body deadlines and to answer oversized requests itself.
@@ -84,7 +90,7 @@ struct api {
 	/*
 	 * Connections, tracked from accept by the bufferevent we create for
 	 * each (evhttp_set_bevcb). libevent 2.1 has no close hook for a
-	 * server connection, so api_sweep() finds the live ones: a live
+	 * server connection, so api_conn_sweep() finds the live ones: a live
 	 * connection always has its read or write event added on the base.
 	 * At API_CONNS_MAX the listeners pause (new connections wait in the
 	 * kernel backlog) and a timer sweeps until a slot frees.
@@ -161,6 +167,54 @@ void api_reply_text(struct api_req *r, int code, const char *fmt, ...)
 void api_reply_json(struct api_req *r, int code, json_t *o);
 /* 405 "method not allowed" with the Allow header. */
 void api_reply_405(struct api_req *r, const char *allow);
+
+/* The api.request line of r, written when its answer went out
+ * (api_reply.c). */
+void api_reply_log(const struct api_req *r);
+
+/* Probes, metrics and status (api_status.c). */
+void api_status_healthz_cb(struct api_req *r); /* /healthz */
+void api_status_readyz_cb(struct api_req *r); /* /readyz */
+void api_status_metrics_cb(struct api_req *r); /* /metrics */
+void api_status_cb(struct api_req *r); /* /v1/status */
+/*
+ * The probes' and /policy GET's body: {"status":"ok","mode":..,
+ * "enforcementMode":..,"reason":..,"policy":..}, empty fields omitted.
+ * Steals policy; NULL when out of memory.
+ */
+json_t *api_status_body(
+    const char *mode, const char *enf, const char *reason, json_t *policy);
+/* The enforcement_mode hook's answer, "" for none. */
+const char *api_status_enforcement(const struct api *a);
+
+/* The token and the wrong tokens' backoff (api_auth.c). */
+bool api_auth_token_matches(const struct api *a, const char *got);
+/* The request carries the token in force (or none is configured). */
+bool api_auth_authorized(const struct api *a, struct evhttp_request *req);
+/* The backoff key of a peer: family, then the address (IPv6: /64). */
+void api_auth_peer_key(const struct sockaddr *sa, uint8_t key[17]);
+/* A loopback peer or the Unix socket (vault writes may come this way). */
+bool api_auth_peer_local(const struct sockaddr *sa);
+/* Seconds the peer with key still waits; 0: not backing off. */
+unsigned api_auth_backoff_s(struct api *a, const uint8_t key[17], uint64_t now);
+void api_auth_failed(
+    struct api *a, const uint8_t key[17], uint64_t now, const char *peer);
+void api_auth_ok(struct api *a, const uint8_t key[17], uint64_t now);
+
+/* /policy (api_policy.c). */
+void api_policy_cb(struct api_req *r);
+
+/* Connections (api_conn.c). */
+void api_conn_free(struct api_conn *c);
+/* Frees the connections evhttp has freed; resumes paused listeners. */
+void api_conn_sweep(struct api *a);
+void api_conn_sweep_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* evhttp's bufferevent hooks (plain, TLS): a tracked connection each. */
+struct bufferevent *api_conn_bev_cb(struct event_base *base, void *arg);
+struct bufferevent *api_conn_bev_tls_cb(struct event_base *base, void *arg);
+/* evcon holds one of the API_CONNS_MAX slots (taking a free one if it
+ * came in past the cap); false: none is free. */
+bool api_conn_admit(struct api *a, struct evhttp_connection *evcon);
 
 /* The Credential Vault routes (api_vault.c). */
 void api_vault_cb(struct api_req *r); /* /credential-vault */

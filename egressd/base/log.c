@@ -344,6 +344,43 @@ log_format(const struct log *lg, char *buf, size_t buflen, enum log_level lvl,
 }
 
 /* log_format with the timestamp's seconds already written (buflen >= 64). */
+/* One field's value as JSON (its key is written already). */
+static void
+log_put_value(struct log_buf *b, const struct log_field *f)
+{
+	char tmp[64];
+
+	switch (f->type) {
+	case LOG_T_STR:
+		if (f->v.s == NULL)
+			log_puts(b, "null");
+		else
+			log_put_json_str(b, f->v.s, LOG_FIELD_STR_MAX);
+		break;
+	case LOG_T_INT:
+		log_put_i64(b, f->v.i);
+		break;
+	case LOG_T_UINT:
+		log_put_u64(b, f->v.u);
+		break;
+	case LOG_T_BOOL:
+		log_puts(b, f->v.b ? "true" : "false");
+		break;
+	case LOG_T_DOUBLE:
+		/* JSON has no NaN/Inf. */
+		if (f->v.d != f->v.d || f->v.d > 1e300 || f->v.d < -1e300)
+			log_puts(b, "null");
+		else {
+			(void)snprintf(tmp, sizeof(tmp), "%.6g", f->v.d);
+			log_puts(b, tmp);
+		}
+		break;
+	default:
+		log_puts(b, "null");
+		break;
+	}
+}
+
 static size_t
 log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
     unsigned ms, enum log_level lvl, const char *ev,
@@ -378,37 +415,7 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 				whole = b->len;
 			continue;
 		}
-		switch (f->type) {
-		case LOG_T_STR:
-			if (f->v.s == NULL)
-				log_puts(b, "null");
-			else
-				log_put_json_str(b, f->v.s, LOG_FIELD_STR_MAX);
-			break;
-		case LOG_T_INT:
-			log_put_i64(b, f->v.i);
-			break;
-		case LOG_T_UINT:
-			log_put_u64(b, f->v.u);
-			break;
-		case LOG_T_BOOL:
-			log_puts(b, f->v.b ? "true" : "false");
-			break;
-		case LOG_T_DOUBLE:
-			/* JSON has no NaN/Inf. */
-			if (f->v.d != f->v.d || f->v.d > 1e300 ||
-			    f->v.d < -1e300)
-				log_puts(b, "null");
-			else {
-				(void)snprintf(
-				    tmp, sizeof(tmp), "%.6g", f->v.d);
-				log_puts(b, tmp);
-			}
-			break;
-		default:
-			log_puts(b, "null");
-			break;
-		}
+		log_put_value(b, f);
 		if (!b->trunc)
 			whole = b->len;
 	}

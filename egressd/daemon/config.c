@@ -21,9 +21,10 @@
 /*
  * The numbers come from defaults.h (and the bounds it names), printed
  * rather than spelled out here, so the help cannot drift from the code.
+ * Two halves: the policy, API, resolver and nftables flags here ...
  */
-void
-config_usage(FILE *f)
+static void
+config_usage_core(FILE *f)
 {
 	fprintf(f,
 	    "usage: egressd [options]\n"
@@ -59,7 +60,19 @@ config_usage(FILE *f)
 	    "                          of inbound connections leave only from "
 	    "the\n"
 	    "                          pinned ports and the API port "
-	    "(repeatable)\n"
+	    "(repeatable)\n",
+	    EGRESSD_DEFAULT_RULES_DIR, EGRESSD_DEFAULT_HTTP_ADDR,
+	    (unsigned)EGRESSD_DEFAULT_MAX_RULES, (unsigned)POLICY_FILE_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_PORT,
+	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
+	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK);
+}
+
+/* ... the proxy, vault, learned sets and logging flags here. */
+static void
+config_usage_rest(FILE *f)
+{
+	fprintf(f,
 	    "  --proxy                 transparent proxy on intercepted ports "
 	    "(env\n"
 	    "                          "
@@ -100,11 +113,6 @@ config_usage(FILE *f)
 	    "  --log-file FILE         JSON lines to FILE (reopened on "
 	    "SIGUSR1)\n"
 	    "  --version, --help\n",
-	    EGRESSD_DEFAULT_RULES_DIR, EGRESSD_DEFAULT_HTTP_ADDR,
-	    (unsigned)EGRESSD_DEFAULT_MAX_RULES, (unsigned)POLICY_FILE_MAX,
-	    (unsigned)EGRESSD_DEFAULT_DNS_PORT,
-	    (unsigned)EGRESSD_DNS_TIMEOUT_S_MAX,
-	    (unsigned)EGRESSD_DEFAULT_DNS_TIMEOUT_S, EGRESSD_DEFAULT_MARK,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_PORT,
 	    (unsigned)EGRESSD_PROXY_CONNS_MAX_MAX,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_CONNS_MAX,
@@ -114,6 +122,13 @@ config_usage(FILE *f)
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
 	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
 	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
+}
+
+void
+config_usage(FILE *f)
+{
+	config_usage_core(f);
+	config_usage_rest(f);
 }
 
 static const char *const config_vault_compressed_names[] = {
@@ -150,11 +165,11 @@ config_init(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->mode = CONFIG_MODE_DNS_NFT;
-	c->http_addr = strdup(EGRESSD_DEFAULT_HTTP_ADDR);
+	c->api.listen_tcp = strdup(EGRESSD_DEFAULT_HTTP_ADDR);
 	c->rules_dir = strdup(EGRESSD_DEFAULT_RULES_DIR);
 	c->trust_dir = strdup(EGRESSD_DEFAULT_TRUST_DIR);
 	c->state_dir = strdup(EGRESSD_DEFAULT_STATE_DIR);
-	c->max_rules = EGRESSD_DEFAULT_MAX_RULES;
+	c->api.max_rules = EGRESSD_DEFAULT_MAX_RULES;
 	c->learned_max = EGRESSD_DEFAULT_LEARNED_MAX;
 	c->policy_file_max = POLICY_FILE_MAX;
 	c->dns_port = EGRESSD_DEFAULT_DNS_PORT;
@@ -185,10 +200,10 @@ config_strlist_clear(struct config_strlist *l)
 static void
 config_wipe_token(struct config *c)
 {
-	if (c->token != NULL) {
-		secmem_wipe(c->token, strlen(c->token));
-		free(c->token);
-		c->token = NULL;
+	if (c->api.token != NULL) {
+		secmem_wipe(c->api.token, strlen(c->api.token));
+		free(c->api.token);
+		c->api.token = NULL;
 	}
 }
 
@@ -198,10 +213,10 @@ config_clear(struct config *c)
 	free(c->policy_file);
 	free(c->rules_json);
 	free(c->rules_dir);
-	free(c->http_addr);
-	free(c->api_socket);
-	free(c->api_tls_cert);
-	free(c->api_tls_key);
+	free(c->api.listen_tcp);
+	free(c->api.listen_unix);
+	free(c->api.tls_cert);
+	free(c->api.tls_key);
 	config_wipe_token(c);
 	free(c->token_file);
 	free(c->dns_upstreams);
@@ -444,7 +459,7 @@ config_set_http_addr(
 		    hp.port == 0)
 			goto bad;
 	}
-	return config_set_str(&c->http_addr, s, what, e);
+	return config_set_str(&c->api.listen_tcp, s, what, e);
 bad:
 	err_set(
 	    e, "%s: \"%.64s\" is not HOST:PORT, [V6]:PORT or :PORT", what, s);
@@ -492,7 +507,7 @@ config_set_token(
 	config_wipe_token(c);
 	if (n == 0)
 		return 0;
-	if ((c->token = strndup(s, n)) == NULL) {
+	if ((c->api.token = strndup(s, n)) == NULL) {
 		err_set(e, "%s: out of memory", what);
 		return -1;
 	}
@@ -603,7 +618,7 @@ struct config_field {
 static const struct config_field config_fields[] = {
     [K_RULES] = {CF_STR, CF_AT(rules_json), 0, 0},
     [K_POLICY_FILE] = {CF_STR, CF_AT(policy_file), 0, 0},
-    [K_MAX_RULES] = {CF_UINT, CF_AT(max_rules), 0, POLICY_FILE_RULES_MAX},
+    [K_MAX_RULES] = {CF_UINT, CF_AT(api.max_rules), 0, POLICY_FILE_RULES_MAX},
     [K_POLICY_FILE_MAX] = {CF_UINT, CF_AT(policy_file_max),
         EGRESSD_POLICY_FILE_MAX_MIN, POLICY_FILE_CEILING},
     [K_SANDBOX_ID] = {CF_STR, CF_AT(sandbox_id), 0, 0},
@@ -628,9 +643,9 @@ static const struct config_field config_fields[] = {
     [K_TRUST_DIR] = {CF_STR, CF_AT(trust_dir), 0, 0},
     [K_SSL_INSECURE] = {CF_BOOL, CF_AT(ssl_insecure), 0, 0},
     [K_TOKEN_FILE] = {CF_STR, CF_AT(token_file), 0, 0},
-    [K_API_SOCKET] = {CF_STR, CF_AT(api_socket), 0, 0},
-    [K_API_TLS_CERT] = {CF_STR, CF_AT(api_tls_cert), 0, 0},
-    [K_API_TLS_KEY] = {CF_STR, CF_AT(api_tls_key), 0, 0},
+    [K_API_SOCKET] = {CF_STR, CF_AT(api.listen_unix), 0, 0},
+    [K_API_TLS_CERT] = {CF_STR, CF_AT(api.tls_cert), 0, 0},
+    [K_API_TLS_KEY] = {CF_STR, CF_AT(api.tls_key), 0, 0},
     [K_RULES_DIR] = {CF_STR, CF_AT(rules_dir), 0, 0},
     [K_LOG_FILE] = {CF_STR, CF_AT(log_file), 0, 0},
     [K_DNS_PORT] = {CF_PORT, CF_AT(dns_port), 0, 0},
@@ -638,7 +653,7 @@ static const struct config_field config_fields[] = {
     [K_LEARNED_MAX] = {CF_UINT, CF_AT(learned_max), NFT_LEARNED_MAX_MIN,
         NFT_LEARNED_MAX_LIMIT},
     [K_TEARDOWN] = {CF_BOOL, CF_AT(teardown_on_exit), 0, 0},
-    [K_INSECURE_NO_TOKEN] = {CF_BOOL, CF_AT(api_insecure_no_token), 0, 0},
+    [K_INSECURE_NO_TOKEN] = {CF_BOOL, CF_AT(api.insecure_no_token), 0, 0},
     [K_FAILPOINT] = {CF_STR, CF_AT(failpoint), 0, 0},
     [K_VAULT_REQUIRE_MLOCK] = {CF_BOOL, CF_AT(vault_require_mlock), 0, 0},
 };
@@ -901,7 +916,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("api-tls-key", K_API_TLS_KEY),
     CF_KEY("api-token-file", K_TOKEN_FILE),
     {"api-token", F_KEY, K_TOKEN, 0, 0, true},
-    CF_TRUE("api-insecure-no-token", api_insecure_no_token),
+    CF_TRUE("api-insecure-no-token", api.insecure_no_token),
     CF_KEY("max-rules", K_MAX_RULES),
     CF_KEY("policy-file-max", K_POLICY_FILE_MAX),
     {"dns-upstream", F_LIST, K_UPSTREAM, 0, 0, false},
@@ -1115,10 +1130,10 @@ config_finish(struct config *c, struct err *e)
 {
 	if (c->token_file != NULL && config_read_token_file(c, e) == -1)
 		return -1;
-	if (c->token != NULL) {
-		size_t i, n = strlen(c->token);
+	if (c->api.token != NULL) {
+		size_t i, n = strlen(c->api.token);
 		for (i = 0; i < n; i++) {
-			unsigned char ch = (unsigned char)c->token[i];
+			unsigned char ch = (unsigned char)c->api.token[i];
 			if (ch <= 0x20 || ch == 0x7f) {
 				err_set(e,
 				    "API token: must not contain "
@@ -1136,7 +1151,7 @@ config_finish(struct config *c, struct err *e)
 		    "redirect to it is an nftables rule)");
 		return -1;
 	}
-	if ((c->api_tls_cert == NULL) != (c->api_tls_key == NULL)) {
+	if ((c->api.tls_cert == NULL) != (c->api.tls_key == NULL)) {
 		err_set(e, "--api-tls-cert and --api-tls-key go together");
 		return -1;
 	}

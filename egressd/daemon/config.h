@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "egressd/api/api.h"
 #include "egressd/base/defaults.h"
 #include "egressd/base/log.h"
 #include "util/err.h"
@@ -55,16 +56,18 @@ struct config {
 	char *rules_json; /* OPENSANDBOX_EGRESS_RULES (used without a file) */
 	char *rules_dir; /* always-rules directory */
 
-	/* Control API. */
-	char *http_addr; /* "" disables TCP */
-	char *api_socket;
-	/* TLS on the TCP API (both or neither): vault writes from off the
-	 * pod need it (contract §4, 426 otherwise). */
-	char *api_tls_cert, *api_tls_key;
-	char *token; /* secret: wiped by config_clear, never logged */
+	/*
+	 * Control API: the module's own options (api.h), parsed into in
+	 * place and owned here (config_clear frees the strings and wipes the
+	 * token); the daemon adds only what is not configuration (start
+	 * time, log, stats). listen_tcp: --http-addr, "" disables TCP;
+	 * listen_unix: --api-socket; tls_cert, tls_key: TLS on the TCP API
+	 * (both or neither: vault writes from off the pod need it, contract
+	 * §4, 426 otherwise); token: secret, never logged; max_rules: 0 = no
+	 * cap.
+	 */
+	struct api_opts api;
 	char *token_file;
-	bool api_insecure_no_token;
-	size_t max_rules; /* 0 = no cap */
 	/* Bytes of the policy file (operator's, trusted): --policy-file-max,
 	 * default POLICY_FILE_MAX (sized from the rule cap). */
 	size_t policy_file_max;

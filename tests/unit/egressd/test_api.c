@@ -156,10 +156,15 @@ fx_healthy(void *arg, char *comp, size_t len)
 }
 
 static void
-fx_status(void *arg, json_t *out)
+fx_status(void *arg, struct api_status *st)
 {
 	(void)arg;
-	json_object_set_new(out, "enforced", json_string("dns, nft"));
+	st->configured_mode = "dns+nft";
+	st->enforced[st->nenforced++] = "dns-filter";
+	st->enforced[st->nenforced++] = "nft-default-deny";
+	st->not_enforced[st->nnot_enforced].key = "transparentProxy";
+	st->not_enforced[st->nnot_enforced++].why = "off (--proxy)";
+	st->policy_file = "/etc/egressd/policy.yaml";
 }
 
 static const char *
@@ -1074,8 +1079,21 @@ test_status(void **state)
 	assert_true(json_is_false(json_object_get(o, "ready")));
 	assert_string_equal(
 	    json_string_value(json_object_get(o, "notReady")), "nft not ready");
+	/* The daemon's side: the hook's plain struct, rendered here. */
 	assert_string_equal(
-	    json_string_value(json_object_get(o, "enforced")), "dns, nft");
+	    json_string_value(json_object_get(o, "configuredMode")), "dns+nft");
+	l = json_object_get(o, "enforced");
+	assert_int_equal(json_array_size(l), 2);
+	assert_string_equal(
+	    json_string_value(json_array_get(l, 0)), "dns-filter");
+	assert_string_equal(
+	    json_string_value(json_array_get(l, 1)), "nft-default-deny");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_object_get(o, "notEnforced"), "transparentProxy")),
+	    "off (--proxy)");
+	assert_null(json_object_get(o, "dns"));
+	assert_null(json_object_get(o, "proxy"));
 	p = json_object_get(o, "policy");
 	assert_int_equal(json_integer_value(json_object_get(p, "revision")), 1);
 	assert_string_equal(
@@ -1083,6 +1101,8 @@ test_status(void **state)
 	assert_string_equal(
 	    json_string_value(json_object_get(p, "mode")), "enforcing");
 	assert_int_equal(json_integer_value(json_object_get(p, "rules")), 2);
+	assert_string_equal(json_string_value(json_object_get(p, "file")),
+	    "/etc/egressd/policy.yaml");
 	api = json_object_get(o, "api");
 	assert_string_equal(
 	    json_string_value(json_object_get(api, "auth")), "token");

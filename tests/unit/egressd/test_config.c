@@ -21,15 +21,15 @@ test_defaults(void **state)
 
 	config_init(&c);
 	assert_int_equal(c.mode, CONFIG_MODE_DNS_NFT);
-	assert_string_equal(c.http_addr, ":18080");
+	assert_string_equal(c.api.listen_tcp, ":18080");
 	assert_int_equal(c.dns_port, 15353);
 	assert_int_equal(c.proxy_port, 18081);
-	assert_int_equal(c.max_rules, 4096);
+	assert_int_equal(c.api.max_rules, 4096);
 	assert_int_equal(c.mark, 1);
 	assert_int_equal(c.dns_timeout_s, 5);
 	assert_int_equal(c.dns_probe_interval_s, 30);
 	assert_string_equal(c.rules_dir, "/var/egress/rules");
-	assert_null(c.token);
+	assert_null(c.api.token);
 	config_clear(&c);
 }
 
@@ -61,9 +61,9 @@ test_env_all(void **state)
 	assert_int_equal(config_from_env(&c, env, &e), 0);
 	assert_int_equal(c.mode, CONFIG_MODE_DNS);
 	assert_string_equal(c.policy_file, "/etc/p.yaml");
-	assert_string_equal(c.http_addr, "127.0.0.1:9000");
-	assert_string_equal(c.token, "s3cr3t");
-	assert_int_equal(c.max_rules, 0);
+	assert_string_equal(c.api.listen_tcp, "127.0.0.1:9000");
+	assert_string_equal(c.api.token, "s3cr3t");
+	assert_int_equal(c.api.max_rules, 0);
 	assert_int_equal(c.ndns_upstreams, 2);
 	assert_string_equal(c.dns_upstreams[0].text, "198.51.100.1:53");
 	assert_string_equal(c.dns_upstreams[1].text, "[2001:db8::1]:5353");
@@ -203,7 +203,7 @@ test_token_arg_wiped(void **state)
 
 	config_init(&c);
 	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
-	assert_string_equal(c.token, "hunter2-token");
+	assert_string_equal(c.api.token, "hunter2-token");
 	assert_null(strstr(a2, "hunter2"));
 	config_clear(&c);
 }
@@ -223,7 +223,7 @@ test_token_file(void **state)
 	config_init(&c);
 	c.token_file = strdup(path);
 	assert_int_equal(config_finish(&c, &e), 0);
-	assert_string_equal(c.token, "filetoken");
+	assert_string_equal(c.api.token, "filetoken");
 	config_clear(&c);
 
 	/* Two lines are refused, and the message never shows the token. */

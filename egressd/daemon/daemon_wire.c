@@ -1,0 +1,297 @@
+/*
+ * daemon_wire: the deny webhook, the resolver and the transparent proxy
+ * wired to the daemon: each module's options from the configuration and
+ * the hooks through which it asks the daemon (the policy in force, the
+ * proxy's judge, the vault in force).
+ */
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include "egressd/base/log.h"
+#include "egressd/daemon/config.h"
+#include "egressd/daemon/daemon_int.h"
+#include "egressd/daemon/webhook.h"
+#include "egressd/dns/dns.h"
+#include "egressd/nft/nft.h"
+#include "egressd/proxy/proxy.h"
+#include "policy/policy.h"
+#include "util/addr.h"
+#include "vault/vault.h"
+
+struct policy *
+daemon_wire_policy_get_cb(void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return d->policy;
+}
+
+static void
+egressd_on_deny_cb(void *arg, const char *qname, const char *reason)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	webhook_notify(d->webhook, qname, reason);
+}
+
+/*
+ * The deny webhook's target comes from operator configuration only and its
+ * traffic is egressd's own (marked): the sandbox policy neither has to
+ * allow it nor lets the sandbox reach it. Its host must be an IP literal:
+ * egressd does not resolve its own notification target.
+ */
+int
+daemon_wire_webhook(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	struct webhook_url u;
+	struct sockaddr_storage ss;
+	struct addr a;
+	socklen_t sl;
+
+	if (c->deny_webhook == NULL || c->deny_webhook[0] == '\0')
+		return 0;
+	if (webhook_parse_url(c->deny_webhook, &u, e) == -1)
+		goto fail;
+	if (!addr_parse_ip(u.host, strlen(u.host), &a)) {
+		err_set(e, "host \"%s\" must be an IP address literal", u.host);
+		goto fail;
+	}
+	sl = addr_to_sockaddr(&a, u.port, &ss);
+	d->webhook = webhook_new(d->base, &u, (struct sockaddr *)&ss, sl,
+	    c->mark, c->sandbox_id, d->log, e);
+	if (d->webhook == NULL)
+		goto fail;
+	return 0;
+fail:
+	err_prefix(e, "OPENSANDBOX_EGRESS_DENY_WEBHOOK");
+	return -1;
+}
+
+/* A credential goes only to an address the resolver learned for its
+ * binding's host itself (proxy.h, "learned"): IP rules do not count. */
+static bool
+egressd_proxy_learned_cb(void *arg, const char *name, const struct addr *dst)
+{
+	struct egressd *d = egressd_arg(arg);
+	const char *names[NFT_NAMES_PER_ADDR];
+	size_t i, n;
+
+	if (d->nft == NULL)
+		return false;
+	n = nft_learned_lookup(d->nft, dst->family == AF_INET ? 4 : 6, dst->a,
+	    names, NFT_NAMES_PER_ADDR);
+	for (i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Upstreams: flags/env win, then the policy file's dns.upstreams. */
+/*
+ * The proxy's decision for a name at the original destination: the name
+ * must be allowed for TCP to that port, and the destination must be an
+ * address the resolver learned for exactly that name (the shared-IP and
+ * fronting defence: an allowed name does not open another name's
+ * address), unless an explicit IP/CIDR rule allows the address itself.
+ */
+static enum proxy_reason
+egressd_proxy_judge_cb(
+    void *arg, const char *name, const struct addr *dst, uint16_t port)
+{
+	struct egressd *d = egressd_arg(arg);
+	struct policy_reach reach;
+	struct addr lit;
+	int fam;
+
+	fam = dst->family == AF_INET ? 4 : 6;
+	if (addr_parse_ip(name, strlen(name), &lit))
+		return lit.family == dst->family &&
+		        memcmp(lit.a, dst->a, fam == 4 ? 4 : 16) == 0 &&
+		        policy_addr_explicitly_allowed(
+		            d->policy, fam, dst->a, POLICY_PROTO_TCP, port)
+		    ? PROXY_OK
+		    : PROXY_SNI_IP;
+	if (policy_match_domain_reach(d->policy, name, NULL, &reach) !=
+	        POLICY_ALLOW ||
+	    !policy_reach_allows(&reach, POLICY_PROTO_TCP, port))
+		return PROXY_NAME_DENIED;
+	if (policy_addr_explicitly_allowed(
+	        d->policy, fam, dst->a, POLICY_PROTO_TCP, port))
+		return PROXY_OK;
+	return egressd_proxy_learned_cb(arg, name, dst) ? PROXY_OK
+	                                                : PROXY_ADDR_MISMATCH;
+}
+
+/* Terminate when a binding of the vault in force could match sni on
+ * port (the scheme follows the port). */
+static bool
+egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return d->vault != NULL && vault_host_bound(d->vault, sni, port);
+}
+
+/* The vault in force, lent (daemon.h, "Hooks"). */
+static struct vault *
+egressd_proxy_vault_cb(void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return d->vault;
+}
+
+/* With the proxy on, every answer loses its ECH keys (clients then send
+ * a plain SNI the proxy can judge). */
+static bool
+egressd_intercepted_cb(void *arg, const char *name)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	(void)name;
+	return d->proxy != NULL;
+}
+
+/* The start-up vault's arena is not locked (vault_locked): said once,
+ * with the limit that refused it; fatal with --vault-require-mlock. */
+static int
+egressd_vault_unlocked(struct egressd *d, struct err *e)
+{
+	bool fatal = d->cfg->vault_require_mlock;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == -1)
+		rl.rlim_cur = 0;
+	if (!fatal) {
+		log_warn(d->log, "vault.mlock_failed",
+		    LOG_U("memlock_limit", rl.rlim_cur), LOG_B("fatal", false),
+		    LOG_S("effect", "credential values may be swapped out"));
+		return 0;
+	}
+	log_error(d->log, "vault.mlock_failed",
+	    LOG_U("memlock_limit", rl.rlim_cur), LOG_B("fatal", true));
+	err_set(e,
+	    "credential vault: mlock refused (RLIMIT_MEMLOCK %llu bytes) "
+	    "and --vault-require-mlock is set: give egressd CAP_IPC_LOCK "
+	    "or a larger memlock limit",
+	    (unsigned long long)rl.rlim_cur);
+	return -1;
+}
+
+int
+daemon_wire_proxy(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	struct proxy_opts o;
+	struct proxy_hooks h;
+
+	if (!c->proxy_transparent)
+		return 0;
+	if ((d->vault = vault_new(d->policy, NULL, e)) == NULL) {
+		err_prefix(e, "credential vault");
+		return -1;
+	}
+	if (!vault_locked(d->vault) && egressd_vault_unlocked(d, e) == -1)
+		return -1;
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	o.port = c->proxy_port;
+	o.conns_max = c->proxy_conns_max;
+	o.buf_max = c->proxy_buffer_mb << 20;
+	o.head_ms = c->proxy_head_timeout_s * 1000;
+	o.mark = c->mark;
+	o.state_dir = c->state_dir;
+	o.ca_bundle = c->ca_bundle;
+	o.ca_key_file = c->ca_key_file;
+	o.ca_cert_file = c->ca_cert_file;
+	o.trust_dir = c->trust_dir;
+	o.ssl_insecure = c->ssl_insecure;
+	o.vault_decode = c->vault_compressed == CONFIG_VAULT_COMPRESSED_DECODE;
+	h.judge = egressd_proxy_judge_cb;
+	h.terminate = egressd_proxy_terminate_cb;
+	h.vault_get = egressd_proxy_vault_cb;
+	h.learned = egressd_proxy_learned_cb;
+	h.arg = d;
+	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
+		return -1;
+	log_info(
+	    d->log, "proxy.listening", LOG_U("port", proxy_port(d->proxy)));
+	return 0;
+}
+
+int
+daemon_wire_dns(struct egressd *d, struct err *e)
+{
+	const struct config *c = d->cfg;
+	const char *ups[DNS_UPSTREAMS_MAX];
+	struct dns_opts o;
+	struct dns_hooks h;
+	size_t i, n = 0;
+
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	if (c->ndns_upstreams > DNS_UPSTREAMS_MAX ||
+	    d->policy->dns.nupstreams > DNS_UPSTREAMS_MAX) {
+		err_set(e, "more than %d DNS upstreams", DNS_UPSTREAMS_MAX);
+		return -1;
+	}
+	if (c->ndns_upstreams > 0)
+		for (i = 0; i < c->ndns_upstreams; i++)
+			ups[n++] = c->dns_upstreams[i].text;
+	else
+		for (i = 0; i < d->policy->dns.nupstreams; i++)
+			ups[n++] = d->policy->dns.upstreams[i];
+	o.port = c->dns_port;
+	o.mark = c->mark;
+	o.upstreams = ups;
+	o.nupstreams = n;
+	o.timeout_ms = c->dns_timeout_s * 1000;
+	o.attempt_timeout_ms = o.timeout_ms < DNS_UPSTREAM_ATTEMPT_MS_DEFAULT
+	    ? o.timeout_ms
+	    : DNS_UPSTREAM_ATTEMPT_MS_DEFAULT;
+	o.probe_name = c->dns_probe;
+	o.probe_interval_ms = c->dns_probe_interval_s * 1000;
+	h.policy_get = daemon_wire_policy_get_cb;
+	h.learn = d->nft != NULL ? daemon_nft_learn_cb : NULL;
+	h.learn_submit = d->nft != NULL ? daemon_nft_learn_submit_cb : NULL;
+	h.learn_cancel = d->nft != NULL ? daemon_nft_learn_cancel_cb : NULL;
+	h.on_deny = d->webhook != NULL ? egressd_on_deny_cb : NULL;
+	h.intercepted = c->proxy_transparent ? egressd_intercepted_cb : NULL;
+	h.arg = d;
+	if ((d->dns = dns_new(d->base, &o, &h, d->log, &d->stats, e)) == NULL) {
+		err_prefix(e, "resolver");
+		return -1;
+	}
+	d->dns_ok = true;
+	return 0;
+}
+
+/*
+ * The policy file may change dns.upstreams; flags and environment win
+ * over it, so only follow the file when they named none.
+ */
+void
+daemon_wire_follow_upstreams(
+    struct egressd *d, const struct policy *old, const struct policy *next)
+{
+	struct err e = {""};
+	size_t i;
+	bool same = old->dns.nupstreams == next->dns.nupstreams;
+
+	if (d->dns == NULL || d->cfg->ndns_upstreams > 0)
+		return;
+	for (i = 0; same && i < next->dns.nupstreams; i++)
+		same =
+		    strcmp(old->dns.upstreams[i], next->dns.upstreams[i]) == 0;
+	if (same)
+		return;
+	if (dns_set_upstreams(d->dns, (const char *const *)next->dns.upstreams,
+	        next->dns.nupstreams, &e) == -1)
+		log_error(
+		    d->log, "dns.upstreams_failed", LOG_S("error", e.msg));
+	else
+		log_info(d->log, "dns.upstreams_changed",
+		    LOG_U("count", next->dns.nupstreams));
+}
