@@ -27,11 +27,6 @@ KNOWN = {
     ("nft_ct.c", "nft_ctdump.c", "nft_live.c"):
         "issue 35: the conntrack dump engine (nft_ctdump.c) becomes a leaf "
         "with callbacks; nft_ct.c and nft_live.c call it, not it them",
-    ("api.c", "api_vault.c"):
-        "issue 35: api.c calls api_vault.c's handlers and api_vault.c "
-        "api.c's reply/pending helpers; the helpers become their own file "
-        "(or the handlers are registered through a table) so api.c is the "
-        "only caller",
 }
 
 
