@@ -46,7 +46,7 @@ egressd_reload_cb(evutil_socket_t fd, short what, void *arg)
 	egressd_reload(d, "inotify");
 }
 
-/* TERM, INT: leave the loop; egressd_free() then tears down. */
+/* TERM, INT: leave the loop; daemon_free() then tears down. */
 static void
 egressd_signal_stop(struct egressd *d, const char *name)
 {
@@ -253,7 +253,7 @@ egressd_log_flush_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-egressd_run(struct egressd *d)
+daemon_run(struct egressd *d)
 {
 	struct dns_status ds;
 	struct event *flush;
@@ -327,7 +327,7 @@ egressd_clear(struct egressd *d)
 }
 
 struct egressd *
-egressd_new(const struct config *cfg, struct log *lg, struct err *e)
+daemon_new(const struct config *cfg, struct log *lg, struct err *e)
 {
 	struct egressd *d = calloc(1, sizeof(*d));
 
@@ -344,7 +344,7 @@ egressd_new(const struct config *cfg, struct log *lg, struct err *e)
 }
 
 void
-egressd_free(struct egressd *d)
+daemon_free(struct egressd *d)
 {
 	if (d == NULL)
 		return;

@@ -4,7 +4,7 @@
  * struct egressd is the only home of mutable daemon state (STYLE.md): the
  * event base, the current policy snapshot, the nft, dns and api modules,
  * counters and the reload machinery. Opaque: main() owns it through
- * egressd_new/egressd_free; every module gets a borrowed pointer to what
+ * daemon_new/daemon_free; every module gets a borrowed pointer to what
  * it needs, never to the whole context, except through the hooks below.
  *
  * Hooks (the dns_hooks, api_hooks, ... the daemon fills in): one ownership
@@ -37,11 +37,11 @@ struct log;
  * down again, nft rules it had applied left in force: fail closed). cfg
  * and lg are borrowed and must outlive it.
  */
-struct egressd *egressd_new(
+struct egressd *daemon_new(
     const struct config *cfg, struct log *lg, struct err *e);
 /* Runs the loop until SIGTERM/SIGINT. Returns the exit code. */
-int egressd_run(struct egressd *d);
+int daemon_run(struct egressd *d);
 /* Stops and frees everything d owns; NULL is fine. */
-void egressd_free(struct egressd *d);
+void daemon_free(struct egressd *d);
 
 #endif

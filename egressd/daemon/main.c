@@ -118,15 +118,15 @@ main(int argc, char **argv)
 		config_clear(&cfg);
 		return 2;
 	}
-	if ((d = egressd_new(&cfg, &lg, &e)) == NULL) {
+	if ((d = daemon_new(&cfg, &lg, &e)) == NULL) {
 		log_error(&lg, "egressd.start_failed", LOG_S("error", e.msg));
 		fprintf(stderr, "egressd: %s\n", e.msg);
 		log_clear(&lg);
 		config_clear(&cfg);
 		return 1;
 	}
-	rc = egressd_run(d);
-	egressd_free(d);
+	rc = daemon_run(d);
+	daemon_free(d);
 	log_clear(&lg);
 	config_clear(&cfg);
 	return rc;

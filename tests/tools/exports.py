@@ -30,11 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import srctree  # noqa: E402
 
 ALLOWED = {
-    # daemon.c: the daemon context is struct egressd; issue 35 moves it
-    # to daemon/ (egressd.c, or renamed daemon_*).
-    "egressd_free": "daemon.c, struct egressd's lifecycle (issue 35)",
-    "egressd_new": "daemon.c, struct egressd's lifecycle (issue 35)",
-    "egressd_run": "daemon.c, struct egressd's loop (issue 35)",
 }
 
 
