@@ -1,16 +1,18 @@
 /*
  * dns_int: what the resolver's files share (not for other modules, which
- * use dns.h): the structs, and what each file offers the others. The call
- * graph between them has no cycle:
+ * use dns.h): the structs, and what each file offers the others. Each file
+ * calls only files below it (no call cycle):
  *
- *   dns.c (life cycle: dns_new, dns_free, status)
- *    -> dns_listen.c (UDP sockets, TCP listener, framing of TCP queries)
- *        -> dns_pipeline.c (one query: parse, local, policy, cache, upstream)
- *            -> dns_release.c (answer policy, learn, then the reply)
- *                -> dns_send.c (the reply, over the query's transport)
- *                    -> dns_conn.c (a TCP connection's state, its one close path)
- *   and dns_log.c (denials, warnings), dns_req.c (queries in flight) below
- *   them all.
+ *   dns.c           life cycle: dns_new, dns_free, status, reload
+ *   dns_listen.c    UDP sockets, TCP listener and accept, TCP framing
+ *   dns_pipeline.c  one query: parse, local names, policy, cache, upstream
+ *   dns_release.c   an answer: answer policy, learn, then the reply
+ *   dns_send.c      the reply, over the transport the query came by
+ *   dns_conn.c      a TCP connection's state and its one close path
+ *   dns_log.c       dns.deny (aggregated) and rate-limited warnings
+ *   dns_req.c       queries in flight
+ *
+ * and, beside them, dns_cache.c and dns_upstream*.c (own headers).
  */
 #ifndef EGRESSD_DNS_INT_H
 #define EGRESSD_DNS_INT_H
