@@ -1,11 +1,12 @@
 /*
- * dns_upstream: upstream list parsing, c-ares channels in libevent,
- * failover within a budget, passive and active health.
+ * dns_upstream: c-ares channels in libevent, failover within a budget,
+ * passive and active health. The pure part (addresses, resolv.conf, query
+ * bytes) is dns_upstream_parse.c.
  */
 #include "egressd/dns/dns_upstream.h"
+#include "egressd/dns/dns_upstream_int.h"
 #include "egressd/base/sock.h"
 #include "util/addr.h"
-#include "util/fileread.h"
 #include "util/now.h"
 
 #include <arpa/inet.h>
@@ -22,310 +23,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-#define DNS_UPSTREAM_MAGIC 0x44555053u /* "DUPS" set */
-#define DNS_UPSTREAM_CHAN_MAGIC 0x4455434eu /* "DUCN" channel */
-#define DNS_UPSTREAM_REQ_MAGIC 0x44555251u /* "DURQ" request */
-#define DNS_UPSTREAM_ATT_MAGIC 0x44554154u /* "DUAT" attempt */
-#define DNS_UPSTREAM_DEAD_MAGIC 0xdeadd0d0u
-
-/* One fd c-ares asked us to watch. */
-struct dns_upstream_fd {
-	struct dns_upstream_fd *next;
-	int fd;
-	short what; /* EV_READ|EV_WRITE */
-	struct event *ev;
-};
-
-struct dns_upstream;
-
-struct dns_upstream_chan {
-	uint32_t magic;
-	struct dns_upstream *up;
-	bool tcp;
-	ares_channel ch;
-	bool ch_ok;
-	struct event *timer;
-	struct dns_upstream_fd *fds;
-};
-
-struct dns_upstream {
-	struct dns_upstreams *set;
-	struct dns_upstream_addr addr;
-	struct dns_upstream_chan udp, tcp;
-	bool healthy;
-	bool probing;
-	unsigned consecutive_failures;
-	uint64_t queries, failures;
-	uint64_t last_ok_ms, last_fail_ms;
-	unsigned last_rtt_ms;
-	/* Smoothed round trip and its variation (RFC 6298 style), ms. */
-	bool have_rtt;
-	unsigned srtt_ms, rttvar_ms;
-};
-
-struct dns_upstream_attempt {
-	uint32_t magic;
-	struct dns_upstream *up;
-	struct dns_upstream_req *req; /* NULL: probe, or orphaned */
-	bool probe;
-	bool tcp; /* on the upstream's TCP channel (TCP query or TC retry) */
-	bool counted; /* our timer already counted it as failed */
-	bool hedged; /* our timer fires before the attempt timeout */
-	uint64_t start_ms;
-};
-
-/* Attempts one request may have outstanding (current + stragglers). */
-#define DNS_UPSTREAM_ATTEMPTS_MAX (DNS_UPSTREAMS_MAX * DNS_UPSTREAM_ROUNDS_MAX)
-
-struct dns_upstream_req {
-	uint32_t magic;
-	struct dns_upstreams *set;
-	LIST_ENTRY(dns_upstream_req) entry; /* set->reqs */
-	uint8_t *query;
-	size_t qlen;
-	bool tcp;
-	bool in_send; /* inside ares_send: failures are deferred */
-	unsigned attempt_ms;
-	uint64_t deadline_ms;
-	size_t order[DNS_UPSTREAMS_MAX];
-	size_t norder;
-	size_t tried; /* attempts started */
-	bool send_failed; /* an ares_send under in_send failed at once */
-	struct dns_upstream_attempt *cur; /* the attempt the timer guards */
-	/*
-	 * Every attempt still in c-ares, cur included: one that timed out
-	 * by our clock stays here as a straggler, and its late answer still
-	 * wins while the request is pending.
-	 */
-	struct dns_upstream_attempt *atts[DNS_UPSTREAM_ATTEMPTS_MAX];
-	size_t natts;
-	struct event *timer;
-	dns_upstream_done_fn done;
-	void *arg;
-};
-
-struct dns_upstreams {
-	uint32_t magic;
-	struct event_base *base;
-	struct log *lg;
-	struct stats *st;
-	struct dns_upstreams_opts o;
-	char *probe_name;
-	struct dns_upstream *ups[DNS_UPSTREAMS_MAX];
-	size_t n;
-	LIST_HEAD(, dns_upstream_req) reqs;
-	size_t npending;
-	struct event *probe_timer;
-	bool lib_init;
-};
-
-/* ---- parsing (pure) ---- */
-
-int
-dns_upstream_parse(const char *s, struct dns_upstream_addr *out, struct err *e)
-{
-	struct addr a;
-
-	if (s == NULL || *s == '\0') {
-		err_set(e, "empty upstream");
-		return -1;
-	}
-	if (strlen(s) >= DNS_UPSTREAM_TEXT_MAX) {
-		err_set(e, "upstream too long");
-		return -1;
-	}
-	memset(out, 0, sizeof(*out));
-	if (addr_parse_hostport(s, EGRESSD_DEFAULT_DNS_UPSTREAM_PORT, 0, &a,
-	        &out->port, e) == -1)
-		return -1;
-	out->family = a.family;
-	memcpy(out->addr, a.a, sizeof(out->addr));
-	addr_format_port(&a, out->port, out->text, sizeof(out->text));
-	return 0;
-}
-
-int
-dns_upstream_parse_list(const char *const *v, size_t n,
-    struct dns_upstream_addr *out, size_t max, size_t *nout, struct err *e)
-{
-	size_t i;
-
-	*nout = 0;
-	if (n > max) {
-		err_set(e, "too many upstreams (%zu, max %zu)", n, max);
-		return -1;
-	}
-	for (i = 0; i < n; i++)
-		if (dns_upstream_parse(v[i], &out[i], e) < 0)
-			return -1;
-	*nout = n;
-	return 0;
-}
-
-int
-dns_upstream_parse_resolv_conf(const char *buf, size_t len,
-    struct dns_upstream_addr *out, size_t max, size_t *nout, struct err *e)
-{
-	size_t off = 0;
-	bool have_err = false;
-	struct err first;
-
-	*nout = 0;
-	err_clear(&first);
-	while (off < len) {
-		const char *line = buf + off;
-		const char *nl = memchr(line, '\n', len - off);
-		size_t ll = nl != NULL ? (size_t)(nl - line) : len - off;
-		char tmp[DNS_UPSTREAM_TEXT_MAX + 16];
-		char *p, *word;
-		struct err le;
-
-		off += ll + (nl != NULL ? 1 : 0);
-		if (ll >= sizeof(tmp))
-			continue; /* no valid nameserver line is that long */
-		memcpy(tmp, line, ll);
-		tmp[ll] = '\0';
-		p = tmp;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (strncmp(p, "nameserver", 10) != 0 ||
-		    (p[10] != ' ' && p[10] != '\t'))
-			continue;
-		p += 10;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		word = p;
-		while (*p != '\0' && *p != ' ' && *p != '\t' && *p != '\r' &&
-		    *p != '#' && *p != ';')
-			p++;
-		*p = '\0';
-		if (*nout >= max)
-			break;
-		if (dns_upstream_parse(word, &out[*nout], &le) < 0) {
-			if (!have_err) {
-				first = le;
-				have_err = true;
-			}
-			continue;
-		}
-		/* resolv.conf never carries a port: "ip:port" is not glibc's. */
-		if (out[*nout].port != EGRESSD_DEFAULT_DNS_UPSTREAM_PORT) {
-			if (!have_err) {
-				err_set(&first, "%s: ports are not valid here",
-				    word);
-				have_err = true;
-			}
-			continue;
-		}
-		(*nout)++;
-	}
-	if (*nout == 0) {
-		if (have_err)
-			err_set(e, "no usable nameserver: %s", first.msg);
-		else
-			err_set(e, "no nameserver lines");
-		return -1;
-	}
-	return 0;
-}
-
-int
-dns_upstream_from_resolv_conf(const char *path, struct dns_upstream_addr *out,
-    size_t max, size_t *nout, struct err *e)
-{
-	char *buf;
-	size_t got;
-	int rc;
-
-	*nout = 0;
-	if (fileread_all(path, DNS_RESOLV_CONF_MAX, 0, &buf, &got, e) == -1) {
-		err_prefix(e, "%s", path);
-		return -1;
-	}
-	rc = dns_upstream_parse_resolv_conf(buf, got, out, max, nout, e);
-	if (rc < 0)
-		err_prefix(e, "%s", path);
-	free(buf);
-	return rc;
-}
-
-bool
-dns_upstream_addr_is_loopback(const struct dns_upstream_addr *a)
-{
-	static const uint8_t v6lo[16] = {[15] = 1};
-
-	if (a->family == AF_INET)
-		return a->addr[0] == 127;
-	return memcmp(a->addr, v6lo, 16) == 0;
-}
-
-int
-dns_upstream_query_build(const uint8_t *name_wire, size_t name_len,
-    uint16_t qtype, uint16_t qclass, bool cd, bool dnssec_ok, uint8_t *out,
-    size_t cap, size_t *outlen)
-{
-	size_t need = 12 + name_len + 4 + 11;
-	uint16_t flags = 0x0100; /* RD */
-	uint8_t *p = out;
-
-	if (name_len == 0 || name_len > 255 || cap < need)
-		return -1;
-	if (cd)
-		flags |= 0x0010;
-	memset(p, 0, 12);
-	p[2] = (uint8_t)(flags >> 8);
-	p[3] = (uint8_t)flags;
-	p[5] = 1; /* QDCOUNT */
-	p[11] = 1; /* ARCOUNT: the OPT */
-	p += 12;
-	memcpy(p, name_wire, name_len);
-	p += name_len;
-	*p++ = (uint8_t)(qtype >> 8);
-	*p++ = (uint8_t)qtype;
-	*p++ = (uint8_t)(qclass >> 8);
-	*p++ = (uint8_t)qclass;
-	/* OPT: root owner, type 41, class = udp size, ttl = ext/ver/flags. */
-	*p++ = 0;
-	*p++ = 0;
-	*p++ = 41;
-	*p++ = (uint8_t)(DNS_UPSTREAM_EDNS_SIZE >> 8);
-	*p++ = (uint8_t)(DNS_UPSTREAM_EDNS_SIZE & 0xff);
-	*p++ = 0;
-	*p++ = 0;
-	*p++ = dnssec_ok ? 0x80 : 0;
-	*p++ = 0;
-	*p++ = 0;
-	*p++ = 0;
-	*outlen = need;
-	return 0;
-}
-
-/* Presentation name -> wire (probe names only; plain LDH labels). */
-static int
-dns_upstream_name_wire(const char *s, uint8_t *out, size_t cap, size_t *len)
-{
-	size_t o = 0;
-
-	while (*s != '\0') {
-		const char *dot = strchr(s, '.');
-		size_t n = dot != NULL ? (size_t)(dot - s) : strlen(s);
-
-		if (n == 0 || n > 63 || o + 1 + n + 1 > cap)
-			return -1;
-		out[o++] = (uint8_t)n;
-		memcpy(out + o, s, n);
-		o += n;
-		s += n;
-		if (*s == '.')
-			s++;
-	}
-	if (o + 1 > cap)
-		return -1;
-	out[o++] = 0;
-	*len = o;
-	return 0;
-}
 
 /* ---- clock, health, stats ---- */
 
@@ -421,313 +118,6 @@ dns_upstream_stats_latency(struct stats *st, unsigned ms)
 	st->dns_upstream_lat_bucket[i]++;
 	st->dns_upstream_lat_count++;
 	st->dns_upstream_lat_sum_s += (double)ms / 1000.0;
-}
-
-/* ---- c-ares <-> libevent ---- */
-
-static void
-dns_upstream_chan_rearm(struct dns_upstream_chan *c)
-{
-	struct timeval tv, *tvp;
-
-	if (!c->ch_ok)
-		return;
-	tvp = ares_timeout(c->ch, NULL, &tv);
-	if (tvp == NULL)
-		evtimer_del(c->timer);
-	else
-		evtimer_add(c->timer, tvp);
-}
-
-static void
-dns_upstream_sock_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct dns_upstream_chan *c = arg;
-
-	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
-		abort();
-	ares_process_fd(c->ch, (what & EV_READ) ? fd : ARES_SOCKET_BAD,
-	    (what & EV_WRITE) ? fd : ARES_SOCKET_BAD);
-	dns_upstream_chan_rearm(c);
-}
-
-static void
-dns_upstream_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct dns_upstream_chan *c = arg;
-
-	(void)fd;
-	(void)what;
-	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
-		abort();
-	ares_process_fd(c->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-	dns_upstream_chan_rearm(c);
-}
-
-static void
-dns_upstream_sock_state_cb(
-    void *data, ares_socket_t fd, int readable, int writable)
-{
-	struct dns_upstream_chan *c = data;
-	struct dns_upstream_fd **pp, *f;
-	short what =
-	    (short)((readable ? EV_READ : 0) | (writable ? EV_WRITE : 0));
-
-	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
-		abort();
-	for (pp = &c->fds; *pp != NULL; pp = &(*pp)->next)
-		if ((*pp)->fd == fd)
-			break;
-	f = *pp;
-	if (what == 0) {
-		if (f != NULL) {
-			*pp = f->next;
-			event_free(f->ev);
-			free(f);
-		}
-		return;
-	}
-	if (f != NULL && f->what == what)
-		return;
-	if (f == NULL) {
-		f = calloc(1, sizeof(*f));
-		if (f == NULL) {
-			log_error(c->up->set->lg, "dns.upstream.oom");
-			return; /* the query times out; nothing blocks */
-		}
-		f->fd = fd;
-		f->next = c->fds;
-		c->fds = f;
-	} else {
-		event_free(f->ev);
-		f->ev = NULL;
-	}
-	f->what = what;
-	f->ev = event_new(
-	    c->up->set->base, fd, what | EV_PERSIST, dns_upstream_sock_cb, c);
-	if (f->ev != NULL)
-		event_add(f->ev, NULL);
-}
-
-/*
- * Binds a UDP upstream socket to a free port of EGRESSD_DNS_SPORT_LO..HI,
- * starting at a random one (source port randomization stays). The
- * sandbox cannot have left a conntrack entry on any of them (see the
- * header), so the flow is egressd's from its first packet. Fails when
- * every port is taken: a socket on a kernel-chosen port could inherit a
- * sandbox flow's redirect.
- */
-static int
-dns_upstream_bind_own_port(ares_socket_t fd)
-{
-	const unsigned n = EGRESSD_DNS_SPORT_HI - EGRESSD_DNS_SPORT_LO + 1;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(int);
-	int family = 0;
-	unsigned i, start = 0;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &sl) < 0)
-		return -1;
-	if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
-		start = (unsigned)now_mono_ms();
-	for (i = 0; i < n; i++) {
-		uint16_t port =
-		    (uint16_t)(EGRESSD_DNS_SPORT_LO + (start + i) % n);
-
-		memset(&ss, 0, sizeof(ss));
-		if (family == AF_INET) {
-			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-			s4->sin_family = AF_INET;
-			s4->sin_port = htons(port);
-			sl = sizeof(*s4);
-		} else if (family == AF_INET6) {
-			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-			s6->sin6_family = AF_INET6;
-			s6->sin6_port = htons(port);
-			sl = sizeof(*s6);
-		} else {
-			errno = EAFNOSUPPORT;
-			return -1;
-		}
-		if (bind(fd, (struct sockaddr *)&ss, sl) == 0)
-			return 0;
-		if (errno != EADDRINUSE)
-			return -1;
-	}
-	errno = EADDRINUSE;
-	return -1;
-}
-
-/*
- * The own port range is safe only while the kernel never hands it to the
- * sandbox's sockets: with an ip_local_port_range reaching into it, their
- * UDP from a port there is rejected (and logged once here, at start).
- */
-static void
-dns_upstream_check_ephemeral(struct log *lg)
-{
-	char buf[64];
-	unsigned lo = 0, hi = 0;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
-
-	if (f == NULL)
-		return;
-	if (fgets(buf, sizeof(buf), f) != NULL &&
-	    sscanf(buf, "%u %u", &lo, &hi) == 2 && hi >= EGRESSD_DNS_SPORT_LO &&
-	    lo <= EGRESSD_DNS_SPORT_HI)
-		log_warn(lg, "dns.own_ports_ephemeral",
-		    LOG_U("ephemeral_lo", lo), LOG_U("ephemeral_hi", hi),
-		    LOG_U("own_lo", EGRESSD_DNS_SPORT_LO),
-		    LOG_U("own_hi", EGRESSD_DNS_SPORT_HI),
-		    LOG_S("effect",
-		        "sandbox UDP from ports in both ranges is rejected"));
-	fclose(f);
-}
-
-static int
-dns_upstream_sock_config_cb(ares_socket_t fd, int type, void *data)
-{
-	struct dns_upstream_chan *c = data;
-	struct err e;
-
-	if (c->magic != DNS_UPSTREAM_CHAN_MAGIC)
-		return -1;
-	if (sock_set_mark(fd, c->up->set->o.mark, &e) == -1) {
-		/*
-		 * Without the mark the query would be redirected back to us
-		 * (or dropped) by the sandbox's own rules: refuse the socket.
-		 */
-		log_error(c->up->set->lg, "dns.upstream.mark_failed",
-		    LOG_S("upstream", c->up->addr.text), LOG_S("error", e.msg));
-		return -1;
-	}
-	/*
-	 * TCP needs no reserved port: a SYN on a closed conntrack entry
-	 * starts a new flow, and the kernel never reuses the 4-tuple of a
-	 * live socket.
-	 */
-	if (type == SOCK_DGRAM && dns_upstream_bind_own_port(fd) < 0) {
-		log_error(c->up->set->lg, "dns.upstream.bind_failed",
-		    LOG_S("upstream", c->up->addr.text),
-		    LOG_S("error", strerror(errno)));
-		return -1;
-	}
-	return 0;
-}
-
-static int
-dns_upstream_chan_init(struct dns_upstream_chan *c, struct dns_upstream *up,
-    bool tcp, struct err *e)
-{
-	struct dns_upstreams *u = up->set;
-	struct ares_options ao;
-	struct ares_addr_port_node node;
-	int optmask, rc;
-	char lookups[] = "b";
-
-	memset(c, 0, sizeof(*c));
-	c->magic = DNS_UPSTREAM_CHAN_MAGIC;
-	c->up = up;
-	c->tcp = tcp;
-	c->timer = evtimer_new(u->base, dns_upstream_timer_cb, c);
-	if (c->timer == NULL) {
-		err_set(e, "evtimer_new failed");
-		return -1;
-	}
-	memset(&ao, 0, sizeof(ao));
-	ao.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES |
-	    ARES_FLAG_STAYOPEN | ARES_FLAG_EDNS |
-	    /* TC=1 comes back to us: the retry over TCP is ours, counted. */
-	    (tcp ? ARES_FLAG_USEVC : ARES_FLAG_IGNTC);
-	ao.timeout = (int)u->o.attempt_timeout_ms;
-	ao.tries = 1;
-	ao.ednspsz = DNS_UPSTREAM_EDNS_SIZE;
-	ao.sock_state_cb = dns_upstream_sock_state_cb;
-	ao.sock_state_cb_data = c;
-	ao.lookups = lookups;
-	ao.domains = NULL;
-	ao.ndomains = 0;
-	optmask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES |
-	    ARES_OPT_EDNSPSZ | ARES_OPT_SOCK_STATE_CB | ARES_OPT_LOOKUPS |
-	    ARES_OPT_DOMAINS;
-	rc = ares_init_options(&c->ch, &ao, optmask);
-	if (rc != ARES_SUCCESS) {
-		err_set(e, "ares_init_options: %s", ares_strerror(rc));
-		return -1;
-	}
-	c->ch_ok = true;
-	memset(&node, 0, sizeof(node));
-	node.family = up->addr.family;
-	if (up->addr.family == AF_INET)
-		memcpy(&node.addr.addr4, up->addr.addr, 4);
-	else
-		memcpy(&node.addr.addr6, up->addr.addr, 16);
-	node.udp_port = up->addr.port;
-	node.tcp_port = up->addr.port;
-	rc = ares_set_servers_ports(c->ch, &node);
-	if (rc != ARES_SUCCESS) {
-		err_set(e, "ares_set_servers_ports: %s", ares_strerror(rc));
-		return -1;
-	}
-	ares_set_socket_configure_callback(
-	    c->ch, dns_upstream_sock_config_cb, c);
-	return 0;
-}
-
-/* Destroys the channel: pending attempts see ARES_EDESTRUCTION. */
-static void
-dns_upstream_chan_clear(struct dns_upstream_chan *c)
-{
-	struct dns_upstream_fd *f;
-
-	if (c->ch_ok) {
-		c->ch_ok = false;
-		ares_destroy(c->ch);
-	}
-	while ((f = c->fds) != NULL) {
-		c->fds = f->next;
-		if (f->ev != NULL)
-			event_free(f->ev);
-		free(f);
-	}
-	if (c->timer != NULL)
-		event_free(c->timer);
-	c->timer = NULL;
-	c->magic = DNS_UPSTREAM_DEAD_MAGIC;
-}
-
-static void
-dns_upstream_destroy(struct dns_upstream *up)
-{
-	if (up == NULL)
-		return;
-	dns_upstream_chan_clear(&up->udp);
-	dns_upstream_chan_clear(&up->tcp);
-	free(up);
-}
-
-static struct dns_upstream *
-dns_upstream_create(
-    struct dns_upstreams *u, const struct dns_upstream_addr *a, struct err *e)
-{
-	struct dns_upstream *up = calloc(1, sizeof(*up));
-
-	if (up == NULL) {
-		err_set(e, "out of memory");
-		return NULL;
-	}
-	up->set = u;
-	up->addr = *a;
-	up->healthy = true; /* innocent until a query fails */
-	if (dns_upstream_chan_init(&up->udp, up, false, e) < 0 ||
-	    dns_upstream_chan_init(&up->tcp, up, true, e) < 0) {
-		err_prefix(e, "upstream %s", a->text);
-		dns_upstream_destroy(up);
-		return NULL;
-	}
-	return up;
 }
 
 /* ---- requests ---- */
@@ -868,6 +258,58 @@ dns_upstream_att_send(struct dns_upstream_req *r, struct dns_upstream_chan *c,
 	return !failed;
 }
 
+/*
+ * A probe asks "is anybody there": any answer but SERVFAIL (REFUSED for
+ * the root NS, say) proves the upstream alive.
+ */
+static void
+dns_upstream_probe_done(
+    struct dns_upstream_attempt *a, bool ok, int status, unsigned rtt)
+{
+	bool alive = ok || status == ARES_EREFUSED || status == ARES_ENOTIMP;
+
+	a->up->probing = false;
+	dns_upstream_mark(
+	    a->up, alive, rtt, dns_upstream_status_reason(status));
+	free(a);
+}
+
+/*
+ * The request's side of its attempt a that came back (ok: with the answer
+ * abuf): r finishes, or moves on to its next attempt. Frees a.
+ */
+static void
+dns_upstream_req_attempt_done(struct dns_upstream_req *r,
+    struct dns_upstream_attempt *a, bool ok, const unsigned char *abuf,
+    int alen, unsigned rtt)
+{
+	struct dns_upstreams *u = a->up->set;
+	bool was_cur = a == r->cur;
+
+	dns_upstream_req_drop_att(r, a);
+	if (ok) {
+		dns_upstream_stats_latency(u->st, rtt);
+		dns_upstream_req_finish(
+		    r, abuf, (size_t)alen, a->up->addr.text);
+		free(a);
+		return;
+	}
+	free(a);
+	if (r->in_send) {
+		/* Failed inside ares_send: the sender moves on. */
+		r->send_failed = true;
+		return;
+	}
+	if (!was_cur) {
+		/* A straggler gave up; the current attempt may still be on. */
+		if (r->cur == NULL && r->natts == 0 &&
+		    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX)
+			dns_upstream_req_finish(r, NULL, 0, NULL);
+		return;
+	}
+	dns_upstream_req_next(r);
+}
+
 static void
 dns_upstream_attempt_cb(
     void *arg, int status, int timeouts, unsigned char *abuf, int alen)
@@ -876,7 +318,7 @@ dns_upstream_attempt_cb(
 	struct dns_upstream_req *r;
 	struct dns_upstreams *u;
 	unsigned rtt;
-	bool ok, was_cur;
+	bool ok;
 
 	(void)timeouts;
 	if (a == NULL || a->magic != DNS_UPSTREAM_ATT_MAGIC)
@@ -910,17 +352,7 @@ dns_upstream_attempt_cb(
 		return;
 	}
 	if (a->probe) {
-		/*
-		 * A probe asks "is anybody there": any answer but SERVFAIL
-		 * (REFUSED for the root NS, say) proves the upstream alive.
-		 */
-		bool alive =
-		    ok || status == ARES_EREFUSED || status == ARES_ENOTIMP;
-
-		a->up->probing = false;
-		dns_upstream_mark(
-		    a->up, alive, rtt, dns_upstream_status_reason(status));
-		free(a);
+		dns_upstream_probe_done(a, ok, status, rtt);
 		return;
 	}
 	/*
@@ -942,29 +374,7 @@ dns_upstream_attempt_cb(
 		free(a);
 		return;
 	}
-	was_cur = a == r->cur;
-	dns_upstream_req_drop_att(r, a);
-	if (ok) {
-		dns_upstream_stats_latency(u->st, rtt);
-		dns_upstream_req_finish(
-		    r, abuf, (size_t)alen, a->up->addr.text);
-		free(a);
-		return;
-	}
-	free(a);
-	if (r->in_send) {
-		/* Failed inside ares_send: the sender moves on. */
-		r->send_failed = true;
-		return;
-	}
-	if (!was_cur) {
-		/* A straggler gave up; the current attempt may still be on. */
-		if (r->cur == NULL && r->natts == 0 &&
-		    r->tried >= r->norder * DNS_UPSTREAM_ROUNDS_MAX)
-			dns_upstream_req_finish(r, NULL, 0, NULL);
-		return;
-	}
-	dns_upstream_req_next(r);
+	dns_upstream_req_attempt_done(r, a, ok, abuf, alen, rtt);
 }
 
 static void
@@ -1109,6 +519,32 @@ dns_upstream_cancel(struct dns_upstream_req *r)
 }
 
 /* ---- probes ---- */
+
+/* Presentation name -> wire (probe names only; plain LDH labels). */
+static int
+dns_upstream_name_wire(const char *s, uint8_t *out, size_t cap, size_t *len)
+{
+	size_t o = 0;
+
+	while (*s != '\0') {
+		const char *dot = strchr(s, '.');
+		size_t n = dot != NULL ? (size_t)(dot - s) : strlen(s);
+
+		if (n == 0 || n > 63 || o + 1 + n + 1 > cap)
+			return -1;
+		out[o++] = (uint8_t)n;
+		memcpy(out + o, s, n);
+		o += n;
+		s += n;
+		if (*s == '.')
+			s++;
+	}
+	if (o + 1 > cap)
+		return -1;
+	out[o++] = 0;
+	*len = o;
+	return 0;
+}
 
 void
 dns_upstreams_probe_now(struct dns_upstreams *u)

@@ -83,6 +83,105 @@ struct svcb_edit {
 	bool drop_v4, drop_v6, drop_ech;
 };
 
+/* One pass of svcb_rewrite over the params of an HTTPS/SVCB rdata. */
+struct svcb_pass {
+	const struct dns_rewrite_opts *o;
+	struct dns_rewrite_report *rep;
+	struct svcb_edit *ed;
+	size_t pass; /* 0: find what vanishes; 1: write buf */
+	uint8_t *buf;
+	size_t w; /* bytes written to buf */
+	size_t used, room; /* hints kept, and how many may be */
+	uint32_t ttl;
+	uint16_t type;
+	int learn;
+};
+
+/*
+ * An ipv4hint/ipv6hint param: the addresses that pass (and fit the
+ * report), or no param at all when none does.
+ */
+static void
+svcb_hints(struct svcb_pass *p, uint16_t key, const uint8_t *v, uint16_t vl)
+{
+	size_t alen = key == DNS_SVC_IPV4HINT ? 4 : 16;
+	int fam = key == DNS_SVC_IPV4HINT ? 4 : 6;
+	size_t kept = 0, hdr = p->w;
+
+	if (p->pass == 1)
+		p->w += 4;
+	for (size_t i = 0; i < vl / alen; i++) {
+		const uint8_t *a = v + i * alen;
+		if (!addr_ok(p->o, fam, a)) {
+			if (p->pass == 0)
+				p->ed->hints_removed++;
+			continue;
+		}
+		if (p->used == p->room) {
+			if (p->pass == 0) {
+				p->rep->stripped_excess++;
+				p->rep->addr_truncated = true;
+			}
+			continue;
+		}
+		p->used++;
+		kept++;
+		if (p->pass == 1) {
+			memcpy(p->buf + p->w, a, alen);
+			p->w += alen;
+			if (p->learn >= 0)
+				report_addr(
+				    p->rep, fam, a, p->ttl, p->type, p->learn);
+		}
+	}
+	if (kept == 0) {
+		if (p->pass == 0 && fam == 4)
+			p->ed->drop_v4 = true;
+		if (p->pass == 0 && fam == 6)
+			p->ed->drop_v6 = true;
+		if (p->pass == 1)
+			p->w = hdr;
+		return;
+	}
+	if (p->pass == 1) {
+		p->buf[hdr] = (uint8_t)(key >> 8);
+		p->buf[hdr + 1] = (uint8_t)key;
+		p->buf[hdr + 2] = (uint8_t)((kept * alen) >> 8);
+		p->buf[hdr + 3] = (uint8_t)(kept * alen);
+	}
+}
+
+/*
+ * The "mandatory" param (second pass) without the keys that vanished, or
+ * no param at all when none is left.
+ */
+static void
+svcb_mandatory(struct svcb_pass *p, const uint8_t *v, uint16_t vl)
+{
+	const struct svcb_edit *ed = p->ed;
+	size_t hdr = p->w, kept = 0;
+
+	p->w += 4;
+	for (size_t i = 0; i + 1 < vl; i += 2) {
+		uint16_t k = (uint16_t)((v[i] << 8) | v[i + 1]);
+		if ((k == DNS_SVC_ECH && ed->drop_ech) ||
+		    (k == DNS_SVC_IPV4HINT && ed->drop_v4) ||
+		    (k == DNS_SVC_IPV6HINT && ed->drop_v6))
+			continue;
+		p->buf[p->w++] = v[i];
+		p->buf[p->w++] = v[i + 1];
+		kept++;
+	}
+	if (kept == 0) {
+		p->w = hdr;
+		return;
+	}
+	p->buf[hdr] = 0;
+	p->buf[hdr + 1] = DNS_SVC_MANDATORY;
+	p->buf[hdr + 2] = (uint8_t)((kept * 2) >> 8);
+	p->buf[hdr + 3] = (uint8_t)(kept * 2);
+}
+
 /*
  * Rewrites an HTTPS/SVCB rdata into buf: hint addresses filtered, empty
  * hint keys and (optionally) ech removed, "mandatory" updated. Reports
@@ -96,30 +195,36 @@ svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
 {
 	struct dns_svcb s;
 	struct svcb_edit ed = {0, 0, false, false, false};
-	size_t o2 = 2, w = 0, used;
-	/* Hints beyond the report's room are removed, like A/AAAA. */
-	size_t room = learn >= 0 ? DNS_ANSWER_ADDR_MAX - rep->naddr : SIZE_MAX;
+	struct svcb_pass p = {.o = o,
+	    .rep = rep,
+	    .ed = &ed,
+	    .buf = buf,
+	    .ttl = ttl,
+	    .type = type,
+	    .learn = learn};
+	size_t o2 = 2;
 
+	/* Hints beyond the report's room are removed, like A/AAAA. */
+	p.room = learn >= 0 ? DNS_ANSWER_ADDR_MAX - rep->naddr : SIZE_MAX;
 	if (dns_svcb_parse(rd, rdlen, type, &s, e) == -1)
 		return -1;
 	/* First pass: which keys vanish, so "mandatory" can be fixed. */
-	for (size_t pass = 0; pass < 2; pass++) {
-		used = 0;
+	for (p.pass = 0; p.pass < 2; p.pass++) {
+		p.used = 0;
 		o2 = 2 + s.target.len;
-		if (pass == 1) {
+		if (p.pass == 1) {
 			memcpy(buf, rd, o2);
-			w = o2;
+			p.w = o2;
 		}
 		while (o2 < rdlen) {
 			uint16_t key = (uint16_t)((rd[o2] << 8) | rd[o2 + 1]);
 			uint16_t vl =
 			    (uint16_t)((rd[o2 + 2] << 8) | rd[o2 + 3]);
 			const uint8_t *v = rd + o2 + 4;
-			size_t alen = key == DNS_SVC_IPV4HINT ? 4 : 16;
 			o2 += 4 + (size_t)vl;
 			if (key == DNS_SVC_ECH &&
 			    (o->flags & DNS_REWRITE_STRIP_ECH)) {
-				if (pass == 0) {
+				if (p.pass == 0) {
 					ed.drop_ech = true;
 					ed.ech_removed++;
 				}
@@ -127,88 +232,22 @@ svcb_rewrite(const struct dns_rewrite_opts *o, const uint8_t *rd, size_t rdlen,
 			}
 			if (key == DNS_SVC_IPV4HINT ||
 			    key == DNS_SVC_IPV6HINT) {
-				int fam = key == DNS_SVC_IPV4HINT ? 4 : 6;
-				size_t kept = 0, hdr = w;
-				if (pass == 1)
-					w += 4;
-				for (size_t i = 0; i < vl / alen; i++) {
-					const uint8_t *a = v + i * alen;
-					if (!addr_ok(o, fam, a)) {
-						if (pass == 0)
-							ed.hints_removed++;
-						continue;
-					}
-					if (used == room) {
-						if (pass == 0) {
-							rep->stripped_excess++;
-							rep->addr_truncated =
-							    true;
-						}
-						continue;
-					}
-					used++;
-					kept++;
-					if (pass == 1) {
-						memcpy(buf + w, a, alen);
-						w += alen;
-						if (learn >= 0)
-							report_addr(rep, fam, a,
-							    ttl, type, learn);
-					}
-				}
-				if (kept == 0) {
-					if (pass == 0 && fam == 4)
-						ed.drop_v4 = true;
-					if (pass == 0 && fam == 6)
-						ed.drop_v6 = true;
-					if (pass == 1)
-						w = hdr;
-					continue;
-				}
-				if (pass == 1) {
-					buf[hdr] = (uint8_t)(key >> 8);
-					buf[hdr + 1] = (uint8_t)key;
-					buf[hdr + 2] =
-					    (uint8_t)((kept * alen) >> 8);
-					buf[hdr + 3] = (uint8_t)(kept * alen);
-				}
+				svcb_hints(&p, key, v, vl);
 				continue;
 			}
-			if (pass == 0)
+			if (p.pass == 0)
 				continue;
 			if (key == DNS_SVC_MANDATORY) {
-				size_t hdr = w, kept = 0;
-				w += 4;
-				for (size_t i = 0; i + 1 < vl; i += 2) {
-					uint16_t k =
-					    (uint16_t)((v[i] << 8) | v[i + 1]);
-					if ((k == DNS_SVC_ECH && ed.drop_ech) ||
-					    (k == DNS_SVC_IPV4HINT &&
-					        ed.drop_v4) ||
-					    (k == DNS_SVC_IPV6HINT &&
-					        ed.drop_v6))
-						continue;
-					buf[w++] = v[i];
-					buf[w++] = v[i + 1];
-					kept++;
-				}
-				if (kept == 0) {
-					w = hdr;
-					continue;
-				}
-				buf[hdr] = 0;
-				buf[hdr + 1] = DNS_SVC_MANDATORY;
-				buf[hdr + 2] = (uint8_t)((kept * 2) >> 8);
-				buf[hdr + 3] = (uint8_t)(kept * 2);
+				svcb_mandatory(&p, v, vl);
 				continue;
 			}
-			memcpy(buf + w, rd + o2 - 4 - vl, 4 + (size_t)vl);
-			w += 4 + (size_t)vl;
+			memcpy(buf + p.w, rd + o2 - 4 - vl, 4 + (size_t)vl);
+			p.w += 4 + (size_t)vl;
 		}
 	}
 	rep->stripped_hints += ed.hints_removed;
 	rep->stripped_ech += ed.ech_removed;
-	return (int)w;
+	return (int)p.w;
 }
 
 const char *
@@ -225,6 +264,48 @@ dns_rewrite_result_str(enum dns_rewrite_result r)
 	return "unknown";
 }
 
+/*
+ * The HTTPS/SVCB record rr (the i-th of m, ci its owner's chain index):
+ * its TargetName checked, its TTL clamped and its rdata rewritten to the
+ * arena's tail (svcb_rewrite). 1: keep rr; 0: drop it; -1: malformed.
+ */
+static int
+rewrite_svcb_rr(struct dns_msg *m, size_t i, struct dns_rr *rr, int ci,
+    const struct dns_rewrite_opts *o, struct dns_rewrite_report *rep,
+    struct err *e)
+{
+	struct dns_svcb s;
+	char pres[DNS_NAME_PRES_MAX];
+	const uint8_t *rd = dns_msg_rr_rdata(m, i);
+	uint8_t *buf;
+
+	if (dns_svcb_parse(rd, rr->rdlen, rr->type, &s, e) == -1)
+		return -1;
+	/* A TargetName outside the chain must pass policy. */
+	if (s.target.len > 1 &&
+	    !dns_chain_contains(m, &rep->chain, &s.target) &&
+	    !name_ok(o, &s.target, pres, sizeof(pres))) {
+		rep->stripped_svcb++;
+		return 0;
+	}
+	rr->ttl = clamp_ttl(o, rr->ttl);
+	/* The rewritten rdata is never longer: it goes to the
+	 * arena's tail and the record points at it. */
+	if (DNS_MSG_ARENA_MAX - m->arena_used < rr->rdlen) {
+		err_set(e, "no room to rewrite SVCB");
+		return -1;
+	}
+	buf = m->arena + m->arena_used;
+	int nl = svcb_rewrite(o, rd, rr->rdlen, rr->ttl, rr->type,
+	    rr->section == DNS_SEC_ANSWER ? ci : -1, rep, buf, e);
+	if (nl < 0)
+		return -1;
+	rr->rdata_off = (uint32_t)m->arena_used;
+	rr->rdlen = (uint16_t)nl;
+	m->arena_used += (size_t)nl;
+	return 1;
+}
+
 /* Applies steps 3-6 to m in place; -1 on malformed rdata. */
 static int
 rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
@@ -232,7 +313,6 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 {
 	size_t w = 0;
 	const struct dns_name *cq = &o->client->question.name;
-	uint8_t *buf = NULL;
 
 	for (size_t i = 0; i < m->nrr; i++) {
 		struct dns_rr rr = m->rr[i];
@@ -281,34 +361,11 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 			}
 		} else if (rr.rclass == DNS_CLASS_IN &&
 		    (rr.type == DNS_TYPE_HTTPS || rr.type == DNS_TYPE_SVCB)) {
-			struct dns_svcb s;
-			char pres[DNS_NAME_PRES_MAX];
-			const uint8_t *rd = dns_msg_rr_rdata(m, i);
-			if (dns_svcb_parse(rd, rr.rdlen, rr.type, &s, e) == -1)
+			int r = rewrite_svcb_rr(m, i, &rr, ci, o, rep, e);
+			if (r < 0)
 				return -1;
-			/* A TargetName outside the chain must pass policy. */
-			if (s.target.len > 1 &&
-			    !dns_chain_contains(m, &rep->chain, &s.target) &&
-			    !name_ok(o, &s.target, pres, sizeof(pres))) {
-				rep->stripped_svcb++;
+			if (r == 0)
 				continue;
-			}
-			rr.ttl = clamp_ttl(o, rr.ttl);
-			/* The rewritten rdata is never longer: it goes to the
-			 * arena's tail and the record points at it. */
-			if (DNS_MSG_ARENA_MAX - m->arena_used < rr.rdlen) {
-				err_set(e, "no room to rewrite SVCB");
-				return -1;
-			}
-			buf = m->arena + m->arena_used;
-			int nl = svcb_rewrite(o, rd, rr.rdlen, rr.ttl, rr.type,
-			    rr.section == DNS_SEC_ANSWER ? ci : -1, rep, buf,
-			    e);
-			if (nl < 0)
-				return -1;
-			rr.rdata_off = (uint32_t)m->arena_used;
-			rr.rdlen = (uint16_t)nl;
-			m->arena_used += (size_t)nl;
 		}
 		m->rr[w++] = rr;
 	}

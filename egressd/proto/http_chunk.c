@@ -228,6 +228,103 @@ ext_byte(int st, uint8_t ch, const char **why)
 	}
 }
 
+/* A hex digit h of the chunk size; NULL, or why the size is refused. */
+static const char *
+size_digit(struct http_chunk *c, int h)
+{
+	if (++c->line > CHUNK_DIGITS_MAX || (c->left << 4) >= CHUNK_SIZE_LIMIT)
+		return "chunk size too large";
+	c->left = c->left << 4 | (uint64_t)h;
+	c->state = ST_SIZE;
+	return NULL;
+}
+
+/* A byte of the size line after the digits (ext_byte), counted. */
+static const char *
+ext_step(struct http_chunk *c, uint8_t ch)
+{
+	const char *why = NULL;
+	int st = ext_byte(c->state, ch, &why);
+
+	if (st == -1)
+		return why;
+	if (++c->line > HTTP_CHUNK_LINE_MAX)
+		return "chunk-size line too long";
+	c->state = st;
+	return NULL;
+}
+
+/*
+ * The line ends between the parts (ST_SIZE_LF, ST_DATA_CR, ST_DATA_LF):
+ * the next state in c. NULL, or why the byte is wrong.
+ */
+static const char *
+crlf_byte(struct http_chunk *c, uint8_t ch)
+{
+	switch (c->state) {
+	case ST_SIZE_LF:
+		if (ch != '\n')
+			return "bare CR after a chunk size";
+		c->line = 0;
+		c->state = c->left == 0 ? ST_TRAILER : ST_DATA;
+		return NULL;
+	case ST_DATA_CR:
+		if (ch != '\r')
+			return "chunk data longer than its size";
+		c->state = ST_DATA_LF;
+		return NULL;
+	default: /* ST_DATA_LF */
+		if (ch != '\n')
+			return "bare CR after chunk data";
+		c->state = ST_SIZE0;
+		c->line = 0;
+		return NULL;
+	}
+}
+
+/*
+ * One byte of the trailer section (ST_TRAILER .. ST_TRAILER_LF): the next
+ * state in c, the byte counted (and kept when asked). NULL, or why the
+ * trailer is malformed.
+ */
+static const char *
+trailer_byte(struct http_chunk *c, uint8_t ch)
+{
+	switch (c->state) {
+	case ST_TRAILER:
+		if (ch == '\r')
+			c->state = ST_END_LF;
+		else if (http_is_tchar(ch))
+			c->state = ST_TRAILER_NAME;
+		else
+			return "malformed trailer line";
+		break;
+	case ST_TRAILER_NAME:
+		if (ch == ':')
+			c->state = ST_TRAILER_VALUE;
+		else if (!http_is_tchar(ch))
+			return "malformed trailer name";
+		break;
+	case ST_TRAILER_VALUE:
+		if (ch == '\r')
+			c->state = ST_TRAILER_LF;
+		else if (!(ch == '\t' || (ch >= 0x20 && ch != 0x7f)))
+			return "control character in a trailer";
+		break;
+	default: /* ST_TRAILER_LF */
+		if (ch != '\n')
+			return "bare CR in a trailer";
+		c->state = ST_TRAILER;
+		break;
+	}
+	if (++c->trailer > HTTP_CHUNK_TRAILER_MAX)
+		return "trailer section too large";
+	/* the final CR is not a field's: not kept */
+	if (c->keep != NULL && c->state != ST_END_LF)
+		c->keep->buf[c->keep->len++] = (char)ch;
+	return NULL;
+}
+
 enum http_chunk_rc
 http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
     size_t *used, const uint8_t **data, size_t *ndata, struct err *e)
@@ -238,25 +335,17 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 	*ndata = 0;
 	while (i < len) {
 		uint8_t ch = in[i];
+		const char *why;
 		int h;
 
 		switch (c->state) {
 		case ST_SIZE0:
 		case ST_SIZE:
 			h = text_hexval(ch);
-			if (h >= 0) {
-				if (++c->line > CHUNK_DIGITS_MAX ||
-				    (c->left << 4) >= CHUNK_SIZE_LIMIT)
-					return fail(
-					    c, e, "chunk size too large");
-				c->left = c->left << 4 | (uint64_t)h;
-				c->state = ST_SIZE;
-				i++;
-				break;
-			}
-			if (c->state == ST_SIZE0)
+			if (h < 0 && c->state == ST_SIZE0)
 				return fail(c, e, "chunk size is not hex");
-			/* FALLTHROUGH */
+			why = h >= 0 ? size_digit(c, h) : ext_step(c, ch);
+			break;
 		case ST_EXT_WS:
 		case ST_EXT_NAME0:
 		case ST_EXT_NAME:
@@ -265,24 +354,13 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 		case ST_EXT_TOKEN:
 		case ST_EXT_QUOTED:
 		case ST_EXT_QESC:
-		case ST_EXT_ENDQ: {
-			const char *why = NULL;
-			int st = ext_byte(c->state, ch, &why);
-
-			if (st == -1)
-				return fail(c, e, why);
-			if (++c->line > HTTP_CHUNK_LINE_MAX)
-				return fail(c, e, "chunk-size line too long");
-			c->state = st;
-			i++;
+		case ST_EXT_ENDQ:
+			why = ext_step(c, ch);
 			break;
-		}
 		case ST_SIZE_LF:
-			if (ch != '\n')
-				return fail(c, e, "bare CR after a chunk size");
-			i++;
-			c->line = 0;
-			c->state = c->left == 0 ? ST_TRAILER : ST_DATA;
+		case ST_DATA_CR:
+		case ST_DATA_LF:
+			why = crlf_byte(c, ch);
 			break;
 		case ST_DATA: {
 			size_t take = len - i;
@@ -298,48 +376,12 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 			*used = i + take;
 			return HTTP_CHUNK_DATA;
 		}
-		case ST_DATA_CR:
-			if (ch != '\r')
-				return fail(c, e,
-				    "chunk data longer than its "
-				    "size");
-			c->state = ST_DATA_LF;
-			i++;
-			break;
-		case ST_DATA_LF:
-			if (ch != '\n')
-				return fail(c, e, "bare CR after chunk data");
-			c->state = ST_SIZE0;
-			c->line = 0;
-			i++;
-			break;
 		case ST_TRAILER:
-			if (ch == '\r') {
-				c->state = ST_END_LF;
-			} else if (http_is_tchar(ch)) {
-				c->state = ST_TRAILER_NAME;
-			} else {
-				return fail(c, e, "malformed trailer line");
-			}
-			goto count_trailer;
 		case ST_TRAILER_NAME:
-			if (ch == ':')
-				c->state = ST_TRAILER_VALUE;
-			else if (!http_is_tchar(ch))
-				return fail(c, e, "malformed trailer name");
-			goto count_trailer;
 		case ST_TRAILER_VALUE:
-			if (ch == '\r')
-				c->state = ST_TRAILER_LF;
-			else if (!(ch == '\t' || (ch >= 0x20 && ch != 0x7f)))
-				return fail(
-				    c, e, "control character in a trailer");
-			goto count_trailer;
 		case ST_TRAILER_LF:
-			if (ch != '\n')
-				return fail(c, e, "bare CR in a trailer");
-			c->state = ST_TRAILER;
-			goto count_trailer;
+			why = trailer_byte(c, ch);
+			break;
 		case ST_END_LF:
 			if (ch != '\n')
 				return fail(c, e, "bare CR at the body's end");
@@ -348,15 +390,10 @@ http_chunk_feed(struct http_chunk *c, const uint8_t *in, size_t len,
 			return HTTP_CHUNK_DONE;
 		default:
 			return fail(c, e, "data after the body's end");
-		count_trailer:
-			if (++c->trailer > HTTP_CHUNK_TRAILER_MAX)
-				return fail(c, e, "trailer section too large");
-			/* the final CR is not a field's: not kept */
-			if (c->keep != NULL && c->state != ST_END_LF)
-				c->keep->buf[c->keep->len++] = (char)ch;
-			i++;
-			break;
 		}
+		if (why != NULL)
+			return fail(c, e, why);
+		i++;
 	}
 	*used = i;
 	return HTTP_CHUNK_AGAIN;

@@ -437,13 +437,51 @@ find_head(const char *buf, size_t len, struct http_head *out, struct err *e,
 	return HTTP_HEAD_OK;
 }
 
+/*
+ * A request's Host: exactly one in HTTP/1.1 (at most one in 1.0), well
+ * formed, and the same authority as an absolute-form target's.
+ */
+static enum http_rc
+request_host(struct http_head *out, struct err *e)
+{
+	const struct http_span *host;
+	struct http_span hh;
+	unsigned port;
+	size_t nhost;
+
+	host = http_header_get(out, "Host", &nhost);
+	if (nhost > 1)
+		return bad(out, 400, e, "more than one Host");
+	if (nhost == 0 && out->minor == 1)
+		return bad(out, 400, e, "no Host in HTTP/1.1");
+	if (host != NULL) {
+		out->host = *host;
+		if (http_authority_split(host, 80, &hh, &port) < 0)
+			return bad(out, 400, e, "malformed Host");
+	}
+	if (out->form == HTTP_TARGET_ABSOLUTE && out->host.n != 0) {
+		/* RFC 9112 3.2.2 says to ignore Host then; two readers that
+		 * disagree on which one counts are a smuggling channel */
+		struct http_span h1, h2;
+		unsigned p1, p2, dp;
+
+		dp = http_span_ieq(&out->scheme, "https") ? 443 : 80;
+		(void)http_authority_split(&out->authority, dp, &h1, &p1);
+		(void)http_authority_split(&out->host, dp, &h2, &p2);
+		if (h1.n != h2.n || strncasecmp(h1.p, h2.p, h1.n) != 0 ||
+		    p1 != p2)
+			return bad(out, 400, e,
+			    "absolute-form target and Host disagree");
+	}
+	return HTTP_HEAD_OK;
+}
+
 enum http_rc
 http_parse_request(
     const char *buf, size_t len, struct http_head *out, struct err *e)
 {
 	const char *le, *sp1, *sp2, *p;
 	enum http_rc rc;
-	size_t nhost;
 
 	memset(out, 0, sizeof(*out));
 	out->is_request = true;
@@ -494,36 +532,8 @@ http_parse_request(
 	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) !=
 	    HTTP_HEAD_OK)
 		return rc;
-	{
-		const struct http_span *host =
-		    http_header_get(out, "Host", &nhost);
-		struct http_span hh;
-		unsigned port;
-
-		if (nhost > 1)
-			return bad(out, 400, e, "more than one Host");
-		if (nhost == 0 && out->minor == 1)
-			return bad(out, 400, e, "no Host in HTTP/1.1");
-		if (host != NULL) {
-			out->host = *host;
-			if (http_authority_split(host, 80, &hh, &port) < 0)
-				return bad(out, 400, e, "malformed Host");
-		}
-	}
-	if (out->form == HTTP_TARGET_ABSOLUTE && out->host.n != 0) {
-		/* RFC 9112 3.2.2 says to ignore Host then; two readers that
-		 * disagree on which one counts are a smuggling channel */
-		struct http_span h1, h2;
-		unsigned p1, p2, dp;
-
-		dp = http_span_ieq(&out->scheme, "https") ? 443 : 80;
-		(void)http_authority_split(&out->authority, dp, &h1, &p1);
-		(void)http_authority_split(&out->host, dp, &h2, &p2);
-		if (h1.n != h2.n || strncasecmp(h1.p, h2.p, h1.n) != 0 ||
-		    p1 != p2)
-			return bad(out, 400, e,
-			    "absolute-form target and Host disagree");
-	}
+	if ((rc = request_host(out, e)) != HTTP_HEAD_OK)
+		return rc;
 	return framing(out, e);
 }
 

@@ -342,6 +342,69 @@ parse_body(struct tls_hello *h, const uint8_t *p, size_t n, struct err *e)
 	return parse_extensions(h, &r, e);
 }
 
+/*
+ * The record header at buf[off]: a handshake record of a sane version and
+ * length, whole in buf (*rlen: its length). TLS_HELLO_OK, TLS_HELLO_MORE,
+ * or TLS_HELLO_BAD with e.
+ */
+static enum tls_hello_rc
+record_at(
+    const uint8_t *buf, size_t len, size_t off, size_t *rlen, struct err *e)
+{
+	if (len - off < TLS_RECORD_HEADER_LEN)
+		return TLS_HELLO_MORE;
+	if (buf[off] != TLS_CT_HANDSHAKE) {
+		err_set(e, "TLS record of type %u inside the ClientHello",
+		    buf[off]);
+		return TLS_HELLO_BAD;
+	}
+	if (buf[off + 1] != 3 || buf[off + 2] > 4) {
+		err_set(
+		    e, "TLS record version %u.%u", buf[off + 1], buf[off + 2]);
+		return TLS_HELLO_BAD;
+	}
+	*rlen = (size_t)buf[off + 3] << 8 | buf[off + 4];
+	if (*rlen == 0 || *rlen > TLS_RECORD_PLAINTEXT_MAX) {
+		err_set(e, "TLS record of %zu bytes", *rlen);
+		return TLS_HELLO_BAD;
+	}
+	if (len - off - TLS_RECORD_HEADER_LEN < *rlen)
+		return TLS_HELLO_MORE;
+	return TLS_HELLO_OK;
+}
+
+/*
+ * The handshake message reassembled so far (have bytes of msg): 1 when it
+ * is a whole ClientHello, 0 when more is needed, -1 with e when it is not
+ * a ClientHello, too long, or followed by other bytes.
+ */
+static int
+reassembled(const uint8_t *msg, size_t have, struct err *e)
+{
+	size_t need;
+
+	if (have < TLS_HS_HEADER_LEN)
+		return 0;
+	if (msg[0] != TLS_HS_CLIENT_HELLO) {
+		err_set(e, "handshake message %u is not a ClientHello", msg[0]);
+		return -1;
+	}
+	need = TLS_HS_HEADER_LEN +
+	    ((size_t)msg[1] << 16 | (size_t)msg[2] << 8 | msg[3]);
+	if (need > TLS_HS_HEADER_LEN + TLS_HELLO_MSG_MAX) {
+		err_set(e, "ClientHello of %zu bytes (at most %u)",
+		    need - TLS_HS_HEADER_LEN, TLS_HELLO_MSG_MAX);
+		return -1;
+	}
+	if (have > need) {
+		/* a client sends nothing else in its first
+		 * flight's handshake records */
+		err_set(e, "bytes after the ClientHello in its record");
+		return -1;
+	}
+	return have == need ? 1 : 0;
+}
+
 enum tls_hello_rc
 tls_hello_parse(
     const uint8_t *buf, size_t len, struct tls_hello *out, struct err *e)
@@ -349,6 +412,8 @@ tls_hello_parse(
 	uint8_t msg[TLS_HS_HEADER_LEN + TLS_HELLO_MSG_MAX];
 	const uint8_t *whole = NULL;
 	size_t off = 0, have = 0, need = 0;
+	enum tls_hello_rc rc;
+	int done;
 
 	memset(out, 0, sizeof(*out));
 	if (len != 0 && buf[0] != TLS_CT_HANDSHAKE) {
@@ -360,27 +425,8 @@ tls_hello_parse(
 	for (;;) {
 		size_t rlen, take;
 
-		if (len - off < TLS_RECORD_HEADER_LEN)
-			return TLS_HELLO_MORE;
-		if (buf[off] != TLS_CT_HANDSHAKE) {
-			err_set(e,
-			    "TLS record of type %u inside the "
-			    "ClientHello",
-			    buf[off]);
-			return TLS_HELLO_BAD;
-		}
-		if (buf[off + 1] != 3 || buf[off + 2] > 4) {
-			err_set(e, "TLS record version %u.%u", buf[off + 1],
-			    buf[off + 2]);
-			return TLS_HELLO_BAD;
-		}
-		rlen = (size_t)buf[off + 3] << 8 | buf[off + 4];
-		if (rlen == 0 || rlen > TLS_RECORD_PLAINTEXT_MAX) {
-			err_set(e, "TLS record of %zu bytes", rlen);
-			return TLS_HELLO_BAD;
-		}
-		if (len - off - TLS_RECORD_HEADER_LEN < rlen)
-			return TLS_HELLO_MORE;
+		if ((rc = record_at(buf, len, off, &rlen, e)) != TLS_HELLO_OK)
+			return rc;
 		off += TLS_RECORD_HEADER_LEN;
 		if (have == 0 && rlen >= TLS_HS_HEADER_LEN) {
 			/* the common case: the whole message in one record */
@@ -405,37 +451,11 @@ tls_hello_parse(
 		memcpy(msg + have, buf + off, take);
 		have += take;
 		off += rlen;
-		if (have >= TLS_HS_HEADER_LEN) {
-			if (msg[0] != TLS_HS_CLIENT_HELLO) {
-				err_set(e,
-				    "handshake message %u is not a "
-				    "ClientHello",
-				    msg[0]);
-				return TLS_HELLO_BAD;
-			}
-			need = TLS_HS_HEADER_LEN +
-			    ((size_t)msg[1] << 16 | (size_t)msg[2] << 8 |
-			        msg[3]);
-			if (need > TLS_HS_HEADER_LEN + TLS_HELLO_MSG_MAX) {
-				err_set(e,
-				    "ClientHello of %zu bytes (at most "
-				    "%u)",
-				    need - TLS_HS_HEADER_LEN,
-				    TLS_HELLO_MSG_MAX);
-				return TLS_HELLO_BAD;
-			}
-			if (have > need) {
-				/* a client sends nothing else in its first
-				 * flight's handshake records */
-				err_set(e,
-				    "bytes after the ClientHello in its "
-				    "record");
-				return TLS_HELLO_BAD;
-			}
-			if (have == need) {
-				whole = msg;
-				break;
-			}
+		if ((done = reassembled(msg, have, e)) < 0)
+			return TLS_HELLO_BAD;
+		if (done > 0) {
+			whole = msg;
+			break;
 		}
 	}
 	/* both ways out of the loop checked whole[0] == TLS_HS_CLIENT_HELLO */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for egressd/dns/dns_upstream.c: upstream list parsing, resolv.conf,
+ * Unit tests for egressd/dns/dns_upstream*.c: upstream list parsing, resolv.conf,
  * the query we send, and the live path against fake upstreams in the same
  * event loop (answer, TC -> TCP, timeout budget, failover, health, probes,
  * cancel, reload).

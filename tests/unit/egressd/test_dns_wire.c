@@ -1,6 +1,7 @@
 /*
- * Unit tests for egressd/proto/dns_wire.c: hand-built packets in, decoded structs
- * and built responses (re-parsed) out.
+ * Unit tests for the DNS wire codec (egressd/proto/dns_wire.h: dns_name.c,
+ * dns_msg.c, dns_build.c, dns_answer.c, dns_wire.c): hand-built packets in,
+ * decoded structs and built responses (re-parsed) out.
  */
 #include <stdarg.h>
 #include <stddef.h>

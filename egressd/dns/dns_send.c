@@ -1,0 +1,83 @@
+/*
+ * dns_send: the answer to a client, over the transport its query came in
+ * by (UDP datagram, or a length-prefixed frame on its TCP connection).
+ */
+#include <event2/bufferevent.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "egressd/dns/dns_int.h"
+#include "egressd/proto/dns_wire.h"
+
+void
+dns_send(
+    struct dns *d, const struct dns_origin *o, const uint8_t *buf, size_t len)
+{
+	if (!o->tcp) {
+		if (o->udp == NULL || o->udp->fd < 0)
+			return;
+		/* UDP: a full socket buffer drops the answer; the client retries. */
+		(void)sendto(o->udp->fd, buf, len, MSG_DONTWAIT,
+		    (const struct sockaddr *)&o->peer, o->peerlen);
+		return;
+	}
+	if (o->conn == NULL || o->conn->state == DNS_CONN_CLOSED) {
+		(void)d;
+		return;
+	}
+	{
+		uint8_t pfx[DNS_TCP_PREFIX_LEN];
+
+		if (dns_tcp_prefix(pfx, len) < 0)
+			return;
+		if (bufferevent_write(o->conn->bev, pfx, sizeof(pfx)) < 0 ||
+		    bufferevent_write(o->conn->bev, buf, len) < 0)
+			dns_conn_close(o->conn, "write_failed");
+	}
+}
+
+void
+dns_send_error(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode)
+{
+	size_t len;
+
+	if (rcode == DNS_RCODE_SERVFAIL)
+		d->st->dns_servfail++;
+	else if (rcode == DNS_RCODE_FORMERR)
+		d->st->dns_formerr++;
+	if (dns_build_error(q, rcode, d->out, sizeof(d->out), &len, NULL) < 0)
+		return;
+	dns_send(d, o, d->out, len);
+}
+
+void
+dns_send_negative(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode, uint32_t ttl)
+{
+	size_t len;
+
+	if (dns_build_negative(
+	        q, rcode, ttl, d->out, sizeof(d->out), &len, NULL) < 0) {
+		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
+		return;
+	}
+	dns_send(d, o, d->out, len);
+}
+
+/* UDP answers above the client's limit become TC=1 ("ask over TCP"). */
+void
+dns_send_answer(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, const uint8_t *buf, size_t len)
+{
+	size_t tlen;
+
+	if (!o->tcp && len > dns_query_udp_limit(q)) {
+		if (dns_build_truncated(
+		        q, d->tmp, sizeof(d->tmp), &tlen, NULL) < 0)
+			return;
+		dns_send(d, o, d->tmp, tlen);
+		return;
+	}
+	dns_send(d, o, buf, len);
+}
