@@ -21,8 +21,9 @@
 #include <linux/netlink.h>
 
 #include <libmnl/libmnl.h>
-
+#include "egressd/nft/nft_elems.h"
 #include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
 
 static bool
 proto_ok(uint8_t proto)

@@ -19,8 +19,8 @@
 #include <linux/netlink.h>
 
 #include <libmnl/libmnl.h>
-
 #include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
 
 enum ctd_state {
 	CTD_IDLE,

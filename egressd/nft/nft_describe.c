@@ -20,8 +20,8 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
-
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_batch.h"
+#include "egressd/nft/nft_bounds.h"
 
 static const char *
 msg_name(uint16_t t)

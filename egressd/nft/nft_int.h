@@ -7,76 +7,8 @@
 #include <stddef.h>
 #include <linux/netlink.h>
 #include <stdint.h>
-
 #include "egressd/nft/nft.h"
-
-/* Internal bounds (the public ones are in nft.h). */
-#define NFT_MSG_ROOM 65536 /* free bytes guaranteed before each message */
-#define NFT_LABEL_MAX 64 /* bytes of a message label */
-#define NFT_MIRROR_BUCKETS 4096 /* hash buckets of the learned mirror */
-#define NFT_RCVBUF_PER_MSG 1024 /* skb truesize of one ack, roughly */
-#define NFT_RCVBUF_MIN (1u << 20) /* netlink receive buffer floor */
-#define NFT_RECV_BUF (1u << 16) /* one netlink read */
-#define NFT_CT_MAX_FLOWS 262144 /* conntrack entries read per dump */
-#define NFT_RENEW_MAX 4096 /* addresses refreshed per renew call */
-#define NFT_CT_DEL_PER_SEND 64 /* conntrack deletes per sendto */
-#define NFT_CT_DEL_MSG_MAX 256 /* bytes of one conntrack delete */
-#define NFT_LOCAL_ADDRS_MAX 256 /* local addresses considered */
-#define NFT_SELFCHECK_SINK_TRIES 4 /* random 127/8 sink addresses tried */
-#define NFT_SELFCHECK_BUF 65536 /* one datagram read by the self-check */
-#define NFT_DESC_LINE_MAX 4096 /* one decoded rule */
-#define NFT_SETNAME_MAX 32 /* generated set names */
-#define NFT_LIMIT_BURST 10 /* kernel log burst for drops */
-#define NFT_LIMITED_PER_ADDR 4 /* limited set size: x the learned set's */
-#define NFT_USERDATA_MAX 256 /* kernel's NFT_USERDATA_MAXLEN per element */
-#define NFT_COMMENT_NAME_MAX 240 /* names kept as a plain element comment */
-#define NFT_PACKED_NAME_MAX 170 /* a 253-byte name, 3 symbols in 2 bytes */
-#define NFT_UDATA_PACKED_NAME 0xe5 /* element userdata record: packed name */
-
-struct nft_msgdesc {
-	size_t off; /* of the nlmsghdr in buf */
-	char label[NFT_LABEL_MAX];
-};
-
-/* buf holds begin, msgs[0..nmsgs), end once finished. */
-struct nft_batch {
-	uint8_t *buf;
-	size_t len, cap;
-	struct nft_msgdesc *msgs;
-	size_t nmsgs, capmsgs;
-	bool finished;
-};
-
-struct nft_batch *nft_batch_new_(void);
-/* Room for one more message; returns where it starts or NULL. */
-void *nft_batch_room_(struct nft_batch *b, struct err *e);
-/* Accounts the message just built at the room pointer. */
-int nft_batch_push_(struct nft_batch *b, const char *label, struct err *e);
-int nft_batch_finish_(struct nft_batch *b, struct err *e);
-/* The batch-begin message (then messages, then nft_batch_finish_). */
-int nft_batch_begin_(struct nft_batch *b, struct err *e);
-/* Rewrites sequence numbers: begin = base, message i = base + 1 + i,
- * end = base + 1 + nmsgs. */
-void nft_batch_set_seq_(struct nft_batch *b, uint32_t base);
-
-/* Learned elements add/refresh/remove into an existing batch under way. */
-int nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
-    size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e);
-int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
-    size_t n, struct err *e);
-
-/*
- * Element names longer than NFT_COMMENT_NAME_MAX: packed into out (at
- * least NFT_PACKED_NAME_MAX bytes); returns the length, 0 when name is
- * not a DNS name of at most POLICY_NAME_MAX bytes. Unpack: 0, or -1 when
- * in is not a packed name; out gets at least POLICY_NAME_MAX + 1 bytes.
- */
-size_t nft_name_pack_(const char *name, uint8_t *out, size_t outlen);
-int nft_name_unpack_(const uint8_t *in, size_t len, char *out, size_t outlen);
-
-/* True when addr lies in the built-in internal (always denied) ranges:
- * special_addr_flags() & SPECIAL_DROP, what internal4/6 hold. */
-bool nft_addr_internal_(int family, const uint8_t *addr);
+#include "egressd/nft/nft_bounds.h"
 
 /* nft.c internals used by nft_live.c. */
 struct mnl_socket;
@@ -202,5 +134,9 @@ void nft_twins_free_(struct nft_twins *tw);
 enum policy_action nft_twins_match_(struct nft_twins *tw,
     const struct policy *p, int family, const uint8_t *addr, unsigned proto,
     uint16_t port, const struct policy_rule **rule);
+
+/* True when addr lies in the built-in internal (always denied) ranges:
+ * special_addr_flags() & SPECIAL_DROP, what internal4/6 hold. */
+bool nft_addr_internal_(int family, const uint8_t *addr);
 
 #endif

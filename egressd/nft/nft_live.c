@@ -24,10 +24,11 @@
 
 #include <libmnl/libmnl.h>
 
-#include "egressd/nft/nft_int.h"
 #include "egressd/base/sock.h"
 #include "util/addr.h"
 #include "util/now.h"
+#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
 
 struct ct_dump {
 	struct nft *n;

@@ -1,0 +1,18 @@
+/*
+ * nft_learn: learning, waited for (nft_learn.c).
+ */
+#ifndef EGRESSD_NFT_LEARN_H
+#define EGRESSD_NFT_LEARN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "egressd/nft/nft.h"
+
+uint32_t nft_learn_clamp(const struct nft *n, uint32_t ttl);
+int nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
+    struct nft_batch **out, struct err *e);
+int nft_learn_check(
+    const struct nft_learn_addr *a, size_t n_addrs, struct err *e);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * nft_mirror: the learned mirror (nft_mirror.c).
+ */
+#ifndef EGRESSD_NFT_MIRROR_H
+#define EGRESSD_NFT_MIRROR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_state.h"
+
+uint64_t nft_mirror_now(const struct nft *n);
+uint32_t nft_mirror_hash32(int family, const uint8_t *a);
+struct lent **nft_mirror_find(struct nft *n, int family, const uint8_t *a);
+void nft_mirror_remove(struct nft *n, struct lent **pp);
+void nft_mirror_clear(struct nft *n);
+void nft_mirror_gauge(struct nft *n);
+bool nft_mirror_lim_has(
+    const struct nft_limit *v, size_t n, const struct nft_limit *x);
+size_t nft_mirror_lim_norm(struct nft_limit *v, size_t n);
+bool nft_mirror_lim_covered(
+    const struct nft_limit *v, size_t n, const struct nft_limit *a, size_t na);
+int nft_mirror_add_lim(
+    struct lent *l, const struct nft_limit *lim, size_t nlim);
+int nft_mirror_put(struct nft *n, int family, const uint8_t *a,
+    uint64_t expires, const char *name, const struct nft_limit *lim,
+    size_t nlim);
+
+#endif
