@@ -40,7 +40,7 @@
 #include "egressd/nft/nft_sock.h"
 #include "egressd/nft/nft_learnq.h"
 #include "egressd/nft/nft_want.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_twins.h"
 
 /* ---- policy ---- */
 

@@ -32,11 +32,11 @@
 #include "util/addr.h"
 #include "util/coalesce.h"
 #include "egressd/proto/special_ranges.h"
+#include "egressd/nft/nft_build.h"
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_msg.h"
 #include "egressd/nft/nft_rule.h"
 #include "egressd/nft/nft_elems.h"
-#include "egressd/nft/nft_int.h"
 #include "egressd/nft/nft_bounds.h"
 
 #define NFT_PRIO_NAT_OUT -100

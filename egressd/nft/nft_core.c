@@ -34,11 +34,11 @@
 #include "util/coalesce.h"
 #include "util/hash.h"
 #include "util/now.h"
+#include "egressd/nft/nft_core.h"
 #include "egressd/nft/nft_state.h"
 #include "egressd/nft/nft_mirror.h"
 #include "egressd/nft/nft_sock.h"
 #include "egressd/nft/nft_learnq.h"
-#include "egressd/nft/nft_int.h"
 #include "egressd/nft/nft_bounds.h"
 
 /* ---- socket, send, acks ---- */

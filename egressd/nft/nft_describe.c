@@ -20,6 +20,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
+#include "egressd/nft/nft.h"
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_bounds.h"
 

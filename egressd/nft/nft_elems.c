@@ -31,9 +31,9 @@
 #include "util/coalesce.h"
 #include "egressd/proto/special_ranges.h"
 #include "egressd/nft/nft_elems.h"
-#include "egressd/nft/nft_int.h"
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_msg.h"
+#include "egressd/nft/nft_int.h"
 
 static uint32_t
 clamp_ttl(uint32_t ttl, uint32_t lo, uint32_t hi)

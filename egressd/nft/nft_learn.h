@@ -15,4 +15,8 @@ int nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 int nft_learn_check(
     const struct nft_learn_addr *a, size_t n_addrs, struct err *e);
 
+int nft_refresh_(
+    struct nft *n, const struct nft_learn_addr *a, size_t na, struct err *e);
+uint32_t nft_ttl_clamp_(const struct nft *n, uint32_t ttl);
+
 #endif

@@ -36,7 +36,6 @@
 #include "util/now.h"
 #include "egressd/nft/nft_mirror.h"
 #include "egressd/nft/nft_state.h"
-#include "egressd/nft/nft_int.h"
 
 /* The injected clock, or the real one (nft_new). */
 uint64_t

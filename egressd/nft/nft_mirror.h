@@ -27,4 +27,19 @@ int nft_mirror_put(struct nft *n, int family, const uint8_t *a,
     uint64_t expires, const char *name, const struct nft_limit *lim,
     size_t nlim);
 
+/* Learned and expiring within window_ms; *name: its newest name or NULL
+ * (borrowed until the mirror changes). */
+bool nft_expiring_(struct nft *n, int family, const uint8_t *addr,
+    uint64_t window_ms, const char **name);
+/* True when addr is in the learned mirror and not expired. */
+bool nft_is_learned_(struct nft *n, int family, const uint8_t *addr);
+/*
+ * What the learned rules of the filter chain do with a NEW packet to
+ * addr (l4proto, destination port; for protocols without ports any
+ * value): 1 accept (plain element, or a limited one under default deny),
+ * -1 deny (a limited element under default allow), 0 none matches.
+ */
+int nft_learned_verdict_(struct nft *n, int family, const uint8_t *addr,
+    uint8_t l4proto, uint16_t port);
+
 #endif

@@ -38,7 +38,6 @@
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_msg.h"
 #include "egressd/nft/nft_mirror.h"
-#include "egressd/nft/nft_int.h"
 #include "egressd/nft/nft_bounds.h"
 
 static void

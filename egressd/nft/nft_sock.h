@@ -25,4 +25,7 @@ int nft_sock_dump_names(
     struct nft *n, uint16_t type, struct names *out, struct err *e);
 int nft_sock_adopt(struct nft *n, const struct names *sets, struct err *e);
 
+struct mnl_socket;
+struct mnl_socket *nft_sock_(struct nft *n, uint32_t *seq, uint32_t *portid);
+
 #endif

@@ -31,10 +31,10 @@
 #include "util/hash.h"
 #include "util/now.h"
 #include "egressd/nft/nft_want.h"
-#include "egressd/nft/nft_elems.h"
 #include "egressd/nft/nft_state.h"
 #include "egressd/nft/nft_mirror.h"
 #include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_twins.h"
 
 long
 nft_want_pool_add(struct limpool *lp, const struct nft_limit *lim, size_t n)
