@@ -75,6 +75,100 @@ lplan_clear(struct lplan *pl)
 	memset(pl, 0, sizeof(*pl));
 }
 
+/* Scratch of lplan_build(): limits wanted, gone and fresh per entry. */
+struct lscratch {
+	struct nft_limit *want, *tmp, *gone, *fresh;
+	size_t nw, ng, nf;
+	bool wplain;
+};
+
+/*
+ * The records of an entry that changes: the plain element dropped or
+ * added, limited elements gone and fresh, and what the mirror keeps.
+ */
+static int
+lplan_record(struct lplan *pl, struct lent *l, const struct lscratch *sc,
+    bool cplain, bool recomment, uint32_t ttl, const char *nm, unsigned alive)
+{
+	if (cplain && (!sc->wplain || recomment))
+		nft_want_rec(&pl->drop[pl->ndrop++], l, 0, NULL);
+	if (sc->wplain && (!cplain || recomment))
+		nft_want_rec(&pl->add[pl->nadd++], l, ttl, nm);
+	if (sc->ng != 0) {
+		pl->drop_at[pl->ndrop] =
+		    nft_want_pool_add(&pl->pool, sc->gone, sc->ng);
+		if (pl->drop_at[pl->ndrop] < 0)
+			return -1;
+		nft_want_rec(&pl->drop[pl->ndrop], l, 0, NULL);
+		pl->drop[pl->ndrop++].nlim = sc->ng;
+	}
+	if (sc->nf != 0) {
+		pl->add_at[pl->nadd] =
+		    nft_want_pool_add(&pl->pool, sc->fresh, sc->nf);
+		if (pl->add_at[pl->nadd] < 0)
+			return -1;
+		nft_want_rec(&pl->add[pl->nadd], l, ttl, nm);
+		pl->add[pl->nadd++].nlim = sc->nf;
+	}
+	pl->ch[pl->nch].l = l;
+	pl->ch[pl->nch].alive = alive;
+	pl->ch[pl->nch].plain = sc->wplain;
+	pl->ch[pl->nch].nlim = sc->nw;
+	pl->ch[pl->nch].lim_at =
+	    sc->nw ? nft_want_pool_add(&pl->pool, sc->want, sc->nw) : 0;
+	if (pl->ch[pl->nch].lim_at < 0)
+		return -1;
+	pl->nch++;
+	return 0;
+}
+
+/* One learned entry re-judged under p into pl. */
+static int
+lplan_entry(struct lplan *pl, struct lent *l, const struct policy *p,
+    struct nft_twins *tw, uint64_t now, struct lscratch *sc)
+{
+	const char *nm = NULL;
+	uint32_t ttl = nft_want_left_s(l->expires_ms, now);
+	size_t i, ncur = l->lim_ms > now ? l->nlim : 0;
+	unsigned alive, all;
+	bool recomment, cplain;
+	int top;
+
+	nft_want_lent(
+	    l, p, tw, now, &sc->wplain, sc->want, &sc->nw, sc->tmp, &alive);
+	all = l->nnames ? (1u << l->nnames) - 1 : 0;
+	for (top = (int)l->nnames - 1; top >= 0 && !(alive & (1u << top));
+	     top--)
+		;
+	if (top >= 0)
+		nm = l->names[top];
+	/* The kernel's comments name the newest name (what a restart adopts
+	 * the elements under): when p denies it but keeps the address for
+	 * an older one, the elements kept are re-added under that one, else
+	 * a restart would prune what p allows. */
+	recomment = top >= 0 && top != (int)l->nnames - 1;
+	cplain = l->plain_ms > now;
+	for (i = sc->ng = 0; i < ncur; i++)
+		if (recomment ||
+		    !nft_mirror_lim_has(sc->want, sc->nw, &l->lim[i]))
+			sc->gone[sc->ng++] = l->lim[i];
+	for (i = sc->nf = 0; i < sc->nw; i++)
+		if (recomment ||
+		    !nft_mirror_lim_has(l->lim, ncur, &sc->want[i]))
+			sc->fresh[sc->nf++] = sc->want[i];
+	if (cplain == sc->wplain && sc->ng == 0 && sc->nf == 0 && !recomment) {
+		if (alive == all || top < 0)
+			return 0;
+		/* only names leave: the mirror forgets them */
+		pl->ch[pl->nch].l = l;
+		pl->ch[pl->nch].alive = alive;
+		pl->ch[pl->nch++].names_only = true;
+		return 0;
+	}
+	return lplan_record(
+	    pl, l, sc, cplain, recomment, ttl, nm, top >= 0 ? alive : all);
+}
+
 /*
  * Re-judges every learned entry under p: what leaves the kernel (drop),
  * what enters it (add, with the entry's remaining lease), and what the
@@ -84,11 +178,10 @@ static int
 lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
     struct lplan *pl)
 {
-	struct nft_limit *want = NULL, *tmp = NULL, *gone = NULL, *fresh;
+	struct lscratch sc = {NULL};
 	uint64_t now = nft_mirror_now(n);
-	size_t bkt, nw, i, ng, nf;
+	size_t bkt, i;
 	struct lent *l;
-	bool wplain, cplain;
 	int rc = -1;
 
 	memset(pl, 0, sizeof(*pl));
@@ -97,87 +190,18 @@ lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
 	pl->drop_at = calloc(2 * n->nlearned + 1, sizeof(*pl->drop_at));
 	pl->add_at = calloc(2 * n->nlearned + 1, sizeof(*pl->add_at));
 	pl->ch = calloc(n->nlearned + 1, sizeof(*pl->ch));
-	want = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*want));
-	tmp = calloc(NFT_LIMITS_MAX, sizeof(*tmp));
-	gone = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*gone));
+	sc.want = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*sc.want));
+	sc.tmp = calloc(NFT_LIMITS_MAX, sizeof(*sc.tmp));
+	sc.gone = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*sc.gone));
 	if (pl->drop == NULL || pl->add == NULL || pl->ch == NULL ||
-	    pl->drop_at == NULL || pl->add_at == NULL || want == NULL ||
-	    tmp == NULL || gone == NULL)
+	    pl->drop_at == NULL || pl->add_at == NULL || sc.want == NULL ||
+	    sc.tmp == NULL || sc.gone == NULL)
 		goto out;
-	fresh = gone + NFT_ADDR_LIMITS_MAX;
+	sc.fresh = sc.gone + NFT_ADDR_LIMITS_MAX;
 	for (bkt = 0; bkt < n->nbuckets; bkt++)
-		for (l = n->buckets[bkt]; l != NULL; l = l->next) {
-			const char *nm = NULL;
-			uint32_t ttl = nft_want_left_s(l->expires_ms, now);
-			size_t ncur = l->lim_ms > now ? l->nlim : 0;
-			unsigned alive, all;
-			bool recomment;
-			int top;
-
-			nft_want_lent(
-			    l, p, tw, now, &wplain, want, &nw, tmp, &alive);
-			all = l->nnames ? (1u << l->nnames) - 1 : 0;
-			for (top = (int)l->nnames - 1;
-			     top >= 0 && !(alive & (1u << top)); top--)
-				;
-			if (top >= 0)
-				nm = l->names[top];
-			/* The kernel's comments name the newest name (what a
-			 * restart adopts the elements under): when p denies it
-			 * but keeps the address for an older one, the elements
-			 * kept are re-added under that one, else a restart
-			 * would prune what p allows. */
-			recomment = top >= 0 && top != (int)l->nnames - 1;
-			cplain = l->plain_ms > now;
-			for (i = ng = 0; i < ncur; i++)
-				if (recomment ||
-				    !nft_mirror_lim_has(want, nw, &l->lim[i]))
-					gone[ng++] = l->lim[i];
-			for (i = nf = 0; i < nw; i++)
-				if (recomment ||
-				    !nft_mirror_lim_has(l->lim, ncur, &want[i]))
-					fresh[nf++] = want[i];
-			if (cplain == wplain && ng == 0 && nf == 0 &&
-			    !recomment) {
-				if (alive == all || top < 0)
-					continue;
-				/* only names leave: the mirror forgets them */
-				pl->ch[pl->nch].l = l;
-				pl->ch[pl->nch].alive = alive;
-				pl->ch[pl->nch++].names_only = true;
-				continue;
-			}
-			if (cplain && (!wplain || recomment))
-				nft_want_rec(
-				    &pl->drop[pl->ndrop++], l, 0, NULL);
-			if (wplain && (!cplain || recomment))
-				nft_want_rec(&pl->add[pl->nadd++], l, ttl, nm);
-			if (ng != 0) {
-				pl->drop_at[pl->ndrop] =
-				    nft_want_pool_add(&pl->pool, gone, ng);
-				if (pl->drop_at[pl->ndrop] < 0)
-					goto out;
-				nft_want_rec(&pl->drop[pl->ndrop], l, 0, NULL);
-				pl->drop[pl->ndrop++].nlim = ng;
-			}
-			if (nf != 0) {
-				pl->add_at[pl->nadd] =
-				    nft_want_pool_add(&pl->pool, fresh, nf);
-				if (pl->add_at[pl->nadd] < 0)
-					goto out;
-				nft_want_rec(&pl->add[pl->nadd], l, ttl, nm);
-				pl->add[pl->nadd++].nlim = nf;
-			}
-			pl->ch[pl->nch].l = l;
-			pl->ch[pl->nch].alive = top >= 0 ? alive : all;
-			pl->ch[pl->nch].plain = wplain;
-			pl->ch[pl->nch].nlim = nw;
-			pl->ch[pl->nch].lim_at =
-			    nw ? nft_want_pool_add(&pl->pool, want, nw) : 0;
-			if (pl->ch[pl->nch].lim_at < 0)
+		for (l = n->buckets[bkt]; l != NULL; l = l->next)
+			if (lplan_entry(pl, l, p, tw, now, &sc) < 0)
 				goto out;
-			pl->nch++;
-		}
 	/* the pool no longer moves: point the records into it */
 	for (i = 0; i < pl->ndrop; i++)
 		if (pl->drop[i].nlim != 0)
@@ -187,9 +211,9 @@ lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
 			pl->add[i].lim = pl->pool.v + pl->add_at[i];
 	rc = 0;
 out:
-	free(want);
-	free(tmp);
-	free(gone);
+	free(sc.want);
+	free(sc.tmp);
+	free(sc.gone);
 	return rc;
 }
 

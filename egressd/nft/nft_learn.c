@@ -63,38 +63,82 @@ nft_learn_clamp(const struct nft *n, uint32_t ttl)
  * the same transaction). Shorter TTLs never cut a lease short: u[i].ttl
  * may be raised to what is left of it.
  */
-int
-nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
-    struct nft_batch **out, struct err *e)
-{
-	struct nft_learn_addr *fresh = NULL, *old = NULL, *ev = NULL;
-	struct nft_learn_addr *mg = NULL;
-	struct limpool evlim = {0}, mpool = {0};
-	long *evat = NULL, *mgat = NULL, *oldat = NULL;
-	struct nft_limit *want = NULL;
-	size_t i, j, nf = 0, no = 0, nev = 0, nmg = 0, nfam[2] = {0, 0},
-	             over[2], f, nw;
-	uint64_t now = nft_mirror_now(n), left, until;
-	struct nft_batch *b = NULL;
-	struct lent *l, *next;
-	int rc = -1;
+/* What nft_learn_build() gathers before it writes the batch. */
+struct lbuild {
+	struct nft_learn_addr *fresh, *old, *ev, *mg;
+	struct limpool evlim, mpool;
+	long *evat, *mgat, *oldat;
+	struct nft_limit *want;
+	size_t nf, no, nev, nmg, nfam[2];
+};
 
-	*out = NULL;
-	n->pin_gen++;
-	fresh = calloc(nu + 1, sizeof(*fresh));
-	old = calloc(nu + 1, sizeof(*old));
-	mg = calloc(nu + 1, sizeof(*mg));
-	mgat = calloc(nu + 1, sizeof(*mgat));
-	oldat = calloc(nu + 1, sizeof(*oldat));
-	want = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*want));
-	if (fresh == NULL || old == NULL || mg == NULL || mgat == NULL ||
-	    oldat == NULL || want == NULL)
-		goto out_nomem;
+static void
+lbuild_clear(struct lbuild *lb)
+{
+	free(lb->fresh);
+	free(lb->old);
+	free(lb->ev);
+	free(lb->evat);
+	free(lb->evlim.v);
+	free(lb->mg);
+	free(lb->mgat);
+	free(lb->oldat);
+	free(lb->want);
+	free(lb->mpool.v);
+}
+
+/*
+ * old[no] (u, known as l) keeps disjoint limited elements: the new ones
+ * merge with those it holds, and the ones merged away leave first (mg).
+ */
+static int
+lbuild_merge(
+    struct lbuild *lb, const struct nft_learn_addr *u, const struct lent *l)
+{
+	struct nft_limit *want = lb->want;
+	size_t j, nw;
+
+	memcpy(want, l->lim, l->nlim * sizeof(*want));
+	memcpy(want + l->nlim, u->lim, u->nlim * sizeof(*want));
+	nw = nft_mirror_lim_norm(want, l->nlim + u->nlim);
+	if (nw > NFT_ADDR_LIMITS_MAX)
+		nw = NFT_ADDR_LIMITS_MAX;
+	if ((lb->oldat[lb->no] = nft_want_pool_add(&lb->mpool, want, nw)) < 0)
+		return -1;
+	lb->old[lb->no].nlim = nw;
+	for (j = 0; j < l->nlim; j++)
+		if (!nft_mirror_lim_has(want, nw, &l->lim[j]))
+			break;
+	if (j < l->nlim) {
+		size_t ng = 0;
+		struct nft_limit *g = want + NFT_ADDR_LIMITS_MAX;
+
+		for (j = 0; j < l->nlim; j++)
+			if (!nft_mirror_lim_has(want, nw, &l->lim[j]))
+				g[ng++] = l->lim[j];
+		lb->mg[lb->nmg] = *u;
+		lb->mg[lb->nmg].nlim = ng;
+		if ((lb->mgat[lb->nmg++] =
+		            nft_want_pool_add(&lb->mpool, g, ng)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* u[0..nu) into fresh (not in the mirror) and old (refreshed), pinned. */
+static int
+lbuild_sort(
+    struct nft *n, struct lbuild *lb, struct nft_learn_addr *u, size_t nu)
+{
+	uint64_t now = nft_mirror_now(n), left, until;
+	struct lent *l;
+	size_t i;
+
 	for (i = 0; i < nu; i++) {
 		l = *nft_mirror_find(n, u[i].family, u[i].addr);
 		if (l == NULL) {
-			fresh[nf++] = u[i];
-			nfam[u[i].family == 4 ? 0 : 1]++;
+			lb->fresh[lb->nf++] = u[i];
+			lb->nfam[u[i].family == 4 ? 0 : 1]++;
 			continue;
 		}
 		l->pin = n->pin_gen;
@@ -105,116 +149,117 @@ nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 				u[i].ttl = left > UINT32_MAX ? UINT32_MAX
 				                             : (uint32_t)left;
 		}
-		old[no] = u[i];
-		oldat[no] = -1;
-		if (u[i].nlim != 0 && l->lim_ms > now && l->nlim != 0) {
-			/* the address keeps disjoint limited elements: the new
-			 * ones merge with those it holds, and the ones merged
-			 * away leave first */
-			memcpy(want, l->lim, l->nlim * sizeof(*want));
-			memcpy(want + l->nlim, u[i].lim,
-			    u[i].nlim * sizeof(*want));
-			nw = nft_mirror_lim_norm(want, l->nlim + u[i].nlim);
-			if (nw > NFT_ADDR_LIMITS_MAX)
-				nw = NFT_ADDR_LIMITS_MAX;
-			if ((oldat[no] = nft_want_pool_add(&mpool, want, nw)) <
-			    0)
-				goto out_nomem;
-			old[no].nlim = nw;
-			for (j = 0; j < l->nlim; j++)
-				if (!nft_mirror_lim_has(want, nw, &l->lim[j]))
-					break;
-			if (j < l->nlim) {
-				size_t ng = 0;
-				struct nft_limit *g =
-				    want + NFT_ADDR_LIMITS_MAX;
-
-				for (j = 0; j < l->nlim; j++)
-					if (!nft_mirror_lim_has(
-					        want, nw, &l->lim[j]))
-						g[ng++] = l->lim[j];
-				mg[nmg] = u[i];
-				mg[nmg].nlim = ng;
-				if ((mgat[nmg++] = nft_want_pool_add(
-				         &mpool, g, ng)) < 0)
-					goto out_nomem;
-			}
-		}
-		no++;
+		lb->old[lb->no] = u[i];
+		lb->oldat[lb->no] = -1;
+		if (u[i].nlim != 0 && l->lim_ms > now && l->nlim != 0 &&
+		    lbuild_merge(lb, &u[i], l) < 0)
+			return -1;
+		lb->no++;
 	}
 	/* the pool no longer moves */
-	for (i = 0; i < no; i++)
-		if (oldat[i] >= 0)
-			old[i].lim = mpool.v + oldat[i];
-	for (i = 0; i < nmg; i++)
-		mg[i].lim = mpool.v + mgat[i];
+	for (i = 0; i < lb->no; i++)
+		if (lb->oldat[i] >= 0)
+			lb->old[i].lim = lb->mpool.v + lb->oldat[i];
+	for (i = 0; i < lb->nmg; i++)
+		lb->mg[i].lim = lb->mpool.v + lb->mgat[i];
+	return 0;
+}
+
+/* The least recently learned unpinned entries past n->cap, into ev. */
+static int
+lbuild_evict(struct nft *n, struct lbuild *lb)
+{
+	size_t i, f, over[2], nent = 0, nev = 0;
+	struct lent *l, *next;
+
 	for (f = 0; f < 2; f++) {
-		over[f] = n->lru[f].n + nfam[f] > n->cap
-		    ? n->lru[f].n + nfam[f] - n->cap
+		over[f] = n->lru[f].n + lb->nfam[f] > n->cap
+		    ? n->lru[f].n + lb->nfam[f] - n->cap
 		    : 0;
 		nev += over[f];
 	}
-	if (nev != 0) {
-		size_t nent = 0;
-
-		/* an evicted address leaves both sets */
-		ev = calloc(2 * nev, sizeof(*ev));
-		evat = calloc(2 * nev, sizeof(*evat));
-		if (ev == NULL || evat == NULL)
-			goto out_nomem;
-		nev = 0;
-		for (f = 0; f < 2; f++)
-			for (l = TAILQ_LAST(&n->lru[f].q, lents);
-			     l != NULL && over[f] > 0; l = next) {
-				next = TAILQ_PREV(l, lents, order);
-				if (l->pin == n->pin_gen)
-					continue;
-				ev[nev].family = l->family;
-				memcpy(ev[nev].addr, l->addr, 16);
-				evat[nev++] = -1;
-				if (l->nlim != 0) {
-					ev[nev] = ev[nev - 1];
-					ev[nev].nlim = l->nlim;
-					evat[nev] = nft_want_pool_add(
-					    &evlim, l->lim, l->nlim);
-					if (evat[nev++] < 0)
-						goto out_nomem;
-				}
-				nent++;
-				over[f]--;
-				nft_mirror_remove(
-				    n, nft_mirror_find(n, l->family, l->addr));
+	if (nev == 0)
+		return 0;
+	/* an evicted address leaves both sets */
+	lb->ev = calloc(2 * nev, sizeof(*lb->ev));
+	lb->evat = calloc(2 * nev, sizeof(*lb->evat));
+	if (lb->ev == NULL || lb->evat == NULL)
+		return -1;
+	for (f = 0; f < 2; f++)
+		for (l = TAILQ_LAST(&n->lru[f].q, lents);
+		     l != NULL && over[f] > 0; l = next) {
+			next = TAILQ_PREV(l, lents, order);
+			if (l->pin == n->pin_gen)
+				continue;
+			lb->ev[lb->nev].family = l->family;
+			memcpy(lb->ev[lb->nev].addr, l->addr, 16);
+			lb->evat[lb->nev++] = -1;
+			if (l->nlim != 0) {
+				lb->ev[lb->nev] = lb->ev[lb->nev - 1];
+				lb->ev[lb->nev].nlim = l->nlim;
+				lb->evat[lb->nev] = nft_want_pool_add(
+				    &lb->evlim, l->lim, l->nlim);
+				if (lb->evat[lb->nev++] < 0)
+					return -1;
 			}
-		for (i = 0; i < nev; i++)
-			if (evat[i] >= 0)
-				ev[i].lim = evlim.v + evat[i];
-		if (n->st != NULL)
-			n->st->nft_learned_evicted += nent;
-	}
-	b = nft_batch_new_();
-	if (b == NULL)
+			nent++;
+			over[f]--;
+			nft_mirror_remove(
+			    n, nft_mirror_find(n, l->family, l->addr));
+		}
+	for (i = 0; i < lb->nev; i++)
+		if (lb->evat[i] >= 0)
+			lb->ev[i].lim = lb->evlim.v + lb->evat[i];
+	if (n->st != NULL)
+		n->st->nft_learned_evicted += nent;
+	return 0;
+}
+
+int
+nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
+    struct nft_batch **out, struct err *e)
+{
+	struct lbuild lb = {0};
+	struct nft_batch *b = NULL;
+	struct lent *l;
+	size_t i;
+	int rc = -1;
+
+	*out = NULL;
+	n->pin_gen++;
+	lb.fresh = calloc(nu + 1, sizeof(*lb.fresh));
+	lb.old = calloc(nu + 1, sizeof(*lb.old));
+	lb.mg = calloc(nu + 1, sizeof(*lb.mg));
+	lb.mgat = calloc(nu + 1, sizeof(*lb.mgat));
+	lb.oldat = calloc(nu + 1, sizeof(*lb.oldat));
+	lb.want = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*lb.want));
+	if (lb.fresh == NULL || lb.old == NULL || lb.mg == NULL ||
+	    lb.mgat == NULL || lb.oldat == NULL || lb.want == NULL ||
+	    lbuild_sort(n, &lb, u, nu) < 0 || lbuild_evict(n, &lb) < 0 ||
+	    (b = nft_batch_new_()) == NULL)
 		goto out_nomem;
 	if (nft_batch_begin_(b, e) < 0 ||
-	    (nev != 0 && nft_batch_del_learn_(b, ev, nev, e) < 0) ||
-	    (nmg != 0 && nft_batch_del_learn_(b, mg, nmg, e) < 0) ||
-	    (nf != 0 &&
+	    (lb.nev != 0 && nft_batch_del_learn_(b, lb.ev, lb.nev, e) < 0) ||
+	    (lb.nmg != 0 && nft_batch_del_learn_(b, lb.mg, lb.nmg, e) < 0) ||
+	    (lb.nf != 0 &&
+	        nft_batch_add_learn_(b, lb.fresh, lb.nf, n->ttl_min, n->ttl_max,
+	            false, e) < 0) ||
+	    (lb.no != 0 &&
 	        nft_batch_add_learn_(
-	            b, fresh, nf, n->ttl_min, n->ttl_max, false, e) < 0) ||
-	    (no != 0 &&
-	        nft_batch_add_learn_(
-	            b, old, no, n->ttl_min, n->ttl_max, true, e) < 0) ||
+	            b, lb.old, lb.no, n->ttl_min, n->ttl_max, true, e) < 0) ||
 	    nft_batch_finish_(b, e) < 0)
 		goto out;
 	/* The mirror holds what the kernel will: merged limited elements
 	 * now (a transaction built before this one's acks must not add an
 	 * overlapping element); expiries and names when the acks came. */
-	for (i = 0; i < no; i++)
-		if (oldat[i] >= 0) {
-			l = *nft_mirror_find(n, old[i].family, old[i].addr);
+	for (i = 0; i < lb.no; i++)
+		if (lb.oldat[i] >= 0) {
+			l = *nft_mirror_find(
+			    n, lb.old[i].family, lb.old[i].addr);
 			if (l != NULL) {
 				l->nlim = 0;
 				(void)nft_mirror_add_lim(
-				    l, old[i].lim, old[i].nlim);
+				    l, lb.old[i].lim, lb.old[i].nlim);
 			}
 		}
 	*out = b;
@@ -225,16 +270,7 @@ out_nomem:
 	err_set(e, "nft: out of memory");
 out:
 	nft_batch_free(b);
-	free(fresh);
-	free(old);
-	free(ev);
-	free(evat);
-	free(evlim.v);
-	free(mg);
-	free(mgat);
-	free(oldat);
-	free(want);
-	free(mpool.v);
+	lbuild_clear(&lb);
 	nft_mirror_gauge(n);
 	return rc;
 }

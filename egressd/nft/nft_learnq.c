@@ -539,12 +539,52 @@ out:
 	return -1;
 }
 
+/*
+ * w's addresses from a[0..n_addrs), each with the set the name may reach
+ * under the policy in force, added to the open transaction. -1: out of
+ * memory (the addresses added so far stay in it).
+ */
+static int
+waiter_fill(struct nft *n, struct nft_waiter *w, const struct nft_learn_addr *a,
+    size_t n_addrs)
+{
+	size_t i;
+
+	for (i = 0; i < n_addrs; i++) {
+		int f = a[i].family == 4 ? 0 : 1;
+
+		w->addr[i] = a[i];
+		w->addr[i].name = w->name[0] != '\0' ? w->name : NULL;
+		/* which set: what the name may reach under the policy in
+		 * force, once per family (a name it denies entirely is the
+		 * resolver's business: the plain set, as before limits) */
+		if (!w->decided[f]) {
+			bool plain, denied;
+
+			w->lim[f] = calloc(NFT_LIMITS_MAX, sizeof(*w->lim[f]));
+			if (w->lim[f] == NULL)
+				return -1;
+			w->nlim[f] =
+			    nft_want_name_limits(n->pol, w->addr[i].name,
+			        a[i].family, &plain, &denied, w->lim[f]);
+			if (plain || denied)
+				w->nlim[f] = 0;
+			w->decided[f] = true;
+		}
+		w->addr[i].lim = w->nlim[f] != 0 ? w->lim[f] : NULL;
+		w->addr[i].nlim = w->nlim[f];
+		if (txn_add(n->open, &w->addr[i]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 uint64_t
 nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
     const char *name, nft_learn_done_fn done, void *arg, struct err *e)
 {
 	struct nft_waiter *w;
-	size_t i;
+
 	if (n->lnl == NULL) {
 		err_set(e, "nft: learn socket not attached");
 		return 0;
@@ -572,36 +612,10 @@ nft_learn_submit(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 		waiter_free(w);
 		goto out_nomem;
 	}
-	for (i = 0; i < n_addrs; i++) {
-		int f = a[i].family == 4 ? 0 : 1;
-
-		w->addr[i] = a[i];
-		w->addr[i].name = w->name[0] != '\0' ? w->name : NULL;
-		/* which set: what the name may reach under the policy in
-		 * force, once per family (a name it denies entirely is the
-		 * resolver's business: the plain set, as before limits) */
-		if (!w->decided[f]) {
-			bool plain, denied;
-
-			w->lim[f] = calloc(NFT_LIMITS_MAX, sizeof(*w->lim[f]));
-			if (w->lim[f] == NULL) {
-				waiter_free(w);
-				goto out_nomem;
-			}
-			w->nlim[f] =
-			    nft_want_name_limits(n->pol, w->addr[i].name,
-			        a[i].family, &plain, &denied, w->lim[f]);
-			if (plain || denied)
-				w->nlim[f] = 0;
-			w->decided[f] = true;
-		}
-		w->addr[i].lim = w->nlim[f] != 0 ? w->lim[f] : NULL;
-		w->addr[i].nlim = w->nlim[f];
-		if (txn_add(n->open, &w->addr[i]) < 0) {
-			/* addresses added so far stay: harmless extra work */
-			waiter_free(w);
-			goto out_nomem;
-		}
+	if (waiter_fill(n, w, a, n_addrs) < 0) {
+		/* addresses added so far stay: harmless extra work */
+		waiter_free(w);
+		goto out_nomem;
 	}
 	w->naddr = n_addrs;
 	w->done = done;

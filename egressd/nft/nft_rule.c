@@ -205,12 +205,11 @@ e_log(struct nftnl_rule *r, uint32_t rate)
 	return add_expr_str(r, x, NFTNL_EXPR_LOG_PREFIX, "egressd deny: ");
 }
 
+/* ct state (established,related and other bits), ct direction. */
 static int
-rule_exprs(struct nftnl_rule *r, const struct rspec *s)
+rule_ct(struct nftnl_rule *r, const struct rspec *s)
 {
-	uint32_t u32;
 	uint8_t u8;
-	uint16_t be16;
 
 	if (s->ct_estrel || s->ct_state != 0) {
 		struct nftnl_expr *x = nftnl_expr_alloc("ct");
@@ -231,7 +230,7 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 			return -1;
 		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
 		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(u32));
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(mask));
 		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
 		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
 		if (add_expr(r, x) < 0 ||
@@ -251,6 +250,16 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		if (e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* Family, transport protocol, IPv4 option / IPv6 routing header, ICMP type
+ * range. */
+static int
+rule_proto(struct nftnl_rule *r, const struct rspec *s)
+{
+	uint8_t u8;
+
 	if (s->nfproto != 0) {
 		u8 = s->nfproto;
 		if (e_meta(r, NFT_META_NFPROTO) < 0 ||
@@ -289,6 +298,16 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_LTE, &s->icmp6_hi, 1) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* Destination address, source port range, destination port, source port
+ * set. */
+static int
+rule_ports(struct nftnl_rule *r, const struct rspec *s)
+{
+	uint16_t be16;
+
 	if (s->daddr != NULL || s->daddr_set != NULL) {
 		bool v4 = s->nfproto == NFPROTO_IPV4;
 
@@ -324,6 +343,15 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		    e_lookup(r, s->sport_set) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* Output interface lo, local destination (fib), ct mark set from meta mark. */
+static int
+rule_route(struct nftnl_rule *r, const struct rspec *s)
+{
+	uint32_t u32;
+
 	if (s->oif_lo) {
 		u32 = LOOPBACK_IFINDEX;
 		if (e_meta(r, NFT_META_OIF) < 0 ||
@@ -358,6 +386,13 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		if (add_expr(r, x) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* Counter, then the verdict. */
+static int
+rule_verdict(struct nftnl_rule *r, const struct rspec *s)
+{
 	if (s->counter != NULL && e_objref(r, s->counter) < 0)
 		return -1;
 	switch (s->v) {
@@ -378,6 +413,16 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 		return e_log(r, s->log_rate);
 	}
 	return -1;
+}
+
+static int
+rule_exprs(struct nftnl_rule *r, const struct rspec *s)
+{
+	/* The order is the evaluation order (struct rspec). */
+	if (rule_ct(r, s) < 0 || rule_proto(r, s) < 0 || rule_ports(r, s) < 0 ||
+	    rule_route(r, s) < 0)
+		return -1;
+	return rule_verdict(r, s);
 }
 
 /* Frees r and reports the allocation that failed: -1. */
