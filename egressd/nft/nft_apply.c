@@ -34,7 +34,6 @@
 #include "util/coalesce.h"
 #include "util/hash.h"
 #include "util/now.h"
-#include "egressd/nft/nft_apply.h"
 #include "egressd/nft/nft_state.h"
 #include "egressd/nft/nft_mirror.h"
 #include "egressd/nft/nft_sock.h"

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include "egressd/nft/nft.h"
 
+/* Runs the learn transactions under way to their end (before an apply);
+ * frees the asynchronous learning state (nft_free, a failed attach). */
 void nft_learnq_drain(struct nft *n);
 void nft_learnq_detach(struct nft *n);
 

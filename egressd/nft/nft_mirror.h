@@ -10,6 +10,9 @@
 #include "egressd/nft/nft.h"
 #include "egressd/nft/nft_state.h"
 
+/* The injected clock; the entry slot of an address (*slot NULL: none);
+ * entries removed, cleared, counted into the stats gauge; limits sorted,
+ * searched and merged; an entry learned or refreshed (nft_mirror_put). */
 uint64_t nft_mirror_now(const struct nft *n);
 uint32_t nft_mirror_hash32(int family, const uint8_t *a);
 struct lent **nft_mirror_find(struct nft *n, int family, const uint8_t *a);

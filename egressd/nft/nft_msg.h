@@ -46,6 +46,12 @@ struct rng {
 size_t nft_name_pack_(const char *name, uint8_t *out, size_t outlen);
 int nft_name_unpack_(const uint8_t *in, size_t len, char *out, size_t outlen);
 
+/*
+ * Every function below returns 0/-1 (a pointer or NULL) and sets c->e on
+ * failure. nft_msg_obj_new(): a libnftnl object of the message type, in
+ * our table, named name; nft_msg_obj() writes it as one labelled message
+ * and frees it (takes ownership of o).
+ */
 void *nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name);
 int nft_msg_obj(struct bctx *c, uint16_t type, void *o, const char *what);
 int nft_msg_named(struct bctx *c, uint16_t type, const char *name);
@@ -54,6 +60,8 @@ int nft_msg_chain(struct bctx *c, const char *name, int hooknum,
     const char *ctype, int prio, int policy);
 int nft_msg_set(struct bctx *c, const char *name, uint32_t keytype,
     uint32_t keylen, uint32_t flags, uint32_t size);
+/* Elements: added to s (NULL when out of memory), commented with the name
+ * they were learned for, sent in messages of at most NFT_ELEMS_PER_MSG. */
 struct nftnl_set_elem *nft_msg_elem_add(struct nftnl_set *s, const uint8_t *key,
     uint32_t klen, uint32_t flags, uint64_t timeout_ms);
 int nft_msg_elem_comment(struct nftnl_set_elem *el, const char *name);

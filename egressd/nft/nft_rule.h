@@ -64,6 +64,8 @@ struct rrow {
 	bool skip;
 };
 
+/* One NEWRULE of s; one per protocol and family of a row; rows in order;
+ * the learned-limited rule of family (verdict from the default def). */
 int nft_rule_msg(struct bctx *c, const struct rspec *s);
 int nft_rule_row(struct bctx *c, const char *chain, const struct rrow *row);
 int nft_rule_rows(

@@ -15,6 +15,10 @@ struct names {
 	bool overflow;
 };
 
+/* A finished batch sent on the socket, every ack collected (0/-1 with e
+ * naming the message the kernel refused); a dump or get request run
+ * through cb. Dumps of the table's chain and set names; the learned
+ * elements in the kernel adopted into the mirror. */
 int nft_sock_send(struct nft *n, struct nft_batch *b, struct err *e);
 int nft_sock_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb,
     void *arg, struct err *e, const char *what);

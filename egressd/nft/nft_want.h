@@ -18,6 +18,10 @@ struct limpool {
 	size_t n, cap;
 };
 
+/* Appends lim[0..n) to the pool: the offset, -1 when out of memory.
+ * nft_want_name_limits: what name may reach under p (plain, denied, or
+ * limits); nft_want_lent: what l should hold under p, and which of its
+ * names p still allows (alive bits); nft_want_rec: a learn record of l. */
 long nft_want_pool_add(
     struct limpool *lp, const struct nft_limit *lim, size_t n);
 size_t nft_want_name_limits(const struct policy *p, const char *name,
