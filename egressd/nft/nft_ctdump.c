@@ -6,6 +6,11 @@
  * chunks of NFT_CT_DEL_PER_SEND, one chunk per loop turn, their acks read
  * the same way. A DNS answer therefore waits for one slice at most, never
  * for the whole table (bench/bench_hotpath.sh measures it).
+ *
+ * A leaf: it calls only the message codec (nft_ctmsg.c); what a dump
+ * finds and when work ends reach its users (nft_ct.c, nft_live.c) through
+ * their callbacks, so it never calls back into them by name. The blocking
+ * dump (nft_ctdump_wait) reads on the caller's socket.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -19,8 +24,9 @@
 #include <linux/netlink.h>
 
 #include <libmnl/libmnl.h>
-
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_ctdump.h"
+#include "egressd/nft/nft_ctmsg.h"
+#include "egressd/nft/nft_bounds.h"
 
 enum ctd_state {
 	CTD_IDLE,
@@ -34,9 +40,9 @@ struct nft_ctd {
 	uint32_t portid, seq;
 	struct event *ev_read, *ev_timeout, *ev_step;
 	uint8_t *buf; /* NFT_RECV_BUF */
-	void *results; /* room for the work's results (nft_ctd_results_) */
+	void *results; /* room for the work's results (nft_ctdump_results) */
 	enum ctd_state state;
-	nft_ctd_end_fn end;
+	nft_ctdump_end_fn end;
 	void *arg;
 	/* CTD_DUMP */
 	mnl_cb_t entry;
@@ -106,7 +112,7 @@ ctd_progress(struct nft_ctd *c)
 static void
 ctd_finish(struct nft_ctd *c, int rc, const char *why)
 {
-	nft_ctd_end_fn end = c->end;
+	nft_ctdump_end_fn end = c->end;
 	void *arg = c->arg;
 
 	(void)event_del(c->ev_timeout);
@@ -301,7 +307,7 @@ ctd_step_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct nft_ctd *
-nft_ctd_new_(
+nft_ctdump_new(
     struct event_base *base, size_t nresults, size_t size, struct err *e)
 {
 	struct nft_ctd *c = calloc(1, sizeof(*c));
@@ -318,14 +324,14 @@ nft_ctd_new_(
 	if (c->buf == NULL || c->results == NULL || c->ev_timeout == NULL ||
 	    c->ev_step == NULL) {
 		err_set(e, "nft: out of memory");
-		nft_ctd_free_(c);
+		nft_ctdump_free(c);
 		return NULL;
 	}
 	return c;
 }
 
 void
-nft_ctd_free_(struct nft_ctd *c)
+nft_ctdump_free(struct nft_ctd *c)
 {
 	if (c == NULL)
 		return;
@@ -340,19 +346,19 @@ nft_ctd_free_(struct nft_ctd *c)
 }
 
 void *
-nft_ctd_results_(struct nft_ctd *c)
+nft_ctdump_results(struct nft_ctd *c)
 {
 	return c->results;
 }
 
 bool
-nft_ctd_busy_(const struct nft_ctd *c)
+nft_ctdump_busy(const struct nft_ctd *c)
 {
 	return c->state != CTD_IDLE;
 }
 
 void
-nft_ctd_abort_(struct nft_ctd *c)
+nft_ctdump_abort(struct nft_ctd *c)
 {
 	if (c->state == CTD_IDLE)
 		return;
@@ -361,8 +367,8 @@ nft_ctd_abort_(struct nft_ctd *c)
 }
 
 int
-nft_ctd_dump_(struct nft_ctd *c, mnl_cb_t entry, void *entry_arg,
-    nft_ctd_end_fn end, void *arg, struct err *e)
+nft_ctdump_dump(struct nft_ctd *c, mnl_cb_t entry, void *entry_arg,
+    nft_ctdump_end_fn end, void *arg, struct err *e)
 {
 	char req[MNL_SOCKET_BUFFER_SIZE];
 
@@ -373,7 +379,7 @@ nft_ctd_dump_(struct nft_ctd *c, mnl_cb_t entry, void *entry_arg,
 	if (ctd_open(c, e) < 0)
 		return -1;
 	c->seq++;
-	nft_ct_dump_request_(req, c->seq);
+	nft_ctmsg_dump_request(req, c->seq);
 	if (mnl_socket_sendto(c->nl, req, ((struct nlmsghdr *)req)->nlmsg_len) <
 	    0) {
 		err_set(e, "nft: conntrack dump: %s", strerror(errno));
@@ -390,8 +396,8 @@ nft_ctd_dump_(struct nft_ctd *c, mnl_cb_t entry, void *entry_arg,
 }
 
 int
-nft_ctd_delete_(struct nft_ctd *c, const struct nft_ct_flow *fl, size_t n,
-    size_t *deleted, nft_ctd_end_fn end, void *arg, struct err *e)
+nft_ctdump_delete(struct nft_ctd *c, const struct nft_ct_flow *fl, size_t n,
+    size_t *deleted, nft_ctdump_end_fn end, void *arg, struct err *e)
 {
 	if (c->state != CTD_IDLE) {
 		err_set(e, "nft: conntrack work already under way");
@@ -411,5 +417,50 @@ nft_ctd_delete_(struct nft_ctd *c, const struct nft_ct_flow *fl, size_t n,
 	 * from inside this call */
 	ctd_next_turn(c);
 	ctd_progress(c);
+	return 0;
+}
+
+int
+nft_ctdump_wait(struct mnl_socket *nl, uint32_t seq, uint32_t portid,
+    uint8_t *buf, int (*cb)(const struct nlmsghdr *, void *), void *arg,
+    const size_t *seen, struct err *e)
+{
+	struct nlmsghdr *nlh;
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	ssize_t r;
+	int rc;
+
+	nft_ctmsg_dump_request(req, seq);
+	nlh = (struct nlmsghdr *)req;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err_set(e, "nft: conntrack dump: %s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		if (r < 0) {
+			err_set(e, "nft: conntrack dump: %s",
+			    errno == EAGAIN ? "timeout" : strerror(errno));
+			return -1;
+		}
+		rc = mnl_cb_run(buf, (size_t)r, seq, portid, cb, arg);
+		if (rc == MNL_CB_ERROR) {
+			err_set(e,
+			    "nft: conntrack dump: %s (is "
+			    "nf_conntrack_netlink available?)",
+			    strerror(errno));
+			return -1;
+		}
+		if (rc == MNL_CB_STOP)
+			break;
+	}
+	if (*seen > NFT_CT_MAX_FLOWS) {
+		/* drain the rest of the dump so the socket stays usable */
+		do {
+			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
+		} while (r > 0 &&
+		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
+		        MNL_CB_OK);
+	}
 	return 0;
 }

@@ -20,8 +20,9 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
-
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_batch.h"
+#include "egressd/nft/nft_bounds.h"
 
 static const char *
 msg_name(uint16_t t)
@@ -138,87 +139,110 @@ desc_elems(FILE *f, const struct nlmsghdr *nlh)
 }
 
 static void
+desc_table(FILE *f, const struct nlmsghdr *nlh)
+{
+	struct nftnl_table *x = nftnl_table_alloc();
+
+	if (x != NULL && nftnl_table_nlmsg_parse(nlh, x) == 0)
+		fprintf(f, " %s flags %u",
+		    nftnl_table_get_str(x, NFTNL_TABLE_NAME),
+		    nftnl_table_is_set(x, NFTNL_TABLE_FLAGS)
+		        ? nftnl_table_get_u32(x, NFTNL_TABLE_FLAGS)
+		        : 0);
+	nftnl_table_free(x);
+}
+
+static void
+desc_chain(FILE *f, const struct nlmsghdr *nlh)
+{
+	struct nftnl_chain *x = nftnl_chain_alloc();
+
+	if (x != NULL && nftnl_chain_nlmsg_parse(nlh, x) == 0) {
+		fprintf(f, " %s", nftnl_chain_get_str(x, NFTNL_CHAIN_NAME));
+		if (nftnl_chain_is_set(x, NFTNL_CHAIN_HOOKNUM))
+			fprintf(f, " type %s hook %u prio %d policy %u",
+			    nftnl_chain_get_str(x, NFTNL_CHAIN_TYPE),
+			    nftnl_chain_get_u32(x, NFTNL_CHAIN_HOOKNUM),
+			    nftnl_chain_get_s32(x, NFTNL_CHAIN_PRIO),
+			    nftnl_chain_get_u32(x, NFTNL_CHAIN_POLICY));
+	}
+	nftnl_chain_free(x);
+}
+
+static void
+desc_rule(FILE *f, const struct nlmsghdr *nlh, char *line)
+{
+	struct nftnl_rule *x = nftnl_rule_alloc();
+	char *p;
+
+	if (x != NULL && nftnl_rule_nlmsg_parse(nlh, x) == 0) {
+		nftnl_rule_snprintf(
+		    line, NFT_DESC_LINE_MAX, x, NFTNL_OUTPUT_DEFAULT, 0);
+		/* one line: libnftnl puts each expression on its own */
+		for (p = line; *p != '\0'; p++)
+			if (*p == '\n')
+				*p = ' ';
+		fprintf(f, " %s", line);
+	}
+	nftnl_rule_free(x);
+}
+
+static void
+desc_set(FILE *f, const struct nlmsghdr *nlh)
+{
+	struct nftnl_set *x = nftnl_set_alloc();
+
+	if (x != NULL && nftnl_set_nlmsg_parse(nlh, x) == 0) {
+		fprintf(f, " %s", nftnl_set_get_str(x, NFTNL_SET_NAME));
+		if (nftnl_set_is_set(x, NFTNL_SET_KEY_LEN))
+			fprintf(f, " keylen %u flags 0x%x",
+			    nftnl_set_get_u32(x, NFTNL_SET_KEY_LEN),
+			    nftnl_set_get_u32(x, NFTNL_SET_FLAGS));
+	}
+	nftnl_set_free(x);
+}
+
+static void
+desc_obj(FILE *f, const struct nlmsghdr *nlh)
+{
+	struct nftnl_obj *x = nftnl_obj_alloc();
+
+	if (x != NULL && nftnl_obj_nlmsg_parse(nlh, x) == 0)
+		fprintf(f, " %s type %u", nftnl_obj_get_str(x, NFTNL_OBJ_NAME),
+		    nftnl_obj_get_u32(x, NFTNL_OBJ_TYPE));
+	nftnl_obj_free(x);
+}
+
+static void
 desc_one(FILE *f, const struct nlmsghdr *nlh, char *line)
 {
 	uint16_t t = NFNL_MSG_TYPE(nlh->nlmsg_type);
-	char *p;
 
 	fprintf(f, "%s", msg_name(t));
 	switch (t) {
 	case NFT_MSG_NEWTABLE:
-	case NFT_MSG_DELTABLE: {
-		struct nftnl_table *x = nftnl_table_alloc();
-
-		if (x != NULL && nftnl_table_nlmsg_parse(nlh, x) == 0)
-			fprintf(f, " %s flags %u",
-			    nftnl_table_get_str(x, NFTNL_TABLE_NAME),
-			    nftnl_table_is_set(x, NFTNL_TABLE_FLAGS)
-			        ? nftnl_table_get_u32(x, NFTNL_TABLE_FLAGS)
-			        : 0);
-		nftnl_table_free(x);
+	case NFT_MSG_DELTABLE:
+		desc_table(f, nlh);
 		break;
-	}
 	case NFT_MSG_NEWCHAIN:
-	case NFT_MSG_DELCHAIN: {
-		struct nftnl_chain *x = nftnl_chain_alloc();
-
-		if (x != NULL && nftnl_chain_nlmsg_parse(nlh, x) == 0) {
-			fprintf(
-			    f, " %s", nftnl_chain_get_str(x, NFTNL_CHAIN_NAME));
-			if (nftnl_chain_is_set(x, NFTNL_CHAIN_HOOKNUM))
-				fprintf(f, " type %s hook %u prio %d policy %u",
-				    nftnl_chain_get_str(x, NFTNL_CHAIN_TYPE),
-				    nftnl_chain_get_u32(x, NFTNL_CHAIN_HOOKNUM),
-				    nftnl_chain_get_s32(x, NFTNL_CHAIN_PRIO),
-				    nftnl_chain_get_u32(x, NFTNL_CHAIN_POLICY));
-		}
-		nftnl_chain_free(x);
+	case NFT_MSG_DELCHAIN:
+		desc_chain(f, nlh);
 		break;
-	}
 	case NFT_MSG_NEWRULE:
-	case NFT_MSG_DELRULE: {
-		struct nftnl_rule *x = nftnl_rule_alloc();
-
-		if (x != NULL && nftnl_rule_nlmsg_parse(nlh, x) == 0) {
-			nftnl_rule_snprintf(line, NFT_DESC_LINE_MAX, x,
-			    NFTNL_OUTPUT_DEFAULT, 0);
-			/* one line: libnftnl puts each expression on its own */
-			for (p = line; *p != '\0'; p++)
-				if (*p == '\n')
-					*p = ' ';
-			fprintf(f, " %s", line);
-		}
-		nftnl_rule_free(x);
+	case NFT_MSG_DELRULE:
+		desc_rule(f, nlh, line);
 		break;
-	}
 	case NFT_MSG_NEWSET:
-	case NFT_MSG_DELSET: {
-		struct nftnl_set *x = nftnl_set_alloc();
-
-		if (x != NULL && nftnl_set_nlmsg_parse(nlh, x) == 0) {
-			fprintf(f, " %s", nftnl_set_get_str(x, NFTNL_SET_NAME));
-			if (nftnl_set_is_set(x, NFTNL_SET_KEY_LEN))
-				fprintf(f, " keylen %u flags 0x%x",
-				    nftnl_set_get_u32(x, NFTNL_SET_KEY_LEN),
-				    nftnl_set_get_u32(x, NFTNL_SET_FLAGS));
-		}
-		nftnl_set_free(x);
+	case NFT_MSG_DELSET:
+		desc_set(f, nlh);
 		break;
-	}
 	case NFT_MSG_NEWSETELEM:
 	case NFT_MSG_DELSETELEM:
 		desc_elems(f, nlh);
 		break;
-	case NFT_MSG_NEWOBJ: {
-		struct nftnl_obj *x = nftnl_obj_alloc();
-
-		if (x != NULL && nftnl_obj_nlmsg_parse(nlh, x) == 0)
-			fprintf(f, " %s type %u",
-			    nftnl_obj_get_str(x, NFTNL_OBJ_NAME),
-			    nftnl_obj_get_u32(x, NFTNL_OBJ_TYPE));
-		nftnl_obj_free(x);
+	case NFT_MSG_NEWOBJ:
+		desc_obj(f, nlh);
 		break;
-	}
 	default:
 		break;
 	}

@@ -24,10 +24,18 @@
 
 #include <libmnl/libmnl.h>
 
-#include "egressd/nft/nft_int.h"
 #include "egressd/base/sock.h"
 #include "util/addr.h"
 #include "util/now.h"
+#include "egressd/nft/nft.h"
+#include "egressd/nft/nft_mirror.h"
+#include "egressd/nft/nft_sock.h"
+#include "egressd/nft/nft_learn.h"
+#include "egressd/nft/nft_core.h"
+#include "egressd/nft/nft_ctmsg.h"
+#include "egressd/nft/nft_ctdump.h"
+#include "egressd/nft/nft_ct.h"
+#include "egressd/nft/nft_bounds.h"
 
 struct ct_dump {
 	struct nft *n;
@@ -67,7 +75,7 @@ ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
 /*
  * Only a flow that really goes to the address renews it: not one
  * redirected to egressd (a datagram to X:53 reaches the resolver, never
- * X), not egressd's own, not an inbound one (nft_ct_outbound_()).
+ * X), not egressd's own, not an inbound one (nft_ctmsg_outbound()).
  */
 static int
 ct_cb(const struct nlmsghdr *nlh, void *arg)
@@ -77,72 +85,9 @@ ct_cb(const struct nlmsghdr *nlh, void *arg)
 
 	if (++d->seen > NFT_CT_MAX_FLOWS)
 		return d->sliced ? MNL_CB_OK : MNL_CB_STOP;
-	if (nft_ct_outbound_(nlh, d->mark, d->lc, true, &f))
+	if (nft_ctmsg_outbound(nlh, d->mark, d->lc, true, &f))
 		ct_consider(d, f.family, f.dst);
 	return MNL_CB_OK;
-}
-
-void
-nft_ct_dump_request_(void *req, uint32_t seq)
-{
-	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
-	struct nfgenmsg *g;
-
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
-	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
-	g->nfgen_family = AF_UNSPEC;
-	g->version = NFNETLINK_V0;
-	g->res_id = 0;
-}
-
-int
-nft_ct_dump_(struct nft *n, uint8_t *buf,
-    int (*cb)(const struct nlmsghdr *, void *), void *arg, const size_t *seen,
-    struct err *e)
-{
-	struct mnl_socket *nl;
-	struct nlmsghdr *nlh;
-	char req[MNL_SOCKET_BUFFER_SIZE];
-	uint32_t seq, portid;
-	ssize_t r;
-	int rc;
-
-	nl = nft_sock_(n, &seq, &portid);
-	nft_ct_dump_request_(req, seq);
-	nlh = (struct nlmsghdr *)req;
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err_set(e, "nft: conntrack dump: %s", strerror(errno));
-		return -1;
-	}
-	for (;;) {
-		r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		if (r < 0) {
-			err_set(e, "nft: conntrack dump: %s",
-			    errno == EAGAIN ? "timeout" : strerror(errno));
-			return -1;
-		}
-		rc = mnl_cb_run(buf, (size_t)r, seq, portid, cb, arg);
-		if (rc == MNL_CB_ERROR) {
-			err_set(e,
-			    "nft: conntrack dump: %s (is "
-			    "nf_conntrack_netlink available?)",
-			    strerror(errno));
-			return -1;
-		}
-		if (rc == MNL_CB_STOP)
-			break;
-	}
-	if (*seen > NFT_CT_MAX_FLOWS) {
-		/* drain the rest of the dump so the socket stays usable */
-		do {
-			r = mnl_socket_recvfrom(nl, buf, NFT_RECV_BUF);
-		} while (r > 0 &&
-		    mnl_cb_run(buf, (size_t)r, seq, portid, NULL, NULL) ==
-		        MNL_CB_OK);
-	}
-	return 0;
 }
 
 int
@@ -152,6 +97,8 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 	    .mark = nft_mark_(n),
 	    .window_ms = (uint64_t)window_s * 1000};
 	struct nft_locals *lc = NULL;
+	struct mnl_socket *nl;
+	uint32_t seq, portid;
 	uint8_t *buf;
 	int rc = -1;
 
@@ -167,12 +114,13 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		err_set(e, "nft: out of memory");
 		goto out;
 	}
-	if ((lc = nft_locals_load_(e)) == NULL) {
+	if ((lc = nft_ctmsg_locals_load(e)) == NULL) {
 		err_prefix(e, "nothing renewed");
 		goto out;
 	}
 	d.lc = lc;
-	if (nft_ct_dump_(n, buf, ct_cb, &d, &d.seen, e) == -1)
+	nl = nft_sock_(n, &seq, &portid);
+	if (nft_ctdump_wait(nl, seq, portid, buf, ct_cb, &d, &d.seen, e) == -1)
 		goto out;
 	if (d.nout != 0 && nft_refresh_(n, d.out, d.nout, e) < 0)
 		goto out;
@@ -180,7 +128,7 @@ nft_renew_live(struct nft *n, uint32_t window_s, size_t *renewed, struct err *e)
 		*renewed = d.nout;
 	rc = 0;
 out:
-	nft_locals_free_(lc);
+	nft_ctmsg_locals_free(lc);
 	free(d.out);
 	free(buf);
 	return rc;
@@ -215,7 +163,7 @@ renew_end(void *arg, int rc, const char *why)
 		} else
 			renewed = r->d.nout;
 	}
-	nft_locals_free_(r->lc);
+	nft_ctmsg_locals_free(r->lc);
 	r->lc = NULL;
 	r->busy = false;
 	if (r->done != NULL)
@@ -232,7 +180,7 @@ nft_renew_new(struct nft *n, struct event_base *base, struct err *e)
 		return NULL;
 	}
 	r->n = n;
-	r->ctd = nft_ctd_new_(base, NFT_RENEW_MAX, sizeof(*r->d.out), e);
+	r->ctd = nft_ctdump_new(base, NFT_RENEW_MAX, sizeof(*r->d.out), e);
 	if (r->ctd == NULL) {
 		nft_renew_free(r);
 		return NULL;
@@ -245,8 +193,8 @@ nft_renew_free(struct nft_renew *r)
 {
 	if (r == NULL)
 		return;
-	nft_ctd_free_(r->ctd);
-	nft_locals_free_(r->lc);
+	nft_ctdump_free(r->ctd);
+	nft_ctmsg_locals_free(r->lc);
 	free(r);
 }
 
@@ -269,7 +217,7 @@ nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
 			done(arg, 0, 0, NULL);
 		return 0;
 	}
-	if ((r->lc = nft_locals_load_(e)) == NULL) {
+	if ((r->lc = nft_ctmsg_locals_load(e)) == NULL) {
 		err_prefix(e, "nothing renewed");
 		return -1;
 	}
@@ -279,10 +227,10 @@ nft_renew_start(struct nft_renew *r, uint32_t window_s, nft_renew_done_fn done,
 	r->d.mark = nft_mark_(r->n);
 	r->d.window_ms = (uint64_t)window_s * 1000;
 	r->d.ttl = nft_ttl_clamp_(r->n, window_s * 2);
-	r->d.out = nft_ctd_results_(r->ctd);
+	r->d.out = nft_ctdump_results(r->ctd);
 	r->d.sliced = true;
-	if (nft_ctd_dump_(r->ctd, ct_cb, &r->d, renew_end, r, e) < 0) {
-		nft_locals_free_(r->lc);
+	if (nft_ctdump_dump(r->ctd, ct_cb, &r->d, renew_end, r, e) < 0) {
+		nft_ctmsg_locals_free(r->lc);
 		r->lc = NULL;
 		return -1;
 	}
@@ -431,7 +379,7 @@ probe_send(struct sc *c, int family, uint32_t mark, const uint8_t *dst,
 	memcpy(f.dst, dst, family == AF_INET ? 4 : 16);
 	f.sport = sport;
 	f.dport = port;
-	if (nft_ct_forget_(c->n, &f, e) < 0)
+	if (nft_ct_forget(c->n, &f, e) < 0)
 		goto out;
 	sl = sc_sockaddr(&ss, family, dst, port);
 	if (sendto(fd, msg, len, 0, (struct sockaddr *)&ss, sl) !=

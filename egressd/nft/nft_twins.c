@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egressd/nft/nft_int.h"
 #include "egressd/proto/special_ranges.h"
+#include "egressd/nft/nft_twins.h"
+#include "egressd/nft/nft_build.h"
 
 struct twin_ent {
 	uint32_t a4; /* host order, host bits zero */

@@ -26,6 +26,8 @@
 #include "egressd/proto/dns_wire.h"
 #include "egressd/nft/nft.h"
 #include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_msg.h"
+#include "egressd/nft/nft_twins.h"
 #include "policy/policy.h"
 #include "ts_policy.h"
 

@@ -25,7 +25,7 @@
 #include <libmnl/libmnl.h>
 
 #include "egressd/nft/nft.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
 #include "policy/policy.h"
 #include "ts_netns.h"
 #include "ts_policy.h"
