@@ -24,9 +24,6 @@ import srctree  # noqa: E402
 from include_cycles import cycles  # noqa: E402
 
 KNOWN = {
-    ("nft_ct.c", "nft_ctdump.c", "nft_live.c"):
-        "issue 35: the conntrack dump engine (nft_ctdump.c) becomes a leaf "
-        "with callbacks; nft_ct.c and nft_live.c call it, not it them",
 }
 
 

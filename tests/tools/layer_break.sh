@@ -10,7 +10,7 @@
 #   FILE    a source of LIB (relative to SRCDIR) that gets the call
 #   SYMBOL  a function defined only above LIB (or in a sibling)
 # Without pairs, PAIRS below. For the folder tree, e.g.
-#   egressd_nft:egressd/nft/nft.c:dns_new  (a sibling)
+#   egressd_nft:egressd/nft/nft_core.c:dns_new  (a sibling)
 #   egressd_proto:egressd/proto/dns_wire.c:log_init  (base, above)
 set -euo pipefail
 
@@ -20,7 +20,7 @@ PAIRS=(
 	# a pure codec calling the event loop's logger (base, above it).
 	"egressd_proto:egressd/proto/dns_wire.c:log_init"
 	# nft calling its sibling dns: siblings never call each other.
-	"egressd_nft:egressd/nft/nft.c:dns_new"
+	"egressd_nft:egressd/nft/nft_core.c:dns_new"
 )
 
 src=$(cd "${1:?usage: layer_break.sh SRCDIR [LIB:FILE:SYMBOL ...]}" && pwd)
