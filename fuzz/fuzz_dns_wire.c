@@ -1,9 +1,8 @@
 /*
  * Fuzz target for the DNS codec of egressd/proto/ (dns_wire.h: dns_name.c,
  * dns_msg.c, dns_build.c, dns_answer.c, dns_wire.c). The input is one DNS
- * message, read
- * both as a client query and as an upstream answer. Invariants (abort on
- * violation):
+ * message, read both as a client query and as an upstream answer.
+ * Invariants (abort on violation):
  *  - a query that is not dropped yields responses that parse and echo the
  *    ID and the question bytes;
  *  - the presentation form of any decoded name parses back to the same
