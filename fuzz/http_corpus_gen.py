@@ -5,7 +5,7 @@ loopback). Deterministic; run from the repository root:
     python3 fuzz/http_corpus_gen.py
 The bad_* heads are request-smuggling and Host-confusion shapes from the
 literature (CL.TE, TE.CL, TE.TE obfuscation, obs-fold, bare CR/LF, NUL,
-duplicate Host, absolute-form vs Host); tests/unit/egressd/test_http_head.c
+duplicate Host, absolute-form vs Host); tests/unit/egressd/proto/test_http_head.c
 holds the status each must get."""
 import os
 

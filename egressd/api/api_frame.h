@@ -15,7 +15,7 @@
  * (400). It never decides anything else: evhttp parses the request.
  *
  * Pure: bytes in, state out; no I/O, no allocation. Fuzzed
- * (fuzz/fuzz_api_frame.c), unit-tested (tests/unit/egressd/test_api_frame.c).
+ * (fuzz/fuzz_api_frame.c), unit-tested (tests/unit/egressd/api/test_api_frame.c).
  */
 #ifndef EGRESSD_API_FRAME_H
 #define EGRESSD_API_FRAME_H

@@ -3,7 +3,7 @@
  *
  * Pure: a const stats snapshot and a few daemon facts in, text out; no
  * I/O, no clock. Names are stable and documented in docs/api.md. The
- * output passes `promtool check metrics` (tests/unit/egressd/test_metrics.c
+ * output passes `promtool check metrics` (tests/unit/egressd/base/test_metrics.c
  * runs it).
  *
  * Histogram convention for dns_upstream_lat_bucket: per-bucket (not

@@ -33,7 +33,8 @@
 #include "egressd/nft/nft_elems.h"
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_msg.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
+#include "egressd/nft/nft_elems.h"
 
 static uint32_t
 clamp_ttl(uint32_t ttl, uint32_t lo, uint32_t hi)

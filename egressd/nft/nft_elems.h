@@ -15,4 +15,8 @@ int nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, struct err *e);
 
+/* True when addr lies in the built-in internal (always denied) ranges:
+ * special_addr_flags() & SPECIAL_DROP, what internal4/6 hold. */
+bool nft_addr_internal_(int family, const uint8_t *addr);
+
 #endif

@@ -33,7 +33,8 @@
 #include "egressd/nft/nft_want.h"
 #include "egressd/nft/nft_state.h"
 #include "egressd/nft/nft_mirror.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
+#include "egressd/nft/nft_elems.h"
 #include "egressd/nft/nft_twins.h"
 
 long

@@ -7,7 +7,7 @@
  * the same wherever it happens, and the detection of a kernel or runtime
  * with no or partial nftables (issue 19: "a clear refusal with the reason,
  * never a silent fail-open") is unit-tested with injected NLMSG_ERROR
- * messages (tests/unit/egressd/test_nft_err.c): such a kernel cannot be
+ * messages (tests/unit/egressd/nft/test_nft_err.c): such a kernel cannot be
  * had in a test namespace.
  */
 #ifndef EGRESSD_NFT_ERR_H

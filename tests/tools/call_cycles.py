@@ -2,7 +2,7 @@
 """No cycle in the call graph between production files (issue 35).
 
 The include-cycle check (include_cycles.py) sees only the headers a file
-includes; a cycle hidden behind one shared internal header (nft_int.h
+includes; a cycle hidden behind one shared internal header (the old nft_int.h
 declaring what nft_ct.c, nft_ctdump.c and nft_live.c call of each other)
 shows only in the calls. Here file A uses file B when an undefined symbol
 of A's object is defined (global) by B's object (nm, on the production

@@ -25,7 +25,8 @@
 
 #include "egressd/proto/dns_wire.h"
 #include "egressd/nft/nft.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
+#include "egressd/nft/nft_elems.h"
 #include "egressd/nft/nft_msg.h"
 #include "egressd/nft/nft_twins.h"
 #include "policy/policy.h"
@@ -101,7 +102,7 @@ test_golden_basic(void **state)
 	got = describe(p, &o, NULL);
 	assert_non_null(src);
 	snprintf(path, sizeof(path),
-	    "%s/tests/unit/egressd/golden/nft_basic.txt", src);
+	    "%s/tests/unit/egressd/nft/golden/nft_basic.txt", src);
 	if (getenv("EGRESSD_GOLDEN_UPDATE") != NULL) {
 		f = fopen(path, "w");
 		assert_non_null(f);

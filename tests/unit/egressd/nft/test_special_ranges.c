@@ -25,7 +25,8 @@
 
 #include "egressd/proto/dns_wire.h"
 #include "egressd/nft/nft.h"
-#include "egressd/nft/nft_int.h"
+#include "egressd/nft/nft_bounds.h"
+#include "egressd/nft/nft_elems.h"
 #include "egressd/proto/special_ranges.h"
 #include "egressd/base/stats.h"
 #include "policy/policy.h"
