@@ -60,7 +60,7 @@ sk_type(struct pwalk *w, const struct pnode *v, void *obj)
 		return -1;
 	if (strcmp(v->str, "inline") == 0)
 		cw->c->source = POLICY_CRED_INLINE;
-	else if (strcmp(v->str, "file") == 0 && w->api_vault) {
+	else if (strcmp(v->str, "file") == 0 && w->api_creds) {
 		/* The API must not make egressd read its own files into a
 		 * request: file sources are the operator's alone. */
 		policy_walk_err(w, v,
@@ -143,7 +143,7 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 	(void)policy_walk_map(w, v, source_keys, 3, cw);
 	if (v->type != PNODE_MAP)
 		return -1;
-	if (w->api_vault && cw->type_at == NULL) {
+	if (w->api_creds && cw->type_at == NULL) {
 		/* The API's source type defaults to inline (contract §4). */
 		cw->c->source = POLICY_CRED_INLINE;
 		cw->have_type = true;

@@ -168,7 +168,7 @@ struct policy_config {
 	size_t nfiles;
 	/*
 	 * Set only on the configuration that is the API's credential vault
-	 * (policy_vault.c): its revision and each item's (parallel to
+	 * (policy_apicreds.c): its revision and each item's (parallel to
 	 * credentials and bindings; NULL when there are none).
 	 */
 	uint64_t vault_revision;

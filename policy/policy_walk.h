@@ -22,7 +22,7 @@ struct pwalk {
 	size_t nrules; /* items of every rule list so far (the rule cap) */
 	/* An API body of the credential vault, not the operator's file:
 	 * a credential's source type defaults to inline, file is refused. */
-	bool api_vault;
+	bool api_creds;
 };
 
 /*

@@ -52,11 +52,11 @@ struct api_route {
 /* Read-only table. */
 static const struct api_route api_routes[] = {
     {.path = "/policy", .auth = true, .handler = api_policy_cb},
-    {.path = "/credential-vault", .auth = true, .handler = api_vault_cb},
+    {.path = "/credential-vault", .auth = true, .handler = api_credvault_cb},
     {.path = "/credential-vault/",
         .prefix = true,
         .auth = true,
-        .handler = api_vault_sub_cb},
+        .handler = api_credvault_sub_cb},
     {.path = "/healthz", .quiet = true, .handler = api_status_healthz_cb},
     {.path = "/readyz", .quiet = true, .handler = api_status_readyz_cb},
     {.path = "/metrics",

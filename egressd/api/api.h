@@ -184,7 +184,7 @@ struct api_hooks {
 	 * with e set (answered 400 "credential vault policy validation: …").
 	 * NULL until the vault exists.
 	 */
-	int (*policy_vault_check)(
+	int (*policy_apicreds_check)(
 	    void *arg, const struct policy *next, struct err *e);
 	/*
 	 * Liveness for /healthz: false with the component name ("credential
@@ -196,7 +196,7 @@ struct api_hooks {
 	 * NULL: always ready. */
 	bool (*ready)(void *arg, char *why, size_t whylen);
 	/*
-	 * Puts a Credential Vault mutation (a snapshot from policy_vault.h)
+	 * Puts a Credential Vault mutation (a snapshot from policy_apicreds.h)
 	 * in force like policy_commit, without rewriting the policy file
 	 * (the vault is never written to disk). NULL: vault writes 412.
 	 */

@@ -3,7 +3,7 @@
  * routing, the module's life), api_conn.c (connections, deadlines,
  * refusals), api_auth.c (token, backoff), api_reply.c (answers),
  * api_pending.c (answers waiting for the commit queue), api_policy.c
- * (/policy), api_status.c (probes, /metrics, /v1/status), api_vault.c
+ * (/policy), api_status.c (probes, /metrics, /v1/status), api_credvault.c
  * (the Credential Vault routes). Nothing outside egressd/api/ includes it.
  * Calls go one way: api.c -> the routes -> api_pending.c -> api_reply.c.
  */
@@ -216,8 +216,8 @@ struct bufferevent *api_conn_bev_tls_cb(struct event_base *base, void *arg);
  * came in past the cap); false: none is free. */
 bool api_conn_admit(struct api *a, struct evhttp_connection *evcon);
 
-/* The Credential Vault routes (api_vault.c). */
-void api_vault_cb(struct api_req *r); /* /credential-vault */
-void api_vault_sub_cb(struct api_req *r); /* /credential-vault/... */
+/* The Credential Vault routes (api_credvault.c). */
+void api_credvault_cb(struct api_req *r); /* /credential-vault */
+void api_credvault_sub_cb(struct api_req *r); /* /credential-vault/... */
 
 #endif

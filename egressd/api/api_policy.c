@@ -273,8 +273,8 @@ api_policy_decide_cb(struct api_mutation *m, const struct policy *cur)
 	if (p->v.status != 200 || p->v.nomatch)
 		return NULL;
 	err_clear(&e);
-	if (a->h.policy_vault_check != NULL &&
-	    a->h.policy_vault_check(a->h.arg, p->v.next, &e) == -1) {
+	if (a->h.policy_apicreds_check != NULL &&
+	    a->h.policy_apicreds_check(a->h.arg, p->v.next, &e) == -1) {
 		p->code = 400;
 		(void)snprintf(p->msg, sizeof(p->msg), "%s", e.msg);
 		policy_unref(p->v.next);

@@ -35,7 +35,7 @@
 #include "util/addr.h"
 #include "util/now.h"
 #include "util/secmem.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 #include <limits.h>
 
 #ifndef EGRESSD_VERSION
@@ -298,9 +298,9 @@ api_status_daemon(struct api *a, const struct policy *p, json_t *out)
 	/* The API's vault (revision 0: none) and every binding in force. */
 	json_object_set_new(out, "credentialVault",
 	    json_pack("{s:I, s:I, s:I}", "revision",
-	        (json_int_t)policy_vault_revision(p), "bindings",
+	        (json_int_t)policy_apicreds_revision(p), "bindings",
 	        (json_int_t)p->nbindings, "apiBindings",
-	        (json_int_t)policy_vault_nbindings(p)));
+	        (json_int_t)policy_apicreds_nbindings(p)));
 	json_object_set_new(out, "version", json_string(EGRESSD_VERSION));
 	json_object_set_new(out, "configuredMode",
 	    json_string(st.configured_mode != NULL ? st.configured_mode : ""));

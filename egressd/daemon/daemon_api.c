@@ -145,7 +145,7 @@ daemon_api_start(struct egressd *d, struct err *e)
 	o.stats = &d->stats;
 	h.policy_get = daemon_wire_policy_get_cb;
 	h.mutate = daemon_commit_mutate;
-	h.policy_vault_check = egressd_api_vault_check_cb;
+	h.policy_apicreds_check = egressd_api_vault_check_cb;
 	h.vault_writable = egressd_api_vault_writable_cb;
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;

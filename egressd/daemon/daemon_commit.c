@@ -17,7 +17,7 @@
 #include "egressd/nft/nft.h"
 #include "egressd/proxy/proxy.h"
 #include "policy/policy.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 #include "util/fileread.h"
 #include "util/hash.h"
 #include "util/secmem.h"
@@ -196,7 +196,7 @@ reload_work_cb(struct workq_job *wj)
 	/* The loader's snapshot is still ours alone: number it in sequence. */
 	loaded->revision = j->base->revision + 1;
 	/* The API's vault stays in force across the operator's reload. */
-	j->next = policy_vault_carry(loaded, j->base, &j->e);
+	j->next = policy_apicreds_carry(loaded, j->base, &j->e);
 	policy_unref(loaded);
 }
 

@@ -36,7 +36,7 @@
 #include "util/now.h"
 #include "util/secmem.h"
 #include "policy/policy_binding.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 #include "vault/vault.h"
 
 /* linux/netfilter_ipv6/ip6_tables.h pulls in the iptables ABI; the one
@@ -1343,7 +1343,7 @@ proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
 	    LOG_S("reason", vi->reason),
 	    LOG_S("binding", vi->binding != NULL ? vi->binding : ""),
 	    LOG_U("revision", vault_policy(v)->revision),
-	    LOG_U("vault_revision", policy_vault_revision(vault_policy(v))),
+	    LOG_U("vault_revision", policy_apicreds_revision(vault_policy(v))),
 	    LOG_S("host", name), LOG_U("port", c->dport), LOG_S("method", m),
 	    LOG_S("path", vi->norm_path != NULL ? vi->norm_path : ""));
 }

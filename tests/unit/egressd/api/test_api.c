@@ -193,7 +193,7 @@ fx_alloc(void)
 	f->hooks = (struct api_hooks){
 	    .policy_get = fx_policy_get,
 	    .policy_commit = fx_commit,
-	    .policy_vault_check = fx_vault_check,
+	    .policy_apicreds_check = fx_vault_check,
 	    .healthy = fx_healthy,
 	    .ready = fx_ready,
 	    .status = fx_status,

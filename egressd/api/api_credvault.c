@@ -1,7 +1,7 @@
 /*
- * api_vault: the Credential Vault routes of the control API (contract §4,
+ * api_credvault: the Credential Vault routes of the control API (contract §4,
  * §6; docs/api.md). The vault itself is a layer of the policy snapshot
- * (policy/policy_vault.h); this file checks the request, asks the pure
+ * (policy/policy_apicreds.h); this file checks the request, asks the pure
  * mutation for the next snapshot, commits it through the daemon's hook
  * and renders the state. No answer, log line or error ever holds a
  * credential value: the state names credentials, and the mutations'
@@ -23,7 +23,7 @@
 #include "egressd/base/log.h"
 #include "egressd/base/stats.h"
 #include "policy/policy_binding.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 #include "util/secmem.h"
 
 #define VAULT_ROOT "/credential-vault"
@@ -68,7 +68,8 @@ static json_t *
 credential_json(const struct policy *p, size_t i)
 {
 	uint64_t rev = 0;
-	const struct policy_credential *c = policy_vault_credential(p, i, &rev);
+	const struct policy_credential *c =
+	    policy_apicreds_credential(p, i, &rev);
 
 	/* Never the value: API credentials are inline ones. */
 	return json_pack("{s:s, s:s, s:I}", "name", policy_credential_name(c),
@@ -79,7 +80,7 @@ static json_t *
 binding_json(const struct policy *p, size_t i)
 {
 	uint64_t rev = 0;
-	const struct policy_binding *b = policy_vault_binding(p, i, &rev);
+	const struct policy_binding *b = policy_apicreds_binding(p, i, &rev);
 	json_t *auth, *match;
 
 	match = json_pack("{s:o, s:o, s:o, s:o}", "schemes",
@@ -100,8 +101,8 @@ binding_json(const struct policy *p, size_t i)
 static json_t *
 list_json(const struct policy *p, bool creds)
 {
-	size_t n =
-	    creds ? policy_vault_ncredentials(p) : policy_vault_nbindings(p);
+	size_t n = creds ? policy_apicreds_ncredentials(p)
+	                 : policy_apicreds_nbindings(p);
 	json_t *a = json_array();
 	size_t i;
 
@@ -115,7 +116,7 @@ static json_t *
 state_json(const struct policy *p)
 {
 	return json_pack("{s:I, s:o, s:o}", "revision",
-	    (json_int_t)policy_vault_revision(p), "credentials",
+	    (json_int_t)policy_apicreds_revision(p), "credentials",
 	    list_json(p, true), "bindings", list_json(p, false));
 }
 
@@ -126,21 +127,21 @@ static const char *const op_names[] = {"create", "patch", "delete"};
 enum vault_op { VOP_CREATE, VOP_PATCH, VOP_DELETE };
 
 static int
-status_code(enum policy_vault_status st)
+status_code(enum policy_apicreds_status st)
 {
 	switch (st) {
-	case POLICY_VAULT_OK:
+	case POLICY_APICREDS_OK:
 		return 200;
-	case POLICY_VAULT_BAD_BODY:
-	case POLICY_VAULT_REJECTED:
+	case POLICY_APICREDS_BAD_BODY:
+	case POLICY_APICREDS_REJECTED:
 		return 400;
-	case POLICY_VAULT_NONE:
-	case POLICY_VAULT_MISSING:
+	case POLICY_APICREDS_NONE:
+	case POLICY_APICREDS_MISSING:
 		return 404;
-	case POLICY_VAULT_EXISTS:
-	case POLICY_VAULT_CONFLICT:
+	case POLICY_APICREDS_EXISTS:
+	case POLICY_APICREDS_CONFLICT:
 		return 409;
-	case POLICY_VAULT_NOMEM:
+	case POLICY_APICREDS_NOMEM:
 		break;
 	}
 	return 500;
@@ -221,7 +222,7 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 	struct api_pending *p = api_pending_of(m);
 	struct evbuffer *in = evhttp_request_get_input_buffer(p->r.req);
 	size_t len = evbuffer_get_length(in);
-	enum policy_vault_status st = POLICY_VAULT_NOMEM;
+	enum policy_apicreds_status st = POLICY_APICREDS_NOMEM;
 	struct policy *next = NULL;
 	char *body = NULL;
 	struct err e;
@@ -243,13 +244,13 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 	}
 	switch ((enum vault_op)p->op) {
 	case VOP_CREATE:
-		next = policy_vault_create_json(cur, body, len, &st, &e);
+		next = policy_apicreds_create_json(cur, body, len, &st, &e);
 		break;
 	case VOP_PATCH:
-		next = policy_vault_patch_json(cur, body, len, &st, &e);
+		next = policy_apicreds_patch_json(cur, body, len, &st, &e);
 		break;
 	case VOP_DELETE:
-		next = policy_vault_delete(cur, &st, &e);
+		next = policy_apicreds_delete(cur, &st, &e);
 		break;
 	}
 	if (body != NULL) {
@@ -259,10 +260,10 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 	vault_body_wipe(&p->r);
 	if (next == NULL) {
 		p->code = status_code(st);
-		if (st == POLICY_VAULT_BAD_BODY)
+		if (st == POLICY_APICREDS_BAD_BODY)
 			(void)snprintf(p->msg, sizeof(p->msg),
 			    "invalid credential vault: %s", e.msg);
-		else if (st == POLICY_VAULT_REJECTED)
+		else if (st == POLICY_APICREDS_REJECTED)
 			(void)snprintf(p->msg, sizeof(p->msg),
 			    "credential vault policy validation: %s", e.msg);
 		else
@@ -296,9 +297,9 @@ vault_done_cb(struct api_mutation *m, int rc, const struct policy *next,
 	} else {
 		/* In force: the proxy decides by the new revision from now on. */
 		log_info(r->a->log, "vault.updated", LOG_S("op", op_names[op]),
-		    LOG_U("revision", policy_vault_revision(next)),
-		    LOG_U("credentials", policy_vault_ncredentials(next)),
-		    LOG_U("bindings", policy_vault_nbindings(next)));
+		    LOG_U("revision", policy_apicreds_revision(next)),
+		    LOG_U("credentials", policy_apicreds_ncredentials(next)),
+		    LOG_U("bindings", policy_apicreds_nbindings(next)));
 		if (op == VOP_DELETE)
 			api_reply(r, 204, "text/plain; charset=utf-8", NULL, 0);
 		else
@@ -333,14 +334,14 @@ vault_write(struct api_req *r, enum vault_op op)
 /* ---- routes ---- */
 
 void
-api_vault_cb(struct api_req *r)
+api_credvault_cb(struct api_req *r)
 {
 	const struct policy *p;
 
 	switch (r->cmd) {
 	case EVHTTP_REQ_GET:
 		p = r->a->h.policy_get(r->a->h.arg);
-		if (!policy_vault_exists(p))
+		if (!policy_apicreds_exists(p))
 			api_reply_text(r, 404, VAULT_NOT_FOUND);
 		else
 			api_reply_json(r, 200, state_json(p));
@@ -364,15 +365,15 @@ api_vault_cb(struct api_req *r)
 static long
 find_item(const struct policy *p, bool creds, const char *name)
 {
-	size_t n =
-	    creds ? policy_vault_ncredentials(p) : policy_vault_nbindings(p);
+	size_t n = creds ? policy_apicreds_ncredentials(p)
+	                 : policy_apicreds_nbindings(p);
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		const char *x = creds
 		    ? policy_credential_name(
-		          policy_vault_credential(p, i, NULL))
-		    : policy_binding_name(policy_vault_binding(p, i, NULL));
+		          policy_apicreds_credential(p, i, NULL))
+		    : policy_binding_name(policy_apicreds_binding(p, i, NULL));
 		if (strcmp(x, name) == 0)
 			return (long)i;
 	}
@@ -380,7 +381,7 @@ find_item(const struct policy *p, bool creds, const char *name)
 }
 
 void
-api_vault_sub_cb(struct api_req *r)
+api_credvault_sub_cb(struct api_req *r)
 {
 	const char *rest = r->path + strlen(VAULT_ROOT "/");
 	const struct policy *p;
@@ -411,14 +412,14 @@ api_vault_sub_cb(struct api_req *r)
 		return;
 	}
 	p = r->a->h.policy_get(r->a->h.arg);
-	if (!policy_vault_exists(p)) {
+	if (!policy_apicreds_exists(p)) {
 		api_reply_text(r, 404, VAULT_NOT_FOUND);
 		return;
 	}
 	if (rest[0] == '\0') {
 		api_reply_json(r, 200,
 		    json_pack("{s:I, s:o}", "revision",
-		        (json_int_t)policy_vault_revision(p),
+		        (json_int_t)policy_apicreds_revision(p),
 		        creds ? "credentials" : "bindings",
 		        list_json(p, creds)));
 		return;

@@ -1,7 +1,10 @@
 /*
- * policy_vault: the Credential Vault the control API manages (contract
- * §4): credentials and bindings that live beside the operator's policy
- * file, in memory only, with a revision.
+ * policy_apicreds: the API's credentials, the layer of the policy snapshot
+ * that the control API's Credential Vault routes manage (contract §4):
+ * credentials and bindings that live beside the operator's policy file, in
+ * memory only, with a revision. (Not to be confused with vault/, one
+ * revision of every credential made ready for the proxy, nor with
+ * api/api_credvault.c, the routes.)
  *
  * The vault is part of the snapshot: a struct policy carries the
  * operator's credentials and bindings (from its file) and, once
@@ -16,11 +19,11 @@
  * snapshot returned (revision base + 1) that passed policy_check_bindings
  * (coverage by explicit allows, no ambiguity), or NULL with *st and e.
  * /policy mutations and always-rules reloads carry the vault over
- * unchanged; a reloaded policy file gets it with policy_vault_carry.
+ * unchanged; a reloaded policy file gets it with policy_apicreds_carry.
  * Messages in e name credentials and positions, never a value.
  */
-#ifndef EGRESSD_POLICY_VAULT_H
-#define EGRESSD_POLICY_VAULT_H
+#ifndef EGRESSD_POLICY_APICREDS_H
+#define EGRESSD_POLICY_APICREDS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,29 +34,29 @@
 #include "util/err.h"
 
 /* Why a mutation returned NULL (the API's status in brackets). */
-enum policy_vault_status {
-	POLICY_VAULT_OK,
-	POLICY_VAULT_BAD_BODY, /* [400] not JSON, unknown key, bad item */
-	POLICY_VAULT_REJECTED, /* [400] coverage, overlap, references */
-	POLICY_VAULT_NONE, /* [404] no vault (PATCH, DELETE) */
-	POLICY_VAULT_MISSING, /* [404] replace/delete names no item */
-	POLICY_VAULT_EXISTS, /* [409] POST while one exists */
-	POLICY_VAULT_CONFLICT, /* [409] stale expectedRevision, add of a name
+enum policy_apicreds_status {
+	POLICY_APICREDS_OK,
+	POLICY_APICREDS_BAD_BODY, /* [400] not JSON, unknown key, bad item */
+	POLICY_APICREDS_REJECTED, /* [400] coverage, overlap, references */
+	POLICY_APICREDS_NONE, /* [404] no vault (PATCH, DELETE) */
+	POLICY_APICREDS_MISSING, /* [404] replace/delete names no item */
+	POLICY_APICREDS_EXISTS, /* [409] POST while one exists */
+	POLICY_APICREDS_CONFLICT, /* [409] stale expectedRevision, add of a name
 				* that exists */
-	POLICY_VAULT_NOMEM, /* [500] */
+	POLICY_APICREDS_NOMEM, /* [500] */
 };
 
 /* Does p carry an API vault (created, not deleted)? */
-bool policy_vault_exists(const struct policy *p);
+bool policy_apicreds_exists(const struct policy *p);
 /* Its revision: 1 on create, +1 per PATCH; 0 without a vault. */
-uint64_t policy_vault_revision(const struct policy *p);
+uint64_t policy_apicreds_revision(const struct policy *p);
 /* Its items, sorted by name; borrowed from p. The revision of an item is
  * the vault revision that last added or replaced it. */
-size_t policy_vault_ncredentials(const struct policy *p);
-const struct policy_credential *policy_vault_credential(
+size_t policy_apicreds_ncredentials(const struct policy *p);
+const struct policy_credential *policy_apicreds_credential(
     const struct policy *p, size_t i, uint64_t *revision);
-size_t policy_vault_nbindings(const struct policy *p);
-const struct policy_binding *policy_vault_binding(
+size_t policy_apicreds_nbindings(const struct policy *p);
+const struct policy_binding *policy_apicreds_binding(
     const struct policy *p, size_t i, uint64_t *revision);
 
 /*
@@ -62,26 +65,28 @@ const struct policy_binding *policy_vault_binding(
  * type defaults to "inline"; "file" is refused (file sources are the
  * operator's). Bindings as in the policy file.
  */
-struct policy *policy_vault_create_json(const struct policy *base,
-    const char *body, size_t len, enum policy_vault_status *st, struct err *e);
+struct policy *policy_apicreds_create_json(const struct policy *base,
+    const char *body, size_t len, enum policy_apicreds_status *st,
+    struct err *e);
 /*
  * PATCH: {"expectedRevision"?, "credentials"?:{add?, replace?, delete?},
  * "bindings"?:{...}}; add and replace are item lists, delete a list of
  * names. Applied delete, then replace, then add, all or nothing; the
  * revision goes up by one even when nothing changed.
  */
-struct policy *policy_vault_patch_json(const struct policy *base,
-    const char *body, size_t len, enum policy_vault_status *st, struct err *e);
+struct policy *policy_apicreds_patch_json(const struct policy *base,
+    const char *body, size_t len, enum policy_apicreds_status *st,
+    struct err *e);
 /* DELETE: base without its vault. */
-struct policy *policy_vault_delete(
-    const struct policy *base, enum policy_vault_status *st, struct err *e);
+struct policy *policy_apicreds_delete(
+    const struct policy *base, enum policy_apicreds_status *st, struct err *e);
 /*
  * A policy loaded from the operator's file (no vault of its own) with
  * cur's vault: a new snapshot (loaded's revision), or a new reference to
  * loaded when cur has none; NULL and e when the file now clashes with
  * the vault (a name in both, an API binding no longer covered).
  */
-struct policy *policy_vault_carry(
+struct policy *policy_apicreds_carry(
     struct policy *loaded, const struct policy *cur, struct err *e);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * policy_vault.c: the API's Credential Vault as a snapshot layer
+ * policy_apicreds.c: the API's Credential Vault as a snapshot layer
  * (contract §4): create, patch (delete → replace → add, all or nothing,
  * revisions), delete, the layers kept apart from the operator's file,
  * validation against the policy, carrying across /policy mutations,
@@ -16,7 +16,7 @@
 
 #include "policy/policy.h"
 #include "policy/policy_binding.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 
 #define BASE_YAML                                                              \
 	"defaultAction: deny\n"                                                \
@@ -56,27 +56,27 @@ base(void)
 static struct policy *
 create(const struct policy *b, const char *body)
 {
-	enum policy_vault_status st = POLICY_VAULT_NOMEM;
+	enum policy_apicreds_status st = POLICY_APICREDS_NOMEM;
 	struct err e;
 	struct policy *p =
-	    policy_vault_create_json(b, body, strlen(body), &st, &e);
+	    policy_apicreds_create_json(b, body, strlen(body), &st, &e);
 
 	if (p == NULL)
 		print_error("create: %s\n", e.msg);
 	assert_non_null(p);
-	assert_int_equal(st, POLICY_VAULT_OK);
+	assert_int_equal(st, POLICY_APICREDS_OK);
 	return p;
 }
 
 /* A mutation that must fail with st; returns e's message (static). */
 static const char *
 patch_fails(
-    const struct policy *p, const char *body, enum policy_vault_status want)
+    const struct policy *p, const char *body, enum policy_apicreds_status want)
 {
 	static struct err e;
-	enum policy_vault_status st = POLICY_VAULT_OK;
+	enum policy_apicreds_status st = POLICY_APICREDS_OK;
 
-	assert_null(policy_vault_patch_json(p, body, strlen(body), &st, &e));
+	assert_null(policy_apicreds_patch_json(p, body, strlen(body), &st, &e));
 	if (st != want)
 		print_error("status %d, want %d: %s\n", st, want, e.msg);
 	assert_int_equal(st, want);
@@ -87,10 +87,10 @@ patch_fails(
 static struct policy *
 patch(const struct policy *p, const char *body)
 {
-	enum policy_vault_status st = POLICY_VAULT_NOMEM;
+	enum policy_apicreds_status st = POLICY_APICREDS_NOMEM;
 	struct err e;
 	struct policy *n =
-	    policy_vault_patch_json(p, body, strlen(body), &st, &e);
+	    policy_apicreds_patch_json(p, body, strlen(body), &st, &e);
 
 	if (n == NULL)
 		print_error("patch: %s\n", e.msg);
@@ -101,7 +101,7 @@ patch(const struct policy *p, const char *body)
 static const char *
 cred_at(const struct policy *p, size_t i, uint64_t *rev)
 {
-	return policy_credential_name(policy_vault_credential(p, i, rev));
+	return policy_credential_name(policy_apicreds_credential(p, i, rev));
 }
 
 static void
@@ -112,22 +112,22 @@ test_create_get(void **state)
 	uint64_t rev = 0;
 
 	(void)state;
-	assert_false(policy_vault_exists(b));
-	assert_int_equal(policy_vault_revision(b), 0);
+	assert_false(policy_apicreds_exists(b));
+	assert_int_equal(policy_apicreds_revision(b), 0);
 	p = create(b, CREATE);
-	assert_true(policy_vault_exists(p));
-	assert_int_equal(policy_vault_revision(p), 1);
+	assert_true(policy_apicreds_exists(p));
+	assert_int_equal(policy_apicreds_revision(p), 1);
 	assert_int_equal(p->revision, b->revision + 1);
 	/* sorted by name, revision 1 each */
-	assert_int_equal(policy_vault_ncredentials(p), 2);
+	assert_int_equal(policy_apicreds_ncredentials(p), 2);
 	assert_string_equal(cred_at(p, 0, &rev), "a0");
 	assert_int_equal(rev, 1);
 	assert_string_equal(cred_at(p, 1, &rev), "k1");
 	assert_int_equal(
-	    policy_credential_source(policy_vault_credential(p, 1, NULL)),
+	    policy_credential_source(policy_apicreds_credential(p, 1, NULL)),
 	    POLICY_CRED_INLINE);
-	assert_int_equal(policy_vault_nbindings(p), 1);
-	bd = policy_vault_binding(p, 0, &rev);
+	assert_int_equal(policy_apicreds_nbindings(p), 1);
+	bd = policy_apicreds_binding(p, 0, &rev);
 	assert_string_equal(policy_binding_name(bd), "b1");
 	assert_int_equal(rev, 1);
 	/* the snapshot lists both layers, the operator's first */
@@ -135,22 +135,22 @@ test_create_get(void **state)
 	assert_int_equal(p->nbindings, 2);
 	assert_string_equal(policy_binding_name(p->bindings[0]), "opbind");
 	assert_string_equal(policy_binding_name(p->bindings[1]), "b1");
-	assert_null(policy_vault_credential(p, 2, NULL));
-	assert_null(policy_vault_binding(p, 1, NULL));
+	assert_null(policy_apicreds_credential(p, 2, NULL));
+	assert_null(policy_apicreds_binding(p, 1, NULL));
 	/* a second create: 409 */
 	{
-		enum policy_vault_status st = POLICY_VAULT_OK;
+		enum policy_apicreds_status st = POLICY_APICREDS_OK;
 		struct err e;
-		assert_null(policy_vault_create_json(
+		assert_null(policy_apicreds_create_json(
 		    p, CREATE, strlen(CREATE), &st, &e));
-		assert_int_equal(st, POLICY_VAULT_EXISTS);
+		assert_int_equal(st, POLICY_APICREDS_EXISTS);
 		assert_string_equal(e.msg, "credential vault already exists");
 	}
 	/* an empty create is a vault too */
 	{
 		struct policy *q = create(b, "{}");
-		assert_true(policy_vault_exists(q));
-		assert_int_equal(policy_vault_ncredentials(q), 0);
+		assert_true(policy_apicreds_exists(q));
+		assert_int_equal(policy_apicreds_ncredentials(q), 0);
 		policy_unref(q);
 	}
 	policy_unref(p);
@@ -163,53 +163,53 @@ test_create_refused(void **state)
 	struct policy *b = base();
 	static const struct {
 		const char *body, *needle;
-		enum policy_vault_status st;
+		enum policy_apicreds_status st;
 	} cases[] = {
-	    {"", "empty body", POLICY_VAULT_BAD_BODY},
-	    {"{", "body:", POLICY_VAULT_BAD_BODY},
-	    {"[]", "", POLICY_VAULT_BAD_BODY},
+	    {"", "empty body", POLICY_APICREDS_BAD_BODY},
+	    {"{", "body:", POLICY_APICREDS_BAD_BODY},
+	    {"[]", "", POLICY_APICREDS_BAD_BODY},
 	    {"{\"credentials\":[],\"extra\":1}", "extra",
-	        POLICY_VAULT_BAD_BODY},
+	        POLICY_APICREDS_BAD_BODY},
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"type\":\"file\","
 	     "\"path\":\"/etc/shadow\"}}]}",
-	        "operator's policy file", POLICY_VAULT_BAD_BODY},
+	        "operator's policy file", POLICY_APICREDS_BAD_BODY},
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"value\":"
 	     "\"SECRET\\r\\nX\"}}]}",
-	        "CR or LF", POLICY_VAULT_BAD_BODY},
+	        "CR or LF", POLICY_APICREDS_BAD_BODY},
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"value\":\"S"
 	     "ECRET\"},\"color\":1}]}",
-	        "color", POLICY_VAULT_BAD_BODY},
+	        "color", POLICY_APICREDS_BAD_BODY},
 	    /* an operator's name, or its credential from an API binding */
 	    {"{\"credentials\":[{\"name\":\"opcred\",\"source\":{\"value\":"
 	     "\"SECRET\"}}]}",
-	        "defined by the operator", POLICY_VAULT_REJECTED},
+	        "defined by the operator", POLICY_APICREDS_REJECTED},
 	    {"{\"bindings\":[{\"name\":\"steal\",\"match\":{\"hosts\":["
 	     "\"api.example.com\"]},\"auth\":{\"type\":\"bearer\","
 	     "\"credential\":\"opcred\"}}]}",
-	        "unknown credential \"opcred\"", POLICY_VAULT_REJECTED},
+	        "unknown credential \"opcred\"", POLICY_APICREDS_REJECTED},
 	    /* not covered by an explicit allow */
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"value\":\"SECR"
 	     "ET\"}}],\"bindings\":[{\"name\":\"c\",\"match\":{\"hosts\":["
 	     "\"evil.example.net\"]},\"auth\":{\"type\":\"bearer\","
 	     "\"credential\":\"x\"}}]}",
-	        "not covered", POLICY_VAULT_REJECTED},
+	        "not covered", POLICY_APICREDS_REJECTED},
 	    /* the same request as the operator's binding */
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"value\":\"SECR"
 	     "ET\"}}],\"bindings\":[{\"name\":\"c\",\"match\":{\"hosts\":["
 	     "\"op.example.net\"]},\"auth\":{\"type\":\"bearer\","
 	     "\"credential\":\"x\"}}]}",
-	        "can match the same request", POLICY_VAULT_REJECTED},
+	        "can match the same request", POLICY_APICREDS_REJECTED},
 	    {"{\"credentials\":[{\"name\":\"x\",\"source\":{\"value\":\"S\"}},"
 	     "{\"name\":\"x\",\"source\":{\"value\":\"T\"}}]}",
-	        "duplicate credential", POLICY_VAULT_BAD_BODY},
+	        "duplicate credential", POLICY_APICREDS_BAD_BODY},
 	};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		enum policy_vault_status st = POLICY_VAULT_OK;
+		enum policy_apicreds_status st = POLICY_APICREDS_OK;
 		struct err e;
-		struct policy *p = policy_vault_create_json(
+		struct policy *p = policy_apicreds_create_json(
 		    b, cases[i].body, strlen(cases[i].body), &st, &e);
 		if (p != NULL || st != cases[i].st ||
 		    strstr(e.msg, cases[i].needle) == NULL)
@@ -232,12 +232,12 @@ test_patch(void **state)
 	p1 = create(b, CREATE);
 	/* an empty PATCH still moves the revision */
 	p2 = patch(p1, "{}");
-	assert_int_equal(policy_vault_revision(p2), 2);
+	assert_int_equal(policy_apicreds_revision(p2), 2);
 	assert_string_equal(cred_at(p2, 1, &rev), "k1");
 	assert_int_equal(rev, 1);
 	/* stale expectedRevision */
-	assert_string_equal(
-	    patch_fails(p2, "{\"expectedRevision\":1}", POLICY_VAULT_CONFLICT),
+	assert_string_equal(patch_fails(p2, "{\"expectedRevision\":1}",
+	                        POLICY_APICREDS_CONFLICT),
 	    "expectedRevision 1 does not match current revision 2");
 	/* delete → replace → add in one, with the right revision */
 	p3 = patch(p2,
@@ -248,49 +248,49 @@ test_patch(void **state)
 	    "]},\"bindings\":{\"add\":[{\"name\":\"b2\",\"match\":{\"hosts\":"
 	    "[\"*.example.org\"]},\"auth\":{\"type\":\"apiKey\",\"name\":\"X"
 	    "-Key\",\"credential\":\"z\"}}]}}");
-	assert_int_equal(policy_vault_revision(p3), 3);
-	assert_int_equal(policy_vault_ncredentials(p3), 3);
+	assert_int_equal(policy_apicreds_revision(p3), 3);
+	assert_int_equal(policy_apicreds_ncredentials(p3), 3);
 	assert_string_equal(cred_at(p3, 0, &rev), "a0");
 	assert_int_equal(rev, 3);
 	assert_string_equal(cred_at(p3, 1, &rev), "k1");
 	assert_int_equal(rev, 3);
 	assert_string_equal(cred_at(p3, 2, &rev), "z");
-	assert_int_equal(policy_vault_nbindings(p3), 2);
+	assert_int_equal(policy_apicreds_nbindings(p3), 2);
 	assert_string_equal(
-	    policy_binding_name(policy_vault_binding(p3, 0, &rev)), "b1");
+	    policy_binding_name(policy_apicreds_binding(p3, 0, &rev)), "b1");
 	assert_int_equal(rev, 1);
 	/* all or nothing: each failure leaves p3 as it is */
 	assert_string_equal(
 	    patch_fails(p3, "{\"credentials\":{\"delete\":[\"nope\"]}}",
-	        POLICY_VAULT_MISSING),
+	        POLICY_APICREDS_MISSING),
 	    "credential \"nope\" not found");
 	assert_string_equal(
 	    patch_fails(p3,
 	        "{\"credentials\":{\"delete\":[\"k1\"],\"replace\":[{\"name\":"
 	        "\"k1\",\"source\":{\"value\":\"SECRET\"}}]}}",
-	        POLICY_VAULT_MISSING),
+	        POLICY_APICREDS_MISSING),
 	    "credential \"k1\" not found");
 	assert_string_equal(
 	    patch_fails(p3,
 	        "{\"credentials\":{\"add\":[{\"name\":\"z\",\"source\":{"
 	        "\"value\":\"SECRET\"}}]}}",
-	        POLICY_VAULT_CONFLICT),
+	        POLICY_APICREDS_CONFLICT),
 	    "credential \"z\" already exists");
 	/* deleting a credential a binding still uses */
 	assert_non_null(
 	    strstr(patch_fails(p3, "{\"credentials\":{\"delete\":[\"k1\"]}}",
-	               POLICY_VAULT_REJECTED),
+	               POLICY_APICREDS_REJECTED),
 	        "unknown credential \"k1\""));
-	assert_non_null(strstr(
-	    patch_fails(p3, "{\"bindings\":{\"x\":[]}}", POLICY_VAULT_BAD_BODY),
+	assert_non_null(strstr(patch_fails(p3, "{\"bindings\":{\"x\":[]}}",
+	                           POLICY_APICREDS_BAD_BODY),
 	    "\"x\""));
-	assert_int_equal(policy_vault_revision(p3), 3);
+	assert_int_equal(policy_apicreds_revision(p3), 3);
 	/* both gone in one step */
 	p4 = patch(p3,
 	    "{\"bindings\":{\"delete\":[\"b1\"]},\"credentials\":{\"delete\":"
 	    "[\"k1\"]}}");
-	assert_int_equal(policy_vault_ncredentials(p4), 2);
-	assert_int_equal(policy_vault_nbindings(p4), 1);
+	assert_int_equal(policy_apicreds_ncredentials(p4), 2);
+	assert_int_equal(policy_apicreds_nbindings(p4), 1);
 	assert_int_equal(p4->nbindings, 2);
 	policy_unref(p4);
 	policy_unref(p3);
@@ -303,26 +303,26 @@ static void
 test_delete_and_none(void **state)
 {
 	struct policy *b = base(), *p, *q;
-	enum policy_vault_status st;
+	enum policy_apicreds_status st;
 	struct err e;
 
 	(void)state;
-	assert_null(policy_vault_patch_json(b, "{}", 2, &st, &e));
-	assert_int_equal(st, POLICY_VAULT_NONE);
+	assert_null(policy_apicreds_patch_json(b, "{}", 2, &st, &e));
+	assert_int_equal(st, POLICY_APICREDS_NONE);
 	assert_string_equal(e.msg, "credential vault not found");
-	assert_null(policy_vault_delete(b, &st, &e));
-	assert_int_equal(st, POLICY_VAULT_NONE);
+	assert_null(policy_apicreds_delete(b, &st, &e));
+	assert_int_equal(st, POLICY_APICREDS_NONE);
 	p = create(b, CREATE);
-	q = policy_vault_delete(p, &st, &e);
+	q = policy_apicreds_delete(p, &st, &e);
 	assert_non_null(q);
-	assert_false(policy_vault_exists(q));
-	assert_int_equal(policy_vault_revision(q), 0);
+	assert_false(policy_apicreds_exists(q));
+	assert_int_equal(policy_apicreds_revision(q), 0);
 	assert_int_equal(q->nbindings, 1); /* the operator's stays */
 	assert_int_equal(q->ncredentials, 1);
 	policy_unref(p);
 	/* created again: revision 1 */
 	p = create(q, CREATE);
-	assert_int_equal(policy_vault_revision(p), 1);
+	assert_int_equal(policy_apicreds_revision(p), 1);
 	policy_unref(p);
 	policy_unref(q);
 	policy_unref(b);
@@ -351,7 +351,7 @@ test_carried(void **state)
 		m = policy_patch_json(p, more, strlen(more), 0, &over, &e);
 	}
 	assert_non_null(m);
-	assert_int_equal(policy_vault_revision(m), 1);
+	assert_int_equal(policy_apicreds_revision(m), 1);
 	assert_int_equal(m->nbindings, 2);
 	/* and a replace that uncovers b1 is refused by the check */
 	r = policy_replace_json(p, narrow, strlen(narrow), 0, &over, &e);
@@ -372,17 +372,17 @@ test_carried(void **state)
 	policy_diag_init(&d);
 	r = policy_parse_yaml(BASE_YAML, strlen(BASE_YAML), "b.yaml", &d);
 	assert_non_null(r);
-	c = policy_vault_carry(r, p, &e);
+	c = policy_apicreds_carry(r, p, &e);
 	assert_non_null(c);
-	assert_int_equal(policy_vault_revision(c), 1);
+	assert_int_equal(policy_apicreds_revision(c), 1);
 	assert_int_equal(c->revision, r->revision);
 	policy_unref(c);
 	policy_unref(r);
 	r = policy_parse_json(narrow, strlen(narrow), "n.json", &d);
 	assert_non_null(r);
-	assert_null(policy_vault_carry(r, p, &e));
+	assert_null(policy_apicreds_carry(r, p, &e));
 	assert_non_null(strstr(e.msg, "not covered"));
-	c = policy_vault_carry(r, b, &e); /* no vault: r itself */
+	c = policy_apicreds_carry(r, b, &e); /* no vault: r itself */
 	assert_ptr_equal(c, r);
 	policy_unref(c);
 	policy_unref(r);

@@ -1,6 +1,6 @@
 /*
- * policy_vault: the API's Credential Vault as a layer of the snapshot
- * (policy_vault.h). A vault is a struct policy_config holding only
+ * policy_apicreds: the API's Credential Vault as a layer of the snapshot
+ * (policy_apicreds.h). A vault is a struct policy_config holding only
  * credentials and bindings, with the revisions in its vault_* fields;
  * policy_assemble joins it to the operator's lists.
  */
@@ -10,7 +10,7 @@
 
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
-#include "policy/policy_vault.h"
+#include "policy/policy_apicreds.h"
 #include "policy/policy_walk.h"
 #include "util/refcnt.h"
 
@@ -23,13 +23,13 @@ vault_of(const struct policy *p)
 }
 
 bool
-policy_vault_exists(const struct policy *p)
+policy_apicreds_exists(const struct policy *p)
 {
 	return vault_of(p) != NULL;
 }
 
 uint64_t
-policy_vault_revision(const struct policy *p)
+policy_apicreds_revision(const struct policy *p)
 {
 	const struct policy_config *v = vault_of(p);
 
@@ -37,7 +37,7 @@ policy_vault_revision(const struct policy *p)
 }
 
 size_t
-policy_vault_ncredentials(const struct policy *p)
+policy_apicreds_ncredentials(const struct policy *p)
 {
 	const struct policy_config *v = vault_of(p);
 
@@ -45,7 +45,7 @@ policy_vault_ncredentials(const struct policy *p)
 }
 
 const struct policy_credential *
-policy_vault_credential(const struct policy *p, size_t i, uint64_t *revision)
+policy_apicreds_credential(const struct policy *p, size_t i, uint64_t *revision)
 {
 	const struct policy_config *v = vault_of(p);
 
@@ -57,7 +57,7 @@ policy_vault_credential(const struct policy *p, size_t i, uint64_t *revision)
 }
 
 size_t
-policy_vault_nbindings(const struct policy *p)
+policy_apicreds_nbindings(const struct policy *p)
 {
 	const struct policy_config *v = vault_of(p);
 
@@ -65,7 +65,7 @@ policy_vault_nbindings(const struct policy *p)
 }
 
 const struct policy_binding *
-policy_vault_binding(const struct policy *p, size_t i, uint64_t *revision)
+policy_apicreds_binding(const struct policy *p, size_t i, uint64_t *revision)
 {
 	const struct policy_config *v = vault_of(p);
 
@@ -77,7 +77,7 @@ policy_vault_binding(const struct policy *p, size_t i, uint64_t *revision)
 }
 
 static void
-set_st(enum policy_vault_status *st, enum policy_vault_status v)
+set_st(enum policy_apicreds_status *st, enum policy_apicreds_status v)
 {
 	if (st != NULL)
 		*st = v;
@@ -211,7 +211,7 @@ body_clear(struct vbody *b)
 /* Parses body against keys into b; 0, or -1 with e (and *st). */
 static int
 body_walk(const char *body, size_t len, const struct pkey *keys, size_t nkeys,
-    struct vbody *b, enum policy_vault_status *st, struct err *e)
+    struct vbody *b, enum policy_apicreds_status *st, struct err *e)
 {
 	struct policy_diag d;
 	struct pnode *root = NULL;
@@ -223,10 +223,10 @@ body_walk(const char *body, size_t len, const struct pkey *keys, size_t nkeys,
 	memset(&w, 0, sizeof(w));
 	w.name = BODY_NAME;
 	w.d = &d;
-	w.api_vault = true;
-	set_st(st, POLICY_VAULT_BAD_BODY);
+	w.api_creds = true;
+	set_st(st, POLICY_APICREDS_BAD_BODY);
 	if (vset_init(&b->creds) == -1 || vset_init(&b->binds) == -1) {
-		set_st(st, POLICY_VAULT_NOMEM);
+		set_st(st, POLICY_APICREDS_NOMEM);
 		err_set(e, "out of memory");
 		goto out;
 	}
@@ -387,7 +387,7 @@ static int
 apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
     size_t n, void **add, size_t nadd, void **rep, size_t nrep,
     char *const *del, size_t ndel, uint64_t rev, struct vlist *out,
-    enum policy_vault_status *st, struct err *e)
+    enum policy_apicreds_status *st, struct err *e)
 {
 	size_t i;
 	long j;
@@ -399,7 +399,7 @@ apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
 			if (strcmp(k->name(old[j]), del[i]) == 0)
 				break;
 		if (j == (long)n) {
-			set_st(st, POLICY_VAULT_MISSING);
+			set_st(st, POLICY_APICREDS_MISSING);
 			err_set(e, "%s \"%s\" not found", k->what, del[i]);
 			return -1;
 		}
@@ -415,7 +415,7 @@ apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
 	}
 	for (i = 0; i < nrep; i++) {
 		if ((j = list_find(out, k->name(rep[i]))) == -1) {
-			set_st(st, POLICY_VAULT_MISSING);
+			set_st(st, POLICY_APICREDS_MISSING);
 			err_set(
 			    e, "%s \"%s\" not found", k->what, k->name(rep[i]));
 			goto fail;
@@ -428,7 +428,7 @@ apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
 	}
 	for (i = 0; i < nadd; i++) {
 		if (list_find(out, k->name(add[i])) != -1) {
-			set_st(st, POLICY_VAULT_CONFLICT);
+			set_st(st, POLICY_APICREDS_CONFLICT);
 			err_set(e, "%s \"%s\" already exists", k->what,
 			    k->name(add[i]));
 			goto fail;
@@ -441,7 +441,7 @@ apply_set(const struct vkind *k, void *const *old, const uint64_t *oldrev,
 		qsort(out->v, out->n, sizeof(*out->v), vitem_cmp);
 	return 0;
 nomem:
-	set_st(st, POLICY_VAULT_NOMEM);
+	set_st(st, POLICY_APICREDS_NOMEM);
 	err_set(e, "out of memory");
 fail:
 	vlist_free(k, out);
@@ -472,7 +472,7 @@ vlist_take(struct vlist *l, void ***objs, uint64_t **revs, size_t *n)
 /* The vault that old (NULL: an empty one) becomes under b at rev. */
 static struct policy_config *
 vault_build(const struct policy_config *old, struct vbody *b, uint64_t rev,
-    enum policy_vault_status *st, struct err *e)
+    enum policy_apicreds_status *st, struct err *e)
 {
 	static const uint64_t none = 0;
 	struct policy_config *v;
@@ -502,7 +502,7 @@ vault_build(const struct policy_config *old, struct vbody *b, uint64_t rev,
 		vlist_free(&kind_cred, &lc);
 		vlist_free(&kind_bind, &lb);
 		policy_config_unref(v);
-		set_st(st, POLICY_VAULT_NOMEM);
+		set_st(st, POLICY_APICREDS_NOMEM);
 		err_set(e, "out of memory");
 		return NULL;
 	}
@@ -529,7 +529,7 @@ cfg_has_binding(const struct policy_config *c, const char *name)
 	return false;
 }
 
-/* The two layers stay apart (policy_vault.h). */
+/* The two layers stay apart (policy_apicreds.h). */
 static int
 layers_apart(const struct policy_config *op, const struct policy_config *v,
     struct err *e)
@@ -574,7 +574,7 @@ layers_apart(const struct policy_config *op, const struct policy_config *v,
  */
 static struct policy *
 attach(const struct policy *base, struct policy_config *vault,
-    uint64_t revision, enum policy_vault_status *st, struct err *e)
+    uint64_t revision, enum policy_apicreds_status *st, struct err *e)
 {
 	struct policy_index *ix = base->index;
 	struct policy_rule *rules;
@@ -582,7 +582,7 @@ attach(const struct policy *base, struct policy_config *vault,
 
 	if (vault != NULL && layers_apart(ix->cfg, vault, e) == -1) {
 		policy_config_unref(vault);
-		set_st(st, POLICY_VAULT_REJECTED);
+		set_st(st, POLICY_APICREDS_REJECTED);
 		return NULL;
 	}
 	if ((rules = policy_rules_dup(base)) == NULL) {
@@ -597,13 +597,13 @@ attach(const struct policy *base, struct policy_config *vault,
 		goto nomem;
 	if (policy_check_bindings(p, e) == -1) {
 		policy_unref(p);
-		set_st(st, POLICY_VAULT_REJECTED);
+		set_st(st, POLICY_APICREDS_REJECTED);
 		return NULL;
 	}
-	set_st(st, POLICY_VAULT_OK);
+	set_st(st, POLICY_APICREDS_OK);
 	return p;
 nomem:
-	set_st(st, POLICY_VAULT_NOMEM);
+	set_st(st, POLICY_APICREDS_NOMEM);
 	err_set(e, "out of memory");
 	return NULL;
 }
@@ -612,7 +612,7 @@ nomem:
 
 static struct policy *
 mutate(const struct policy *base, const char *body, size_t len, bool create,
-    enum policy_vault_status *st, struct err *e)
+    enum policy_apicreds_status *st, struct err *e)
 {
 	const struct policy_config *old = vault_of(base);
 	struct policy_config *v;
@@ -621,12 +621,12 @@ mutate(const struct policy *base, const char *body, size_t len, bool create,
 
 	err_clear(e);
 	if (create && old != NULL) {
-		set_st(st, POLICY_VAULT_EXISTS);
+		set_st(st, POLICY_APICREDS_EXISTS);
 		err_set(e, "credential vault already exists");
 		return NULL;
 	}
 	if (!create && old == NULL) {
-		set_st(st, POLICY_VAULT_NONE);
+		set_st(st, POLICY_APICREDS_NONE);
 		err_set(e, "credential vault not found");
 		return NULL;
 	}
@@ -637,7 +637,7 @@ mutate(const struct policy *base, const char *body, size_t len, bool create,
 	}
 	rev = create ? 1 : old->vault_revision + 1;
 	if (!create && b.have_expected && b.expected != old->vault_revision) {
-		set_st(st, POLICY_VAULT_CONFLICT);
+		set_st(st, POLICY_APICREDS_CONFLICT);
 		err_set(e,
 		    "expectedRevision %lu does not match current revision "
 		    "%llu",
@@ -653,26 +653,26 @@ mutate(const struct policy *base, const char *body, size_t len, bool create,
 }
 
 struct policy *
-policy_vault_create_json(const struct policy *base, const char *body,
-    size_t len, enum policy_vault_status *st, struct err *e)
+policy_apicreds_create_json(const struct policy *base, const char *body,
+    size_t len, enum policy_apicreds_status *st, struct err *e)
 {
 	return mutate(base, body, len, true, st, e);
 }
 
 struct policy *
-policy_vault_patch_json(const struct policy *base, const char *body, size_t len,
-    enum policy_vault_status *st, struct err *e)
+policy_apicreds_patch_json(const struct policy *base, const char *body,
+    size_t len, enum policy_apicreds_status *st, struct err *e)
 {
 	return mutate(base, body, len, false, st, e);
 }
 
 struct policy *
-policy_vault_delete(
-    const struct policy *base, enum policy_vault_status *st, struct err *e)
+policy_apicreds_delete(
+    const struct policy *base, enum policy_apicreds_status *st, struct err *e)
 {
 	err_clear(e);
 	if (vault_of(base) == NULL) {
-		set_st(st, POLICY_VAULT_NONE);
+		set_st(st, POLICY_APICREDS_NONE);
 		err_set(e, "credential vault not found");
 		return NULL;
 	}
@@ -680,7 +680,7 @@ policy_vault_delete(
 }
 
 struct policy *
-policy_vault_carry(
+policy_apicreds_carry(
     struct policy *loaded, const struct policy *cur, struct err *e)
 {
 	struct policy_config *v = cur != NULL ? cur->index->vault : NULL;
