@@ -15,7 +15,7 @@ Usage (testbed.sh drives it; docs/testing.md, "The canary sweep"):
                                     OPENSANDBOX_EGRESS_RULES (stdin to stdout)
   canary.py plant DIR LABEL FORM FILE
                                     append one rendered form of a canary to
-                                    FILE (the self-test of 00_testbed)
+                                    FILE (the self-test of testbed_self)
   canary.py exec-with DIR LABEL CMD...
                                     run CMD with the canary in its
                                     environment (the self-test, for /proc)

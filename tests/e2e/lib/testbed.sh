@@ -1028,7 +1028,7 @@ tb_egressd_dump()
 # and is reported in the sweep's passing check.
 
 # tb_canary_init: make this run's canaries (idempotent). tb_start_egressd
-# does it; a scenario calls it only to sweep without egressd (00_testbed).
+# does it; a scenario calls it only to sweep without egressd (testbed_self).
 tb_canary_init()
 {
 	"$TB_PY" -S "$TB_LIB_DIR/canary.py" init "$TB_CANARY_DIR" "$TB_CANARY_SRC" ||
@@ -1043,7 +1043,7 @@ tb__canary_start()
 {
 	local a prev="" pol="" out
 	TB_CANARY_BINDINGS=0
-	# a stand-in daemon (00_testbed, nft_driver) loads no credentials
+	# a stand-in daemon (testbed_self, nft_driver) loads no credentials
 	[ "${EGRESSD_BIN##*/}" = egressd ] && [ "$TB_CANARY" != 0 ] || return 0
 	for a in "${TB_EGRESSD_ENV[@]}"; do
 		case $a in

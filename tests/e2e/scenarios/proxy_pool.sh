@@ -45,7 +45,7 @@ SOCK=$TB_DIR/egressd/api.sock
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
     --state-dir "$STATE" --api-token-file "$TB_DIR/token" --api-socket "$SOCK"
 # the API over its Unix socket, as the operator (the sandbox's own
-# network path to it is closed: 26_protected_ports)
+# network path to it is closed: nft_protected_ports)
 tb_api() {
 	local m=$1 p=$2 args=(-H "OPENSANDBOX-EGRESS-AUTH: $TB_EGRESSD_TOKEN")
 	[ $# -ge 3 ] && args+=(-H "Content-Type: application/json" \
@@ -196,7 +196,7 @@ tb_expect_eq "/metrics: not pooled after HTTP/1.0" 0 \
 # --- a new policy empties the pool ----------------------------------------------
 # (pooled connections are not judged again: the next client connection
 # is judged by its SNI first, then dials; a denied name never gets that
-# far, as proxy_passthrough and ops_runbook check)
+# far, as proxy_passthrough and daemon_ops_runbook check)
 tb_expect_eq "b.test: 200" 200 "$(get https://b.test/before)"
 tb_expect_eq "/metrics: b.test's origin connection pooled" 1 \
     "$(metric egressd_proxy_upstream_idle)"

@@ -5,7 +5,7 @@ flow, as a stub resolver does), and accounts for every query: answered
 (by rcode), refused (ICMP port unreachable reported on the socket), or
 unanswered within the timeout (silently lost).
 
-Used by the start-up scenario (tests/e2e/scenarios/startup_no_query_lost.sh)
+Used by the start-up scenario (tests/e2e/scenarios/daemon_startup_no_query_lost.sh)
 and the start-up benchmark (bench/bench_startup.sh). Every load is bounded:
 at most --max-queries queries and --max-seconds seconds of sending, at
 most --max-open sockets at once.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 30_deny_webhook: every denied name is reported to the operator's webhook,
+# daemon_deny_webhook: every denied name is reported to the operator's webhook,
 # once per name, from egressd's own (marked) socket, while the sandbox
 # itself still cannot reach the webhook's host; names in log_skip.always
 # are neither logged nor reported.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 22_upstream_reload: with no upstream on the command line or in the
+# dns_upstream_reload: with no upstream on the command line or in the
 # environment, the policy file's dns.upstreams decide, and an edit of them
 # moves the resolver to the new upstream without a restart.
 set -u -o pipefail

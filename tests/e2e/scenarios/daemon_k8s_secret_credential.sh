@@ -1,5 +1,5 @@
 #!/bin/bash
-# k8s_secret_credential (issue 19 item 1, issue 18 item 2): a `file`
+# daemon_k8s_secret_credential (issue 19 item 1, issue 18 item 2): a `file`
 # credential from a Kubernetes Secret volume, laid out as the kubelet's
 # atomic writer does (1777 root, timestamped data directory, "..data"
 # link, the file a link through it). The origin receives the Secret's

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 40_metrics: every counter of /metrics moves when its event happens, as
+# api_metrics: every counter of /metrics moves when its event happens, as
 # an operator scraping from the host would see it.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"

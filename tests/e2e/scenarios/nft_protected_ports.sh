@@ -1,5 +1,5 @@
 #!/bin/bash
-# 26_protected_ports: other services on the pod's loopback (a sidecar's
+# nft_protected_ports: other services on the pod's loopback (a sidecar's
 # admin port, say) are closed to the sandbox when the operator lists them
 # with --protect-port, on every local address; unlisted loopback services
 # (the sandbox's own dev servers) keep working.

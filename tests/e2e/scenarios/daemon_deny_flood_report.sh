@@ -1,5 +1,5 @@
 #!/bin/bash
-# deny_flood_report: a flood of distinct denied names cannot hide a real
+# daemon_deny_flood_report: a flood of distinct denied names cannot hide a real
 # denial (issue #16 item 17). The sandbox asks for 3000 distinct denied
 # names as fast as egressd answers, then once for a real one
 # (real-target.evil.test). Before the fix the flood filled the deny

@@ -1,5 +1,5 @@
 #!/bin/bash
-# k8s_volume_files (issue 19 item 1, first part): the API token and the
+# daemon_k8s_volume_files (issue 19 item 1, first part): the API token and the
 # policy from a Kubernetes Secret/ConfigMap volume, built exactly as the
 # kubelet's atomic writer lays it out: a 1777 volume root, a timestamped
 # data directory, "..data" linking to it, and every file a link through

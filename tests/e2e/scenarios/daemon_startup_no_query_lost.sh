@@ -1,5 +1,5 @@
 #!/bin/bash
-# startup_no_query_lost: a sidecar gates its pod, so the workload asks for
+# daemon_startup_no_query_lost: a sidecar gates its pod, so the workload asks for
 # names while egressd starts. A client sends a query to its resolver every
 # 3 ms, each from a new socket, from before egressd's exec until well after
 # it is ready. Every one is answered: by the upstream itself before the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 25_table_tamper: another root tool in the pod flushes the ruleset.
+# nft_table_tamper: another root tool in the pod flushes the ruleset.
 # egressd notices within its 10 s check, says so, and puts its table back;
 # the sandbox is blocked again without any operator action.
 set -u -o pipefail

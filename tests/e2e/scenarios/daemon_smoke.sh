@@ -1,5 +1,5 @@
 #!/bin/bash
-# 10_smoke: the first story. An allowed name resolves and connects at
+# daemon_smoke: the first story. An allowed name resolves and connects at
 # once; a denied name gets NXDOMAIN and its address stays closed; a direct
 # IP and the metadata address fail fast.
 set -u -o pipefail

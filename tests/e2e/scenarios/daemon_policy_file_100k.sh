@@ -1,5 +1,5 @@
 #!/bin/bash
-# policy_file_100k: an operator's 100,000-rule policy file (block YAML,
+# daemon_policy_file_100k: an operator's 100,000-rule policy file (block YAML,
 # names of real length, ~6 MiB: over the old 4 MiB limit) loads, at start
 # and in --check, and its last rules are in force; the file limit is the
 # operator's (--policy-file-max, refused with a message naming it), while

@@ -1,5 +1,5 @@
 #!/bin/bash
-# startup_ipv6_only: the first-release story in an IPv6-only pod. The
+# daemon_startup_ipv6_only: the first-release story in an IPv6-only pod. The
 # sandbox namespace has IPv4 on loopback only (no address on its link, no
 # IPv4 route; its resolver is dns1's IPv6 address). egressd starts (its
 # self-check needs no route), an allowed name resolves (AAAA) and connects

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 01_cli: the command line an operator meets first. --check reports every
+# daemon_cli: the command line an operator meets first. --check reports every
 # error of a policy file with FILE:LINE:COL, or "ok: N rules, M bindings";
 # bad flags and environment values are one clear line and a non-zero exit.
 # Needs no privileges and no namespaces.

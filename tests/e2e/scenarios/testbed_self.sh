@@ -1,5 +1,5 @@
 #!/bin/bash
-# 00_testbed: the test bed itself, no egressd. Every later scenario trusts
+# testbed_self: the test bed itself, no egressd. Every later scenario trusts
 # what this one proves: the sandbox uid resolves test names against the
 # fake upstream (A, AAAA, CNAME chains, internal answers, HTTPS RR, a large
 # answer that needs TCP), fetches from HTTPS origins signed by the run's CA

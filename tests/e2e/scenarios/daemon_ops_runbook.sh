@@ -1,5 +1,5 @@
 #!/bin/bash
-# ops_runbook: docs/operations.md's incident runbook and upgrade, done as
+# daemon_ops_runbook: docs/operations.md's incident runbook and upgrade, done as
 # an operator would against a running egressd with the proxy and a vault
 # binding. (1) The sandbox has a raw TCP connection up, a terminated
 # keep-alive HTTPS connection whose first request got the real key, and a

@@ -1,5 +1,5 @@
 #!/bin/bash
-# 20_reload_persist: the operator edits the policy file and the
+# daemon_reload_persist: the operator edits the policy file and the
 # always-rules directory while egressd runs; API changes are written back
 # and survive a restart; a crash at any step of an update leaves the old or
 # the new policy in force after restart, never a mix, and no temp file

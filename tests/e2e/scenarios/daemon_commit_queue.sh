@@ -1,5 +1,5 @@
 #!/bin/bash
-# commit_queue: policy changes wait their turn in one queue (FIFO) while
+# daemon_commit_queue: policy changes wait their turn in one queue (FIFO) while
 # the slow part of each (the decide, the file's write and fsync) runs off
 # the event loop. A big PATCH (4,000 rules) with small PATCHes and a
 # SIGHUP reload behind it: every one answered 200 once in force, none

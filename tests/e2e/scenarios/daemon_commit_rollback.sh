@@ -1,5 +1,5 @@
 #!/bin/bash
-# commit_rollback: an API change whose last commit step fails (the policy
+# daemon_commit_rollback: an API change whose last commit step fails (the policy
 # file cannot be rewritten) is undone in every step before it: the answer
 # is an error naming the cause, nft, the resolver and GET /policy all keep
 # the old policy, and the file is unchanged. Loosening (an address opened)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# policy_file_missing: --policy naming a file that does not exist keeps the
+# daemon_policy_file_missing: --policy naming a file that does not exist keeps the
 # reference's fallback (OPENSANDBOX_EGRESS_RULES, else deny-all), but says
 # so: a warning naming the path at start, --check on stderr, and
 # /v1/status until the file exists (the first API change writes it).
