@@ -20,13 +20,13 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include "egressd/api/api.h"
+#include "egressd/base/tls_ctx.h"
 #include "egressd/api/api_frame.h"
 #include "egressd/api/api_int.h"
 #include "egressd/proto/http_head.h"
@@ -362,30 +362,24 @@ api_http_new(
 	return h;
 }
 
-/* The TLS listener's context: TLS 1.2 and up, the operator's chain and
- * key; NULL and e when they do not load or do not match. */
+/* The TLS listener's context: egressd's floor (tls_ctx.h), the operator's
+ * chain and key; NULL and e when they do not load or do not match. */
 static SSL_CTX *
 api_tls_ctx(const char *cert, const char *key, struct err *e)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	unsigned long code;
-	char why[256] = "";
+	SSL_CTX *ctx = tls_ctx_new(true, e);
+	char why[256];
 
-	if (ctx == NULL ||
-	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
-	    SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	if (ctx == NULL)
+		return NULL;
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
-		if ((code = ERR_get_error()) != 0)
-			ERR_error_string_n(code, why, sizeof(why));
-		ERR_clear_error();
-		err_set(e, "api TLS (%s, %s): %s", cert, key,
-		    why[0] != '\0' ? why : "cannot load");
+		tls_ctx_error(why, sizeof(why));
+		err_set(e, "api TLS (%s, %s): %s", cert, key, why);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
-	SSL_CTX_set_options(
-	    ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	return ctx;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "egressd/base/log.h"
+#include "egressd/base/tls_ctx.h"
 #include "egressd/base/sock.h"
 #include "egressd/daemon/webhook.h"
 #include "util/addr.h"
@@ -541,13 +542,9 @@ webhook_new(struct event_base *base, const struct webhook_url *u,
 	if ((w->timer = evtimer_new(base, webhook_timer_cb, w)) == NULL)
 		goto oom;
 	if (u->tls) {
-		if ((w->ssl_ctx = SSL_CTX_new(TLS_client_method())) == NULL)
-			goto oom;
-		SSL_CTX_set_min_proto_version(w->ssl_ctx, TLS1_2_VERSION);
-		SSL_CTX_set_verify(w->ssl_ctx, SSL_VERIFY_PEER, NULL);
-		if (SSL_CTX_set_default_verify_paths(w->ssl_ctx) != 1) {
-			err_set(
-			    e, "webhook: cannot load the system trust store");
+		if ((w->ssl_ctx = tls_ctx_new(false, e)) == NULL ||
+		    tls_ctx_trust(w->ssl_ctx, NULL, NULL, e) == -1) {
+			err_prefix(e, "webhook: ");
 			webhook_free(w);
 			return NULL;
 		}

@@ -262,6 +262,33 @@ test_delivery_with_retry(void **state)
 	event_base_free(r.base);
 }
 
+/*
+ * An https webhook gets a client context from base/tls_ctx.c (egressd's
+ * floor, the system trust, the peer verified): it is built at start, so a
+ * trust store that does not load fails webhook_new, not the first report.
+ */
+static void
+test_tls_context(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct webhook_url u;
+	struct webhook *w;
+	struct log lg;
+	struct err e = {""};
+	(void)state;
+
+	assert_int_equal(
+	    webhook_parse_url("https://hooks.test:8443/deny", &u, &e), 0);
+	log_init(&lg, -1, LOG_ERROR);
+	w = webhook_new(
+	    base, &u, (struct sockaddr *)&sin, sizeof(sin), 0, NULL, &lg, &e);
+	if (w == NULL)
+		fail_msg("webhook_new: %s", e.msg);
+	webhook_free(w);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -271,6 +298,7 @@ main(void)
 	    cmocka_unit_test(test_queue_dedup_full_backoff),
 	    cmocka_unit_test(test_queue_flood_keeps_real_name),
 	    cmocka_unit_test(test_delivery_with_retry),
+	    cmocka_unit_test(test_tls_context),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
