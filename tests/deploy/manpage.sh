@@ -35,10 +35,15 @@ for doc in "$page" "$src/docs/operations.md"; do
 		    { echo "FAIL: default $v (defaults.h) not in ${doc#"$src"/}"; rc=1; }
 	done
 done
+# groff (groff-base, a ./run dependency) renders the page; without it the
+# rendering is not checked, which is a failure, not a silent pass
+n=$((n + 1))
 if command -v groff >/dev/null; then
-	n=$((n + 1))
 	w=$(groff -man -ww -z "$page" 2>&1)
 	[ -z "$w" ] || { echo "FAIL: groff: $w"; rc=1; }
+else
+	echo "FAIL: groff not installed (./run deps): the page is not rendered"
+	rc=1
 fi
 echo "docs/egressd.8, docs/operations.md: $n names and the rendering checked, rc=$rc"
 exit $rc

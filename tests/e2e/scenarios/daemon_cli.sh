@@ -25,16 +25,19 @@ expect() {
 		ok "$desc"
 	fi
 }
-# one_line DESC CMD...: fails with exactly one line of output.
+# one_line DESC ERE CMD...: fails with exactly one line of output, which
+# starts "egressd: " and names the culprit (matches ERE): no output at all
+# is not one clear line.
 one_line() {
-	local desc=$1 out rc
-	shift
+	local desc=$1 re=$2 out rc
+	shift 2
 	out=$("$@" 2>&1)
 	rc=$?
-	if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]; then
+	if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] &&
+	    grep -qE -- "^egressd: .*($re)" <<<"$out"; then
 		ok "$desc"
 	else
-		bad "$desc" "exit $rc, output: $out"
+		bad "$desc" "exit $rc, want one line naming /$re/, output: '$out'"
 	fi
 }
 
@@ -129,18 +132,19 @@ chown 0 "$dir/good.yaml"
 expect "--version" 0 '^egressd [0-9]+\.[0-9]+\.[0-9]+$' -- "$BIN" --version
 expect "--help" 0 'usage: egressd' -- "$BIN" --help
 
-one_line "unknown flag" "$BIN" --frobnicate
-one_line "flag without its value" "$BIN" --dns-port
-one_line "bad mode" "$BIN" --mode nft-only --check
-one_line "hostname as DNS upstream" env \
+one_line "unknown flag" '--frobnicate' "$BIN" --frobnicate
+one_line "flag without its value" '--dns-port' "$BIN" --dns-port
+one_line "bad mode" '--mode.*nft-only' "$BIN" --mode nft-only --check
+one_line "hostname as DNS upstream" 'DNS_UPSTREAM.*dns\.google' env \
     OPENSANDBOX_EGRESS_DNS_UPSTREAM=dns.google "$BIN" --check
-one_line "timeout out of range" env \
+one_line "timeout out of range" 'DNS_UPSTREAM_TIMEOUT.*500' env \
     OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=500 "$BIN" --check
-one_line "bad boolean" env OPENSANDBOX_EGRESS_BLOCK_DOH_443=perhaps \
-    "$BIN" --check
-one_line "bad API address" env OPENSANDBOX_EGRESS_HTTP_ADDR=somewhere \
-    "$BIN" --check
-one_line "missing token file" "$BIN" --api-token-file "$dir/nope" --check
+one_line "bad boolean" 'BLOCK_DOH_443.*perhaps' \
+    env OPENSANDBOX_EGRESS_BLOCK_DOH_443=perhaps "$BIN" --check
+one_line "bad API address" 'HTTP_ADDR.*somewhere' \
+    env OPENSANDBOX_EGRESS_HTTP_ADDR=somewhere "$BIN" --check
+one_line "missing token file" "$dir/nope" \
+    "$BIN" --api-token-file "$dir/nope" --check
 expect "bad values exit 2 and name the variable" 2 \
     'OPENSANDBOX_EGRESS_MAX_RULES' -- \
     env OPENSANDBOX_EGRESS_MAX_RULES=lots "$BIN" --check

@@ -7,9 +7,12 @@
 # force), the revision moved once per change. A client that leaves while
 # its change is in progress or queued: the change still goes through and
 # the daemon carries on (its answer goes nowhere; ASan would see a freed
-# connection used). SIGTERM with a change in flight: egressd stops in
-# time with status 0, and the file holds the change whole or not at all;
-# the ones queued behind it are cancelled or done, never half.
+# connection used). SIGTERM with a change in flight (sent the moment the
+# big change's bytes are in the temp file the commit renames into place,
+# so it really is in flight, never "stopped before any request"):
+# egressd stops in time with status 0, and the file holds the change
+# whole or not at all; the ones queued behind it are cancelled or done,
+# never half.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -142,9 +145,32 @@ for i in 1 2 3; do
 done
 wait' &
 cl=$!
-sleep 0.03
 pid=$TB_EGRESSD_PID
-tb_stop_egressd TERM
+# The worker prepares the new file as $pol.tmp.<pid>; the commit renames
+# it into place: while it holds big3's rules, big3 is in flight.
+if tb_check "SIGTERM lands while the big change is in flight" \
+    "$TB_PY" - "$pol.tmp.$pid" "$pid" <<'PY'
+import os, signal, sys, time
+tmp, pid = sys.argv[1], int(sys.argv[2])
+end = time.time() + 15
+while time.time() < end:
+    try:
+        with open(tmp, "rb") as f:
+            if b"2001:db8:3::" in f.read():
+                os.kill(pid, signal.SIGTERM)
+                print("SIGTERM with big3 in", tmp)
+                sys.exit(0)
+    except FileNotFoundError:
+        pass
+    time.sleep(0.001)
+print("big3 never seen in", tmp)
+sys.exit(1)
+PY
+then
+	tb_stop_egressd 0	# signalled already: wait for it
+else
+	tb_stop_egressd TERM
+fi
 wait "$cl"
 tb_expect_eq "egressd stopped on SIGTERM with status 0" 0 "$TB_EGRESSD_STATUS"
 tb_check_fails "no sanitizer report" grep -qE \

@@ -2,7 +2,9 @@
 # nft_protected_ports: other services on the pod's loopback (a sidecar's
 # admin port, say) are closed to the sandbox when the operator lists them
 # with --protect-port, on every local address; unlisted loopback services
-# (the sandbox's own dev servers) keep working.
+# (the sandbox's own dev servers) keep working. The positive control: the
+# protected port answers the sandbox on each of those addresses before
+# egressd starts, and the unlisted one still does after, on each.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -27,10 +29,11 @@ threading.Thread(target=serve, args=(socket.AF_INET6, '::'), daemon=True).start(
 serve(socket.AF_INET, '0.0.0.0')
 " >/dev/null 2>&1 &
 	TB_PIDS+=("$!")
-	tb_wait_port "$TB_SBX" tcp 0.0.0.0 "$p" 5 ||
-	    tb_wait_port "$TB_SBX" tcp '*' "$p" 5
+	{ tb_wait_port "$TB_SBX" tcp 0.0.0.0 "$p" 5 ||
+	    tb_wait_port "$TB_SBX" tcp '*' "$p" 5; } ||
+	    tb_die "the sidecar on port $p did not start"
 done
-tb_start_egressd --policy "$pol" --protect-port 9901
+ADDRS=(127.0.0.1 ::1 "$TB_SBX_IP4" "$TB_SBX_IP6")
 
 get() { # ADDR PORT
 	tb_sandbox "$TB_PY" -c "
@@ -38,12 +41,17 @@ import socket, sys
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
 print(s.recv(16).decode().strip())" "$1" "$2"
 }
-for a in 127.0.0.1 ::1 "$TB_SBX_IP4" "$TB_SBX_IP6"; do
-	tb_check_fails "protected port 9901 is closed on $a" get "$a" 9901
+for a in "${ADDRS[@]}"; do
+	tb_expect_eq "before egressd: port 9901 answers the sandbox on $a" \
+	    hello "$(get "$a" 9901)"
 done
-tb_expect_eq "an unlisted loopback service still answers" "hello" \
-    "$(get 127.0.0.1 9902)"
-tb_expect_eq "also on ::1" "hello" "$(get ::1 9902)"
+
+tb_start_egressd --policy "$pol" --protect-port 9901
+for a in "${ADDRS[@]}"; do
+	tb_check_fails "protected port 9901 is closed on $a" get "$a" 9901
+	tb_expect_eq "... while unlisted 9902 still answers there" hello \
+	    "$(get "$a" 9902)"
+done
 tb_expect_match "the ruleset lists the port" "9901" \
     "$(tb_sandbox_root nft list set inet egressd protected_ports)"
 tb_finish

@@ -41,9 +41,28 @@ for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         s.sendto(b"stale", (addr, 53))
         s.close()
 EOF2
-out=$(tb_sandbox_root cat /proc/net/nf_conntrack 2>/dev/null |
-    grep -c "dport=53 .*dport=$lo_port\b\|sport=$lo_port dport=53" || true)
-tb_log "conntrack entries from port $lo_port: ${out:-unknown}"
+# The precondition, asserted: conntrack holds an un-redirected entry (the
+# reply comes from port 53 itself, not egressd's listener) from every
+# port of the narrowed range, IPv4 and IPv6. Without it the restart below
+# would prove nothing.
+tb_check "conntrack has such an entry for all $((2 * (hi_port - lo_port + 1))) (family, port)" \
+    tb_sandbox_root "$TB_PY" - "$lo_port" "$hi_port" <<'EOF2'
+import re, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+seen = set()
+for line in open("/proc/net/nf_conntrack"):
+    f = line.split()
+    ports = re.findall(r"sport=(\d+) dport=(\d+)", line)
+    if len(f) < 3 or f[2] != "udp" or len(ports) != 2:
+        continue
+    (osp, odp), (rsp, rdp) = [(int(a), int(b)) for a, b in ports]
+    if lo <= osp <= hi and odp == 53 and rsp == 53 and rdp == osp:
+        seen.add((f[0], osp))
+want = {(fam, p) for fam in ("ipv4", "ipv6") for p in range(lo, hi + 1)}
+missing = sorted(want - seen)
+print("stale entries:", len(seen & want), "missing:", missing)
+sys.exit(1 if missing else 0)
+EOF2
 
 tb_start_egressd --policy "$pol"
 tb_pass "egressd restarts with a stale entry on every ephemeral port"

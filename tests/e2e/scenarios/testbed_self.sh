@@ -356,6 +356,8 @@ inner_bed()
 		tb_host_setup
 		echo "$TB_SBX $TB_NET $TB_HOST $TB_DIR" >"$rec"
 		echo "${TB_PIDS[*]}" >>"$rec"
+		# empty: a bed whose only passing check is the canary sweep's
+		[ "$mode" = empty ] && { tb_canary_init; tb_finish; }
 		tb_pass "inner bed up"
 		case $mode in
 		finish) tb_finish ;;
@@ -386,6 +388,13 @@ check_gone finish
 inner_bed die
 tb_expect_eq "inner bed (tb_die) exits 1" 1 "$?"
 check_gone die
+inner_bed empty
+tb_expect_eq "inner bed that checked nothing exits 1" 1 "$?"
+tb_check "... though its canary sweep passed" \
+    grep -q '^ok 1 - canary sweep: ' "$TB_DIR/inner.empty.out"
+tb_check "... saying why" \
+    grep -q 'checked nothing of its own' "$TB_DIR/inner.empty.out"
+check_gone empty
 inner_bed term &
 inner=$!
 # a whole tb_setup + tb_host_setup: seconds on a loaded machine

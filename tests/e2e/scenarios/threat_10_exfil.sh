@@ -5,10 +5,16 @@
 # and IPv6, UDP and TCP), egressd's own port, the metadata address as a
 # resolver, many query types, reverse names, 0x20 case and a trailing dot,
 # and raw wire names whose labels contain dots or NULs so that a careless
-# presentation form would look like an allowed name. The fake upstream's
-# query log must never see any of it, while allowed names do arrive (so
-# the log really records what egressd forwards). A CNAME into a denied
-# name makes egressd ask nothing more about the target.
+# presentation form would look like an allowed name ("dotlbl.a.test" as
+# one label; "x.a.test<NUL>" before .exfil.evil.test, which a C string
+# cuts to x.a.test). What egressd forwards is observed at the far side,
+# byte for byte: its upstream is servers/dnstap.py, which records every
+# query it receives before relaying it to dns1 (dnsmasq drops names with
+# dots or NULs in a label before its own query log, so that log alone
+# could never see them forwarded). The tap is shown to record such names
+# (sent to it directly) and to see an allowed name egressd forwards; it
+# must never see any of the sandbox's data. A CNAME into a denied name
+# makes egressd ask nothing more about the target.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -21,17 +27,76 @@ egress:
   - {action: allow, target: cname-bad.test}
 EOF
 )
-tb_start_egressd --policy "$pol"
+# the tap on dns2's address, relaying to dns1; egressd's only upstream
+TAP_LOG=$TB_DIR/dns/tap.log
+tb_net_bg "$TB_DIR/dns/tap.err" "$TB_PY" "$TB_SERVERS_DIR/dnstap.py" \
+    "$TB_DNS2_IP4" 53 "$TB_DNS1_IP4" "$TAP_LOG" "$TB_DIR/dns/tap.ready"
+tb_wait_file "$TB_DIR/dns/tap.ready" || tb_die "dnstap did not start"
+tb_start_egressd --policy "$pol" --dns-upstream "$TB_DNS2_IP4:53"
+
+# tap_saw [--since N] NEEDLE...: 0 when some query the tap recorded
+# (after its first N) holds one of the NEEDLEs (Python bytes literals,
+# compared without case) anywhere in its bytes, printing it; 1 when none
+# does; 2 when the log cannot be read. tap_saw_none: exactly 1.
+tap_saw()
+{
+	local since=0
+	[ "$1" = --since ] && { since=$2; shift 2; }
+	"$TB_PY" - "$TAP_LOG" "$since" "$@" <<'PY'
+import ast, json, sys
+try:
+    log, since, needles = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    needles = [ast.literal_eval("b'" + n + "'").lower() for n in needles]
+    qs = [json.loads(line) for line in open(log).readlines()[since:]]
+    found = [q for q in qs
+             if any(n in bytes.fromhex(q["msg"]).lower() for n in needles)]
+except Exception as e:
+    print("tap_saw:", e)
+    sys.exit(2)
+for q in found[:1]:
+    print(q["proto"], bytes.fromhex(q["msg"]))
+sys.exit(0 if found else 1)
+PY
+}
+tap_saw_none()
+{
+	local rc=0
+	tap_saw "$@" || rc=$?
+	[ "$rc" -eq 1 ]
+}
 
 secret=aGVsbG8td29ybGQtc2VjcmV0LTQy
 q() { tb_sandbox dig +time=2 +tries=1 "$@" 2>&1; }
 status() { sed -n 's/.*status: \([A-Z]*\).*/\1/p' <<<"$1"; }
 
-# The log does record what egressd forwards: an allowed name (which the
-# zone does not have) goes upstream and comes back NXDOMAIN from there.
+# The tap records what dnsmasq never logs: names with a dot or a NUL in
+# a label, sent to it directly (UDP and TCP) from the internet side.
+tb_net "$TB_PY" - "$TB_DNS2_IP4" <<'PY' >"$TB_DIR/tap-control.out" 2>&1
+import socket, struct, sys
+m = (struct.pack(">HHHHHH", 0x5252, 0x0100, 1, 0, 0, 0) +
+     b"\x0ectl.dot.a.test\x0cctl.nul\x00evil\x04test\x00\x00\x01\x00\x01")
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(m, (sys.argv[1], 53))
+s = socket.create_connection((sys.argv[1], 53), timeout=2)
+s.sendall(struct.pack(">H", len(m)) + m)
+s.settimeout(2)
+try:
+    s.recv(2)
+except OSError:
+    pass
+PY
+tb_wait_line "$TAP_LOG" '"tcp"' || tb_fail "the tap logged no TCP query"
+tb_check "the tap records a dot inside a label" tap_saw 'ctl.dot.a.test'
+tb_check "... and a NUL inside a label" tap_saw 'ctl.nul\x00evil'
+TAP0=$(wc -l <"$TAP_LOG")
+
+# ... and sees what egressd forwards: an allowed name (which the zone does
+# not have) goes upstream and comes back NXDOMAIN from there.
 tb_expect_eq "an allowed name is forwarded" NXDOMAIN \
     "$(status "$(q "$secret.x.a.test" A)")"
+tb_check "the tap saw it" tap_saw --since "$TAP0" "$secret"
 tb_assert_dns_query dns1 "$secret\\.x\\.a\\.test"
+TAP1=$(wc -l <"$TAP_LOG")
 
 # --- every path, every type ---------------------------------------------------------
 n=0
@@ -74,15 +139,23 @@ def ask(wire, tcp=False):
 def lab(*ls):
     return b"".join(bytes([len(l)]) + l for l in ls) + b"\0"
 # One label "dotlbl.a.test": as text it ends like the allowed a.test.
-print("dot_label", ask(lab(b"dotlbl.a.test")))
-print("dot_label_tcp", ask(lab(b"dotlbl.a.test"), tcp=True))
+# "x.a.test<NUL>nullbl" then exfil.evil.test: a C string ends at
+# x.a.test; and a NUL inside a label after nullbl.a.test, the same cut.
+for name, wire in (
+        ("dot_label", lab(b"dotlbl.a.test")),
+        ("nul_label", lab(b"x.a.test\0nullbl", b"exfil", b"evil", b"test")),
+        ("nul_mid", lab(b"nullbl", b"a", b"test\0exfil", b"evil", b"test"))):
+    print(name, ask(wire))
+    print(name + "_tcp", ask(wire, tcp=True))
 EOF
 )
 echo "$raw" | sed 's/^/# /'
-tb_expect_match "one label 'dotlbl.a.test' (UDP) is not forwarded as a.test" \
-    "^dot_label rcode[1-5]$" "$(grep '^dot_label ' <<<"$raw")"
-tb_expect_match "same over TCP" "^dot_label_tcp rcode[1-5]$" \
-    "$(grep '^dot_label_tcp ' <<<"$raw")"
+for k in dot_label nul_label nul_mid; do
+	tb_expect_match "$k (UDP) is answered with an error, not an answer" \
+	    "^$k rcode[1-5]$" "$(grep "^$k " <<<"$raw")"
+	tb_expect_match "$k (TCP) too" "^${k}_tcp rcode[1-5]$" \
+	    "$(grep "^${k}_tcp " <<<"$raw")"
+done
 
 # --- CNAME into a denied name --------------------------------------------------------
 tb_expect_eq "allowed alias of denied b.test: NXDOMAIN" NXDOMAIN \
@@ -90,6 +163,12 @@ tb_expect_eq "allowed alias of denied b.test: NXDOMAIN" NXDOMAIN \
 tb_assert_dns_query dns1 'cname-bad\.test'
 
 # --- what the upstream saw -----------------------------------------------------------
+# byte for byte at the tap, since the allowed name above (dnsmasq's log
+# below, for what it can see)
+for n in exfil evil dotlbl nullbl "$secret" 'in-addr'; do
+	tb_check "the tap saw no query holding '$n'" \
+	    tap_saw_none --since "$TAP1" "$n"
+done
 tb_assert_no_dns_query dns1 ".*exfil.*"
 tb_assert_no_dns_query dns1 ".*evil.*"
 tb_assert_no_dns_query dns1 ".*dotlbl.*"

@@ -6,9 +6,11 @@
 # closed: 500, one clear log line naming the refused message, the ruleset
 # as it was, the old policy still answering DNS, the file
 # not rewritten; an allowed name whose address cannot be learned gets
-# SERVFAIL, never an answer it could not use. A restart in that state
-# refuses to report ready and leaves the table in force. Once the
-# intruder is gone, the next update repairs everything.
+# SERVFAIL, never an answer it could not use; what the refused policy
+# would allow is probed over IPv6, the path that can still open (IPv4
+# lost its rules to the sabotage). A restart in that state refuses to
+# report ready and leaves the table in force. Once the intruder is gone,
+# the next update repairs everything.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -71,8 +73,15 @@ tb_check_fails "and the file was not rewritten" grep -q b.test "$pol"
 tb_expect_eq "an allowed name whose address cannot be learned: SERVFAIL" \
     SERVFAIL "$(dig_st a.test A)"
 tb_assert_log "$TB_EGRESSD_LOG" dns.learn_failed
-nd_fails_fast "a.test's address was never opened" tcp "$TB_ORIGIN_A4" 80
-nd_fails_fast "nor b.test's" tcp "$TB_ORIGIN_B4" 80
+# Over IPv4 nothing can open now: the sabotage removed every rule that
+# matches learned4. So what the refused update must not have opened is
+# probed over IPv6, where the table still opens what it learned: a.test's
+# address (learned before) connects, b.test's (which only the refused
+# policy would allow) neither resolves nor connects.
+nd_works "IPv6 still opens what was learned (a.test)" tcp "$TB_ORIGIN_A6" 80
+tb_expect_eq "b.test AAAA is still denied" NXDOMAIN "$(dig_st b.test AAAA)"
+nd_fails_fast "b.test's IPv6 address was never opened" \
+    tcp "$TB_ORIGIN_B6" 80
 tb_assert_no_log "$TB_ORIGIN_LOG" origin.request
 
 # --- a restart in that state -----------------------------------------------------------
@@ -91,8 +100,10 @@ tb_assert_no_log --since "$m" "$TB_EGRESSD_LOG" egressd.ready
 tb_check "the table is still in force" \
     bash -c "ip netns exec $TB_SBX nft list chain inet egressd filter_out |
     grep -q 'policy drop'"
-nd_fails_fast "egressd down, table in force: closed stays closed" \
-    tcp "$TB_ORIGIN_B4" 80
+nd_works "egressd down, table in force: a.test over IPv6 still opens" \
+    tcp "$TB_ORIGIN_A6" 80
+nd_fails_fast "... and b.test's IPv6 address stays closed" \
+    tcp "$TB_ORIGIN_B6" 80
 tb_check_fails "and DNS is still redirected (nothing answers)" \
     tb_sandbox dig +short +time=1 +tries=1 a.test A
 tb_assert_no_log "$TB_ORIGIN_LOG" origin.request

@@ -10,7 +10,8 @@ ND_SEQ=0
 # nd_start [ARGS...]: start the driver as "egressd" with a control FIFO.
 nd_start()
 {
-	[ -x "$ND_BIN" ] || tb_skip "nft_driver not built: $ND_BIN"
+	# built with egressd: its absence is a broken build, not a skip
+	[ -x "$ND_BIN" ] || tb_die "nft_driver not built: $ND_BIN"
 	ND_CTL=$TB_DIR/nft.ctl
 	[ -p "$ND_CTL" ] || mkfifo -m 600 "$ND_CTL"
 	EGRESSD_BIN=$ND_BIN tb_start_egressd --control "$ND_CTL" "$@"
