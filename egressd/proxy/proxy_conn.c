@@ -1,0 +1,645 @@
+/*
+ * A connection's life: state, deadlines, refusals, the one close
+ * path, and the end-of-turn settling.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "egressd/base/defaults.h"
+#include "egressd/proto/http_chunk.h"
+#include "egressd/proto/http_decode.h"
+#include "egressd/proto/http_head.h"
+#include "egressd/base/log.h"
+#include "egressd/proxy/proxy.h"
+#include "egressd/proxy/proxy_pool.h"
+#include "egressd/proxy/proxy_tls.h"
+#include "egressd/proxy/tls_ca.h"
+#include "egressd/base/sock.h"
+#include "egressd/proto/tls_hello.h"
+#include "egressd/proxy/tls_sess.h"
+#include "util/now.h"
+#include "util/secmem.h"
+#include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
+#include "vault/vault.h"
+#include "egressd/proxy/proxy_int.h"
+
+static void proxy_resume_accept(struct proxy *p);
+
+void
+proxy_set_state(struct proxy_conn *c, enum proxy_state st)
+{
+	c->p->st.by_state[c->st]--;
+	c->st = st;
+	c->p->st.by_state[st]++;
+}
+
+void
+proxy_arm(struct proxy_conn *c, unsigned ms)
+{
+	struct timeval tv = {ms / 1000, (long)(ms % 1000) * 1000};
+
+	(void)evtimer_add(c->timer, &tv);
+}
+
+/*
+ * A terminated client connection that ends in good order gets a TLS
+ * close_notify before the FIN (RFC 8446 6.1): without it an OpenSSL 3
+ * client reads an unexpected EOF, sends a fatal alert and drops the
+ * session it would have resumed. One attempt on the non-blocking socket,
+ * only when nothing is left unsent; a full socket buffer just skips it.
+ */
+static void
+proxy_close_notify(struct proxy_conn *c, enum proxy_reason why)
+{
+	SSL *ssl;
+
+	if (!c->term || !c->cli_ready || c->cli_eof ||
+	    (why != PROXY_OK && why != PROXY_IDLE && why != PROXY_SHUTDOWN &&
+	        why != PROXY_POLICY_CHANGED) ||
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
+	    (ssl = bufferevent_openssl_get_ssl(c->cli)) == NULL)
+		return;
+	(void)SSL_shutdown(ssl);
+	ERR_clear_error();
+}
+
+/* The one close path. */
+void
+proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
+{
+	struct proxy *p = c->p;
+	char dst[ADDR_TEXT_MAX];
+
+	if (!c->refused)
+		c->why = why;
+	if (c->dec != NULL) /* a response being decoded ends unfinished */
+		proxy_log_compressed(
+		    c, PROXY_COMPRESSED_FAILED, "connection_closed");
+	/* A terminated origin's session, kept for the next connection to
+	 * it (after the response: TLS 1.3 tickets have arrived by now). */
+	if (c->term && c->up != NULL)
+		tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up),
+		    c->up_ready, c->name, &c->dst, c->dport);
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	log_info(p->log, "proxy.closed",
+	    LOG_S("decision",
+	        c->refused                        ? "refused"
+	            : c->term                     ? "terminated"
+	            : c->up != NULL || c->spliced ? "passthrough"
+	                                          : "none"),
+	    LOG_S("reason", proxy_reason_name(c->why)),
+	    LOG_S("proto",
+	        c->proto == PROTO_TLS        ? "tls"
+	            : c->proto == PROTO_HTTP ? "http"
+	                                     : "unknown"),
+	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
+	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->up_resumed),
+	    LOG_B("cli_resumed", c->cli_resumed), LOG_B("reused", c->up_reused),
+	    LOG_U("ms", now_mono_ms() - c->t0_ms));
+	p->st.by_reason[c->why]++;
+	p->st.by_state[c->st]--;
+	p->st.active--;
+	p->st.up_bytes += c->up_bytes;
+	p->st.down_bytes += c->down_bytes;
+	if (c->settling)
+		TAILQ_REMOVE(&p->settle, c, settle_e);
+	p->buffered -= c->buffered;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		p->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	if (c->peek_ev != NULL)
+		event_free(c->peek_ev);
+	free(c->pbuf);
+	if (c->spliced) {
+		int i;
+
+		for (i = 0; i < 2; i++) {
+			if (c->sp[i].rev != NULL)
+				event_free(c->sp[i].rev);
+			if (c->sp[i].wev != NULL)
+				event_free(c->sp[i].wev);
+			if (c->sp[i].retry != NULL)
+				event_free(c->sp[i].retry);
+			proxy_pipe_put(&c->sp[i]);
+			close(c->sfd[i]);
+		}
+	}
+	if (c->cli != NULL) {
+		proxy_close_notify(c, why);
+		bufferevent_free(c->cli);
+	} else if (c->fd != -1)
+		close(c->fd);
+	if (c->up != NULL)
+		bufferevent_free(c->up);
+	proxy_red_state_free(c);
+	{
+		size_t i;
+
+		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
+			vault_free(c->rq[i].vault);
+	}
+	vault_free(c->up_vault);
+	event_free(c->timer);
+	free(c);
+	proxy_resume_accept(p);
+}
+
+/*
+ * The decision is made: the client's socket (its first bytes still
+ * unread in the kernel) goes to a bufferevent, plain or, with ssl (taken
+ * over), the server side of a terminated connection. -1: out of memory
+ * (c stays consistent; the caller closes it).
+ */
+int
+proxy_attach_cli(struct proxy_conn *c, SSL *ssl)
+{
+	struct proxy *p = c->p;
+
+	if (c->cli != NULL)
+		return 0;
+	if (c->peek_ev != NULL) {
+		event_free(c->peek_ev);
+		c->peek_ev = NULL;
+	}
+	free(c->pbuf);
+	c->pbuf = NULL;
+	if (ssl != NULL)
+		c->cli = bufferevent_openssl_socket_new(p->base, c->fd, ssl,
+		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	else
+		c->cli = bufferevent_socket_new(
+		    p->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->cli == NULL) {
+		if (ssl != NULL)
+			SSL_free(ssl);
+		return -1;
+	}
+	c->fd = -1; /* the bufferevent closes it */
+	bufferevent_setcb(
+	    c->cli, p->cli_read_cb, p->cli_write_cb, p->cli_event_cb, c);
+	return 0;
+}
+
+/* FIN toward b (its output is flushed): close_notify first on TLS. */
+void
+proxy_fin(struct bufferevent *b)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(b);
+
+	if (ssl != NULL)
+		(void)SSL_shutdown(ssl);
+	(void)shutdown(bufferevent_getfd(b), SHUT_WR);
+}
+
+static void
+proxy_log_refused(struct proxy_conn *c)
+{
+	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 32];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	(void)snprintf(
+	    key, sizeof(key), "%s|%s", dst, proxy_reason_name(c->why));
+	if (!log_limiter_allow(&c->p->lim, key, now_mono_ms()))
+		return;
+	log_info(c->p->log, "proxy.refused",
+	    LOG_S("proto", c->proto == PROTO_TLS ? "tls" : "http"),
+	    LOG_S("reason", proxy_reason_name(c->why)), LOG_S("name", c->name),
+	    LOG_S("dst", dst));
+}
+
+/*
+ * Our answer is queued: send it, then FIN, then read and drop what the
+ * client still sends for PROXY_LINGER_MS (closing with unread input
+ * would reset the connection and could destroy the answer in flight).
+ */
+static void
+proxy_refuse_send(struct proxy_conn *c, const void *msg, size_t len)
+{
+	if (!c->refused)
+		c->p->st.refused++;
+	c->refused = true;
+	proxy_log_refused(c);
+	if (c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
+	if (proxy_attach_cli(c, NULL) == -1) {
+		proxy_conn_close(c, c->why);
+		return;
+	}
+	proxy_set_state(c, PROXY_ST_REFUSE);
+	evbuffer_drain(bufferevent_get_input(c->cli),
+	    evbuffer_get_length(bufferevent_get_input(c->cli)));
+	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	if (bufferevent_write(c->cli, msg, len) == -1) {
+		proxy_conn_close(c, c->why);
+		return;
+	}
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	proxy_arm(c, PROXY_LINGER_MS);
+}
+
+void
+proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why)
+{
+	uint8_t alert[7];
+
+	c->why = why;
+	proxy_tls_alert(why, alert);
+	proxy_refuse_send(c, alert, sizeof(alert));
+}
+
+/* detail: our own fixed text (never the peer's), or NULL. */
+void
+proxy_refuse_http_detail(
+    struct proxy_conn *c, int status, enum proxy_reason why, const char *detail)
+{
+	char msg[512];
+	int body, n;
+	char text[256];
+
+	c->why = why;
+	body = snprintf(text, sizeof(text), "egressd: %s%s%s\n",
+	    proxy_reason_name(why), detail != NULL ? ": " : "",
+	    detail != NULL ? detail : "");
+	if (body >= (int)sizeof(text))
+		body = snprintf(text, sizeof(text), "egressd: %s\n",
+		    proxy_reason_name(why));
+	n = snprintf(msg, sizeof(msg),
+	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+	    status, http_reason(status), body, text);
+	proxy_refuse_send(c, msg, (size_t)n);
+}
+
+void
+proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
+{
+	proxy_refuse_http_detail(c, status, why, NULL);
+}
+
+/* --- relaying ---------------------------------------------------------------- */
+
+struct bufferevent *
+proxy_other(struct proxy_conn *c, struct bufferevent *b)
+{
+	return b == c->cli ? c->up : c->cli;
+}
+
+/*
+ * Moves what src has read toward dst, at most max bytes (SIZE_MAX: all),
+ * then holds src back (proxy_hold_back). -1: out of memory (the caller
+ * closes).
+ */
+int
+proxy_move(struct proxy_conn *c, struct bufferevent *src,
+    struct bufferevent *dst, size_t max)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+	struct evbuffer *out = bufferevent_get_output(dst);
+	size_t n = evbuffer_get_length(in);
+
+	if (n > max)
+		n = max;
+	if (n == 0)
+		return 0;
+	if (evbuffer_remove_buffer(in, out, n) != (int)n)
+		return -1;
+	if (src == c->cli)
+		c->up_bytes += n;
+	else
+		c->down_bytes += n;
+	c->last_ms = now_mono_ms();
+	proxy_hold_back(src, dst);
+	return 0;
+}
+
+/*
+ * A terminated client's pending response in one piece when it is small:
+ * the TLS bufferevent seals one record, and makes one write(2), per
+ * buffer segment, and a response is a head plus body segments (two
+ * records and two syscalls for a 1 KiB answer, measured). Responses
+ * are redacted before they get here, so the copy holds no secret.
+ */
+void
+proxy_coalesce(struct bufferevent *b)
+{
+	struct evbuffer *out = bufferevent_get_output(b);
+	size_t n = evbuffer_get_length(out);
+
+	if (n > 1 && n <= PROXY_COALESCE_MAX &&
+	    evbuffer_peek(out, -1, NULL, NULL, 0) > 1)
+		(void)evbuffer_pullup(out, -1);
+}
+
+/*
+ * Writes what a bufferevent has queued in this loop turn instead of
+ * after the next epoll_wait: libevent arms EPOLLOUT when the output
+ * fills (and whenever EV_WRITE is enabled, even with nothing to write),
+ * waits for it, writes, and disarms it: two epoll_ctl and a loop turn
+ * per write on a socket that is almost always writable. Running the
+ * bufferevent's own write event now writes at once (or, with nothing
+ * queued, disarms it); the arm and the disarm then fall in one turn,
+ * and the epoll changelist (egressd_base_new) folds them into nothing.
+ * If the socket is full, the armed event carries on as usual. Only
+ * during the relay (callers' duty: a plain bufferevent may still be
+ * connecting before it) and, on TLS, after the handshake (its write
+ * event is the handshake's until then).
+ */
+void
+proxy_kick(struct bufferevent *b)
+{
+	SSL *ssl;
+
+	if (b == NULL || !(bufferevent_get_enabled(b) & EV_WRITE) ||
+	    !event_pending(&b->ev_write, EV_WRITE, NULL))
+		return;
+	ssl = bufferevent_openssl_get_ssl(b);
+	if (ssl != NULL && !SSL_is_init_finished(ssl))
+		return;
+	event_active(&b->ev_write, EV_WRITE, 1);
+}
+
+/*
+ * Both TLS contexts read ahead: one read(2) takes what the socket holds
+ * (a whole flight, several records) instead of two per record (header,
+ * then body). OpenSSL then holds records the kernel no longer signals,
+ * and bufferevent_openssl stops reading when SSL_pending() says 0, which
+ * it does for a record not yet decrypted: without help those bytes wait
+ * for the peer's next segment. So every loop turn in which one of a
+ * connection's callbacks ran ends with proxy_settle_cb looking at it:
+ * a TLS bufferevent still reading with bytes in OpenSSL gets its read
+ * event run again. A partial record costs one read that finds the socket
+ * empty, and stops there (no progress: no callback, no new look).
+ */
+static void
+proxy_kick_read(struct bufferevent *b)
+{
+	SSL *ssl;
+
+	if (b == NULL || !(bufferevent_get_enabled(b) & EV_READ))
+		return;
+	ssl = bufferevent_openssl_get_ssl(b);
+	if (ssl == NULL || !SSL_is_init_finished(ssl) ||
+	    SSL_has_pending(ssl) != 1)
+		return;
+	event_active(&b->ev_read, EV_READ, 1);
+}
+
+/* The bytes c's buffers hold: each side's input and queue, and a
+ * decoded response's held start. */
+static size_t
+proxy_conn_bytes(const struct proxy_conn *c)
+{
+	struct bufferevent *b[2] = {c->cli, c->up};
+	size_t n = c->hold != NULL ? evbuffer_get_length(c->hold) : 0;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (b[i] != NULL)
+			n += evbuffer_get_length(bufferevent_get_input(b[i])) +
+			    evbuffer_get_length(bufferevent_get_output(b[i]));
+	return n;
+}
+
+/* c's callbacks ran this turn: its share of p->buffered, measured again.
+ * (Each side is bounded on its own; this is the bound of them all.) */
+static void
+proxy_measure(struct proxy_conn *c)
+{
+	size_t n = proxy_conn_bytes(c);
+
+	c->p->buffered = c->p->buffered - c->buffered + n;
+	c->buffered = n;
+}
+
+/*
+ * The connections' buffers together passed o.buf_max (thousands of
+ * clients each filling its bounded buffers, or never reading): the one
+ * holding the most is closed, then the next, until the total is under
+ * again. Closing beats pausing everyone: the memory held by a client
+ * that never reads is freed only by closing it, and the rest go on.
+ * Runs after this turn's callbacks (nothing up the stack holds c).
+ */
+static void
+proxy_shed(struct proxy *p)
+{
+	struct proxy_conn *c, *big;
+
+	while (p->buffered > p->o.buf_max) {
+		big = NULL;
+		for (c = p->conns; c != NULL; c = c->next)
+			if (big == NULL || c->buffered > big->buffered)
+				big = c;
+		if (big == NULL || big->buffered == 0)
+			break; /* measured sums only: cannot happen */
+		log_warn(p->log, "proxy.memory", LOG_S("name", big->name),
+		    LOG_U("buffered", big->buffered),
+		    LOG_U("total", p->buffered), LOG_U("max", p->o.buf_max));
+		proxy_conn_close(big, PROXY_MEMORY);
+	}
+}
+
+/* A callback of c runs: look at c again at the end of this loop turn.
+ * (An event made active now runs in this turn, after those before it.) */
+void
+proxy_touch(struct proxy_conn *c)
+{
+	if (c->settling)
+		return;
+	c->settling = true;
+	TAILQ_INSERT_TAIL(&c->p->settle, c, settle_e);
+	event_active(c->p->settle_ev, EV_TIMEOUT, 1);
+}
+
+void
+proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *p = arg;
+	struct proxy_conn *c;
+
+	(void)fd;
+	(void)what;
+	while ((c = TAILQ_FIRST(&p->settle)) != NULL) {
+		TAILQ_REMOVE(&p->settle, c, settle_e);
+		c->settling = false;
+		proxy_measure(c);
+		if (c->st != PROXY_ST_RELAY)
+			continue;
+		proxy_kick_read(c->cli);
+		proxy_kick_read(c->up);
+	}
+	if (p->buffered > p->o.buf_max)
+		proxy_shed(p);
+}
+
+/* FIN toward b once its output is flushed (TCP half-close both ways). */
+void
+proxy_shut(struct proxy_conn *c, struct bufferevent *b)
+{
+	bool *shut = b == c->cli ? &c->cli_shut : &c->up_shut;
+
+	if (*shut || evbuffer_get_length(bufferevent_get_output(b)) != 0)
+		return;
+	*shut = true;
+	proxy_fin(b);
+}
+
+/* Both directions ended and flushed: done. Returns true if c is gone. */
+bool
+proxy_maybe_done(struct proxy_conn *c)
+{
+	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut) {
+		proxy_conn_close(c, PROXY_OK);
+		return true;
+	}
+	return false;
+}
+
+/* The other side said its last: FIN toward b once b's queue is out (its
+ * write callback sends it then). True if c is gone. */
+bool
+proxy_fin_after(struct proxy_conn *c, struct bufferevent *b)
+{
+	bufferevent_setwatermark(b, EV_WRITE, 0, 0);
+	proxy_shut(c, b);
+	return proxy_maybe_done(c);
+}
+
+/*
+ * RELAY: the timer for whichever comes first, the idle timeout (no byte
+ * moved either way) or the deadline of a request head that has begun.
+ */
+static void
+proxy_relay_arm(struct proxy_conn *c, uint64_t now)
+{
+	uint64_t idle = now - c->last_ms, left, hl;
+
+	left = idle < c->p->o.idle_ms ? c->p->o.idle_ms - idle : 0;
+	if (c->head_t0_ms != 0) {
+		hl = now - c->head_t0_ms < c->p->o.head_ms
+		    ? c->p->o.head_ms - (now - c->head_t0_ms)
+		    : 0;
+		if (hl < left)
+			left = hl;
+	}
+	proxy_arm(c, (unsigned)left);
+}
+
+/*
+ * The first bytes of a request head are in, not yet its end: from now
+ * the whole head has o.head_ms (a byte now and then would otherwise
+ * hold the connection for as long as the idle timeout allows). Bytes
+ * of the head are not moved, so they do not count as activity either.
+ * Not while egressd itself stops reading the client (the origin is
+ * slow to take a body before it): the clock starts when reads resume.
+ */
+void
+proxy_head_started(struct proxy_conn *c)
+{
+	uint64_t now;
+
+	if (!(bufferevent_get_enabled(c->cli) & EV_READ)) {
+		c->head_t0_ms = 0;
+		return;
+	}
+	if (c->head_t0_ms != 0)
+		return;
+	now = now_mono_ms();
+	c->head_t0_ms = now;
+	proxy_relay_arm(c, now);
+}
+
+void
+proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy_conn *c = arg;
+	uint64_t idle, now;
+
+	(void)fd;
+	(void)what;
+	switch (c->st) {
+	case PROXY_ST_PEEK:
+		proxy_conn_close(c, PROXY_HELLO_TIMEOUT);
+		return;
+	case PROXY_ST_CONNECT:
+		proxy_conn_close(c, PROXY_CONNECT_TIMEOUT);
+		return;
+	case PROXY_ST_REFUSE:
+		proxy_conn_close(c, c->why);
+		return;
+	case PROXY_ST_RELAY:
+		if (c->refuse_status != 0) {
+			/* the origin kept the connection after our FIN */
+			c->why = c->refuse_why;
+			proxy_conn_close(c, c->refuse_why);
+			return;
+		}
+		now = now_mono_ms();
+		if (c->head_t0_ms != 0 &&
+		    now - c->head_t0_ms >= c->p->o.head_ms) {
+			/* nothing of the partial head went upstream */
+			proxy_conn_close(c, PROXY_HEAD_TIMEOUT);
+			return;
+		}
+		idle = now - c->last_ms;
+		if (idle >= c->p->o.idle_ms) {
+			proxy_conn_close(c, PROXY_IDLE);
+			return;
+		}
+		proxy_relay_arm(c, now);
+		return;
+	default:
+		return;
+	}
+}
+
+void
+proxy_pause_accept(struct proxy *p)
+{
+	size_t i;
+
+	if (p->paused)
+		return;
+	p->paused = true;
+	for (i = 0; i < p->nl; i++)
+		(void)event_del(p->l[i].ev);
+}
+
+static void
+proxy_resume_accept(struct proxy *p)
+{
+	size_t i;
+
+	if (!p->paused || p->st.active >= p->o.conns_max ||
+	    p->magic != PROXY_MAGIC)
+		return;
+	p->paused = false;
+	for (i = 0; i < p->nl; i++)
+		(void)event_add(p->l[i].ev, NULL);
+}

@@ -1,0 +1,127 @@
+/*
+ * Judging a plain HTTP request's Host against the destination.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "egressd/base/defaults.h"
+#include "egressd/proto/http_chunk.h"
+#include "egressd/proto/http_decode.h"
+#include "egressd/proto/http_head.h"
+#include "egressd/base/log.h"
+#include "egressd/proxy/proxy.h"
+#include "egressd/proxy/proxy_pool.h"
+#include "egressd/proxy/proxy_tls.h"
+#include "egressd/proxy/tls_ca.h"
+#include "egressd/base/sock.h"
+#include "egressd/proto/tls_hello.h"
+#include "egressd/proxy/tls_sess.h"
+#include "util/now.h"
+#include "util/secmem.h"
+#include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
+#include "vault/vault.h"
+#include "egressd/proxy/proxy_int.h"
+
+/* A name (SNI or Host) for the hook: lowercase, one trailing dot off. */
+static bool
+proxy_norm_name(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t i;
+
+	if (n > 0 && s[n - 1] == '.')
+		n--;
+	if (n == 0 || n >= cap)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		out[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/*
+ * Is a request to name (judged) on c one to a bound origin, whose every
+ * response is redacted: the connection is terminated, its origin
+ * connection went to a bound host before, or a binding names the host?
+ */
+bool
+proxy_bound(struct proxy_conn *c, const char *name)
+{
+	struct vault *v;
+
+	if (c->term || c->up_vault != NULL)
+		return true;
+	return c->p->h.vault_get != NULL &&
+	    (v = c->p->h.vault_get(c->p->h.arg)) != NULL &&
+	    vault_host_bound(v, name, c->dport);
+}
+
+/* name: TLS_HELLO_SNI_MAX + 1 bytes, gets the request's host ("" when
+ * it has none or a bad one). */
+enum proxy_reason
+proxy_judge_host(
+    struct proxy_conn *c, const struct http_head *h, int *status, char *name)
+{
+	struct http_span host;
+	unsigned port;
+	enum proxy_reason r;
+
+	name[0] = '\0';
+
+	*status = 403;
+	if (h->host.p == NULL || h->host.n == 0) {
+		*status = 400;
+		return PROXY_NO_HOST;
+	}
+	if (http_span_ieq(&h->method, "CONNECT") ||
+	    ((h->conn_upgrade || http_header_get(h, "upgrade", NULL) != NULL) &&
+	        !proxy_upgrade_ok(h))) {
+		*status = 501;
+		return PROXY_UNSUPPORTED;
+	}
+	if (http_authority_split(&h->host, c->term ? 443 : 80, &host, &port) ==
+	        -1 ||
+	    !proxy_norm_name(host.p, host.n, name, TLS_HELLO_SNI_MAX + 1)) {
+		name[0] = '\0';
+		*status = 400;
+		return PROXY_BAD_REQUEST;
+	}
+	if (c->term) {
+		/* the SNI was judged and the origin verified for it: a
+		 * request for another name is not this connection's */
+		if (strcmp(name, c->name) != 0 || port != c->dport) {
+			*status = 421;
+			return PROXY_MISDIRECTED;
+		}
+	}
+	if (port != c->dport)
+		r = PROXY_PORT_MISMATCH;
+	else
+		r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
+	/* the log names the first request's host, or the one refused */
+	if (!c->term && (c->name[0] == '\0' || r != PROXY_OK))
+		memcpy(c->name, name, strlen(name) + 1);
+	return r;
+}

@@ -1,0 +1,747 @@
+/*
+ * The HTTP/1.1 relay: requests up, responses down, one queue of
+ * request records between them.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "egressd/base/defaults.h"
+#include "egressd/proto/http_chunk.h"
+#include "egressd/proto/http_decode.h"
+#include "egressd/proto/http_head.h"
+#include "egressd/base/log.h"
+#include "egressd/proxy/proxy.h"
+#include "egressd/proxy/proxy_pool.h"
+#include "egressd/proxy/proxy_tls.h"
+#include "egressd/proxy/tls_ca.h"
+#include "egressd/base/sock.h"
+#include "egressd/proto/tls_hello.h"
+#include "egressd/proxy/tls_sess.h"
+#include "util/now.h"
+#include "util/secmem.h"
+#include "policy/policy_binding.h"
+#include "policy/policy_vault.h"
+#include "vault/vault.h"
+#include "egressd/proxy/proxy_int.h"
+
+static int proxy_resp_done(struct proxy_conn *c);
+static int proxy_resp_pump(struct proxy_conn *c);
+static bool proxy_pool_keep(struct proxy_conn *c);
+
+/*
+ * Decoding a response failed (e): logged; a 502 when nothing of it went
+ * out yet, else the connection is cut (the client sees a body that never
+ * ended, not a complete one). -1: c is gone (or out of RELAY).
+ */
+static int
+proxy_vault_decode_failed(struct proxy_conn *c, const struct err *e)
+{
+	proxy_log_compressed(c, PROXY_COMPRESSED_FAILED,
+	    http_decode_why_name(http_decode_why(c->dec)));
+	if (c->hold != NULL) {
+		proxy_red_state_free(c);
+		proxy_refuse_http_detail(c, 502, PROXY_VAULT_DECODE, e->msg);
+		return -1;
+	}
+	proxy_red_state_free(c);
+	proxy_conn_close(c, PROXY_VAULT_DECODE);
+	return -1;
+}
+
+/*
+ * A response head h (end bytes of buf) to an injected request, judged
+ * and sent redacted (or held); its body set up: redacted, and decoded
+ * first when it is compressed and --vault-compressed decode. The caller
+ * drains the head. -1: refused (502) or c is gone; -2: out of memory.
+ */
+static int
+proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
+    const char *buf, size_t end, struct err *e)
+{
+	const char *reason;
+	int cv = proxy_vault_coding(c, h, &reason), vr;
+	bool has_body;
+
+	if (cv == -1) {
+		proxy_log_compressed(c, PROXY_COMPRESSED_REFUSED, reason);
+		proxy_refuse_http_detail(c, 502, PROXY_VAULT_COMPRESSED,
+		    c->p->o.vault_decode
+		        ? "a compressed response egressd cannot "
+		          "decode, to a request a credential "
+		          "was injected into"
+		        : "a compressed response to a request a "
+		          "credential was injected into");
+		return -1;
+	}
+	has_body = h->status >= 200 && h->body != HTTP_BODY_NONE;
+	if (cv == 1 && has_body) {
+		if ((c->dec = http_decode_new(c->dec_coding, NULL)) == NULL ||
+		    (c->hold = evbuffer_new()) == NULL)
+			return -2;
+	}
+	vr = proxy_vault_response_head(c, h, buf, end, cv == 1, e);
+	if (vr == -1) {
+		proxy_red_state_free(c);
+		log_warn(c->p->log, "vault.unsafe_response",
+		    LOG_S("name", c->name), LOG_S("error", e->msg));
+		proxy_refuse_http(c, 502, PROXY_VAULT_UNSAFE);
+		return -1;
+	}
+	if (vr == -2)
+		return -2;
+	if (h->status < 200)
+		return 0;
+	proxy_body_start(&c->rbody, h);
+	if (c->rbody.kind == HTTP_BODY_NONE) {
+		if (cv == 1)
+			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
+		return proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY ? -1
+		                                                           : 0;
+	}
+	if ((c->red = vault_redactor_new(proxy_rq_head(c)->vault)) == NULL)
+		return -2;
+	c->red_chunked = c->rbody.kind == HTTP_BODY_CHUNKED || c->dec != NULL;
+	if (c->rbody.kind == HTTP_BODY_CHUNKED && proxy_keep_trailers(c) == -1)
+		return -2;
+	c->rphase = H_BODY;
+	return 0;
+}
+
+/*
+ * A refused stream is answered once no response can still come: none
+ * pending, or only the refused request's own, which (its body broken)
+ * the origin cannot finish, and none of it relayed yet. The origin
+ * connection goes with the answer.
+ */
+static bool
+proxy_refuse_now(const struct proxy_conn *c)
+{
+	return c->rq_n == 0 ||
+	    (c->refuse_inflight && c->rq_n == 1 && c->rphase == H_HEAD);
+}
+
+/*
+ * Plain HTTP and terminated TLS, client -> origin: each head judged,
+ * bodies forwarded by their framing. A refused head stops the stream:
+ * nothing more goes upstream; the refusal follows the answers to what
+ * was forwarded before it. -1: c is gone.
+ */
+static int
+proxy_http_pump(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	struct http_head h;
+	struct err e = {""};
+	size_t len, end, take;
+	bool done;
+	int status, rc;
+	enum proxy_reason why;
+	char name[TLS_HELLO_SNI_MAX + 1];
+	struct vault *used;
+	uint64_t body_taken;
+	size_t wait;
+	int closef;
+	bool taint;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (c->hphase == H_RAW)
+			return proxy_move(c, c->cli, c->up, SIZE_MAX) == -1
+			    ? (proxy_conn_close(c, PROXY_CLIENT_ERROR), -1)
+			    : 0;
+		if (len == 0 || c->hphase == H_STOPPED ||
+		    c->hphase == H_UPGRADE)
+			return 0;
+		if (c->hphase == H_BODY) {
+			if (proxy_body_take(&c->hbody, in, &take, &done, &e) ==
+			    -1) {
+				why = PROXY_BAD_REQUEST;
+				status = 400;
+				c->refuse_inflight = true;
+				goto refuse;
+			}
+			if (proxy_move(c, c->cli, c->up, take) == -1)
+				goto nomem;
+			if (done)
+				c->hphase = H_HEAD;
+			else if (take == 0 ||
+			    !(bufferevent_get_enabled(c->cli) & EV_READ))
+				return 0;
+			continue;
+		}
+		/* H_HEAD */
+		if (c->cli_closing)
+			return 0; /* nothing after a close request */
+		if (c->rq_n == PROXY_PIPELINE_MAX) {
+			/* resumed when a response completes */
+			c->head_waiting = true;
+			return 0;
+		}
+		if (c->hold_end != 0) {
+			/* a body held for substitution is arriving (not
+			 * idle): its request is judged again once it is all
+			 * here, not at every read */
+			c->last_ms = now_mono_ms();
+			if (!proxy_hold_ready(c, in, len))
+				return 0;
+		}
+		{
+			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
+			const char *buf =
+			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+
+			if (!http_head_find_end(buf, n, &c->hcursor, &end)) {
+				if (len >= PROXY_PEEK_MAX) {
+					why = PROXY_BAD_REQUEST;
+					status = 431;
+					goto refuse;
+				}
+				/* at most a head buffered before judging */
+				bufferevent_setwatermark(
+				    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+				proxy_head_started(c);
+				return 0;
+			}
+			c->hcursor = 0;
+			c->head_t0_ms = 0;
+			if (http_parse_request(buf, end, &h, &e) !=
+			    HTTP_HEAD_OK) {
+				why = PROXY_BAD_REQUEST;
+				status =
+				    h.reject_status ? h.reject_status : 400;
+				goto refuse;
+			}
+		}
+		why = proxy_judge_host(c, &h, &status, name);
+		if (why != PROXY_OK)
+			goto refuse;
+		if (c->rq_n > 0 && proxy_bound(c, name)) {
+			/* One request at a time to a bound origin: a secret
+			 * is never written behind responses still pending,
+			 * whose framing a hostile client may have bent
+			 * (issue 34). Resumed by proxy_resp_done; at most
+			 * this head is read meanwhile. */
+			bufferevent_setwatermark(
+			    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+			c->head_waiting = true;
+			return 0;
+		}
+		c->head_waiting = false;
+		used = NULL;
+		rc = proxy_vault_request(c, &h, name, in, end, &used,
+		    &body_taken, &wait, &status, &why);
+		if (rc == 2) {
+			/* a body to substitute: the whole request first
+			 * (bytes are arriving: not idle) */
+			c->hold_end = end;
+			c->hold_wait = wait;
+			c->last_ms = now_mono_ms();
+			bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
+			return 0;
+		}
+		c->hold_end = 0;
+		c->sub_scanning = false;
+		c->cont_sent = false;
+		if (rc == -1)
+			goto refuse;
+		if (rc == -2)
+			goto nomem;
+		/* Every response of a bound origin is redacted, whether or
+		 * not its request carried a secret: origins store what they
+		 * are sent and give it back later, on any connection. The
+		 * origin connection stays bound from its first such request
+		 * (a plain one may name other hosts later), pooled too. */
+		if (used == NULL && rc == 0 && c->up_vault != NULL)
+			used = vault_ref(c->up_vault);
+		else if (used != NULL && used != c->up_vault) {
+			vault_free(c->up_vault);
+			c->up_vault = vault_ref(used);
+		}
+		taint = rc == 0 && used != NULL;
+		{
+			struct proxy_rq *r = proxy_rq_push(c, &h, used);
+
+			closef = proxy_close_field(c, &h);
+			if ((h.conn_close && closef == -1) || h.conn_upgrade)
+				c->up_keep = false;
+			r->close = c->cli_closing = closef != -1;
+		}
+		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
+		if (rc == 1) { /* its rewrite went up (with its body) */
+			evbuffer_drain(in, end + (size_t)body_taken);
+			/* megabytes when a body was substituted: the client
+			 * waits until the origin takes them */
+			proxy_hold_back(c->cli, c->up);
+		} else if (closef != -1 || taint) {
+			/* h's spans point into in's first chain, pulled up */
+			if (proxy_move_head(c,
+			        (const char *)evbuffer_pullup(
+			            in, (ev_ssize_t)end),
+			        end, &h, closef, taint) == -1)
+				goto nomem;
+		} else if (proxy_move(c, c->cli, c->up, end) == -1)
+			goto nomem;
+		proxy_body_start(&c->hbody, &h);
+		if (body_taken > 0)
+			c->hbody.kind = HTTP_BODY_NONE;
+		if (h.conn_upgrade) {
+			/* no body: what follows is the other protocol,
+			 * relayed only once the origin said 101 */
+			c->hphase = H_UPGRADE;
+			bufferevent_disable(c->cli, EV_READ);
+			return 0;
+		}
+		c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
+		if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->cli_eof)
+			return 0; /* backpressure: resumed by the write cb */
+	}
+nomem:
+	proxy_conn_close(c, PROXY_CLIENT_ERROR);
+	return -1;
+refuse:
+	c->hphase = H_STOPPED;
+	c->head_t0_ms = 0;
+	c->refuse_status = status;
+	c->refuse_why = why;
+	bufferevent_disable(c->cli, EV_READ);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (c->up == NULL || proxy_refuse_now(c)) {
+		/* nothing pending upstream: answer at once */
+		proxy_refuse_http(c, status, why);
+		return 0;
+	}
+	/* proxy_resp_pump answers once the pending responses are through;
+	 * an origin that never finishes does not hold the slot */
+	proxy_arm(c, c->p->o.connect_ms);
+	return 0;
+}
+
+/* The response to a close request is out: the client connection ends,
+ * its origin connection to the pool when it can go there. */
+static void
+proxy_close_finish(struct proxy_conn *c)
+{
+	if (!proxy_pool_keep(c))
+		proxy_conn_close(c, PROXY_OK);
+}
+
+/*
+ * The origin answered the request whose body is still being forwarded:
+ * whether it will read the rest as that body or as requests of their
+ * own ("CL.0") is its secret, so no later response on the connection
+ * could be attributed with certainty. The rest of the body is not
+ * sent, the client is told Connection: close, and both connections end
+ * once this response is through.
+ */
+static void
+proxy_early_answer(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+
+	proxy_rq_head(c)->close = true;
+	c->cli_closing = true;
+	c->up_keep = false;
+	c->hphase = H_STOPPED; /* no refuse_status: no refusal follows */
+	bufferevent_disable(c->cli, EV_READ);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/* The response at the head of the queue is complete. -1: c is gone. */
+static int
+proxy_resp_done(struct proxy_conn *c)
+{
+	bool was_upgrade = proxy_rq_head(c)->upgrade;
+	bool was_close = proxy_rq_head(c)->close;
+
+	proxy_red_state_free(c);
+	proxy_rq_pop(c);
+	c->rphase = H_HEAD;
+	if (c->hphase == H_STOPPED && c->refuse_status != 0 &&
+	    proxy_refuse_now(c)) {
+		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		return -1; /* c lives on in REFUSE, but the pumps stop */
+	}
+	if (was_close) {
+		/* proxy_write_cb finishes once the client has it all */
+		bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) != 0)
+			return 0;
+		proxy_close_finish(c);
+		return -1;
+	}
+	if (was_upgrade && c->hphase == H_UPGRADE)
+		c->hphase = H_HEAD; /* refused by the origin: HTTP goes on */
+	if (c->hphase == H_HEAD && !c->cli_eof) {
+		bufferevent_enable(c->cli, EV_READ);
+		return proxy_http_pump(c);
+	}
+	if (c->hphase == H_HEAD && c->head_waiting) {
+		/* the client sent its last requests and its FIN: they go
+		 * now, and the FIN after them */
+		if (proxy_http_pump(c) == -1 || c->st != PROXY_ST_RELAY)
+			return -1;
+		if (!c->head_waiting &&
+		    (c->hphase == H_HEAD || c->hphase == H_BODY)) {
+			if (proxy_fin_after(c, c->up))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Origin -> client on plain HTTP and terminated TLS: every response head
+ * parsed (its framing decides where the next one starts, and a 101 ends
+ * HTTP on the connection), bodies by their framing. A response nobody
+ * asked for, or a malformed one, closes the connection. -1: c is gone
+ * (or out of RELAY).
+ */
+static int
+proxy_resp_pump(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct http_head h;
+	struct http_span m;
+	struct err e = {""};
+	size_t len, end, take;
+	bool done;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (c->rphase == H_RAW) {
+			if (proxy_move(c, c->up, c->cli, SIZE_MAX) == -1)
+				goto nomem;
+			return 0;
+		}
+		if (len == 0)
+			return 0;
+		if (c->rphase == H_BODY && c->red != NULL) {
+			int vb = proxy_vault_body(c, in, &done, &e);
+
+			if (vb == -3)
+				return proxy_vault_decode_failed(c, &e);
+			if (vb == -2)
+				goto nomem;
+			if (vb == -1)
+				goto bad;
+			if (done) {
+				if (proxy_resp_done(c) == -1 ||
+				    c->st != PROXY_ST_RELAY)
+					return -1;
+			} else if (!(bufferevent_get_enabled(c->up) & EV_READ))
+				return 0;
+			continue;
+		}
+		if (c->rphase == H_BODY) {
+			if (proxy_body_take(&c->rbody, in, &take, &done, &e) ==
+			    -1)
+				goto bad;
+			if (proxy_move(c, c->up, c->cli, take) == -1)
+				goto nomem;
+			if (done) {
+				if (proxy_resp_done(c) == -1 ||
+				    c->st != PROXY_ST_RELAY)
+					return -1;
+			} else if (take == 0 ||
+			    !(bufferevent_get_enabled(c->up) & EV_READ))
+				return 0;
+			continue;
+		}
+		if (c->rq_n == 0) {
+			(void)snprintf(e.msg, sizeof(e.msg),
+			    "a response no request asked for");
+			goto bad;
+		}
+		{
+			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
+			const char *buf =
+			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+
+			if (!http_head_find_end(buf, n, &c->rcursor, &end)) {
+				if (len >= PROXY_PEEK_MAX) {
+					(void)snprintf(e.msg, sizeof(e.msg),
+					    "response head over %d bytes",
+					    PROXY_PEEK_MAX);
+					goto bad;
+				}
+				return 0;
+			}
+			c->rcursor = 0;
+			m.p = proxy_rq_head(c)->method;
+			m.n = strlen(m.p);
+			if (http_parse_response(buf, end, &m, &h, &e) !=
+			    HTTP_HEAD_OK)
+				goto bad;
+			if (h.conn_close)
+				c->up_keep = false;
+			if (h.status >= 200 && h.status != 101 &&
+			    c->rq_n == 1 && c->hphase == H_BODY)
+				proxy_early_answer(c);
+			if (proxy_rq_head(c)->vault != NULL) {
+				int vr =
+				    proxy_vault_response(c, &h, buf, end, &e);
+
+				if (vr == -2)
+					goto nomem;
+				if (vr == -1)
+					return -1;
+				evbuffer_drain(in, end);
+				/* a redacted head skips proxy_move: bodiless
+				 * answers (HEAD, 204) to a client that never
+				 * reads would queue without end */
+				proxy_hold_back(c->up, c->cli);
+				continue;
+			}
+		}
+		if (proxy_rq_head(c)->close && h.status >= 200 &&
+		    h.status != 101) {
+			if (proxy_head_close(c,
+			        (const char *)evbuffer_pullup(
+			            in, (ev_ssize_t)end),
+			        end, &h) == -1)
+				goto nomem;
+		} else if (proxy_move(c, c->up, c->cli, end) == -1)
+			goto nomem;
+		if (h.status == 101) {
+			if (!proxy_rq_head(c)->upgrade) {
+				(void)snprintf(e.msg, sizeof(e.msg),
+				    "101 to a request without Upgrade");
+				goto bad;
+			}
+			/* the other protocol, both ways, untouched */
+			c->rphase = c->hphase = H_RAW;
+			bufferevent_enable(c->cli, EV_READ);
+			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+				goto nomem;
+			continue;
+		}
+		if (h.status < 200)
+			continue; /* 100 Continue & co.: the final one follows */
+		proxy_body_start(&c->rbody, &h);
+		if (c->rbody.kind == HTTP_BODY_NONE) {
+			if (proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY)
+				return -1;
+		} else
+			c->rphase = H_BODY;
+	}
+bad : {
+	char dst[ADDR_TEXT_MAX];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	log_warn(c->p->log, "proxy.bad_response", LOG_S("name", c->name),
+	    LOG_S("dst", dst), LOG_S("error", e.msg));
+}
+	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+	return -1;
+nomem:
+	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+	return -1;
+}
+
+/* -1: c is gone. */
+int
+proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
+{
+	if (c->proto == PROTO_HTTP || c->term)
+		return b == c->cli ? proxy_http_pump(c) : proxy_resp_pump(c);
+	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1) {
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
+		return -1;
+	}
+	return 0;
+}
+
+void
+proxy_up_read(struct bufferevent *b, void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	proxy_touch(c);
+
+	if (c->st != PROXY_ST_RELAY || proxy_relay_read(c, b) == -1 ||
+	    c->st != PROXY_ST_RELAY)
+		return;
+	if (c->term)
+		proxy_coalesce(c->cli);
+	proxy_kick(c->cli);
+}
+
+/* Output drained below its low watermark: resume the other side's
+ * reads; flush a pending FIN. */
+void
+proxy_write_cb(struct bufferevent *b, void *arg)
+{
+	struct proxy_conn *c = arg;
+	struct bufferevent *o;
+
+	proxy_touch(c);
+
+	if (c->st == PROXY_ST_REFUSE) {
+		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
+		    !c->cli_shut) {
+			c->cli_shut = true;
+			proxy_fin(b);
+		}
+		return;
+	}
+	if (c->st != PROXY_ST_RELAY)
+		return;
+	if (b == c->cli && c->cli_closing && c->rq_n == 0 &&
+	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
+		proxy_close_finish(c);
+		return;
+	}
+	o = proxy_other(c, b);
+	if (b == c->cli && c->refuse_status != 0 && c->up_eof &&
+	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
+		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		return;
+	}
+	if (!((o == c->cli) ? c->cli_eof : c->up_eof) &&
+	    !(o == c->cli &&
+	        (c->hphase == H_STOPPED || c->hphase == H_UPGRADE))) {
+		bufferevent_enable(o, EV_READ);
+		/* what waited in its input */
+		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+			return;
+	} else if (o == c->up && c->up_eof && c->dec != NULL &&
+	    evbuffer_get_length(bufferevent_get_input(o)) > 0) {
+		/* a decoded response paused at the watermark, the rest of it
+		 * read before the origin's FIN */
+		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+			return;
+	}
+	if ((o == c->cli ? c->cli_eof && !c->head_waiting : c->up_eof)) {
+		proxy_shut(c, b);
+		(void)proxy_maybe_done(c);
+	}
+}
+
+/*
+ * The client of a terminated connection left between two requests: its
+ * verified upstream connection goes to the pool for the next client
+ * connection to the same origin, and c closes. Only at a message
+ * boundary with nothing buffered either way, every response delivered,
+ * and no request or response on it that said Connection: close (the
+ * origin would close it) or upgraded it. True if c is gone.
+ */
+static bool
+proxy_pool_keep(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+
+	if (!c->term || c->up == NULL || !c->up_ready || !c->up_keep ||
+	    c->up_eof || c->up_shut || c->rq_n != 0 || c->red != NULL ||
+	    c->hphase != H_HEAD || c->rphase != H_HEAD ||
+	    c->refuse_status != 0 ||
+	    evbuffer_get_length(bufferevent_get_input(c->up)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->up)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
+	    /* bytes OpenSSL read ahead past the response (a close_notify):
+	     * once idle, nothing would ever read them */
+	    SSL_has_pending(bufferevent_openssl_get_ssl(c->up)) == 1)
+		return false;
+	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
+	    c->name, &c->dst, c->dport);
+	proxy_pool_put(p->pool, c->up, c->up_vault, c->name, &c->dst, c->dport);
+	c->up = NULL;
+	c->up_vault = NULL;
+	proxy_conn_close(c, PROXY_OK);
+	return true;
+}
+
+/*
+ * Whether the error on TLS bufferevent b is only the peer closing the
+ * TCP connection without a close_notify (OpenSSL 3 reports it as
+ * SSL_R_UNEXPECTED_EOF_WHILE_READING). Many servers and clients
+ * (Python's ssl among them) close so: an end, not a failure. The
+ * errors are consumed.
+ */
+static bool
+proxy_dirty_eof(struct bufferevent *b)
+{
+	unsigned long code;
+	bool eof = false, other = false;
+
+	if (bufferevent_openssl_get_ssl(b) == NULL)
+		return false;
+	while ((code = bufferevent_get_openssl_error(b)) != 0) {
+		if (ERR_GET_LIB(code) == 0)
+			continue; /* libevent keeps SSL_get_error's value too */
+		if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			eof = true;
+		else
+			other = true;
+	}
+	return eof && !other;
+}
+
+void
+proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
+{
+	struct bufferevent *o = proxy_other(c, b);
+	bool is_cli = b == c->cli;
+	bool dirty = false;
+
+	if (what & BEV_EVENT_ERROR) {
+		if (!(dirty = proxy_dirty_eof(b))) {
+			proxy_conn_close(c,
+			    is_cli ? PROXY_CLIENT_ERROR : PROXY_UPSTREAM_ERROR);
+			return;
+		}
+		what |= BEV_EVENT_EOF;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	if (is_cli)
+		c->cli_eof = true;
+	else
+		c->up_eof = true;
+	/* what was read before the FIN goes first */
+	if (proxy_relay_read(c, b) == -1 || c->st != PROXY_ST_RELAY)
+		return;
+	if (dirty && !is_cli && c->rphase == H_BODY &&
+	    c->rbody.kind == HTTP_BODY_CLOSE) {
+		/* a body ended by a close that was no TLS close: it may be
+		 * cut short, and a clean close toward the client would say
+		 * it is whole. Cut the client too. */
+		proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
+		return;
+	}
+	if (is_cli && proxy_pool_keep(c))
+		return;
+	bufferevent_disable(b, EV_READ);
+	if (!is_cli && c->refuse_status != 0) {
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+			proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		else
+			bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+		return;
+	}
+	if (is_cli && c->hphase == H_STOPPED)
+		return; /* the refusal waits for the origin */
+	if (is_cli && c->head_waiting)
+		return; /* heads wait their turn; the FIN follows them */
+	(void)proxy_fin_after(c, o);
+}
