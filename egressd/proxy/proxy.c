@@ -198,7 +198,12 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 	p->port = o->port;
 	TAILQ_INIT(&p->settle);
 	p->settle_ev = event_new(base, -1, 0, proxy_settle_cb, p);
-	if (p->settle_ev == NULL) {
+	p->reap_ev = event_new(base, -1, 0, proxy_reap_cb, p);
+	if (p->settle_ev == NULL || p->reap_ev == NULL) {
+		if (p->settle_ev != NULL)
+			event_free(p->settle_ev);
+		if (p->reap_ev != NULL)
+			event_free(p->reap_ev);
 		err_set(e, "proxy: out of memory");
 		free(p);
 		return NULL;
@@ -229,6 +234,7 @@ proxy_free(struct proxy *p)
 	p->paused = true; /* closes must not re-enable the listeners */
 	while (p->conns != NULL)
 		proxy_conn_close(p->conns, PROXY_SHUTDOWN);
+	proxy_reap_cb(-1, 0, p); /* nothing up the stack holds them */
 	for (i = 0; i < p->nl; i++) {
 		event_free(p->l[i].ev);
 		close(p->l[i].fd);
@@ -243,6 +249,8 @@ proxy_free(struct proxy *p)
 	proxy_pool_free(p->pool);
 	if (p->settle_ev != NULL)
 		event_free(p->settle_ev);
+	if (p->reap_ev != NULL)
+		event_free(p->reap_ev);
 	SSL_CTX_free(p->sctx);
 	SSL_CTX_free(p->cctx);
 	tls_sess_free(p->sess);

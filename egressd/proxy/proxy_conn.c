@@ -84,25 +84,14 @@ proxy_close_notify(struct proxy_conn *c, enum proxy_reason why)
 	ERR_clear_error();
 }
 
-/* The one close path. */
-void
-proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
+/* The proxy.closed line: what c was and carried. */
+static void
+proxy_log_closed(struct proxy_conn *c)
 {
-	struct proxy *p = c->p;
 	char dst[ADDR_TEXT_MAX];
 
-	if (!c->refused)
-		c->why = why;
-	if (c->dec != NULL) /* a response being decoded ends unfinished */
-		proxy_log_compressed(
-		    c, PROXY_COMPRESSED_FAILED, "connection_closed");
-	/* A terminated origin's session, kept for the next connection to
-	 * it (after the response: TLS 1.3 tickets have arrived by now). */
-	if (c->term && c->up != NULL)
-		tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up),
-		    c->up_ready, c->name, &c->dst, c->dport);
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
-	log_info(p->log, "proxy.closed",
+	log_info(c->p->log, "proxy.closed",
 	    LOG_S("decision",
 	        c->refused                        ? "refused"
 	            : c->term                     ? "terminated"
@@ -117,6 +106,86 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->up_resumed),
 	    LOG_B("cli_resumed", c->cli_resumed), LOG_B("reused", c->up_reused),
 	    LOG_U("ms", now_mono_ms() - c->t0_ms));
+}
+
+/* A spliced connection's events, pipes and sockets. */
+static void
+proxy_splice_release(struct proxy_conn *c)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (c->sp[i].rev != NULL)
+			event_free(c->sp[i].rev);
+		if (c->sp[i].wev != NULL)
+			event_free(c->sp[i].wev);
+		if (c->sp[i].retry != NULL)
+			event_free(c->sp[i].retry);
+		proxy_pipe_put(&c->sp[i]);
+		close(c->sfd[i]);
+	}
+}
+
+/* What c holds besides the struct itself: its events, sockets and
+ * bufferevents, its redaction state and vault references. */
+static void
+proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
+{
+	size_t i;
+
+	if (c->peek_ev != NULL)
+		event_free(c->peek_ev);
+	c->peek_ev = NULL;
+	free(c->pbuf);
+	c->pbuf = NULL;
+	if (c->spliced)
+		proxy_splice_release(c);
+	if (c->cli != NULL) {
+		proxy_close_notify(c, why);
+		bufferevent_free(c->cli);
+	} else if (c->fd != -1)
+		close(c->fd);
+	c->cli = NULL;
+	c->fd = -1;
+	if (c->up != NULL)
+		bufferevent_free(c->up);
+	c->up = NULL;
+	proxy_red_state_free(c);
+	for (i = 0; i < PROXY_PIPELINE_MAX; i++) {
+		vault_free(c->rq[i].vault);
+		c->rq[i].vault = NULL;
+	}
+	vault_free(c->up_vault);
+	c->up_vault = NULL;
+	event_free(c->timer);
+	c->timer = NULL;
+}
+
+/*
+ * The one close path. Idempotent (a second close keeps the first
+ * reason). Everything c holds is released now; the struct itself goes
+ * to the graveyard and is freed on the next loop turn (proxy_reap_cb),
+ * since callers up the stack may still hold it: they see it closed
+ * (proxy_relaying) and return.
+ */
+void
+proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
+{
+	struct proxy *p = c->p;
+
+	if (c->closed)
+		return;
+	if (!c->refused)
+		c->why = why;
+	if (c->dec != NULL) /* a response being decoded ends unfinished */
+		proxy_log_compressed(
+		    c, PROXY_COMPRESSED_FAILED, "connection_closed");
+	/* A terminated origin's session, kept for the next connection to
+	 * it (after the response: TLS 1.3 tickets have arrived by now). */
+	if (c->term && c->up != NULL)
+		tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up),
+		    c->up_ready, c->name, &c->dst, c->dport);
+	proxy_log_closed(c);
 	p->st.by_reason[c->why]++;
 	p->st.by_state[c->st]--;
 	p->st.active--;
@@ -124,48 +193,61 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	p->st.down_bytes += c->down_bytes;
 	if (c->settling)
 		TAILQ_REMOVE(&p->settle, c, settle_e);
+	c->settling = false;
 	p->buffered -= c->buffered;
+	c->buffered = 0;
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
 		p->conns = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
-	if (c->peek_ev != NULL)
-		event_free(c->peek_ev);
-	free(c->pbuf);
-	if (c->spliced) {
-		int i;
-
-		for (i = 0; i < 2; i++) {
-			if (c->sp[i].rev != NULL)
-				event_free(c->sp[i].rev);
-			if (c->sp[i].wev != NULL)
-				event_free(c->sp[i].wev);
-			if (c->sp[i].retry != NULL)
-				event_free(c->sp[i].retry);
-			proxy_pipe_put(&c->sp[i]);
-			close(c->sfd[i]);
-		}
-	}
-	if (c->cli != NULL) {
-		proxy_close_notify(c, why);
-		bufferevent_free(c->cli);
-	} else if (c->fd != -1)
-		close(c->fd);
-	if (c->up != NULL)
-		bufferevent_free(c->up);
-	proxy_red_state_free(c);
-	{
-		size_t i;
-
-		for (i = 0; i < PROXY_PIPELINE_MAX; i++)
-			vault_free(c->rq[i].vault);
-	}
-	vault_free(c->up_vault);
-	event_free(c->timer);
-	free(c);
+	c->prev = c->next = NULL;
+	proxy_conn_release(c, why);
+	c->closed = true;
+	c->dead_next = p->graveyard;
+	p->graveyard = c;
+	event_active(p->reap_ev, EV_TIMEOUT, 1);
 	proxy_resume_accept(p);
+}
+
+/* The graveyard emptied: closed connections freed once nothing up the
+ * stack holds them (the next loop turn, or proxy_free). */
+void
+proxy_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *p = arg;
+	struct proxy_conn *c;
+
+	(void)fd;
+	(void)what;
+	if (p->magic != PROXY_MAGIC)
+		abort();
+	while ((c = p->graveyard) != NULL) {
+		p->graveyard = c->dead_next;
+		c->magic = PROXY_CONN_DEAD;
+		free(c);
+	}
+}
+
+/* The connection a callback was given: a live one, or the process
+ * stops (a freed or foreign pointer would be worse). */
+struct proxy_conn *
+proxy_conn_arg(void *arg)
+{
+	struct proxy_conn *c = arg;
+
+	if (c->magic != PROXY_CONN_MAGIC)
+		abort();
+	return c;
+}
+
+/* Whether the relay goes on with c: not closed, and still relaying (a
+ * refusal moves it to REFUSE; its pumps stop then too). */
+bool
+proxy_relaying(const struct proxy_conn *c)
+{
+	return !c->closed && c->st == PROXY_ST_RELAY;
 }
 
 /*
@@ -510,25 +592,22 @@ proxy_shut(struct proxy_conn *c, struct bufferevent *b)
 	proxy_fin(b);
 }
 
-/* Both directions ended and flushed: done. Returns true if c is gone. */
-bool
+/* Both directions ended and flushed: done (c closes). */
+void
 proxy_maybe_done(struct proxy_conn *c)
 {
-	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut) {
+	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut)
 		proxy_conn_close(c, PROXY_OK);
-		return true;
-	}
-	return false;
 }
 
 /* The other side said its last: FIN toward b once b's queue is out (its
- * write callback sends it then). True if c is gone. */
-bool
+ * write callback sends it then). c may close. */
+void
 proxy_fin_after(struct proxy_conn *c, struct bufferevent *b)
 {
 	bufferevent_setwatermark(b, EV_WRITE, 0, 0);
 	proxy_shut(c, b);
-	return proxy_maybe_done(c);
+	proxy_maybe_done(c);
 }
 
 /*
@@ -578,7 +657,7 @@ proxy_head_started(struct proxy_conn *c)
 void
 proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 	uint64_t idle, now;
 
 	(void)fd;

@@ -71,7 +71,8 @@ proxy_start_relay(struct proxy_conn *c)
 	(void)bufferevent_set_max_single_write(c->cli, PROXY_IO_MAX);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
-	if (proxy_relay_read(c, c->cli) == -1 || c->st != PROXY_ST_RELAY)
+	proxy_relay_read(c, c->cli);
+	if (!proxy_relaying(c))
 		return;
 	proxy_kick(c->up);
 	proxy_kick(c->cli);
@@ -131,7 +132,7 @@ proxy_term_fail(struct proxy_conn *c)
 static void
 proxy_up_event(struct bufferevent *b, short what, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 
 	proxy_touch(c);
 
@@ -146,8 +147,8 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 			c->up_vault = NULL;
 			c->up_reused = c->up_ready = false;
 			proxy_connect(c);
-			if (c->st == PROXY_ST_CONNECT && c->up_failed &&
-			    c->cli_ready)
+			if (!c->closed && c->st == PROXY_ST_CONNECT &&
+			    c->up_failed && c->cli_ready)
 				proxy_term_fail(c);
 			return;
 		}
@@ -178,6 +179,69 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 
 /* --- deciding ----------------------------------------------------------------- */
 
+/* Terminated: an idle connection to the same origin from the pool, in
+ * place of a dial. False: none. */
+static bool
+proxy_connect_pooled(struct proxy_conn *c)
+{
+	struct proxy *p = c->p;
+
+	if (!c->term ||
+	    (c->up = proxy_pool_take(
+	         p->pool, c->name, &c->dst, c->dport, &c->up_vault)) == NULL)
+		return false;
+	/* verified for this name and address already; reading, so the
+	 * origin closing it before the relay starts is seen */
+	c->up_reused = c->up_ready = true;
+	p->st.upstream_reused++;
+	proxy_set_state(c, PROXY_ST_CONNECT);
+	(void)evtimer_del(c->timer);
+	proxy_arm(c, p->o.connect_ms);
+	bufferevent_setcb(
+	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	/* nothing is taken from it before the relay starts */
+	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
+	bufferevent_enable(c->up, EV_READ);
+	return true;
+}
+
+/* Terminated: the TLS client on fd, connecting to ss. The TLS client
+ * starts once the connect completes (the socket turns writable); a
+ * failed connect fails the handshake, which answers the client 502. */
+static void
+proxy_connect_tls(struct proxy_conn *c, int fd,
+    const struct sockaddr_storage *ss, socklen_t sl)
+{
+	struct proxy *p = c->p;
+	SSL *ssl = SSL_new(p->cctx);
+
+	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, c->name) != 1 ||
+	    (!p->o.ssl_insecure && SSL_set1_host(ssl, c->name) != 1) ||
+	    tls_sess_offer(p->sess, ssl, c->name, &c->dst, c->dport) < 0 ||
+	    (connect(fd, (const struct sockaddr *)ss, sl) == -1 &&
+	        errno != EINPROGRESS)) {
+		(void)snprintf(c->tls_why, sizeof(c->tls_why), "connect: %s",
+		    strerror(errno));
+		SSL_free(ssl);
+		close(fd);
+		c->up_failed = true;
+		return;
+	}
+	c->up = bufferevent_openssl_socket_new(p->base, fd, ssl,
+	    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+	if (c->up == NULL) {
+		SSL_free(ssl);
+		close(fd);
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return;
+	}
+	bufferevent_setcb(
+	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	/* bufferevent_openssl reads from its handshake on, and nothing is
+	 * taken before the relay starts */
+	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
+}
+
 void
 proxy_connect(struct proxy_conn *c)
 {
@@ -188,23 +252,8 @@ proxy_connect(struct proxy_conn *c)
 	int fd;
 
 	c->up_keep = true;
-	if (c->term &&
-	    (c->up = proxy_pool_take(
-	         p->pool, c->name, &c->dst, c->dport, &c->up_vault)) != NULL) {
-		/* verified for this name and address already; reading, so
-		 * the origin closing it before the relay starts is seen */
-		c->up_reused = c->up_ready = true;
-		p->st.upstream_reused++;
-		proxy_set_state(c, PROXY_ST_CONNECT);
-		(void)evtimer_del(c->timer);
-		proxy_arm(c, p->o.connect_ms);
-		bufferevent_setcb(
-		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
-		/* nothing is taken from it before the relay starts */
-		bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
-		bufferevent_enable(c->up, EV_READ);
+	if (proxy_connect_pooled(c))
 		return;
-	}
 	fd = sock_open_marked(
 	    c->dst.family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
 	if (fd == -1) {
@@ -222,38 +271,7 @@ proxy_connect(struct proxy_conn *c)
 	(void)evtimer_del(c->timer);
 	proxy_arm(c, p->o.connect_ms);
 	if (c->term) {
-		/* The TLS client starts once the connect completes (the
-		 * socket turns writable); a failed connect fails the
-		 * handshake, which answers the client 502. */
-		SSL *ssl = SSL_new(p->cctx);
-
-		if (ssl == NULL ||
-		    SSL_set_tlsext_host_name(ssl, c->name) != 1 ||
-		    (!p->o.ssl_insecure && SSL_set1_host(ssl, c->name) != 1) ||
-		    tls_sess_offer(p->sess, ssl, c->name, &c->dst, c->dport) <
-		        0 ||
-		    (connect(fd, (struct sockaddr *)&ss, sl) == -1 &&
-		        errno != EINPROGRESS)) {
-			(void)snprintf(c->tls_why, sizeof(c->tls_why),
-			    "connect: %s", strerror(errno));
-			SSL_free(ssl);
-			close(fd);
-			c->up_failed = true;
-			return;
-		}
-		c->up = bufferevent_openssl_socket_new(p->base, fd, ssl,
-		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-		if (c->up == NULL) {
-			SSL_free(ssl);
-			close(fd);
-			proxy_conn_close(c, PROXY_CONNECT_FAILED);
-			return;
-		}
-		bufferevent_setcb(
-		    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
-		/* bufferevent_openssl reads from its handshake on, and
-		 * nothing is taken before the relay starts */
-		bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
+		proxy_connect_tls(c, fd, &ss, sl);
 		return;
 	}
 	c->up = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -272,13 +290,14 @@ proxy_connect(struct proxy_conn *c)
 void
 proxy_cli_read(struct bufferevent *b, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 
 	proxy_touch(c);
 
 	switch (c->st) {
 	case PROXY_ST_RELAY:
-		if (proxy_relay_read(c, b) == 0 && c->st == PROXY_ST_RELAY)
+		proxy_relay_read(c, b);
+		if (proxy_relaying(c))
 			proxy_kick(c->up);
 		break;
 	case PROXY_ST_REFUSE:
@@ -293,7 +312,7 @@ proxy_cli_read(struct bufferevent *b, void *arg)
 void
 proxy_cli_event(struct bufferevent *b, short what, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 
 	proxy_touch(c);
 

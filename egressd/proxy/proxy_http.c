@@ -287,7 +287,6 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
 	return 0;
 }
 
-
 /* Response head buf[0..end) to the client without its Connection
  * fields and with PROXY_CLOSE_LINE (the answer to a close request
  * whose close egressd kept from the origin). -1: no memory. */

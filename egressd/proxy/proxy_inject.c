@@ -218,6 +218,112 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
 	    ct->p, ct->n, ce != NULL ? ce->p : NULL, ce != NULL ? ce->n : 0);
 }
 
+/* The request line of a rewrite: method, path and query (their
+ * placeholders substituted), version. The codes of proxy_vault_rewrite. */
+static int
+proxy_rewrite_line(struct evbuffer *tmp, struct vault *v,
+    const struct vault_inject *vi, const struct http_head *h, size_t *budget,
+    struct proxy_subst_refusal *r)
+{
+	int rc;
+
+	if (evbuffer_add(tmp, h->method.p, h->method.n) == -1 ||
+	    evbuffer_add(tmp, " ", 1) == -1)
+		return -2;
+	if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_PATH, vi->norm_path,
+	         vi->norm_path_len, budget, r)) != 0)
+		return rc;
+	if (h->has_query) {
+		if (evbuffer_add(tmp, "?", 1) == -1)
+			return -2;
+		if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_QUERY,
+		         h->query.p, h->query.n, budget, r)) != 0)
+			return rc;
+	}
+	if (evbuffer_add(tmp, h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
+	        11) == -1)
+		return -2;
+	return 0;
+}
+
+/* Whether header field i of h stays out of a rewrite (rebody: the body
+ * is rewritten, with a Content-Length of its own). */
+static bool
+proxy_rewrite_drops(struct proxy_conn *c, const struct http_head *h, size_t i,
+    const struct vault_inject *vi, bool rebody)
+{
+	const struct http_header *f = &h->h[i];
+
+	return proxy_header_removed(&f->name, vi) ||
+	    (int)i == proxy_close_field(c, h) ||
+	    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
+	    (rebody &&
+	        (http_span_ieq(&f->name, "content-length") ||
+	            http_span_ieq(&f->name, "transfer-encoding") ||
+	            http_span_ieq(&f->name, "trailer")));
+}
+
+/* One header field f of a rewrite, its placeholders substituted where
+ * the binding allows it. The codes of proxy_vault_rewrite. */
+static int
+proxy_rewrite_field(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
+    const struct vault_inject *vi, const struct http_header *f,
+    const char *name, size_t *budget, struct proxy_subst_refusal *r)
+{
+	int rc;
+
+	if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
+	    evbuffer_add(tmp, ": ", 2) == -1)
+		return -2;
+	if (http_span_ieq(&f->name, "host")) {
+		/* the name the binding matched (and the origin was verified
+		 * for), not the client's spelling of it: "A.TEST." may be
+		 * another host to the origin */
+		rc = evbuffer_add(tmp, name, strlen(name)) == 0 &&
+		        (c->dport == (c->term ? 443 : 80) ||
+		            evbuffer_add_printf(
+		                tmp, ":%u", (unsigned)c->dport) > 0)
+		    ? 0
+		    : -2;
+	} else if ((vi->subst_in & POLICY_SUBST_HEADER) &&
+	    vault_subst_header_ok(f->name.p, f->name.n))
+		rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
+		    f->value.p, f->value.n, budget, r);
+	else
+		rc = f->value.n == 0 ||
+		        evbuffer_add(tmp, f->value.p, f->value.n) == 0
+		    ? 0
+		    : -2;
+	if (rc != 0)
+		return rc;
+	return evbuffer_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
+}
+
+/* The end of a rewritten head: the Content-Length of a rewritten body
+ * (rebody, nblen bytes), Accept-Encoding, the credential lines. 0; -2
+ * out of memory. */
+static int
+proxy_rewrite_tail(struct evbuffer *tmp, const struct vault_inject *vi,
+    bool rebody, size_t nblen)
+{
+	uint8_t *sec;
+
+	if (rebody &&
+	    evbuffer_add_printf(tmp, "Content-Length: %zu\r\n", nblen) < 0)
+		return -2;
+	if (evbuffer_add(tmp, "Accept-Encoding: identity\r\n", 27) == -1)
+		return -2;
+	/* the credential: a copy the buffer wipes once it is sent */
+	if (vi->lines_len > 0) {
+		if ((sec = malloc(vi->lines_len)) == NULL)
+			return -2;
+		memcpy(sec, vi->lines, vi->lines_len);
+		if (proxy_add_secret(tmp, sec, vi->lines_len) == -1)
+			return -2;
+	}
+	return evbuffer_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
+}
+
 /*
  * The request of an injected decision, rewritten into tmp: the request
  * line with the normalized path and the query, the client's headers (Host
@@ -239,7 +345,6 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 {
 	size_t budget = VAULT_SUBST_HEAD_MAX, nblen = 0, i;
 	uint8_t *nb = NULL;
-	uint8_t *sec;
 	struct err e;
 	int rc = 0;
 
@@ -259,83 +364,22 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 			return -2;
 		}
 	}
-	if (evbuffer_add(tmp, h->method.p, h->method.n) == -1 ||
-	    evbuffer_add(tmp, " ", 1) == -1)
-		goto nomem;
-	if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_PATH, vi->norm_path,
-	         vi->norm_path_len, &budget, r)) != 0)
+	if ((rc = proxy_rewrite_line(tmp, v, vi, h, &budget, r)) != 0)
 		goto out;
-	if (h->has_query) {
-		if (evbuffer_add(tmp, "?", 1) == -1)
-			goto nomem;
-		if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_QUERY,
-		         h->query.p, h->query.n, &budget, r)) != 0)
-			goto out;
-	}
-	if (evbuffer_add(tmp, h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
-	        11) == -1)
-		goto nomem;
 	for (i = 0; i < h->nh; i++) {
-		const struct http_header *f = &h->h[i];
-
-		if (proxy_header_removed(&f->name, vi) ||
-		    (int)i == proxy_close_field(c, h) ||
-		    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
-		    (nb != NULL &&
-		        (http_span_ieq(&f->name, "content-length") ||
-		            http_span_ieq(&f->name, "transfer-encoding") ||
-		            http_span_ieq(&f->name, "trailer"))))
+		if (proxy_rewrite_drops(c, h, i, vi, nb != NULL))
 			continue;
-		if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
-		    evbuffer_add(tmp, ": ", 2) == -1)
-			goto nomem;
-		if (http_span_ieq(&f->name, "host")) {
-			/* the name the binding matched (and the origin was
-			 * verified for), not the client's spelling of it:
-			 * "A.TEST." may be another host to the origin */
-			rc = evbuffer_add(tmp, name, strlen(name)) == 0 &&
-			        (c->dport == (c->term ? 443 : 80) ||
-			            evbuffer_add_printf(
-			                tmp, ":%u", (unsigned)c->dport) > 0)
-			    ? 0
-			    : -2;
-		} else if ((vi->subst_in & POLICY_SUBST_HEADER) &&
-		    vault_subst_header_ok(f->name.p, f->name.n))
-			rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
-			    f->value.p, f->value.n, &budget, r);
-		else
-			rc = f->value.n == 0 ||
-			        evbuffer_add(tmp, f->value.p, f->value.n) == 0
-			    ? 0
-			    : -2;
-		if (rc != 0)
+		if ((rc = proxy_rewrite_field(
+		         c, tmp, v, vi, &h->h[i], name, &budget, r)) != 0)
 			goto out;
-		if (evbuffer_add(tmp, "\r\n", 2) == -1)
-			goto nomem;
 	}
-	if (nb != NULL &&
-	    evbuffer_add_printf(tmp, "Content-Length: %zu\r\n", nblen) < 0)
-		goto nomem;
-	if (evbuffer_add(tmp, "Accept-Encoding: identity\r\n", 27) == -1)
-		goto nomem;
-	/* the credential: a copy the buffer wipes once it is sent */
-	if (vi->lines_len > 0) {
-		if ((sec = malloc(vi->lines_len)) == NULL)
-			goto nomem;
-		memcpy(sec, vi->lines, vi->lines_len);
-		if (proxy_add_secret(tmp, sec, vi->lines_len) == -1)
-			goto nomem;
-	}
-	if (evbuffer_add(tmp, "\r\n", 2) == -1)
-		goto nomem;
+	if ((rc = proxy_rewrite_tail(tmp, vi, nb != NULL, nblen)) != 0)
+		goto out;
 	if (nb != NULL) {
 		rc = proxy_add_secret(tmp, nb, nblen) == 0 ? 0 : -2;
 		nb = NULL;
 		*body_done = rc == 0;
 	}
-	goto out;
-nomem:
-	rc = -2;
 out:
 	vault_subst_free(nb, nblen);
 	return rc;
@@ -475,16 +519,138 @@ wait:
 	return 2;
 }
 
+/* What the vault decides on: the request h to name, as the binding
+ * matcher sees it. */
+static void
+proxy_vault_req_fill(struct proxy_conn *c, const struct http_head *h,
+    const char *name, struct vault_req *rq)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->scheme = c->term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
+	rq->host = name;
+	rq->port = c->dport;
+	rq->method = h->method.p;
+	rq->method_len = h->method.n;
+	rq->query = h->query.p;
+	rq->query_len = h->query.n;
+	if (h->form == HTTP_TARGET_ORIGIN || h->form == HTTP_TARGET_ABSOLUTE) {
+		rq->path = h->path.p != NULL ? h->path.p : "/";
+		rq->path_len = h->path.p != NULL ? h->path.n : 1;
+	} else {
+		rq->path = "*";
+		rq->path_len = 1;
+	}
+}
+
+/*
+ * VAULT_INJECTED: the request (h, end bytes of in) rewritten with vi's
+ * credential, its body's placeholders substituted, goes to the origin.
+ * 1: sent, *body_taken bytes of body with it; 2: its body is not all
+ * here (*wait); -1: refused (*r); -3: its body's framing is bad; -2:
+ * out of memory.
+ */
+static int
+proxy_vault_send(struct proxy_conn *c, struct vault *v,
+    const struct vault_inject *vi, struct http_head *h, const char *name,
+    struct evbuffer *in, size_t end, uint64_t *body_taken, size_t *wait,
+    struct proxy_subst_refusal *r)
+{
+	struct err e = {""};
+	enum vault_surface bs;
+	struct evbuffer *tmp;
+	const char *body = NULL;
+	size_t blen = 0;
+	uint64_t wire = 0;
+	uint8_t *dec = NULL;
+	bool body_done;
+	int rc = 0;
+
+	if ((bs = proxy_subst_body(h, vi)) != VAULT_SURFACE_NONE) {
+		rc = proxy_subst_gather(
+		    c, h, in, end, &body, &blen, &wire, &dec, wait, &e);
+		if (rc == -1)
+			rc = -3;
+		if (rc == 2 || rc == -2 || rc == -3)
+			goto out;
+		if (rc == 1)
+			bs = VAULT_SURFACE_NONE;
+	}
+	if ((tmp = evbuffer_new()) == NULL) {
+		rc = -2;
+		goto out;
+	}
+	rc = proxy_vault_rewrite(
+	    c, tmp, v, vi, h, name, bs, body, blen, &body_done, r);
+	if (rc == 0 &&
+	    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
+		rc = -2;
+	evbuffer_free(tmp); /* wipes what did not go */
+	if (rc == 0) {
+		*body_taken = body_done ? wire : 0;
+		c->up_bytes += end + *body_taken;
+		c->last_ms = now_mono_ms();
+		c->p->st.injected++;
+		rc = 1;
+	}
+out:
+	free(dec);
+	return rc;
+}
+
+/* VAULT_INJECTED, the codes of proxy_vault_request: the secret goes
+ * only to an address its host resolved to, then with the request. */
+static int
+proxy_vault_injected(struct proxy_conn *c, struct vault *v,
+    struct vault_inject *vi, struct http_head *h, const char *name,
+    struct evbuffer *in, size_t end, struct vault **used, uint64_t *body_taken,
+    size_t *wait, int *status, enum proxy_reason *why)
+{
+	struct proxy_subst_refusal r = {0, NULL};
+	int rc;
+
+	if (c->p->h.learned == NULL ||
+	    !c->p->h.learned(c->p->h.arg, name, &c->dst)) {
+		/* the connection may be allowed (an IP rule), but the secret
+		 * goes only where its host resolved */
+		vi->decision = VAULT_REFUSED;
+		vi->status = 421;
+		vi->reason = "address not resolved from the host";
+		proxy_log_inject(c, vi, h, name, v);
+		*status = 421;
+		*why = PROXY_VAULT_MISROUTED;
+		return -1;
+	}
+	rc = proxy_vault_send(c, v, vi, h, name, in, end, body_taken, wait, &r);
+	if (rc == -3) {
+		*status = 400;
+		*why = PROXY_BAD_REQUEST;
+		return -1;
+	}
+	if (rc == -1) {
+		vi->decision = VAULT_REFUSED;
+		vi->status = r.status;
+		vi->reason = r.reason;
+		proxy_log_inject(c, vi, h, name, v);
+		*status = r.status;
+		*why = PROXY_VAULT_REFUSED;
+	} else if (rc == 1) {
+		*used = vault_ref(v);
+		proxy_log_inject(c, vi, h, name, v);
+	}
+	return rc;
+}
+
 /*
  * A judged request head h (end bytes at the start of in) to a host a
  * binding could match: the vault decides. 0: forward the head as it
  * came (*used: a vault reference when the origin is a bound one, so
- * its response is redacted; NULL otherwise); 1: the rewritten request (proxy_vault_rewrite) went to the origin,
- * *body_taken bytes of body with it (drain end + *body_taken), and *used
- * holds a vault reference for the response's redaction; 2: its body is to
- * be substituted and not all here: call again once in holds *wait bytes;
- * -1: refused (*status, *why); -2: out of memory. When the body is pulled
- * up, h is parsed again (its spans point into in's new first chain).
+ * its response is redacted; NULL otherwise); 1: the rewritten request
+ * (proxy_vault_rewrite) went to the origin, *body_taken bytes of body
+ * with it (drain end + *body_taken), and *used holds a vault reference
+ * for the response's redaction; 2: its body is to be substituted and
+ * not all here: call again once in holds *wait bytes; -1: refused
+ * (*status, *why); -2: out of memory. When the body is pulled up, h is
+ * parsed again (its spans point into in's new first chain).
  */
 int
 proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
@@ -494,15 +660,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	struct vault *v;
 	struct vault_req rq;
 	struct vault_inject vi;
-	struct proxy_subst_refusal r = {0, NULL};
-	enum vault_surface bs;
-	struct evbuffer *tmp;
 	struct err e = {""};
-	const char *body = NULL;
-	size_t blen = 0;
-	uint64_t wire = 0;
-	uint8_t *dec = NULL;
-	bool body_done;
 	int rc = 0;
 
 	*used = NULL;
@@ -518,21 +676,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 			*used = vault_ref(v);
 		return 0;
 	}
-	memset(&rq, 0, sizeof(rq));
-	rq.scheme = c->term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
-	rq.host = name;
-	rq.port = c->dport;
-	rq.method = h->method.p;
-	rq.method_len = h->method.n;
-	rq.query = h->query.p;
-	rq.query_len = h->query.n;
-	if (h->form == HTTP_TARGET_ORIGIN || h->form == HTTP_TARGET_ABSOLUTE) {
-		rq.path = h->path.p != NULL ? h->path.p : "/";
-		rq.path_len = h->path.p != NULL ? h->path.n : 1;
-	} else {
-		rq.path = "*";
-		rq.path_len = 1;
-	}
+	proxy_vault_req_fill(c, h, name, &rq);
 	if (vault_decide(v, &rq, &vi, &e) == -1) {
 		log_error(c->p->log, "vault.decide_failed", LOG_S("host", name),
 		    LOG_S("error", e.msg));
@@ -556,64 +700,10 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		rc = -1;
 		break;
 	case VAULT_INJECTED:
-		if (c->p->h.learned == NULL ||
-		    !c->p->h.learned(c->p->h.arg, name, &c->dst)) {
-			/* the connection may be allowed (an IP rule), but
-			 * the secret goes only where its host resolved */
-			vi.decision = VAULT_REFUSED;
-			vi.status = 421;
-			vi.reason = "address not resolved from the host";
-			proxy_log_inject(c, &vi, h, name, v);
-			*status = 421;
-			*why = PROXY_VAULT_MISROUTED;
-			rc = -1;
-			break;
-		}
-		if ((bs = proxy_subst_body(h, &vi)) != VAULT_SURFACE_NONE) {
-			rc = proxy_subst_gather(
-			    c, h, in, end, &body, &blen, &wire, &dec, wait, &e);
-			if (rc == -1) {
-				*status = 400;
-				*why = PROXY_BAD_REQUEST;
-				break;
-			}
-			if (rc == 2 || rc == -2)
-				break;
-			if (rc == 1)
-				bs = VAULT_SURFACE_NONE;
-			rc = 0;
-		}
-		if ((tmp = evbuffer_new()) == NULL) {
-			rc = -2;
-			break;
-		}
-		rc = proxy_vault_rewrite(
-		    c, tmp, v, &vi, h, name, bs, body, blen, &body_done, &r);
-		if (rc == 0 &&
-		    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
-			rc = -2;
-		evbuffer_free(tmp); /* wipes what did not go */
-		if (rc == -1) {
-			vi.decision = VAULT_REFUSED;
-			vi.status = r.status;
-			vi.reason = r.reason;
-			proxy_log_inject(c, &vi, h, name, v);
-			*status = r.status;
-			*why = PROXY_VAULT_REFUSED;
-			break;
-		}
-		if (rc == 0) {
-			*body_taken = body_done ? wire : 0;
-			c->up_bytes += end + *body_taken;
-			c->last_ms = now_mono_ms();
-			c->p->st.injected++;
-			*used = vault_ref(v);
-			proxy_log_inject(c, &vi, h, name, v);
-			rc = 1;
-		}
+		rc = proxy_vault_injected(c, v, &vi, h, name, in, end, used,
+		    body_taken, wait, status, why);
 		break;
 	}
 	vault_inject_clear(v, &vi);
-	free(dec);
 	return rc;
 }

@@ -54,6 +54,8 @@
 #endif
 
 #define PROXY_MAGIC 0x50525859u /* "PRXY" */
+#define PROXY_CONN_MAGIC 0x50434f4eu /* "PCON" */
+#define PROXY_CONN_DEAD 0xdeadc0deu /* freed by proxy_reap_cb */
 /* Bytes read before a decision: a whole ClientHello in its records, or a
  * whole request head, and no more. */
 #define PROXY_PEEK_MAX                                                         \
@@ -173,8 +175,14 @@ struct proxy_listener {
 };
 
 struct proxy_conn {
+	uint32_t magic; /* PROXY_CONN_MAGIC: its callbacks check it */
 	struct proxy *p;
 	struct proxy_conn *prev, *next;
+	/* closed (proxy_conn_close): nothing of it is left but the struct,
+	 * on p->graveyard (dead_next) until proxy_reap_cb frees it on the
+	 * next loop turn, since callers up the stack may still hold it */
+	bool closed;
+	struct proxy_conn *dead_next;
 	/* on p->settle: a callback of it ran in this loop turn */
 	TAILQ_ENTRY(proxy_conn) settle_e;
 	bool settling;
@@ -287,6 +295,9 @@ struct proxy {
 	 * (proxy_settle_cb) */
 	TAILQ_HEAD(, proxy_conn) settle;
 	struct event *settle_ev;
+	/* closed connections, freed by reap_ev on the next loop turn */
+	struct proxy_conn *graveyard;
+	struct event *reap_ev;
 	/* the sum of every connection's buffered (o.buf_max bounds it) */
 	size_t buffered;
 	struct proxy_status st;
@@ -357,6 +368,9 @@ enum proxy_reason proxy_judge_host(
 void proxy_set_state(struct proxy_conn *c, enum proxy_state st);
 void proxy_arm(struct proxy_conn *c, unsigned ms);
 void proxy_conn_close(struct proxy_conn *c, enum proxy_reason why);
+struct proxy_conn *proxy_conn_arg(void *arg);
+bool proxy_relaying(const struct proxy_conn *c);
+void proxy_reap_cb(evutil_socket_t fd, short what, void *arg);
 int proxy_attach_cli(struct proxy_conn *c, SSL *ssl);
 void proxy_fin(struct bufferevent *b);
 void proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why);
@@ -371,8 +385,8 @@ void proxy_kick(struct bufferevent *b);
 void proxy_touch(struct proxy_conn *c);
 void proxy_settle_cb(evutil_socket_t fd, short what, void *arg);
 void proxy_shut(struct proxy_conn *c, struct bufferevent *b);
-bool proxy_maybe_done(struct proxy_conn *c);
-bool proxy_fin_after(struct proxy_conn *c, struct bufferevent *b);
+void proxy_maybe_done(struct proxy_conn *c);
+void proxy_fin_after(struct proxy_conn *c, struct bufferevent *b);
 void proxy_head_started(struct proxy_conn *c);
 void proxy_timer_cb(evutil_socket_t fd, short what, void *arg);
 void proxy_pause_accept(struct proxy *p);
@@ -381,7 +395,7 @@ void proxy_pause_accept(struct proxy *p);
 void proxy_splice_start(struct proxy_conn *c);
 
 /* proxy_relay.c */
-int proxy_relay_read(struct proxy_conn *c, struct bufferevent *b);
+void proxy_relay_read(struct proxy_conn *c, struct bufferevent *b);
 void proxy_up_read(struct bufferevent *b, void *arg);
 void proxy_write_cb(struct bufferevent *b, void *arg);
 void proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what);

@@ -86,6 +86,7 @@ proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 		close(fd);
 		return;
 	}
+	c->magic = PROXY_CONN_MAGIC;
 	c->p = p;
 	c->fd = fd;
 	c->t0_ms = c->last_ms = now_mono_ms();

@@ -88,7 +88,8 @@ proxy_terminate(struct proxy_conn *c)
 	 * could only say so (the handshake event is libevent's own). */
 	event_active(&c->cli->ev_read, EV_READ, 1);
 	proxy_connect(c);
-	if (c->st == PROXY_ST_CONNECT && c->up_failed && c->cli_ready)
+	if (!c->closed && c->st == PROXY_ST_CONNECT && c->up_failed &&
+	    c->cli_ready)
 		proxy_term_fail(c);
 }
 
@@ -139,7 +140,7 @@ proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
 void
 proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 	struct tls_hello th;
 	struct http_head h;
 	char name[TLS_HELLO_SNI_MAX + 1];

@@ -44,16 +44,16 @@
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
 
-static int proxy_resp_done(struct proxy_conn *c);
-static int proxy_resp_pump(struct proxy_conn *c);
-static bool proxy_pool_keep(struct proxy_conn *c);
+static void proxy_resp_done(struct proxy_conn *c);
+static void proxy_resp_pump(struct proxy_conn *c);
+static void proxy_pool_keep(struct proxy_conn *c);
 
 /*
  * Decoding a response failed (e): logged; a 502 when nothing of it went
  * out yet, else the connection is cut (the client sees a body that never
- * ended, not a complete one). -1: c is gone (or out of RELAY).
+ * ended, not a complete one). Either way the relay of c ends.
  */
-static int
+static void
 proxy_vault_decode_failed(struct proxy_conn *c, const struct err *e)
 {
 	proxy_log_compressed(c, PROXY_COMPRESSED_FAILED,
@@ -61,18 +61,18 @@ proxy_vault_decode_failed(struct proxy_conn *c, const struct err *e)
 	if (c->hold != NULL) {
 		proxy_red_state_free(c);
 		proxy_refuse_http_detail(c, 502, PROXY_VAULT_DECODE, e->msg);
-		return -1;
+		return;
 	}
 	proxy_red_state_free(c);
 	proxy_conn_close(c, PROXY_VAULT_DECODE);
-	return -1;
 }
 
 /*
  * A response head h (end bytes of buf) to an injected request, judged
  * and sent redacted (or held); its body set up: redacted, and decoded
  * first when it is compressed and --vault-compressed decode. The caller
- * drains the head. -1: refused (502) or c is gone; -2: out of memory.
+ * drains the head if c is still relaying (else it was refused, 502, or
+ * closed). -1: out of memory.
  */
 static int
 proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
@@ -91,13 +91,13 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 		          "was injected into"
 		        : "a compressed response to a request a "
 		          "credential was injected into");
-		return -1;
+		return 0;
 	}
 	has_body = h->status >= 200 && h->body != HTTP_BODY_NONE;
 	if (cv == 1 && has_body) {
 		if ((c->dec = http_decode_new(c->dec_coding, NULL)) == NULL ||
 		    (c->hold = evbuffer_new()) == NULL)
-			return -2;
+			return -1;
 	}
 	vr = proxy_vault_response_head(c, h, buf, end, cv == 1, e);
 	if (vr == -1) {
@@ -105,24 +105,24 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 		log_warn(c->p->log, "vault.unsafe_response",
 		    LOG_S("name", c->name), LOG_S("error", e->msg));
 		proxy_refuse_http(c, 502, PROXY_VAULT_UNSAFE);
-		return -1;
+		return 0;
 	}
 	if (vr == -2)
-		return -2;
+		return -1;
 	if (h->status < 200)
 		return 0;
 	proxy_body_start(&c->rbody, h);
 	if (c->rbody.kind == HTTP_BODY_NONE) {
 		if (cv == 1)
 			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
-		return proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY ? -1
-		                                                           : 0;
+		proxy_resp_done(c);
+		return 0;
 	}
 	if ((c->red = vault_redactor_new(proxy_rq_head(c)->vault)) == NULL)
-		return -2;
+		return -1;
 	c->red_chunked = c->rbody.kind == HTTP_BODY_CHUNKED || c->dec != NULL;
 	if (c->rbody.kind == HTTP_BODY_CHUNKED && proxy_keep_trailers(c) == -1)
-		return -2;
+		return -1;
 	c->rphase = H_BODY;
 	return 0;
 }
@@ -140,185 +140,215 @@ proxy_refuse_now(const struct proxy_conn *c)
 	    (c->refuse_inflight && c->rq_n == 1 && c->rphase == H_HEAD);
 }
 
-/*
- * Plain HTTP and terminated TLS, client -> origin: each head judged,
- * bodies forwarded by their framing. A refused head stops the stream:
- * nothing more goes upstream; the refusal follows the answers to what
- * was forwarded before it. -1: c is gone.
- */
-static int
-proxy_http_pump(struct proxy_conn *c)
+/* What one step of the request pump says next. */
+enum proxy_pump {
+	PROXY_PUMP_NEXT, /* go on with what the input holds */
+	PROXY_PUMP_WAIT, /* stop here: more bytes or a response first */
+	PROXY_PUMP_REFUSE, /* the stream is refused (status, why) */
+	PROXY_PUMP_NOMEM, /* out of memory: the pump closes */
+	PROXY_PUMP_BAD, /* a malformed response (e): the pump closes */
+	PROXY_PUMP_GONE, /* c closed, or refused (out of RELAY) */
+};
+
+/* H_BODY: the request body's next bytes, forwarded by its framing. */
+static enum proxy_pump
+proxy_pump_body(struct proxy_conn *c, struct evbuffer *in, int *status,
+    enum proxy_reason *why)
 {
-	struct evbuffer *in = bufferevent_get_input(c->cli);
-	struct http_head h;
 	struct err e = {""};
-	size_t len, end, take;
+	size_t take;
 	bool done;
-	int status, rc;
-	enum proxy_reason why;
-	char name[TLS_HELLO_SNI_MAX + 1];
-	struct vault *used;
-	uint64_t body_taken;
-	size_t wait;
+
+	if (proxy_body_take(&c->hbody, in, &take, &done, &e) == -1) {
+		*why = PROXY_BAD_REQUEST;
+		*status = 400;
+		c->refuse_inflight = true;
+		return PROXY_PUMP_REFUSE;
+	}
+	if (proxy_move(c, c->cli, c->up, take) == -1)
+		return PROXY_PUMP_NOMEM;
+	if (done)
+		c->hphase = H_HEAD;
+	else if (take == 0 || !(bufferevent_get_enabled(c->cli) & EV_READ))
+		return PROXY_PUMP_WAIT;
+	return PROXY_PUMP_NEXT;
+}
+
+/* H_HEAD: whether a head may be read now. */
+static bool
+proxy_pump_head_gate(struct proxy_conn *c, struct evbuffer *in, size_t len)
+{
+	if (c->cli_closing)
+		return false; /* nothing after a close request */
+	if (c->rq_n == PROXY_PIPELINE_MAX) {
+		/* resumed when a response completes */
+		c->head_waiting = true;
+		return false;
+	}
+	if (c->hold_end != 0) {
+		/* a body held for substitution is arriving (not idle): its
+		 * request is judged again once it is all here, not at every
+		 * read */
+		c->last_ms = now_mono_ms();
+		if (!proxy_hold_ready(c, in, len))
+			return false;
+	}
+	return true;
+}
+
+/* The head at the start of in (len bytes), found and parsed into h
+ * (end: its length). */
+static enum proxy_pump
+proxy_pump_head_parse(struct proxy_conn *c, struct evbuffer *in, size_t len,
+    struct http_head *h, size_t *end, int *status, enum proxy_reason *why)
+{
+	size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
+	const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+	struct err e = {""};
+
+	if (!http_head_find_end(buf, n, &c->hcursor, end)) {
+		if (len >= PROXY_PEEK_MAX) {
+			*why = PROXY_BAD_REQUEST;
+			*status = 431;
+			return PROXY_PUMP_REFUSE;
+		}
+		/* at most a head buffered before judging */
+		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+		proxy_head_started(c);
+		return PROXY_PUMP_WAIT;
+	}
+	c->hcursor = 0;
+	c->head_t0_ms = 0;
+	if (http_parse_request(buf, *end, h, &e) != HTTP_HEAD_OK) {
+		*why = PROXY_BAD_REQUEST;
+		*status = h->reject_status ? h->reject_status : 400;
+		return PROXY_PUMP_REFUSE;
+	}
+	return PROXY_PUMP_NEXT;
+}
+
+/*
+ * A judged head h (end bytes of in) goes upstream: its record queued,
+ * its bytes moved (rc 1: its rewrite went up already, with body_taken
+ * bytes of body; else moved as they are, or edited), its body's framing
+ * set up.
+ */
+static enum proxy_pump
+proxy_pump_forward(struct proxy_conn *c, struct http_head *h,
+    struct evbuffer *in, size_t end, int rc, struct vault *used,
+    uint64_t body_taken)
+{
+	struct proxy_rq *r;
 	int closef;
 	bool taint;
 
-	for (;;) {
-		len = evbuffer_get_length(in);
-		if (c->hphase == H_RAW)
-			return proxy_move(c, c->cli, c->up, SIZE_MAX) == -1
-			    ? (proxy_conn_close(c, PROXY_CLIENT_ERROR), -1)
-			    : 0;
-		if (len == 0 || c->hphase == H_STOPPED ||
-		    c->hphase == H_UPGRADE)
-			return 0;
-		if (c->hphase == H_BODY) {
-			if (proxy_body_take(&c->hbody, in, &take, &done, &e) ==
-			    -1) {
-				why = PROXY_BAD_REQUEST;
-				status = 400;
-				c->refuse_inflight = true;
-				goto refuse;
-			}
-			if (proxy_move(c, c->cli, c->up, take) == -1)
-				goto nomem;
-			if (done)
-				c->hphase = H_HEAD;
-			else if (take == 0 ||
-			    !(bufferevent_get_enabled(c->cli) & EV_READ))
-				return 0;
-			continue;
-		}
-		/* H_HEAD */
-		if (c->cli_closing)
-			return 0; /* nothing after a close request */
-		if (c->rq_n == PROXY_PIPELINE_MAX) {
-			/* resumed when a response completes */
-			c->head_waiting = true;
-			return 0;
-		}
-		if (c->hold_end != 0) {
-			/* a body held for substitution is arriving (not
-			 * idle): its request is judged again once it is all
-			 * here, not at every read */
-			c->last_ms = now_mono_ms();
-			if (!proxy_hold_ready(c, in, len))
-				return 0;
-		}
-		{
-			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
-			const char *buf =
-			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-
-			if (!http_head_find_end(buf, n, &c->hcursor, &end)) {
-				if (len >= PROXY_PEEK_MAX) {
-					why = PROXY_BAD_REQUEST;
-					status = 431;
-					goto refuse;
-				}
-				/* at most a head buffered before judging */
-				bufferevent_setwatermark(
-				    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
-				proxy_head_started(c);
-				return 0;
-			}
-			c->hcursor = 0;
-			c->head_t0_ms = 0;
-			if (http_parse_request(buf, end, &h, &e) !=
-			    HTTP_HEAD_OK) {
-				why = PROXY_BAD_REQUEST;
-				status =
-				    h.reject_status ? h.reject_status : 400;
-				goto refuse;
-			}
-		}
-		why = proxy_judge_host(c, &h, &status, name);
-		if (why != PROXY_OK)
-			goto refuse;
-		if (c->rq_n > 0 && proxy_bound(c, name)) {
-			/* One request at a time to a bound origin: a secret
-			 * is never written behind responses still pending,
-			 * whose framing a hostile client may have bent
-			 * (issue 34). Resumed by proxy_resp_done; at most
-			 * this head is read meanwhile. */
-			bufferevent_setwatermark(
-			    c->cli, EV_READ, 0, PROXY_PEEK_MAX);
-			c->head_waiting = true;
-			return 0;
-		}
-		c->head_waiting = false;
-		used = NULL;
-		rc = proxy_vault_request(c, &h, name, in, end, &used,
-		    &body_taken, &wait, &status, &why);
-		if (rc == 2) {
-			/* a body to substitute: the whole request first
-			 * (bytes are arriving: not idle) */
-			c->hold_end = end;
-			c->hold_wait = wait;
-			c->last_ms = now_mono_ms();
-			bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
-			return 0;
-		}
-		c->hold_end = 0;
-		c->sub_scanning = false;
-		c->cont_sent = false;
-		if (rc == -1)
-			goto refuse;
-		if (rc == -2)
-			goto nomem;
-		/* Every response of a bound origin is redacted, whether or
-		 * not its request carried a secret: origins store what they
-		 * are sent and give it back later, on any connection. The
-		 * origin connection stays bound from its first such request
-		 * (a plain one may name other hosts later), pooled too. */
-		if (used == NULL && rc == 0 && c->up_vault != NULL)
-			used = vault_ref(c->up_vault);
-		else if (used != NULL && used != c->up_vault) {
-			vault_free(c->up_vault);
-			c->up_vault = vault_ref(used);
-		}
-		taint = rc == 0 && used != NULL;
-		{
-			struct proxy_rq *r = proxy_rq_push(c, &h, used);
-
-			closef = proxy_close_field(c, &h);
-			if ((h.conn_close && closef == -1) || h.conn_upgrade)
-				c->up_keep = false;
-			r->close = c->cli_closing = closef != -1;
-		}
-		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
-		if (rc == 1) { /* its rewrite went up (with its body) */
-			evbuffer_drain(in, end + (size_t)body_taken);
-			/* megabytes when a body was substituted: the client
-			 * waits until the origin takes them */
-			proxy_hold_back(c->cli, c->up);
-		} else if (closef != -1 || taint) {
-			/* h's spans point into in's first chain, pulled up */
-			if (proxy_move_head(c,
-			        (const char *)evbuffer_pullup(
-			            in, (ev_ssize_t)end),
-			        end, &h, closef, taint) == -1)
-				goto nomem;
-		} else if (proxy_move(c, c->cli, c->up, end) == -1)
-			goto nomem;
-		proxy_body_start(&c->hbody, &h);
-		if (body_taken > 0)
-			c->hbody.kind = HTTP_BODY_NONE;
-		if (h.conn_upgrade) {
-			/* no body: what follows is the other protocol,
-			 * relayed only once the origin said 101 */
-			c->hphase = H_UPGRADE;
-			bufferevent_disable(c->cli, EV_READ);
-			return 0;
-		}
-		c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
-		if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->cli_eof)
-			return 0; /* backpressure: resumed by the write cb */
+	/* Every response of a bound origin is redacted, whether or not its
+	 * request carried a secret: origins store what they are sent and
+	 * give it back later, on any connection. The origin connection
+	 * stays bound from its first such request (a plain one may name
+	 * other hosts later), pooled too. */
+	if (used == NULL && rc == 0 && c->up_vault != NULL)
+		used = vault_ref(c->up_vault);
+	else if (used != NULL && used != c->up_vault) {
+		vault_free(c->up_vault);
+		c->up_vault = vault_ref(used);
 	}
-nomem:
-	proxy_conn_close(c, PROXY_CLIENT_ERROR);
-	return -1;
-refuse:
+	taint = rc == 0 && used != NULL;
+	r = proxy_rq_push(c, h, used);
+	closef = proxy_close_field(c, h);
+	if ((h->conn_close && closef == -1) || h->conn_upgrade)
+		c->up_keep = false;
+	r->close = c->cli_closing = closef != -1;
+	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
+	if (rc == 1) { /* its rewrite went up (with its body) */
+		evbuffer_drain(in, end + (size_t)body_taken);
+		/* megabytes when a body was substituted: the client waits
+		 * until the origin takes them */
+		proxy_hold_back(c->cli, c->up);
+	} else if (closef != -1 || taint) {
+		/* h's spans point into in's first chain, pulled up */
+		if (proxy_move_head(c,
+		        (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
+		        h, closef, taint) == -1)
+			return PROXY_PUMP_NOMEM;
+	} else if (proxy_move(c, c->cli, c->up, end) == -1)
+		return PROXY_PUMP_NOMEM;
+	proxy_body_start(&c->hbody, h);
+	if (body_taken > 0)
+		c->hbody.kind = HTTP_BODY_NONE;
+	if (h->conn_upgrade) {
+		/* no body: what follows is the other protocol, relayed only
+		 * once the origin said 101 */
+		c->hphase = H_UPGRADE;
+		bufferevent_disable(c->cli, EV_READ);
+		return PROXY_PUMP_WAIT;
+	}
+	c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
+	if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->cli_eof)
+		return PROXY_PUMP_WAIT; /* backpressure: resumed by the write
+					 * cb */
+	return PROXY_PUMP_NEXT;
+}
+
+/* H_HEAD: the next request head read, judged, given to the vault and
+ * forwarded. */
+static enum proxy_pump
+proxy_pump_head(struct proxy_conn *c, struct evbuffer *in, size_t len,
+    int *status, enum proxy_reason *why)
+{
+	struct http_head h;
+	char name[TLS_HELLO_SNI_MAX + 1];
+	struct vault *used = NULL;
+	uint64_t body_taken;
+	size_t end, wait;
+	enum proxy_pump pr;
+	int rc;
+
+	if (!proxy_pump_head_gate(c, in, len))
+		return PROXY_PUMP_WAIT;
+	pr = proxy_pump_head_parse(c, in, len, &h, &end, status, why);
+	if (pr != PROXY_PUMP_NEXT)
+		return pr;
+	*why = proxy_judge_host(c, &h, status, name);
+	if (*why != PROXY_OK)
+		return PROXY_PUMP_REFUSE;
+	if (c->rq_n > 0 && proxy_bound(c, name)) {
+		/* One request at a time to a bound origin: a secret is never
+		 * written behind responses still pending, whose framing a
+		 * hostile client may have bent (issue 34). Resumed by
+		 * proxy_resp_done; at most this head is read meanwhile. */
+		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+		c->head_waiting = true;
+		return PROXY_PUMP_WAIT;
+	}
+	c->head_waiting = false;
+	rc = proxy_vault_request(
+	    c, &h, name, in, end, &used, &body_taken, &wait, status, why);
+	if (rc == 2) {
+		/* a body to substitute: the whole request first (bytes are
+		 * arriving: not idle) */
+		c->hold_end = end;
+		c->hold_wait = wait;
+		c->last_ms = now_mono_ms();
+		bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
+		return PROXY_PUMP_WAIT;
+	}
+	c->hold_end = 0;
+	c->sub_scanning = false;
+	c->cont_sent = false;
+	if (rc == -1)
+		return PROXY_PUMP_REFUSE;
+	if (rc == -2)
+		return PROXY_PUMP_NOMEM;
+	return proxy_pump_forward(c, &h, in, end, rc, used, body_taken);
+}
+
+/* A refused head stops the stream: nothing more goes upstream; the
+ * refusal follows the answers to what was forwarded before it. */
+static void
+proxy_pump_refuse(struct proxy_conn *c, struct evbuffer *in, int status,
+    enum proxy_reason why)
+{
 	c->hphase = H_STOPPED;
 	c->head_t0_ms = 0;
 	c->refuse_status = status;
@@ -328,12 +358,56 @@ refuse:
 	if (c->up == NULL || proxy_refuse_now(c)) {
 		/* nothing pending upstream: answer at once */
 		proxy_refuse_http(c, status, why);
-		return 0;
+		return;
 	}
 	/* proxy_resp_pump answers once the pending responses are through;
 	 * an origin that never finishes does not hold the slot */
 	proxy_arm(c, c->p->o.connect_ms);
-	return 0;
+}
+
+/*
+ * Plain HTTP and terminated TLS, client -> origin: each head judged,
+ * bodies forwarded by their framing. A refused head stops the stream:
+ * nothing more goes upstream; the refusal follows the answers to what
+ * was forwarded before it. It may refuse or close c.
+ */
+static void
+proxy_http_pump(struct proxy_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	enum proxy_reason why = PROXY_OK;
+	enum proxy_pump pr;
+	int status = 0;
+	size_t len;
+
+	for (;;) {
+		len = evbuffer_get_length(in);
+		if (c->hphase == H_RAW) {
+			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+				proxy_conn_close(c, PROXY_CLIENT_ERROR);
+			return;
+		}
+		if (len == 0 || c->hphase == H_STOPPED ||
+		    c->hphase == H_UPGRADE)
+			return;
+		if (c->hphase == H_BODY)
+			pr = proxy_pump_body(c, in, &status, &why);
+		else
+			pr = proxy_pump_head(c, in, len, &status, &why);
+		switch (pr) {
+		case PROXY_PUMP_NEXT:
+			continue;
+		case PROXY_PUMP_WAIT:
+			return;
+		case PROXY_PUMP_NOMEM:
+			proxy_conn_close(c, PROXY_CLIENT_ERROR);
+			return;
+		case PROXY_PUMP_REFUSE:
+		default:
+			proxy_pump_refuse(c, in, status, why);
+			return;
+		}
+	}
 }
 
 /* The response to a close request is out: the client connection ends,
@@ -341,8 +415,8 @@ refuse:
 static void
 proxy_close_finish(struct proxy_conn *c)
 {
-	if (!proxy_pool_keep(c))
-		proxy_conn_close(c, PROXY_OK);
+	proxy_pool_keep(c);
+	proxy_conn_close(c, PROXY_OK); /* a no-op when it went to the pool */
 }
 
 /*
@@ -366,8 +440,9 @@ proxy_early_answer(struct proxy_conn *c)
 	evbuffer_drain(in, evbuffer_get_length(in));
 }
 
-/* The response at the head of the queue is complete. -1: c is gone. */
-static int
+/* The response at the head of the queue is complete. It may refuse or
+ * close c: the pumps go on only while it relays (proxy_relaying). */
+static void
 proxy_resp_done(struct proxy_conn *c)
 {
 	bool was_upgrade = proxy_rq_head(c)->upgrade;
@@ -379,207 +454,222 @@ proxy_resp_done(struct proxy_conn *c)
 	if (c->hphase == H_STOPPED && c->refuse_status != 0 &&
 	    proxy_refuse_now(c)) {
 		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
-		return -1; /* c lives on in REFUSE, but the pumps stop */
+		return; /* c lives on in REFUSE, but the pumps stop */
 	}
 	if (was_close) {
 		/* proxy_write_cb finishes once the client has it all */
 		bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
-		if (evbuffer_get_length(bufferevent_get_output(c->cli)) != 0)
-			return 0;
-		proxy_close_finish(c);
-		return -1;
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+			proxy_close_finish(c);
+		return;
 	}
 	if (was_upgrade && c->hphase == H_UPGRADE)
 		c->hphase = H_HEAD; /* refused by the origin: HTTP goes on */
 	if (c->hphase == H_HEAD && !c->cli_eof) {
 		bufferevent_enable(c->cli, EV_READ);
-		return proxy_http_pump(c);
+		proxy_http_pump(c);
+		return;
 	}
 	if (c->hphase == H_HEAD && c->head_waiting) {
 		/* the client sent its last requests and its FIN: they go
 		 * now, and the FIN after them */
-		if (proxy_http_pump(c) == -1 || c->st != PROXY_ST_RELAY)
-			return -1;
-		if (!c->head_waiting &&
-		    (c->hphase == H_HEAD || c->hphase == H_BODY)) {
-			if (proxy_fin_after(c, c->up))
-				return -1;
-		}
+		proxy_http_pump(c);
+		if (proxy_relaying(c) && !c->head_waiting &&
+		    (c->hphase == H_HEAD || c->hphase == H_BODY))
+			proxy_fin_after(c, c->up);
 	}
-	return 0;
+}
+
+/* H_BODY of a response: its next bytes, redacted (c->red) or moved by
+ * their framing; the response done at its end. */
+static enum proxy_pump
+proxy_rpump_body(struct proxy_conn *c, struct evbuffer *in, struct err *e)
+{
+	bool red = c->red != NULL, done;
+	size_t take = 0;
+	int vb;
+
+	if (red) {
+		vb = proxy_vault_body(c, in, &done, e);
+		if (vb == -3) {
+			proxy_vault_decode_failed(c, e);
+			return PROXY_PUMP_GONE;
+		}
+		if (vb == -2)
+			return PROXY_PUMP_NOMEM;
+		if (vb == -1)
+			return PROXY_PUMP_BAD;
+	} else {
+		if (proxy_body_take(&c->rbody, in, &take, &done, e) == -1)
+			return PROXY_PUMP_BAD;
+		if (proxy_move(c, c->up, c->cli, take) == -1)
+			return PROXY_PUMP_NOMEM;
+	}
+	if (done) {
+		proxy_resp_done(c);
+		return proxy_relaying(c) ? PROXY_PUMP_NEXT : PROXY_PUMP_GONE;
+	}
+	if ((!red && take == 0) || !(bufferevent_get_enabled(c->up) & EV_READ))
+		return PROXY_PUMP_WAIT;
+	return PROXY_PUMP_NEXT;
+}
+
+/* A response head h (end bytes of in) not redacted: moved (with
+ * Connection: close when its request's was left out), then its body's
+ * framing, or the other protocol after a 101. */
+static enum proxy_pump
+proxy_rpump_forward(struct proxy_conn *c, struct evbuffer *in,
+    const struct http_head *h, size_t end, struct err *e)
+{
+	if (proxy_rq_head(c)->close && h->status >= 200 && h->status != 101) {
+		if (proxy_head_close(c,
+		        (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
+		        h) == -1)
+			return PROXY_PUMP_NOMEM;
+	} else if (proxy_move(c, c->up, c->cli, end) == -1)
+		return PROXY_PUMP_NOMEM;
+	if (h->status == 101) {
+		if (!proxy_rq_head(c)->upgrade) {
+			(void)snprintf(e->msg, sizeof(e->msg),
+			    "101 to a request without Upgrade");
+			return PROXY_PUMP_BAD;
+		}
+		/* the other protocol, both ways, untouched */
+		c->rphase = c->hphase = H_RAW;
+		bufferevent_enable(c->cli, EV_READ);
+		if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+			return PROXY_PUMP_NOMEM;
+		return PROXY_PUMP_NEXT;
+	}
+	if (h->status < 200)
+		return PROXY_PUMP_NEXT; /* 100 Continue & co.: the final one
+					 * follows */
+	proxy_body_start(&c->rbody, h);
+	if (c->rbody.kind != HTTP_BODY_NONE) {
+		c->rphase = H_BODY;
+		return PROXY_PUMP_NEXT;
+	}
+	proxy_resp_done(c);
+	return proxy_relaying(c) ? PROXY_PUMP_NEXT : PROXY_PUMP_GONE;
+}
+
+/* H_HEAD of a response: parsed against its request's method, then
+ * redacted (its request went to a bound origin) or forwarded. */
+static enum proxy_pump
+proxy_rpump_head(
+    struct proxy_conn *c, struct evbuffer *in, size_t len, struct err *e)
+{
+	size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX, end;
+	struct http_head h;
+	struct http_span m;
+	const char *buf;
+
+	if (c->rq_n == 0) {
+		(void)snprintf(
+		    e->msg, sizeof(e->msg), "a response no request asked for");
+		return PROXY_PUMP_BAD;
+	}
+	buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+	if (!http_head_find_end(buf, n, &c->rcursor, &end)) {
+		if (len < PROXY_PEEK_MAX)
+			return PROXY_PUMP_WAIT;
+		(void)snprintf(e->msg, sizeof(e->msg),
+		    "response head over %d bytes", PROXY_PEEK_MAX);
+		return PROXY_PUMP_BAD;
+	}
+	c->rcursor = 0;
+	m.p = proxy_rq_head(c)->method;
+	m.n = strlen(m.p);
+	if (http_parse_response(buf, end, &m, &h, e) != HTTP_HEAD_OK)
+		return PROXY_PUMP_BAD;
+	if (h.conn_close)
+		c->up_keep = false;
+	if (h.status >= 200 && h.status != 101 && c->rq_n == 1 &&
+	    c->hphase == H_BODY)
+		proxy_early_answer(c);
+	if (proxy_rq_head(c)->vault == NULL)
+		return proxy_rpump_forward(c, in, &h, end, e);
+	if (proxy_vault_response(c, &h, buf, end, e) == -1)
+		return PROXY_PUMP_NOMEM;
+	if (!proxy_relaying(c))
+		return PROXY_PUMP_GONE;
+	evbuffer_drain(in, end);
+	/* a redacted head skips proxy_move: bodiless answers (HEAD, 204)
+	 * to a client that never reads would queue without end */
+	proxy_hold_back(c->up, c->cli);
+	return PROXY_PUMP_NEXT;
 }
 
 /*
  * Origin -> client on plain HTTP and terminated TLS: every response head
  * parsed (its framing decides where the next one starts, and a 101 ends
  * HTTP on the connection), bodies by their framing. A response nobody
- * asked for, or a malformed one, closes the connection. -1: c is gone
- * (or out of RELAY).
+ * asked for, or a malformed one, closes the connection.
  */
-static int
+static void
 proxy_resp_pump(struct proxy_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->up);
-	struct http_head h;
-	struct http_span m;
 	struct err e = {""};
-	size_t len, end, take;
-	bool done;
+	char dst[ADDR_TEXT_MAX];
+	enum proxy_pump pr;
+	size_t len;
 
 	for (;;) {
 		len = evbuffer_get_length(in);
 		if (c->rphase == H_RAW) {
 			if (proxy_move(c, c->up, c->cli, SIZE_MAX) == -1)
-				goto nomem;
-			return 0;
+				break;
+			return;
 		}
 		if (len == 0)
-			return 0;
-		if (c->rphase == H_BODY && c->red != NULL) {
-			int vb = proxy_vault_body(c, in, &done, &e);
-
-			if (vb == -3)
-				return proxy_vault_decode_failed(c, &e);
-			if (vb == -2)
-				goto nomem;
-			if (vb == -1)
-				goto bad;
-			if (done) {
-				if (proxy_resp_done(c) == -1 ||
-				    c->st != PROXY_ST_RELAY)
-					return -1;
-			} else if (!(bufferevent_get_enabled(c->up) & EV_READ))
-				return 0;
+			return;
+		if (c->rphase == H_BODY)
+			pr = proxy_rpump_body(c, in, &e);
+		else
+			pr = proxy_rpump_head(c, in, len, &e);
+		if (pr == PROXY_PUMP_NEXT)
 			continue;
+		if (pr == PROXY_PUMP_WAIT || pr == PROXY_PUMP_GONE)
+			return;
+		if (pr == PROXY_PUMP_BAD) {
+			addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+			log_warn(c->p->log, "proxy.bad_response",
+			    LOG_S("name", c->name), LOG_S("dst", dst),
+			    LOG_S("error", e.msg));
 		}
-		if (c->rphase == H_BODY) {
-			if (proxy_body_take(&c->rbody, in, &take, &done, &e) ==
-			    -1)
-				goto bad;
-			if (proxy_move(c, c->up, c->cli, take) == -1)
-				goto nomem;
-			if (done) {
-				if (proxy_resp_done(c) == -1 ||
-				    c->st != PROXY_ST_RELAY)
-					return -1;
-			} else if (take == 0 ||
-			    !(bufferevent_get_enabled(c->up) & EV_READ))
-				return 0;
-			continue;
-		}
-		if (c->rq_n == 0) {
-			(void)snprintf(e.msg, sizeof(e.msg),
-			    "a response no request asked for");
-			goto bad;
-		}
-		{
-			size_t n = len < PROXY_PEEK_MAX ? len : PROXY_PEEK_MAX;
-			const char *buf =
-			    (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-
-			if (!http_head_find_end(buf, n, &c->rcursor, &end)) {
-				if (len >= PROXY_PEEK_MAX) {
-					(void)snprintf(e.msg, sizeof(e.msg),
-					    "response head over %d bytes",
-					    PROXY_PEEK_MAX);
-					goto bad;
-				}
-				return 0;
-			}
-			c->rcursor = 0;
-			m.p = proxy_rq_head(c)->method;
-			m.n = strlen(m.p);
-			if (http_parse_response(buf, end, &m, &h, &e) !=
-			    HTTP_HEAD_OK)
-				goto bad;
-			if (h.conn_close)
-				c->up_keep = false;
-			if (h.status >= 200 && h.status != 101 &&
-			    c->rq_n == 1 && c->hphase == H_BODY)
-				proxy_early_answer(c);
-			if (proxy_rq_head(c)->vault != NULL) {
-				int vr =
-				    proxy_vault_response(c, &h, buf, end, &e);
-
-				if (vr == -2)
-					goto nomem;
-				if (vr == -1)
-					return -1;
-				evbuffer_drain(in, end);
-				/* a redacted head skips proxy_move: bodiless
-				 * answers (HEAD, 204) to a client that never
-				 * reads would queue without end */
-				proxy_hold_back(c->up, c->cli);
-				continue;
-			}
-		}
-		if (proxy_rq_head(c)->close && h.status >= 200 &&
-		    h.status != 101) {
-			if (proxy_head_close(c,
-			        (const char *)evbuffer_pullup(
-			            in, (ev_ssize_t)end),
-			        end, &h) == -1)
-				goto nomem;
-		} else if (proxy_move(c, c->up, c->cli, end) == -1)
-			goto nomem;
-		if (h.status == 101) {
-			if (!proxy_rq_head(c)->upgrade) {
-				(void)snprintf(e.msg, sizeof(e.msg),
-				    "101 to a request without Upgrade");
-				goto bad;
-			}
-			/* the other protocol, both ways, untouched */
-			c->rphase = c->hphase = H_RAW;
-			bufferevent_enable(c->cli, EV_READ);
-			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
-				goto nomem;
-			continue;
-		}
-		if (h.status < 200)
-			continue; /* 100 Continue & co.: the final one follows */
-		proxy_body_start(&c->rbody, &h);
-		if (c->rbody.kind == HTTP_BODY_NONE) {
-			if (proxy_resp_done(c) == -1 || c->st != PROXY_ST_RELAY)
-				return -1;
-		} else
-			c->rphase = H_BODY;
+		break;
 	}
-bad : {
-	char dst[ADDR_TEXT_MAX];
-
-	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
-	log_warn(c->p->log, "proxy.bad_response", LOG_S("name", c->name),
-	    LOG_S("dst", dst), LOG_S("error", e.msg));
-}
 	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
-	return -1;
-nomem:
-	proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
-	return -1;
 }
 
-/* -1: c is gone. */
-int
+/* What b has read, relayed: HTTP by the pumps, anything else as it is.
+ * It may refuse or close c (proxy_relaying says whether it goes on). */
+void
 proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
 {
-	if (c->proto == PROTO_HTTP || c->term)
-		return b == c->cli ? proxy_http_pump(c) : proxy_resp_pump(c);
-	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1) {
-		proxy_conn_close(c, PROXY_CLIENT_ERROR);
-		return -1;
+	if (c->proto == PROTO_HTTP || c->term) {
+		if (b == c->cli)
+			proxy_http_pump(c);
+		else
+			proxy_resp_pump(c);
+		return;
 	}
-	return 0;
+	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1)
+		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 }
 
 void
 proxy_up_read(struct bufferevent *b, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 
 	proxy_touch(c);
 
-	if (c->st != PROXY_ST_RELAY || proxy_relay_read(c, b) == -1 ||
-	    c->st != PROXY_ST_RELAY)
+	if (!proxy_relaying(c))
+		return;
+	proxy_relay_read(c, b);
+	if (!proxy_relaying(c))
 		return;
 	if (c->term)
 		proxy_coalesce(c->cli);
@@ -591,7 +681,7 @@ proxy_up_read(struct bufferevent *b, void *arg)
 void
 proxy_write_cb(struct bufferevent *b, void *arg)
 {
-	struct proxy_conn *c = arg;
+	struct proxy_conn *c = proxy_conn_arg(arg);
 	struct bufferevent *o;
 
 	proxy_touch(c);
@@ -622,18 +712,20 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 	        (c->hphase == H_STOPPED || c->hphase == H_UPGRADE))) {
 		bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
-		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+		proxy_relay_read(c, o);
+		if (!proxy_relaying(c))
 			return;
 	} else if (o == c->up && c->up_eof && c->dec != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(o)) > 0) {
 		/* a decoded response paused at the watermark, the rest of it
 		 * read before the origin's FIN */
-		if (proxy_relay_read(c, o) == -1 || c->st != PROXY_ST_RELAY)
+		proxy_relay_read(c, o);
+		if (!proxy_relaying(c))
 			return;
 	}
 	if ((o == c->cli ? c->cli_eof && !c->head_waiting : c->up_eof)) {
 		proxy_shut(c, b);
-		(void)proxy_maybe_done(c);
+		proxy_maybe_done(c);
 	}
 }
 
@@ -643,9 +735,10 @@ proxy_write_cb(struct bufferevent *b, void *arg)
  * connection to the same origin, and c closes. Only at a message
  * boundary with nothing buffered either way, every response delivered,
  * and no request or response on it that said Connection: close (the
- * origin would close it) or upgraded it. True if c is gone.
+ * origin would close it) or upgraded it. Else nothing changes (c stays
+ * open).
  */
-static bool
+static void
 proxy_pool_keep(struct proxy_conn *c)
 {
 	struct proxy *p = c->p;
@@ -660,14 +753,13 @@ proxy_pool_keep(struct proxy_conn *c)
 	    /* bytes OpenSSL read ahead past the response (a close_notify):
 	     * once idle, nothing would ever read them */
 	    SSL_has_pending(bufferevent_openssl_get_ssl(c->up)) == 1)
-		return false;
+		return;
 	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
 	    c->name, &c->dst, c->dport);
 	proxy_pool_put(p->pool, c->up, c->up_vault, c->name, &c->dst, c->dport);
 	c->up = NULL;
 	c->up_vault = NULL;
 	proxy_conn_close(c, PROXY_OK);
-	return true;
 }
 
 /*
@@ -719,7 +811,8 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	else
 		c->up_eof = true;
 	/* what was read before the FIN goes first */
-	if (proxy_relay_read(c, b) == -1 || c->st != PROXY_ST_RELAY)
+	proxy_relay_read(c, b);
+	if (!proxy_relaying(c))
 		return;
 	if (dirty && !is_cli && c->rphase == H_BODY &&
 	    c->rbody.kind == HTTP_BODY_CLOSE) {
@@ -729,8 +822,11 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		proxy_conn_close(c, PROXY_UPSTREAM_ERROR);
 		return;
 	}
-	if (is_cli && proxy_pool_keep(c))
-		return;
+	if (is_cli) {
+		proxy_pool_keep(c);
+		if (c->closed)
+			return; /* its origin connection went to the pool */
+	}
 	bufferevent_disable(b, EV_READ);
 	if (!is_cli && c->refuse_status != 0) {
 		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
@@ -743,5 +839,5 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		return; /* the refusal waits for the origin */
 	if (is_cli && c->head_waiting)
 		return; /* heads wait their turn; the FIN follows them */
-	(void)proxy_fin_after(c, o);
+	proxy_fin_after(c, o);
 }

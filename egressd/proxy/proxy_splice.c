@@ -43,14 +43,56 @@
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
 
+/* What the pipe holds, out to s->to. 1: some went; 0: to is full (its
+ * write event armed); -1: failed. */
+static int
+proxy_splice_out(struct proxy_splice *s)
+{
+	struct proxy_conn *c = s->c;
+	ssize_t n = splice(s->pr, NULL, s->to, NULL, s->inpipe,
+	    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+	if (n > 0) {
+		s->inpipe -= (size_t)n;
+		if (s->dir == 0)
+			c->up_bytes += (uint64_t)n;
+		else
+			c->down_bytes += (uint64_t)n;
+		c->last_ms = now_mono_ms();
+		return 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		(void)event_del(s->rev);
+		(void)event_add(s->wev, NULL);
+		return 0;
+	}
+	return -1;
+}
+
+/* from said EOF and the pipe is empty: FIN toward to; both ways done,
+ * the connection ends. */
+static void
+proxy_splice_eof(struct proxy_splice *s)
+{
+	struct proxy_conn *c = s->c;
+
+	proxy_pipe_put(s);
+	if (!s->shut) {
+		s->shut = true;
+		(void)shutdown(s->to, SHUT_WR);
+	}
+	if (c->sp[0].shut && c->sp[1].shut)
+		proxy_conn_close(c, PROXY_OK);
+}
+
 /*
  * Pass-through relaying with splice(2): socket -> pipe -> socket, the
  * bytes never copied into egressd. A direction reads only while its pipe
  * is empty and waits for its destination to drain otherwise, so each
  * holds at most one pipe (PROXY_SPLICE_MAX) in flight: the backpressure.
- * -1: c is gone.
+ * It may close c (proxy_conn_close: freed only on the next loop turn).
  */
-static int
+static void
 proxy_splice_pump(struct proxy_splice *s)
 {
 	struct proxy_conn *c = s->c;
@@ -58,36 +100,17 @@ proxy_splice_pump(struct proxy_splice *s)
 
 	for (;;) {
 		if (s->inpipe > 0) {
-			n = splice(s->pr, NULL, s->to, NULL, s->inpipe,
-			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n > 0) {
-				s->inpipe -= (size_t)n;
-				if (s->dir == 0)
-					c->up_bytes += (uint64_t)n;
-				else
-					c->down_bytes += (uint64_t)n;
-				c->last_ms = now_mono_ms();
+			n = proxy_splice_out(s);
+			if (n > 0)
 				continue;
-			}
-			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-				(void)event_del(s->rev);
-				(void)event_add(s->wev, NULL);
-				return 0;
-			}
+			if (n == 0)
+				return;
 			goto fail;
 		}
 		(void)event_del(s->wev);
 		if (s->eof) {
-			proxy_pipe_put(s);
-			if (!s->shut) {
-				s->shut = true;
-				(void)shutdown(s->to, SHUT_WR);
-			}
-			if (c->sp[0].shut && c->sp[1].shut) {
-				proxy_conn_close(c, PROXY_OK);
-				return -1;
-			}
-			return 0;
+			proxy_splice_eof(s);
+			return;
 		}
 		if (s->drained) {
 			/* A short read emptied from's socket as far as it
@@ -98,7 +121,7 @@ proxy_splice_pump(struct proxy_splice *s)
 			s->drained = false;
 			proxy_pipe_put(s);
 			(void)event_add(s->rev, NULL);
-			return 0;
+			return;
 		}
 		if (!proxy_pipe_get(s)) {
 			/* every pipe is in flight (or no descriptor is
@@ -107,7 +130,7 @@ proxy_splice_pump(struct proxy_splice *s)
 
 			(void)event_del(s->rev);
 			(void)evtimer_add(s->retry, &tv);
-			return 0;
+			return;
 		}
 		n = splice(s->from, NULL, s->pw, NULL, PROXY_SPLICE_MAX,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -124,7 +147,7 @@ proxy_splice_pump(struct proxy_splice *s)
 		if (errno == EAGAIN || errno == EINTR) {
 			proxy_pipe_put(s);
 			(void)event_add(s->rev, NULL);
-			return 0;
+			return;
 		}
 		goto fail;
 	}
@@ -134,15 +157,17 @@ fail:
 	proxy_conn_close(c,
 	    (s->dir == 0) == (s->inpipe == 0) ? PROXY_CLIENT_ERROR
 	                                      : PROXY_UPSTREAM_ERROR);
-	return -1;
 }
 
 static void
 proxy_splice_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct proxy_splice *s = arg;
+
 	(void)fd;
 	(void)what;
-	(void)proxy_splice_pump(arg);
+	(void)proxy_conn_arg(s->c);
+	proxy_splice_pump(s);
 }
 
 void
@@ -188,6 +213,6 @@ proxy_splice_start(struct proxy_conn *c)
 	(void)event_add(c->sp[1].rev, NULL);
 	/* The ClientHello the peek saw waits in the client's socket: move
 	 * it now, not a loop turn later (the pump arms rev0 when it is
-	 * through). c may be gone after. */
-	(void)proxy_splice_pump(&c->sp[0]);
+	 * through). It may close c. */
+	proxy_splice_pump(&c->sp[0]);
 }
