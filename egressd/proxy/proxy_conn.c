@@ -43,6 +43,7 @@
 #include "policy/policy_vault.h"
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
+#include "egressd/proxy/proxy_vault.h"
 
 static void proxy_resume_accept(struct proxy *p);
 
@@ -74,7 +75,7 @@ proxy_close_notify(struct proxy_conn *c, enum proxy_reason why)
 {
 	SSL *ssl;
 
-	if (!c->term || !c->cli_ready || c->cli_eof ||
+	if (!c->tls.term || !c->tls.cli_ready || c->relay.cli_eof ||
 	    (why != PROXY_OK && why != PROXY_IDLE && why != PROXY_SHUTDOWN &&
 	        why != PROXY_POLICY_CHANGED) ||
 	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
@@ -93,18 +94,19 @@ proxy_log_closed(struct proxy_conn *c)
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
 	log_info(c->p->log, "proxy.closed",
 	    LOG_S("decision",
-	        c->refused                        ? "refused"
-	            : c->term                     ? "terminated"
-	            : c->up != NULL || c->spliced ? "passthrough"
-	                                          : "none"),
+	        c->refused                          ? "refused"
+	            : c->tls.term                   ? "terminated"
+	            : c->up != NULL || c->splice.on ? "passthrough"
+	                                            : "none"),
 	    LOG_S("reason", proxy_reason_name(c->why)),
 	    LOG_S("proto",
 	        c->proto == PROTO_TLS        ? "tls"
 	            : c->proto == PROTO_HTTP ? "http"
 	                                     : "unknown"),
 	    LOG_S("dst", dst), LOG_S("name", c->name), LOG_U("up", c->up_bytes),
-	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->up_resumed),
-	    LOG_B("cli_resumed", c->cli_resumed), LOG_B("reused", c->up_reused),
+	    LOG_U("down", c->down_bytes), LOG_B("resumed", c->tls.up_resumed),
+	    LOG_B("cli_resumed", c->tls.cli_resumed),
+	    LOG_B("reused", c->origin.reused),
 	    LOG_U("ms", now_mono_ms() - c->t0_ms));
 }
 
@@ -115,14 +117,14 @@ proxy_splice_release(struct proxy_conn *c)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		if (c->sp[i].rev != NULL)
-			event_free(c->sp[i].rev);
-		if (c->sp[i].wev != NULL)
-			event_free(c->sp[i].wev);
-		if (c->sp[i].retry != NULL)
-			event_free(c->sp[i].retry);
-		proxy_pipe_put(&c->sp[i]);
-		close(c->sfd[i]);
+		if (c->splice.dir[i].rev != NULL)
+			event_free(c->splice.dir[i].rev);
+		if (c->splice.dir[i].wev != NULL)
+			event_free(c->splice.dir[i].wev);
+		if (c->splice.dir[i].retry != NULL)
+			event_free(c->splice.dir[i].retry);
+		proxy_pipe_put(&c->splice.dir[i]);
+		close(c->splice.fd[i]);
 	}
 }
 
@@ -133,12 +135,12 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 {
 	size_t i;
 
-	if (c->peek_ev != NULL)
-		event_free(c->peek_ev);
-	c->peek_ev = NULL;
-	free(c->pbuf);
-	c->pbuf = NULL;
-	if (c->spliced)
+	if (c->peek.ev != NULL)
+		event_free(c->peek.ev);
+	c->peek.ev = NULL;
+	free(c->peek.buf);
+	c->peek.buf = NULL;
+	if (c->splice.on)
 		proxy_splice_release(c);
 	if (c->cli != NULL) {
 		proxy_close_notify(c, why);
@@ -150,13 +152,13 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	c->up = NULL;
-	proxy_red_state_free(c);
+	proxy_vault_clear(c);
 	for (i = 0; i < PROXY_PIPELINE_MAX; i++) {
-		vault_free(c->rq[i].vault);
-		c->rq[i].vault = NULL;
+		vault_free(c->relay.rq[i].vault);
+		c->relay.rq[i].vault = NULL;
 	}
-	vault_free(c->up_vault);
-	c->up_vault = NULL;
+	vault_free(c->origin.vault);
+	c->origin.vault = NULL;
 	event_free(c->timer);
 	c->timer = NULL;
 }
@@ -177,14 +179,14 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		return;
 	if (!c->refused)
 		c->why = why;
-	if (c->dec != NULL) /* a response being decoded ends unfinished */
-		proxy_log_compressed(
+	if (c->vault.dec != NULL) /* a response being decoded ends unfinished */
+		proxy_vault_log_compressed(
 		    c, PROXY_COMPRESSED_FAILED, "connection_closed");
 	/* A terminated origin's session, kept for the next connection to
 	 * it (after the response: TLS 1.3 tickets have arrived by now). */
-	if (c->term && c->up != NULL)
+	if (c->tls.term && c->up != NULL)
 		tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up),
-		    c->up_ready, c->name, &c->dst, c->dport);
+		    c->tls.up_ready, c->name, &c->dst, c->dport);
 	proxy_log_closed(c);
 	p->st.by_reason[c->why]++;
 	p->st.by_state[c->st]--;
@@ -263,12 +265,12 @@ proxy_attach_cli(struct proxy_conn *c, SSL *ssl)
 
 	if (c->cli != NULL)
 		return 0;
-	if (c->peek_ev != NULL) {
-		event_free(c->peek_ev);
-		c->peek_ev = NULL;
+	if (c->peek.ev != NULL) {
+		event_free(c->peek.ev);
+		c->peek.ev = NULL;
 	}
-	free(c->pbuf);
-	c->pbuf = NULL;
+	free(c->peek.buf);
+	c->peek.buf = NULL;
 	if (ssl != NULL)
 		c->cli = bufferevent_openssl_socket_new(p->base, c->fd, ssl,
 		    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
@@ -499,7 +501,8 @@ static size_t
 proxy_conn_bytes(const struct proxy_conn *c)
 {
 	struct bufferevent *b[2] = {c->cli, c->up};
-	size_t n = c->hold != NULL ? evbuffer_get_length(c->hold) : 0;
+	size_t n =
+	    c->vault.hold != NULL ? evbuffer_get_length(c->vault.hold) : 0;
 	int i;
 
 	for (i = 0; i < 2; i++)
@@ -584,7 +587,7 @@ proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
 void
 proxy_shut(struct proxy_conn *c, struct bufferevent *b)
 {
-	bool *shut = b == c->cli ? &c->cli_shut : &c->up_shut;
+	bool *shut = b == c->cli ? &c->relay.cli_shut : &c->relay.up_shut;
 
 	if (*shut || evbuffer_get_length(bufferevent_get_output(b)) != 0)
 		return;
@@ -596,7 +599,8 @@ proxy_shut(struct proxy_conn *c, struct bufferevent *b)
 void
 proxy_maybe_done(struct proxy_conn *c)
 {
-	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut)
+	if (c->relay.cli_eof && c->relay.up_eof && c->relay.cli_shut &&
+	    c->relay.up_shut)
 		proxy_conn_close(c, PROXY_OK);
 }
 
@@ -620,9 +624,9 @@ proxy_relay_arm(struct proxy_conn *c, uint64_t now)
 	uint64_t idle = now - c->last_ms, left, hl;
 
 	left = idle < c->p->o.idle_ms ? c->p->o.idle_ms - idle : 0;
-	if (c->head_t0_ms != 0) {
-		hl = now - c->head_t0_ms < c->p->o.head_ms
-		    ? c->p->o.head_ms - (now - c->head_t0_ms)
+	if (c->relay.head_t0_ms != 0) {
+		hl = now - c->relay.head_t0_ms < c->p->o.head_ms
+		    ? c->p->o.head_ms - (now - c->relay.head_t0_ms)
 		    : 0;
 		if (hl < left)
 			left = hl;
@@ -644,13 +648,13 @@ proxy_head_started(struct proxy_conn *c)
 	uint64_t now;
 
 	if (!(bufferevent_get_enabled(c->cli) & EV_READ)) {
-		c->head_t0_ms = 0;
+		c->relay.head_t0_ms = 0;
 		return;
 	}
-	if (c->head_t0_ms != 0)
+	if (c->relay.head_t0_ms != 0)
 		return;
 	now = now_mono_ms();
-	c->head_t0_ms = now;
+	c->relay.head_t0_ms = now;
 	proxy_relay_arm(c, now);
 }
 
@@ -673,15 +677,15 @@ proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_conn_close(c, c->why);
 		return;
 	case PROXY_ST_RELAY:
-		if (c->refuse_status != 0) {
+		if (c->relay.refuse_status != 0) {
 			/* the origin kept the connection after our FIN */
-			c->why = c->refuse_why;
-			proxy_conn_close(c, c->refuse_why);
+			c->why = c->relay.refuse_why;
+			proxy_conn_close(c, c->relay.refuse_why);
 			return;
 		}
 		now = now_mono_ms();
-		if (c->head_t0_ms != 0 &&
-		    now - c->head_t0_ms >= c->p->o.head_ms) {
+		if (c->relay.head_t0_ms != 0 &&
+		    now - c->relay.head_t0_ms >= c->p->o.head_ms) {
 			/* nothing of the partial head went upstream */
 			proxy_conn_close(c, PROXY_HEAD_TIMEOUT);
 			return;

@@ -48,14 +48,14 @@ static void
 proxy_start_relay(struct proxy_conn *c)
 {
 	proxy_set_state(c, PROXY_ST_RELAY);
-	if (c->term)
+	if (c->tls.term)
 		c->p->st.terminated++;
 	else
 		c->p->st.passthrough++;
 	c->last_ms = now_mono_ms();
 	(void)evtimer_del(c->timer);
 	proxy_arm(c, c->p->o.idle_ms);
-	if (!c->term && c->proto == PROTO_TLS) {
+	if (!c->tls.term && c->proto == PROTO_TLS) {
 		proxy_splice_start(c);
 		return;
 	}
@@ -125,7 +125,7 @@ proxy_term_fail(struct proxy_conn *c)
 
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
 	log_warn(c->p->log, "proxy.upstream_tls_failed", LOG_S("name", c->name),
-	    LOG_S("dst", dst), LOG_S("error", c->tls_why));
+	    LOG_S("dst", dst), LOG_S("error", c->tls.up_why));
 	proxy_refuse_http(c, 502, PROXY_UPSTREAM_TLS);
 }
 
@@ -137,39 +137,39 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 	proxy_touch(c);
 
 	if (c->st == PROXY_ST_CONNECT) {
-		if (c->up_reused) {
+		if (c->origin.reused) {
 			/* the origin closed the pooled connection while the
 			 * client's handshake ran: nothing was sent on it, dial
 			 * afresh */
 			bufferevent_free(c->up);
 			c->up = NULL;
-			vault_free(c->up_vault);
-			c->up_vault = NULL;
-			c->up_reused = c->up_ready = false;
+			vault_free(c->origin.vault);
+			c->origin.vault = NULL;
+			c->origin.reused = c->tls.up_ready = false;
 			proxy_connect(c);
 			if (!c->closed && c->st == PROXY_ST_CONNECT &&
-			    c->up_failed && c->cli_ready)
+			    c->tls.up_failed && c->tls.cli_ready)
 				proxy_term_fail(c);
 			return;
 		}
 		if (what & BEV_EVENT_CONNECTED) {
-			c->up_ready = true;
-			c->up_resumed = c->term &&
+			c->tls.up_ready = true;
+			c->tls.up_resumed = c->tls.term &&
 			    SSL_session_reused(
 			        bufferevent_openssl_get_ssl(c->up)) == 1;
-			if (!c->term || c->cli_ready)
+			if (!c->tls.term || c->tls.cli_ready)
 				proxy_start_relay(c);
 			return;
 		}
-		if (!c->term) {
+		if (!c->tls.term) {
 			proxy_conn_close(c, PROXY_CONNECT_FAILED);
 			return;
 		}
-		c->up_failed = true;
-		proxy_tls_why(b, c->tls_why, sizeof(c->tls_why));
+		c->tls.up_failed = true;
+		proxy_tls_why(b, c->tls.up_why, sizeof(c->tls.up_why));
 		bufferevent_free(c->up);
 		c->up = NULL;
-		if (c->cli_ready)
+		if (c->tls.cli_ready)
 			proxy_term_fail(c);
 		return;
 	}
@@ -186,13 +186,13 @@ proxy_connect_pooled(struct proxy_conn *c)
 {
 	struct proxy *p = c->p;
 
-	if (!c->term ||
-	    (c->up = proxy_pool_take(
-	         p->pool, c->name, &c->dst, c->dport, &c->up_vault)) == NULL)
+	if (!c->tls.term ||
+	    (c->up = proxy_pool_take(p->pool, c->name, &c->dst, c->dport,
+	         &c->origin.vault)) == NULL)
 		return false;
 	/* verified for this name and address already; reading, so the
 	 * origin closing it before the relay starts is seen */
-	c->up_reused = c->up_ready = true;
+	c->origin.reused = c->tls.up_ready = true;
 	p->st.upstream_reused++;
 	proxy_set_state(c, PROXY_ST_CONNECT);
 	(void)evtimer_del(c->timer);
@@ -220,11 +220,11 @@ proxy_connect_tls(struct proxy_conn *c, int fd,
 	    tls_sess_offer(p->sess, ssl, c->name, &c->dst, c->dport) < 0 ||
 	    (connect(fd, (const struct sockaddr *)ss, sl) == -1 &&
 	        errno != EINPROGRESS)) {
-		(void)snprintf(c->tls_why, sizeof(c->tls_why), "connect: %s",
-		    strerror(errno));
+		(void)snprintf(c->tls.up_why, sizeof(c->tls.up_why),
+		    "connect: %s", strerror(errno));
 		SSL_free(ssl);
 		close(fd);
-		c->up_failed = true;
+		c->tls.up_failed = true;
 		return;
 	}
 	c->up = bufferevent_openssl_socket_new(p->base, fd, ssl,
@@ -251,7 +251,7 @@ proxy_connect(struct proxy_conn *c)
 	struct err e = {""};
 	int fd;
 
-	c->up_keep = true;
+	c->origin.keep = true;
 	if (proxy_connect_pooled(c))
 		return;
 	fd = sock_open_marked(
@@ -270,7 +270,7 @@ proxy_connect(struct proxy_conn *c)
 	proxy_set_state(c, PROXY_ST_CONNECT);
 	(void)evtimer_del(c->timer);
 	proxy_arm(c, p->o.connect_ms);
-	if (c->term) {
+	if (c->tls.term) {
 		proxy_connect_tls(c, fd, &ss, sl);
 		return;
 	}
@@ -325,18 +325,18 @@ proxy_cli_event(struct bufferevent *b, short what, void *arg)
 			proxy_conn_close(c, c->why);
 		return;
 	case PROXY_ST_CONNECT:
-		if (c->term && (what & BEV_EVENT_CONNECTED)) {
-			c->cli_ready = true;
-			c->cli_resumed =
+		if (c->tls.term && (what & BEV_EVENT_CONNECTED)) {
+			c->tls.cli_ready = true;
+			c->tls.cli_resumed =
 			    SSL_session_reused(
 			        bufferevent_openssl_get_ssl(b)) == 1;
-			if (c->up_failed)
+			if (c->tls.up_failed)
 				proxy_term_fail(c);
-			else if (c->up_ready)
+			else if (c->tls.up_ready)
 				proxy_start_relay(c);
 			return;
 		}
-		if (c->term && !c->cli_ready) {
+		if (c->tls.term && !c->tls.cli_ready) {
 			/* most often: the client does not trust egressd's CA
 			 * (its alert says unknown_ca) */
 			char why[128], dst[ADDR_TEXT_MAX];

@@ -46,20 +46,21 @@
 
 /* --- the request queue ---------------------------------------------------- */
 
-/* The oldest request awaiting its response (c->rq_n > 0). */
+/* The oldest request awaiting its response (c->relay.rq_n > 0). */
 struct proxy_rq *
 proxy_rq_head(struct proxy_conn *c)
 {
-	return &c->rq[c->rq_first];
+	return &c->relay.rq[c->relay.rq_first];
 }
 
-/* Records a forwarded request h (c->rq_n < PROXY_PIPELINE_MAX); takes
+/* Records a forwarded request h (c->relay.rq_n < PROXY_PIPELINE_MAX); takes
  * the reference v (NULL: not a bound origin). */
 struct proxy_rq *
 proxy_rq_push(struct proxy_conn *c, const struct http_head *h, struct vault *v)
 {
 	struct proxy_rq *r =
-	    &c->rq[(c->rq_first + c->rq_n) % PROXY_PIPELINE_MAX];
+	    &c->relay
+	         .rq[(c->relay.rq_first + c->relay.rq_n) % PROXY_PIPELINE_MAX];
 
 	memset(r, 0, sizeof(*r));
 	memcpy(r->method, h->method.p, h->method.n);
@@ -67,7 +68,7 @@ proxy_rq_push(struct proxy_conn *c, const struct http_head *h, struct vault *v)
 	r->upgrade = h->conn_upgrade;
 	r->http10 = h->minor == 0;
 	r->vault = v;
-	c->rq_n++;
+	c->relay.rq_n++;
 	return r;
 }
 
@@ -79,8 +80,8 @@ proxy_rq_pop(struct proxy_conn *c)
 
 	vault_free(r->vault);
 	memset(r, 0, sizeof(*r));
-	c->rq_first = (c->rq_first + 1) % PROXY_PIPELINE_MAX;
-	c->rq_n--;
+	c->relay.rq_first = (c->relay.rq_first + 1) % PROXY_PIPELINE_MAX;
+	c->relay.rq_n--;
 }
 
 /* Stops src's reads while dst has PROXY_HIGH_WM queued; dst's write
@@ -218,7 +219,7 @@ proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
 	int at = -1;
 	size_t i;
 
-	if (!c->term || h->minor != 1 || !h->conn_close || h->conn_upgrade)
+	if (!c->tls.term || h->minor != 1 || !h->conn_close || h->conn_upgrade)
 		return -1;
 	for (i = 0; i < h->nh; i++) {
 		if (!http_span_ieq(&h->h[i].name, "connection"))

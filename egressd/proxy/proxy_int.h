@@ -174,56 +174,45 @@ struct proxy_listener {
 	struct event *ev;
 };
 
-struct proxy_conn {
-	uint32_t magic; /* PROXY_CONN_MAGIC: its callbacks check it */
-	struct proxy *p;
-	struct proxy_conn *prev, *next;
-	/* closed (proxy_conn_close): nothing of it is left but the struct,
-	 * on p->graveyard (dead_next) until proxy_reap_cb frees it on the
-	 * next loop turn, since callers up the stack may still hold it */
-	bool closed;
-	struct proxy_conn *dead_next;
-	/* on p->settle: a callback of it ran in this loop turn */
-	TAILQ_ENTRY(proxy_conn) settle_e;
-	bool settling;
-	/* the bytes of its buffers when last measured (proxy_settle_cb),
-	 * counted in p->buffered */
-	size_t buffered;
-	enum proxy_state st;
-	enum proxy_proto proto;
-	struct bufferevent *cli, *up;
-	int fd; /* the client's socket until cli owns it */
-	struct event *peek_ev; /* PEEK: edge-triggered reads of fd */
-	uint8_t *pbuf; /* PEEK: what MSG_PEEK returned */
+/* PEEK: the first bytes, read in place before the decision. */
+struct proxy_conn_peek {
+	struct event *ev; /* edge-triggered reads of c->fd */
+	uint8_t *buf; /* what MSG_PEEK returned */
+};
+
+/* Terminated TLS: the two handshakes. */
+struct proxy_conn_tls {
 	bool term; /* terminated TLS (else pass-through or plain) */
-	bool cli_ready, up_ready, up_failed; /* terminated: handshakes */
-	/* terminated: up came from the pool; up may go back to it (no
-	 * request or response on it said Connection: close, no upgrade) */
-	bool up_reused, up_keep;
-	bool up_resumed; /* terminated: its upstream handshake resumed */
+	bool cli_ready, up_ready, up_failed; /* the handshakes */
+	bool up_resumed; /* its upstream handshake resumed */
+	bool cli_resumed; /* the client resumed a session */
+	char up_why[128]; /* the upstream TLS failure, for the log */
+};
+
+/* Terminated: the origin connection and the pool. */
+struct proxy_conn_origin {
+	/* up came from the pool; up may go back to it (no request or
+	 * response on it said Connection: close, no upgrade) */
+	bool reused, keep;
 	/* the vault revision of the latest credential injected on up (a
 	 * reference; NULL: none went over it). Every response on up is
 	 * redacted against it, whatever its request: an origin may echo a
 	 * secret it saw earlier on the connection (an error page, a
 	 * /whoami). It goes to the pool with up and comes back with it. */
-	struct vault *up_vault;
-	bool cli_resumed; /* terminated: the client resumed a session */
-	char tls_why[128]; /* the upstream TLS failure, for the log */
-	/* pass-through after the decision: splice(2), no bufferevents */
-	bool spliced;
-	int sfd[2]; /* client, origin sockets once spliced */
-	struct proxy_splice sp[2];
-	struct event *timer;
-	struct addr dst, peer;
-	uint16_t dport, pport;
-	char name[TLS_HELLO_SNI_MAX + 1]; /* SNI or first Host; "" */
-	bool refused; /* decided against before upstream */
-	enum proxy_reason why; /* the refusal, or why it closed */
-	uint64_t t0_ms, last_ms;
-	uint64_t up_bytes, down_bytes;
+	struct vault *vault;
+};
+
+/* Pass-through after the decision: splice(2), no bufferevents. */
+struct proxy_conn_splice {
+	bool on;
+	int fd[2]; /* client, origin sockets once spliced */
+	struct proxy_splice dir[2];
+};
+
+/* The HTTP/1.1 relay (plain HTTP and terminated TLS). */
+struct proxy_relay {
 	bool cli_eof, up_eof; /* read side saw EOF */
 	bool cli_shut, up_shut; /* we sent FIN toward it */
-	/* plain HTTP */
 	enum http_phase hphase, rphase; /* client -> origin, origin -> client */
 	size_t hcursor, rcursor; /* http_head_find_end's scan positions */
 	/* when the client's request head now arriving was first seen (the
@@ -231,7 +220,8 @@ struct proxy_conn {
 	uint64_t head_t0_ms;
 	struct proxy_body hbody, rbody;
 	/* forwarded requests awaiting their responses, oldest first: a
-	 * ring of rq_n records from rq_first (proxy_rq_head, _push, _pop) */
+	 * ring of rq_n records from rq_first (proxy_rq_head, _push, _pop).
+	 * The one place per-request state lives. */
 	struct proxy_rq rq[PROXY_PIPELINE_MAX];
 	size_t rq_first, rq_n;
 	/* such a request was forwarded: no head after it is read, and the
@@ -243,6 +233,16 @@ struct proxy_conn {
 	 * bound origin): proxy_resp_done takes it up, even after the
 	 * client's FIN */
 	bool head_waiting;
+	int refuse_status; /* a refusal waiting for the origin to finish */
+	enum proxy_reason refuse_why;
+	/* the refused request is the last one upstream (its body's framing
+	 * was bad): no response to it will come, so it is not waited for */
+	bool refuse_inflight;
+};
+
+/* The Credential Vault's state on the relay: the response being
+ * redacted, and a request body held for substitution. */
+struct proxy_conn_vault {
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
@@ -272,11 +272,45 @@ struct proxy_conn {
 	uint64_t sub_scan;
 	enum http_chunk_rc sub_rc;
 	struct http_chunk sub_ch;
-	int refuse_status; /* a refusal waiting for the origin to finish */
-	enum proxy_reason refuse_why;
-	/* the refused request is the last one upstream (its body's framing
-	 * was bad): no response to it will come, so it is not waited for */
-	bool refuse_inflight;
+};
+
+/*
+ * A client connection, from accept to close: its life (state, deadline,
+ * close path) here, each stage's state in a part of its own.
+ */
+struct proxy_conn {
+	uint32_t magic; /* PROXY_CONN_MAGIC: its callbacks check it */
+	struct proxy *p;
+	struct proxy_conn *prev, *next;
+	/* closed (proxy_conn_close): nothing of it is left but the struct,
+	 * on p->graveyard (dead_next) until proxy_reap_cb frees it on the
+	 * next loop turn, since callers up the stack may still hold it */
+	bool closed;
+	struct proxy_conn *dead_next;
+	/* on p->settle: a callback of it ran in this loop turn */
+	TAILQ_ENTRY(proxy_conn) settle_e;
+	bool settling;
+	/* the bytes of its buffers when last measured (proxy_settle_cb),
+	 * counted in p->buffered */
+	size_t buffered;
+	enum proxy_state st;
+	enum proxy_proto proto;
+	struct bufferevent *cli, *up;
+	int fd; /* the client's socket until cli owns it */
+	struct event *timer; /* the deadline of the state */
+	struct addr dst, peer;
+	uint16_t dport, pport;
+	char name[TLS_HELLO_SNI_MAX + 1]; /* SNI or first Host; "" */
+	bool refused; /* decided against before upstream */
+	enum proxy_reason why; /* the refusal, or why it closed */
+	uint64_t t0_ms, last_ms;
+	uint64_t up_bytes, down_bytes;
+	struct proxy_conn_peek peek;
+	struct proxy_conn_tls tls;
+	struct proxy_conn_origin origin;
+	struct proxy_conn_splice splice;
+	struct proxy_relay relay;
+	struct proxy_conn_vault vault;
 };
 
 struct proxy {
@@ -340,24 +374,6 @@ bool proxy_header_removed(
 /* proxy_pipe.c */
 bool proxy_pipe_get(struct proxy_splice *s);
 void proxy_pipe_put(struct proxy_splice *s);
-
-/* proxy_inject.c */
-bool proxy_hold_ready(struct proxy_conn *c, struct evbuffer *in, size_t len);
-int proxy_vault_request(struct proxy_conn *c, struct http_head *h,
-    const char *name, struct evbuffer *in, size_t end, struct vault **used,
-    uint64_t *body_taken, size_t *wait, int *status, enum proxy_reason *why);
-
-/* proxy_redact.c */
-void proxy_red_state_free(struct proxy_conn *c);
-void proxy_log_compressed(
-    struct proxy_conn *c, enum proxy_compressed o, const char *reason);
-int proxy_vault_coding(
-    struct proxy_conn *c, const struct http_head *h, const char **reason);
-int proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
-    const char *buf, size_t end, bool decode, struct err *e);
-int proxy_vault_body(
-    struct proxy_conn *c, struct evbuffer *in, bool *done, struct err *e);
-int proxy_keep_trailers(struct proxy_conn *c);
 
 /* proxy_judge.c */
 bool proxy_bound(struct proxy_conn *c, const char *name);

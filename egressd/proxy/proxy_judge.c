@@ -71,7 +71,7 @@ proxy_bound(struct proxy_conn *c, const char *name)
 {
 	struct vault *v;
 
-	if (c->term || c->up_vault != NULL)
+	if (c->tls.term || c->origin.vault != NULL)
 		return true;
 	return c->p->h.vault_get != NULL &&
 	    (v = c->p->h.vault_get(c->p->h.arg)) != NULL &&
@@ -101,14 +101,14 @@ proxy_judge_host(
 		*status = 501;
 		return PROXY_UNSUPPORTED;
 	}
-	if (http_authority_split(&h->host, c->term ? 443 : 80, &host, &port) ==
-	        -1 ||
+	if (http_authority_split(
+	        &h->host, c->tls.term ? 443 : 80, &host, &port) == -1 ||
 	    !proxy_norm_name(host.p, host.n, name, TLS_HELLO_SNI_MAX + 1)) {
 		name[0] = '\0';
 		*status = 400;
 		return PROXY_BAD_REQUEST;
 	}
-	if (c->term) {
+	if (c->tls.term) {
 		/* the SNI was judged and the origin verified for it: a
 		 * request for another name is not this connection's */
 		if (strcmp(name, c->name) != 0 || port != c->dport) {
@@ -121,7 +121,7 @@ proxy_judge_host(
 	else
 		r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
 	/* the log names the first request's host, or the one refused */
-	if (!c->term && (c->name[0] == '\0' || r != PROXY_OK))
+	if (!c->tls.term && (c->name[0] == '\0' || r != PROXY_OK))
 		memcpy(c->name, name, strlen(name) + 1);
 	return r;
 }

@@ -94,15 +94,15 @@ proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 	(void)addr_from_sockaddr(peer, &c->peer, &c->pport);
 	have_dst = proxy_original_dst(fd, family, &c->dst, &c->dport) == 0;
 	c->timer = evtimer_new(p->base, proxy_timer_cb, c);
-	c->peek_ev = event_new(
+	c->peek.ev = event_new(
 	    p->base, fd, EV_READ | EV_PERSIST | EV_ET, proxy_peek_cb, c);
-	c->pbuf = malloc(PROXY_PEEK_MAX);
-	if (c->timer == NULL || c->peek_ev == NULL || c->pbuf == NULL) {
+	c->peek.buf = malloc(PROXY_PEEK_MAX);
+	if (c->timer == NULL || c->peek.ev == NULL || c->peek.buf == NULL) {
 		if (c->timer != NULL)
 			event_free(c->timer);
-		if (c->peek_ev != NULL)
-			event_free(c->peek_ev);
-		free(c->pbuf);
+		if (c->peek.ev != NULL)
+			event_free(c->peek.ev);
+		free(c->peek.buf);
 		close(fd);
 		free(c);
 		return;
@@ -120,7 +120,7 @@ proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 		proxy_conn_close(c, PROXY_NO_DST);
 		return;
 	}
-	(void)event_add(c->peek_ev, NULL);
+	(void)event_add(c->peek.ev, NULL);
 	proxy_arm(c, p->o.hello_ms);
 }
 

@@ -74,7 +74,7 @@ proxy_terminate(struct proxy_conn *c)
 		proxy_conn_close(c, PROXY_CLIENT_TLS);
 		return;
 	}
-	c->term = true;
+	c->tls.term = true;
 	if (proxy_attach_cli(c, ssl) == -1) {
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 		return;
@@ -88,8 +88,8 @@ proxy_terminate(struct proxy_conn *c)
 	 * could only say so (the handshake event is libevent's own). */
 	event_active(&c->cli->ev_read, EV_READ, 1);
 	proxy_connect(c);
-	if (!c->closed && c->st == PROXY_ST_CONNECT && c->up_failed &&
-	    c->cli_ready)
+	if (!c->closed && c->st == PROXY_ST_CONNECT && c->tls.up_failed &&
+	    c->tls.cli_ready)
 		proxy_term_fail(c);
 }
 
@@ -145,14 +145,14 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 	struct http_head h;
 	char name[TLS_HELLO_SNI_MAX + 1];
 	struct err e = {""};
-	const uint8_t *buf = c->pbuf;
+	const uint8_t *buf = c->peek.buf;
 	size_t len, end;
 	ssize_t n;
 	int status;
 	enum proxy_reason r;
 
 	(void)what;
-	n = recv(fd, c->pbuf, PROXY_PEEK_MAX, MSG_PEEK);
+	n = recv(fd, c->peek.buf, PROXY_PEEK_MAX, MSG_PEEK);
 	if (n == 0) {
 		proxy_conn_close(c, PROXY_OK); /* left before a decision */
 		return;
@@ -179,12 +179,13 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	if (!http_head_find_end((const char *)buf, len, &c->hcursor, &end)) {
+	if (!http_head_find_end(
+	        (const char *)buf, len, &c->relay.hcursor, &end)) {
 		if (len >= PROXY_PEEK_MAX)
 			proxy_refuse_http(c, 431, PROXY_BAD_REQUEST);
 		return;
 	}
-	c->hcursor = 0;
+	c->relay.hcursor = 0;
 	if (http_parse_request((const char *)buf, end, &h, &e) !=
 	    HTTP_HEAD_OK) {
 		proxy_refuse_http(c, h.reject_status ? h.reject_status : 400,

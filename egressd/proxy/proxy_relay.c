@@ -43,6 +43,7 @@
 #include "policy/policy_vault.h"
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
+#include "egressd/proxy/proxy_vault.h"
 
 static void proxy_resp_done(struct proxy_conn *c);
 static void proxy_resp_pump(struct proxy_conn *c);
@@ -56,34 +57,25 @@ static void proxy_pool_keep(struct proxy_conn *c);
 static void
 proxy_vault_decode_failed(struct proxy_conn *c, const struct err *e)
 {
-	proxy_log_compressed(c, PROXY_COMPRESSED_FAILED,
-	    http_decode_why_name(http_decode_why(c->dec)));
-	if (c->hold != NULL) {
-		proxy_red_state_free(c);
+	proxy_vault_log_compressed(c, PROXY_COMPRESSED_FAILED,
+	    http_decode_why_name(http_decode_why(c->vault.dec)));
+	if (c->vault.hold != NULL) {
+		proxy_vault_clear(c);
 		proxy_refuse_http_detail(c, 502, PROXY_VAULT_DECODE, e->msg);
 		return;
 	}
-	proxy_red_state_free(c);
+	proxy_vault_clear(c);
 	proxy_conn_close(c, PROXY_VAULT_DECODE);
 }
 
-/*
- * A response head h (end bytes of buf) to an injected request, judged
- * and sent redacted (or held); its body set up: redacted, and decoded
- * first when it is compressed and --vault-compressed decode. The caller
- * drains the head if c is still relaying (else it was refused, 502, or
- * closed). -1: out of memory.
- */
+/* The vault's answer to a response head (proxy_vault_response) carried
+ * out. -1: out of memory. */
 static int
-proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
+proxy_relay_vault_head(struct proxy_conn *c, const struct http_head *h,
     const char *buf, size_t end, struct err *e)
 {
-	const char *reason;
-	int cv = proxy_vault_coding(c, h, &reason), vr;
-	bool has_body;
-
-	if (cv == -1) {
-		proxy_log_compressed(c, PROXY_COMPRESSED_REFUSED, reason);
+	switch (proxy_vault_response(c, h, buf, end, e)) {
+	case PROXY_VAULT_RC_COMPRESSED:
 		proxy_refuse_http_detail(c, 502, PROXY_VAULT_COMPRESSED,
 		    c->p->o.vault_decode
 		        ? "a compressed response egressd cannot "
@@ -91,39 +83,21 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 		          "was injected into"
 		        : "a compressed response to a request a "
 		          "credential was injected into");
-		return 0;
-	}
-	has_body = h->status >= 200 && h->body != HTTP_BODY_NONE;
-	if (cv == 1 && has_body) {
-		if ((c->dec = http_decode_new(c->dec_coding, NULL)) == NULL ||
-		    (c->hold = evbuffer_new()) == NULL)
-			return -1;
-	}
-	vr = proxy_vault_response_head(c, h, buf, end, cv == 1, e);
-	if (vr == -1) {
-		proxy_red_state_free(c);
-		log_warn(c->p->log, "vault.unsafe_response",
-		    LOG_S("name", c->name), LOG_S("error", e->msg));
+		break;
+	case PROXY_VAULT_RC_UNSAFE:
 		proxy_refuse_http(c, 502, PROXY_VAULT_UNSAFE);
-		return 0;
-	}
-	if (vr == -2)
+		break;
+	case PROXY_VAULT_RC_NOMEM:
 		return -1;
-	if (h->status < 200)
-		return 0;
-	proxy_body_start(&c->rbody, h);
-	if (c->rbody.kind == HTTP_BODY_NONE) {
-		if (cv == 1)
-			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
+	case PROXY_VAULT_RC_DONE:
 		proxy_resp_done(c);
-		return 0;
+		break;
+	case PROXY_VAULT_RC_BODY:
+		c->relay.rphase = H_BODY;
+		break;
+	case PROXY_VAULT_RC_INTERIM:
+		break;
 	}
-	if ((c->red = vault_redactor_new(proxy_rq_head(c)->vault)) == NULL)
-		return -1;
-	c->red_chunked = c->rbody.kind == HTTP_BODY_CHUNKED || c->dec != NULL;
-	if (c->rbody.kind == HTTP_BODY_CHUNKED && proxy_keep_trailers(c) == -1)
-		return -1;
-	c->rphase = H_BODY;
 	return 0;
 }
 
@@ -136,8 +110,9 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 static bool
 proxy_refuse_now(const struct proxy_conn *c)
 {
-	return c->rq_n == 0 ||
-	    (c->refuse_inflight && c->rq_n == 1 && c->rphase == H_HEAD);
+	return c->relay.rq_n == 0 ||
+	    (c->relay.refuse_inflight && c->relay.rq_n == 1 &&
+	        c->relay.rphase == H_HEAD);
 }
 
 /* What one step of the request pump says next. */
@@ -159,16 +134,16 @@ proxy_pump_body(struct proxy_conn *c, struct evbuffer *in, int *status,
 	size_t take;
 	bool done;
 
-	if (proxy_body_take(&c->hbody, in, &take, &done, &e) == -1) {
+	if (proxy_body_take(&c->relay.hbody, in, &take, &done, &e) == -1) {
 		*why = PROXY_BAD_REQUEST;
 		*status = 400;
-		c->refuse_inflight = true;
+		c->relay.refuse_inflight = true;
 		return PROXY_PUMP_REFUSE;
 	}
 	if (proxy_move(c, c->cli, c->up, take) == -1)
 		return PROXY_PUMP_NOMEM;
 	if (done)
-		c->hphase = H_HEAD;
+		c->relay.hphase = H_HEAD;
 	else if (take == 0 || !(bufferevent_get_enabled(c->cli) & EV_READ))
 		return PROXY_PUMP_WAIT;
 	return PROXY_PUMP_NEXT;
@@ -178,19 +153,19 @@ proxy_pump_body(struct proxy_conn *c, struct evbuffer *in, int *status,
 static bool
 proxy_pump_head_gate(struct proxy_conn *c, struct evbuffer *in, size_t len)
 {
-	if (c->cli_closing)
+	if (c->relay.cli_closing)
 		return false; /* nothing after a close request */
-	if (c->rq_n == PROXY_PIPELINE_MAX) {
+	if (c->relay.rq_n == PROXY_PIPELINE_MAX) {
 		/* resumed when a response completes */
-		c->head_waiting = true;
+		c->relay.head_waiting = true;
 		return false;
 	}
-	if (c->hold_end != 0) {
+	if (c->vault.hold_end != 0) {
 		/* a body held for substitution is arriving (not idle): its
 		 * request is judged again once it is all here, not at every
 		 * read */
 		c->last_ms = now_mono_ms();
-		if (!proxy_hold_ready(c, in, len))
+		if (!proxy_vault_hold_ready(c, in, len))
 			return false;
 	}
 	return true;
@@ -206,7 +181,7 @@ proxy_pump_head_parse(struct proxy_conn *c, struct evbuffer *in, size_t len,
 	const char *buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
 	struct err e = {""};
 
-	if (!http_head_find_end(buf, n, &c->hcursor, end)) {
+	if (!http_head_find_end(buf, n, &c->relay.hcursor, end)) {
 		if (len >= PROXY_PEEK_MAX) {
 			*why = PROXY_BAD_REQUEST;
 			*status = 431;
@@ -217,8 +192,8 @@ proxy_pump_head_parse(struct proxy_conn *c, struct evbuffer *in, size_t len,
 		proxy_head_started(c);
 		return PROXY_PUMP_WAIT;
 	}
-	c->hcursor = 0;
-	c->head_t0_ms = 0;
+	c->relay.hcursor = 0;
+	c->relay.head_t0_ms = 0;
 	if (http_parse_request(buf, *end, h, &e) != HTTP_HEAD_OK) {
 		*why = PROXY_BAD_REQUEST;
 		*status = h->reject_status ? h->reject_status : 400;
@@ -247,18 +222,18 @@ proxy_pump_forward(struct proxy_conn *c, struct http_head *h,
 	 * give it back later, on any connection. The origin connection
 	 * stays bound from its first such request (a plain one may name
 	 * other hosts later), pooled too. */
-	if (used == NULL && rc == 0 && c->up_vault != NULL)
-		used = vault_ref(c->up_vault);
-	else if (used != NULL && used != c->up_vault) {
-		vault_free(c->up_vault);
-		c->up_vault = vault_ref(used);
+	if (used == NULL && rc == 0 && c->origin.vault != NULL)
+		used = vault_ref(c->origin.vault);
+	else if (used != NULL && used != c->origin.vault) {
+		vault_free(c->origin.vault);
+		c->origin.vault = vault_ref(used);
 	}
 	taint = rc == 0 && used != NULL;
 	r = proxy_rq_push(c, h, used);
 	closef = proxy_close_field(c, h);
 	if ((h->conn_close && closef == -1) || h->conn_upgrade)
-		c->up_keep = false;
-	r->close = c->cli_closing = closef != -1;
+		c->origin.keep = false;
+	r->close = c->relay.cli_closing = closef != -1;
 	bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_IN_MAX);
 	if (rc == 1) { /* its rewrite went up (with its body) */
 		evbuffer_drain(in, end + (size_t)body_taken);
@@ -273,18 +248,19 @@ proxy_pump_forward(struct proxy_conn *c, struct http_head *h,
 			return PROXY_PUMP_NOMEM;
 	} else if (proxy_move(c, c->cli, c->up, end) == -1)
 		return PROXY_PUMP_NOMEM;
-	proxy_body_start(&c->hbody, h);
+	proxy_body_start(&c->relay.hbody, h);
 	if (body_taken > 0)
-		c->hbody.kind = HTTP_BODY_NONE;
+		c->relay.hbody.kind = HTTP_BODY_NONE;
 	if (h->conn_upgrade) {
 		/* no body: what follows is the other protocol, relayed only
 		 * once the origin said 101 */
-		c->hphase = H_UPGRADE;
+		c->relay.hphase = H_UPGRADE;
 		bufferevent_disable(c->cli, EV_READ);
 		return PROXY_PUMP_WAIT;
 	}
-	c->hphase = c->hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
-	if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->cli_eof)
+	c->relay.hphase =
+	    c->relay.hbody.kind == HTTP_BODY_NONE ? H_HEAD : H_BODY;
+	if (!(bufferevent_get_enabled(c->cli) & EV_READ) && !c->relay.cli_eof)
 		return PROXY_PUMP_WAIT; /* backpressure: resumed by the write
 					 * cb */
 	return PROXY_PUMP_NEXT;
@@ -312,30 +288,30 @@ proxy_pump_head(struct proxy_conn *c, struct evbuffer *in, size_t len,
 	*why = proxy_judge_host(c, &h, status, name);
 	if (*why != PROXY_OK)
 		return PROXY_PUMP_REFUSE;
-	if (c->rq_n > 0 && proxy_bound(c, name)) {
+	if (c->relay.rq_n > 0 && proxy_bound(c, name)) {
 		/* One request at a time to a bound origin: a secret is never
 		 * written behind responses still pending, whose framing a
 		 * hostile client may have bent (issue 34). Resumed by
 		 * proxy_resp_done; at most this head is read meanwhile. */
 		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
-		c->head_waiting = true;
+		c->relay.head_waiting = true;
 		return PROXY_PUMP_WAIT;
 	}
-	c->head_waiting = false;
+	c->relay.head_waiting = false;
 	rc = proxy_vault_request(
 	    c, &h, name, in, end, &used, &body_taken, &wait, status, why);
 	if (rc == 2) {
 		/* a body to substitute: the whole request first (bytes are
 		 * arriving: not idle) */
-		c->hold_end = end;
-		c->hold_wait = wait;
+		c->vault.hold_end = end;
+		c->vault.hold_wait = wait;
 		c->last_ms = now_mono_ms();
 		bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
 		return PROXY_PUMP_WAIT;
 	}
-	c->hold_end = 0;
-	c->sub_scanning = false;
-	c->cont_sent = false;
+	c->vault.hold_end = 0;
+	c->vault.sub_scanning = false;
+	c->vault.cont_sent = false;
 	if (rc == -1)
 		return PROXY_PUMP_REFUSE;
 	if (rc == -2)
@@ -349,10 +325,10 @@ static void
 proxy_pump_refuse(struct proxy_conn *c, struct evbuffer *in, int status,
     enum proxy_reason why)
 {
-	c->hphase = H_STOPPED;
-	c->head_t0_ms = 0;
-	c->refuse_status = status;
-	c->refuse_why = why;
+	c->relay.hphase = H_STOPPED;
+	c->relay.head_t0_ms = 0;
+	c->relay.refuse_status = status;
+	c->relay.refuse_why = why;
 	bufferevent_disable(c->cli, EV_READ);
 	evbuffer_drain(in, evbuffer_get_length(in));
 	if (c->up == NULL || proxy_refuse_now(c)) {
@@ -382,15 +358,15 @@ proxy_http_pump(struct proxy_conn *c)
 
 	for (;;) {
 		len = evbuffer_get_length(in);
-		if (c->hphase == H_RAW) {
+		if (c->relay.hphase == H_RAW) {
 			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
 				proxy_conn_close(c, PROXY_CLIENT_ERROR);
 			return;
 		}
-		if (len == 0 || c->hphase == H_STOPPED ||
-		    c->hphase == H_UPGRADE)
+		if (len == 0 || c->relay.hphase == H_STOPPED ||
+		    c->relay.hphase == H_UPGRADE)
 			return;
-		if (c->hphase == H_BODY)
+		if (c->relay.hphase == H_BODY)
 			pr = proxy_pump_body(c, in, &status, &why);
 		else
 			pr = proxy_pump_head(c, in, len, &status, &why);
@@ -433,9 +409,9 @@ proxy_early_answer(struct proxy_conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->cli);
 
 	proxy_rq_head(c)->close = true;
-	c->cli_closing = true;
-	c->up_keep = false;
-	c->hphase = H_STOPPED; /* no refuse_status: no refusal follows */
+	c->relay.cli_closing = true;
+	c->origin.keep = false;
+	c->relay.hphase = H_STOPPED; /* no refuse_status: no refusal follows */
 	bufferevent_disable(c->cli, EV_READ);
 	evbuffer_drain(in, evbuffer_get_length(in));
 }
@@ -448,12 +424,13 @@ proxy_resp_done(struct proxy_conn *c)
 	bool was_upgrade = proxy_rq_head(c)->upgrade;
 	bool was_close = proxy_rq_head(c)->close;
 
-	proxy_red_state_free(c);
+	proxy_vault_clear(c);
 	proxy_rq_pop(c);
-	c->rphase = H_HEAD;
-	if (c->hphase == H_STOPPED && c->refuse_status != 0 &&
+	c->relay.rphase = H_HEAD;
+	if (c->relay.hphase == H_STOPPED && c->relay.refuse_status != 0 &&
 	    proxy_refuse_now(c)) {
-		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		proxy_refuse_http(
+		    c, c->relay.refuse_status, c->relay.refuse_why);
 		return; /* c lives on in REFUSE, but the pumps stop */
 	}
 	if (was_close) {
@@ -463,29 +440,30 @@ proxy_resp_done(struct proxy_conn *c)
 			proxy_close_finish(c);
 		return;
 	}
-	if (was_upgrade && c->hphase == H_UPGRADE)
-		c->hphase = H_HEAD; /* refused by the origin: HTTP goes on */
-	if (c->hphase == H_HEAD && !c->cli_eof) {
+	if (was_upgrade && c->relay.hphase == H_UPGRADE)
+		c->relay.hphase =
+		    H_HEAD; /* refused by the origin: HTTP goes on */
+	if (c->relay.hphase == H_HEAD && !c->relay.cli_eof) {
 		bufferevent_enable(c->cli, EV_READ);
 		proxy_http_pump(c);
 		return;
 	}
-	if (c->hphase == H_HEAD && c->head_waiting) {
+	if (c->relay.hphase == H_HEAD && c->relay.head_waiting) {
 		/* the client sent its last requests and its FIN: they go
 		 * now, and the FIN after them */
 		proxy_http_pump(c);
-		if (proxy_relaying(c) && !c->head_waiting &&
-		    (c->hphase == H_HEAD || c->hphase == H_BODY))
+		if (proxy_relaying(c) && !c->relay.head_waiting &&
+		    (c->relay.hphase == H_HEAD || c->relay.hphase == H_BODY))
 			proxy_fin_after(c, c->up);
 	}
 }
 
-/* H_BODY of a response: its next bytes, redacted (c->red) or moved by
+/* H_BODY of a response: its next bytes, redacted (c->vault.red) or moved by
  * their framing; the response done at its end. */
 static enum proxy_pump
 proxy_rpump_body(struct proxy_conn *c, struct evbuffer *in, struct err *e)
 {
-	bool red = c->red != NULL, done;
+	bool red = c->vault.red != NULL, done;
 	size_t take = 0;
 	int vb;
 
@@ -500,7 +478,7 @@ proxy_rpump_body(struct proxy_conn *c, struct evbuffer *in, struct err *e)
 		if (vb == -1)
 			return PROXY_PUMP_BAD;
 	} else {
-		if (proxy_body_take(&c->rbody, in, &take, &done, e) == -1)
+		if (proxy_body_take(&c->relay.rbody, in, &take, &done, e) == -1)
 			return PROXY_PUMP_BAD;
 		if (proxy_move(c, c->up, c->cli, take) == -1)
 			return PROXY_PUMP_NOMEM;
@@ -535,7 +513,7 @@ proxy_rpump_forward(struct proxy_conn *c, struct evbuffer *in,
 			return PROXY_PUMP_BAD;
 		}
 		/* the other protocol, both ways, untouched */
-		c->rphase = c->hphase = H_RAW;
+		c->relay.rphase = c->relay.hphase = H_RAW;
 		bufferevent_enable(c->cli, EV_READ);
 		if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
 			return PROXY_PUMP_NOMEM;
@@ -544,9 +522,9 @@ proxy_rpump_forward(struct proxy_conn *c, struct evbuffer *in,
 	if (h->status < 200)
 		return PROXY_PUMP_NEXT; /* 100 Continue & co.: the final one
 					 * follows */
-	proxy_body_start(&c->rbody, h);
-	if (c->rbody.kind != HTTP_BODY_NONE) {
-		c->rphase = H_BODY;
+	proxy_body_start(&c->relay.rbody, h);
+	if (c->relay.rbody.kind != HTTP_BODY_NONE) {
+		c->relay.rphase = H_BODY;
 		return PROXY_PUMP_NEXT;
 	}
 	proxy_resp_done(c);
@@ -564,32 +542,32 @@ proxy_rpump_head(
 	struct http_span m;
 	const char *buf;
 
-	if (c->rq_n == 0) {
+	if (c->relay.rq_n == 0) {
 		(void)snprintf(
 		    e->msg, sizeof(e->msg), "a response no request asked for");
 		return PROXY_PUMP_BAD;
 	}
 	buf = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-	if (!http_head_find_end(buf, n, &c->rcursor, &end)) {
+	if (!http_head_find_end(buf, n, &c->relay.rcursor, &end)) {
 		if (len < PROXY_PEEK_MAX)
 			return PROXY_PUMP_WAIT;
 		(void)snprintf(e->msg, sizeof(e->msg),
 		    "response head over %d bytes", PROXY_PEEK_MAX);
 		return PROXY_PUMP_BAD;
 	}
-	c->rcursor = 0;
+	c->relay.rcursor = 0;
 	m.p = proxy_rq_head(c)->method;
 	m.n = strlen(m.p);
 	if (http_parse_response(buf, end, &m, &h, e) != HTTP_HEAD_OK)
 		return PROXY_PUMP_BAD;
 	if (h.conn_close)
-		c->up_keep = false;
-	if (h.status >= 200 && h.status != 101 && c->rq_n == 1 &&
-	    c->hphase == H_BODY)
+		c->origin.keep = false;
+	if (h.status >= 200 && h.status != 101 && c->relay.rq_n == 1 &&
+	    c->relay.hphase == H_BODY)
 		proxy_early_answer(c);
 	if (proxy_rq_head(c)->vault == NULL)
 		return proxy_rpump_forward(c, in, &h, end, e);
-	if (proxy_vault_response(c, &h, buf, end, e) == -1)
+	if (proxy_relay_vault_head(c, &h, buf, end, e) == -1)
 		return PROXY_PUMP_NOMEM;
 	if (!proxy_relaying(c))
 		return PROXY_PUMP_GONE;
@@ -617,14 +595,14 @@ proxy_resp_pump(struct proxy_conn *c)
 
 	for (;;) {
 		len = evbuffer_get_length(in);
-		if (c->rphase == H_RAW) {
+		if (c->relay.rphase == H_RAW) {
 			if (proxy_move(c, c->up, c->cli, SIZE_MAX) == -1)
 				break;
 			return;
 		}
 		if (len == 0)
 			return;
-		if (c->rphase == H_BODY)
+		if (c->relay.rphase == H_BODY)
 			pr = proxy_rpump_body(c, in, &e);
 		else
 			pr = proxy_rpump_head(c, in, len, &e);
@@ -648,7 +626,7 @@ proxy_resp_pump(struct proxy_conn *c)
 void
 proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
 {
-	if (c->proto == PROTO_HTTP || c->term) {
+	if (c->proto == PROTO_HTTP || c->tls.term) {
 		if (b == c->cli)
 			proxy_http_pump(c);
 		else
@@ -671,7 +649,7 @@ proxy_up_read(struct bufferevent *b, void *arg)
 	proxy_relay_read(c, b);
 	if (!proxy_relaying(c))
 		return;
-	if (c->term)
+	if (c->tls.term)
 		proxy_coalesce(c->cli);
 	proxy_kick(c->cli);
 }
@@ -688,34 +666,36 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 
 	if (c->st == PROXY_ST_REFUSE) {
 		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
-		    !c->cli_shut) {
-			c->cli_shut = true;
+		    !c->relay.cli_shut) {
+			c->relay.cli_shut = true;
 			proxy_fin(b);
 		}
 		return;
 	}
 	if (c->st != PROXY_ST_RELAY)
 		return;
-	if (b == c->cli && c->cli_closing && c->rq_n == 0 &&
+	if (b == c->cli && c->relay.cli_closing && c->relay.rq_n == 0 &&
 	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
 		proxy_close_finish(c);
 		return;
 	}
 	o = proxy_other(c, b);
-	if (b == c->cli && c->refuse_status != 0 && c->up_eof &&
+	if (b == c->cli && c->relay.refuse_status != 0 && c->relay.up_eof &&
 	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
-		proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+		proxy_refuse_http(
+		    c, c->relay.refuse_status, c->relay.refuse_why);
 		return;
 	}
-	if (!((o == c->cli) ? c->cli_eof : c->up_eof) &&
+	if (!((o == c->cli) ? c->relay.cli_eof : c->relay.up_eof) &&
 	    !(o == c->cli &&
-	        (c->hphase == H_STOPPED || c->hphase == H_UPGRADE))) {
+	        (c->relay.hphase == H_STOPPED ||
+	            c->relay.hphase == H_UPGRADE))) {
 		bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
 		proxy_relay_read(c, o);
 		if (!proxy_relaying(c))
 			return;
-	} else if (o == c->up && c->up_eof && c->dec != NULL &&
+	} else if (o == c->up && c->relay.up_eof && c->vault.dec != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(o)) > 0) {
 		/* a decoded response paused at the watermark, the rest of it
 		 * read before the origin's FIN */
@@ -723,7 +703,8 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		if (!proxy_relaying(c))
 			return;
 	}
-	if ((o == c->cli ? c->cli_eof && !c->head_waiting : c->up_eof)) {
+	if ((o == c->cli ? c->relay.cli_eof && !c->relay.head_waiting
+	                 : c->relay.up_eof)) {
 		proxy_shut(c, b);
 		proxy_maybe_done(c);
 	}
@@ -743,10 +724,11 @@ proxy_pool_keep(struct proxy_conn *c)
 {
 	struct proxy *p = c->p;
 
-	if (!c->term || c->up == NULL || !c->up_ready || !c->up_keep ||
-	    c->up_eof || c->up_shut || c->rq_n != 0 || c->red != NULL ||
-	    c->hphase != H_HEAD || c->rphase != H_HEAD ||
-	    c->refuse_status != 0 ||
+	if (!c->tls.term || c->up == NULL || !c->tls.up_ready ||
+	    !c->origin.keep || c->relay.up_eof || c->relay.up_shut ||
+	    c->relay.rq_n != 0 || c->vault.red != NULL ||
+	    c->relay.hphase != H_HEAD || c->relay.rphase != H_HEAD ||
+	    c->relay.refuse_status != 0 ||
 	    evbuffer_get_length(bufferevent_get_input(c->up)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->up)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->cli)) != 0 ||
@@ -756,9 +738,10 @@ proxy_pool_keep(struct proxy_conn *c)
 		return;
 	tls_sess_keep(p->sess, bufferevent_openssl_get_ssl(c->up), true,
 	    c->name, &c->dst, c->dport);
-	proxy_pool_put(p->pool, c->up, c->up_vault, c->name, &c->dst, c->dport);
+	proxy_pool_put(
+	    p->pool, c->up, c->origin.vault, c->name, &c->dst, c->dport);
 	c->up = NULL;
-	c->up_vault = NULL;
+	c->origin.vault = NULL;
 	proxy_conn_close(c, PROXY_OK);
 }
 
@@ -807,15 +790,15 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	if (!(what & BEV_EVENT_EOF))
 		return;
 	if (is_cli)
-		c->cli_eof = true;
+		c->relay.cli_eof = true;
 	else
-		c->up_eof = true;
+		c->relay.up_eof = true;
 	/* what was read before the FIN goes first */
 	proxy_relay_read(c, b);
 	if (!proxy_relaying(c))
 		return;
-	if (dirty && !is_cli && c->rphase == H_BODY &&
-	    c->rbody.kind == HTTP_BODY_CLOSE) {
+	if (dirty && !is_cli && c->relay.rphase == H_BODY &&
+	    c->relay.rbody.kind == HTTP_BODY_CLOSE) {
 		/* a body ended by a close that was no TLS close: it may be
 		 * cut short, and a clean close toward the client would say
 		 * it is whole. Cut the client too. */
@@ -828,16 +811,17 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 			return; /* its origin connection went to the pool */
 	}
 	bufferevent_disable(b, EV_READ);
-	if (!is_cli && c->refuse_status != 0) {
+	if (!is_cli && c->relay.refuse_status != 0) {
 		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
-			proxy_refuse_http(c, c->refuse_status, c->refuse_why);
+			proxy_refuse_http(
+			    c, c->relay.refuse_status, c->relay.refuse_why);
 		else
 			bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
 		return;
 	}
-	if (is_cli && c->hphase == H_STOPPED)
+	if (is_cli && c->relay.hphase == H_STOPPED)
 		return; /* the refusal waits for the origin */
-	if (is_cli && c->head_waiting)
+	if (is_cli && c->relay.head_waiting)
 		return; /* heads wait their turn; the FIN follows them */
 	proxy_fin_after(c, o);
 }

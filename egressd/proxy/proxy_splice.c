@@ -81,7 +81,7 @@ proxy_splice_eof(struct proxy_splice *s)
 		s->shut = true;
 		(void)shutdown(s->to, SHUT_WR);
 	}
-	if (c->sp[0].shut && c->sp[1].shut)
+	if (c->splice.dir[0].shut && c->splice.dir[1].shut)
 		proxy_conn_close(c, PROXY_OK);
 }
 
@@ -178,27 +178,27 @@ proxy_splice_start(struct proxy_conn *c)
 
 	/* Nothing was read through the bufferevents (the client's bytes
 	 * wait in its socket), so they can go; their fds stay. */
-	c->sfd[0] = bufferevent_getfd(c->cli);
-	c->sfd[1] = bufferevent_getfd(c->up);
+	c->splice.fd[0] = bufferevent_getfd(c->cli);
+	c->splice.fd[1] = bufferevent_getfd(c->up);
 	(void)bufferevent_setfd(c->cli, -1);
 	(void)bufferevent_setfd(c->up, -1);
 	bufferevent_free(c->cli);
 	bufferevent_free(c->up);
 	c->cli = c->up = NULL;
-	c->spliced = true;
+	c->splice.on = true;
 	/* both directions whole before anything can fail: the close path
 	 * looks at both */
 	for (i = 0; i < 2; i++) {
-		struct proxy_splice *s = &c->sp[i];
+		struct proxy_splice *s = &c->splice.dir[i];
 
 		s->c = c;
 		s->dir = i;
-		s->from = c->sfd[i];
-		s->to = c->sfd[1 - i];
+		s->from = c->splice.fd[i];
+		s->to = c->splice.fd[1 - i];
 		s->pr = s->pw = -1;
 	}
 	for (i = 0; i < 2; i++) {
-		struct proxy_splice *s = &c->sp[i];
+		struct proxy_splice *s = &c->splice.dir[i];
 
 		s->rev = event_new(
 		    p->base, s->from, EV_READ | EV_PERSIST, proxy_splice_cb, s);
@@ -210,9 +210,9 @@ proxy_splice_start(struct proxy_conn *c)
 			return;
 		}
 	}
-	(void)event_add(c->sp[1].rev, NULL);
+	(void)event_add(c->splice.dir[1].rev, NULL);
 	/* The ClientHello the peek saw waits in the client's socket: move
 	 * it now, not a loop turn later (the pump arms rev0 when it is
 	 * through). It may close c. */
-	proxy_splice_pump(&c->sp[0]);
+	proxy_splice_pump(&c->splice.dir[0]);
 }

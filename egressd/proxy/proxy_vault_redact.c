@@ -42,6 +42,7 @@
 #include "policy/policy_vault.h"
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
+#include "egressd/proxy/proxy_vault.h"
 
 /* What a redacted response holds besides its redactor: the kept
  * trailer section (it may hold an echo of a secret: wiped), the
@@ -50,40 +51,42 @@
 static void
 proxy_trailers_free(struct proxy_conn *c)
 {
-	if (c->rtrail == NULL)
+	if (c->vault.rtrail == NULL)
 		return;
-	secmem_wipe(c->rtrail, sizeof(*c->rtrail));
-	free(c->rtrail);
-	c->rtrail = NULL;
+	secmem_wipe(c->vault.rtrail, sizeof(*c->vault.rtrail));
+	free(c->vault.rtrail);
+	c->vault.rtrail = NULL;
 }
 
 void
-proxy_red_state_free(struct proxy_conn *c)
+proxy_vault_clear(struct proxy_conn *c)
 {
-	vault_redactor_free(c->red);
-	c->red = NULL;
+	vault_redactor_free(c->vault.red);
+	c->vault.red = NULL;
 	proxy_trailers_free(c);
-	http_decode_free(c->dec);
-	c->dec = NULL;
-	if (c->hold != NULL) {
-		evbuffer_free(c->hold);
-		c->hold = NULL;
+	http_decode_free(c->vault.dec);
+	c->vault.dec = NULL;
+	if (c->vault.hold != NULL) {
+		evbuffer_free(c->vault.hold);
+		c->vault.hold = NULL;
 	}
 }
 
 /* One vault.compressed line and its counter. */
 void
-proxy_log_compressed(
+proxy_vault_log_compressed(
     struct proxy_conn *c, enum proxy_compressed o, const char *reason)
 {
 	c->p->st.vault_compressed[o]++;
 	log_at_(c->p->log, o == PROXY_COMPRESSED_DECODED ? LOG_INFO : LOG_WARN,
 	    "vault.compressed", LOG_S("outcome", proxy_compressed_name(o)),
-	    LOG_S("encoding", http_coding_name(c->dec_coding)),
+	    LOG_S("encoding", http_coding_name(c->vault.dec_coding)),
 	    LOG_S("mode", c->p->o.vault_decode ? "decode" : "refuse"),
 	    LOG_S("reason", reason), LOG_S("name", c->name),
-	    LOG_U("in", c->dec != NULL ? http_decode_in(c->dec) : 0),
-	    LOG_U("out", c->dec != NULL ? http_decode_out(c->dec) : 0));
+	    LOG_U(
+	        "in", c->vault.dec != NULL ? http_decode_in(c->vault.dec) : 0),
+	    LOG_U("out",
+	        c->vault.dec != NULL ? http_decode_out(c->vault.dec) : 0));
 }
 
 /* Where a redacted response goes: the client, or the hold while a
@@ -91,7 +94,8 @@ proxy_log_compressed(
 static struct evbuffer *
 proxy_red_out(struct proxy_conn *c)
 {
-	return c->hold != NULL ? c->hold : bufferevent_get_output(c->cli);
+	return c->vault.hold != NULL ? c->vault.hold
+	                             : bufferevent_get_output(c->cli);
 }
 
 /* The held head and bytes go to the client (from now on, everything). */
@@ -100,11 +104,11 @@ proxy_hold_release(struct proxy_conn *c)
 {
 	int rc;
 
-	if (c->hold == NULL)
+	if (c->vault.hold == NULL)
 		return 0;
-	rc = evbuffer_add_buffer(bufferevent_get_output(c->cli), c->hold);
-	evbuffer_free(c->hold);
-	c->hold = NULL;
+	rc = evbuffer_add_buffer(bufferevent_get_output(c->cli), c->vault.hold);
+	evbuffer_free(c->vault.hold);
+	c->vault.hold = NULL;
 	return rc;
 }
 
@@ -119,41 +123,41 @@ proxy_red_emit(void *arg, const uint8_t *p, size_t n)
 
 	if (n == 0)
 		return;
-	if (c->red_chunked)
+	if (c->vault.red_chunked)
 		(void)evbuffer_add_printf(out, "%zx\r\n", n);
 	(void)evbuffer_add(out, p, n);
-	if (c->red_chunked)
+	if (c->vault.red_chunked)
 		(void)evbuffer_add(out, "\r\n", 2);
 	c->down_bytes += n;
 }
 
 /*
  * The Content-Encoding of a response head h to an injected request
- * (c->dec_coding): 0 none (or identity), 1 to be decoded, -1 refused
+ * (c->vault.dec_coding): 0 none (or identity), 1 to be decoded, -1 refused
  * with *reason (fixed text). Refused: --vault-compressed refuse, a
  * coding other than gzip or deflate (or more than one), a 1xx or a 206
  * (a range of a compressed representation does not decode alone), a
  * body to an HTTP/1.0 client (decoded bodies are chunked).
  */
-int
+static int
 proxy_vault_coding(
     struct proxy_conn *c, const struct http_head *h, const char **reason)
 {
 	size_t n;
 	const struct http_span *ce = http_header_get(h, "content-encoding", &n);
 
-	c->dec_coding = HTTP_CODING_IDENTITY;
+	c->vault.dec_coding = HTTP_CODING_IDENTITY;
 	*reason = "";
 	if (ce == NULL)
 		return 0;
-	c->dec_coding =
+	c->vault.dec_coding =
 	    n > 1 ? HTTP_CODING_LIST : http_coding_parse(ce->p, ce->n);
-	if (c->dec_coding == HTTP_CODING_IDENTITY)
+	if (c->vault.dec_coding == HTTP_CODING_IDENTITY)
 		return 0;
 	if (!c->p->o.vault_decode)
 		*reason = "mode_refuse";
-	else if (c->dec_coding != HTTP_CODING_GZIP &&
-	    c->dec_coding != HTTP_CODING_DEFLATE)
+	else if (c->vault.dec_coding != HTTP_CODING_GZIP &&
+	    c->vault.dec_coding != HTTP_CODING_DEFLATE)
 		*reason = "unsupported_encoding";
 	else if (h->status < 200 || h->status == 206)
 		*reason = "partial_content";
@@ -274,7 +278,7 @@ proxy_red_span(void *arg, const uint8_t *p, size_t n, unsigned flags)
 static void
 proxy_vault_length(struct proxy_conn *c, struct evbuffer *in)
 {
-	struct proxy_body *b = &c->rbody;
+	struct proxy_body *b = &c->relay.rbody;
 	struct evbuffer_iovec vec[PROXY_RED_SEGS];
 	struct vault_seg seg[PROXY_RED_SEGS];
 	size_t n, len, i, k;
@@ -297,7 +301,8 @@ proxy_vault_length(struct proxy_conn *c, struct evbuffer *in)
 		mode = b->left == 0                 ? VAULT_REDACT_END
 		    : len < evbuffer_get_length(in) ? VAULT_REDACT_MORE
 		                                    : VAULT_REDACT_FLUSH;
-		vault_redact_scan(c->red, seg, i, mode, proxy_red_span, c);
+		vault_redact_scan(
+		    c->vault.red, seg, i, mode, proxy_red_span, c);
 	}
 }
 
@@ -309,7 +314,7 @@ proxy_vault_length(struct proxy_conn *c, struct evbuffer *in)
  * body. -1: the response cannot be redacted (a body until close, an
  * upgrade): the caller answers 502 instead. -2: out of memory.
  */
-int
+static int
 proxy_vault_response_head(struct proxy_conn *c, const struct http_head *h,
     const char *buf, size_t end, bool decode, struct err *e)
 {
@@ -377,8 +382,8 @@ proxy_vault_trailers(struct proxy_conn *c)
 
 	if (evbuffer_add(out, "0\r\n", 3) == -1)
 		return -1;
-	while (
-	    c->rtrail != NULL && http_chunk_trailer_next(c->rtrail, &pos, &f)) {
+	while (c->vault.rtrail != NULL &&
+	    http_chunk_trailer_next(c->vault.rtrail, &pos, &f)) {
 		if (http_chunk_trailer_allowed(&f.name) &&
 		    proxy_add_redacted(out, v, &f) == -1)
 			return -1;
@@ -399,21 +404,22 @@ proxy_vault_data(
 	size_t used, got;
 	enum http_decode_rc rc;
 
-	if (c->dec == NULL) {
-		vault_redact_feed(c->red, p, n, proxy_red_emit, c);
+	if (c->vault.dec == NULL) {
+		vault_redact_feed(c->vault.red, p, n, proxy_red_emit, c);
 		return 0;
 	}
 	do {
 		rc = http_decode_feed(
-		    c->dec, p, n, &used, out, sizeof(out), &got, e);
+		    c->vault.dec, p, n, &used, out, sizeof(out), &got, e);
 		p += used;
 		n -= used;
 		if (got > 0)
-			vault_redact_feed(c->red, out, got, proxy_red_emit, c);
+			vault_redact_feed(
+			    c->vault.red, out, got, proxy_red_emit, c);
 		/* past the free allowance the ratio is checked: a bomb
 		 * would have failed this call */
-		if (rc != HTTP_DECODE_BAD && c->hold != NULL &&
-		    http_decode_out(c->dec) > HTTP_DECODE_RATIO_FREE &&
+		if (rc != HTTP_DECODE_BAD && c->vault.hold != NULL &&
+		    http_decode_out(c->vault.dec) > HTTP_DECODE_RATIO_FREE &&
 		    proxy_hold_release(c) == -1)
 			rc = HTTP_DECODE_BAD;
 	} while (rc == HTTP_DECODE_DATA);
@@ -426,16 +432,36 @@ proxy_vault_data(
 static bool
 proxy_decode_full(struct proxy_conn *c)
 {
-	return c->dec != NULL &&
+	return c->vault.dec != NULL &&
 	    evbuffer_get_length(bufferevent_get_output(c->cli)) +
-	        (c->hold != NULL ? evbuffer_get_length(c->hold) : 0) >=
+	        (c->vault.hold != NULL ? evbuffer_get_length(c->vault.hold)
+	                               : 0) >=
 	    PROXY_HIGH_WM;
+}
+
+/* A redacted response's body ended: the decoder and the redactor
+ * flushed, its trailers re-sent, what was held let go, its state freed.
+ * The codes of proxy_vault_body. */
+static int
+proxy_vault_finish(struct proxy_conn *c, struct err *e)
+{
+	if (c->vault.dec != NULL && http_decode_finish(c->vault.dec, e) == -1)
+		return -3;
+	vault_redact_finish(c->vault.red, proxy_red_emit, c);
+	if (c->vault.red_chunked && proxy_vault_trailers(c) == -1)
+		return -2;
+	if (proxy_hold_release(c) == -1)
+		return -2;
+	if (c->vault.dec != NULL)
+		proxy_vault_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
+	proxy_vault_clear(c);
+	return 0;
 }
 
 /*
  * Body bytes of a redacted response: LENGTH forwarded redacted (same
  * length), CHUNKED decoded, redacted and re-chunked, its trailers kept
- * and re-sent redacted; a compressed body (c->dec) decoded, redacted
+ * and re-sent redacted; a compressed body (c->vault.dec) decoded, redacted
  * and chunked, PROXY_DECODE_STEP compressed bytes at a time while the
  * client's queue is under the watermark. -1 bad framing (e), -2 out of
  * memory, -3 the decoding failed (e).
@@ -444,20 +470,21 @@ int
 proxy_vault_body(
     struct proxy_conn *c, struct evbuffer *in, bool *done, struct err *e)
 {
-	struct proxy_body *b = &c->rbody;
+	struct proxy_body *b = &c->relay.rbody;
 	uint8_t tmp[16384];
 	size_t n, used, nd, consumed = 0;
-	size_t step = c->dec != NULL ? PROXY_DECODE_STEP : sizeof(tmp);
+	size_t step = c->vault.dec != NULL ? PROXY_DECODE_STEP : sizeof(tmp);
 	const uint8_t *d;
 	enum http_chunk_rc rc;
+	int rv;
 
 	*done = false;
 	if (b->kind == HTTP_BODY_LENGTH) {
-		if (c->dec == NULL)
+		if (c->vault.dec == NULL)
 			/* the bytes are in in: redacted where they are */
 			proxy_vault_length(c, in);
 		/* decoded bytes are not: decoded, then fed */
-		while (c->dec != NULL && b->left > 0 &&
+		while (c->vault.dec != NULL && b->left > 0 &&
 		    evbuffer_get_length(in) > 0 && !proxy_decode_full(c)) {
 			n = evbuffer_get_length(in);
 			if (n > step)
@@ -497,22 +524,12 @@ proxy_vault_body(
 	if (!*done && evbuffer_get_length(in) == 0) {
 		/* the origin paused (SSE, long poll): hand over all but a
 		 * possible secret's beginning */
-		vault_redact_flush(c->red, proxy_red_emit, c);
+		vault_redact_flush(c->vault.red, proxy_red_emit, c);
 		if (proxy_hold_release(c) == -1)
 			return -2;
 	}
-	if (*done) {
-		if (c->dec != NULL && http_decode_finish(c->dec, e) == -1)
-			return -3;
-		vault_redact_finish(c->red, proxy_red_emit, c);
-		if (c->red_chunked && proxy_vault_trailers(c) == -1)
-			return -2;
-		if (proxy_hold_release(c) == -1)
-			return -2;
-		if (c->dec != NULL)
-			proxy_log_compressed(c, PROXY_COMPRESSED_DECODED, "");
-		proxy_red_state_free(c);
-	}
+	if (*done && (rv = proxy_vault_finish(c, e)) != 0)
+		return rv;
 	c->last_ms = now_mono_ms();
 	if (evbuffer_get_length(bufferevent_get_output(c->cli)) >=
 	        PROXY_HIGH_WM ||
@@ -523,12 +540,67 @@ proxy_vault_body(
 
 /* The redacted chunked response keeps its trailer section. -1: out of
  * memory. */
-int
-proxy_keep_trailers(struct proxy_conn *c)
+static int
+proxy_vault_keep_trailers(struct proxy_conn *c)
 {
-	if (c->rtrail == NULL &&
-	    (c->rtrail = malloc(sizeof(*c->rtrail))) == NULL)
+	if (c->vault.rtrail == NULL &&
+	    (c->vault.rtrail = malloc(sizeof(*c->vault.rtrail))) == NULL)
 		return -1;
-	http_chunk_keep_trailers(&c->rbody.ch, c->rtrail);
+	http_chunk_keep_trailers(&c->relay.rbody.ch, c->vault.rtrail);
 	return 0;
+}
+
+/*
+ * A response head h (end bytes of buf) to an injected request, judged
+ * and sent redacted (or held); its body set up: redacted, and decoded
+ * first when it is compressed and --vault-compressed decode. The caller
+ * drains the head (and refuses, or finishes the response, as the code
+ * says).
+ */
+enum proxy_vault_rc
+proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
+    const char *buf, size_t end, struct err *e)
+{
+	const char *reason;
+	int cv = proxy_vault_coding(c, h, &reason), vr;
+	bool has_body;
+
+	if (cv == -1) {
+		proxy_vault_log_compressed(c, PROXY_COMPRESSED_REFUSED, reason);
+		return PROXY_VAULT_RC_COMPRESSED;
+	}
+	has_body = h->status >= 200 && h->body != HTTP_BODY_NONE;
+	if (cv == 1 && has_body) {
+		if ((c->vault.dec = http_decode_new(
+		         c->vault.dec_coding, NULL)) == NULL ||
+		    (c->vault.hold = evbuffer_new()) == NULL)
+			return PROXY_VAULT_RC_NOMEM;
+	}
+	vr = proxy_vault_response_head(c, h, buf, end, cv == 1, e);
+	if (vr == -1) {
+		proxy_vault_clear(c);
+		log_warn(c->p->log, "vault.unsafe_response",
+		    LOG_S("name", c->name), LOG_S("error", e->msg));
+		return PROXY_VAULT_RC_UNSAFE;
+	}
+	if (vr == -2)
+		return PROXY_VAULT_RC_NOMEM;
+	if (h->status < 200)
+		return PROXY_VAULT_RC_INTERIM;
+	proxy_body_start(&c->relay.rbody, h);
+	if (c->relay.rbody.kind == HTTP_BODY_NONE) {
+		if (cv == 1)
+			proxy_vault_log_compressed(
+			    c, PROXY_COMPRESSED_DECODED, "");
+		return PROXY_VAULT_RC_DONE;
+	}
+	if ((c->vault.red = vault_redactor_new(proxy_rq_head(c)->vault)) ==
+	    NULL)
+		return PROXY_VAULT_RC_NOMEM;
+	c->vault.red_chunked =
+	    c->relay.rbody.kind == HTTP_BODY_CHUNKED || c->vault.dec != NULL;
+	if (c->relay.rbody.kind == HTTP_BODY_CHUNKED &&
+	    proxy_vault_keep_trailers(c) == -1)
+		return PROXY_VAULT_RC_NOMEM;
+	return PROXY_VAULT_RC_BODY;
 }

@@ -42,6 +42,7 @@
 #include "policy/policy_vault.h"
 #include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
+#include "egressd/proxy/proxy_vault.h"
 
 static int proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
     struct evbuffer *in, size_t end, const char **body, size_t *blen,
@@ -256,7 +257,7 @@ proxy_rewrite_drops(struct proxy_conn *c, const struct http_head *h, size_t i,
 
 	return proxy_header_removed(&f->name, vi) ||
 	    (int)i == proxy_close_field(c, h) ||
-	    (c->cont_sent && http_span_ieq(&f->name, "expect")) ||
+	    (c->vault.cont_sent && http_span_ieq(&f->name, "expect")) ||
 	    (rebody &&
 	        (http_span_ieq(&f->name, "content-length") ||
 	            http_span_ieq(&f->name, "transfer-encoding") ||
@@ -280,7 +281,7 @@ proxy_rewrite_field(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 		 * for), not the client's spelling of it: "A.TEST." may be
 		 * another host to the origin */
 		rc = evbuffer_add(tmp, name, strlen(name)) == 0 &&
-		        (c->dport == (c->term ? 443 : 80) ||
+		        (c->dport == (c->tls.term ? 443 : 80) ||
 		            evbuffer_add_printf(
 		                tmp, ":%u", (unsigned)c->dport) > 0)
 		    ? 0
@@ -399,38 +400,39 @@ proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
 {
 	size_t used;
 
-	if (!c->sub_scanning) {
-		http_chunk_init(&c->sub_ch);
-		c->sub_scan = 0;
-		c->sub_rc = HTTP_CHUNK_AGAIN;
-		c->sub_scanning = true;
+	if (!c->vault.sub_scanning) {
+		http_chunk_init(&c->vault.sub_ch);
+		c->vault.sub_scan = 0;
+		c->vault.sub_rc = HTTP_CHUNK_AGAIN;
+		c->vault.sub_scanning = true;
 	}
-	if (c->sub_rc == HTTP_CHUNK_AGAIN && c->sub_scan < lim) {
-		c->sub_rc = proxy_chunk_scan(&c->sub_ch, in,
-		    end + (size_t)c->sub_scan, lim - (size_t)c->sub_scan,
-		    VAULT_SUBST_BODY_MAX, &used, e);
-		c->sub_scan += used;
+	if (c->vault.sub_rc == HTTP_CHUNK_AGAIN && c->vault.sub_scan < lim) {
+		c->vault.sub_rc = proxy_chunk_scan(&c->vault.sub_ch, in,
+		    end + (size_t)c->vault.sub_scan,
+		    lim - (size_t)c->vault.sub_scan, VAULT_SUBST_BODY_MAX,
+		    &used, e);
+		c->vault.sub_scan += used;
 	}
-	return c->sub_rc;
+	return c->vault.sub_rc;
 }
 
 /*
- * Is the body held for substitution (proxy_http_pump, c->hold_end) all
+ * Is the body held for substitution (proxy_http_pump, c->vault.hold_end) all
  * here, or past what is held for it, so the request can be judged again?
  * len: what in holds.
  */
 bool
-proxy_hold_ready(struct proxy_conn *c, struct evbuffer *in, size_t len)
+proxy_vault_hold_ready(struct proxy_conn *c, struct evbuffer *in, size_t len)
 {
 	struct err e;
 	size_t lim;
 
-	if (!c->sub_scanning)
-		return len >= c->hold_wait;
-	lim = len - c->hold_end;
+	if (!c->vault.sub_scanning)
+		return len >= c->vault.hold_wait;
+	lim = len - c->vault.hold_end;
 	if (lim > PROXY_SUBST_WIRE_MAX)
 		lim = PROXY_SUBST_WIRE_MAX;
-	return proxy_subst_scan(c, in, c->hold_end, lim, &e) !=
+	return proxy_subst_scan(c, in, c->vault.hold_end, lim, &e) !=
 	    HTTP_CHUNK_AGAIN ||
 	    lim == PROXY_SUBST_WIRE_MAX;
 }
@@ -474,7 +476,8 @@ proxy_subst_gather(struct proxy_conn *c, struct http_head *h,
 		case HTTP_CHUNK_BAD:
 			return -1;
 		}
-		need = end + (size_t)c->sub_scan; /* up to the body's end */
+		need =
+		    end + (size_t)c->vault.sub_scan; /* up to the body's end */
 	} else
 		need = end + (size_t)h->content_length;
 	if (len >= need) {
@@ -509,8 +512,8 @@ wait:
 	if (chunked)
 		need = end + PROXY_SUBST_WIRE_MAX;
 	/* decided again when the body is here */
-	if (h->expect_continue && c->rq_n == 0 && !c->cont_sent) {
-		c->cont_sent = true;
+	if (h->expect_continue && c->relay.rq_n == 0 && !c->vault.cont_sent) {
+		c->vault.cont_sent = true;
 		if (evbuffer_add(bufferevent_get_output(c->cli),
 		        "HTTP/1.1 100 Continue\r\n\r\n", 25) == -1)
 			return -2;
@@ -526,7 +529,7 @@ proxy_vault_req_fill(struct proxy_conn *c, const struct http_head *h,
     const char *name, struct vault_req *rq)
 {
 	memset(rq, 0, sizeof(*rq));
-	rq->scheme = c->term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
+	rq->scheme = c->tls.term ? POLICY_SCHEME_HTTPS : POLICY_SCHEME_HTTP;
 	rq->host = name;
 	rq->port = c->dport;
 	rq->method = h->method.p;
@@ -672,7 +675,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	if (!vault_host_bound(v, name, c->dport)) {
 		/* terminated all the same (a binding named the host when
 		 * the connection began): its responses stay redacted */
-		if (c->term)
+		if (c->tls.term)
 			*used = vault_ref(v);
 		return 0;
 	}
