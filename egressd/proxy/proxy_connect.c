@@ -44,7 +44,7 @@
 #include "egressd/proxy/proxy_int.h"
 
 /* Decided, connected (and, terminated, both handshakes done): relay. */
-static void
+void
 proxy_start_relay(struct proxy_conn *c)
 {
 	proxy_set_state(c, PROXY_ST_RELAY);

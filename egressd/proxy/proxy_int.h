@@ -417,6 +417,9 @@ void proxy_write_cb(struct bufferevent *b, void *arg);
 void proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what);
 
 /* proxy_connect.c */
+/* Both sides ready (connected, and handshaken when terminated): RELAY
+ * (or splice), the watermarks set, what the client sent so far relayed. */
+void proxy_start_relay(struct proxy_conn *c);
 void proxy_term_fail(struct proxy_conn *c);
 void proxy_connect(struct proxy_conn *c);
 void proxy_cli_read(struct bufferevent *b, void *arg);
