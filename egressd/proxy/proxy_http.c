@@ -2,46 +2,10 @@
  * HTTP/1 framing on a connection's buffers: the queue of forwarded
  * requests, message bodies, and the head edits the relay makes.
  */
-#include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
-#include <event2/event.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/netfilter_ipv4.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/queue.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-
-#include "egressd/base/defaults.h"
-#include "egressd/proto/http_chunk.h"
-#include "egressd/proto/http_decode.h"
-#include "egressd/proto/http_head.h"
-#include "egressd/base/log.h"
-#include "egressd/proxy/proxy.h"
-#include "egressd/proxy/proxy_pool.h"
-#include "egressd/proxy/proxy_tls.h"
-#include "egressd/proxy/tls_ca.h"
-#include "egressd/base/sock.h"
-#include "egressd/proto/tls_hello.h"
-#include "egressd/proxy/tls_sess.h"
 #include "util/now.h"
-#include "util/secmem.h"
-#include "policy/policy_binding.h"
-#include "policy/policy_vault.h"
-#include "vault/vault.h"
 #include "egressd/proxy/proxy_int.h"
 
 /* --- the request queue ---------------------------------------------------- */
