@@ -144,9 +144,9 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		return NULL;
 	}
 	p->magic = PROXY_MAGIC;
-	p->cli_read_cb = proxy_cli_read;
-	p->cli_write_cb = proxy_write_cb;
-	p->cli_event_cb = proxy_cli_event;
+	p->cli_read_cb = proxy_connect_cli_read_cb;
+	p->cli_write_cb = proxy_relay_write_cb;
+	p->cli_event_cb = proxy_connect_cli_event_cb;
 	p->base = base;
 	p->log = lg;
 	p->h = *h;
@@ -170,8 +170,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		p->o.head_ms = PROXY_HEAD_MS;
 	p->port = o->port;
 	TAILQ_INIT(&p->settle);
-	p->settle_ev = event_new(base, -1, 0, proxy_settle_cb, p);
-	p->reap_ev = event_new(base, -1, 0, proxy_reap_cb, p);
+	p->settle_ev = event_new(base, -1, 0, proxy_conn_settle_cb, p);
+	p->reap_ev = event_new(base, -1, 0, proxy_conn_reap_cb, p);
 	if (p->settle_ev == NULL || p->reap_ev == NULL) {
 		if (p->settle_ev != NULL)
 			event_free(p->settle_ev);
@@ -207,7 +207,7 @@ proxy_free(struct proxy *p)
 	p->paused = true; /* closes must not re-enable the listeners */
 	while (p->conns != NULL)
 		proxy_conn_close(p->conns, PROXY_SHUTDOWN);
-	proxy_reap_cb(-1, 0, p); /* nothing up the stack holds them */
+	proxy_conn_reap_cb(-1, 0, p); /* nothing up the stack holds them */
 	for (i = 0; i < p->nl; i++) {
 		event_free(p->l[i].ev);
 		close(p->l[i].fd);

@@ -15,10 +15,10 @@
 #include "egressd/proxy/proxy_int.h"
 #include "egressd/proxy/proxy_vault.h"
 
-static void proxy_resume_accept(struct proxy *p);
+static void proxy_conn_resume_accept(struct proxy *p);
 
 void
-proxy_set_state(struct proxy_conn *c, enum proxy_state st)
+proxy_conn_set_state(struct proxy_conn *c, enum proxy_state st)
 {
 	c->p->st.by_state[c->st]--;
 	c->st = st;
@@ -26,7 +26,7 @@ proxy_set_state(struct proxy_conn *c, enum proxy_state st)
 }
 
 void
-proxy_arm(struct proxy_conn *c, unsigned ms)
+proxy_conn_arm(struct proxy_conn *c, unsigned ms)
 {
 	struct timeval tv = {ms / 1000, (long)(ms % 1000) * 1000};
 
@@ -136,9 +136,9 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 /*
  * The one close path. Idempotent (a second close keeps the first
  * reason). Everything c holds is released now; the struct itself goes
- * to the graveyard and is freed on the next loop turn (proxy_reap_cb),
+ * to the graveyard and is freed on the next loop turn (proxy_conn_reap_cb),
  * since callers up the stack may still hold it: they see it closed
- * (proxy_relaying) and return.
+ * (proxy_conn_relaying) and return.
  */
 void
 proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
@@ -180,13 +180,13 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 	c->dead_next = p->graveyard;
 	p->graveyard = c;
 	event_active(p->reap_ev, EV_TIMEOUT, 1);
-	proxy_resume_accept(p);
+	proxy_conn_resume_accept(p);
 }
 
 /* The graveyard emptied: closed connections freed once nothing up the
  * stack holds them (the next loop turn, or proxy_free). */
 void
-proxy_reap_cb(evutil_socket_t fd, short what, void *arg)
+proxy_conn_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy *p = arg;
 	struct proxy_conn *c;
@@ -217,7 +217,7 @@ proxy_conn_arg(void *arg)
 /* Whether the relay goes on with c: not closed, and still relaying (a
  * refusal moves it to REFUSE; its pumps stop then too). */
 bool
-proxy_relaying(const struct proxy_conn *c)
+proxy_conn_relaying(const struct proxy_conn *c)
 {
 	return !c->closed && c->st == PROXY_ST_RELAY;
 }
@@ -229,7 +229,7 @@ proxy_relaying(const struct proxy_conn *c)
  * (c stays consistent; the caller closes it).
  */
 int
-proxy_attach_cli(struct proxy_conn *c, SSL *ssl)
+proxy_conn_attach_cli(struct proxy_conn *c, SSL *ssl)
 {
 	struct proxy *p = c->p;
 
@@ -260,7 +260,7 @@ proxy_attach_cli(struct proxy_conn *c, SSL *ssl)
 
 /* FIN toward b (its output is flushed): close_notify first on TLS. */
 void
-proxy_fin(struct bufferevent *b)
+proxy_conn_fin(struct bufferevent *b)
 {
 	SSL *ssl = bufferevent_openssl_get_ssl(b);
 
@@ -269,109 +269,21 @@ proxy_fin(struct bufferevent *b)
 	(void)shutdown(bufferevent_getfd(b), SHUT_WR);
 }
 
-static void
-proxy_log_refused(struct proxy_conn *c)
-{
-	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 32];
-
-	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
-	(void)snprintf(
-	    key, sizeof(key), "%s|%s", dst, proxy_reason_name(c->why));
-	if (!log_limiter_allow(&c->p->lim, key, now_mono_ms()))
-		return;
-	log_info(c->p->log, "proxy.refused",
-	    LOG_S("proto", c->proto == PROTO_TLS ? "tls" : "http"),
-	    LOG_S("reason", proxy_reason_name(c->why)), LOG_S("name", c->name),
-	    LOG_S("dst", dst));
-}
-
-/*
- * Our answer is queued: send it, then FIN, then read and drop what the
- * client still sends for PROXY_LINGER_MS (closing with unread input
- * would reset the connection and could destroy the answer in flight).
- */
-static void
-proxy_refuse_send(struct proxy_conn *c, const void *msg, size_t len)
-{
-	if (!c->refused)
-		c->p->st.refused++;
-	c->refused = true;
-	proxy_log_refused(c);
-	if (c->up != NULL) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	}
-	if (proxy_attach_cli(c, NULL) == -1) {
-		proxy_conn_close(c, c->why);
-		return;
-	}
-	proxy_set_state(c, PROXY_ST_REFUSE);
-	evbuffer_drain(bufferevent_get_input(c->cli),
-	    evbuffer_get_length(bufferevent_get_input(c->cli)));
-	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
-	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-	if (bufferevent_write(c->cli, msg, len) == -1) {
-		proxy_conn_close(c, c->why);
-		return;
-	}
-	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
-	proxy_arm(c, PROXY_LINGER_MS);
-}
-
-void
-proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why)
-{
-	uint8_t alert[7];
-
-	c->why = why;
-	proxy_tls_alert(why, alert);
-	proxy_refuse_send(c, alert, sizeof(alert));
-}
-
-/* detail: our own fixed text (never the peer's), or NULL. */
-void
-proxy_refuse_http_detail(
-    struct proxy_conn *c, int status, enum proxy_reason why, const char *detail)
-{
-	char msg[512];
-	int body, n;
-	char text[256];
-
-	c->why = why;
-	body = snprintf(text, sizeof(text), "egressd: %s%s%s\n",
-	    proxy_reason_name(why), detail != NULL ? ": " : "",
-	    detail != NULL ? detail : "");
-	if (body >= (int)sizeof(text))
-		body = snprintf(text, sizeof(text), "egressd: %s\n",
-		    proxy_reason_name(why));
-	n = snprintf(msg, sizeof(msg),
-	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
-	    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-	    status, http_reason(status), body, text);
-	proxy_refuse_send(c, msg, (size_t)n);
-}
-
-void
-proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
-{
-	proxy_refuse_http_detail(c, status, why, NULL);
-}
-
 /* --- relaying ---------------------------------------------------------------- */
 
 struct bufferevent *
-proxy_other(struct proxy_conn *c, struct bufferevent *b)
+proxy_conn_other(struct proxy_conn *c, struct bufferevent *b)
 {
 	return b == c->cli ? c->up : c->cli;
 }
 
 /*
  * Moves what src has read toward dst, at most max bytes (SIZE_MAX: all),
- * then holds src back (proxy_hold_back). -1: out of memory (the caller
+ * then holds src back (proxy_http_hold_back). -1: out of memory (the caller
  * closes).
  */
 int
-proxy_move(struct proxy_conn *c, struct bufferevent *src,
+proxy_conn_move(struct proxy_conn *c, struct bufferevent *src,
     struct bufferevent *dst, size_t max)
 {
 	struct evbuffer *in = bufferevent_get_input(src);
@@ -389,7 +301,7 @@ proxy_move(struct proxy_conn *c, struct bufferevent *src,
 	else
 		c->down_bytes += n;
 	c->last_ms = now_mono_ms();
-	proxy_hold_back(src, dst);
+	proxy_http_hold_back(src, dst);
 	return 0;
 }
 
@@ -401,7 +313,7 @@ proxy_move(struct proxy_conn *c, struct bufferevent *src,
  * are redacted before they get here, so the copy holds no secret.
  */
 void
-proxy_coalesce(struct bufferevent *b)
+proxy_conn_coalesce(struct bufferevent *b)
 {
 	struct evbuffer *out = bufferevent_get_output(b);
 	size_t n = evbuffer_get_length(out);
@@ -426,7 +338,7 @@ proxy_coalesce(struct bufferevent *b)
  * event is the handshake's until then).
  */
 void
-proxy_kick(struct bufferevent *b)
+proxy_conn_kick(struct bufferevent *b)
 {
 	SSL *ssl;
 
@@ -446,13 +358,13 @@ proxy_kick(struct bufferevent *b)
  * and bufferevent_openssl stops reading when SSL_pending() says 0, which
  * it does for a record not yet decrypted: without help those bytes wait
  * for the peer's next segment. So every loop turn in which one of a
- * connection's callbacks ran ends with proxy_settle_cb looking at it:
+ * connection's callbacks ran ends with proxy_conn_settle_cb looking at it:
  * a TLS bufferevent still reading with bytes in OpenSSL gets its read
  * event run again. A partial record costs one read that finds the socket
  * empty, and stops there (no progress: no callback, no new look).
  */
 static void
-proxy_kick_read(struct bufferevent *b)
+proxy_conn_kick_read(struct bufferevent *b)
 {
 	SSL *ssl;
 
@@ -523,7 +435,7 @@ proxy_shed(struct proxy *p)
 /* A callback of c runs: look at c again at the end of this loop turn.
  * (An event made active now runs in this turn, after those before it.) */
 void
-proxy_touch(struct proxy_conn *c)
+proxy_conn_touch(struct proxy_conn *c)
 {
 	if (c->settling)
 		return;
@@ -533,7 +445,7 @@ proxy_touch(struct proxy_conn *c)
 }
 
 void
-proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
+proxy_conn_settle_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy *p = arg;
 	struct proxy_conn *c;
@@ -546,8 +458,8 @@ proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_measure(c);
 		if (c->st != PROXY_ST_RELAY)
 			continue;
-		proxy_kick_read(c->cli);
-		proxy_kick_read(c->up);
+		proxy_conn_kick_read(c->cli);
+		proxy_conn_kick_read(c->up);
 	}
 	if (p->buffered > p->o.buf_max)
 		proxy_shed(p);
@@ -555,19 +467,19 @@ proxy_settle_cb(evutil_socket_t fd, short what, void *arg)
 
 /* FIN toward b once its output is flushed (TCP half-close both ways). */
 void
-proxy_shut(struct proxy_conn *c, struct bufferevent *b)
+proxy_conn_shut(struct proxy_conn *c, struct bufferevent *b)
 {
 	bool *shut = b == c->cli ? &c->relay.cli_shut : &c->relay.up_shut;
 
 	if (*shut || evbuffer_get_length(bufferevent_get_output(b)) != 0)
 		return;
 	*shut = true;
-	proxy_fin(b);
+	proxy_conn_fin(b);
 }
 
 /* Both directions ended and flushed: done (c closes). */
 void
-proxy_maybe_done(struct proxy_conn *c)
+proxy_conn_maybe_done(struct proxy_conn *c)
 {
 	if (c->relay.cli_eof && c->relay.up_eof && c->relay.cli_shut &&
 	    c->relay.up_shut)
@@ -577,11 +489,11 @@ proxy_maybe_done(struct proxy_conn *c)
 /* The other side said its last: FIN toward b once b's queue is out (its
  * write callback sends it then). c may close. */
 void
-proxy_fin_after(struct proxy_conn *c, struct bufferevent *b)
+proxy_conn_fin_after(struct proxy_conn *c, struct bufferevent *b)
 {
 	bufferevent_setwatermark(b, EV_WRITE, 0, 0);
-	proxy_shut(c, b);
-	proxy_maybe_done(c);
+	proxy_conn_shut(c, b);
+	proxy_conn_maybe_done(c);
 }
 
 /*
@@ -589,7 +501,7 @@ proxy_fin_after(struct proxy_conn *c, struct bufferevent *b)
  * moved either way) or the deadline of a request head that has begun.
  */
 static void
-proxy_relay_arm(struct proxy_conn *c, uint64_t now)
+proxy_conn_relay_arm(struct proxy_conn *c, uint64_t now)
 {
 	uint64_t idle = now - c->last_ms, left, hl;
 
@@ -601,7 +513,7 @@ proxy_relay_arm(struct proxy_conn *c, uint64_t now)
 		if (hl < left)
 			left = hl;
 	}
-	proxy_arm(c, (unsigned)left);
+	proxy_conn_arm(c, (unsigned)left);
 }
 
 /*
@@ -613,7 +525,7 @@ proxy_relay_arm(struct proxy_conn *c, uint64_t now)
  * slow to take a body before it): the clock starts when reads resume.
  */
 void
-proxy_head_started(struct proxy_conn *c)
+proxy_conn_head_started(struct proxy_conn *c)
 {
 	uint64_t now;
 
@@ -625,11 +537,11 @@ proxy_head_started(struct proxy_conn *c)
 		return;
 	now = now_mono_ms();
 	c->relay.head_t0_ms = now;
-	proxy_relay_arm(c, now);
+	proxy_conn_relay_arm(c, now);
 }
 
 void
-proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
+proxy_conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 	uint64_t idle, now;
@@ -665,7 +577,7 @@ proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 			proxy_conn_close(c, PROXY_IDLE);
 			return;
 		}
-		proxy_relay_arm(c, now);
+		proxy_conn_relay_arm(c, now);
 		return;
 	default:
 		return;
@@ -673,7 +585,7 @@ proxy_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-proxy_pause_accept(struct proxy *p)
+proxy_conn_pause_accept(struct proxy *p)
 {
 	size_t i;
 
@@ -685,7 +597,7 @@ proxy_pause_accept(struct proxy *p)
 }
 
 static void
-proxy_resume_accept(struct proxy *p)
+proxy_conn_resume_accept(struct proxy *p)
 {
 	size_t i;
 

@@ -18,16 +18,16 @@
 
 /* Decided, connected (and, terminated, both handshakes done): relay. */
 void
-proxy_start_relay(struct proxy_conn *c)
+proxy_connect_start_relay(struct proxy_conn *c)
 {
-	proxy_set_state(c, PROXY_ST_RELAY);
+	proxy_conn_set_state(c, PROXY_ST_RELAY);
 	if (c->tls.term)
 		c->p->st.terminated++;
 	else
 		c->p->st.passthrough++;
 	c->last_ms = now_mono_ms();
 	(void)evtimer_del(c->timer);
-	proxy_arm(c, c->p->o.idle_ms);
+	proxy_conn_arm(c, c->p->o.idle_ms);
 	if (!c->tls.term && c->proto == PROTO_TLS) {
 		proxy_splice_start(c);
 		return;
@@ -45,10 +45,10 @@ proxy_start_relay(struct proxy_conn *c)
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
 	proxy_relay_read(c, c->cli);
-	if (!proxy_relaying(c))
+	if (!proxy_conn_relaying(c))
 		return;
-	proxy_kick(c->up);
-	proxy_kick(c->cli);
+	proxy_conn_kick(c->up);
+	proxy_conn_kick(c->cli);
 }
 
 /*
@@ -92,7 +92,7 @@ proxy_tls_why(struct bufferevent *b, char *buf, size_t cap)
 /* Terminated, the origin failed its TLS: the client, in its own
  * session, gets a 502; nothing was sent upstream. */
 void
-proxy_term_fail(struct proxy_conn *c)
+proxy_connect_term_fail(struct proxy_conn *c)
 {
 	char dst[ADDR_TEXT_MAX];
 
@@ -107,7 +107,7 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 
 	if (c->st == PROXY_ST_CONNECT) {
 		if (c->origin.reused) {
@@ -122,7 +122,7 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 			proxy_connect(c);
 			if (!c->closed && c->st == PROXY_ST_CONNECT &&
 			    c->tls.up_failed && c->tls.cli_ready)
-				proxy_term_fail(c);
+				proxy_connect_term_fail(c);
 			return;
 		}
 		if (what & BEV_EVENT_CONNECTED) {
@@ -131,7 +131,7 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 			    SSL_session_reused(
 			        bufferevent_openssl_get_ssl(c->up)) == 1;
 			if (!c->tls.term || c->tls.cli_ready)
-				proxy_start_relay(c);
+				proxy_connect_start_relay(c);
 			return;
 		}
 		if (!c->tls.term) {
@@ -143,7 +143,7 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 		bufferevent_free(c->up);
 		c->up = NULL;
 		if (c->tls.cli_ready)
-			proxy_term_fail(c);
+			proxy_connect_term_fail(c);
 		return;
 	}
 	if (c->st == PROXY_ST_RELAY)
@@ -167,11 +167,11 @@ proxy_connect_pooled(struct proxy_conn *c)
 	 * origin closing it before the relay starts is seen */
 	c->origin.reused = c->tls.up_ready = true;
 	p->st.upstream_reused++;
-	proxy_set_state(c, PROXY_ST_CONNECT);
+	proxy_conn_set_state(c, PROXY_ST_CONNECT);
 	(void)evtimer_del(c->timer);
-	proxy_arm(c, p->o.connect_ms);
-	bufferevent_setcb(
-	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	proxy_conn_arm(c, p->o.connect_ms);
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    proxy_up_event, c);
 	/* nothing is taken from it before the relay starts */
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
 	bufferevent_enable(c->up, EV_READ);
@@ -208,8 +208,8 @@ proxy_connect_tls(struct proxy_conn *c, int fd,
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
 		return;
 	}
-	bufferevent_setcb(
-	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    proxy_up_event, c);
 	/* bufferevent_openssl reads from its handshake on, and nothing is
 	 * taken before the relay starts */
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
@@ -240,9 +240,9 @@ proxy_connect(struct proxy_conn *c)
 		(void)setsockopt(
 		    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	proxy_set_state(c, PROXY_ST_CONNECT);
+	proxy_conn_set_state(c, PROXY_ST_CONNECT);
 	(void)evtimer_del(c->timer);
-	proxy_arm(c, p->o.connect_ms);
+	proxy_conn_arm(c, p->o.connect_ms);
 	if (c->tls.term) {
 		proxy_connect_tls(c, fd, &ss, sl);
 		return;
@@ -253,25 +253,25 @@ proxy_connect(struct proxy_conn *c)
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
 		return;
 	}
-	bufferevent_setcb(
-	    c->up, proxy_up_read, proxy_write_cb, proxy_up_event, c);
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    proxy_up_event, c);
 	if (bufferevent_socket_connect(
 	        c->up, (struct sockaddr *)&ss, (int)sl) == -1)
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
 }
 
 void
-proxy_cli_read(struct bufferevent *b, void *arg)
+proxy_connect_cli_read_cb(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 
 	switch (c->st) {
 	case PROXY_ST_RELAY:
 		proxy_relay_read(c, b);
-		if (proxy_relaying(c))
-			proxy_kick(c->up);
+		if (proxy_conn_relaying(c))
+			proxy_conn_kick(c->up);
 		break;
 	case PROXY_ST_REFUSE:
 		evbuffer_drain(bufferevent_get_input(b),
@@ -283,11 +283,11 @@ proxy_cli_read(struct bufferevent *b, void *arg)
 }
 
 void
-proxy_cli_event(struct bufferevent *b, short what, void *arg)
+proxy_connect_cli_event_cb(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 
 	switch (c->st) {
 	case PROXY_ST_RELAY:
@@ -304,9 +304,9 @@ proxy_cli_event(struct bufferevent *b, short what, void *arg)
 			    SSL_session_reused(
 			        bufferevent_openssl_get_ssl(b)) == 1;
 			if (c->tls.up_failed)
-				proxy_term_fail(c);
+				proxy_connect_term_fail(c);
 			else if (c->tls.up_ready)
-				proxy_start_relay(c);
+				proxy_connect_start_relay(c);
 			return;
 		}
 		if (c->tls.term && !c->tls.cli_ready) {

@@ -1,6 +1,6 @@
 /*
- * HTTP/1 framing on a connection's buffers: the queue of forwarded
- * requests, message bodies, and the head edits the relay makes.
+ * HTTP/1 framing on a connection's buffers: message bodies, and the
+ * head edits the relay makes.
  */
 #include <event2/buffer.h>
 #include <string.h>
@@ -8,51 +8,11 @@
 #include "util/now.h"
 #include "egressd/proxy/proxy_int.h"
 
-/* --- the request queue ---------------------------------------------------- */
-
-/* The oldest request awaiting its response (c->relay.rq_n > 0). */
-struct proxy_rq *
-proxy_rq_head(struct proxy_conn *c)
-{
-	return &c->relay.rq[c->relay.rq_first];
-}
-
-/* Records a forwarded request h (c->relay.rq_n < PROXY_PIPELINE_MAX); takes
- * the reference v (NULL: not a bound origin). */
-struct proxy_rq *
-proxy_rq_push(struct proxy_conn *c, const struct http_head *h, struct vault *v)
-{
-	struct proxy_rq *r =
-	    &c->relay
-	         .rq[(c->relay.rq_first + c->relay.rq_n) % PROXY_PIPELINE_MAX];
-
-	memset(r, 0, sizeof(*r));
-	memcpy(r->method, h->method.p, h->method.n);
-	r->method[h->method.n] = '\0';
-	r->upgrade = h->conn_upgrade;
-	r->http10 = h->minor == 0;
-	r->vault = v;
-	c->relay.rq_n++;
-	return r;
-}
-
-/* The oldest request's response is through: its record goes. */
-void
-proxy_rq_pop(struct proxy_conn *c)
-{
-	struct proxy_rq *r = proxy_rq_head(c);
-
-	vault_free(r->vault);
-	memset(r, 0, sizeof(*r));
-	c->relay.rq_first = (c->relay.rq_first + 1) % PROXY_PIPELINE_MAX;
-	c->relay.rq_n--;
-}
-
 /* Stops src's reads while dst has PROXY_HIGH_WM queued; dst's write
  * callback (low watermark half that) resumes them. After every write
  * toward dst of what src sent (moved, rewritten or redacted). */
 void
-proxy_hold_back(struct bufferevent *src, struct bufferevent *dst)
+proxy_http_hold_back(struct bufferevent *src, struct bufferevent *dst)
 {
 	if (evbuffer_get_length(bufferevent_get_output(dst)) >= PROXY_HIGH_WM)
 		bufferevent_disable(src, EV_READ);
@@ -65,7 +25,7 @@ proxy_hold_back(struct bufferevent *src, struct bufferevent *dst)
  * AGAIN when the lim bytes went in without either.
  */
 enum http_chunk_rc
-proxy_chunk_scan(struct http_chunk *ch, struct evbuffer *in, size_t from,
+proxy_http_chunk_scan(struct http_chunk *ch, struct evbuffer *in, size_t from,
     size_t lim, uint64_t max, size_t *used, struct err *e)
 {
 	struct evbuffer_ptr ptr;
@@ -111,7 +71,7 @@ proxy_chunk_scan(struct http_chunk *ch, struct evbuffer *in, size_t from,
  * only those it consumed. -1: bad framing (e).
  */
 int
-proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
+proxy_http_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
     bool *done, struct err *e)
 {
 	size_t len = evbuffer_get_length(in);
@@ -131,8 +91,8 @@ proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
 		*take = len;
 		return 0;
 	case HTTP_BODY_CHUNKED:
-		switch (
-		    proxy_chunk_scan(&b->ch, in, 0, len, UINT64_MAX, take, e)) {
+		switch (proxy_http_chunk_scan(
+		    &b->ch, in, 0, len, UINT64_MAX, take, e)) {
 		case HTTP_CHUNK_BAD:
 			return -1;
 		case HTTP_CHUNK_DONE:
@@ -148,7 +108,7 @@ proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
 }
 
 void
-proxy_body_start(struct proxy_body *b, const struct http_head *h)
+proxy_http_body_start(struct proxy_body *b, const struct http_head *h)
 {
 	b->kind = h->body;
 	b->left = h->content_length;
@@ -161,7 +121,7 @@ proxy_body_start(struct proxy_body *b, const struct http_head *h)
 /* An Upgrade the proxy relays: a GET asking for "websocket" alone
  * (h2c and anything else is refused). */
 bool
-proxy_upgrade_ok(const struct http_head *h)
+proxy_http_upgrade_ok(const struct http_head *h)
 {
 	const struct http_span *u = http_header_get(h, "upgrade", NULL);
 
@@ -178,7 +138,7 @@ proxy_upgrade_ok(const struct http_head *h)
  * §9.6), is gone. Anything else in Connection is forwarded as sent.
  */
 int
-proxy_close_field(const struct proxy_conn *c, const struct http_head *h)
+proxy_http_close_field(const struct proxy_conn *c, const struct http_head *h)
 {
 	int at = -1;
 	size_t i;
@@ -236,7 +196,7 @@ proxy_head_copy(struct evbuffer *out, const char *buf, size_t end,
  * compressed one would be refused). -1: no memory.
  */
 int
-proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
+proxy_http_move_head(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h, int skip, bool identity)
 {
 	struct evbuffer *out = bufferevent_get_output(c->up);
@@ -248,7 +208,7 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
 	evbuffer_drain(bufferevent_get_input(c->cli), end);
 	c->up_bytes += end;
 	c->last_ms = now_mono_ms();
-	proxy_hold_back(c->cli, c->up);
+	proxy_http_hold_back(c->cli, c->up);
 	return 0;
 }
 
@@ -256,7 +216,7 @@ proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
  * fields and with PROXY_CLOSE_LINE (the answer to a close request
  * whose close egressd kept from the origin). -1: no memory. */
 int
-proxy_head_close(struct proxy_conn *c, const char *buf, size_t end,
+proxy_http_head_close(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h)
 {
 	if (proxy_head_copy(bufferevent_get_output(c->cli), buf, end, h, -1,
@@ -269,7 +229,7 @@ proxy_head_close(struct proxy_conn *c, const char *buf, size_t end,
 }
 
 bool
-proxy_header_removed(
+proxy_http_header_removed(
     const struct http_span *name, const struct vault_inject *vi)
 {
 	size_t i;

@@ -33,7 +33,7 @@
 
 #define PROXY_MAGIC 0x50525859u /* "PRXY" */
 #define PROXY_CONN_MAGIC 0x50434f4eu /* "PCON" */
-#define PROXY_CONN_DEAD 0xdeadc0deu /* freed by proxy_reap_cb */
+#define PROXY_CONN_DEAD 0xdeadc0deu /* freed by proxy_conn_reap_cb */
 /* Bytes read before a decision: a whole ClientHello in its records, or a
  * whole request head, and no more. */
 #define PROXY_PEEK_MAX                                                         \
@@ -122,7 +122,7 @@ struct proxy_rq {
 	char method[HTTP_METHOD_MAX + 1];
 	bool upgrade; /* it asked for an upgrade: a 101 may answer it */
 	/* its lone "Connection: close" was left out upstream
-	 * (proxy_close_field): its response says close to the client */
+	 * (proxy_http_close_field): its response says close to the client */
 	bool close;
 	bool http10; /* no chunked framing back */
 	/* the vault revision its response is redacted against (a
@@ -261,14 +261,14 @@ struct proxy_conn {
 	struct proxy *p;
 	struct proxy_conn *prev, *next;
 	/* closed (proxy_conn_close): nothing of it is left but the struct,
-	 * on p->graveyard (dead_next) until proxy_reap_cb frees it on the
+	 * on p->graveyard (dead_next) until proxy_conn_reap_cb frees it on the
 	 * next loop turn, since callers up the stack may still hold it */
 	bool closed;
 	struct proxy_conn *dead_next;
 	/* on p->settle: a callback of it ran in this loop turn */
 	TAILQ_ENTRY(proxy_conn) settle_e;
 	bool settling;
-	/* the bytes of its buffers when last measured (proxy_settle_cb),
+	/* the bytes of its buffers when last measured (proxy_conn_settle_cb),
 	 * counted in p->buffered */
 	size_t buffered;
 	enum proxy_state st;
@@ -304,7 +304,7 @@ struct proxy {
 	bool paused;
 	struct proxy_conn *conns;
 	/* connections to look at once this loop turn's callbacks ran
-	 * (proxy_settle_cb) */
+	 * (proxy_conn_settle_cb) */
 	TAILQ_HEAD(, proxy_conn) settle;
 	struct event *settle_ev;
 	/* closed connections, freed by reap_ev on the next loop turn */
@@ -318,7 +318,7 @@ struct proxy {
 	SSL_CTX *sctx, *cctx;
 	struct tls_sess_cache *sess; /* upstream sessions to resume */
 	struct proxy_pool *pool; /* idle upstream connections to reuse */
-	/* the client side's bufferevent callbacks (proxy_attach_cli), set
+	/* the client side's bufferevent callbacks (proxy_conn_attach_cli), set
 	 * by proxy_new: the connection's life sits below the stages they
 	 * drive, and names them only through these */
 	bufferevent_data_cb cli_read_cb, cli_write_cb;
@@ -329,24 +329,28 @@ struct proxy {
 	int pipe_free[PROXY_PIPES_FREE][2];
 };
 
-/* proxy_http.c */
+/* proxy_rq.c */
 struct proxy_rq *proxy_rq_head(struct proxy_conn *c);
 struct proxy_rq *proxy_rq_push(
     struct proxy_conn *c, const struct http_head *h, struct vault *v);
 void proxy_rq_pop(struct proxy_conn *c);
-void proxy_hold_back(struct bufferevent *src, struct bufferevent *dst);
-enum http_chunk_rc proxy_chunk_scan(struct http_chunk *ch, struct evbuffer *in,
-    size_t from, size_t lim, uint64_t max, size_t *used, struct err *e);
-int proxy_body_take(struct proxy_body *b, struct evbuffer *in, size_t *take,
-    bool *done, struct err *e);
-void proxy_body_start(struct proxy_body *b, const struct http_head *h);
-bool proxy_upgrade_ok(const struct http_head *h);
-int proxy_close_field(const struct proxy_conn *c, const struct http_head *h);
-int proxy_move_head(struct proxy_conn *c, const char *buf, size_t end,
+
+/* proxy_http.c */
+void proxy_http_hold_back(struct bufferevent *src, struct bufferevent *dst);
+enum http_chunk_rc proxy_http_chunk_scan(struct http_chunk *ch,
+    struct evbuffer *in, size_t from, size_t lim, uint64_t max, size_t *used,
+    struct err *e);
+int proxy_http_body_take(struct proxy_body *b, struct evbuffer *in,
+    size_t *take, bool *done, struct err *e);
+void proxy_http_body_start(struct proxy_body *b, const struct http_head *h);
+bool proxy_http_upgrade_ok(const struct http_head *h);
+int proxy_http_close_field(
+    const struct proxy_conn *c, const struct http_head *h);
+int proxy_http_move_head(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h, int skip, bool identity);
-int proxy_head_close(struct proxy_conn *c, const char *buf, size_t end,
+int proxy_http_head_close(struct proxy_conn *c, const char *buf, size_t end,
     const struct http_head *h);
-bool proxy_header_removed(
+bool proxy_http_header_removed(
     const struct http_span *name, const struct vault_inject *vi);
 
 /* proxy_pipe.c */
@@ -354,54 +358,57 @@ bool proxy_pipe_get(struct proxy_splice *s);
 void proxy_pipe_put(struct proxy_splice *s);
 
 /* proxy_judge.c */
-bool proxy_bound(struct proxy_conn *c, const char *name);
+bool proxy_judge_bound(struct proxy_conn *c, const char *name);
 enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
 
 /* proxy_conn.c */
-void proxy_set_state(struct proxy_conn *c, enum proxy_state st);
-void proxy_arm(struct proxy_conn *c, unsigned ms);
+void proxy_conn_set_state(struct proxy_conn *c, enum proxy_state st);
+void proxy_conn_arm(struct proxy_conn *c, unsigned ms);
 void proxy_conn_close(struct proxy_conn *c, enum proxy_reason why);
 struct proxy_conn *proxy_conn_arg(void *arg);
-bool proxy_relaying(const struct proxy_conn *c);
-void proxy_reap_cb(evutil_socket_t fd, short what, void *arg);
-int proxy_attach_cli(struct proxy_conn *c, SSL *ssl);
-void proxy_fin(struct bufferevent *b);
+bool proxy_conn_relaying(const struct proxy_conn *c);
+void proxy_conn_reap_cb(evutil_socket_t fd, short what, void *arg);
+int proxy_conn_attach_cli(struct proxy_conn *c, SSL *ssl);
+void proxy_conn_fin(struct bufferevent *b);
+struct bufferevent *proxy_conn_other(
+    struct proxy_conn *c, struct bufferevent *b);
+int proxy_conn_move(struct proxy_conn *c, struct bufferevent *src,
+    struct bufferevent *dst, size_t max);
+void proxy_conn_coalesce(struct bufferevent *b);
+void proxy_conn_kick(struct bufferevent *b);
+void proxy_conn_touch(struct proxy_conn *c);
+void proxy_conn_settle_cb(evutil_socket_t fd, short what, void *arg);
+void proxy_conn_shut(struct proxy_conn *c, struct bufferevent *b);
+void proxy_conn_maybe_done(struct proxy_conn *c);
+void proxy_conn_fin_after(struct proxy_conn *c, struct bufferevent *b);
+void proxy_conn_head_started(struct proxy_conn *c);
+void proxy_conn_timer_cb(evutil_socket_t fd, short what, void *arg);
+void proxy_conn_pause_accept(struct proxy *p);
+
+/* proxy_refuse.c */
 void proxy_refuse_tls(struct proxy_conn *c, enum proxy_reason why);
 void proxy_refuse_http_detail(struct proxy_conn *c, int status,
     enum proxy_reason why, const char *detail);
 void proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why);
-struct bufferevent *proxy_other(struct proxy_conn *c, struct bufferevent *b);
-int proxy_move(struct proxy_conn *c, struct bufferevent *src,
-    struct bufferevent *dst, size_t max);
-void proxy_coalesce(struct bufferevent *b);
-void proxy_kick(struct bufferevent *b);
-void proxy_touch(struct proxy_conn *c);
-void proxy_settle_cb(evutil_socket_t fd, short what, void *arg);
-void proxy_shut(struct proxy_conn *c, struct bufferevent *b);
-void proxy_maybe_done(struct proxy_conn *c);
-void proxy_fin_after(struct proxy_conn *c, struct bufferevent *b);
-void proxy_head_started(struct proxy_conn *c);
-void proxy_timer_cb(evutil_socket_t fd, short what, void *arg);
-void proxy_pause_accept(struct proxy *p);
 
 /* proxy_splice.c */
 void proxy_splice_start(struct proxy_conn *c);
 
 /* proxy_relay.c */
 void proxy_relay_read(struct proxy_conn *c, struct bufferevent *b);
-void proxy_up_read(struct bufferevent *b, void *arg);
-void proxy_write_cb(struct bufferevent *b, void *arg);
+void proxy_relay_up_read_cb(struct bufferevent *b, void *arg);
+void proxy_relay_write_cb(struct bufferevent *b, void *arg);
 void proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what);
 
 /* proxy_connect.c */
 /* Both sides ready (connected, and handshaken when terminated): RELAY
  * (or splice), the watermarks set, what the client sent so far relayed. */
-void proxy_start_relay(struct proxy_conn *c);
-void proxy_term_fail(struct proxy_conn *c);
+void proxy_connect_start_relay(struct proxy_conn *c);
+void proxy_connect_term_fail(struct proxy_conn *c);
 void proxy_connect(struct proxy_conn *c);
-void proxy_cli_read(struct bufferevent *b, void *arg);
-void proxy_cli_event(struct bufferevent *b, short what, void *arg);
+void proxy_connect_cli_read_cb(struct bufferevent *b, void *arg);
+void proxy_connect_cli_event_cb(struct bufferevent *b, short what, void *arg);
 
 /* proxy_peek.c */
 void proxy_peek_cb(evutil_socket_t fd, short what, void *arg);

@@ -30,7 +30,7 @@ proxy_norm_name(const char *s, size_t n, char *out, size_t cap)
  * connection went to a bound host before, or a binding names the host?
  */
 bool
-proxy_bound(struct proxy_conn *c, const char *name)
+proxy_judge_bound(struct proxy_conn *c, const char *name)
 {
 	struct vault *v;
 
@@ -60,7 +60,7 @@ proxy_judge_host(
 	}
 	if (http_span_ieq(&h->method, "CONNECT") ||
 	    ((h->conn_upgrade || http_header_get(h, "upgrade", NULL) != NULL) &&
-	        !proxy_upgrade_ok(h))) {
+	        !proxy_http_upgrade_ok(h))) {
 		*status = 501;
 		return PROXY_UNSUPPORTED;
 	}

@@ -63,7 +63,7 @@ proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 	c->st = PROXY_ST_PEEK;
 	(void)addr_from_sockaddr(peer, &c->peer, &c->pport);
 	have_dst = proxy_original_dst(fd, family, &c->dst, &c->dport) == 0;
-	c->timer = evtimer_new(p->base, proxy_timer_cb, c);
+	c->timer = evtimer_new(p->base, proxy_conn_timer_cb, c);
 	c->peek.ev = event_new(
 	    p->base, fd, EV_READ | EV_PERSIST | EV_ET, proxy_peek_cb, c);
 	c->peek.buf = malloc(PROXY_PEEK_MAX);
@@ -91,7 +91,7 @@ proxy_conn_new(struct proxy *p, int fd, int family, const struct sockaddr *peer)
 		return;
 	}
 	(void)event_add(c->peek.ev, NULL);
-	proxy_arm(c, p->o.hello_ms);
+	proxy_conn_arm(c, p->o.hello_ms);
 }
 
 static void
@@ -115,7 +115,7 @@ proxy_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	 * case of one waiting connection costs no accept4 that fails with
 	 * EAGAIN. */
 	if (p->st.active >= p->o.conns_max) {
-		proxy_pause_accept(p);
+		proxy_conn_pause_accept(p);
 		return;
 	}
 	memset(&ss, 0, sizeof(ss));

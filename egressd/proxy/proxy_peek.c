@@ -13,7 +13,7 @@
 /*
  * A binding could match: the client gets a leaf for its SNI from
  * egressd's CA while the origin is dialled; both handshakes run at once
- * (proxy_start_relay once both are done).
+ * (proxy_connect_start_relay once both are done).
  */
 static void
 proxy_terminate(struct proxy_conn *c)
@@ -42,7 +42,7 @@ proxy_terminate(struct proxy_conn *c)
 		return;
 	}
 	c->tls.term = true;
-	if (proxy_attach_cli(c, ssl) == -1) {
+	if (proxy_conn_attach_cli(c, ssl) == -1) {
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 		return;
 	}
@@ -57,7 +57,7 @@ proxy_terminate(struct proxy_conn *c)
 	proxy_connect(c);
 	if (!c->closed && c->st == PROXY_ST_CONNECT && c->tls.up_failed &&
 	    c->tls.cli_ready)
-		proxy_term_fail(c);
+		proxy_connect_term_fail(c);
 }
 
 /* The decision is to relay: the client's socket into a bufferevent (its
@@ -65,7 +65,7 @@ proxy_terminate(struct proxy_conn *c)
 static void
 proxy_dial(struct proxy_conn *c)
 {
-	if (proxy_attach_cli(c, NULL) == -1) {
+	if (proxy_conn_attach_cli(c, NULL) == -1) {
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 		return;
 	}
@@ -164,7 +164,7 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 		proxy_refuse_http(c, status, r);
 		return;
 	}
-	/* the head stays in the socket: proxy_http_pump forwards it once
+	/* the head stays in the socket: proxy_req_pump forwards it once
 	 * connected, judging it again (same answer: nothing ran between) */
 	proxy_dial(c);
 }

@@ -103,13 +103,13 @@ proxy_pump_body(struct proxy_conn *c, struct evbuffer *in, int *status,
 	size_t take;
 	bool done;
 
-	if (proxy_body_take(&c->relay.hbody, in, &take, &done, &e) == -1) {
+	if (proxy_http_body_take(&c->relay.hbody, in, &take, &done, &e) == -1) {
 		*why = PROXY_BAD_REQUEST;
 		*status = 400;
 		c->relay.refuse_inflight = true;
 		return PROXY_PUMP_REFUSE;
 	}
-	if (proxy_move(c, c->cli, c->up, take) == -1)
+	if (proxy_conn_move(c, c->cli, c->up, take) == -1)
 		return PROXY_PUMP_NOMEM;
 	if (done)
 		c->relay.hphase = H_HEAD;
@@ -158,7 +158,7 @@ proxy_pump_head_parse(struct proxy_conn *c, struct evbuffer *in, size_t len,
 		}
 		/* at most a head buffered before judging */
 		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
-		proxy_head_started(c);
+		proxy_conn_head_started(c);
 		return PROXY_PUMP_WAIT;
 	}
 	c->relay.hcursor = 0;
@@ -199,7 +199,7 @@ proxy_pump_forward(struct proxy_conn *c, struct http_head *h,
 	}
 	taint = rc == 0 && used != NULL;
 	r = proxy_rq_push(c, h, used);
-	closef = proxy_close_field(c, h);
+	closef = proxy_http_close_field(c, h);
 	if ((h->conn_close && closef == -1) || h->conn_upgrade)
 		c->origin.keep = false;
 	r->close = c->relay.cli_closing = closef != -1;
@@ -208,16 +208,16 @@ proxy_pump_forward(struct proxy_conn *c, struct http_head *h,
 		evbuffer_drain(in, end + (size_t)body_taken);
 		/* megabytes when a body was substituted: the client waits
 		 * until the origin takes them */
-		proxy_hold_back(c->cli, c->up);
+		proxy_http_hold_back(c->cli, c->up);
 	} else if (closef != -1 || taint) {
 		/* h's spans point into in's first chain, pulled up */
-		if (proxy_move_head(c,
+		if (proxy_http_move_head(c,
 		        (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
 		        h, closef, taint) == -1)
 			return PROXY_PUMP_NOMEM;
-	} else if (proxy_move(c, c->cli, c->up, end) == -1)
+	} else if (proxy_conn_move(c, c->cli, c->up, end) == -1)
 		return PROXY_PUMP_NOMEM;
-	proxy_body_start(&c->relay.hbody, h);
+	proxy_http_body_start(&c->relay.hbody, h);
 	if (body_taken > 0)
 		c->relay.hbody.kind = HTTP_BODY_NONE;
 	if (h->conn_upgrade) {
@@ -257,7 +257,7 @@ proxy_pump_head(struct proxy_conn *c, struct evbuffer *in, size_t len,
 	*why = proxy_judge_host(c, &h, status, name);
 	if (*why != PROXY_OK)
 		return PROXY_PUMP_REFUSE;
-	if (c->relay.rq_n > 0 && proxy_bound(c, name)) {
+	if (c->relay.rq_n > 0 && proxy_judge_bound(c, name)) {
 		/* One request at a time to a bound origin: a secret is never
 		 * written behind responses still pending, whose framing a
 		 * hostile client may have bent (issue 34). Resumed by
@@ -307,7 +307,7 @@ proxy_pump_refuse(struct proxy_conn *c, struct evbuffer *in, int status,
 	}
 	/* proxy_resp_pump answers once the pending responses are through;
 	 * an origin that never finishes does not hold the slot */
-	proxy_arm(c, c->p->o.connect_ms);
+	proxy_conn_arm(c, c->p->o.connect_ms);
 }
 
 /*
@@ -317,7 +317,7 @@ proxy_pump_refuse(struct proxy_conn *c, struct evbuffer *in, int status,
  * was forwarded before it. It may refuse or close c.
  */
 static void
-proxy_http_pump(struct proxy_conn *c)
+proxy_req_pump(struct proxy_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->cli);
 	enum proxy_reason why = PROXY_OK;
@@ -328,7 +328,7 @@ proxy_http_pump(struct proxy_conn *c)
 	for (;;) {
 		len = evbuffer_get_length(in);
 		if (c->relay.hphase == H_RAW) {
-			if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+			if (proxy_conn_move(c, c->cli, c->up, SIZE_MAX) == -1)
 				proxy_conn_close(c, PROXY_CLIENT_ERROR);
 			return;
 		}
@@ -386,7 +386,7 @@ proxy_early_answer(struct proxy_conn *c)
 }
 
 /* The response at the head of the queue is complete. It may refuse or
- * close c: the pumps go on only while it relays (proxy_relaying). */
+ * close c: the pumps go on only while it relays (proxy_conn_relaying). */
 static void
 proxy_resp_done(struct proxy_conn *c)
 {
@@ -403,7 +403,7 @@ proxy_resp_done(struct proxy_conn *c)
 		return; /* c lives on in REFUSE, but the pumps stop */
 	}
 	if (was_close) {
-		/* proxy_write_cb finishes once the client has it all */
+		/* proxy_relay_write_cb finishes once the client has it all */
 		bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
 		if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
 			proxy_close_finish(c);
@@ -414,16 +414,16 @@ proxy_resp_done(struct proxy_conn *c)
 		    H_HEAD; /* refused by the origin: HTTP goes on */
 	if (c->relay.hphase == H_HEAD && !c->relay.cli_eof) {
 		bufferevent_enable(c->cli, EV_READ);
-		proxy_http_pump(c);
+		proxy_req_pump(c);
 		return;
 	}
 	if (c->relay.hphase == H_HEAD && c->relay.head_waiting) {
 		/* the client sent its last requests and its FIN: they go
 		 * now, and the FIN after them */
-		proxy_http_pump(c);
-		if (proxy_relaying(c) && !c->relay.head_waiting &&
+		proxy_req_pump(c);
+		if (proxy_conn_relaying(c) && !c->relay.head_waiting &&
 		    (c->relay.hphase == H_HEAD || c->relay.hphase == H_BODY))
-			proxy_fin_after(c, c->up);
+			proxy_conn_fin_after(c, c->up);
 	}
 }
 
@@ -447,14 +447,16 @@ proxy_rpump_body(struct proxy_conn *c, struct evbuffer *in, struct err *e)
 		if (vb == -1)
 			return PROXY_PUMP_BAD;
 	} else {
-		if (proxy_body_take(&c->relay.rbody, in, &take, &done, e) == -1)
+		if (proxy_http_body_take(
+		        &c->relay.rbody, in, &take, &done, e) == -1)
 			return PROXY_PUMP_BAD;
-		if (proxy_move(c, c->up, c->cli, take) == -1)
+		if (proxy_conn_move(c, c->up, c->cli, take) == -1)
 			return PROXY_PUMP_NOMEM;
 	}
 	if (done) {
 		proxy_resp_done(c);
-		return proxy_relaying(c) ? PROXY_PUMP_NEXT : PROXY_PUMP_GONE;
+		return proxy_conn_relaying(c) ? PROXY_PUMP_NEXT
+		                              : PROXY_PUMP_GONE;
 	}
 	if ((!red && take == 0) || !(bufferevent_get_enabled(c->up) & EV_READ))
 		return PROXY_PUMP_WAIT;
@@ -469,11 +471,11 @@ proxy_rpump_forward(struct proxy_conn *c, struct evbuffer *in,
     const struct http_head *h, size_t end, struct err *e)
 {
 	if (proxy_rq_head(c)->close && h->status >= 200 && h->status != 101) {
-		if (proxy_head_close(c,
+		if (proxy_http_head_close(c,
 		        (const char *)evbuffer_pullup(in, (ev_ssize_t)end), end,
 		        h) == -1)
 			return PROXY_PUMP_NOMEM;
-	} else if (proxy_move(c, c->up, c->cli, end) == -1)
+	} else if (proxy_conn_move(c, c->up, c->cli, end) == -1)
 		return PROXY_PUMP_NOMEM;
 	if (h->status == 101) {
 		if (!proxy_rq_head(c)->upgrade) {
@@ -484,20 +486,20 @@ proxy_rpump_forward(struct proxy_conn *c, struct evbuffer *in,
 		/* the other protocol, both ways, untouched */
 		c->relay.rphase = c->relay.hphase = H_RAW;
 		bufferevent_enable(c->cli, EV_READ);
-		if (proxy_move(c, c->cli, c->up, SIZE_MAX) == -1)
+		if (proxy_conn_move(c, c->cli, c->up, SIZE_MAX) == -1)
 			return PROXY_PUMP_NOMEM;
 		return PROXY_PUMP_NEXT;
 	}
 	if (h->status < 200)
 		return PROXY_PUMP_NEXT; /* 100 Continue & co.: the final one
 					 * follows */
-	proxy_body_start(&c->relay.rbody, h);
+	proxy_http_body_start(&c->relay.rbody, h);
 	if (c->relay.rbody.kind != HTTP_BODY_NONE) {
 		c->relay.rphase = H_BODY;
 		return PROXY_PUMP_NEXT;
 	}
 	proxy_resp_done(c);
-	return proxy_relaying(c) ? PROXY_PUMP_NEXT : PROXY_PUMP_GONE;
+	return proxy_conn_relaying(c) ? PROXY_PUMP_NEXT : PROXY_PUMP_GONE;
 }
 
 /* H_HEAD of a response: parsed against its request's method, then
@@ -538,12 +540,12 @@ proxy_rpump_head(
 		return proxy_rpump_forward(c, in, &h, end, e);
 	if (proxy_relay_vault_head(c, &h, buf, end, e) == -1)
 		return PROXY_PUMP_NOMEM;
-	if (!proxy_relaying(c))
+	if (!proxy_conn_relaying(c))
 		return PROXY_PUMP_GONE;
 	evbuffer_drain(in, end);
-	/* a redacted head skips proxy_move: bodiless answers (HEAD, 204)
+	/* a redacted head skips proxy_conn_move: bodiless answers (HEAD, 204)
 	 * to a client that never reads would queue without end */
-	proxy_hold_back(c->up, c->cli);
+	proxy_http_hold_back(c->up, c->cli);
 	return PROXY_PUMP_NEXT;
 }
 
@@ -565,7 +567,7 @@ proxy_resp_pump(struct proxy_conn *c)
 	for (;;) {
 		len = evbuffer_get_length(in);
 		if (c->relay.rphase == H_RAW) {
-			if (proxy_move(c, c->up, c->cli, SIZE_MAX) == -1)
+			if (proxy_conn_move(c, c->up, c->cli, SIZE_MAX) == -1)
 				break;
 			return;
 		}
@@ -591,53 +593,53 @@ proxy_resp_pump(struct proxy_conn *c)
 }
 
 /* What b has read, relayed: HTTP by the pumps, anything else as it is.
- * It may refuse or close c (proxy_relaying says whether it goes on). */
+ * It may refuse or close c (proxy_conn_relaying says whether it goes on). */
 void
 proxy_relay_read(struct proxy_conn *c, struct bufferevent *b)
 {
 	if (c->proto == PROTO_HTTP || c->tls.term) {
 		if (b == c->cli)
-			proxy_http_pump(c);
+			proxy_req_pump(c);
 		else
 			proxy_resp_pump(c);
 		return;
 	}
-	if (proxy_move(c, b, proxy_other(c, b), SIZE_MAX) == -1)
+	if (proxy_conn_move(c, b, proxy_conn_other(c, b), SIZE_MAX) == -1)
 		proxy_conn_close(c, PROXY_CLIENT_ERROR);
 }
 
 void
-proxy_up_read(struct bufferevent *b, void *arg)
+proxy_relay_up_read_cb(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 
-	if (!proxy_relaying(c))
+	if (!proxy_conn_relaying(c))
 		return;
 	proxy_relay_read(c, b);
-	if (!proxy_relaying(c))
+	if (!proxy_conn_relaying(c))
 		return;
 	if (c->tls.term)
-		proxy_coalesce(c->cli);
-	proxy_kick(c->cli);
+		proxy_conn_coalesce(c->cli);
+	proxy_conn_kick(c->cli);
 }
 
 /* Output drained below its low watermark: resume the other side's
  * reads; flush a pending FIN. */
 void
-proxy_write_cb(struct bufferevent *b, void *arg)
+proxy_relay_write_cb(struct bufferevent *b, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 	struct bufferevent *o;
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 
 	if (c->st == PROXY_ST_REFUSE) {
 		if (evbuffer_get_length(bufferevent_get_output(b)) == 0 &&
 		    !c->relay.cli_shut) {
 			c->relay.cli_shut = true;
-			proxy_fin(b);
+			proxy_conn_fin(b);
 		}
 		return;
 	}
@@ -648,7 +650,7 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		proxy_close_finish(c);
 		return;
 	}
-	o = proxy_other(c, b);
+	o = proxy_conn_other(c, b);
 	if (b == c->cli && c->relay.refuse_status != 0 && c->relay.up_eof &&
 	    evbuffer_get_length(bufferevent_get_output(b)) == 0) {
 		proxy_refuse_http(
@@ -662,20 +664,20 @@ proxy_write_cb(struct bufferevent *b, void *arg)
 		bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
 		proxy_relay_read(c, o);
-		if (!proxy_relaying(c))
+		if (!proxy_conn_relaying(c))
 			return;
 	} else if (o == c->up && c->relay.up_eof && c->vault.dec != NULL &&
 	    evbuffer_get_length(bufferevent_get_input(o)) > 0) {
 		/* a decoded response paused at the watermark, the rest of it
 		 * read before the origin's FIN */
 		proxy_relay_read(c, o);
-		if (!proxy_relaying(c))
+		if (!proxy_conn_relaying(c))
 			return;
 	}
 	if ((o == c->cli ? c->relay.cli_eof && !c->relay.head_waiting
 	                 : c->relay.up_eof)) {
-		proxy_shut(c, b);
-		proxy_maybe_done(c);
+		proxy_conn_shut(c, b);
+		proxy_conn_maybe_done(c);
 	}
 }
 
@@ -744,7 +746,7 @@ proxy_dirty_eof(struct bufferevent *b)
 void
 proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 {
-	struct bufferevent *o = proxy_other(c, b);
+	struct bufferevent *o = proxy_conn_other(c, b);
 	bool is_cli = b == c->cli;
 	bool dirty = false;
 
@@ -764,7 +766,7 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		c->relay.up_eof = true;
 	/* what was read before the FIN goes first */
 	proxy_relay_read(c, b);
-	if (!proxy_relaying(c))
+	if (!proxy_conn_relaying(c))
 		return;
 	if (dirty && !is_cli && c->relay.rphase == H_BODY &&
 	    c->relay.rbody.kind == HTTP_BODY_CLOSE) {
@@ -792,5 +794,5 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 		return; /* the refusal waits for the origin */
 	if (is_cli && c->relay.head_waiting)
 		return; /* heads wait their turn; the FIN follows them */
-	proxy_fin_after(c, o);
+	proxy_conn_fin_after(c, o);
 }

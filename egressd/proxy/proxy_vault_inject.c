@@ -223,8 +223,8 @@ proxy_rewrite_drops(struct proxy_conn *c, const struct http_head *h, size_t i,
 {
 	const struct http_header *f = &h->h[i];
 
-	return proxy_header_removed(&f->name, vi) ||
-	    (int)i == proxy_close_field(c, h) ||
+	return proxy_http_header_removed(&f->name, vi) ||
+	    (int)i == proxy_http_close_field(c, h) ||
 	    (c->vault.cont_sent && http_span_ieq(&f->name, "expect")) ||
 	    (rebody &&
 	        (http_span_ieq(&f->name, "content-length") ||
@@ -360,7 +360,7 @@ out:
  * call stopped, in place. DONE: its end is in (sub_scan bytes after the
  * head); AGAIN: not yet; DATA: more than VAULT_SUBST_BODY_MAX body bytes;
  * BAD: malformed (e). An answer once given stays. The state lives in c
- * until the request is decided (proxy_http_pump resets it).
+ * until the request is decided (proxy_req_pump resets it).
  */
 static enum http_chunk_rc
 proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
@@ -375,7 +375,7 @@ proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
 		c->vault.sub_scanning = true;
 	}
 	if (c->vault.sub_rc == HTTP_CHUNK_AGAIN && c->vault.sub_scan < lim) {
-		c->vault.sub_rc = proxy_chunk_scan(&c->vault.sub_ch, in,
+		c->vault.sub_rc = proxy_http_chunk_scan(&c->vault.sub_ch, in,
 		    end + (size_t)c->vault.sub_scan,
 		    lim - (size_t)c->vault.sub_scan, VAULT_SUBST_BODY_MAX,
 		    &used, e);
@@ -385,7 +385,7 @@ proxy_subst_scan(struct proxy_conn *c, struct evbuffer *in, size_t end,
 }
 
 /*
- * Is the body held for substitution (proxy_http_pump, c->vault.hold_end) all
+ * Is the body held for substitution (proxy_req_pump, c->vault.hold_end) all
  * here, or past what is held for it, so the request can be judged again?
  * len: what in holds.
  */

@@ -554,7 +554,7 @@ proxy_vault_response(struct proxy_conn *c, const struct http_head *h,
 		return PROXY_VAULT_RC_NOMEM;
 	if (h->status < 200)
 		return PROXY_VAULT_RC_INTERIM;
-	proxy_body_start(&c->relay.rbody, h);
+	proxy_http_body_start(&c->relay.rbody, h);
 	if (c->relay.rbody.kind == HTTP_BODY_NONE) {
 		if (cv == 1)
 			proxy_vault_log_compressed(

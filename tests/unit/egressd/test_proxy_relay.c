@@ -2,7 +2,7 @@
  * client and an origin, driven over two bufferevent pairs (no sockets,
  * no TLS, no vault): pipelining, 1xx, HEAD, close-delimited and chunked
  * bodies, trailers. A connection is made the way proxy_dial and
- * proxy_connect leave it (proxy_int.h), then proxy_start_relay runs. */
+ * proxy_connect leave it (proxy_int.h), then proxy_connect_start_relay runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +48,7 @@ up_event_cb(struct bufferevent *b, short what, void *arg)
 {
 	struct proxy_conn *c = proxy_conn_arg(arg);
 
-	proxy_touch(c);
+	proxy_conn_touch(c);
 	if (c->st == PROXY_ST_RELAY)
 		proxy_relay_event(c, b, what);
 }
@@ -79,7 +79,7 @@ conn_attach(struct fx *f)
 	c->t0_ms = c->last_ms = 1;
 	assert_true(addr_parse_ip("192.0.2.1", 9, &c->dst));
 	c->dport = 80;
-	c->timer = evtimer_new(f->base, proxy_timer_cb, c);
+	c->timer = evtimer_new(f->base, proxy_conn_timer_cb, c);
 	assert_non_null(c->timer);
 	p->st.accepted++;
 	p->st.active++;
@@ -94,7 +94,8 @@ conn_attach(struct fx *f)
 	f->origin = up[1];
 	bufferevent_setcb(
 	    c->cli, p->cli_read_cb, p->cli_write_cb, p->cli_event_cb, c);
-	bufferevent_setcb(c->up, proxy_up_read, proxy_write_cb, up_event_cb, c);
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    up_event_cb, c);
 	c->origin.keep = true;
 	bufferevent_enable(f->app, EV_READ | EV_WRITE);
 	bufferevent_enable(f->origin, EV_READ | EV_WRITE);
@@ -122,7 +123,7 @@ setup(void **state)
 	f.p = proxy_new(f.base, &o, &h, &f.lg, &e);
 	assert_non_null(f.p);
 	f.c = conn_attach(&f);
-	proxy_start_relay(f.c);
+	proxy_connect_start_relay(f.c);
 	*state = &f;
 	return 0;
 }
@@ -190,7 +191,7 @@ test_pipelining(void **state)
 	spin(f);
 	assert_string_equal(take(f->app), resp);
 	assert_int_equal(f->c->relay.rq_n, 0);
-	assert_true(proxy_relaying(f->c));
+	assert_true(proxy_conn_relaying(f->c));
 }
 
 /* A 100 Continue is relayed and answers nothing: the final response
@@ -276,7 +277,7 @@ test_chunked_trailers(void **state)
 	spin(f);
 	assert_string_equal(take(f->app), resp);
 	assert_int_equal(f->c->relay.rq_n, 0);
-	assert_true(proxy_relaying(f->c));
+	assert_true(proxy_conn_relaying(f->c));
 }
 
 /* A chunked request body goes up by its framing, and the request after
