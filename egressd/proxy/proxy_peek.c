@@ -6,6 +6,7 @@
 #include <event2/bufferevent_struct.h> /* ev_read, ev_write: the kicks */
 #include <string.h>
 
+#include "egressd/base/tls_ctx.h"
 #include "egressd/proxy/proxy_tls.h"
 #include "egressd/proxy/tls_ca.h"
 #include "egressd/proxy/proxy_int.h"
@@ -34,7 +35,7 @@ proxy_terminate(struct proxy_conn *c)
 	    SSL_use_PrivateKey(ssl, tls_ca_leaf_key(p->ca)) != 1) {
 		char why[128];
 
-		proxy_tls_error(why, sizeof(why));
+		tls_ctx_error(why, sizeof(why));
 		log_error(p->log, "proxy.leaf_failed", LOG_S("name", c->name),
 		    LOG_S("error", why));
 		SSL_free(ssl);

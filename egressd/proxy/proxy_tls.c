@@ -1,27 +1,12 @@
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
+#include "egressd/base/tls_ctx.h"
 #include "egressd/proxy/proxy_tls.h"
 
 static const unsigned char proxy_alpn_h1[] = "\x08http/1.1";
-
-void
-proxy_tls_error(char *buf, size_t cap)
-{
-	unsigned long code = ERR_get_error();
-
-	if (code == 0)
-		(void)snprintf(buf, cap, "unknown TLS error");
-	else
-		ERR_error_string_n(code, buf, cap);
-	ERR_clear_error();
-}
 
 static int
 proxy_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -41,25 +26,23 @@ proxy_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 SSL_CTX *
 proxy_tls_server_ctx(struct err *e)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	SSL_CTX *ctx = tls_ctx_new(true, e);
 	char why[256];
 
 	/* With server preference, AES-128-GCM goes first: it is the cheapest
 	 * AEAD on AES-NI hardware and every TLS 1.3 client offers it. The
 	 * default list leads with AES-256, which costs each record more. */
-	if (ctx == NULL ||
-	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
-	    SSL_CTX_set_ciphersuites(ctx,
+	if (ctx == NULL)
+		return NULL;
+	if (SSL_CTX_set_ciphersuites(ctx,
 	        "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
 	        "TLS_CHACHA20_POLY1305_SHA256") != 1) {
-		proxy_tls_error(why, sizeof(why));
+		tls_ctx_error(why, sizeof(why));
 		err_set(e, "TLS server context: %s", why);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
-	SSL_CTX_set_options(ctx,
-	    SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-	        SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	/* one read(2) per flight, not two per record: proxy.c's
 	 * proxy_kick_read reads what OpenSSL then holds */
@@ -75,71 +58,23 @@ proxy_tls_server_ctx(struct err *e)
 	return ctx;
 }
 
-/* Adds every certificate of one PEM file; returns how many. */
-static size_t
-proxy_trust_file(X509_STORE *st, const char *path)
-{
-	FILE *f = fopen(path, "re");
-	X509 *x;
-	size_t n = 0;
-
-	if (f == NULL)
-		return 0;
-	while ((x = PEM_read_X509(f, NULL, NULL, NULL)) != NULL) {
-		if (X509_STORE_add_cert(st, x) == 1)
-			n++;
-		X509_free(x);
-	}
-	ERR_clear_error(); /* end of file, duplicates */
-	fclose(f);
-	return n;
-}
-
-static int
-proxy_trust_dir(X509_STORE *st, const char *dir, size_t *ncerts, struct err *e)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[4096];
-	size_t files = 0;
-
-	if (d == NULL) {
-		err_set(e, "trust directory %s: %s", dir, strerror(errno));
-		return -1;
-	}
-	while ((de = readdir(d)) != NULL && files < PROXY_TLS_TRUST_FILES_MAX) {
-		if (de->d_name[0] == '.')
-			continue; /* also ..data of a Kubernetes volume: its
-			             files are linked from the top */
-		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
-		    (int)sizeof(path))
-			continue;
-		files++;
-		*ncerts += proxy_trust_file(st, path);
-	}
-	closedir(d);
-	return 0;
-}
-
 SSL_CTX *
 proxy_tls_client_ctx(
     const char *trust_dir, bool insecure, size_t *ncerts, struct err *e)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX *ctx = tls_ctx_new(false, e);
 	char why[256];
 	size_t n = 0;
 
-	if (ctx == NULL ||
-	    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
-	    SSL_CTX_set_alpn_protos(
+	if (ctx == NULL)
+		return NULL;
+	if (SSL_CTX_set_alpn_protos(
 	        ctx, proxy_alpn_h1, sizeof(proxy_alpn_h1) - 1) != 0) {
-		proxy_tls_error(why, sizeof(why));
+		tls_ctx_error(why, sizeof(why));
 		err_set(e, "TLS client context: %s", why);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
-	SSL_CTX_set_options(
-	    ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_read_ahead(ctx, 1); /* as the server side */
 	/* tls_sess.c keeps the sessions worth resuming (SSL_get_session at
@@ -148,28 +83,11 @@ proxy_tls_client_ctx(
 	 * peer chain and ticket each) for lookups a client never makes */
 	SSL_CTX_set_session_cache_mode(
 	    ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-	if (insecure) {
+	if (insecure)
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
-	} else {
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-		if (trust_dir == NULL) {
-			if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-				proxy_tls_error(why, sizeof(why));
-				err_set(e, "default trust: %s", why);
-				SSL_CTX_free(ctx);
-				return NULL;
-			}
-		} else if (proxy_trust_dir(SSL_CTX_get_cert_store(ctx),
-		               trust_dir, &n, e) == -1) {
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
-		if (trust_dir != NULL && n == 0) {
-			err_set(e, "trust directory %s holds no certificate",
-			    trust_dir);
-			SSL_CTX_free(ctx);
-			return NULL;
-		}
+	else if (tls_ctx_trust(ctx, trust_dir, &n, e) == -1) {
+		SSL_CTX_free(ctx);
+		return NULL;
 	}
 	if (ncerts != NULL)
 		*ncerts = n;

@@ -13,7 +13,8 @@
  * "http/1.1"; sessions to resume are kept by the proxy (tls_sess.h),
  * per SNI name and origin address.
  *
- * The caller owns the contexts (SSL_CTX_free).
+ * Both start from base/tls_ctx.c (egressd's floor, and the trust
+ * directory read there). The caller owns the contexts (SSL_CTX_free).
  */
 #ifndef EGRESSD_PROXY_TLS_H
 #define EGRESSD_PROXY_TLS_H
@@ -24,13 +25,9 @@
 
 #include "util/err.h"
 
-#define PROXY_TLS_TRUST_FILES_MAX 4096 /* files read from the trust dir */
-
 SSL_CTX *proxy_tls_server_ctx(struct err *e);
 /* trust_dir NULL: OpenSSL's default paths. */
 SSL_CTX *proxy_tls_client_ctx(
     const char *trust_dir, bool insecure, size_t *ncerts, struct err *e);
-/* The first OpenSSL error queued, as text (the queue is cleared). */
-void proxy_tls_error(char *buf, size_t cap);
 
 #endif
