@@ -177,12 +177,13 @@ static int
 lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
     struct lplan *pl)
 {
-	struct lscratch sc = {NULL};
+	struct lscratch sc;
 	uint64_t now = nft_mirror_now(n);
 	size_t bkt, i;
 	struct lent *l;
 	int rc = -1;
 
+	memset(&sc, 0, sizeof(sc));
 	memset(pl, 0, sizeof(*pl));
 	pl->drop = calloc(2 * n->nlearned + 1, sizeof(*pl->drop));
 	pl->add = calloc(2 * n->nlearned + 1, sizeof(*pl->add));
