@@ -22,10 +22,7 @@ with "remove from allow-list").
 
   layers.py SRCDIR             the check (ctest unit_layers)
   layers.py --self-test        a tiny temporary tree with each kind of
-                               violation, which must all be caught
-  layers.py --planned SRCDIR   preview on today's flat tree: each egressd/
-                               file placed in the folder PLANNED gives it,
-                               to list what the move will have to fix"""
+                               violation, which must all be caught"""
 import os, re, shutil, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -41,19 +38,6 @@ SYSTEM = {
 }
 
 ALLOWED = {
-}
-
-# --planned: today's egressd/X.[ch] by stem -> the folder issue 35 gives it.
-PLANNED = {
-    "egressd/proto": "dns_wire dns_rewrite http_head http_chunk http_decode "
-                     "tls_hello special_ranges nft_err",
-    "egressd/base": "log log_agg sock stats metrics workq failpoint defaults",
-    "egressd/nft": "nft nft_int nft_build nft_ct nft_ctdump nft_describe "
-                   "nft_live nft_twins",
-    "egressd/dns": "dns dns_cache dns_upstream",
-    "egressd/proxy": "proxy proxy_pool proxy_tls tls_ca tls_sess",
-    "egressd/api": "api api_int api_frame api_vault",
-    "egressd/daemon": "main daemon config policyfile webhook",
 }
 
 INC = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
@@ -128,17 +112,6 @@ def report(viol):
     return bad
 
 
-def planned_place(rel):
-    folder = srctree.folder_of(rel)
-    if folder != "egressd":
-        return folder
-    stem = os.path.basename(rel).rsplit(".", 1)[0]
-    for f, stems in PLANNED.items():
-        if stem in stems.split():
-            return f
-    return folder
-
-
 def self_test():
     """Each kind of violation in a tiny tree, and what must pass."""
     tree = {
@@ -200,12 +173,6 @@ def main():
     a = sys.argv[1:]
     if a == ["--self-test"]:
         return self_test()
-    if len(a) == 2 and a[0] == "--planned":
-        viol = check(a[1], planned_place)
-        for rel, inc, msg in viol:
-            print("%s: %s" % (rel, msg))
-        print("layers --planned: %d includes to fix in the move" % len(viol))
-        return 1 if viol else 0
     if len(a) != 1:
         sys.exit(__doc__)
     viol = check(a[0])
