@@ -60,7 +60,7 @@ def sys_match(inc, head):
 
 def check(root, place=None):
     """Violations as (file, include, message); place(rel) is the folder a
-    file is judged in (its directory unless --planned)."""
+    file is judged in (its directory by default)."""
     place = place or srctree.folder_of
     files = srctree.sources(root, (".c", ".h"))
     have = set(files)
