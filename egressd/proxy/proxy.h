@@ -80,7 +80,8 @@ struct log;
  * after a Connection: close request, an origin that sends unasked). At
  * least a head (the pumps look for its end in this much); a TLS side may
  * pass it by the rest of one record. A request held whole for placeholder
- * substitution raises it to its head and body (proxy.c hold_wait). */
+ * substitution raises it to its head and body (c->vault.hold_wait,
+ * proxy_relay.c). */
 #define PROXY_IN_MAX (128u << 10)
 #define PROXY_BACKLOG 512
 #define PROXY_COALESCE_MAX 16384 /* one TLS record's worth of plaintext */

@@ -44,8 +44,8 @@ proxy_tls_server_ctx(struct err *e)
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-	/* one read(2) per flight, not two per record: proxy.c's
-	 * proxy_kick_read reads what OpenSSL then holds */
+	/* one read(2) per flight, not two per record:
+	 * proxy_conn_kick_read (proxy_conn.c) reads what OpenSSL then holds */
 	SSL_CTX_set_read_ahead(ctx, 1);
 	/* one ticket per handshake, not OpenSSL's two: a client resumes one
 	 * connection from each connection it had (curl, wrk, Python, Node,
