@@ -73,7 +73,7 @@ fuzz_query(const uint8_t *data, size_t size, struct dns_msg *m, uint8_t *out)
 	unsigned rc = st == DNS_QUERY_BADVERS ? DNS_RCODE_BADVERS
 	    : st == DNS_QUERY_NOTIMP          ? DNS_RCODE_NOTIMP
 	                                      : DNS_RCODE_FORMERR;
-	check(dns_build_error(&q, rc, out, DNS_MSG_MAX, &n, NULL) == 0);
+	check(dns_build_error(&q, rc, NULL, out, DNS_MSG_MAX, &n, NULL) == 0);
 	check_reply(out, n, &q, m);
 	check(m->rcode == rc);
 	check(dns_build_truncated(&q, out, DNS_MSG_MAX, &n, NULL) == 0);
@@ -81,8 +81,8 @@ fuzz_query(const uint8_t *data, size_t size, struct dns_msg *m, uint8_t *out)
 	if (!q.have_question)
 		return;
 	check_pres_roundtrip(&q.question.name);
-	check(dns_build_negative(
-	          &q, DNS_RCODE_NXDOMAIN, 30, out, DNS_MSG_MAX, &n, NULL) == 0);
+	check(dns_build_negative(&q, DNS_RCODE_NXDOMAIN, 30, NULL, out,
+	          DNS_MSG_MAX, &n, NULL) == 0);
 	check_reply(out, n, &q, m);
 	uint32_t ttl;
 	check(dns_msg_min_ttl(m, &ttl) && ttl == 30);

@@ -200,8 +200,27 @@ void dns_send(
     struct dns *d, const struct dns_origin *o, const uint8_t *buf, size_t len);
 void dns_send_error(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, unsigned rcode);
+/* The same with an Extended DNS Error (borrowed; NULL for none). */
+void dns_send_error_ede(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode, const struct dns_ede *ede);
 void dns_send_negative(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, unsigned rcode, uint32_t ttl);
+
+/*
+ * Why a name is denied; each has its own EXTRA-TEXT, a fixed string that
+ * names no rule (the client reads it: dig prints it).
+ */
+enum dns_deny_why {
+	DNS_DENY_POLICY = 0, /* the policy denies the name */
+	DNS_DENY_NO_POLICY, /* no policy in force: fail closed */
+	DNS_DENY_CNAME, /* a CNAME/DNAME target of the answer is denied */
+};
+/*
+ * NXDOMAIN with the synthesized SOA (TTL ttl) and, to a client that sent
+ * an OPT record, the Extended DNS Error 15 "Blocked" with why's text.
+ */
+void dns_send_denied(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, enum dns_deny_why why, uint32_t ttl);
 /* UDP answers above the client's limit become TC=1 ("ask over TCP"). */
 void dns_send_answer(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const uint8_t *buf, size_t len);

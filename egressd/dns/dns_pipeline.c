@@ -53,14 +53,14 @@ dns_policy_now(struct dns *d, const char *qname, const struct dns_query *q,
 		d->st->dns_denied++;
 		dns_log_deny(
 		    d, qname, q->question.qtype, "no_policy", NULL, NULL);
-		dns_send_negative(d, o, q, DNS_RCODE_NXDOMAIN, 0);
+		dns_send_denied(d, o, q, DNS_DENY_NO_POLICY, 0);
 		return NULL;
 	}
 	if (policy_match_domain(pol, qname, &rule) != POLICY_ALLOW) {
 		d->st->dns_denied++;
 		dns_log_deny(d, qname, q->question.qtype, "policy", NULL, rule);
-		dns_send_negative(
-		    d, o, q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
+		dns_send_denied(
+		    d, o, q, DNS_DENY_POLICY, pol->dns.negative_ttl);
 		return NULL;
 	}
 	return pol;
@@ -248,7 +248,14 @@ dns_pipeline_refused(struct dns *d, const struct dns_origin *o,
 		break;
 	}
 	if (q->question.qclass != DNS_CLASS_IN) {
-		dns_send_error(d, o, q, DNS_RCODE_REFUSED);
+		/*
+		 * RFC 8914 §4.22 "Not Supported": no policy refused anything,
+		 * egressd serves class IN only (CHAOS version.bind included).
+		 */
+		static const struct dns_ede class_ede = {
+		    DNS_EDE_NOT_SUPPORTED, "egressd: only class IN is served"};
+
+		dns_send_error_ede(d, o, q, DNS_RCODE_REFUSED, &class_ede);
 		return true;
 	}
 	switch (q->question.qtype) {

@@ -263,8 +263,7 @@ dns_release(struct dns *d, const struct dns_origin *o,
 		d->st->dns_cname_denied++;
 		dns_log_deny(d, qname, q->question.qtype, "cname",
 		    rep->denied_name, NULL);
-		dns_send_negative(
-		    d, o, q, DNS_RCODE_NXDOMAIN, pol->dns.negative_ttl);
+		dns_send_denied(d, o, q, DNS_DENY_CNAME, pol->dns.negative_ttl);
 		return true;
 	}
 	if (rep->stripped_excess > 0)

@@ -37,8 +37,8 @@ dns_send(
 }
 
 void
-dns_send_error(struct dns *d, const struct dns_origin *o,
-    const struct dns_query *q, unsigned rcode)
+dns_send_error_ede(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode, const struct dns_ede *ede)
 {
 	size_t len;
 
@@ -46,8 +46,31 @@ dns_send_error(struct dns *d, const struct dns_origin *o,
 		d->st->dns_servfail++;
 	else if (rcode == DNS_RCODE_FORMERR)
 		d->st->dns_formerr++;
-	if (dns_build_error(q, rcode, d->out, sizeof(d->out), &len, NULL) < 0)
+	if (dns_build_error(q, rcode, ede, d->out, sizeof(d->out), &len, NULL) <
+	    0)
 		return;
+	dns_send(d, o, d->out, len);
+}
+
+void
+dns_send_error(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode)
+{
+	dns_send_error_ede(d, o, q, rcode, NULL);
+}
+
+static void
+dns_send_negative_ede(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, unsigned rcode, uint32_t ttl,
+    const struct dns_ede *ede)
+{
+	size_t len;
+
+	if (dns_build_negative(
+	        q, rcode, ttl, ede, d->out, sizeof(d->out), &len, NULL) < 0) {
+		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
+		return;
+	}
 	dns_send(d, o, d->out, len);
 }
 
@@ -55,14 +78,31 @@ void
 dns_send_negative(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, unsigned rcode, uint32_t ttl)
 {
-	size_t len;
+	dns_send_negative_ede(d, o, q, rcode, ttl, NULL);
+}
 
-	if (dns_build_negative(
-	        q, rcode, ttl, d->out, sizeof(d->out), &len, NULL) < 0) {
-		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
-		return;
-	}
-	dns_send(d, o, d->out, len);
+/*
+ * RFC 8914 §4.16 "Blocked": the resolver blocks the domain by its own
+ * policy. Not 18 "Prohibited" (§4.19: the *client* is not authorized,
+ * annotating REFUSED) nor 17 "Filtered" (a blocklist the client asked
+ * for): the sandbox may ask, the name is what is refused, by an operator.
+ */
+static const struct dns_ede dns_deny_ede[] = {
+    [DNS_DENY_POLICY] = {DNS_EDE_BLOCKED, "egressd: denied by policy"},
+    [DNS_DENY_NO_POLICY] = {DNS_EDE_BLOCKED, "egressd: no policy in force"},
+    [DNS_DENY_CNAME] = {DNS_EDE_BLOCKED,
+        "egressd: CNAME target denied by policy"},
+};
+
+void
+dns_send_denied(struct dns *d, const struct dns_origin *o,
+    const struct dns_query *q, enum dns_deny_why why, uint32_t ttl)
+{
+	const struct dns_ede *ede = NULL;
+
+	if ((size_t)why < sizeof(dns_deny_ede) / sizeof(dns_deny_ede[0]))
+		ede = &dns_deny_ede[why];
+	dns_send_negative_ede(d, o, q, DNS_RCODE_NXDOMAIN, ttl, ede);
 }
 
 /* UDP answers above the client's limit become TC=1 ("ask over TCP"). */

@@ -1,7 +1,8 @@
 /*
  * dns_build: writing DNS messages, pure (see dns_wire.h): the replies
  * egressd makes itself (errors, truncation, negative answers with a
- * synthesized SOA, local answers) and the re-encoding of a decoded message,
+ * synthesized SOA, local answers; an Extended DNS Error in the OPT record
+ * of those that say why) and the re-encoding of a decoded message,
  * compressing only exact byte matches so the case of every name survives a
  * round trip. Nothing is written past the capacity passed in.
  */
@@ -95,19 +96,80 @@ reply_counts(struct wbuf *w, unsigned an, unsigned ns, unsigned ar)
 	wr16(w->buf + 10, (uint16_t)ar);
 }
 
-/* Our OPT record, if the client sent one or the rcode needs it. */
-static unsigned
-reply_opt(struct wbuf *w, const struct dns_query *q, unsigned rcode)
+/* Fixed bytes of an OPT record (root owner, type, class, TTL, RDLEN). */
+#define DNS_OPT_FIXED_LEN 11
+/* Fixed bytes of an EDE option (OPTION-CODE, -LENGTH, INFO-CODE). */
+#define DNS_EDE_FIXED_LEN 6
+
+/*
+ * How many bytes of text fit room (and DNS_EDE_TEXT_MAX), never splitting
+ * a UTF-8 character: a cut lands before a lead byte, not on a
+ * continuation byte.
+ */
+static size_t
+ede_text_fit(const char *text, size_t room)
 {
+	size_t full, n;
+
+	if (text == NULL)
+		return 0;
+	full = strnlen(text, DNS_EDE_TEXT_MAX + 1);
+	n = full < DNS_EDE_TEXT_MAX ? full : DNS_EDE_TEXT_MAX;
+	if (n > room)
+		n = room;
+	while (n > 0 && n < full && ((uint8_t)text[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
+/*
+ * The EDE option, when it fits within the client's UDP limit (and cap)
+ * after an OPT record starting at w->len; its length, 0 when left out.
+ */
+static size_t
+reply_ede_len(const struct wbuf *w, const struct dns_query *q,
+    const struct dns_ede *ede, size_t *text_len)
+{
+	size_t limit = dns_query_udp_limit(q), need;
+
+	*text_len = 0;
+	if (ede == NULL)
+		return 0;
+	if (limit > w->cap)
+		limit = w->cap;
+	need = w->len + DNS_OPT_FIXED_LEN + DNS_EDE_FIXED_LEN;
+	if (w->overflow || need > limit)
+		return 0;
+	*text_len = ede_text_fit(ede->text, limit - need);
+	return DNS_EDE_FIXED_LEN + *text_len;
+}
+
+/*
+ * Our OPT record, if the client sent one or the rcode needs it, with the
+ * EDE option ede (may be NULL) when the client sent one.
+ */
+static unsigned
+reply_opt(struct wbuf *w, const struct dns_query *q, unsigned rcode,
+    const struct dns_ede *ede)
+{
+	size_t text_len, ede_len;
+
 	if (!q->edns.present && rcode <= 0xf)
 		return 0;
+	ede_len = q->edns.present ? reply_ede_len(w, q, ede, &text_len) : 0;
 	wb_put(w, "", 1); /* root owner */
 	wb_u16(w, DNS_TYPE_OPT);
 	wb_u16(w, DNS_EDNS_UDP_SIZE);
 	wb_u32(w,
 	    ((uint32_t)(rcode >> 4) << 24) |
 	        (uint32_t)(q->edns.flags & DNS_EDNS_FLAG_DO));
-	wb_u16(w, 0);
+	wb_u16(w, (uint16_t)ede_len);
+	if (ede_len > 0) {
+		wb_u16(w, DNS_EDNS_OPT_EDE);
+		wb_u16(w, (uint16_t)(ede_len - 4));
+		wb_u16(w, ede->code);
+		wb_put(w, ede->text, text_len);
+	}
 	return 1;
 }
 
@@ -123,8 +185,9 @@ reply_finish(struct wbuf *w, size_t *outlen, struct err *e)
 }
 
 int
-dns_build_error(const struct dns_query *q, unsigned rcode, uint8_t *out,
-    size_t cap, size_t *outlen, struct err *e)
+dns_build_error(const struct dns_query *q, unsigned rcode,
+    const struct dns_ede *ede, uint8_t *out, size_t cap, size_t *outlen,
+    struct err *e)
 {
 	struct wbuf w = {out, cap, 0, false};
 
@@ -133,7 +196,7 @@ dns_build_error(const struct dns_query *q, unsigned rcode, uint8_t *out,
 		return -1;
 	}
 	reply_start(&w, q, rcode, 0);
-	unsigned ar = reply_opt(&w, q, rcode);
+	unsigned ar = reply_opt(&w, q, rcode, ede);
 	reply_counts(&w, 0, 0, ar);
 	return reply_finish(&w, outlen, e);
 }
@@ -145,7 +208,7 @@ dns_build_truncated(const struct dns_query *q, uint8_t *out, size_t cap,
 	struct wbuf w = {out, cap, 0, false};
 
 	reply_start(&w, q, DNS_RCODE_NOERROR, DNS_FLAG_TC);
-	unsigned ar = reply_opt(&w, q, DNS_RCODE_NOERROR);
+	unsigned ar = reply_opt(&w, q, DNS_RCODE_NOERROR, NULL);
 	reply_counts(&w, 0, 0, ar);
 	return reply_finish(&w, outlen, e);
 }
@@ -177,7 +240,8 @@ put_soa(struct wbuf *w, const struct dns_query *q, uint32_t neg_ttl)
 
 int
 dns_build_negative(const struct dns_query *q, unsigned rcode, uint32_t neg_ttl,
-    uint8_t *out, size_t cap, size_t *outlen, struct err *e)
+    const struct dns_ede *ede, uint8_t *out, size_t cap, size_t *outlen,
+    struct err *e)
 {
 	struct wbuf w = {out, cap, 0, false};
 
@@ -191,7 +255,7 @@ dns_build_negative(const struct dns_query *q, unsigned rcode, uint32_t neg_ttl,
 	}
 	reply_start(&w, q, rcode, 0);
 	put_soa(&w, q, neg_ttl);
-	unsigned ar = reply_opt(&w, q, rcode);
+	unsigned ar = reply_opt(&w, q, rcode, ede);
 	reply_counts(&w, 0, 1, ar);
 	return reply_finish(&w, outlen, e);
 }
@@ -223,7 +287,7 @@ dns_build_answer(const struct dns_query *q, const struct dns_local_rr *rrs,
 		wb_u16(&w, rrs[i].rdlen);
 		wb_put(&w, rrs[i].rdata, rrs[i].rdlen);
 	}
-	unsigned ar = reply_opt(&w, q, DNS_RCODE_NOERROR);
+	unsigned ar = reply_opt(&w, q, DNS_RCODE_NOERROR, NULL);
 	reply_counts(&w, (unsigned)n, 0, ar);
 	return reply_finish(&w, outlen, e);
 }
@@ -260,7 +324,7 @@ dns_build_localhost(const struct dns_query *q, uint32_t ttl, uint8_t *out,
 	}
 	if (n == 0)
 		return dns_build_negative(
-		    q, DNS_RCODE_NOERROR, ttl, out, cap, outlen, e);
+		    q, DNS_RCODE_NOERROR, ttl, NULL, out, cap, outlen, e);
 	return dns_build_answer(q, rr, n, out, cap, outlen, e);
 }
 

@@ -1,7 +1,7 @@
 /*
  * dns_wire: DNS messages as bytes, pure (see dns_wire.h): the in-place
  * edits of a raw message (ID, question case, TTL aging), its minimum TTL,
- * TCP framing, and the classification of answer addresses. The codec
+ * its Extended DNS Error, TCP framing, and the classification of answer addresses. The codec
  * itself is in dns_name.c (names), dns_msg.c (decoding), dns_build.c
  * (writing) and dns_answer.c (what an answer says); dns_wire_int.h is
  * what they share.
@@ -119,6 +119,52 @@ dns_wire_min_ttl(const uint8_t *msg, size_t len, bool *have, uint32_t *ttl)
 	if (*have)
 		*ttl = min;
 	return 0;
+}
+
+/* ---- Extended DNS Errors ---- */
+
+/* The EDE in the options of one OPT rdata: 1 found, 0 none, -1 bad. */
+static int
+opt_find_ede(const uint8_t *rd, size_t rdlen, struct dns_ede_seen *out)
+{
+	size_t o = 0, ol;
+
+	while (o < rdlen) {
+		if (rdlen - o < 4)
+			return -1;
+		ol = rd16(rd + o + 2);
+		if (rdlen - o - 4 < ol)
+			return -1;
+		if (rd16(rd + o) == DNS_EDNS_OPT_EDE) {
+			if (ol < 2)
+				return -1;
+			out->code = rd16(rd + o + 4);
+			out->text_len = ol - 2 < DNS_EDE_TEXT_MAX
+			    ? ol - 2
+			    : DNS_EDE_TEXT_MAX;
+			memcpy(out->text, rd + o + 6, out->text_len);
+			out->text[out->text_len] = '\0';
+			return 1;
+		}
+		o += 4 + ol;
+	}
+	return 0;
+}
+
+int
+dns_wire_ede(const uint8_t *msg, size_t len, struct dns_ede_seen *out)
+{
+	struct rr_iter it;
+	struct rr_pos rp;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (dns_msg_iter_init(&it, msg, len, NULL, NULL) == -1)
+		return -1;
+	while ((r = dns_msg_iter_next(&it, &rp)) == 1)
+		if (rp.type == DNS_TYPE_OPT)
+			return opt_find_ede(msg + rp.rdata_off, rp.rdlen, out);
+	return r;
 }
 
 /* ---- TCP framing ---- */

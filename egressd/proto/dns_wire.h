@@ -103,6 +103,15 @@
 #define DNS_SOA_RETRY 600
 #define DNS_SOA_EXPIRE 86400
 
+/*
+ * Extended DNS Errors (RFC 8914): one EDNS option (code 15) in the OPT
+ * record of an answer egressd makes itself, saying why. INFO-CODEs used:
+ */
+#define DNS_EDNS_OPT_EDE 15 /* the option code */
+#define DNS_EDE_BLOCKED 15 /* §4.16: the name is blocked by local policy */
+#define DNS_EDE_NOT_SUPPORTED 21 /* §4.22: the query is not supported */
+#define DNS_EDE_TEXT_MAX 64 /* EXTRA-TEXT bytes written or read, at most */
+
 /* Presentation flags. */
 #define DNS_PRES_LOWER 0x1u /* fold A-Z to a-z */
 
@@ -170,6 +179,16 @@ const char *dns_query_status_str(enum dns_query_status st);
 size_t dns_query_udp_limit(const struct dns_query *q);
 
 /*
+ * An Extended DNS Error to put in an answer: code is the INFO-CODE,
+ * text the EXTRA-TEXT (UTF-8, NUL-terminated, borrowed; NULL for none).
+ * Never policy internals or a secret: the client reads it (dig prints it).
+ */
+struct dns_ede {
+	uint16_t code;
+	const char *text;
+};
+
+/*
  * Response builders. Each writes a complete response into out (capacity
  * cap) and sets *outlen, echoing the client's ID, RD and CD bits, the
  * question exactly as sent (name case included) when q->have_question,
@@ -177,10 +196,18 @@ size_t dns_query_udp_limit(const struct dns_query *q);
  * when the client sent one. RA is set. Return 0, or -1 if cap is too
  * small (needs at most DNS_HEADER_LEN + 4 + DNS_NAME_WIRE_MAX + 11 for
  * errors). q may be the result of any non-DROP dns_query_parse outcome.
+ *
+ * ede (NULL for none) goes into that OPT record as one EDE option, and
+ * only there: a client that sent no OPT gets none (RFC 6891), so its
+ * answer is byte for byte what it would be without ede. The option never
+ * makes the answer longer than dns_query_udp_limit(q) or cap: its text is
+ * cut (at a UTF-8 character boundary, and to DNS_EDE_TEXT_MAX bytes) to
+ * fit, and the option is left out when not even its code fits.
  */
 /* rcode: FORMERR, SERVFAIL, NOTIMP, REFUSED, BADVERS, ... (no records). */
-int dns_build_error(const struct dns_query *q, unsigned rcode, uint8_t *out,
-    size_t cap, size_t *outlen, struct err *e);
+int dns_build_error(const struct dns_query *q, unsigned rcode,
+    const struct dns_ede *ede, uint8_t *out, size_t cap, size_t *outlen,
+    struct err *e);
 /* Header + question + OPT with TC=1: "retry over TCP". */
 int dns_build_truncated(const struct dns_query *q, uint8_t *out, size_t cap,
     size_t *outlen, struct err *e);
@@ -193,7 +220,8 @@ int dns_build_truncated(const struct dns_query *q, uint8_t *out, size_t cap,
  * Requires q->have_question.
  */
 int dns_build_negative(const struct dns_query *q, unsigned rcode,
-    uint32_t neg_ttl, uint8_t *out, size_t cap, size_t *outlen, struct err *e);
+    uint32_t neg_ttl, const struct dns_ede *ede, uint8_t *out, size_t cap,
+    size_t *outlen, struct err *e);
 
 /* One locally synthesized answer RR, owned by the queried name. */
 struct dns_local_rr {
@@ -427,6 +455,20 @@ int dns_wire_copy_qname_case(
 int dns_wire_age_ttls(uint8_t *msg, size_t len, uint32_t elapsed);
 /* Minimum TTL as in dns_msg_min_ttl, straight from the wire. */
 int dns_wire_min_ttl(const uint8_t *msg, size_t len, bool *have, uint32_t *ttl);
+
+/*
+ * The first EDE option of the message's OPT record, for tests and the
+ * fuzzer: 1 and *out filled (text cut to DNS_EDE_TEXT_MAX bytes,
+ * NUL-terminated), 0 when there is no OPT or no EDE in it, -1 when the
+ * message up to its OPT record, or an option in it, is malformed (an EDE
+ * shorter than its INFO-CODE).
+ */
+struct dns_ede_seen {
+	uint16_t code;
+	size_t text_len; /* bytes in text, NUL excluded */
+	char text[DNS_EDE_TEXT_MAX + 1];
+};
+int dns_wire_ede(const uint8_t *msg, size_t len, struct dns_ede_seen *out);
 
 /*
  * TCP framing (RFC 1035 4.2.2, RFC 7766). Given the bytes buffered so far,

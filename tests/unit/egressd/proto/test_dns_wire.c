@@ -403,8 +403,8 @@ test_build_errors(void **state)
 	(void)state;
 	query_of(&q, "MiXeD.Example.ORG", DNS_TYPE_A, false, 0);
 	for (size_t i = 0; i < 4; i++) {
-		assert_int_equal(
-		    dns_build_error(&q, rcodes[i], out, sizeof(out), &n, &e),
+		assert_int_equal(dns_build_error(&q, rcodes[i], NULL, out,
+		                     sizeof(out), &n, &e),
 		    0);
 		m = parse_ok(out, n);
 		assert_int_equal(m->id, 0x1234);
@@ -421,14 +421,14 @@ test_build_errors(void **state)
 	}
 	/* Too small a buffer. */
 	assert_int_equal(
-	    dns_build_error(&q, DNS_RCODE_SERVFAIL, out, 20, &n, &e), -1);
+	    dns_build_error(&q, DNS_RCODE_SERVFAIL, NULL, out, 20, &n, &e), -1);
 
 	/* FORMERR without a question, e.g. QDCOUNT 2. */
 	struct pk p;
 	pk_hdr(&p, 77, 0, 2, 0, 0, 0);
 	assert_int_equal(dns_query_parse(p.b, p.n, &q), DNS_QUERY_FORMERR);
-	assert_int_equal(
-	    dns_build_error(&q, DNS_RCODE_FORMERR, out, sizeof(out), &n, &e),
+	assert_int_equal(dns_build_error(&q, DNS_RCODE_FORMERR, NULL, out,
+	                     sizeof(out), &n, &e),
 	    0);
 	assert_int_equal(n, DNS_HEADER_LEN);
 	m = parse_ok(out, n);
@@ -442,8 +442,8 @@ test_build_errors(void **state)
 	pk_question(&p, "example.com", DNS_TYPE_A);
 	pk_opt(&p, 1232, 0, 2, DNS_EDNS_FLAG_DO);
 	assert_int_equal(dns_query_parse(p.b, p.n, &q), DNS_QUERY_BADVERS);
-	assert_int_equal(
-	    dns_build_error(&q, DNS_RCODE_BADVERS, out, sizeof(out), &n, &e),
+	assert_int_equal(dns_build_error(&q, DNS_RCODE_BADVERS, NULL, out,
+	                     sizeof(out), &n, &e),
 	    0);
 	m = parse_ok(out, n);
 	assert_int_equal(m->rcode, DNS_RCODE_BADVERS);
@@ -478,8 +478,8 @@ test_build_nxdomain_soa(void **state)
 	(void)state;
 	query_of(
 	    &q, "Exfil.DATA.Evil.Example", DNS_TYPE_A, true, DNS_EDNS_FLAG_DO);
-	assert_int_equal(dns_build_negative(&q, DNS_RCODE_NXDOMAIN, 30, out,
-	                     sizeof(out), &n, &e),
+	assert_int_equal(dns_build_negative(&q, DNS_RCODE_NXDOMAIN, 30, NULL,
+	                     out, sizeof(out), &n, &e),
 	    0);
 	m = parse_ok(out, n);
 	assert_int_equal(m->rcode, DNS_RCODE_NXDOMAIN);
@@ -525,7 +525,7 @@ test_build_nxdomain_soa(void **state)
 
 	/* NODATA and a client without EDNS. */
 	query_of(&q, "example.com", DNS_TYPE_MX, false, 0);
-	assert_int_equal(dns_build_negative(&q, DNS_RCODE_NOERROR, 7, out,
+	assert_int_equal(dns_build_negative(&q, DNS_RCODE_NOERROR, 7, NULL, out,
 	                     sizeof(out), &n, &e),
 	    0);
 	m = parse_ok(out, n);
@@ -533,8 +533,8 @@ test_build_nxdomain_soa(void **state)
 	assert_false(m->edns.present);
 	assert_int_equal(m->count[DNS_SEC_AUTHORITY], 1);
 	dns_msg_free(m);
-	assert_int_equal(dns_build_negative(&q, DNS_RCODE_SERVFAIL, 7, out,
-	                     sizeof(out), &n, &e),
+	assert_int_equal(dns_build_negative(&q, DNS_RCODE_SERVFAIL, 7, NULL,
+	                     out, sizeof(out), &n, &e),
 	    -1);
 }
 
