@@ -736,6 +736,85 @@ test_cname_to_denied_nxdomain(void **state)
 	assert_string_equal(c->calls[0].qname, "ok.allowed.test");
 }
 
+/* The EDE of an answer: its code, and its text in text (cap 65). */
+static int
+answer_ede(const uint8_t *ans, ssize_t n, char *text)
+{
+	struct dns_ede_seen seen;
+
+	assert_true(n > 0);
+	if (dns_wire_ede(ans, (size_t)n, &seen) != 1)
+		return -1;
+	memcpy(text, seen.text, seen.text_len + 1);
+	return seen.code;
+}
+
+/*
+ * Every answer egressd refuses on its own says why to a client that sent
+ * EDNS (RFC 8914): a denied name, a CNAME into one, no policy at all,
+ * a class it does not serve. A client without EDNS gets no OPT at all.
+ */
+static void
+test_denied_carries_ede(void **state)
+{
+	struct ctx *c = *state;
+	struct fake_upstream *fs[] = {c->f1};
+	uint8_t q[512], ans[4096];
+	char text[DNS_EDE_TEXT_MAX + 1];
+	size_t ql;
+	ssize_t n;
+	struct parsed p;
+	struct policy *keep;
+
+	fake_add_cname(c->f1, "alias.allowed.test", "target.evil.test", 300);
+	fake_add_a(c->f1, "target.evil.test", "203.0.113.99", 300);
+	start_dns(c, fs, 1, 2000, 500);
+
+	ql = make_query(q, 1, "secret.evil.test", DNS_TYPE_A, true);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(p.rcode, DNS_RCODE_NXDOMAIN);
+	assert_true(has_rr(&p, DNS_TYPE_SOA, NULL));
+	assert_true(p.m->edns.present);
+	parsed_free(&p);
+	assert_int_equal(answer_ede(ans, n, text), DNS_EDE_BLOCKED);
+	assert_string_equal(text, "egressd: denied by policy");
+
+	/* Without EDNS: NXDOMAIN, no OPT, no EDE. */
+	ql = make_query(q, 2, "secret.evil.test", DNS_TYPE_A, false);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	parse_answer(ans, (size_t)n, &p);
+	assert_int_equal(p.rcode, DNS_RCODE_NXDOMAIN);
+	assert_false(p.m->edns.present);
+	parsed_free(&p);
+	assert_int_equal(answer_ede(ans, n, text), -1);
+
+	ql = make_query(q, 3, "alias.allowed.test", DNS_TYPE_A, true);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_int_equal(ans[3] & 0x0f, DNS_RCODE_NXDOMAIN);
+	assert_int_equal(answer_ede(ans, n, text), DNS_EDE_BLOCKED);
+	assert_string_equal(text, "egressd: CNAME target denied by policy");
+
+	/* Class CH (version.bind): REFUSED, 21 Not Supported. */
+	ql = make_query(q, 4, "version.bind", DNS_TYPE_TXT, true);
+	q[ql - 11 - 1] = 3; /* qclass CH, before the OPT record */
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	assert_int_equal(ans[3] & 0x0f, DNS_RCODE_REFUSED);
+	assert_int_equal(answer_ede(ans, n, text), DNS_EDE_NOT_SUPPORTED);
+	assert_string_equal(text, "egressd: only class IN is served");
+
+	/* No policy in force: fail closed, and say so. */
+	keep = c->pol;
+	c->pol = NULL;
+	ql = make_query(q, 5, "www.allowed.test", DNS_TYPE_A, true);
+	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
+	c->pol = keep;
+	assert_int_equal(ans[3] & 0x0f, DNS_RCODE_NXDOMAIN);
+	assert_int_equal(answer_ede(ans, n, text), DNS_EDE_BLOCKED);
+	assert_string_equal(text, "egressd: no policy in force");
+	assert_int_equal(c->f1->udp_queries + c->f1->tcp_queries, 1);
+}
+
 static void
 test_id_and_0x20_case_preserved(void **state)
 {
@@ -1698,6 +1777,7 @@ main(void)
 	    T(test_internal_addresses_stripped),
 	    T(test_private_answers_allow),
 	    T(test_cname_to_denied_nxdomain),
+	    T(test_denied_carries_ede),
 	    T(test_id_and_0x20_case_preserved),
 	    T(test_cache_hit_no_upstream_ttl_aged),
 	    T(test_cache_hit_relearns_when_lease_short),
