@@ -83,6 +83,8 @@ queries = {
     "q_response": hdr(18, QR | RD, 1, 0, 0, 0) + q("example.com", A),
     "q_any_tcp_size": hdr(19, RD, 1, 0, 0, 1) + q("example.com", 255) + opt(65535),
     "q_chaos": hdr(20, 0, 1, 0, 0, 0) + q("version.bind", TXT, 3),
+    "q_chaos_edns": hdr(22, 0, 1, 0, 0, 1) + q("version.bind", TXT, 3) + opt(1232),
+    "q_denied_edns_small": hdr(23, RD, 1, 0, 0, 1) + q("Exfil.Evil.Example", A) + opt(100),
     "tcp_framed": struct.pack(">H", 29) + hdr(21, RD, 1, 0, 0, 0) + q("example.com", A),
 }
 
@@ -192,6 +194,22 @@ b += rr(ptr(QN), A, 60, ip4("203.0.113.3"))
 b += rr(ptr(QN), 46, 60, struct.pack(">HBBIIIH", 1, 13, 2, 60, 1700000000, 1690000000, 12345) + name("example") + b"S" * 64)
 b += opt(1232, flags=0x8000)
 answers["a_rrsig"] = b
+
+# egressd's own denied answer: NXDOMAIN, SOA, an OPT with EDE 15 (RFC 8914).
+def ede(code, text=b""):
+    return struct.pack(">HHH", 15, 2 + len(text), code) + text
+
+
+b = hdr(24, QR | RD | RA, 1, 0, 1, 1) + q("secret.evil.test", A)
+b += rr(ptr(QN), SOA, 42, soa(name("egressd.invalid"), name("hostmaster.egressd.invalid"), 42))
+b += opt(1232, opts=ede(15, b"egressd: denied by policy"))
+answers["a_nxdomain_ede"] = b
+b = hdr(25, QR | RD | RA, 1, 0, 0, 1) + q("x.example", A)
+b += opt(1232, opts=struct.pack(">HH", 10, 8) + b"12345678" + ede(18, "\u00e9t\u00e9".encode()))
+answers["a_ede_after_cookie"] = b
+b = hdr(26, QR | RD | RA, 1, 0, 0, 1) + q("x.example", A)
+b += opt(1232, opts=struct.pack(">HHB", 15, 1, 0))
+answers["a_ede_short"] = b
 
 # Queries are answers too for the wire target; answers seed both.
 os.makedirs("fuzz/corpus/dns_wire", exist_ok=True)

@@ -5,6 +5,11 @@
  * Invariants (abort on violation):
  *  - a query that is not dropped yields responses that parse and echo the
  *    ID and the question bytes;
+ *  - a denied answer (NXDOMAIN with an EDE) to an EDNS query parses, fits
+ *    the client's UDP limit and carries EDE 15 with its text (a text cut
+ *    to fit keeps whole UTF-8 characters); to a query without EDNS it is
+ *    byte for byte the answer without EDE, no OPT;
+ *  - the EDE reader never reports more than its bound;
  *  - the presentation form of any decoded name parses back to the same
  *    wire bytes (escaping is lossless, so policy sees exactly the name);
  *  - a message that parses re-encodes to bytes that parse to an equal
@@ -56,6 +61,51 @@ check_reply(
 		        m->question.name.len) == 0);
 }
 
+/*
+ * The denied answer egressd sends (dns_send_denied): EDE 15 with its text
+ * to an EDNS client, and nothing new to one without EDNS. plain is the
+ * same answer built without an EDE (plain_len bytes).
+ */
+static void
+check_denied(const struct dns_query *q, struct dns_msg *m, const uint8_t *plain,
+    size_t plain_len)
+{
+	static const struct dns_ede denied = {
+	    DNS_EDE_BLOCKED, "egressd: denied by policy"};
+	/* 35 two-byte characters and an x: longer than DNS_EDE_TEXT_MAX. */
+	static const struct dns_ede utf8 = {DNS_EDE_BLOCKED,
+	    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	    "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9x"};
+	static uint8_t out[DNS_MSG_MAX];
+	struct dns_ede_seen seen;
+	size_t n;
+
+	check(dns_build_negative(q, DNS_RCODE_NXDOMAIN, 30, &denied, out,
+	          sizeof(out), &n, NULL) == 0);
+	check_reply(out, n, q, m);
+	check(m->rcode == DNS_RCODE_NXDOMAIN);
+	check(n <= dns_query_udp_limit(q));
+	if (!q->edns.present) {
+		check(!m->edns.present);
+		check(n == plain_len && memcmp(out, plain, n) == 0);
+		check(dns_wire_ede(out, n, &seen) == 0);
+		return;
+	}
+	check(m->edns.present);
+	check(dns_wire_ede(out, n, &seen) == 1);
+	check(seen.code == DNS_EDE_BLOCKED);
+	check(strcmp(seen.text, denied.text) == 0);
+	/* The long text under a cap that cuts it: whole characters only. */
+	check(dns_build_negative(q, DNS_RCODE_NXDOMAIN, 30, &utf8, out,
+	          plain_len + 6 + (q->id % 70u), &n, NULL) == 0);
+	check(dns_wire_ede(out, n, &seen) == 1);
+	check(seen.text_len <= DNS_EDE_TEXT_MAX && seen.text_len % 2 == 0);
+	check(memcmp(seen.text, utf8.text, seen.text_len) == 0);
+}
+
 static void
 fuzz_query(const uint8_t *data, size_t size, struct dns_msg *m, uint8_t *out)
 {
@@ -88,6 +138,7 @@ fuzz_query(const uint8_t *data, size_t size, struct dns_msg *m, uint8_t *out)
 	check(dns_msg_min_ttl(m, &ttl) && ttl == 30);
 	/* Built responses fit a classic UDP message when the name does. */
 	check(n <= DNS_UDP_CLASSIC_MAX);
+	check_denied(&q, m, out, n);
 	if (dns_name_is_localhost(&q.question.name)) {
 		check(dns_build_localhost(&q, 5, out, DNS_MSG_MAX, &n, NULL) ==
 		    0);
@@ -125,6 +176,12 @@ fuzz_msg(const uint8_t *data, size_t size, struct dns_msg *m,
 	}
 	if (m->have_question)
 		check_pres_roundtrip(&m->question.name);
+
+	/* The EDE reader stays within its bound. */
+	struct dns_ede_seen seen;
+	if (dns_wire_ede(data, size, &seen) == 1)
+		check(seen.text_len <= DNS_EDE_TEXT_MAX &&
+		    seen.text[seen.text_len] == '\0');
 
 	/* Wire helpers agree with the decoded view. */
 	bool have;
