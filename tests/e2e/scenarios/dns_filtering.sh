@@ -49,6 +49,21 @@ tb_expect_match "denied name: NXDOMAIN" "status: NXDOMAIN" "$out"
 tb_expect_match "with a synthesized SOA whose TTL is dns.negativeTtl" \
     "b\.test\.[[:space:]]+17[[:space:]]+IN[[:space:]]+SOA[[:space:]]+egressd\.invalid\." \
     "$out"
+# RFC 8914: the answer says why, an Extended DNS Error 15 "Blocked" in the
+# OPT record dig sends by default (EDNS); without EDNS the same NXDOMAIN
+# and no OPT at all (RFC 6891).
+tb_expect_match "dig shows why: EDE 15 (Blocked) with egressd's text" \
+    "; EDE: 15 \(Blocked\): \(egressd: denied by policy\)" "$out"
+out=$(tb_sandbox dig +noedns +time=2 +tries=1 b.test A)
+tb_expect_match "+noedns: NXDOMAIN too" "status: NXDOMAIN" "$out"
+if grep -Eq "OPT PSEUDOSECTION|EDE:" <<<"$out"; then
+	tb_fail "+noedns: no OPT record, no EDE ($(grep -E 'OPT|EDE' <<<"$out"))"
+else
+	tb_pass "+noedns: no OPT record, no EDE"
+fi
+tb_expect_match "class CH: REFUSED, EDE 21 (Not Supported)" \
+    "status: REFUSED.*; EDE: 21 \(Not Supported\): \(egressd: only class IN is served\)" \
+    "$(tb_sandbox dig +time=2 +tries=1 CH TXT version.bind | tr '\n' ' ')"
 tb_expect_match "denied over TCP too" "status: NXDOMAIN" \
     "$(tb_sandbox dig +tcp +time=2 +tries=1 www.b.test A)"
 tb_expect_match "a name outside every rule: NXDOMAIN" "status: NXDOMAIN" \
