@@ -7,7 +7,8 @@
  *   dns_listen.c    UDP sockets, TCP listener and accept, TCP framing
  *   dns_pipeline.c  one query: parse, local names, policy, cache, upstream
  *   dns_release.c   an answer: answer policy, learn, then the reply
- *   dns_send.c      the reply, over the transport the query came by
+ *   dns_send.c      the reply, over the transport the query came by; the
+ *                   Extended DNS Error of each refusal (dns_send_denied)
  *   dns_conn.c      a TCP connection's state and its one close path
  *   dns_log.c       dns.deny (aggregated) and rate-limited warnings
  *   dns_req.c       queries in flight
