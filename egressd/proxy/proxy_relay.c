@@ -743,6 +743,20 @@ proxy_dirty_eof(struct bufferevent *b)
 	return eof && !other;
 }
 
+/*
+ * Whether an error on the origin's side loses nothing: every request it
+ * was sent has its whole response (none is waiting, none is half read)
+ * and nothing of it is left unread. An origin that closed after its last
+ * response (Connection: close) answers our FIN or close_notify, which
+ * crossed its close, with a reset: an end, as a clean close would be.
+ */
+static bool
+proxy_up_idle(const struct proxy_conn *c)
+{
+	return c->relay.rq_n == 0 && c->relay.rphase == H_HEAD &&
+	    evbuffer_get_length(bufferevent_get_input(c->up)) == 0;
+}
+
 void
 proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 {
@@ -751,7 +765,8 @@ proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what)
 	bool dirty = false;
 
 	if (what & BEV_EVENT_ERROR) {
-		if (!(dirty = proxy_dirty_eof(b))) {
+		dirty = proxy_dirty_eof(b) || (!is_cli && proxy_up_idle(c));
+		if (!dirty) {
 			proxy_conn_close(c,
 			    is_cli ? PROXY_CLIENT_ERROR : PROXY_UPSTREAM_ERROR);
 			return;
