@@ -321,23 +321,41 @@ dns_msg_iter_next(struct rr_iter *it, struct rr_pos *rp)
 
 /* ---- client queries ---- */
 
+int
+dns_msg_opt_next(const uint8_t *rd, size_t rdlen, size_t *off, uint16_t *code,
+    const uint8_t **val, size_t *vlen)
+{
+	size_t o = *off;
+
+	if (o >= rdlen)
+		return 0;
+	if (rdlen - o < 4)
+		return -1;
+	*vlen = rd16(rd + o + 2);
+	if (rdlen - o - 4 < *vlen)
+		return -1;
+	*code = rd16(rd + o);
+	*val = rd + o + 4;
+	*off = o + 4 + *vlen;
+	return 1;
+}
+
 static int
 parse_opt(const uint8_t *msg, const struct rr_pos *rp, struct dns_edns *ed)
 {
-	size_t o = rp->rdata_off, end = rp->rdata_off + rp->rdlen;
+	const uint8_t *val;
+	size_t off = 0, vlen;
+	uint16_t code;
+	int r;
 
 	if (ed->present || !rp->owner_root || rp->section != DNS_SEC_ADDITIONAL)
 		return -1;
 	/* Options must be well-formed even though they are not kept. */
-	while (o < end) {
-		if (end - o < 4)
-			return -1;
-		size_t ol = rd16(msg + o + 2);
-		o += 4;
-		if (end - o < ol)
-			return -1;
-		o += ol;
-	}
+	while ((r = dns_msg_opt_next(msg + rp->rdata_off, rp->rdlen, &off,
+	            &code, &val, &vlen)) == 1)
+		;
+	if (r == -1)
+		return -1;
 	ed->present = true;
 	ed->udp_size = rp->rclass;
 	ed->ext_rcode = (uint8_t)(rp->ttl >> 24);

@@ -1,10 +1,10 @@
 /*
  * dns_wire: DNS messages as bytes, pure (see dns_wire.h): the in-place
  * edits of a raw message (ID, question case, TTL aging), its minimum TTL,
- * its Extended DNS Error, TCP framing, and the classification of answer addresses. The codec
- * itself is in dns_name.c (names), dns_msg.c (decoding), dns_build.c
- * (writing) and dns_answer.c (what an answer says); dns_wire_int.h is
- * what they share.
+ * its Extended DNS Error, TCP framing, and the classification of answer
+ * addresses. The codec itself is in dns_name.c (names), dns_msg.c
+ * (decoding), dns_build.c (writing) and dns_answer.c (what an answer
+ * says); dns_wire_int.h is what they share.
  *
  * Every read is bounded by the message length passed in; names are
  * decoded with backward-only compression pointers (each pointer must land
@@ -127,28 +127,25 @@ dns_wire_min_ttl(const uint8_t *msg, size_t len, bool *have, uint32_t *ttl)
 static int
 opt_find_ede(const uint8_t *rd, size_t rdlen, struct dns_ede_seen *out)
 {
-	size_t o = 0, ol;
+	const uint8_t *val;
+	size_t off = 0, vlen;
+	uint16_t code;
+	int r;
 
-	while (o < rdlen) {
-		if (rdlen - o < 4)
+	while (
+	    (r = dns_msg_opt_next(rd, rdlen, &off, &code, &val, &vlen)) == 1) {
+		if (code != DNS_EDNS_OPT_EDE)
+			continue;
+		if (vlen < 2)
 			return -1;
-		ol = rd16(rd + o + 2);
-		if (rdlen - o - 4 < ol)
-			return -1;
-		if (rd16(rd + o) == DNS_EDNS_OPT_EDE) {
-			if (ol < 2)
-				return -1;
-			out->code = rd16(rd + o + 4);
-			out->text_len = ol - 2 < DNS_EDE_TEXT_MAX
-			    ? ol - 2
-			    : DNS_EDE_TEXT_MAX;
-			memcpy(out->text, rd + o + 6, out->text_len);
-			out->text[out->text_len] = '\0';
-			return 1;
-		}
-		o += 4 + ol;
+		out->code = rd16(val);
+		out->text_len =
+		    vlen - 2 < DNS_EDE_TEXT_MAX ? vlen - 2 : DNS_EDE_TEXT_MAX;
+		memcpy(out->text, val + 2, out->text_len);
+		out->text[out->text_len] = '\0';
+		return 1;
 	}
-	return 0;
+	return r;
 }
 
 int

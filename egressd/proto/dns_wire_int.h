@@ -118,5 +118,12 @@ int dns_msg_iter_init(struct rr_iter *it, const uint8_t *msg, size_t len,
     struct dns_question *q, bool *have_q);
 /* 1: *rp is the next RR; 0: done (no trailing bytes); -1: malformed. */
 int dns_msg_iter_next(struct rr_iter *it, struct rr_pos *rp);
+/*
+ * The next EDNS option of an OPT rdata rd[0..rdlen) at *off: 1 with its
+ * code, value (into rd) and length, *off moved past it; 0 at the end; -1
+ * when the option overruns the rdata.
+ */
+int dns_msg_opt_next(const uint8_t *rd, size_t rdlen, size_t *off,
+    uint16_t *code, const uint8_t **val, size_t *vlen);
 
 #endif
