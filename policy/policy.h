@@ -97,8 +97,23 @@ struct policy_rule {
 	struct policy_port_range *ports; /* NULL/0 = every port */
 	size_t nports;
 	unsigned protocols; /* POLICY_PROTO_*; POLICY_PROTO_ALL when absent */
+	/*
+	 * Request rules (issue 37): user egress name rules (domain and
+	 * wildcard kinds) only. methods: exact, case-sensitive upper-case
+	 * tokens; paths: normalized patterns (policy_glob.h). A rule with
+	 * either is a request rule (policy_rule_is_request); a plain rule
+	 * has both empty and matches every request.
+	 */
+	char **methods;
+	size_t nmethods;
+	char **paths;
+	size_t npaths;
 	struct policy_loc loc;
 };
+
+#define POLICY_RULE_METHODS_MAX 16 /* methods of one rule */
+#define POLICY_RULE_PATHS_MAX 64 /* path patterns of one rule */
+#define POLICY_METHOD_TOKEN_MAX 32 /* bytes of one method token */
 
 enum policy_private_answers {
 	POLICY_PRIVATE_DROP = 0, /* default: strip unless operator-allowed */
@@ -330,6 +345,60 @@ bool policy_addr_explicitly_allowed(const struct policy *p, int family,
  */
 bool policy_addr_operator_allowed(
     const struct policy *p, int family, const uint8_t *addr);
+
+/*
+ * Request rules (issue 37). The host-level verdict (DNS, nft, SNI:
+ * policy_match_domain and _reach) ignores deny request rules: they deny
+ * requests, never a host; an allow request rule allows its host like a
+ * plain one. A request to a host is judged by policy_match_request:
+ * overlays and infra decide the host as they do for names (an operator
+ * allow lets every request through); then the user rules whose target
+ * matches host (and whose ports, when set, include port) in list order,
+ * the first whose methods (when set) hold method exactly and whose paths
+ * (when set) match path decides; a plain rule matches every request;
+ * none: the default action.
+ */
+bool policy_rule_is_request(const struct policy_rule *r);
+
+enum policy_req_reason {
+	POLICY_REQ_ALLOWED = 0, /* the request may go */
+	POLICY_REQ_METHOD, /* a deny rule names its method, or an allow
+	                      rule of the host would take its path with
+	                      another method */
+	POLICY_REQ_PATH, /* a deny rule names its path, or no allow rule of
+	                    the host takes its path */
+	POLICY_REQ_HOST, /* the host itself is denied (no allow rule names
+	                    it, or an overlay denies it) */
+	POLICY_REQ_INVALID, /* host or path not in the required form */
+};
+
+struct policy_req_verdict {
+	enum policy_action action;
+	enum policy_req_reason reason; /* POLICY_REQ_ALLOWED iff allowed */
+	const struct policy_rule *rule; /* the deciding rule; NULL: default */
+	/* the deciding rule's index in p->rules (user rules), -1 when the
+	 * default or an operator layer decided */
+	long index;
+};
+
+/*
+ * Judges one request: host as received (case folded and one trailing dot
+ * dropped here; an invalid name is INVALID), port the connection's
+ * destination port, method the request's token as received, path the
+ * output of policy_path_normalize (policy_path.h; a path that is not in
+ * normal form is INVALID). v gets the verdict; returns v->action. Pure,
+ * no allocation; the rule pointer is borrowed from p.
+ */
+enum policy_action policy_match_request(const struct policy *p,
+    const char *host, uint16_t port, const char *method, const char *path,
+    struct policy_req_verdict *v);
+/* True when some user request rule (allow or deny) has a target matching
+ * host and, when it names ports, port among them: requests to host are
+ * judged one by one, so its TLS is terminated. */
+bool policy_host_has_request_rules(
+    const struct policy *p, const char *host, uint16_t port);
+/* "method", "path", "host", "invalid"; NULL for ALLOWED. */
+const char *policy_req_reason_name(enum policy_req_reason r);
 
 /* True when name matches a log_skip.always target. */
 bool policy_log_skip(const struct policy *p, const char *name);
