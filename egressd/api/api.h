@@ -76,7 +76,7 @@ struct stats;
 #define API_STATUS_LIST_MAX 8 /* enforced, notEnforced entries */
 #define API_STATUS_UPSTREAMS_MAX 8 /* resolver upstreams shown */
 #define API_STATUS_TEXT_MAX 64 /* "[v6]:port" + NUL */
-#define API_STATUS_COUNTS_MAX 32 /* proxy reasons or states */
+#define API_STATUS_COUNTS_MAX 40 /* proxy reasons or states */
 
 /* One named counter of /v1/status (the name static, the daemon's). */
 struct api_status_count {

@@ -217,6 +217,12 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 	    "into: decoded and redacted, refused, or failed while decoding.",
 	    "outcome", (const char *const[]){"decoded", "refused", "failed"},
 	    st->vault_compressed, 3);
+	metrics_labelled(o, "egressd_proxy_denied_total", "counter",
+	    "Requests the policy's request rules denied (403 with "
+	    "X-Egress-Denied), by reason.",
+	    "reason",
+	    (const char *const[]){"method", "path", "host", "invalid"},
+	    st->proxy_denied, 4);
 	metrics_labelled(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "
 	    "a relayed one ended).",

@@ -85,7 +85,7 @@ struct stats {
 	 * Transparent proxy, copied from proxy_status() right before each
 	 * render (names: proxy_reason_name / proxy_state_name, static).
 	 */
-#define STATS_PROXY_REASONS 32
+#define STATS_PROXY_REASONS 40
 #define STATS_PROXY_STATES 8
 	bool proxy_on;
 	uint64_t proxy_accepted, proxy_passthrough, proxy_refused;
@@ -99,6 +99,9 @@ struct stats {
 	/* compressed responses to injected requests: decoded, refused,
 	 * failed (enum proxy_compressed order) */
 	uint64_t vault_compressed[3];
+	/* requests the request rules denied: method, path, host, invalid
+	 * (enum policy_req_reason order, allowed left out) */
+	uint64_t proxy_denied[4];
 	uint64_t proxy_closed[STATS_PROXY_REASONS];
 	const char *proxy_reason_names[STATS_PROXY_REASONS];
 	size_t proxy_nreasons;

@@ -71,11 +71,15 @@ egressd_api_vault_writable_cb(void *arg, char *why, size_t whylen)
 }
 
 /* A mutation must not leave a binding (the file's or the vault's)
- * uncovered. */
+ * uncovered, nor ask what this daemon cannot enforce (request rules
+ * without the proxy). */
 static int
 egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 {
-	(void)egressd_arg(arg);
+	struct egressd *d = egressd_arg(arg);
+
+	if (daemon_wire_enforceable(d->cfg, next, e) == -1)
+		return -1;
 	return policy_check_bindings(next, e);
 }
 

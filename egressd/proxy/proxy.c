@@ -238,6 +238,19 @@ proxy_port(const struct proxy *p)
 	return p->port;
 }
 
+/* A pass-through connection to a name that now has request rules: its
+ * requests go by unseen, so it cannot stay. */
+static bool
+proxy_rejudge_unjudgeable(struct proxy *p, const struct proxy_conn *c)
+{
+	const struct policy *pol;
+
+	if (c->proto != PROTO_TLS || c->tls.term || p->h.policy_get == NULL ||
+	    (pol = p->h.policy_get(p->h.arg)) == NULL)
+		return false;
+	return policy_host_has_request_rules(pol, c->name, c->dport);
+}
+
 size_t
 proxy_rejudge(struct proxy *p)
 {
@@ -253,7 +266,8 @@ proxy_rejudge(struct proxy *p)
 		    c->refused || c->name[0] == '\0')
 			continue;
 		if (p->h.judge(p->h.arg, c->name, &c->dst, c->dport) ==
-		    PROXY_OK)
+		        PROXY_OK &&
+		    !proxy_rejudge_unjudgeable(p, c))
 			continue;
 		proxy_conn_close(c, PROXY_POLICY_CHANGED);
 		closed++;
