@@ -53,10 +53,12 @@ path_in(const struct policy_rule *r, const char *path)
 }
 
 /* r applies to the connection: its protocols hold TCP, its ports (when
- * set) the destination port. */
+ * set) the destination port. Most rules name neither: no call then. */
 static bool
 port_ok(const struct policy_rule *r, uint16_t port)
 {
+	if (r->nports == 0 && (r->protocols & POLICY_PROTO_TCP) != 0)
+		return true;
 	return policy_rule_port_ok(r, POLICY_PROTO_TCP, port);
 }
 
@@ -72,29 +74,40 @@ operator_cb(void *arg, size_t i)
 	return false;
 }
 
+/* The deciding rule: the first of the host that takes the request. The
+ * method (a string compare) is looked at before the path (a pattern
+ * each): this walk is on every request's path. */
 static bool
-user_cb(void *arg, size_t i)
+hit_cb(void *arg, size_t i)
+{
+	struct qwalk *q = arg;
+	const struct policy_rule *r = &q->rules[i];
+
+	if (!port_ok(r, q->port) ||
+	    (r->nmethods > 0 && !method_in(r, q->method)) ||
+	    (r->npaths > 0 && !path_in(r, q->path)))
+		return true;
+	q->hit = (long)i;
+	return false;
+}
+
+/* Only for a request denied by a plain rule or the default: what the
+ * allow rules of the host would have taken, for the reason. */
+static bool
+why_cb(void *arg, size_t i)
 {
 	struct qwalk *q = arg;
 	const struct policy_rule *r = &q->rules[i];
 	bool path, method;
 
-	/* after the deciding rule only the allow rules tell anything */
-	if (!port_ok(r, q->port) || (q->hit >= 0 && r->action == POLICY_DENY))
+	if (r->action != POLICY_ALLOW || !port_ok(r, q->port))
 		return true;
 	path = r->npaths == 0 || path_in(r, q->path);
 	method = r->nmethods == 0 || method_in(r, q->method);
-	if (r->action == POLICY_ALLOW) {
-		q->other_method |= path && !method;
-		q->allow_request |= policy_rule_is_request(r);
-		q->path_taken |= path && policy_rule_is_request(r);
-	}
-	if (q->hit >= 0 || !path || !method)
-		return true;
-	q->hit = (long)i;
-	/* An allow or a deny request rule says all there is to say; after
-	 * a plain deny the allow rules of the host still tell why. */
-	return r->action == POLICY_DENY && !policy_rule_is_request(r);
+	q->other_method |= path && !method;
+	q->allow_request |= policy_rule_is_request(r);
+	q->path_taken |= path && policy_rule_is_request(r);
+	return true;
 }
 
 static enum policy_action
@@ -175,7 +188,7 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 		return v->action;
 	q.rules = p->rules;
 	q.hit = -1;
-	(void)policy_layer_each_name(user_view(p), n, len, user_cb, &q);
+	(void)policy_layer_each_name(user_view(p), n, len, hit_cb, &q);
 	r = q.hit >= 0 ? &p->rules[q.hit] : NULL;
 	if (r != NULL && r->action == POLICY_ALLOW)
 		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, r, q.hit);
@@ -186,6 +199,7 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 	if (r == NULL && p->default_action == POLICY_ALLOW)
 		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, NULL, -1);
 	/* A plain deny or the default: what the allow rules would take. */
+	(void)policy_layer_each_name(user_view(p), n, len, why_cb, &q);
 	why = q.other_method                   ? POLICY_REQ_METHOD
 	    : q.allow_request && !q.path_taken ? POLICY_REQ_PATH
 	                                       : POLICY_REQ_HOST;
