@@ -23,15 +23,18 @@ TB_EGRESSD_TOKEN=tok-$RANDOM$RANDOM
 printf '%s\n' "$TB_EGRESSD_TOKEN" >"$TB_DIR/egressd/token"
 chmod 600 "$TB_DIR/egressd/token"
 # Rule indexes (the JSON body's "rule") are the list positions below.
+RULES_JSON='[
+ {"action": "deny", "target": "a.test", "paths": ["/pub/private/*"]},
+ {"action": "allow", "target": "a.test", "methods": ["GET", "HEAD"], "paths": ["/pub/*"]},
+ {"action": "allow", "target": "b.test", "methods": ["GET"]},
+ {"action": "deny", "target": "*.a.test", "methods": ["POST"]},
+ {"action": "allow", "target": "*.a.test"},
+ {"action": "allow", "target": "c.test", "methods": ["GET"], "paths": ["/v1/*"]}]'
+# YAML is a superset of JSON: the same rules, one flow mapping a line
 pol=$(tb_policy_file policy.yaml <<EOF
 defaultAction: deny
 egress:
-  - {action: deny, target: a.test, paths: ["/pub/private/*"]}
-  - {action: allow, target: a.test, methods: [GET, HEAD], paths: ["/pub/*"]}
-  - {action: allow, target: b.test, methods: [GET]}
-  - {action: deny, target: "*.a.test", methods: [POST]}
-  - {action: allow, target: "*.a.test"}
-  - {action: allow, target: c.test, methods: [GET], paths: ["/v1/*"]}
+$(sed -n 's/^ *\({.*}\)[],]*$/  - \1/p' <<<"$RULES_JSON")
 credentials:
   - {name: k, source: {type: file, path: $TB_DIR/egressd/key-k}}
 bindings:
@@ -323,11 +326,15 @@ tb_sandbox_bg "$TB_DIR/root/keep.out" "$TB_PY" "$TB_DIR/sbx-bin/rr_keep.py" \
 kpid=$TB_LAST_PID
 tb_check "python: the first request answered" tb_wait_file "$S1" 10
 tb_expect_eq "GET /policy for the change" 200 "$(tb_host_api GET "$API/policy")"
+# the scenario's rules as written, not as GET /policy echoed them (that
+# is checked above, not relied on), and the bed's own (its canaries) after
 newpol=$("$TB_PY" -c 'import json, sys
-p = json.load(open(sys.argv[1]))["policy"]
-p["egress"].insert(0, {"action": "deny", "target": "a.test",
-                       "paths": ["/pub/rt2"]})
-print(json.dumps(p))' "$TB_DIR/api.out")
+mine = json.loads(sys.argv[2])
+ours = {r["target"] for r in mine}
+got = json.load(open(sys.argv[1]))["policy"]["egress"]
+print(json.dumps({"defaultAction": "deny", "egress":
+    [{"action": "deny", "target": "a.test", "paths": ["/pub/rt2"]}] + mine +
+    [r for r in got if r["target"] not in ours]}))' "$TB_DIR/api.out" "$RULES_JSON")
 tb_expect_eq "PUT /policy: a deny for /pub/rt2 in front" 200 \
     "$(tb_host_api PUT "$API/policy" "$newpol")"
 touch "$S2"
@@ -341,6 +348,17 @@ tb_expect_eq "a new request to /pub/rt2: 403, rule 0 now" 403 \
     "$(req https://a.test/pub/rt2)"
 tb_check "... body names rule 0" denial_ok path a.test GET /pub/rt2 0
 tb_expect_eq "... /pub/x still 200" 200 "$(req https://a.test/pub/x)"
+# the PUT was persisted to the policy file: a reload of it keeps every
+# rule's methods and paths (a file that lost them would turn the deny of
+# /pub/rt2 into a deny of the host, and the allows into whole-host ones)
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+kill -HUP "$TB_EGRESSD_PID"
+tb_check "SIGHUP reloads the persisted file" tb_wait_log_line --since "$m" \
+    --timeout 3 "$TB_EGRESSD_LOG" policy.loaded trigger=sighup
+tb_expect_eq "... GET /pub/x: 200" 200 "$(req https://a.test/pub/x)"
+tb_expect_eq "... DELETE /pub/x: still 403" 403 "$(req -X DELETE https://a.test/pub/x)"
+tb_expect_eq "... GET /pub/rt2: still 403" 403 "$(req https://a.test/pub/rt2)"
+tb_expect_eq "... GET /admin: still 403" 403 "$(req https://a.test/admin)"
 
 # --- the log line and the metric ------------------------------------------------------------
 tb_assert_log "$TB_EGRESSD_LOG" proxy.denied reason=method host=www.a.test \
@@ -381,11 +399,20 @@ tb_expect_match "... a lower-case method token: bad.yaml:6:col" 'bad\.yaml:6:[0-
 tb_expect_match "... a pattern not in normal form: bad.yaml:7:col" 'bad\.yaml:7:[0-9]+: ' "$out"
 tb_check_fails "... and line 3 is fine" grep -q 'bad\.yaml:3:' <<<"$out"
 # request rules need the proxy: refused without it rather than half kept
-out=$("$EGRESSD_BIN" --check --policy "$pol" \
+good=$(tb_policy_file good.yaml <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test, methods: [GET], paths: ["/*/*/info/refs"]}
+  - {action: allow, target: b.test}
+EOF
+)
+out=$("$EGRESSD_BIN" --check --policy "$good" \
     --rules-dir "$TB_DIR/egressd/norules" 2>&1)
-tb_expect_match "--check of the scenario's policy without --proxy: refused (exit $?)" \
-    '^(egressd: |.*policy\.yaml:[0-9]+:[0-9]+: )' "$out"
-tb_expect_match "--check --proxy of it: ok" '^ok: [0-9]+ rules, [0-9]+ bindings$' \
-    "$("$EGRESSD_BIN" --check --proxy --policy "$pol" \
+rc=$?
+tb_expect_match "--check without --proxy refuses request rules (exit $rc)" \
+    '^[1-9]' "$rc"
+tb_expect_match "... saying where or why" 'good\.yaml:3:[0-9]+: |--proxy' "$out"
+tb_expect_eq "--check --proxy: ok" "ok: 2 rules, 0 bindings" \
+    "$("$EGRESSD_BIN" --check --proxy --policy "$good" \
     --rules-dir "$TB_DIR/egressd/norules" 2>&1)"
 tb_finish
