@@ -65,7 +65,8 @@
 #                paths, the one that matches last), swapped by SIGHUP on
 #                the same egressd, back to back each round (BENCH_ROUNDS),
 #                the order swapped every round: what judging each
-#                request against the rules costs;
+#                request against the rules costs (with
+#                BENCH_CALLGRIND=1, in instructions per request);
 #   mitmdump     mitmproxy 8 in transparent mode (nft redirect of the
 #                client's uid), an addon setting the same header: the
 #                reference's own proxy;
@@ -451,6 +452,7 @@ vault_path()
 	term_plain) echo /plain/small ;;
 	inject_1m) echo /inj/mid ;;
 	term_plain_1m) echo /plain/mid ;;
+	rules0 | rules100) echo /plain/small ;;
 	esac
 }
 # cg_case LABEL: BENCH_REQS (BENCH_REQS_1M) keep-alive requests of one
@@ -522,7 +524,7 @@ policy_swap()
 	m=$(stat -c %s "$DIR/egressd.log")
 	write_policy "$1"
 	kill -HUP "$EPID"
-	for i in $(seq 100); do
+	for i in $(seq $((wait_s * 20))); do
 		tail -c +$((m + 1)) "$DIR/egressd.log" |
 		    grep -q '"ev":"policy.loaded"' && break
 		tail -c +$((m + 1)) "$DIR/egressd.log" |
@@ -530,7 +532,8 @@ policy_swap()
 		    die "the policy with $1 request rules was refused: $(tail -n 3 "$DIR/egressd.log")"
 		sleep 0.05
 	done
-	[ "$i" -lt 100 ] || die "no policy.loaded within 5 s of SIGHUP ($1 rules)"
+	[ "$i" -lt $((wait_s * 20)) ] ||
+	    die "no policy.loaded within $wait_s s of SIGHUP ($1 rules)"
 	POLICY_N=$1
 }
 # rules_probe: the status of a DELETE to the rules' host: 403 from egressd
@@ -541,7 +544,7 @@ rules_probe()
 	    --clear-groups curl -s -o /dev/null -w '%{http_code}' \
 	    --cacert "$DIR/both.crt" -X DELETE "https://term.bench.test/plain/small"
 }
-if [ -z "$CALLGRIND" ] && want rules0 && want rules100; then
+if want rules0 && want rules100; then
 	for r in $(seq "$ROUNDS"); do
 		order="rules0 rules100"
 		[ $((r % 2)) -eq 0 ] && order="rules100 rules0"
@@ -555,8 +558,12 @@ if [ -z "$CALLGRIND" ] && want rules0 && want rules100; then
 			else
 				[ "$p" != 403 ] || die "$k: DELETE refused with no rules"
 			fi
-			measure "$k.r$r" "https://term.bench.test/plain/small" \
-			    "$DIR/both.crt"
+			if [ -n "$CALLGRIND" ]; then
+				cg_case "$k.r$r"
+			else
+				measure "$k.r$r" "https://term.bench.test/plain/small" \
+				    "$DIR/both.crt"
+			fi
 		done
 	done
 	policy_swap 0
@@ -785,8 +792,25 @@ vault_report inject_1m term_plain_1m "1 MiB"
 # floor (issue 37: <= 5 % fewer req/s, by the median)
 rules_report()
 {
-	local close c rr x y xc yc xs ys ratios cpus med
+	local close c rr x y xc yc xs ys ratios cpus med n
 	printf '\nrequest rules (issue 37): term.bench.test/plain/small (terminated by its binding, not injected), %d request rules against none, same egressd, swapped by SIGHUP:\n' "$NRULES"
+	if [ -n "$CALLGRIND" ]; then
+		ratios=
+		for rr in $(seq "$ROUNDS"); do
+			[ -f "$DIR/res/cg-rules100.r$rr" ] &&
+			    [ -f "$DIR/res/cg-rules0.r$rr" ] || continue
+			read -r x n <<<"$(r "cg-rules100.r$rr")"
+			read -r y _ <<<"$(r "cg-rules0.r$rr")"
+			printf '  round %d: %d rules %d Ir/req, none %d Ir/req: +%d (%s %%), none/rules %sx (%d requests)\n' \
+			    "$rr" "$NRULES" "$x" "$y" $((x - y)) \
+			    "$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.1f", (y > 0 ? (x - y) * 100 / y : 0) }')" \
+			    "$(ratio "$y" "$x")" "$n"
+			ratios+=" $(ratio "$y" "$x")"
+		done
+		[ -n "$ratios" ] &&
+		    printf '  none/rules instructions: median [range] %s\n' "$(stats "$ratios")"
+		return
+	fi
 	for close in $CONNS; do
 		for c in $CONCS; do
 			ratios= cpus=
@@ -810,7 +834,7 @@ rules_report()
 		done
 	done
 }
-[ -z "$CALLGRIND" ] && want rules0 && want rules100 && rules_report
+want rules0 && want rules100 && rules_report
 if want bulk; then
 	hz=$(getconf CLK_TCK)
 	printf '\nbulk %s MiB, one download per path and round (MB/s, ratio to direct; egressd CPU s):\n' "$BULK_MB"
