@@ -231,10 +231,20 @@ mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 for p in /pub/../admin /pub/%2e%2e/admin /pub/%2E%2E/admin /pub/x/../private/k \
     /pub/x/%2e%2e/private/k /pub/./private/k /pub//private/k \
     /pub%2Fprivate/k /pub/x/..%2Fprivate/k /pub/%70rivate/k \
-    /pub/private%2Fk '/pub/x/%2e%2e%2fprivate/k' /pub/x/.%2e/private/k; do
+    /pub/private%2Fk '/pub/x/%2e%2e%2fprivate/k' /pub/x/.%2e/private/k \
+    '/admin?/pub/x' '/pub/x;/../../admin' /pub/x/%252e%252e/private/k; do
 	code=$(req --path-as-is "https://a.test$p")
 	tb_expect_match "GET $p: 403 or 400 (got $code)" '^(403|400)$' "$code"
 done
+# what curl cannot send: a method token in lower case (methods are
+# case-sensitive: "get" is not GET), the absolute form, "OPTIONS *"
+for r in "get /pub/lc" "GET https://a.test/pub/private/abs" \
+    "GET https://a.test/admin/abs" "OPTIONS *"; do
+	out=$(tb_sandbox "$TB_PY" "$TB_DIR/sbx-bin/rr_pipe.py" a.test 443 tls \
+	    "$CA" "$r" | head -n 1)
+	tb_expect_match "raw \"$r\": 403 or 400 ($out)" '^STATUS (403|400)$' "$out"
+done
+tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path~^/pub/lc'
 tb_check "the origin never saw /admin or /pub/private in any spelling" \
     "$TB_PY" - "$TB_ORIGIN_LOG" "$mark" <<'PY'
 import json, posixpath, sys, urllib.parse
@@ -247,7 +257,9 @@ for ln in f:
     except ValueError:
         continue
     t = r.get("target", "").split("?")[0]
-    p = urllib.parse.unquote(t)
+    if "://" in t:
+        t = "/" + t.split("://", 1)[1].partition("/")[2]
+    p = urllib.parse.unquote(urllib.parse.unquote(t))
     while "//" in p:
         p = p.replace("//", "/")
     p = posixpath.normpath(p)
