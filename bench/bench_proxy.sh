@@ -356,13 +356,14 @@ egress:
 EOF
 	# issue 37: in front of the plain allow, which matches every
 	# request and would decide first: a deny of DELETE (what proves the
-	# rules in force), allows with unique paths, a star in the middle
-	# of some, and last the only one that takes GET /plain/*
+	# rules in force), allows of one unique path each, a star in its
+	# middle as in the issue's git rules, and last the only one that
+	# takes GET /plain/*
 	[ "$1" -gt 1 ] &&
 	    echo '  - {action: deny, target: term.bench.test, methods: [DELETE]}'
 	for i in $(seq 3 "$1"); do
-		printf '  - {action: allow, target: term.bench.test, methods: [GET, HEAD], paths: ["/org%d/*/info/refs", "/api/v%d/*"]}\n' \
-		    "$i" "$i"
+		printf '  - {action: allow, target: term.bench.test, methods: [GET, HEAD], paths: ["/org%d/*/info/refs"]}\n' \
+		    "$i"
 	done
 	[ "$1" -gt 0 ] &&
 	    echo '  - {action: allow, target: term.bench.test, methods: [GET], paths: ["/plain/*"]}'
