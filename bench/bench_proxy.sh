@@ -19,7 +19,9 @@
 #                  median and range of the req/s and p99 ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
 #                  terminating term_plain inject_1m term_plain_1m bulk
-#                  mitmdump nginx; "vault" = the four vault cases
+#                  mitmdump nginx rules0 rules100; "vault" = the four
+#                  vault cases, "rules" = the two request-rule cases
+#   BENCH_RULES    request rules of the rules100 case (default 100)
 #   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
 #                  back to back, the order swapped every round; the
 #                  report gives every round's ratio, the median and range
@@ -56,6 +58,15 @@
 #                injected); also term_plain (a path the binding does
 #                not cover: terminated only) and inject_1m/term_plain_1m
 #                (the same with 1 MiB bodies), for the vault's own cost;
+#   rules0/rules100  egressd --proxy, term.bench.test/plain/small
+#                (terminated by the binding, not injected) with no
+#                request rules, then with BENCH_RULES request rules of
+#                that host in front of the plain allow (issue 37: unique
+#                paths, the one that matches last), swapped by SIGHUP on
+#                the same egressd, back to back each round (BENCH_ROUNDS),
+#                the order swapped every round: what judging each
+#                request against the rules costs (with
+#                BENCH_CALLGRIND=1, in instructions per request);
 #   mitmdump     mitmproxy 8 in transparent mode (nft redirect of the
 #                client's uid), an addon setting the same header: the
 #                reference's own proxy;
@@ -83,6 +94,8 @@ CONNS=${BENCH_CONNS:-keep close}
 PERF=${BENCH_PERF:-} # a file: perf record egressd while it is measured
 ONLY=" ${BENCH_ONLY:-all} "
 ONLY=${ONLY/ vault / terminating term_plain inject_1m term_plain_1m }
+ONLY=${ONLY/ rules / rules0 rules100 }
+NRULES=${BENCH_RULES:-100}
 ROUNDS=${BENCH_ROUNDS:-1}
 CALLGRIND=${BENCH_CALLGRIND:-}
 REQS=${BENCH_REQS:-2000}
@@ -327,27 +340,52 @@ want direct && measure direct "https://pass.bench.test/small"
 # BENCH_CREDS - 1 more credentials (random, bound to nothing) beside the
 # injected one: every response to an injected request is redacted
 # against all of them
+CRED_LINES=$(for i in $(seq 2 "$CREDS"); do
+	printf '  - {name: x%d, source: {type: inline, value: "%s"}}\n' "$i" \
+	    "$(head -c 80 /dev/urandom | base64 -w0 | head -c $((20 + i * 37 % 81)))"
+done)
+[ -n "$CRED_LINES" ] && CRED_LINES+=$'\n'
+# write_policy N: the policy file with N request rules of term.bench.test
+# (0: none; the bound host is terminated by its binding either way)
+write_policy()
 {
+	{
 	cat <<EOF
 defaultAction: deny
 egress:
+EOF
+	# issue 37: in front of the plain allow, which matches every
+	# request and would decide first: a deny of DELETE (what proves the
+	# rules in force), allows of one unique path each, a star in its
+	# middle as in the issue's git rules, and last the only one that
+	# takes GET /plain/*
+	[ "$1" -gt 1 ] &&
+	    echo '  - {action: deny, target: term.bench.test, methods: [DELETE]}'
+	for i in $(seq 3 "$1"); do
+		printf '  - {action: allow, target: term.bench.test, methods: [GET, HEAD], paths: ["/org%d/*/info/refs"]}\n' \
+		    "$i"
+	done
+	[ "$1" -gt 0 ] &&
+	    echo '  - {action: allow, target: term.bench.test, methods: [GET], paths: ["/plain/*"]}'
+	cat <<EOF
   - {action: allow, target: "*.bench.test"}
 credentials:
   - {name: k, source: {type: file, path: $DIR/key}}
 EOF
-	for i in $(seq 2 "$CREDS"); do
-		printf '  - {name: x%d, source: {type: inline, value: "%s"}}\n' "$i" \
-		    "$(head -c 80 /dev/urandom | base64 -w0 | head -c $((20 + i * 37 % 81)))"
-	done
+	printf '%s' "$CRED_LINES"
 	cat <<EOF
 bindings:
   - name: term
     match: {hosts: [term.bench.test], paths: ["/small", "/bulk", "/inj/*"]}
     auth: {type: bearer, credential: k}
 EOF
-} >"$DIR/policy.yaml"
+	} >"$DIR/policy.yaml.new"
+	chmod 600 "$DIR/policy.yaml.new"
+	mv "$DIR/policy.yaml.new" "$DIR/policy.yaml"
+}
+write_policy 0
 printf 'bench-secret\n' >"$DIR/key"
-chmod 600 "$DIR/policy.yaml" "$DIR/key"
+chmod 600 "$DIR/key"
 mkdir -p "$DIR/rules"
 run=("$EGRESSD_BIN")
 wait_s=10
@@ -415,6 +453,7 @@ vault_path()
 	term_plain) echo /plain/small ;;
 	inject_1m) echo /inj/mid ;;
 	term_plain_1m) echo /plain/mid ;;
+	rules0 | rules100) echo /plain/small ;;
 	esac
 }
 # cg_case LABEL: BENCH_REQS (BENCH_REQS_1M) keep-alive requests of one
@@ -473,6 +512,63 @@ for c in $CONCS; do
 		    cp "$DIR/res/terminating.r1-$c-$k" "$DIR/res/terminating-$c-$k"
 	done
 done
+# request rules (issue 37): the same egressd, host, path and binding with
+# no request rules and with NRULES, swapped by SIGHUP; per round the two
+# back to back, the order swapped every round
+POLICY_N=0
+# policy_swap N: write the policy with N request rules, SIGHUP, and wait
+# (bounded) for the reload's policy.loaded line
+policy_swap()
+{
+	local m i
+	[ "$POLICY_N" = "$1" ] && return 0
+	m=$(stat -c %s "$DIR/egressd.log")
+	write_policy "$1"
+	kill -HUP "$EPID"
+	for i in $(seq $((wait_s * 20))); do
+		tail -c +$((m + 1)) "$DIR/egressd.log" |
+		    grep -q '"ev":"policy.loaded"' && break
+		tail -c +$((m + 1)) "$DIR/egressd.log" |
+		    grep -q '"ev":"policy\.\(load\|reload\)_failed"' &&
+		    die "the policy with $1 request rules was refused: $(tail -n 3 "$DIR/egressd.log")"
+		sleep 0.05
+	done
+	[ "$i" -lt $((wait_s * 20)) ] ||
+	    die "no policy.loaded within $wait_s s of SIGHUP ($1 rules)"
+	POLICY_N=$1
+}
+# rules_probe: the status of a DELETE to the rules' host: 403 from egressd
+# while the rules are in force, nginx's own 405 without them
+rules_probe()
+{
+	ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup \
+	    --clear-groups curl -s -o /dev/null -w '%{http_code}' \
+	    --cacert "$DIR/both.crt" -X DELETE "https://term.bench.test/plain/small"
+}
+if want rules0 && want rules100; then
+	for r in $(seq "$ROUNDS"); do
+		order="rules0 rules100"
+		[ $((r % 2)) -eq 0 ] && order="rules100 rules0"
+		for k in $order; do
+			n=0
+			[ "$k" = rules100 ] && n=$NRULES
+			policy_swap "$n"
+			p=$(rules_probe)
+			if [ "$n" -gt 1 ]; then
+				[ "$p" = 403 ] || die "$k: the rules are not in force (DELETE: $p)"
+			else
+				[ "$p" != 403 ] || die "$k: DELETE refused with no rules"
+			fi
+			if [ -n "$CALLGRIND" ]; then
+				cg_case "$k.r$r"
+			else
+				measure "$k.r$r" "https://term.bench.test/plain/small" \
+				    "$DIR/both.crt"
+			fi
+		done
+	done
+	policy_swap 0
+fi
 cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
 # bulk rounds: direct (the twin), passthrough, terminating and, with
 # the nginx peer wanted, nginx_stream (nginx's stream module in the twin:
@@ -692,6 +788,54 @@ vault_report()
 printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
 vault_report terminating term_plain "1 KiB"
 vault_report inject_1m term_plain_1m "1 MiB"
+# rules_report: per round rules100 against rules0: req/s and egressd's
+# CPU per request, then the median and range of the ratios against the
+# floor (issue 37: <= 5 % fewer req/s, by the median)
+rules_report()
+{
+	local close c rr x y xc yc xs ys ratios cpus med n
+	printf '\nrequest rules (issue 37): term.bench.test/plain/small (terminated by its binding, not injected), %d request rules against none, same egressd, swapped by SIGHUP:\n' "$NRULES"
+	if [ -n "$CALLGRIND" ]; then
+		ratios=
+		for rr in $(seq "$ROUNDS"); do
+			[ -f "$DIR/res/cg-rules100.r$rr" ] &&
+			    [ -f "$DIR/res/cg-rules0.r$rr" ] || continue
+			read -r x n <<<"$(r "cg-rules100.r$rr")"
+			read -r y _ <<<"$(r "cg-rules0.r$rr")"
+			printf '  round %d: %d rules %d Ir/req, none %d Ir/req: +%d (%s %%), none/rules %sx (%d requests)\n' \
+			    "$rr" "$NRULES" "$x" "$y" $((x - y)) \
+			    "$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.1f", (y > 0 ? (x - y) * 100 / y : 0) }')" \
+			    "$(ratio "$y" "$x")" "$n"
+			ratios+=" $(ratio "$y" "$x")"
+		done
+		[ -n "$ratios" ] &&
+		    printf '  none/rules instructions: median [range] %s\n' "$(stats "$ratios")"
+		return
+	fi
+	for close in $CONNS; do
+		for c in $CONCS; do
+			ratios= cpus=
+			for rr in $(seq "$ROUNDS"); do
+				[ -f "$DIR/res/rules100.r$rr-$c-$close" ] &&
+				    [ -f "$DIR/res/rules0.r$rr-$c-$close" ] || continue
+				read -r x _ _ _ xs xc <<<"$(r "rules100.r$rr-$c-$close")"
+				read -r y _ _ _ ys yc <<<"$(r "rules0.r$rr-$c-$close")"
+				printf '  %-5s c=%-3s round %d: %.0f vs %.0f req/s (%sx); egressd CPU %s vs %s us/req (%sx)\n' \
+				    "$close" "$c" "$rr" "$x" "$y" "$(ratio "$x" "$y")" \
+				    "$xc" "$yc" "$(ratio "$yc" "$xc")"
+				ratios+=" $(ratio "$x" "$y")"
+				cpus+=" $(ratio "$yc" "$xc")"
+			done
+			[ -n "$ratios" ] || continue
+			med=$(stats "$ratios")
+			printf '  %-5s c=%-3s %d rules / none: req/s median [range] %s (floor 0.95: %s); CPU per request none/rules %s\n' \
+			    "$close" "$c" "$NRULES" "$med" \
+			    "$(awk -v m="${med%% *}" 'BEGIN { print (m >= 0.95 ? "met" : "NOT met") }')" \
+			    "$(stats "$cpus")"
+		done
+	done
+}
+want rules0 && want rules100 && rules_report
 if want bulk; then
 	hz=$(getconf CLK_TCK)
 	printf '\nbulk %s MiB, one download per path and round (MB/s, ratio to direct; egressd CPU s):\n' "$BULK_MB"
