@@ -147,6 +147,23 @@ check_match(const char *pat, size_t pl, const char *path, size_t sl)
 	}
 }
 
+/* The form compiled for the host answers as policy_match_request. */
+static void
+check_compiled(struct policy *p, const char *method, const char *norm)
+{
+	struct policy_req_verdict a, b;
+	struct policy_host_rules *hr = policy_host_rules_new(p, "a.test", 443);
+
+	check(hr != NULL);
+	check(policy_host_rules_any(hr));
+	check(policy_host_rules_for(hr, p, "a.test", 443));
+	(void)policy_match_request(p, "a.test", 443, method, norm, &a);
+	(void)policy_host_rules_match(hr, method, norm, &b);
+	check(a.action == b.action && a.reason == b.reason &&
+	    a.index == b.index && a.rule == b.rule);
+	policy_host_rules_free(hr);
+}
+
 /* One rule {allow a.test, [method], [pat]}: loads exactly when both are
  * valid, then judges as the pattern matches. */
 static void
@@ -189,6 +206,9 @@ check_policy(const char *pat, bool pat_ok, const char *method, const char *raw,
 		if (strcmp(method, "X-OTHER") != 0)
 			check(v.reason ==
 			    (m ? POLICY_REQ_METHOD : POLICY_REQ_PATH));
+		check_compiled(p, method, norm);
+		check_compiled(p, "X-OTHER", norm);
+		check_compiled(p, "GET", norm);
 	}
 	(void)policy_match_request(p, "a.test", 443, method, raw, &v);
 	if (!norm_ok || strcmp(raw, norm) != 0)

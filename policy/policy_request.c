@@ -12,11 +12,14 @@
  * path is checked against its normal form in a stack buffer, once per
  * request, and each rule compares stored strings.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "policy/policy_binding.h"
 #include "policy/policy_glob.h"
 #include "policy/policy_int.h"
 #include "policy/policy_path.h"
+#include "util/grow.h"
 
 /* One walk over the rules of a host (a layer's each_name callback). */
 struct qwalk {
@@ -121,6 +124,38 @@ verdict(struct policy_req_verdict *v, enum policy_action act,
 	return act;
 }
 
+/* The verdict once the first rule that takes the request (r, index hit;
+ * NULL, -1: none) is known: true when that settles it, false for a
+ * denial by a plain rule or the default, whose reason the allow rules of
+ * the host tell (denied). */
+static bool
+decided(const struct policy *p, const struct policy_rule *r, long hit,
+    struct policy_req_verdict *v)
+{
+	if (r != NULL && r->action == POLICY_ALLOW)
+		(void)verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, r, hit);
+	else if (r != NULL && policy_rule_is_request(r))
+		(void)verdict(v, POLICY_DENY,
+		    r->npaths > 0 ? POLICY_REQ_PATH : POLICY_REQ_METHOD, r,
+		    hit);
+	else if (r == NULL && p->default_action == POLICY_ALLOW)
+		(void)verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, NULL, -1);
+	else
+		return false;
+	return true;
+}
+
+static enum policy_action
+denied(const struct qwalk *q, const struct policy_rule *r, long hit,
+    struct policy_req_verdict *v)
+{
+	enum policy_req_reason why = q->other_method ? POLICY_REQ_METHOD
+	    : q->allow_request && !q->path_taken     ? POLICY_REQ_PATH
+	                                             : POLICY_REQ_HOST;
+
+	return verdict(v, POLICY_DENY, why, r, hit);
+}
+
 /* host and path in the forms the rules are compared with; n gets the
  * normalized host. */
 static bool
@@ -178,7 +213,6 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 	char n[POLICY_NAME_MAX + 2];
 	struct qwalk q = {.port = port, .method = method, .path = path};
 	const struct policy_rule *r;
-	enum policy_req_reason why;
 	size_t len;
 
 	if (p == NULL || !request_ok(host, method, path, n, sizeof(n)))
@@ -190,20 +224,17 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 	q.hit = -1;
 	(void)policy_layer_each_name(user_view(p), n, len, hit_cb, &q);
 	r = q.hit >= 0 ? &p->rules[q.hit] : NULL;
-	if (r != NULL && r->action == POLICY_ALLOW)
-		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, r, q.hit);
-	if (r != NULL && policy_rule_is_request(r))
-		return verdict(v, POLICY_DENY,
-		    r->npaths > 0 ? POLICY_REQ_PATH : POLICY_REQ_METHOD, r,
-		    q.hit);
-	if (r == NULL && p->default_action == POLICY_ALLOW)
-		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, NULL, -1);
+	if (decided(p, r, q.hit, v))
+		return v->action;
 	/* A plain deny or the default: what the allow rules would take. */
 	(void)policy_layer_each_name(user_view(p), n, len, why_cb, &q);
-	why = q.other_method                   ? POLICY_REQ_METHOD
-	    : q.allow_request && !q.path_taken ? POLICY_REQ_PATH
-	                                       : POLICY_REQ_HOST;
-	return verdict(v, POLICY_DENY, why, r, q.hit);
+	return denied(&q, r, q.hit, v);
+}
+
+bool
+policy_has_request_rules(const struct policy *p)
+{
+	return p != NULL && p->index->nrequest > 0;
 }
 
 static bool
@@ -234,6 +265,174 @@ policy_host_has_request_rules(
 	(void)policy_layer_each_name(
 	    user_view(p), n, strlen(n), has_request_cb, &q);
 	return q.hit >= 0;
+}
+
+/* ---- compiled for one host and port ---- */
+
+/* A rule of the host, as the request walk reads it: what rejects most
+ * requests sits in the entry itself (a host may have a hundred rules,
+ * walked on every request). */
+struct policy_host_rule {
+	unsigned methods; /* POLICY_METHOD_* bits of the methods it names */
+	bool any_method; /* it names none */
+	bool other; /* it names a method outside them: strings compared */
+	/* every pattern's second byte is quick (none is a '*' there): a path
+	 * whose second byte differs matches none of them */
+	bool has_quick;
+	char quick;
+	const struct policy_rule *r;
+	long index;
+};
+
+struct policy_host_rules {
+	struct policy *p; /* a reference */
+	char *host; /* as given to _new */
+	uint16_t port;
+	bool any; /* a request rule of the host applies */
+	bool op; /* an operator layer decides every request: opv */
+	struct policy_req_verdict opv;
+	struct policy_host_rule *v;
+	size_t n, cap;
+	bool nomem;
+};
+
+static bool
+collect_cb(void *arg, size_t i)
+{
+	struct policy_host_rules *hr = arg;
+	const struct policy_rule *r = &hr->p->rules[i];
+	struct policy_host_rule *e;
+	unsigned bit;
+	size_t k;
+
+	if (!port_ok(r, hr->port))
+		return true;
+	if (grow_array(&hr->v, &hr->cap, hr->n + 1, sizeof(*hr->v), 8) == -1) {
+		hr->nomem = true;
+		return false;
+	}
+	e = &hr->v[hr->n++];
+	memset(e, 0, sizeof(*e));
+	e->r = r;
+	e->index = (long)i;
+	e->any_method = r->nmethods == 0;
+	e->has_quick = r->npaths > 0 && r->paths[0][1] != '*';
+	e->quick = r->npaths > 0 ? r->paths[0][1] : '\0';
+	for (k = 1; k < r->npaths; k++)
+		e->has_quick &= r->paths[k][1] == e->quick;
+	for (k = 0; k < r->nmethods; k++) {
+		bit = policy_method_bit(r->methods[k], strlen(r->methods[k]));
+		e->methods |= bit;
+		e->other |= bit == 0;
+	}
+	hr->any |= policy_rule_is_request(r);
+	return true;
+}
+
+struct policy_host_rules *
+policy_host_rules_new(struct policy *p, const char *host, uint16_t port)
+{
+	struct policy_host_rules *hr;
+	char n[POLICY_NAME_MAX + 2];
+	size_t len;
+
+	if (p == NULL || host == NULL || (hr = calloc(1, sizeof(*hr))) == NULL)
+		return NULL;
+	hr->p = policy_ref(p);
+	hr->port = port;
+	if ((hr->host = strdup(host)) == NULL) {
+		policy_host_rules_free(hr);
+		return NULL;
+	}
+	/* an invalid name has no rules: every request is INVALID */
+	if (policy_name_norm(host, strlen(host), n, sizeof(n), false, NULL) ==
+	    -1) {
+		hr->op = true;
+		(void)verdict(
+		    &hr->opv, POLICY_DENY, POLICY_REQ_INVALID, NULL, -1);
+		return hr;
+	}
+	len = strlen(n);
+	(void)policy_layer_each_name(user_view(p), n, len, collect_cb, hr);
+	if (hr->nomem) {
+		policy_host_rules_free(hr);
+		return NULL;
+	}
+	hr->op = operator_decides(p, n, len, port, &hr->opv);
+	return hr;
+}
+
+void
+policy_host_rules_free(struct policy_host_rules *hr)
+{
+	if (hr == NULL)
+		return;
+	policy_unref(hr->p);
+	free(hr->host);
+	free(hr->v);
+	free(hr);
+}
+
+bool
+policy_host_rules_for(const struct policy_host_rules *hr,
+    const struct policy *p, const char *host, uint16_t port)
+{
+	return hr != NULL && hr->p == p && hr->port == port &&
+	    strcmp(hr->host, host) == 0;
+}
+
+bool
+policy_host_rules_any(const struct policy_host_rules *hr)
+{
+	return hr != NULL && hr->any;
+}
+
+/* mbit: the request method's POLICY_METHOD_* bit, 0 for another token. */
+static bool
+host_rule_method(
+    const struct policy_host_rule *e, unsigned mbit, const char *method)
+{
+	if (e->any_method)
+		return true;
+	if (mbit != 0) /* a token with a bit equals no token without one */
+		return (e->methods & mbit) != 0;
+	return e->other && method_in(e->r, method);
+}
+
+enum policy_action
+policy_host_rules_match(const struct policy_host_rules *hr, const char *method,
+    const char *path, struct policy_req_verdict *v)
+{
+	struct qwalk q = {.method = method, .path = path, .hit = -1};
+	const struct policy_host_rule *e = NULL;
+	unsigned mbit;
+	size_t i;
+
+	if (hr == NULL || method == NULL || path == NULL)
+		return verdict(v, POLICY_DENY, POLICY_REQ_INVALID, NULL, -1);
+	if (hr->op) {
+		*v = hr->opv;
+		return v->action;
+	}
+	mbit = policy_method_bit(method, strlen(method));
+	for (i = 0; i < hr->n; i++) {
+		e = &hr->v[i];
+		/* patterns and the path both start with '/' */
+		if ((e->has_quick && e->quick != path[path[0] != '\0']) ||
+		    !host_rule_method(e, mbit, method))
+			continue;
+		if (e->r->npaths == 0 || path_in(e->r, path))
+			break;
+	}
+	if (i < hr->n)
+		q.hit = e->index;
+	if (decided(hr->p, i < hr->n ? e->r : NULL, q.hit, v))
+		return v->action;
+	q.rules = hr->p->rules;
+	q.port = hr->port;
+	for (i = 0; i < hr->n; i++)
+		(void)why_cb(&q, (size_t)hr->v[i].index);
+	return denied(&q, q.hit >= 0 ? &hr->p->rules[q.hit] : NULL, q.hit, v);
 }
 
 const char *

@@ -169,7 +169,7 @@ daemon_wire_enforceable(
 }
 
 /* The policy in force, lent (proxy.h, "policy_get"). */
-static const struct policy *
+static struct policy *
 egressd_proxy_policy_cb(void *arg)
 {
 	return egressd_arg(arg)->policy;

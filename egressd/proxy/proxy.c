@@ -243,7 +243,7 @@ proxy_port(const struct proxy *p)
 static bool
 proxy_rejudge_unjudgeable(struct proxy *p, const struct proxy_conn *c)
 {
-	const struct policy *pol;
+	struct policy *pol;
 
 	if (c->proto != PROTO_TLS || c->tls.term || p->h.policy_get == NULL ||
 	    (pol = p->h.policy_get(p->h.arg)) == NULL)
@@ -262,6 +262,9 @@ proxy_rejudge(struct proxy *p)
 	(void)proxy_pool_flush(p->pool);
 	for (c = p->conns; c != NULL; c = next) {
 		next = c->next;
+		/* compiled from the old snapshot, which it keeps alive */
+		policy_host_rules_free(c->relay.rules);
+		c->relay.rules = NULL;
 		if ((c->st != PROXY_ST_CONNECT && c->st != PROXY_ST_RELAY) ||
 		    c->refused || c->name[0] == '\0')
 			continue;

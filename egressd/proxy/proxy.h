@@ -199,7 +199,8 @@ struct proxy_hooks {
 	 */
 	bool (*learned)(void *arg, const char *name, const struct addr *dst);
 	/*
-	 * The policy in force, lent for the call and not kept past it. A
+	 * The policy in force, lent for the call (the proxy takes its own
+	 * reference for what it keeps: the compiled rules of a host). A
 	 * request to a host with request rules
 	 * (policy_host_has_request_rules) is judged by policy_match_request
 	 * against the policy in force when its head is read, so a change
@@ -210,7 +211,7 @@ struct proxy_hooks {
 	 * gained request rules. NULL (hook or result): requests are judged
 	 * by their host only.
 	 */
-	const struct policy *(*policy_get)(void *arg);
+	struct policy *(*policy_get)(void *arg);
 	void *arg;
 };
 

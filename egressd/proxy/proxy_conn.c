@@ -131,6 +131,8 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 	c->origin.vault = NULL;
 	free(c->relay.denial);
 	c->relay.denial = NULL;
+	policy_host_rules_free(c->relay.rules);
+	c->relay.rules = NULL;
 	event_free(c->timer);
 	c->timer = NULL;
 }

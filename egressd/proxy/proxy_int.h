@@ -220,6 +220,10 @@ struct proxy_relay {
 	/* the request the rules denied (refuse_why PROXY_REQUEST_DENIED):
 	 * what its answer says; NULL: none was */
 	struct proxy_denial *denial;
+	/* the request rules of the last host judged, compiled from the
+	 * policy then in force (a reference to it): rebuilt when the host or
+	 * the policy changes, dropped at every commit (proxy_rejudge) */
+	struct policy_host_rules *rules;
 };
 
 /* A request the request rules denied (proxy_judge_request): its 403's

@@ -137,6 +137,18 @@ proxy_judge_deny(struct proxy_conn *c, const char *name, const char *method,
 	return PROXY_REQUEST_DENIED;
 }
 
+/* The request rules of name on c's port from p, compiled once per host
+ * and snapshot; NULL when out of memory (then p is asked directly). */
+static const struct policy_host_rules *
+proxy_judge_rules(struct proxy_conn *c, struct policy *p, const char *name)
+{
+	if (!policy_host_rules_for(c->relay.rules, p, name, c->dport)) {
+		policy_host_rules_free(c->relay.rules);
+		c->relay.rules = policy_host_rules_new(p, name, c->dport);
+	}
+	return c->relay.rules;
+}
+
 /*
  * Request rules (issue 37): a request to name (judged by proxy_judge_host
  * already) on a host the policy in force has request rules for is judged
@@ -148,20 +160,27 @@ enum proxy_reason
 proxy_judge_request(struct proxy_conn *c, const struct http_head *h,
     const char *name, int *status)
 {
-	const struct policy *p;
+	const struct policy_host_rules *hr;
+	struct policy *p;
 	struct policy_req_verdict v;
 	char method[HTTP_METHOD_MAX + 1];
 	char path[POLICY_REQ_PATH_MAX + 1];
 	const char *raw = "/";
-	size_t rawn = 1;
+	size_t rawn = 1, n;
 	struct err e;
 
 	if (c->p->h.policy_get == NULL ||
 	    (p = c->p->h.policy_get(c->p->h.arg)) == NULL ||
-	    !policy_host_has_request_rules(p, name, c->dport))
+	    !policy_has_request_rules(p))
 		return PROXY_OK;
-	(void)snprintf(
-	    method, sizeof(method), "%.*s", (int)h->method.n, h->method.p);
+	hr = proxy_judge_rules(c, p, name);
+	if (hr != NULL ? !policy_host_rules_any(hr)
+	               : !policy_host_has_request_rules(p, name, c->dport))
+		return PROXY_OK;
+	/* the parser bounds a method by HTTP_METHOD_MAX */
+	n = h->method.n < sizeof(method) ? h->method.n : sizeof(method) - 1;
+	memcpy(method, h->method.p, n);
+	method[n] = '\0';
 	if (h->path.p != NULL) {
 		raw = h->path.p;
 		rawn = h->path.n;
@@ -185,8 +204,9 @@ proxy_judge_request(struct proxy_conn *c, const struct http_head *h,
 		    raw);
 		return proxy_judge_deny(c, name, method, path, &v, status);
 	}
-	if (policy_match_request(p, name, c->dport, method, path, &v) ==
-	    POLICY_ALLOW)
+	if ((hr != NULL ? policy_host_rules_match(hr, method, path, &v)
+	                : policy_match_request(p, name, c->dport, method, path,
+	                      &v)) == POLICY_ALLOW)
 		return PROXY_OK;
 	return proxy_judge_deny(c, name, method, path, &v, status);
 }

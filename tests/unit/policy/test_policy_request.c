@@ -178,8 +178,35 @@ struct rq {
 	long index;
 };
 
+/* The form compiled for the host (what the proxy keeps per connection)
+ * gives the same verdict; it trusts the path to be normal, so a case
+ * INVALID for its path alone is not its to judge. */
 static void
-run(const struct policy *p, const struct rq *c, size_t n)
+run_compiled(
+    struct policy *p, const struct rq *c, const struct policy_req_verdict *want)
+{
+	struct policy_req_verdict v;
+	struct policy_host_rules *hr;
+
+	if (c->host == NULL || c->method == NULL || c->path == NULL)
+		return;
+	hr = policy_host_rules_new(p, c->host, c->port);
+	assert_non_null(hr);
+	assert_true(policy_host_rules_for(hr, p, c->host, c->port));
+	assert_int_equal(policy_host_rules_any(hr),
+	    policy_host_has_request_rules(p, c->host, c->port));
+	(void)policy_host_rules_match(hr, c->method, c->path, &v);
+	if (want->reason != POLICY_REQ_INVALID || v.reason == want->reason) {
+		assert_int_equal(v.action, want->action);
+		assert_int_equal(v.reason, want->reason);
+		assert_int_equal(v.index, want->index);
+		assert_ptr_equal(v.rule, want->rule);
+	}
+	policy_host_rules_free(hr);
+}
+
+static void
+run(struct policy *p, const struct rq *c, size_t n)
 {
 	struct policy_req_verdict v;
 	size_t i;
@@ -198,6 +225,7 @@ run(const struct policy *p, const struct rq *c, size_t n)
 		assert_true(v.index < 0
 		        ? v.rule == NULL || v.rule->origin != POLICY_ORIGIN_USER
 		        : v.rule == &p->rules[v.index]);
+		run_compiled(p, &c[i], &v);
 	}
 }
 

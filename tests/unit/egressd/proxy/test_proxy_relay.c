@@ -36,7 +36,7 @@ struct fx {
 };
 
 /* The policy in force, as the daemon lends it. */
-static const struct policy *
+static struct policy *
 policy_get(void *arg)
 {
 	return ((struct fx *)arg)->pol;
