@@ -10,7 +10,10 @@
  * (the view that keeps deny request rules), so the cost is O(labels) plus
  * the host's own rules, never the whole list. Nothing is allocated: the
  * path is checked against its normal form in a stack buffer, once per
- * request, and each rule compares stored strings.
+ * request, and each rule compares stored strings, its methods before its
+ * patterns. An allowed request costs one walk that stops at the deciding
+ * rule; only a denial by a plain rule or the default walks the host's
+ * allow rules again, for the reason.
  */
 #include <string.h>
 
@@ -72,29 +75,40 @@ operator_cb(void *arg, size_t i)
 	return false;
 }
 
+/* The deciding walk: the first rule of the host that takes the request.
+ * The method first: a string compare is cheaper than a pattern. */
 static bool
-user_cb(void *arg, size_t i)
+decide_cb(void *arg, size_t i)
 {
 	struct qwalk *q = arg;
 	const struct policy_rule *r = &q->rules[i];
-	bool path, method;
 
-	/* after the deciding rule only the allow rules tell anything */
-	if (!port_ok(r, q->port) || (q->hit >= 0 && r->action == POLICY_DENY))
-		return true;
-	path = r->npaths == 0 || path_in(r, q->path);
-	method = r->nmethods == 0 || method_in(r, q->method);
-	if (r->action == POLICY_ALLOW) {
-		q->other_method |= path && !method;
-		q->allow_request |= policy_rule_is_request(r);
-		q->path_taken |= path && policy_rule_is_request(r);
-	}
-	if (q->hit >= 0 || !path || !method)
+	if (!port_ok(r, q->port) ||
+	    (r->nmethods > 0 && !method_in(r, q->method)) ||
+	    (r->npaths > 0 && !path_in(r, q->path)))
 		return true;
 	q->hit = (long)i;
-	/* An allow or a deny request rule says all there is to say; after
-	 * a plain deny the allow rules of the host still tell why. */
-	return r->action == POLICY_DENY && !policy_rule_is_request(r);
+	return false;
+}
+
+/* The reason walk, only for a denial by a plain deny or the default:
+ * what the host's allow rules would take. */
+static bool
+reason_cb(void *arg, size_t i)
+{
+	struct qwalk *q = arg;
+	const struct policy_rule *r = &q->rules[i];
+	bool path;
+
+	if (r->action != POLICY_ALLOW || !policy_rule_is_request(r) ||
+	    !port_ok(r, q->port))
+		return true;
+	path = r->npaths == 0 || path_in(r, q->path);
+	q->allow_request = true;
+	q->path_taken |= path;
+	q->other_method |= path && r->nmethods > 0 && !method_in(r, q->method);
+	/* "method" outranks the rest: nothing left to learn */
+	return !q->other_method;
 }
 
 static enum policy_action
@@ -175,7 +189,7 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 		return v->action;
 	q.rules = p->rules;
 	q.hit = -1;
-	(void)policy_layer_each_name(user_view(p), n, len, user_cb, &q);
+	(void)policy_layer_each_name(user_view(p), n, len, decide_cb, &q);
 	r = q.hit >= 0 ? &p->rules[q.hit] : NULL;
 	if (r != NULL && r->action == POLICY_ALLOW)
 		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, r, q.hit);
@@ -186,6 +200,7 @@ policy_match_request(const struct policy *p, const char *host, uint16_t port,
 	if (r == NULL && p->default_action == POLICY_ALLOW)
 		return verdict(v, POLICY_ALLOW, POLICY_REQ_ALLOWED, NULL, -1);
 	/* A plain deny or the default: what the allow rules would take. */
+	(void)policy_layer_each_name(user_view(p), n, len, reason_cb, &q);
 	why = q.other_method                   ? POLICY_REQ_METHOD
 	    : q.allow_request && !q.path_taken ? POLICY_REQ_PATH
 	                                       : POLICY_REQ_HOST;
