@@ -130,52 +130,47 @@ seg_match(const char *p, size_t pn, const char *s, size_t sn, bool open)
 	return true;
 }
 
+/*
+ * The literal head (everything before the first star) is compared byte
+ * by byte first: it decides most mismatches of a host's many rules at
+ * once. Then segment by segment from the head's last '/', scanning the
+ * path only as far as the pattern needs: never a strlen of the path,
+ * which may be long and is compared with every rule of its host.
+ */
 bool
 policy_glob_match(const char *pat, const char *path)
 {
-	size_t pl, sl;
-	const char *pe, *se;
-	bool open;
+	const char *pn, *sn, *seg = pat;
 
 	if (pat == NULL || path == NULL)
 		return false;
-	/* The literal head, up to the first '*', must be the path's own:
-	 * most patterns of a host differ from a request's path there, and a
-	 * byte loop rejects them for a few instructions (a host with 100
-	 * rules walks 100 patterns per request). The segments start again
-	 * at the head's last '/', which both share. */
-	for (pl = 0; pat[pl] != '*'; pl++) {
-		if (pat[pl] != path[pl])
-			return false;
-		if (pat[pl] == '\0')
-			return true; /* no star: equal */
-	}
-	while (pl > 0 && pat[pl - 1] != '/')
-		pl--;
-	if (pl > 0) { /* pat[pl - 1] == path[pl - 1] == '/' */
-		pat += pl - 1;
-		path += pl - 1;
-	}
-	pl = strlen(pat);
-	sl = strlen(path);
-	open = pl > 0 && pat[pl - 1] == '*';
-	pe = pat + pl - (open ? 1 : 0);
-	se = path + sl;
+	for (; *pat != '\0' && *pat != '*' && *pat == *path; pat++, path++)
+		if (*pat == '/')
+			seg = pat + 1;
+	if (*pat == '\0')
+		return *path == '\0';
+	if (*pat != '*')
+		return false;
+	/* back to the start of the star's segment, in both */
+	path -= pat - seg;
+	pat = seg;
 	for (;;) {
-		const char *pn = memchr(pat, '/', (size_t)(pe - pat));
-		const char *sn = memchr(path, '/', (size_t)(se - path));
-
-		if (pn == NULL) /* the pattern's last segment */
-			return open ? seg_match(pat, (size_t)(pe - pat), path,
-			                  (size_t)((sn ? sn : se) - path), true)
-			            : sn == NULL &&
-			        seg_match(pat, (size_t)(pe - pat), path,
-			            (size_t)(se - path), false);
-		if (sn == NULL ||
+		pn = strchrnul(pat, '/');
+		sn = strchrnul(path, '/');
+		if (*pn == '\0') /* the pattern's last segment */
+			break;
+		if (*sn == '\0' ||
 		    !seg_match(pat, (size_t)(pn - pat), path,
 		        (size_t)(sn - path), false))
 			return false;
 		pat = pn + 1;
 		path = sn + 1;
 	}
+	/* a star at the very end: a prefix match, the path's rest is free */
+	if (pn > pat && pn[-1] == '*')
+		return seg_match(pat, (size_t)(pn - pat) - 1, path,
+		    (size_t)(sn - path), true);
+	return *sn == '\0' &&
+	    seg_match(
+	        pat, (size_t)(pn - pat), path, (size_t)(sn - path), false);
 }
