@@ -288,8 +288,13 @@ daemon_nft_cut_flows(struct egressd *d, const char *trigger)
  * port. Until the apply nothing is redirected, and nothing is filtered by
  * egressd either: that is the namespace as egressd found it.
  */
-/* What the exception lets in, at start; root's loudly: every process of
- * the pod running as root (the workload's too, where it may) has it. */
+/*
+ * What the exception lets in, at start; root's loudly: every process of
+ * the pod running as root (the workload's too, where it may) has it. And
+ * execd is a relay anyone in the pod can ask: unless its port is
+ * protected too (--protect-port), a sandbox process holding the token
+ * reaches the API through it (docs/security.md).
+ */
 static void
 egressd_api_uid_log(const struct egressd *d, const struct nft_opts *o)
 {
@@ -309,6 +314,12 @@ egressd_api_uid_log(const struct egressd *d, const struct nft_opts *o)
 		        "processes of this uid (and root, which can become "
 		        "it) reach the API on loopback; the token still "
 		        "guards it"));
+	if (d->cfg->nprotected_ports == 0)
+		log_warn(d->log, "api.loopback_uid_unguarded",
+		    LOG_S("effect",
+		        "no --protect-port: a sandbox process that reaches "
+		        "execd's port can have execd relay it to the API "
+		        "(the token still needed); protect execd's port"));
 }
 
 int
