@@ -93,14 +93,14 @@ daemon_nft_learn_cancel_cb(void *arg, uint64_t ticket)
 /*
  * The API port the sandbox must never reach, parsed as the API parses its
  * listen address (an address it cannot parse fails the API's start, so
- * egressd never runs with that port unprotected). *on_lo: the address
- * takes connections to 127.0.0.1 or ::1 (unspecified or loopback), what
- * execd's relay dials.
+ * egressd never runs with that port unprotected). *on_lo: the listener
+ * takes connections to 127.0.0.1, what execd's relay dials: 127.0.0.1,
+ * 0.0.0.0, or :: (which the API opens dual-stack).
  */
 static uint16_t
 egressd_api_port(const struct config *cfg, bool *on_lo)
 {
-	static const uint8_t zero[16], lo6[16] = {[15] = 1};
+	static const uint8_t zero[16], lo4[4] = {127, 0, 0, 1};
 	struct sockaddr_storage ss;
 	socklen_t len;
 	struct addr a;
@@ -112,10 +112,9 @@ egressd_api_port(const struct config *cfg, bool *on_lo)
 	    addr_from_sockaddr((const struct sockaddr *)&ss, &a, &port) == -1)
 		return 0;
 	if (a.family == AF_INET)
-		*on_lo = a.a[0] == 127 || memcmp(a.a, zero, 4) == 0;
+		*on_lo = memcmp(a.a, lo4, 4) == 0 || memcmp(a.a, zero, 4) == 0;
 	else
-		*on_lo =
-		    memcmp(a.a, zero, 16) == 0 || memcmp(a.a, lo6, 16) == 0;
+		*on_lo = memcmp(a.a, zero, 16) == 0;
 	return port;
 }
 
@@ -134,8 +133,8 @@ egressd_api_uid(const struct egressd *d, uint16_t api_port, bool on_lo,
 		return 0;
 	if (api_port == 0 || !on_lo) {
 		err_set(e,
-		    "--api-loopback-uid: the TCP API (%s) does not listen on "
-		    "127.0.0.1 or ::1, where execd's relay connects",
+		    "--api-loopback-uid: the TCP API (%s) does not take "
+		    "connections to 127.0.0.1, where execd's relay connects",
 		    c->api.listen_tcp != NULL ? c->api.listen_tcp : "off");
 		return -1;
 	}
@@ -281,14 +280,6 @@ daemon_nft_cut_flows(struct egressd *d, const char *trigger)
 }
 
 /*
- * nftables in two steps around the resolver's start: the netlink handle
- * first (the resolver's learn hook needs it), the ruleset only once the
- * resolver's sockets are bound, so that a query redirected the instant
- * the ruleset is in force queues in a socket instead of meeting a closed
- * port. Until the apply nothing is redirected, and nothing is filtered by
- * egressd either: that is the namespace as egressd found it.
- */
-/*
  * What the exception lets in, at start; root's loudly: every process of
  * the pod running as root (the workload's too, where it may) has it. And
  * execd is a relay anyone in the pod can ask: unless its port is
@@ -322,6 +313,14 @@ egressd_api_uid_log(const struct egressd *d, const struct nft_opts *o)
 		        "(the token still needed); protect execd's port"));
 }
 
+/*
+ * nftables in two steps around the resolver's start: the netlink handle
+ * first (the resolver's learn hook needs it), the ruleset only once the
+ * resolver's sockets are bound, so that a query redirected the instant
+ * the ruleset is in force queues in a socket instead of meeting a closed
+ * port. Until the apply nothing is redirected, and nothing is filtered by
+ * egressd either: that is the namespace as egressd found it.
+ */
 int
 daemon_nft_open(struct egressd *d, struct err *e)
 {

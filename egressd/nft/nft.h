@@ -24,8 +24,9 @@
  *     143);
  *     nameserver-exempt :53; [api_uid_port] meta skuid api_uid tcp to
  *     127.0.0.1/::1 dport api_uid_port -> accept; protected ports on any
- *     local address (fib daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
- *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
+ *     local address (fib daddr type local) -> deny; resolver
+ *     (127.0.0.1/::1 dport dns_port, matched by destination, never by
+ *     oif lo); [proxy] 127.0.0.1/::1 tcp
  *     dport proxy_port; oif lo; DoT/DoQ 853, QUIC udp 443, DoH-block ->
  *     deny; IP/CIDR rules of the policy layers in precedence order
  *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6

@@ -125,7 +125,7 @@ timeout 20 ip netns exec "$TB_SBX" env -i "$EGRESSD_BIN" \
     --dns-upstream "$TB_DNS1_IP4" >"$TB_DIR/refused.out" 2>&1 || rc=$?
 tb_expect_eq "API on the pod IP only: egressd refuses to start" 1 "$rc"
 tb_expect_match "and says why" \
-    'api-loopback-uid: the TCP API .* does not listen on 127.0.0.1 or ::1' \
+    'api-loopback-uid: the TCP API .* does not take connections to 127\.0\.0\.1' \
     "$(cat "$TB_DIR/refused.out")"
 
 # --- with --api-loopback-uid EXECD_UID -----------------------------------------
