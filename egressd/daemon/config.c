@@ -485,6 +485,7 @@ enum config_key {
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
 	K_VAULT_REQUIRE_MLOCK,
+	K_API_LOOPBACK_UID,
 };
 
 /*
@@ -639,6 +640,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_INTERCEPT_PORTS:
 		return config_set_ports(
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
+	case K_API_LOOPBACK_UID:
+		return config_api_uid_set(c, v, what, e);
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -689,6 +692,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_API_TLS_CERT", K_API_TLS_CERT},
     {"EGRESSD_API_TLS_KEY", K_API_TLS_KEY},
     {"EGRESSD_API_INSECURE_NO_TOKEN", K_INSECURE_NO_TOKEN},
+    {"EGRESSD_API_LOOPBACK_UID", K_API_LOOPBACK_UID},
     {"EGRESSD_RULES_DIR", K_RULES_DIR},
     {"EGRESSD_LOG_FILE", K_LOG_FILE},
     {"EGRESSD_DNS_PORT", K_DNS_PORT},
@@ -804,6 +808,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("api-token-file", K_TOKEN_FILE),
     {"api-token", F_KEY, K_TOKEN, 0, 0, true},
     CF_TRUE("api-insecure-no-token", api.insecure_no_token),
+    CF_KEY("api-loopback-uid", K_API_LOOPBACK_UID),
     CF_KEY("max-rules", K_MAX_RULES),
     CF_KEY("policy-file-max", K_POLICY_FILE_MAX),
     {"dns-upstream", F_LIST, K_UPSTREAM, 0, 0, false},
@@ -1046,6 +1051,8 @@ config_finish(struct config *c, struct err *e)
 		err_set(e, "--ca-key and --ca-cert go together");
 		return -1;
 	}
+	if (c->api_loopback_uid_set && config_api_uid_check(c, e) == -1)
+		return -1;
 	if (c->proxy_port == c->dns_port) {
 		err_set(e, "proxy port and DNS port must differ (both %u)",
 		    c->dns_port);

@@ -68,6 +68,14 @@ struct config {
 	 */
 	struct api_opts api;
 	char *token_file;
+	/*
+	 * --api-loopback-uid: loopback TCP to the API port from sockets
+	 * owned by this one uid (execd's /proxy/PORT relay, the OpenSandbox
+	 * server's path) passes nft; never set by default; 0 (root) only when
+	 * named, with a warning (docs/security.md).
+	 */
+	bool api_loopback_uid_set;
+	uint32_t api_loopback_uid;
 	/* Bytes of the policy file (operator's, trusted): --policy-file-max,
 	 * default POLICY_FILE_MAX (sized from the rule cap). */
 	size_t policy_file_max;
@@ -164,6 +172,14 @@ int config_parse_hostport(const char *s, uint16_t default_port,
 const char *config_mode_name(enum config_mode m);
 /* "refuse" or "decode", the spelling of the flag's values. */
 const char *config_vault_compressed_name(enum config_vault_compressed v);
+/*
+ * --api-loopback-uid (config_api_uid.c): sets or ("") clears the uid;
+ * config_finish() calls the check, which refuses it without nft, the TCP
+ * API or a token. 0 or -1 with e.
+ */
+int config_api_uid_set(
+    struct config *c, const char *v, const char *what, struct err *e);
+int config_api_uid_check(const struct config *c, struct err *e);
 /* Prints the --help text to f. */
 void config_usage(FILE *f);
 
