@@ -73,18 +73,6 @@ config_init(struct config *c)
 }
 
 static void
-config_strlist_clear(struct config_strlist *l)
-{
-	size_t i;
-
-	for (i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	l->v = NULL;
-	l->n = 0;
-}
-
-static void
 config_wipe_token(struct config *c)
 {
 	if (c->api.token != NULL) {
@@ -120,6 +108,7 @@ config_clear(struct config *c)
 	free(c->sandbox_id);
 	free(c->log_file);
 	free(c->failpoint);
+	config_compat_clear(c);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -156,49 +145,6 @@ config_set_str(char **dst, const char *src, const char *what, struct err *e)
 	return 0;
 }
 
-static int
-config_parse_bool(const char *s, bool *out, const char *what, struct err *e)
-{
-	if (strcasecmp(s, "1") == 0 || strcasecmp(s, "true") == 0 ||
-	    strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
-		*out = true;
-	else if (strcasecmp(s, "0") == 0 || strcasecmp(s, "false") == 0 ||
-	    strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0 || *s == '\0')
-		*out = false;
-	else {
-		err_set(
-		    e, "%s: \"%.64s\" is not a boolean (true/false)", what, s);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-config_parse_uint(const char *s, unsigned long long min, unsigned long long max,
-    unsigned long long *out, const char *what, struct err *e)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ') {
-		err_set(e, "%s: \"%.64s\" is not a number", what, s);
-		return -1;
-	}
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0') {
-		err_set(e, "%s: \"%.64s\" is not a number", what, s);
-		return -1;
-	}
-	if (v < min || v > max) {
-		err_set(e, "%s: %llu is out of range %llu..%llu", what, v, min,
-		    max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 int
 config_parse_hostport(const char *s, uint16_t default_port,
     struct config_hostport *out, struct err *e)
@@ -212,45 +158,6 @@ config_parse_hostport(const char *s, uint16_t default_port,
 	memcpy(out->addr, a.a, sizeof(out->addr));
 	addr_format_port(&a, out->port, out->text, sizeof(out->text));
 	return 0;
-}
-
-/* Splits s on commas and blanks; empty items are skipped. */
-static int
-config_split(
-    const char *s, struct config_strlist *out, const char *what, struct err *e)
-{
-	struct config_strlist l = {NULL, 0};
-	const char *p = s;
-
-	while (*p != '\0') {
-		size_t n;
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		n = strcspn(p, ", \t");
-		if (n == 0)
-			break;
-		if (l.n == CONFIG_LIST_MAX) {
-			err_set(e, "%s: more than %d entries", what,
-			    CONFIG_LIST_MAX);
-			goto fail;
-		}
-		char **nv = realloc(l.v, (l.n + 1) * sizeof(*nv));
-		if (nv == NULL)
-			goto oom;
-		l.v = nv;
-		if ((l.v[l.n] = strndup(p, n)) == NULL)
-			goto oom;
-		l.n++;
-		p += n;
-	}
-	config_strlist_clear(out);
-	*out = l;
-	return 0;
-oom:
-	err_set(e, "%s: out of memory", what);
-fail:
-	config_strlist_clear(&l);
-	return -1;
 }
 
 static int
@@ -398,17 +305,6 @@ config_set_token(
 		err_set(e, "%s: out of memory", what);
 		return -1;
 	}
-	return 0;
-}
-
-static int
-config_set_port(uint16_t *dst, const char *s, const char *what, struct err *e)
-{
-	unsigned long long v;
-
-	if (config_parse_uint(s, 1, 65535, &v, what, e) == -1)
-		return -1;
-	*dst = (uint16_t)v;
 	return 0;
 }
 
@@ -728,6 +624,12 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 		if (eq == NULL)
 			continue;
 		nl = (size_t)(eq - kv);
+		switch (config_compat_env(c, kv, nl, eq + 1, e)) {
+		case -1:
+			return -1;
+		case 1:
+			continue;
+		}
 		for (i = 0; i < sizeof(config_envs) / sizeof(config_envs[0]);
 		     i++) {
 			const struct config_env *ce = &config_envs[i];
@@ -1058,5 +960,5 @@ config_finish(struct config *c, struct err *e)
 		    c->dns_port);
 		return -1;
 	}
-	return 0;
+	return config_compat_finish(c, e);
 }

@@ -121,6 +121,19 @@ struct config {
 	 * logged (vault.mlock_failed). */
 	bool vault_require_mlock;
 
+	/*
+	 * OpenSandbox's newer settings (config_compat.c, docs/compat.md).
+	 * vault_scoped: every binding must name match.methods and
+	 * match.paths, and none may be the host-wide wildcard path; ignore_hosts: names (or
+	 * "*.suffix") never terminated, so no binding may cover one;
+	 * extra_ports: TCP ports intercepted besides 80, 443 and
+	 * intercept_ports (merged into intercept_ports by config_finish).
+	 */
+	bool vault_scoped;
+	struct config_strlist ignore_hosts;
+	uint16_t extra_ports[CONFIG_PORTS_MAX];
+	size_t nextra_ports;
+
 	/* Misc. */
 	char *deny_webhook;
 	char *sandbox_id;
@@ -180,7 +193,45 @@ const char *config_vault_compressed_name(enum config_vault_compressed v);
 int config_api_uid_set(
     struct config *c, const char *v, const char *what, struct err *e);
 int config_api_uid_check(const struct config *c, struct err *e);
+
+/* config_parse.c: helpers shared by config.c and config_compat.c. */
+void config_strlist_clear(struct config_strlist *l);
+int config_parse_bool(
+    const char *s, bool *out, const char *what, struct err *e);
+/* Splits s on commas and blanks (empty items skipped), at most
+ * CONFIG_LIST_MAX items; replaces *out. */
+int config_split(
+    const char *s, struct config_strlist *out, const char *what, struct err *e);
+int config_set_port(
+    uint16_t *dst, const char *s, const char *what, struct err *e);
+/* A whole number in [min, max] (decimal, 0x hex or 0 octal). */
+int config_parse_uint(const char *s, unsigned long long min,
+    unsigned long long max, unsigned long long *out, const char *what,
+    struct err *e);
+
 /* Prints the --help text to f. */
 void config_usage(FILE *f);
+
+/*
+ * OpenSandbox's newer settings (config_compat.c): each is honoured with
+ * the reference's meaning or refused with a message saying why.
+ * config_compat_env: 1 when name (nl bytes) is one of them and v was
+ * taken, 0 when it is not one of them, -1 with e when v is refused.
+ */
+int config_compat_env(struct config *c, const char *name, size_t nl,
+    const char *v, struct err *e);
+/* Cross checks of config_finish; merges extra_ports into intercept_ports. */
+int config_compat_finish(struct config *c, struct err *e);
+void config_compat_clear(struct config *c);
+
+struct policy;
+/*
+ * The operator's rules for bindings: REQUIRE_SCOPED_MATCH and
+ * IGNORE_HOSTS, checked on the bindings of the policy file (api false)
+ * or of the API's vault (api true) in p. 0, or -1 with e naming the
+ * binding, what is wrong and the setting that asks for it.
+ */
+int config_compat_bindings(
+    const struct config *c, const struct policy *p, bool api, struct err *e);
 
 #endif
