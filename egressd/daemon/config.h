@@ -10,6 +10,7 @@
 #ifndef EGRESSD_CONFIG_H
 #define EGRESSD_CONFIG_H
 
+#include "egressd/daemon/config_uproxy.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -112,6 +113,10 @@ struct config {
 	/* A secret arena that mlock refused is fatal at start rather than
 	 * logged (vault.mlock_failed). */
 	bool vault_require_mlock;
+
+	/* Every origin connection through an upstream proxy
+	 * (config_uproxy.h). */
+	struct config_uproxy uproxy;
 
 	/* Misc. */
 	char *deny_webhook;

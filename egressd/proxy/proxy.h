@@ -54,6 +54,7 @@
 
 struct event_base;
 struct log;
+struct uproxy;
 
 /* Descriptors one connection holds: the client's and the origin's
  * sockets. A spliced pass-through direction borrows a pipe only while
@@ -131,6 +132,8 @@ enum proxy_reason {
 	                          address its host never resolved to (421) */
 	PROXY_MEMORY, /* the connections' buffers together passed buf_max:
 	                 this one held the most */
+	PROXY_UPSTREAM_PROXY, /* the upstream proxy (uproxy.h) gave no
+	                         tunnel: 502, or a pass-through closed */
 	PROXY_NREASONS,
 };
 
@@ -240,6 +243,13 @@ struct proxy_opts {
 	 * way: compressed bytes never pass unscanned.
 	 */
 	bool vault_decode;
+	/*
+	 * Every origin connection through this upstream proxy (HTTP
+	 * CONNECT, uproxy.h), borrowed; NULL: dialled directly. Judged
+	 * first as ever; a failed tunnel fails the client's connection
+	 * (502, or a pass-through closed), never a direct dial.
+	 */
+	const struct uproxy *upstream;
 };
 
 struct proxy_status {
