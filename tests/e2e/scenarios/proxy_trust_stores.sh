@@ -102,8 +102,13 @@ tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request path=/v1/me
 
 # --- the install ---------------------------------------------------------------
 tb_check "egressd-ca-install --java-keystore --nss-db, as the sandbox's uid" install
+# the JRE's cacerts, found as the script finds it (Debian: a link to
+# /etc/ssl/certs/java/cacerts, a JKS of ca-certificates-java)
+kt=$(readlink -f "$(command -v keytool)")
 n_src=$(keytool -J-XX:TieredStopAtLevel=1 -list -storepass changeit \
-    -keystore /etc/ssl/certs/java/cacerts 2>/dev/null | grep -c trustedCertEntry)
+    -keystore "${kt%/bin/keytool}/lib/security/cacerts" 2>/dev/null |
+    grep -c trustedCertEntry)
+tb_check "the JRE's cacerts holds roots (over 50)" test "$n_src" -gt 50
 tb_expect_eq "the truststore: every root of the JRE's cacerts, and egressd's CA (the bundle's last certificate) as egressd-ca" \
     "$((n_src + 1)) $CA1" "$(jks_state)"
 tb_expect_eq "... a file the sandbox reads (0644)" 644 "$(stat -c %a "$JKS")"
