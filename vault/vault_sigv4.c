@@ -181,7 +181,9 @@ vault_sigv4_query(
 	}
 	items = calloc(VAULT_SIGV4_PARAMS_MAX, sizeof(*items));
 	buf = malloc(3 * n + 1);
-	res = malloc(3 * n + 1);
+	/* each raw byte encodes into 3 at most, and a parameter without
+	 * '=' gains one: 4 n, and the NUL */
+	res = malloc(4 * n + 2);
 	if (items == NULL || buf == NULL || res == NULL) {
 		err_set(e, "out of memory");
 		goto fail;
@@ -192,9 +194,6 @@ vault_sigv4_query(
 		goto fail;
 	}
 	qsort(items, k, sizeof(*items), qitem_cmp);
-	/* each parameter grows by its '=' and loses its '&' at most: the
-	 * encoded bytes plus k fit 3 n + 1 (every parameter spent at least
-	 * one raw byte, encoded into three or kept) */
 	for (i = 0; i < k; i++) {
 		if (i > 0)
 			res[o++] = '&';
