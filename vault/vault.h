@@ -212,8 +212,9 @@ void vault_inject_clear(struct vault *v, struct vault_inject *out);
  * headers host, x-amz-date, x-amz-content-sha256, x-amz-security-token
  * when the binding has a session token, and those of the client's that
  * vault_aws_header_signed names; the payload hash of body, or
- * UNSIGNED-PAYLOAD where the proxy says so (S3 over TLS only: the caller
- * decides, see VAULT_AWS_BODY_MAX). The region and service are the
+ * UNSIGNED-PAYLOAD (or S3's STREAMING-UNSIGNED-PAYLOAD-TRAILER) where
+ * the proxy says so (S3 over TLS only: the caller decides, see
+ * VAULT_AWS_BODY_MAX). The region and service are the
  * binding's or the host's (policy_aws_scope).
  */
 #define VAULT_AWS_BODY_MAX VAULT_SUBST_BODY_MAX /* bytes hashed, at most */
@@ -230,9 +231,11 @@ struct vault_aws_req {
 	/* The client's headers vault_aws_header_signed names, as sent. */
 	const struct vault_sigv4_hdr *h;
 	size_t nh;
-	const void *body; /* hashed unless unsigned_payload */
+	const void *body; /* hashed unless payload is set */
 	size_t blen;
-	bool unsigned_payload;
+	/* NULL: the SHA-256 of body; else VAULT_SIGV4_UNSIGNED or
+	 * VAULT_SIGV4_UNSIGNED_TRAILER (vault_sigv4.h), taken as it is */
+	const char *payload;
 	int64_t now; /* seconds since the epoch (UTC) */
 };
 

@@ -4,6 +4,7 @@
  * canonical forms, the signature (vault_sigv4.c) and the header lines,
  * rendered into the arena: they name the key id and the session token.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -178,7 +179,8 @@ struct aws_work {
 	struct vault_sigv4_hdr h[VAULT_SIGV4_HEADERS_MAX];
 	char region[POLICY_AWS_REGION_MAX + 1];
 	char service[POLICY_AWS_SERVICE_MAX + 1];
-	char date[17], hash[VAULT_SIGV4_HASH_LEN + 1];
+	char date[17],
+	    hash[sizeof(VAULT_SIGV4_UNSIGNED_TRAILER) + VAULT_SIGV4_HASH_LEN];
 	char *uri;
 	size_t uri_len;
 };
@@ -268,9 +270,8 @@ vault_aws_sign(struct vault *v, struct vault_inject *vi,
 		goto out;
 	}
 	vault_sigv4_date(rq->now, w->date);
-	if (rq->unsigned_payload)
-		memcpy(w->hash, VAULT_SIGV4_UNSIGNED,
-		    sizeof(VAULT_SIGV4_UNSIGNED));
+	if (rq->payload != NULL)
+		(void)snprintf(w->hash, sizeof(w->hash), "%s", rq->payload);
 	else
 		vault_sigv4_hash(rq->body, rq->blen, w->hash);
 	w->in.method = rq->method;

@@ -409,7 +409,8 @@ payload_hash_ok(const char *p)
 
 	if (p == NULL)
 		return false;
-	if (strcmp(p, VAULT_SIGV4_UNSIGNED) == 0)
+	if (strcmp(p, VAULT_SIGV4_UNSIGNED) == 0 ||
+	    strcmp(p, VAULT_SIGV4_UNSIGNED_TRAILER) == 0)
 		return true;
 	for (i = 0; i < VAULT_SIGV4_HASH_LEN; i++)
 		if (strchr(hexlow, p[i]) == NULL || p[i] == '\0')

@@ -27,6 +27,9 @@
 #define VAULT_SIGV4_SECRET_MAX 128 /* bytes of a secret access key */
 #define VAULT_SIGV4_HASH_LEN 64 /* hex SHA-256 */
 #define VAULT_SIGV4_UNSIGNED "UNSIGNED-PAYLOAD"
+/* S3's aws-chunked body with unsigned chunks and a trailing checksum:
+ * the one streaming form whose chunks carry no signature of their own. */
+#define VAULT_SIGV4_UNSIGNED_TRAILER "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 /* The Authorization value at most: fixed text, the key id, the scope,
  * the signed header names, the signature. */
 #define VAULT_SIGV4_AUTH_MAX 4096
@@ -51,7 +54,7 @@ struct vault_sigv4_in {
 	const struct vault_sigv4_hdr *h;
 	size_t nh;
 	/* The x-amz-content-sha256 value: VAULT_SIGV4_HASH_LEN lowercase hex
-	 * or VAULT_SIGV4_UNSIGNED. */
+	 * VAULT_SIGV4_UNSIGNED or VAULT_SIGV4_UNSIGNED_TRAILER. */
 	const char *payload_hash;
 	const char *amz_date; /* "YYYYMMDDTHHMMSSZ" (UTC) */
 	const char *region, *service;

@@ -536,51 +536,79 @@ proxy_sigv4_refuse(struct proxy_subst_refusal *r, int status, const char *why)
 	return -1;
 }
 
-/* A payload signed per chunk (aws-chunked, STREAMING-*): its chunk
- * signatures chain from the sandbox's seed signature, which egressd
- * replaces, and rewriting the body's framing is beyond this signer. */
-static bool
-proxy_sigv4_streaming(const struct http_head *h)
-{
-	const struct http_span *sha, *ce;
-	size_t i;
+/* How a signed request's body is framed for AWS. */
+enum proxy_aws_body {
+	PROXY_AWS_PLAIN, /* a body: hashed, or UNSIGNED-PAYLOAD */
+	PROXY_AWS_UNSIGNED_TRAILER, /* aws-chunked, chunks unsigned (S3) */
+	PROXY_AWS_SIGNED_CHUNKS, /* aws-chunked with chunk signatures */
+};
 
-	sha = http_header_get(h, "x-amz-content-sha256", NULL);
-	if (sha != NULL && sha->n >= 10 &&
-	    memcmp(sha->p, "STREAMING-", 10) == 0)
-		return true;
+/* STREAMING-UNSIGNED-PAYLOAD-TRAILER (newer SDKs' S3 uploads with a
+ * trailing checksum) carries no signature in its chunks: it passes to S3
+ * over TLS with the literal as the payload hash. Every other streaming
+ * form signs each chunk from the seed signature egressd replaces, and
+ * re-framing the body is beyond this signer: refused. */
+static enum proxy_aws_body
+proxy_sigv4_body_kind(const struct http_head *h)
+{
+	static const char ut[] = VAULT_SIGV4_UNSIGNED_TRAILER;
+	const struct http_span *sha, *ce;
+	bool chunked_enc = false;
+	size_t i, nsha = 0;
+
+	sha = http_header_get(h, "x-amz-content-sha256", &nsha);
 	for (i = 0; i < h->nh; i++) {
 		ce = &h->h[i].value;
 		if (http_span_ieq(&h->h[i].name, "content-encoding") &&
 		    ce->n >= 11 &&
 		    memmem(ce->p, ce->n, "aws-chunked", 11) != NULL)
-			return true;
+			chunked_enc = true;
 	}
-	return false;
+	if (nsha > 1)
+		return PROXY_AWS_SIGNED_CHUNKS;
+	if (sha != NULL && sha->n == sizeof(ut) - 1 &&
+	    memcmp(sha->p, ut, sizeof(ut) - 1) == 0)
+		return PROXY_AWS_UNSIGNED_TRAILER;
+	if ((sha != NULL && sha->n >= 10 &&
+	        memcmp(sha->p, "STREAMING-", 10) == 0) ||
+	    chunked_enc)
+		return PROXY_AWS_SIGNED_CHUNKS;
+	return PROXY_AWS_PLAIN;
 }
 
 /*
- * The payload of a signed request h: *body and *blen when it is hashed (held
- * whole, as proxy_subst_gather does for substitutions; NULL for none), or
- * *unsig: UNSIGNED-PAYLOAD, only for S3 over TLS, for a body over
- * VAULT_AWS_BODY_MAX (it then flows as it comes). The codes of
- * proxy_sigv4.
+ * The payload of a signed request h: *body and *blen when it is hashed
+ * (held whole, as proxy_subst_gather does for substitutions; NULL for
+ * none), or *payload, the literal signed instead, only for S3 over TLS:
+ * UNSIGNED-PAYLOAD for a body over VAULT_AWS_BODY_MAX, S3's unsigned
+ * aws-chunked form as it came (the body then flows as it comes). The
+ * codes of proxy_sigv4.
  */
 static int
 proxy_sigv4_payload(struct proxy_conn *c, struct http_head *h, bool s3,
     struct evbuffer *in, size_t end, const char **body, size_t *blen,
-    uint64_t *wire, uint8_t **dec, size_t *wait, bool *unsig,
+    uint64_t *wire, uint8_t **dec, size_t *wait, const char **payload,
     struct proxy_subst_refusal *r)
 {
 	struct err e = {""};
 	bool may_skip = s3 && c->tls.term;
 	int rc;
 
-	*unsig = false;
-	if (proxy_sigv4_streaming(h))
+	*payload = NULL;
+	switch (proxy_sigv4_body_kind(h)) {
+	case PROXY_AWS_PLAIN:
+		break;
+	case PROXY_AWS_UNSIGNED_TRAILER:
+		if (!may_skip)
+			return proxy_sigv4_refuse(
+			    r, 400, "aws-chunked payload only to S3 over TLS");
+		*payload = VAULT_SIGV4_UNSIGNED_TRAILER;
+		return 0;
+	case PROXY_AWS_SIGNED_CHUNKS:
 		return proxy_sigv4_refuse(r, 400,
 		    "aws-chunked signed payload not supported: egressd signs "
 		    "whole payloads");
+	}
 	if (h->body == HTTP_BODY_NONE ||
 	    (h->body == HTTP_BODY_LENGTH && h->content_length == 0))
 		return 0;
@@ -589,7 +617,7 @@ proxy_sigv4_payload(struct proxy_conn *c, struct http_head *h, bool s3,
 		if (!may_skip)
 			return proxy_sigv4_refuse(
 			    r, 413, "request body too large to sign");
-		*unsig = true;
+		*payload = VAULT_SIGV4_UNSIGNED;
 		return 0;
 	}
 	if (h->body != HTTP_BODY_LENGTH && h->body != HTTP_BODY_CHUNKED)
@@ -601,7 +629,7 @@ proxy_sigv4_payload(struct proxy_conn *c, struct http_head *h, bool s3,
 		if (!may_skip)
 			return proxy_sigv4_refuse(
 			    r, 413, "request body too large to sign");
-		*unsig = true;
+		*payload = VAULT_SIGV4_UNSIGNED;
 		return 0;
 	}
 	return rc == -1 ? -3 : rc;
@@ -630,7 +658,7 @@ proxy_sigv4(struct proxy_conn *c, struct vault *v, struct vault_inject *vi,
 
 	memset(&rq, 0, sizeof(rq));
 	rc = proxy_sigv4_payload(c, h, vault_aws_is_s3(vi, name), in, end, body,
-	    blen, wire, dec, wait, &rq.unsigned_payload, r);
+	    blen, wire, dec, wait, &rq.payload, r);
 	if (rc != 0)
 		return rc;
 	/* the Host the rewrite writes (proxy_rewrite_field) */

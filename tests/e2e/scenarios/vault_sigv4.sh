@@ -10,6 +10,8 @@
 #   model id with an escaped ':': signed as AWS encodes it twice):
 #   accepted, every request the origin got carries the real key id and
 #   token and a payload hash of the body;
+# - a body over the 1 MiB signing bound: UNSIGNED-PAYLOAD to S3 over TLS,
+#   refused (413) to Bedrock rather than sent unsigned;
 # - the sandbox's fake key id and fake token never reach the origin;
 # - a presigned URL the sandbox made is refused by egressd (403), and
 #   the origin never sees it;
@@ -114,6 +116,14 @@ tb_expect_match "the Bedrock-style POST is accepted" \
 tb_expect_match "the presigned URL is refused by egressd" \
     '"ok": true, "status": 403, "body": "egressd: vault_refused' \
     "$(step presigned)"
+tb_expect_match "a body over 1 MiB goes to S3 UNSIGNED-PAYLOAD" '"ok": true' \
+    "$(step s3_put_big)"
+tb_expect_match "... and is refused to Bedrock (413), not sent unsigned" \
+    '"ok": false, "status": 413' "$(step bedrock_big)"
+tb_assert_log --since "$mark" "$AWS_LOG" aws.request method=PUT verdict=ok \
+    path=/big x-amz-content-sha256=UNSIGNED-PAYLOAD
+tb_assert_log "$TB_EGRESSD_LOG" vault.inject decision=refused binding=bedrock \
+    "reason=request body too large to sign"
 tb_assert_log --since "$mark" "$AWS_LOG" aws.request method=PUT verdict=ok \
     "host=$BUCKET.s3.us-east-1.amazonaws.com" \
     "path=/dir/hello%20world%20%281%29.txt" \
@@ -131,9 +141,9 @@ for line in open(sys.argv[1]):
     n += 1
     if r["verdict"] != "ok" or "Credential=%s/" % sys.argv[2] not in r["authorization"]:
         sys.exit("not signed with the real key: %r" % r)
-    if r["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD":
+    if r["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD" and r["body_len"] <= 1 << 20:
         sys.exit("a small body went unsigned: %r" % r)
-sys.exit(0 if n == 3 else "expected 3 requests, got %d" % n)
+sys.exit(0 if n == 4 else "expected 4 requests, got %d" % n)
 EOF
 tb_check_fails "the sandbox's fake key id never reached the origin" \
     grep -qF -e AKIAFAKESANDBOXKEY00 -e fake-sandbox-session-token "$AWS_LOG"

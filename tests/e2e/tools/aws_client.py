@@ -9,7 +9,8 @@ One JSON line per step on stdout: {"step", "ok", ...}.
 bound: S3 PUT and GET of an object (virtual-host style,
 BUCKET.s3.us-east-1.amazonaws.com), a Bedrock-style JSON POST to
 bedrock-runtime.us-east-1.amazonaws.com signed by botocore's SigV4Auth
-(this botocore has no bedrock-runtime model), and a presigned S3 GET URL.
+(this botocore has no bedrock-runtime model), a presigned S3 GET URL,
+and both again with a body over egressd's 1 MiB signing bound.
 unbound: the S3 GET again (egressd not signing: the origin must refuse).
 """
 
@@ -30,6 +31,7 @@ FAKE_ID = "AKIAFAKESANDBOXKEY00"
 FAKE_SECRET = "fake/sandbox/secret/key/0000000000000000"
 KEY = "dir/hello world (1).txt"
 DATA = b"hello from the sandbox\n" * 3
+BIG = (1 << 20) + 4096
 
 
 def out(**kw):
@@ -58,11 +60,12 @@ def s3_get(s3, bucket):
             code=e.response["Error"]["Code"])
 
 
-def bedrock(ca):
+def bedrock(ca, step="bedrock", pad=0):
     url = ("https://bedrock-runtime.us-east-1.amazonaws.com/model/"
            "anthropic.claude-v2%3A1/invoke")
     payload = json.dumps({"prompt": "\n\nHuman: hi\n\nAssistant:",
-                          "max_tokens_to_sample": 20}).encode()
+                          "max_tokens_to_sample": 20,
+                          "pad": "x" * pad}).encode()
     req = AWSRequest(method="POST", url=url, data=payload,
                      headers={"Content-Type": "application/json",
                               "Accept": "application/json"})
@@ -75,9 +78,9 @@ def bedrock(ca):
     try:
         with urllib.request.urlopen(r, context=ctx, timeout=10) as resp:
             body = json.loads(resp.read())
-            out(step="bedrock", ok=True, status=resp.status, body=body)
+            out(step=step, ok=True, status=resp.status, body=body)
     except urllib.error.HTTPError as e:
-        out(step="bedrock", ok=False, status=e.code,
+        out(step=step, ok=False, status=e.code,
             body=e.read().decode("latin-1")[:300])
 
 
@@ -102,6 +105,12 @@ def main():
         s3_get(s3, bucket)
         bedrock(ca)
         presigned(s3, bucket, ca)
+        # over the 1 MiB bound: S3 over TLS takes UNSIGNED-PAYLOAD,
+        # anything else is refused rather than sent unsigned
+        r = s3.put_object(Bucket=bucket, Key="big", Body=b"b" * BIG)
+        out(step="s3_put_big",
+            ok=r["ResponseMetadata"]["HTTPStatusCode"] == 200)
+        bedrock(ca, "bedrock_big", BIG)
     else:
         s3_get(s3, bucket)
     return 0

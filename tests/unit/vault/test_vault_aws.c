@@ -258,7 +258,7 @@ sign(struct fx *f, struct vault_inject *vi, const char *host, const char *query,
 	rq.nh = nh;
 	rq.body = body;
 	rq.blen = body != NULL ? strlen(body) : 0;
-	rq.unsigned_payload = unsig;
+	rq.payload = unsig ? VAULT_SIGV4_UNSIGNED : NULL;
 	rq.now = 1440938160;
 	err_clear(&e);
 	if (vault_aws_sign(f->v, vi, &rq, &e) != 0)
@@ -301,6 +301,29 @@ t_sign_s3(void **state)
 	assert_non_null(
 	    strstr(vi.lines, "X-Amz-Content-Sha256: UNSIGNED-PAYLOAD\r\n"));
 	assert_string_equal(vi.query, "");
+	vault_inject_clear(f->v, &vi);
+}
+
+static void
+t_sign_unsigned_trailer(void **state)
+{
+	struct fx *f = *state;
+	struct vault_inject vi;
+	struct vault_aws_req rq;
+	struct err e;
+	const char *host = "bucket.s3.us-east-1.amazonaws.com";
+
+	decide(f, host, "PUT", "/k", NULL, &vi);
+	memset(&rq, 0, sizeof(rq));
+	rq.host = rq.name = host;
+	rq.method = "PUT";
+	rq.method_len = 3;
+	rq.payload = VAULT_SIGV4_UNSIGNED_TRAILER;
+	rq.now = 1440938160;
+	assert_int_equal(vault_aws_sign(f->v, &vi, &rq, &e), 0);
+	assert_int_equal(vi.decision, VAULT_INJECTED);
+	assert_non_null(strstr(vi.lines,
+	    "X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\n"));
 	vault_inject_clear(f->v, &vi);
 }
 
@@ -349,6 +372,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(t_sign_s3, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        t_sign_token_and_stated_scope, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        t_sign_unsigned_trailer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_redacts_keys, setup, teardown),
 	};
 
