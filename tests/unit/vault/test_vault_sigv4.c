@@ -47,8 +47,8 @@ sign(const char *method, const char *path, const char *query, bool s3,
     const struct vault_sigv4_hdr *h, size_t nh, const char *hash, char *out)
 {
 	struct vault_sigv4_in in;
-	char *uri, *cq;
-	size_t ul, ql, len;
+	char *uri = NULL, *cq = NULL;
+	size_t ul = 0, ql = 0, len = 0;
 	struct err e;
 
 	err_clear(&e);
