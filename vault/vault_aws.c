@@ -22,6 +22,7 @@ static const char *const aws_removed[VAULT_AWS_REMOVED] = {
     "x-amz-content-sha256",
 };
 
+#define AUTH_NAME "Authorization: "
 /* The lines but the Authorization value and the token: names, date,
  * hash, separators. */
 #define AWS_LINES_FIXED 200u
@@ -150,19 +151,16 @@ line(char *buf, size_t *off, const char *name, const char *v, size_t n)
 	*off += nl + n + 4;
 }
 
-/* The lines of a signature auth (auth_len bytes) into vi, in the
- * arena. -1 and e when the arena is full. */
-static int
-render(struct vault *v, struct vault_inject *vi, const char *auth,
-    size_t auth_len, const char *date, const char *hash)
+/* The lines after the Authorization value (at buf, off bytes written)
+ * into vi. The buffer is render_len + 1 bytes of the arena. */
+static void
+render(struct vault_inject *vi, char *buf, size_t off, const char *date,
+    const char *hash)
 {
 	const struct vault_cred *tok = vi->bind->aws_token;
-	size_t off = 0;
-	char *buf = secmem_alloc(v->arena, vi->bind->render_len + 1);
 
-	if (buf == NULL)
-		return -1;
-	line(buf, &off, "Authorization", auth, auth_len);
+	memcpy(buf + off, "\r\n", 2);
+	off += 2;
 	line(buf, &off, "X-Amz-Date", date, strlen(date));
 	line(buf, &off, "X-Amz-Content-Sha256", hash, strlen(hash));
 	if (tok != NULL)
@@ -170,7 +168,6 @@ render(struct vault *v, struct vault_inject *vi, const char *auth,
 	buf[off] = '\0';
 	vi->lines = buf;
 	vi->lines_len = off;
-	return 0;
 }
 
 /* The signer's input, but the headers, from vi and rq. */
@@ -224,7 +221,8 @@ headers(struct aws_work *w, const struct vault_inject *vi,
 	const struct vault_cred *tok = vi->bind->aws_token;
 	size_t n = rq->nh;
 
-	memcpy(w->h, rq->h, n * sizeof(*w->h));
+	if (n > 0)
+		memcpy(w->h, rq->h, n * sizeof(*w->h));
 	w->h[n++] =
 	    (struct vault_sigv4_hdr){"host", 4, rq->host, strlen(rq->host)};
 	w->h[n++] = (struct vault_sigv4_hdr){"x-amz-date", 10, w->date, 16};
@@ -242,7 +240,7 @@ vault_aws_sign(struct vault *v, struct vault_inject *vi,
     const struct vault_aws_req *rq, struct err *e)
 {
 	struct aws_work *w;
-	char *auth = NULL;
+	char *buf;
 	size_t alen = 0;
 	struct err se;
 	int rc = 0;
@@ -273,7 +271,8 @@ vault_aws_sign(struct vault *v, struct vault_inject *vi,
 	if (rq->payload != NULL)
 		(void)snprintf(w->hash, sizeof(w->hash), "%s", rq->payload);
 	else
-		vault_sigv4_hash(rq->body, rq->blen, w->hash);
+		vault_sigv4_hash(
+		    rq->body != NULL ? rq->body : "", rq->blen, w->hash);
 	w->in.method = rq->method;
 	w->in.method_len = rq->method_len;
 	w->in.uri = w->uri;
@@ -289,25 +288,24 @@ vault_aws_sign(struct vault *v, struct vault_inject *vi,
 	w->in.secret = (const uint8_t *)vi->bind->aws_secret->val;
 	w->in.secret_len = vi->bind->aws_secret->len;
 	headers(w, vi, rq);
-	if ((auth = secmem_alloc(v->arena, VAULT_SIGV4_AUTH_MAX)) == NULL) {
+	/* signed straight into the lines' buffer: one arena block per
+	 * injection in flight, as the arena is sized for */
+	if ((buf = secmem_alloc(v->arena, vi->bind->render_len + 1)) == NULL) {
 		err_set(e, "secret arena full (too many injections in flight)");
 		rc = -1;
 		goto out;
 	}
-	if (vault_sigv4_sign(&w->in, auth, VAULT_SIGV4_AUTH_MAX, &alen, &se) ==
-	    -1) {
+	memcpy(buf, AUTH_NAME, sizeof(AUTH_NAME) - 1);
+	if (vault_sigv4_sign(&w->in, buf + sizeof(AUTH_NAME) - 1,
+	        VAULT_SIGV4_AUTH_MAX, &alen, &se) == -1) {
 		/* a header the HTTP parser let through but SigV4 cannot
 		 * carry: refused, its text is ours (never a value) */
+		secmem_free(v->arena, buf);
 		refuse(vi, 400, "request not signable");
 		goto out;
 	}
-	if (render(v, vi, auth, alen, w->date, w->hash) == -1) {
-		err_set(e, "secret arena full (too many injections in flight)");
-		rc = -1;
-	}
+	render(vi, buf, sizeof(AUTH_NAME) - 1 + alen, w->date, w->hash);
 out:
-	if (auth != NULL)
-		secmem_free(v->arena, auth);
 	free(w->uri);
 	free(w);
 	return rc;
