@@ -86,4 +86,14 @@
 #define EGRESSD_DNS_SPORT_LO 65280
 #define EGRESSD_DNS_SPORT_HI 65535
 
+/*
+ * In-flight judging (docs/proxy.md): the conntrack marks of a flow whose
+ * ClientHello egressd judges from the queue, shared by the ruleset
+ * (egressd/nft, NFT_QMARK_*) and the queue reader (egressd/nfq), which
+ * gives them back as packet marks in its verdicts.
+ */
+#define EGRESSD_QMARK_PENDING 0x45510001u
+#define EGRESSD_QMARK_OK 0x45510002u
+#define EGRESSD_QMARK_REFUSED 0x45510003u
+
 #endif

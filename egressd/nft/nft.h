@@ -82,6 +82,27 @@ struct stats;
  * addr . l4proto . port intervals (docs/nft.md). */
 #define NFT_SET_LIMITED4 "limited4"
 #define NFT_SET_LIMITED6 "limited6"
+/* TCP ports whose flows to learned addresses are judged in flight. */
+#define NFT_SET_QUEUE_PORTS "queue_ports"
+
+/*
+ * In-flight judging (docs/proxy.md, "Pass-through judged in flight"):
+ * conntrack marks of a flow whose ClientHello egressd judges from the
+ * queue. PENDING is set at the flow's first packet (nat_out); OK and
+ * REFUSED come back as the packet mark of egressd's verdict (NF_REPEAT)
+ * and a rule copies them into the conntrack mark, where they outlive
+ * egressd. Distinct from any --mark (config checks).
+ */
+#define NFT_QMARK_PENDING EGRESSD_QMARK_PENDING
+#define NFT_QMARK_OK EGRESSD_QMARK_OK
+#define NFT_QMARK_REFUSED EGRESSD_QMARK_REFUSED
+
+/* Which queue verdict the kernel has (nft_queue_probe). */
+enum nft_queue_kind {
+	NFT_QUEUE_NONE = 0, /* in-flight judging off: the proxy path */
+	NFT_QUEUE_NATIVE, /* nftables' queue expression (CONFIG_NFT_QUEUE) */
+	NFT_QUEUE_COMPAT, /* xtables NFQUEUE through nft_compat */
+};
 
 /* Bounds. */
 #define NFT_PORTS_MAX 32 /* protected / intercept ports */
@@ -146,6 +167,20 @@ struct nft_opts {
 	/* TCP ports redirected to proxy_port (80, 443 and extra). */
 	uint16_t intercept_ports[NFT_PORTS_MAX];
 	size_t nintercept_ports;
+	/*
+	 * In-flight judging: queue_kind != NONE gives TCP to queue_ports of
+	 * learned addresses no redirect but the PENDING mark, and sends the
+	 * established packets of PENDING flows to NFQUEUE queue_num until
+	 * a verdict marks them (NFT_QMARK_*). A policy with credential
+	 * bindings or request rules keeps the redirect for every flow (the
+	 * proxy must terminate some, and at the packet level only the
+	 * address is known); the mark rules stay so that flows already
+	 * pending are still judged.
+	 */
+	enum nft_queue_kind queue_kind;
+	uint16_t queue_num;
+	uint16_t queue_ports[NFT_PORTS_MAX];
+	size_t nqueue_ports;
 	/* Direct DNS (tcp/udp 53) allowed to these, not redirected. */
 	struct policy_prefix ns_exempt[NFT_ADDRS_MAX];
 	size_t nns_exempt;
@@ -258,6 +293,16 @@ uint32_t nft_learned_kernel_size(uint32_t learned_max);
 /* PURE: delete table inet egressd. */
 int nft_build_teardown(struct nft_batch **out, struct err *e);
 
+/* In-flight judging (nft_queue.c). */
+const char *nft_queue_kind_name(enum nft_queue_kind k);
+/* PURE: a transaction that creates a scratch table holding one queue
+ * rule of kind k and deletes it again: accepted iff the kernel has k. */
+int nft_build_queue_probe(
+    enum nft_queue_kind k, uint16_t num, struct nft_batch **out, struct err *e);
+/* True when p keeps every intercepted flow on the proxy path (bindings,
+ * request rules): no flow is given the PENDING mark. */
+bool nft_queue_held_back(const struct policy *p);
+
 /* The runtime object: a netlink socket, options, the learned mirror. */
 struct nft;
 
@@ -315,6 +360,14 @@ uint64_t nft_learn_submit(struct nft *n, const struct nft_learn_addr *a,
     size_t n_addrs, const char *name, nft_learn_done_fn done, void *arg,
     struct err *e);
 void nft_learn_cancel(struct nft *n, uint64_t ticket);
+
+/*
+ * The best queue verdict this kernel takes (native, then compat), tried
+ * with scratch transactions that leave nothing behind; NFT_QUEUE_NONE
+ * with why filled when it has neither.
+ */
+enum nft_queue_kind nft_queue_probe(
+    struct nft *n, uint16_t num, struct err *why);
 
 /*
  * Sends a batch from nft_build_*() as one transaction and checks every

@@ -497,8 +497,14 @@ check_opts(const struct nft_opts *o, struct err *e)
 	if (o->nprotected_ports > NFT_PORTS_MAX ||
 	    o->nintercept_ports > NFT_PORTS_MAX ||
 	    o->ninbound_ports > NFT_PORTS_MAX ||
-	    o->nns_exempt > NFT_ADDRS_MAX || o->ndoh_block > NFT_ADDRS_MAX) {
+	    o->nqueue_ports > NFT_PORTS_MAX || o->nns_exempt > NFT_ADDRS_MAX ||
+	    o->ndoh_block > NFT_ADDRS_MAX) {
 		err_set(e, "nft: option list over its bound");
+		return -1;
+	}
+	if (o->mark >= NFT_QMARK_PENDING && o->mark <= NFT_QMARK_REFUSED) {
+		err_set(
+		    e, "nft: mark 0x%x is one of in-flight judging's", o->mark);
 		return -1;
 	}
 	return 0;
@@ -659,7 +665,8 @@ emit_deny_chain(struct bctx *c)
 
 /* Chain nat_out: own sockets exempt, then every port 53 to the resolver. */
 static int
-emit_nat_chain(struct bctx *c, const struct static_sets *ss)
+emit_nat_chain(
+    struct bctx *c, const struct policy *p, const struct static_sets *ss)
 {
 	const struct nft_opts *o = c->o;
 	const struct rrow rows[] = {
@@ -679,7 +686,11 @@ emit_nat_chain(struct bctx *c, const struct static_sets *ss)
 	        .skip = o->proxy_port == 0 || o->nintercept_ports == 0},
 	};
 
-	return nft_rule_rows(c, NFT_CHAIN_NAT, rows, NROWS(rows));
+	/* the redirect is the last row: in-flight judging goes before it */
+	return nft_rule_rows(c, NFT_CHAIN_NAT, rows, NROWS(rows) - 1) < 0 ||
+	        nft_queue_nat_rows(c, p) < 0
+	    ? -1
+	    : nft_rule_row(c, NFT_CHAIN_NAT, &rows[NROWS(rows) - 1]);
 }
 
 /* filter_out, 1: source-routed packets. */
@@ -912,9 +923,9 @@ static int
 emit_filter_chain(
     struct bctx *c, const struct policy *p, const struct static_sets *ss)
 {
-	if (filter_source_route(c) < 0 || filter_conntrack(c) < 0 ||
-	    filter_own(c) < 0 || filter_local(c, ss) < 0 ||
-	    filter_channels(c, ss) < 0)
+	if (filter_source_route(c) < 0 || nft_queue_filter_rows(c) < 0 ||
+	    filter_conntrack(c) < 0 || filter_own(c) < 0 ||
+	    filter_local(c, ss) < 0 || filter_channels(c, ss) < 0)
 		return -1;
 	return filter_policy(c, p);
 }
@@ -926,8 +937,9 @@ build_ruleset(
 	struct static_sets ss = {{NULL, NULL}, {NULL, NULL}};
 
 	if (emit_table(c, ks) < 0 || emit_learned_sets(c, ks) < 0 ||
-	    emit_static_sets(c, &ss) < 0 || emit_chains(c) < 0 ||
-	    emit_deny_chain(c) < 0 || emit_nat_chain(c, &ss) < 0)
+	    emit_static_sets(c, &ss) < 0 || nft_queue_sets(c) < 0 ||
+	    emit_chains(c) < 0 || emit_deny_chain(c) < 0 ||
+	    emit_nat_chain(c, p, &ss) < 0)
 		return -1;
 	return emit_filter_chain(c, p, &ss);
 }

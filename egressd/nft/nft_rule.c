@@ -13,6 +13,7 @@
 #include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/xt_NFQUEUE.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
 
@@ -205,7 +206,89 @@ e_log(struct nftnl_rule *r, uint32_t rate)
 	return add_expr_str(r, x, NFTNL_EXPR_LOG_PREFIX, "egressd deny: ");
 }
 
-/* ct state (established,related and other bits), ct direction. */
+static int
+e_ct_load(struct nftnl_rule *r, uint32_t key)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("ct");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, key);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	return add_expr(r, x);
+}
+
+/* ct mark set reg 1. */
+static int
+e_ct_mark_store(struct nftnl_rule *r)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("ct");
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_MARK);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_CT_SREG, NFT_REG_1);
+	return add_expr(r, x);
+}
+
+/* A TCP Fast Open option (kind 34) longer than a bare cookie request:
+ * it carries a cookie, so the SYN may carry data (RFC 7413 4.1). */
+static int
+e_tfo_cookie(struct nftnl_rule *r)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("exthdr");
+	uint8_t two = 2;
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_DREG, NFT_REG_1);
+	nftnl_expr_set_u8(x, NFTNL_EXPR_EXTHDR_TYPE, 34);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_OFFSET, 1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_LEN, 1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_EXTHDR_OP, NFT_EXTHDR_OP_TCPOPT);
+	if (add_expr(r, x) < 0)
+		return -1;
+	return e_cmp(r, NFT_CMP_GT, &two, 1);
+}
+
+/* The queue verdict as an expression of r: no bypass, one queue. */
+int
+nft_rule_queue_expr(struct nftnl_rule *r, enum nft_queue_kind k, uint16_t num)
+{
+	struct nftnl_expr *x;
+	struct xt_NFQ_info_v3 *info;
+
+	if (k == NFT_QUEUE_NATIVE) {
+		if ((x = nftnl_expr_alloc("queue")) == NULL)
+			return -1;
+		nftnl_expr_set_u16(x, NFTNL_EXPR_QUEUE_NUM, num);
+		nftnl_expr_set_u16(x, NFTNL_EXPR_QUEUE_TOTAL, 1);
+		nftnl_expr_set_u16(x, NFTNL_EXPR_QUEUE_FLAGS, 0);
+		nftnl_rule_add_expr(r, x);
+		return 0;
+	}
+	if (k != NFT_QUEUE_COMPAT || (x = nftnl_expr_alloc("target")) == NULL)
+		return -1;
+	/* libnftnl keeps (and frees) the info pointer itself */
+	if ((info = calloc(1, sizeof(*info))) == NULL) {
+		nftnl_expr_free(x);
+		return -1;
+	}
+	info->queuenum = num;
+	info->queues_total = 1;
+	info->flags = 0; /* no NFQ_FLAG_BYPASS: fail closed */
+	nftnl_expr_set_u32(x, NFTNL_EXPR_TG_REV, 3);
+	nftnl_expr_set(x, NFTNL_EXPR_TG_INFO, info, sizeof(*info));
+	if (nftnl_expr_set_str(x, NFTNL_EXPR_TG_NAME, "NFQUEUE") < 0) {
+		nftnl_expr_free(x);
+		return -1;
+	}
+	nftnl_rule_add_expr(r, x);
+	return 0;
+}
+
+/* ct state (established,related and other bits), ct mark, ct
+ * direction. */
 static int
 rule_ct(struct nftnl_rule *r, const struct rspec *s)
 {
@@ -237,6 +320,11 @@ rule_ct(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
+	if (s->ct_mark_eq != 0 &&
+	    (e_ct_load(r, NFT_CT_MARK) < 0 ||
+	        e_cmp(r, NFT_CMP_EQ, &s->ct_mark_eq, sizeof(s->ct_mark_eq)) <
+	            0))
+		return -1;
 	if (s->ct_dir != 0) {
 		struct nftnl_expr *x = nftnl_expr_alloc("ct");
 
@@ -272,6 +360,8 @@ rule_proto(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
 			return -1;
 	}
+	if (s->tfo_cookie && e_tfo_cookie(r) < 0)
+		return -1;
 	if (s->ip4_option != 0 || s->ip6_rthdr) {
 		struct nftnl_expr *x = nftnl_expr_alloc("exthdr");
 
@@ -381,17 +471,18 @@ rule_route(struct nftnl_rule *r, const struct rspec *s)
 	    (e_meta(r, NFT_META_SKUID) < 0 ||
 	        e_cmp(r, NFT_CMP_EQ, s->skuid, sizeof(*s->skuid)) < 0))
 		return -1;
-	if (s->ct_mark_set) {
-		struct nftnl_expr *x;
+	if (s->ct_mark_set &&
+	    (e_meta(r, NFT_META_MARK) < 0 || e_ct_mark_store(r) < 0))
+		return -1;
+	if (s->ct_mark_imm != 0) {
+		struct nftnl_expr *x = nftnl_expr_alloc("immediate");
 
-		if (e_meta(r, NFT_META_MARK) < 0)
-			return -1;
-		x = nftnl_expr_alloc("ct");
 		if (x == NULL)
 			return -1;
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_MARK);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_SREG, NFT_REG_1);
-		if (add_expr(r, x) < 0)
+		nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+		nftnl_expr_set(x, NFTNL_EXPR_IMM_DATA, &s->ct_mark_imm,
+		    sizeof(s->ct_mark_imm));
+		if (add_expr(r, x) < 0 || e_ct_mark_store(r) < 0)
 			return -1;
 	}
 	return 0;
@@ -419,6 +510,10 @@ rule_verdict(struct nftnl_rule *r, const struct rspec *s)
 		    NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
 	case V_LOG:
 		return e_log(r, s->log_rate);
+	case V_DROP:
+		return e_verdict(r, NF_DROP, NULL);
+	case V_QUEUE:
+		return 0; /* nft_rule_msg: it needs the options */
 	}
 	return -1;
 }
@@ -466,7 +561,13 @@ nft_rule_msg(struct bctx *c, const struct rspec *s)
 	if ((s->mark &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0)) ||
-	    rule_exprs(r, s) < 0)
+	    (s->meta_mark_eq != 0 &&
+	        (e_meta(r, NFT_META_MARK) < 0 ||
+	            e_cmp(r, NFT_CMP_EQ, &s->meta_mark_eq,
+	                sizeof(s->meta_mark_eq)) < 0)) ||
+	    rule_exprs(r, s) < 0 ||
+	    (s->v == V_QUEUE &&
+	        nft_rule_queue_expr(r, c->o->queue_kind, c->o->queue_num) < 0))
 		return rule_nomem(c, r);
 	return rule_append(c, r, s->chain, s->counter);
 }

@@ -17,6 +17,8 @@ enum verdict {
 	V_TCP_RESET,
 	V_ICMPX,
 	V_LOG,
+	V_QUEUE, /* to NFQUEUE o->queue_num, no bypass */
+	V_DROP,
 };
 
 /* What a rule matches, in evaluation order; zero = don't care. */
@@ -41,7 +43,11 @@ struct rspec {
 	bool oif_lo;
 	bool fib_local;
 	const uint32_t *skuid; /* meta skuid: the socket's owner (output) */
+	uint32_t ct_mark_eq; /* ct mark == this (0: not compared) */
+	uint32_t meta_mark_eq; /* meta mark == this (0: not compared) */
+	bool tfo_cookie; /* a TCP Fast Open option carrying a cookie */
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
+	uint32_t ct_mark_imm; /* ct mark set this (0: not set) */
 	const char *counter;
 	enum verdict v;
 	uint16_t redir_port;
@@ -72,6 +78,15 @@ int nft_rule_row(struct bctx *c, const char *chain, const struct rrow *row);
 int nft_rule_rows(
     struct bctx *c, const char *chain, const struct rrow *rows, size_t n);
 uint32_t nft_rule_limited_type(int family);
+/* The queue verdict of kind k to queue num (nft_queue.c). */
+struct nftnl_rule;
+int nft_rule_queue_expr(
+    struct nftnl_rule *r, enum nft_queue_kind k, uint16_t num);
+/* The rows and set of in-flight judging in nat_out and filter_out, and
+ * its port set (nothing when o->queue_kind is NONE). */
+int nft_queue_nat_rows(struct bctx *c, const struct policy *p);
+int nft_queue_filter_rows(struct bctx *c);
+int nft_queue_sets(struct bctx *c);
 int nft_rule_limited(struct bctx *c, int family, enum policy_action def);
 
 #endif

@@ -25,7 +25,8 @@ LAYERS = [
     [("vault", "egressd_vault")],
     [("egressd/base", "egressd_base")],
     [("egressd/nft", "egressd_nft"), ("egressd/dns", "egressd_dns"),
-     ("egressd/proxy", "egressd_proxy"), ("egressd/api", "egressd_api")],
+     ("egressd/proxy", "egressd_proxy"), ("egressd/api", "egressd_api"),
+     ("egressd/nfq", "egressd_nfq")],
     [("egressd/daemon", "egressd_daemon")],
 ]
 

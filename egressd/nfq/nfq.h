@@ -1,0 +1,86 @@
+/*
+ * nfq: in-flight judging of pass-through TLS (docs/proxy.md, "Pass-through
+ * judged in flight"). The kernel queues the first payload packets of a
+ * flow the ruleset marked pending (nft.h, NFT_QMARK_*) to one NFQUEUE;
+ * egressd reads them over netlink (nfq_msg.h), reassembles the
+ * ClientHello per flow (tls_flow.h), asks the daemon's judge exactly as
+ * the proxy does, and gives every held packet of the flow its verdict:
+ * NF_REPEAT with the packet mark NFT_QMARK_OK (a rule copies it into the
+ * conntrack mark; the rest of the flow never leaves the kernel) or
+ * NFT_QMARK_REFUSED (the flow is reset; the origin saw the handshake but
+ * no byte of payload). Segments of an unfinished hello are held (no
+ * verdict) until it is whole, bounded by bytes (TLS_FLOW_BYTES_MAX),
+ * packets (NFQ_HOLD_MAX) and time (hello_ms): past a bound the flow is
+ * refused. The queue has no bypass: with egressd gone, pending flows get
+ * no verdict and nothing of them passes; judged flows keep their mark.
+ *
+ * Threading: none; one read event and one timer on the daemon's loop.
+ */
+#ifndef EGRESSD_NFQ_H
+#define EGRESSD_NFQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/addr.h"
+#include "util/err.h"
+
+struct event_base;
+struct log;
+
+/* Bounds. */
+#define NFQ_FLOWS_MAX 1024 /* flows held or recently judged */
+#define NFQ_HOLD_MAX 64 /* packets of one flow held for its hello */
+#define NFQ_QUEUE_MAXLEN 4096 /* packets the kernel holds for us */
+#define NFQ_COPY_RANGE 65535 /* bytes of a packet copied to us */
+#define NFQ_RECV_MAX (NFQ_COPY_RANGE + 4096) /* one read */
+#define NFQ_RCVBUF (8u << 20) /* socket buffer: a burst of hellos */
+#define NFQ_TICK_MS 100 /* the sweep of expired flows */
+/* A judged flow is remembered this long: packets queued before its
+ * conntrack mark changed still arrive, and get the same verdict. */
+#define NFQ_JUDGED_KEEP_MS 10000
+#define NFQ_HELLO_MS_DEFAULT 5000
+
+struct nfq_hooks {
+	/*
+	 * May name (an SNI: lowercase, no trailing dot, not an IP literal)
+	 * be reached at dst:port over TCP? NULL, or the refusal's reason
+	 * (a fixed string). Required.
+	 */
+	const char *(*judge)(
+	    void *arg, const char *name, const struct addr *dst, uint16_t port);
+	void *arg;
+};
+
+struct nfq_opts {
+	uint16_t queue_num;
+	unsigned hello_ms; /* 0: NFQ_HELLO_MS_DEFAULT */
+	/* Monotonic milliseconds; NULL = CLOCK_MONOTONIC. For tests. */
+	uint64_t (*clock)(void *arg);
+	void *clock_arg;
+};
+
+struct nfq_status {
+	uint64_t packets; /* read from the queue */
+	uint64_t judged; /* flows allowed */
+	uint64_t refused; /* flows refused (every reason) */
+	uint64_t timeouts; /* ... of them: the hello did not complete */
+	uint64_t errors; /* unreadable messages, failed verdicts, drops */
+	size_t flows; /* held or recently judged now */
+	bool conntrack_glue; /* the kernel takes conntrack in verdicts */
+};
+
+struct nfq;
+
+/*
+ * Binds queue o->queue_num on a new netlink socket (fails when the
+ * kernel has no nfnetlink_queue, or another process holds the queue)
+ * and reads it on base. log is borrowed and must outlive q.
+ */
+struct nfq *nfq_new(struct event_base *base, const struct nfq_opts *o,
+    const struct nfq_hooks *h, struct log *log, struct err *e);
+void nfq_free(struct nfq *q); /* pending flows lose their packets */
+void nfq_status(const struct nfq *q, struct nfq_status *out);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * nfq internals: the queue object and its flows (nfq.c, nfq_flow.c).
+ */
+#ifndef EGRESSD_NFQ_INT_H
+#define EGRESSD_NFQ_INT_H
+
+#include "egressd/base/log.h"
+#include "egressd/nfq/nfq.h"
+#include "egressd/proto/ip_tcp.h"
+#include "egressd/proto/tls_flow.h"
+
+#define NFQ_MAGIC 0x6e667131u
+#define NFQ_BUCKETS 1024
+
+enum nfq_flow_state {
+	NFQ_FLOW_HOLD = 0, /* reading the hello; packets held */
+	NFQ_FLOW_OK,
+	NFQ_FLOW_REFUSED,
+};
+
+struct nfq_flow {
+	struct nfq_flow *next; /* hash chain */
+	int family;
+	uint8_t src[16], dst[16];
+	uint16_t sport, dport;
+	enum nfq_flow_state state;
+	uint64_t deadline_ms; /* HOLD: refuse; judged: forget */
+	uint32_t held[NFQ_HOLD_MAX];
+	size_t nheld;
+	uint8_t *buf; /* TLS_FLOW_BYTES_MAX while HOLD */
+	struct tls_flow tf;
+};
+
+struct nfq {
+	uint32_t magic;
+	struct event_base *base;
+	struct event *ev, *tick;
+	struct mnl_socket *nl;
+	uint32_t portid;
+	struct nfq_opts o;
+	struct nfq_hooks h;
+	struct log *log;
+	struct log_limiter lim;
+	struct nfq_flow *buckets[NFQ_BUCKETS];
+	struct nfq_status st;
+	uint8_t *rbuf;
+};
+
+uint64_t nfq_now(const struct nfq *q);
+/* The verdict on one packet (nfq.c). */
+void nfq_verdict(struct nfq *q, uint32_t id, uint32_t verdict, uint32_t mark);
+/* One queued packet through its flow (nfq_flow.c). */
+void nfq_flow_packet(
+    struct nfq *q, uint32_t id, const uint8_t *pkt, size_t len);
+/* Refuses held flows past their deadline, forgets judged ones. */
+void nfq_flow_sweep(struct nfq *q);
+void nfq_flow_free_all(struct nfq *q);
+
+#endif

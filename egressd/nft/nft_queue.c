@@ -1,0 +1,198 @@
+/*
+ * nft_queue: the NFQUEUE verdict of in-flight judging (docs/proxy.md,
+ * "Pass-through judged in flight") and the probe that finds which form
+ * of it this kernel has.
+ *
+ * nftables' own `queue` expression needs CONFIG_NFT_QUEUE, which some
+ * kernels this runs on lack ("Could not process rule"); the xtables
+ * NFQUEUE target reached through nft_compat (a `target` expression
+ * carrying struct xt_NFQ_info_v3, as iptables-nft sends it) does the
+ * same. Neither is given a bypass flag: with no reader bound to the
+ * queue the kernel drops what it would have queued (fail closed).
+ */
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/xt_NFQUEUE.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
+
+#include "policy/policy.h"
+#include "egressd/nft/nft_batch.h"
+#include "egressd/nft/nft_msg.h"
+#include "egressd/nft/nft_rule.h"
+
+/* The probe's table: created, given one queue rule and deleted in one
+ * transaction, so it is never in force and never seen. */
+#define NFT_PROBE_TABLE "egressd_probe"
+#define NFT_PROBE_CHAIN "probe"
+
+const char *
+nft_queue_kind_name(enum nft_queue_kind k)
+{
+	switch (k) {
+	case NFT_QUEUE_NONE:
+		return "none";
+	case NFT_QUEUE_NATIVE:
+		return "nft-queue";
+	case NFT_QUEUE_COMPAT:
+		return "xt-nfqueue";
+	}
+	return "?";
+}
+
+/* One message of the probe batch: the header for obj's type, its
+ * payload, obj freed. */
+static int
+probe_msg(struct nft_batch *b, uint16_t type, uint16_t flags, void *obj,
+    const char *label, struct err *e)
+{
+	void *p = nft_batch_room_(b, e);
+	struct nlmsghdr *nlh;
+
+	if (p == NULL)
+		return -1;
+	nlh =
+	    nftnl_nlmsg_build_hdr(p, type, NFPROTO_INET, flags | NLM_F_ACK, 0);
+	if (type == NFT_MSG_NEWTABLE || type == NFT_MSG_DELTABLE)
+		nftnl_table_nlmsg_build_payload(nlh, obj);
+	else if (type == NFT_MSG_NEWCHAIN)
+		nftnl_chain_nlmsg_build_payload(nlh, obj);
+	else
+		nftnl_rule_nlmsg_build_payload(nlh, obj);
+	return nft_batch_push_(b, label, e);
+}
+
+int
+nft_build_queue_probe(
+    enum nft_queue_kind k, uint16_t num, struct nft_batch **out, struct err *e)
+{
+	struct nft_batch *b = nft_batch_new_();
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	int rc = -1;
+
+	*out = NULL;
+	if (b == NULL || t == NULL || c == NULL || r == NULL ||
+	    nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_PROBE_TABLE) < 0 ||
+	    nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, NFT_PROBE_TABLE) < 0 ||
+	    nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, NFT_PROBE_CHAIN) < 0 ||
+	    nftnl_rule_set_str(r, NFTNL_RULE_TABLE, NFT_PROBE_TABLE) < 0 ||
+	    nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, NFT_PROBE_CHAIN) < 0 ||
+	    nft_rule_queue_expr(r, k, num) < 0) {
+		err_set(e, "nft: out of memory");
+		goto out;
+	}
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	if (nft_batch_begin_(b, e) < 0 ||
+	    probe_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, t, "NEWTABLE probe",
+	        e) < 0 ||
+	    probe_msg(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, c, "NEWCHAIN probe",
+	        e) < 0 ||
+	    probe_msg(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r,
+	        "NEWRULE probe (queue)", e) < 0 ||
+	    probe_msg(b, NFT_MSG_DELTABLE, 0, t, "DELTABLE probe", e) < 0 ||
+	    nft_batch_finish_(b, e) < 0)
+		goto out;
+	*out = b;
+	b = NULL;
+	rc = 0;
+out:
+	nft_batch_free(b);
+	nftnl_table_free(t);
+	nftnl_chain_free(c);
+	nftnl_rule_free(r);
+	return rc;
+}
+
+bool
+nft_queue_held_back(const struct policy *p)
+{
+	return p->nbindings != 0 || policy_has_request_rules(p);
+}
+
+/*
+ * nat_out, before the proxy redirect: the first packet of TCP to a
+ * queued port of a learned address marks its flow PENDING and is not
+ * redirected (the rest of filter_out still judges it by address).
+ */
+int
+nft_queue_nat_rows(struct bctx *c, const struct policy *p)
+{
+	const struct rrow row = {.s = {.l4proto = IPPROTO_TCP,
+	                             .dport_set = NFT_SET_QUEUE_PORTS,
+	                             .ct_mark_imm = NFT_QMARK_PENDING,
+	                             .v = V_ACCEPT},
+	    .per_family = true,
+	    .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6},
+	    .skip = c->o->queue_kind == NFT_QUEUE_NONE ||
+	        c->o->nqueue_ports == 0 || nft_queue_held_back(p)};
+
+	return nft_rule_row(c, NFT_CHAIN_NAT, &row);
+}
+
+/*
+ * filter_out, before the conntrack accepts: a verdict's packet (mark OK
+ * or REFUSED, NF_REPEAT) writes its mark into the flow; refused flows
+ * are reset for good; established packets of a pending flow go to the
+ * queue. A SYN with a Fast Open cookie may carry data no one judged:
+ * dropped, so the client retries without it (RFC 7413 sec. 4.2.1).
+ * Emitted whenever queueing is on, whatever the policy: a flow marked
+ * PENDING under an earlier policy is still judged.
+ */
+int
+nft_queue_filter_rows(struct bctx *c)
+{
+	const uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
+	const struct rrow rows[] = {
+	    {.s = {.meta_mark_eq = NFT_QMARK_OK,
+	         .ct_mark_set = true,
+	         .v = V_ACCEPT}},
+	    {.s = {.meta_mark_eq = NFT_QMARK_REFUSED,
+	         .ct_mark_set = true,
+	         .v = V_DENY}},
+	    {.s = {.ct_mark_eq = NFT_QMARK_REFUSED, .v = V_DENY}},
+	    {.s = {.ct_state = est,
+	         .ct_mark_eq = NFT_QMARK_PENDING,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .v = V_QUEUE}},
+	    {.s = {.ct_mark_eq = NFT_QMARK_PENDING,
+	         .l4proto = IPPROTO_TCP,
+	         .tfo_cookie = true,
+	         .v = V_DROP}},
+	};
+
+	if (c->o->queue_kind == NFT_QUEUE_NONE)
+		return 0;
+	return nft_rule_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
+}
+
+/* The queued ports' set. */
+int
+nft_queue_sets(struct bctx *c)
+{
+	struct policy_port_range pr[NFT_PORTS_MAX];
+	size_t i;
+
+	if (c->o->queue_kind == NFT_QUEUE_NONE || c->o->nqueue_ports == 0)
+		return 0;
+	for (i = 0; i < c->o->nqueue_ports; i++)
+		pr[i].lo = pr[i].hi = c->o->queue_ports[i];
+	return nft_msg_port_set(c, NFT_SET_QUEUE_PORTS, pr, c->o->nqueue_ports);
+}

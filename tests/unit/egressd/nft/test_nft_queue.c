@@ -1,0 +1,216 @@
+/*
+ * In-flight judging's rules (nft_queue.c), without privileges: the
+ * builder's batch decoded with libnftnl; and the probe's transaction.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "egressd/nft/nft.h"
+#include "policy/policy.h"
+#include "ts_policy.h"
+
+static char *
+describe(const struct policy *p, const struct nft_opts *o)
+{
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	if (nft_build_ruleset(p, o, NULL, &b, &e) != 0)
+		fail_msg("build: %s", e.msg);
+	s = nft_batch_describe(b);
+	assert_non_null(s);
+	nft_batch_free(b);
+	return s;
+}
+
+/* Index of the first line holding a (and b when given), or -1. */
+static long
+line_of(const char *text, const char *a, const char *b)
+{
+	const char *p = text, *nl;
+	long i = 0;
+
+	while (*p != '\0') {
+		char *line;
+		bool hit;
+
+		nl = strchr(p, '\n');
+		if (nl == NULL)
+			nl = p + strlen(p);
+		line = strndup(p, (size_t)(nl - p));
+		hit = strstr(line, a) != NULL &&
+		    (b == NULL || strstr(line, b) != NULL);
+		free(line);
+		if (hit)
+			return i;
+		i++;
+		p = *nl ? nl + 1 : nl;
+	}
+	return -1;
+}
+
+static void
+queue_opts(struct nft_opts *o, enum nft_queue_kind k)
+{
+	nft_opts_init(o);
+	o->proxy_port = 18081;
+	o->queue_kind = k;
+	o->queue_num = 7;
+	o->queue_ports[0] = 443;
+	o->nqueue_ports = 1;
+}
+
+static void
+test_off_by_default(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_opts o;
+	char *s;
+
+	(void)state;
+	nft_opts_init(&o);
+	o.proxy_port = 18081;
+	s = describe(p, &o);
+	assert_int_equal(line_of(s, "queue_ports", NULL), -1);
+	assert_int_equal(line_of(s, "NFQUEUE", NULL), -1);
+	assert_int_equal(line_of(s, "0x45510001", NULL), -1);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_compat_rules(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_opts o;
+	long pend, redir, q, est;
+	char *s;
+
+	(void)state;
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	s = describe(p, &o);
+	if (getenv("NFQ_DUMP") != NULL)
+		fputs(s, stderr);
+	/* nat_out: learned 443 marked pending and accepted, before the
+	 * proxy redirect */
+	pend = line_of(s, "nat_out", "set queue_ports");
+	redir = line_of(s, "set intercept_ports", "0x0000a146");
+	assert_true(pend >= 0 && redir > pend);
+	assert_true(line_of(s, "set queue_ports", "0x45510001") == pend);
+	assert_true(line_of(s, "set queue_ports", "set learned4") >= 0);
+	assert_true(line_of(s, "set queue_ports", "set learned6") >= 0);
+	/* filter_out: the verdict marks, then the queue, all before the
+	 * established accept */
+	q = line_of(s, "target name NFQUEUE rev 3", NULL);
+	est = line_of(s, "filter_out", "0x00000006");
+	assert_true(q >= 0);
+	assert_true(line_of(s, "0x45510002", "ct set mark") < q);
+	assert_true(line_of(s, "0x45510003", "jump -> deny") < q);
+	assert_true(line_of(s, "0x45510001", "NFQUEUE") == q);
+	/* no bypass: the xt info's flags are zero (queue 7, total 1) */
+	assert_true(est < 0 || q < est);
+	/* a Fast Open cookie SYN of a pending flow is dropped */
+	assert_true(line_of(s, "tcpopt", "drop") > q);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_native_rules(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_opts o;
+	char *s;
+
+	(void)state;
+	queue_opts(&o, NFT_QUEUE_NATIVE);
+	s = describe(p, &o);
+	assert_true(line_of(s, "queue num 7", NULL) >= 0);
+	assert_int_equal(line_of(s, "NFQUEUE", NULL), -1);
+	assert_int_equal(line_of(s, "bypass", NULL), -1);
+	free(s);
+	policy_unref(p);
+}
+
+/* Request rules need the proxy: nothing is marked pending, but pending
+ * flows of an earlier policy are still queued. */
+static void
+test_held_back(void **state)
+{
+	struct policy *p =
+	    ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"a.example\","
+	                   "\"methods\":[\"GET\"]}]}");
+	struct nft_opts o;
+	char *s;
+
+	(void)state;
+	assert_true(nft_queue_held_back(p));
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	s = describe(p, &o);
+	assert_int_equal(line_of(s, "nat_out", "0x45510001"), -1);
+	assert_true(line_of(s, "NFQUEUE", NULL) >= 0);
+	free(s);
+	policy_unref(p);
+}
+
+static void
+test_mark_clash(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_batch *b;
+	struct nft_opts o;
+	struct err e;
+
+	(void)state;
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	o.mark = NFT_QMARK_OK;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
+	assert_non_null(strstr(e.msg, "in-flight"));
+	policy_unref(p);
+}
+
+static void
+test_probe_batch(void **state)
+{
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	(void)state;
+	assert_int_equal(nft_build_queue_probe(NFT_QUEUE_COMPAT, 9, &b, &e), 0);
+	assert_int_equal(nft_batch_nmsgs(b), 4);
+	s = nft_batch_describe(b);
+	assert_non_null(s);
+	/* created and deleted in one transaction: never in force */
+	assert_true(line_of(s, "NEWTABLE", "egressd_probe") >= 0);
+	assert_true(line_of(s, "NFQUEUE", NULL) >= 0);
+	assert_true(line_of(s, "DELTABLE", "egressd_probe") >= 0);
+	free(s);
+	nft_batch_free(b);
+	assert_string_equal(
+	    nft_queue_kind_name(NFT_QUEUE_COMPAT), "xt-nfqueue");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_off_by_default),
+	    cmocka_unit_test(test_compat_rules),
+	    cmocka_unit_test(test_native_rules),
+	    cmocka_unit_test(test_held_back),
+	    cmocka_unit_test(test_mark_clash),
+	    cmocka_unit_test(test_probe_batch),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
