@@ -70,6 +70,9 @@ config_init(struct config *c)
 	c->log_level = EGRESSD_DEFAULT_LOG_LEVEL;
 	(void)config_parse_vault_compressed(
 	    EGRESSD_DEFAULT_VAULT_COMPRESSED, &c->vault_compressed);
+	(void)config_parse_pt_judge(
+	    EGRESSD_DEFAULT_PASSTHROUGH_JUDGE, &c->pt_judge);
+	c->queue_num = EGRESSD_DEFAULT_QUEUE_NUM;
 }
 
 static void
@@ -381,6 +384,7 @@ enum config_key {
 	K_PROTECTED_PORTS,
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
+	K_PT_JUDGE,
 	K_UPROXY,
 	K_UPROXY_AUTH,
 	K_UPROXY_AUTH_FILE,
@@ -551,6 +555,14 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_uproxy_set_auth_file(&c->uproxy, v, what, e);
 	case K_UPROXY_CONNECT:
 		return config_uproxy_set_connect(&c->uproxy, v, what, e);
+	case K_PT_JUDGE:
+		if (config_parse_pt_judge(v, &c->pt_judge) == -1) {
+			err_set(e,
+			    "%s: \"%.64s\" is not a mode (proxy, queue, auto)",
+			    what, v);
+			return -1;
+		}
+		return 0;
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -625,6 +637,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_CA_BUNDLE", K_CA_BUNDLE},
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
     {"EGRESSD_VAULT_COMPRESSED", K_VAULT_COMPRESSED},
+    {"EGRESSD_PASSTHROUGH_JUDGE", K_PT_JUDGE},
     {"EGRESSD_VAULT_REQUIRE_MLOCK", K_VAULT_REQUIRE_MLOCK},
 };
 
@@ -752,6 +765,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("proxy-head-timeout", K_PROXY_HEAD_TIMEOUT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
+    CF_KEY("passthrough-judge", K_PT_JUDGE),
     CF_KEY("upstream-proxy", K_UPROXY),
     CF_KEY("upstream-proxy-auth-file", K_UPROXY_AUTH_FILE),
     CF_KEY("upstream-proxy-connect", K_UPROXY_CONNECT),

@@ -34,6 +34,14 @@ enum config_mode {
 /* A parsed "IP", "IP:port" or "[IPv6]:port" (literals only). */
 /* --vault-compressed (defaults.h): what a compressed response to an
  * injected request gets. */
+enum config_pt_judge {
+	CONFIG_PT_PROXY = 0,
+	CONFIG_PT_QUEUE,
+	CONFIG_PT_AUTO,
+};
+int config_parse_pt_judge(const char *s, enum config_pt_judge *out);
+const char *config_pt_judge_name(enum config_pt_judge v);
+
 enum config_vault_compressed {
 	CONFIG_VAULT_COMPRESSED_REFUSE = 0,
 	CONFIG_VAULT_COMPRESSED_DECODE,
@@ -118,6 +126,11 @@ struct config {
 	char *ca_key_file, *ca_cert_file; /* an operator's CA, or NULL */
 	char *ca_bundle; /* where the bundle goes; NULL: in state_dir */
 	enum config_vault_compressed vault_compressed;
+	/* How pass-through TLS is judged (docs/proxy.md): through the
+	 * proxy, in flight from NFQUEUE queue_num (start fails when the
+	 * kernel cannot), or in flight where it can (auto). */
+	enum config_pt_judge pt_judge;
+	uint16_t queue_num;
 	/* A secret arena that mlock refused is fatal at start rather than
 	 * logged (vault.mlock_failed). */
 	bool vault_require_mlock;

@@ -92,6 +92,10 @@ config_usage_rest(FILE *f)
 	    "  --intercept-port PORT   a TCP port redirected to the proxy "
 	    "besides\n"
 	    "                          80 and 443 (repeatable)\n"
+	    "  --passthrough-judge MODE pass-through TLS judged by the proxy, "
+	    "or in\n"
+	    "                          flight from NFQUEUE: proxy, queue, "
+	    "auto (%s)\n"
 	    "  --vault-compressed MODE a compressed response to an injected "
 	    "request:\n"
 	    "                          refuse (502) or decode (gzip, deflate; "
@@ -130,7 +134,7 @@ config_usage_rest(FILE *f)
 	    (unsigned)EGRESSD_DEFAULT_PROXY_BUFFER_MB,
 	    (unsigned)EGRESSD_PROXY_HEAD_TIMEOUT_S_MAX,
 	    (unsigned)EGRESSD_DEFAULT_PROXY_HEAD_TIMEOUT_S,
-	    EGRESSD_DEFAULT_VAULT_COMPRESSED,
+	    EGRESSD_DEFAULT_PASSTHROUGH_JUDGE, EGRESSD_DEFAULT_VAULT_COMPRESSED,
 	    (unsigned)EGRESSD_DEFAULT_LEARNED_MAX,
 	    log_level_name(EGRESSD_DEFAULT_LOG_LEVEL));
 }

@@ -22,6 +22,7 @@
 #include "egressd/base/uproxy.h"
 #include "egressd/dns/dns.h"
 #include "egressd/nft/nft.h"
+#include "egressd/nfq/nfq.h"
 #include "egressd/proxy/proxy.h"
 #include "policy/policy.h"
 #include "vault/vault.h"
@@ -235,7 +236,8 @@ egressd_init(
 	if (egressd_signals(d, e) == -1 || daemon_wire_uproxy(d, e) == -1 ||
 	    daemon_wire_webhook(d, e) == -1 || daemon_nft_open(d, e) == -1 ||
 	    daemon_wire_dns(d, e) == -1 || daemon_wire_proxy(d, e) == -1 ||
-	    daemon_nft_enforce(d, e) == -1 || daemon_api_start(d, e) == -1 ||
+	    daemon_wire_nfq(d, e) == -1 || daemon_nft_enforce(d, e) == -1 ||
+	    daemon_api_start(d, e) == -1 ||
 	    daemon_watch_files(d, egressd_reload_cb, e) == -1 ||
 	    daemon_nft_arm_renew(d, e) == -1)
 		return -1;
@@ -299,6 +301,7 @@ egressd_clear(struct egressd *d)
 	workq_free(d->wq);
 	d->wq = NULL;
 	api_free(d->api);
+	nfq_free(d->nfq);
 	proxy_free(d->proxy);
 	vault_free(d->vault);
 	dns_free(d->dns);

@@ -72,6 +72,11 @@ struct egressd {
 	 * proxy's and the webhook's), NULL when not configured */
 	struct uproxy *uproxy;
 	struct proxy *proxy; /* transparent proxy, NULL when off */
+	/* In-flight judging (daemon_wire_nfq): the queue reader, NULL on
+	 * the proxy path; the path in words and why, for the status. */
+	struct nfq *nfq;
+	const char *pt_path; /* "queue" or "proxy" */
+	char pt_why[ERR_MSG_MAX];
 	/* The Credential Vault revision of the policy in force (one
 	 * reference owned; connections take their own). NULL when the proxy
 	 * is off and no binding was ever loaded. */
@@ -184,6 +189,7 @@ int daemon_wire_uproxy(struct egressd *d, struct err *e);
 int daemon_wire_webhook(struct egressd *d, struct err *e);
 int daemon_wire_dns(struct egressd *d, struct err *e);
 int daemon_wire_proxy(struct egressd *d, struct err *e);
+int daemon_wire_nfq(struct egressd *d, struct err *e);
 /* 0 when this configuration can enforce every rule of p; -1 with the
  * first that it cannot (request rules without the proxy) in e. */
 int daemon_wire_enforceable(

@@ -4,6 +4,7 @@
  * the hooks through which it asks the daemon (the policy in force, the
  * proxy's judge, the vault in force).
  */
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include "egressd/daemon/webhook.h"
 #include "egressd/dns/dns.h"
 #include "egressd/nft/nft.h"
+#include "egressd/nfq/nfq.h"
 #include "egressd/proxy/proxy.h"
 #include "policy/policy.h"
 #include "util/addr.h"
@@ -377,4 +379,73 @@ daemon_wire_follow_upstreams(
 	else
 		log_info(d->log, "dns.upstreams_changed",
 		    LOG_U("count", next->dns.nupstreams));
+}
+
+/* In-flight judging asks what the proxy would (proxy_peek.c): the
+ * same judge, its refusal named like the proxy's. */
+static const char *
+egressd_nfq_judge_cb(
+    void *arg, const char *name, const struct addr *dst, uint16_t port)
+{
+	enum proxy_reason r = egressd_proxy_judge_cb(arg, name, dst, port);
+
+	return r == PROXY_OK ? NULL : proxy_reason_name(r);
+}
+
+/* The proxy path, said with why (never silently weaker). */
+static int
+egressd_nfq_fallback(struct egressd *d, const char *why, struct err *e)
+{
+	(void)snprintf(d->pt_why, sizeof(d->pt_why), "%s", why);
+	if (d->cfg->pt_judge == CONFIG_PT_QUEUE) {
+		err_set(e, "--passthrough-judge queue: %s", why);
+		return -1;
+	}
+	log_info(d->log, "passthrough.judge", LOG_S("path", d->pt_path),
+	    LOG_S("why", why));
+	return 0;
+}
+
+/*
+ * Pass-through TLS judged in flight (nfq.h) when asked and the kernel
+ * can: the queue verdict nft takes, and the queue bound; else the proxy
+ * path, said in the log and the status (fatal when queue was forced).
+ */
+int
+daemon_wire_nfq(struct egressd *d, struct err *e)
+{
+	static const uint16_t ports[] = {443};
+	struct nfq_opts o;
+	struct nfq_hooks h;
+	struct nfq_status st;
+	struct err why = {""};
+	enum nft_queue_kind k;
+
+	d->pt_path = "proxy";
+	if (d->cfg->pt_judge == CONFIG_PT_PROXY)
+		return egressd_nfq_fallback(d, "--passthrough-judge proxy", e);
+	if (d->nft == NULL || d->proxy == NULL)
+		return egressd_nfq_fallback(
+		    d, "needs nftables and the transparent proxy", e);
+	k = nft_queue_probe(d->nft, d->cfg->queue_num, &why);
+	if (k == NFT_QUEUE_NONE)
+		return egressd_nfq_fallback(d, why.msg, e);
+	memset(&o, 0, sizeof(o));
+	memset(&h, 0, sizeof(h));
+	o.queue_num = d->cfg->queue_num;
+	h.judge = egressd_nfq_judge_cb;
+	h.arg = d;
+	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)
+		return egressd_nfq_fallback(d, why.msg, e);
+	nft_set_queue(d->nft, k, d->cfg->queue_num, ports,
+	    sizeof(ports) / sizeof(ports[0]));
+	nfq_status(d->nfq, &st);
+	d->pt_path = "queue";
+	(void)snprintf(
+	    d->pt_why, sizeof(d->pt_why), "%s", nft_queue_kind_name(k));
+	log_info(d->log, "passthrough.judge", LOG_S("path", d->pt_path),
+	    LOG_S("verdict", nft_queue_kind_name(k)),
+	    LOG_U("queue", d->cfg->queue_num),
+	    LOG_B("conntrack_glue", st.conntrack_glue));
+	return 0;
 }

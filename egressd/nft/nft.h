@@ -368,6 +368,10 @@ void nft_learn_cancel(struct nft *n, uint64_t ticket);
  */
 enum nft_queue_kind nft_queue_probe(
     struct nft *n, uint16_t num, struct err *why);
+/* Turns in-flight judging on (k != NONE) for the next nft_apply_policy
+ * (before the first one: nft_opts' queue fields). */
+void nft_set_queue(struct nft *n, enum nft_queue_kind k, uint16_t num,
+    const uint16_t *ports, size_t nports);
 
 /*
  * Sends a batch from nft_build_*() as one transaction and checks every

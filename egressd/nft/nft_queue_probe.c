@@ -3,7 +3,10 @@
  * scratch transactions (nft_build_queue_probe) that leave nothing behind.
  */
 
+#include <string.h>
+
 #include "egressd/nft/nft.h"
+#include "egressd/nft/nft_state.h"
 
 /* Sends the probe of kind k: 0 when the kernel took the rule. */
 static int
@@ -31,4 +34,15 @@ nft_queue_probe(struct nft *n, uint16_t num, struct err *why)
 	err_set(
 	    why, "neither nft queue (%s) nor xt NFQUEUE (%s)", e1.msg, e2.msg);
 	return NFT_QUEUE_NONE;
+}
+
+void
+nft_set_queue(struct nft *n, enum nft_queue_kind k, uint16_t num,
+    const uint16_t *ports, size_t nports)
+{
+	n->o.queue_kind = k;
+	n->o.queue_num = num;
+	n->o.nqueue_ports = nports < NFT_PORTS_MAX ? nports : NFT_PORTS_MAX;
+	memcpy(n->o.queue_ports, ports,
+	    n->o.nqueue_ports * sizeof(n->o.queue_ports[0]));
 }

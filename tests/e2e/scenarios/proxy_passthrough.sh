@@ -32,8 +32,9 @@ egress:
   - {action: allow, target: shared-a.test}
 EOF2
 )
-tb_start_egressd --policy "$pol" --proxy
+tb_start_egressd --policy "$pol" --proxy ${PT_JUDGE:+--passthrough-judge $PT_JUDGE}
 tb_assert_log "$TB_EGRESSD_LOG" proxy.listening port=18081
+tb_assert_log "$TB_EGRESSD_LOG" passthrough.judge path=${PT_JUDGE:-proxy}
 
 A4=$TB_ORIGIN_A4 A6=$TB_ORIGIN_A6 C4=$TB_ORIGIN_C4
 X300K=$(head -c 300000 /dev/zero | tr '\0' x | sha256sum | cut -d' ' -f1)
