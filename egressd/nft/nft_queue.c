@@ -155,31 +155,47 @@ nft_queue_nat_rows(struct bctx *c, const struct policy *p)
  * dropped, so the client retries without it (RFC 7413 sec. 4.2.1).
  * Emitted whenever queueing is on, whatever the policy: a flow marked
  * PENDING under an earlier policy is still judged.
+ *
+ * Two rows are emitted always, queueing on or off: a flow marked
+ * REFUSED stays reset, and an established packet of a flow still
+ * PENDING is reset. With queueing on, the queue row comes first and the
+ * reset row sees nothing; with it off (the proxy path, or an egressd
+ * restarted with --passthrough-judge proxy while flows it marked in
+ * queue mode are waiting for a verdict) no one will ever judge their
+ * hello, and the conntrack accept below would let it through unread.
  */
 int
 nft_queue_filter_rows(struct bctx *c)
 {
 	const uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
+	const bool off = c->o->queue_kind == NFT_QUEUE_NONE;
 	const struct rrow rows[] = {
 	    {.s = {.meta_mark_eq = NFT_QMARK_OK,
 	         .ct_mark_set = true,
-	         .v = V_ACCEPT}},
+	         .v = V_ACCEPT},
+	        .skip = off},
 	    {.s = {.meta_mark_eq = NFT_QMARK_REFUSED,
 	         .ct_mark_set = true,
-	         .v = V_DENY}},
+	         .v = V_DENY},
+	        .skip = off},
 	    {.s = {.ct_mark_eq = NFT_QMARK_REFUSED, .v = V_DENY}},
 	    {.s = {.ct_state = est,
 	         .ct_mark_eq = NFT_QMARK_PENDING,
 	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
-	         .v = V_QUEUE}},
+	         .v = V_QUEUE},
+	        .skip = off},
 	    {.s = {.ct_mark_eq = NFT_QMARK_PENDING,
 	         .l4proto = IPPROTO_TCP,
 	         .tfo_cookie = true,
-	         .v = V_DROP}},
+	         .v = V_DROP},
+	        .skip = off},
+	    /* the restart gap: pending and no queue before this row */
+	    {.s = {.ct_state = est,
+	         .ct_mark_eq = NFT_QMARK_PENDING,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .v = V_DENY}},
 	};
 
-	if (c->o->queue_kind == NFT_QUEUE_NONE)
-		return 0;
 	return nft_rule_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
 

@@ -73,15 +73,30 @@ test_off_by_default(void **state)
 {
 	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
 	struct nft_opts o;
+	long pend, est;
 	char *s;
 
 	(void)state;
 	nft_opts_init(&o);
 	o.proxy_port = 18081;
 	s = describe(p, &o);
+	if (getenv("NFQ_DUMP") != NULL)
+		fputs(s, stderr);
 	assert_int_equal(line_of(s, "queue_ports", NULL), -1);
 	assert_int_equal(line_of(s, "NFQUEUE", NULL), -1);
-	assert_int_equal(line_of(s, "0x45510001", NULL), -1);
+	assert_int_equal(line_of(s, "nat_out", "0x45510001"), -1);
+	/* the restart gap: no queue, yet flows another egressd marked
+	 * pending are reset, refused ones stay reset, and both before the
+	 * conntrack accept */
+	pend = line_of(s, "filter_out", "0x45510001");
+	assert_true(pend >= 0);
+	assert_true(line_of(s, "0x45510001", "jump -> deny") == pend);
+	assert_true(line_of(s, "0x45510001", "0x00000002") == pend);
+	assert_true(line_of(s, "filter_out", "0x45510003") >= 0);
+	assert_true(line_of(s, "0x45510003", "jump -> deny") >= 0);
+	est = line_of(s, "filter_out", "& 0x00000006");
+	assert_true(est > pend);
+	assert_int_equal(line_of(s, "0x45510002", NULL), -1);
 	free(s);
 	policy_unref(p);
 }
@@ -110,7 +125,7 @@ test_compat_rules(void **state)
 	/* filter_out: the verdict marks, then the queue, all before the
 	 * established accept */
 	q = line_of(s, "target name NFQUEUE rev 3", NULL);
-	est = line_of(s, "filter_out", "0x00000006");
+	est = line_of(s, "filter_out", "& 0x00000006");
 	assert_true(q >= 0);
 	assert_true(line_of(s, "0x45510002", "ct set mark") < q);
 	assert_true(line_of(s, "0x45510003", "jump -> deny") < q);
@@ -119,6 +134,10 @@ test_compat_rules(void **state)
 	assert_true(est < 0 || q < est);
 	/* a Fast Open cookie SYN of a pending flow is dropped */
 	assert_true(line_of(s, "tcpopt", "drop") > q);
+	/* the restart gap's reset row is there too, after the queue: in
+	 * queue mode it sees nothing */
+	assert_true(line_of(s, "0x45510001", "jump -> deny") > q);
+	assert_true(line_of(s, "0x45510001", "jump -> deny") < est);
 	free(s);
 	policy_unref(p);
 }
