@@ -438,12 +438,22 @@ struct nft_ct_flow {
 	uint8_t icmp_type, icmp_code;
 	uint32_t id; /* CTA_ID from the dump (host order); 0 = absent */
 	uint16_t zone; /* CTA_ZONE; 0 = default zone */
+	/* TCP whose ct mark is in-flight judging's (pending or judged):
+	 * cut by setting the ct mark REFUSED, not by deleting the entry
+	 * (nft_build_ct_delete) */
+	bool judged;
 };
 
 /*
- * PURE: writes one ctnetlink delete request for f (NLM_F_REQUEST |
- * NLM_F_ACK, sequence seq) into buf. Returns its length, or 0 when f is
- * not a TCP/UDP/ICMP/ICMPv6 flow of family 4/6 or buflen is too small.
+ * PURE: writes one ctnetlink request that cuts f (NLM_F_REQUEST |
+ * NLM_F_ACK, sequence seq) into buf: a delete, or for a judged flow
+ * (f->judged) an update of its ct mark to NFT_QMARK_REFUSED (no
+ * NLM_F_CREATE: ENOENT when it is gone). Deleting a flow whose client
+ * only ACKs (a download) lets conntrack pick it up again from the
+ * origin's next packet as an inbound flow (docs/nft.md, "Limits"); a
+ * refused mark stays on the entry and filter_out resets the client's
+ * next packet. Returns its length, or 0 when f is not a
+ * TCP/UDP/ICMP/ICMPv6 flow of family 4/6 or buflen is too small.
  */
 size_t nft_build_ct_delete(
     const struct nft_ct_flow *f, uint32_t seq, void *buf, size_t buflen);

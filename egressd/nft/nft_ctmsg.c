@@ -47,7 +47,9 @@ nft_build_ct_delete(
 		return 0;
 	memset(buf, 0, NFT_CT_DEL_MSG_MAX);
 	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) |
+	    (f->judged && f->proto == IPPROTO_TCP ? IPCTNL_MSG_CT_NEW
+	                                          : IPCTNL_MSG_CT_DELETE);
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
 	nlh->nlmsg_seq = seq;
 	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
@@ -81,6 +83,8 @@ nft_build_ct_delete(
 		mnl_attr_put_u32(nlh, CTA_ID, htonl(f->id));
 	if (f->zone != 0)
 		mnl_attr_put_u16(nlh, CTA_ZONE, htons(f->zone));
+	if (f->judged && f->proto == IPPROTO_TCP)
+		mnl_attr_put_u32(nlh, CTA_MARK, htonl(NFT_QMARK_REFUSED));
 	return nlh->nlmsg_len;
 }
 
@@ -283,6 +287,14 @@ nft_ctmsg_outbound(const struct nlmsghdr *nlh, uint32_t mark,
 	if (attr_bytes(tb[CTA_MARK], 4, &be32) && ntohl(be32) == mark &&
 	    mark != 0)
 		return false;
+	/* refused by in-flight judging, or already cut by marking: the
+	 * ruleset resets what its client sends (and keeps nothing learned) */
+	if (attr_bytes(tb[CTA_MARK], 4, &be32) &&
+	    ntohl(be32) == NFT_QMARK_REFUSED)
+		return false;
+	f->judged = f->proto == IPPROTO_TCP &&
+	    attr_bytes(tb[CTA_MARK], 4, &be32) &&
+	    (ntohl(be32) == NFT_QMARK_PENDING || ntohl(be32) == NFT_QMARK_OK);
 	/* redirected (DNS, proxy): the peer is egressd, not dst */
 	if (attr_bytes(tb[CTA_STATUS], 4, &be32) &&
 	    (ntohl(be32) & IPS_DST_NAT) != 0)

@@ -178,7 +178,11 @@ nft_queue_filter_rows(struct bctx *c)
 	         .ct_mark_set = true,
 	         .v = V_DENY},
 	        .skip = off},
-	    {.s = {.ct_mark_eq = NFT_QMARK_REFUSED, .v = V_DENY}},
+	    /* original direction only: the reset the deny chain sends
+	     * the client is the flow's reply, locally generated */
+	    {.s = {.ct_mark_eq = NFT_QMARK_REFUSED,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .v = V_DENY}},
 	    {.s = {.ct_state = est,
 	         .ct_mark_eq = NFT_QMARK_PENDING,
 	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,

@@ -101,7 +101,8 @@ test_delete_golden(void **state)
 struct dec {
 	int proto, type, code;
 	uint16_t id16, sport, dport;
-	uint32_t ctid, zone;
+	uint32_t ctid, zone, mark;
+	unsigned msg; /* IPCTNL_MSG_CT_DELETE or _NEW */
 	bool src, dst;
 };
 
@@ -126,8 +127,10 @@ decode(const uint8_t *buf, size_t n, int family, struct dec *d)
 	memset(d, 0, sizeof(*d));
 	assert_true(mnl_nlmsg_ok(nlh, (int)n));
 	assert_int_equal(nlh->nlmsg_len, n);
-	assert_int_equal(nlh->nlmsg_type,
-	    (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE);
+	assert_int_equal(nlh->nlmsg_type >> 8, NFNL_SUBSYS_CTNETLINK);
+	d->msg = nlh->nlmsg_type & 0xff;
+	assert_true(
+	    d->msg == IPCTNL_MSG_CT_DELETE || d->msg == IPCTNL_MSG_CT_NEW);
 	assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_ACK);
 	assert_int_equal(g->nfgen_family, family == 4 ? AF_INET : AF_INET6);
 	assert_true(mnl_attr_parse(nlh, sizeof(*g), any_cb, tb) >= 0);
@@ -160,6 +163,8 @@ decode(const uint8_t *buf, size_t n, int family, struct dec *d)
 		d->ctid = ntohl(mnl_attr_get_u32(tb[CTA_ID]));
 	if (tb[CTA_ZONE] != NULL)
 		d->zone = ntohs(mnl_attr_get_u16(tb[CTA_ZONE]));
+	if (tb[CTA_MARK] != NULL)
+		d->mark = ntohl(mnl_attr_get_u32(tb[CTA_MARK]));
 }
 
 static void
@@ -189,6 +194,13 @@ test_delete_decodes(void **state)
 	assert_int_equal(d.dport, 9);
 	assert_int_equal(d.ctid, 0);
 	assert_int_equal(d.zone, 7);
+	assert_int_equal(d.msg, IPCTNL_MSG_CT_DELETE);
+	assert_int_equal(d.mark, 0);
+	/* judged only means something for TCP: UDP is still deleted */
+	f.judged = true;
+	n = nft_build_ct_delete(&f, 1, buf, sizeof(buf));
+	decode(buf, n, 6, &d);
+	assert_int_equal(d.msg, IPCTNL_MSG_CT_DELETE);
 	/* ICMP echo */
 	memset(&f, 0, sizeof(f));
 	f.family = 4;
@@ -212,6 +224,38 @@ test_delete_decodes(void **state)
 	decode(buf, n, 6, &d);
 	assert_int_equal(d.type, 128);
 	assert_int_equal(d.id16, 0x4242);
+}
+
+/* A flow in-flight judging passed is cut by marking it refused, not
+ * deleted: a deleted download would be picked up again from the
+ * origin's next packet as an inbound flow (nft.h). No NLM_F_CREATE:
+ * an entry gone meanwhile is ENOENT, as for a delete. */
+static void
+test_cut_judged_marks(void **state)
+{
+	struct nft_ct_flow f;
+	struct dec d;
+	uint8_t buf[512];
+	size_t n;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.family = 4;
+	f.proto = IPPROTO_TCP;
+	inet_pton(AF_INET, "198.51.100.2", f.src);
+	inet_pton(AF_INET, "203.0.113.10", f.dst);
+	f.sport = 40001;
+	f.dport = 443;
+	f.id = 77;
+	f.judged = true;
+	n = nft_build_ct_delete(&f, 5, buf, sizeof(buf));
+	assert_true(n > 0 && n <= NFT_CT_DEL_MSG_MAX);
+	decode(buf, n, 4, &d);
+	assert_int_equal(d.msg, IPCTNL_MSG_CT_NEW);
+	assert_int_equal(d.mark, NFT_QMARK_REFUSED);
+	assert_int_equal(d.sport, 40001);
+	assert_int_equal(d.dport, 443);
+	assert_int_equal(d.ctid, 77);
 }
 
 static void
@@ -636,6 +680,7 @@ main(void)
 	    cmocka_unit_test(test_delete_golden),
 	    cmocka_unit_test(test_delete_decodes),
 	    cmocka_unit_test(test_delete_refuses),
+	    cmocka_unit_test(test_cut_judged_marks),
 	    cmocka_unit_test(test_cut_on_tighten),
 	    cmocka_unit_test(test_cut_unlisted_port),
 	    cmocka_unit_test(test_cut_sliced),
