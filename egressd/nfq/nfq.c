@@ -181,7 +181,7 @@ nfq_new(struct event_base *base, const struct nfq_opts *o,
 		q->o.hello_ms = NFQ_HELLO_MS_DEFAULT;
 	q->h = *h;
 	q->log = log;
-	log_limiter_init(&q->lim, 10, 20, 10000);
+	log_limiter_init(&q->lim, 10, 20, 1000); /* as the proxy's */
 	if (nfq_open(q, e) < 0)
 		goto fail;
 	q->ev = event_new(base, mnl_socket_get_fd(q->nl), EV_READ | EV_PERSIST,

@@ -70,6 +70,11 @@ nfq_flow_new(struct nfq *q, const struct ip_tcp *t)
 	return f;
 }
 
+/*
+ * One line per judged flow, like the proxy's proxy.closed: passes
+ * always (it stands for the connection the proxy no longer sees),
+ * refusals at most one per (dst, reason) per second, as the proxy's.
+ */
 static void
 nfq_flow_log(struct nfq *q, const struct nfq_flow *f, const char *reason,
     const char *sni)
@@ -81,11 +86,17 @@ nfq_flow_log(struct nfq *q, const struct nfq_flow *f, const char *reason,
 	a.family = f->family == 4 ? AF_INET : AF_INET6;
 	memcpy(a.a, f->dst, 16);
 	addr_format_port(&a, f->dport, dst, sizeof(dst));
+	if (reason == NULL) {
+		log_info(q->log, "nfq.judged", LOG_S("decision", "passthrough"),
+		    LOG_S("name", sni != NULL ? sni : ""), LOG_S("dst", dst));
+		return;
+	}
 	(void)snprintf(key, sizeof(key), "%s|%s", dst, reason);
 	if (!log_limiter_allow(&q->lim, key, nfq_now(q)))
 		return;
-	log_info(q->log, "nfq.refused", LOG_S("reason", reason),
-	    LOG_S("sni", sni != NULL ? sni : ""), LOG_S("dst", dst));
+	log_info(q->log, "nfq.judged", LOG_S("decision", "refused"),
+	    LOG_S("reason", reason), LOG_S("name", sni != NULL ? sni : ""),
+	    LOG_S("dst", dst));
 }
 
 /* Every held packet of f gets the verdict of state; the buffer goes. */
@@ -104,12 +115,11 @@ nfq_flow_decide(struct nfq *q, struct nfq_flow *f, enum nfq_flow_state s,
 	f->nheld = 0;
 	free(f->buf);
 	f->buf = NULL;
-	if (s == NFQ_FLOW_OK) {
+	if (s == NFQ_FLOW_OK)
 		q->st.judged++;
-		return;
-	}
-	q->st.refused++;
-	nfq_flow_log(q, f, reason, sni);
+	else
+		q->st.refused++;
+	nfq_flow_log(q, f, s == NFQ_FLOW_OK ? NULL : reason, sni);
 }
 
 /* The hello is whole: the proxy's decision (proxy_peek.c), then the
