@@ -132,6 +132,14 @@ struct api_status {
 	} proxy;
 	bool learned_on;
 	uint64_t learned; /* addresses in the learned sets */
+	/* The path of pass-through TLS: "queue" (judged in flight) or
+	 * "proxy", and why (both lent); the queue's counts (nfq.h). */
+	bool passthrough_on;
+	struct {
+		const char *path, *why;
+		uint64_t judged, refused, hello_timeouts, errors, packets;
+		uint64_t flows;
+	} passthrough;
 };
 
 /*

@@ -282,6 +282,20 @@ api_status_proxy(const struct api_status *st)
 	return px;
 }
 
+static json_t *
+api_status_passthrough(const struct api_status *st)
+{
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "path",
+	    st->passthrough.path != NULL ? st->passthrough.path : "", "why",
+	    st->passthrough.why != NULL ? st->passthrough.why : "", "judged",
+	    (json_int_t)st->passthrough.judged, "refused",
+	    (json_int_t)st->passthrough.refused, "helloTimeouts",
+	    (json_int_t)st->passthrough.hello_timeouts, "queueErrors",
+	    (json_int_t)st->passthrough.errors, "queuedPackets",
+	    (json_int_t)st->passthrough.packets, "flowsHeld",
+	    (json_int_t)st->passthrough.flows);
+}
+
 /*
  * The daemon's side (the status hook's struct) added to out: the
  * Credential Vault in force, the configured mode, what is enforced, the
@@ -313,6 +327,9 @@ api_status_daemon(struct api *a, const struct policy *p, json_t *out)
 	if (st.learned_on)
 		json_object_set_new(out, "learnedAddresses",
 		    json_integer((json_int_t)st.learned));
+	if (st.passthrough_on)
+		json_object_set_new(
+		    out, "passthrough", api_status_passthrough(&st));
 }
 
 void

@@ -313,6 +313,40 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	    2);
 }
 
+/* Pass-through TLS: which path judges it and why, and the queue's
+ * counts (zero on the proxy path: the proxy's own count that). */
+static void
+metrics_passthrough(struct metrics_out *o, const struct stats *st)
+{
+	static const char *const verdicts[] = {"passthrough", "refused"};
+	char path[2 * METRICS_LABEL_MAX + 1], why[2 * METRICS_LABEL_MAX + 1];
+
+	if (!st->pt_on)
+		return;
+	metrics_label_escape(
+	    st->pt_path != NULL ? st->pt_path : "", path, sizeof(path));
+	metrics_label_escape(
+	    st->pt_why != NULL ? st->pt_why : "", why, sizeof(why));
+	metrics_family(o, "egressd_passthrough_path_info", "gauge",
+	    "Path of pass-through TLS (queue: judged in flight; proxy) and "
+	    "why; always 1.");
+	metrics_printf(o,
+	    "egressd_passthrough_path_info{path=\"%s\",why=\"%s\"} 1\n", path,
+	    why);
+	metrics_labelled(o, "egressd_passthrough_judged_total", "counter",
+	    "TLS flows judged in flight, by verdict.", "verdict", verdicts,
+	    (const uint64_t[]){st->pt_judged, st->pt_refused}, 2);
+	metrics_counter(o, "egressd_passthrough_hello_timeouts_total",
+	    "Flows refused because their ClientHello did not complete in "
+	    "time.",
+	    st->pt_hello_timeouts);
+	metrics_counter(o, "egressd_passthrough_queue_errors_total",
+	    "Unreadable queue messages, failed verdicts, lost packets.",
+	    st->pt_errors);
+	metrics_counter(o, "egressd_passthrough_queued_packets_total",
+	    "Packets read from the queue.", st->pt_packets);
+}
+
 int
 metrics_render(const struct stats *st, const struct metrics_info *info,
     struct evbuffer *out)
@@ -335,6 +369,7 @@ metrics_render(const struct stats *st, const struct metrics_info *info,
 	metrics_dns(&o, st);
 	metrics_nft_policy(&o, st);
 	metrics_proxy(&o, st);
+	metrics_passthrough(&o, st);
 
 	metrics_counter(&o, "egressd_api_requests_total",
 	    "Control API requests.", st->api_requests);

@@ -137,6 +137,13 @@ struct stats {
 	const char *proxy_state_names[STATS_PROXY_STATES];
 	size_t proxy_nstates;
 
+	/* Pass-through TLS: its path ("queue" or "proxy") and why (both
+	 * lent by the daemon for its lifetime), the queue's counts. */
+	bool pt_on;
+	const char *pt_path, *pt_why;
+	uint64_t pt_judged, pt_refused, pt_hello_timeouts, pt_errors;
+	uint64_t pt_packets;
+
 	/* API. */
 	uint64_t api_requests;
 	uint64_t api_unauthorized;

@@ -75,7 +75,7 @@ struct egressd {
 	/* In-flight judging (daemon_wire_nfq): the queue reader, NULL on
 	 * the proxy path; the path in words and why, for the status. */
 	struct nfq *nfq;
-	const char *pt_path; /* "queue" or "proxy" */
+	const char *pt_path; /* "queue", "proxy" or "none" (no proxy) */
 	char pt_why[ERR_MSG_MAX];
 	/* The Credential Vault revision of the policy in force (one
 	 * reference owned; connections take their own). NULL when the proxy

@@ -12,6 +12,7 @@
 #include "egressd/daemon/config.h"
 #include "egressd/daemon/daemon_int.h"
 #include "egressd/dns/dns.h"
+#include "egressd/nfq/nfq.h"
 #include "egressd/nft/nft.h"
 #include "egressd/proxy/proxy.h"
 #include "policy/policy.h"
@@ -71,6 +72,28 @@ egressd_proxy_stats(struct egressd *d)
 	st->proxy_nstates = i;
 }
 
+/* The path of pass-through TLS and the queue's counts. */
+static void
+egressd_pt_stats(struct egressd *d)
+{
+	struct stats *st = &d->stats;
+	struct nfq_status qs;
+
+	if (d->pt_path == NULL)
+		return;
+	st->pt_on = true;
+	st->pt_path = d->pt_path;
+	st->pt_why = d->pt_why;
+	if (d->nfq == NULL)
+		return;
+	nfq_status(d->nfq, &qs);
+	st->pt_judged = qs.judged;
+	st->pt_refused = qs.refused;
+	st->pt_hello_timeouts = qs.timeouts;
+	st->pt_errors = qs.errors;
+	st->pt_packets = qs.packets;
+}
+
 void
 daemon_status_refresh_metrics(struct egressd *d)
 {
@@ -79,6 +102,7 @@ daemon_status_refresh_metrics(struct egressd *d)
 	size_t i;
 
 	egressd_proxy_stats(d);
+	egressd_pt_stats(d);
 	if (d->nft == NULL)
 		return;
 	if (nft_read_counters(d->nft, c, &e) == -1) {
@@ -180,5 +204,21 @@ daemon_status_fill(struct egressd *d, struct api_status *st)
 	if (d->nft != NULL) {
 		st->learned_on = true;
 		st->learned = nft_learned_count(d->nft);
+	}
+	if (d->pt_path != NULL) {
+		st->passthrough_on = true;
+		st->passthrough.path = d->pt_path;
+		st->passthrough.why = d->pt_why;
+	}
+	if (d->nfq != NULL) {
+		struct nfq_status qs;
+
+		nfq_status(d->nfq, &qs);
+		st->passthrough.judged = qs.judged;
+		st->passthrough.refused = qs.refused;
+		st->passthrough.hello_timeouts = qs.timeouts;
+		st->passthrough.errors = qs.errors;
+		st->passthrough.packets = qs.packets;
+		st->passthrough.flows = qs.flows;
 	}
 }

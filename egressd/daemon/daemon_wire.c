@@ -424,9 +424,13 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	d->pt_path = "proxy";
 	if (d->cfg->pt_judge == CONFIG_PT_PROXY)
 		return egressd_nfq_fallback(d, "--passthrough-judge proxy", e);
-	if (d->nft == NULL || d->proxy == NULL)
+	if (d->nft == NULL || d->proxy == NULL) {
+		/* no proxy: TLS is not intercepted at all */
+		if (d->proxy == NULL)
+			d->pt_path = "none";
 		return egressd_nfq_fallback(
 		    d, "needs nftables and the transparent proxy", e);
+	}
 	k = nft_queue_probe(d->nft, d->cfg->queue_num, &why);
 	if (k == NFT_QUEUE_NONE)
 		return egressd_nfq_fallback(d, why.msg, e);

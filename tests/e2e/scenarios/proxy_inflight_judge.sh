@@ -159,6 +159,34 @@ tb_check "d: ... nfq.judged refused hello_timeout" tb_wait_log_line \
 tb_expect_eq "d: ... the origin's socket received no byte" 0 \
     "$(origin_rx "$A4" "$lp")"
 
+# --- the path in use and its counts: /v1/status and /metrics -------------------
+# status_pt: /v1/status's passthrough object, as "path why judged refused
+# helloTimeouts"
+status_pt()
+{
+	[ "$(tb_host_api GET "http://$TB_SBX_HOST_IP4:18080/v1/status")" = 200 ] ||
+	    { echo "status failed"; return; }
+	"$TB_PY" -c 'import json,sys; p=json.load(open(sys.argv[1])).get("passthrough",{})
+print(p.get("path"), p.get("why"), p.get("judged"), p.get("refused"), p.get("helloTimeouts"))' \
+	    "$TB_DIR/api.out"
+}
+read -r p_path p_why p_judged p_refused p_to <<<"$(status_pt)"
+tb_expect_eq "status: passthrough.path queue" queue "$p_path"
+tb_expect_match "status: passthrough.why names the queue verdict" \
+    '^(xt-nfqueue|nft-queue)$' "$p_why"
+tb_expect_match "status: judged >= 4 (a, c), refused >= 3 (b, c, d), helloTimeouts >= 1" \
+    '^([4-9]|[1-9][0-9]+) ([3-9]|[1-9][0-9]+) [1-9]' "$p_judged $p_refused $p_to"
+tb_expect_eq "metrics: GET /metrics" 200 \
+    "$(tb_host_api GET "http://$TB_SBX_HOST_IP4:18080/metrics")"
+tb_expect_match "metrics: egressd_passthrough_path_info says queue" \
+    '^egressd_passthrough_path_info\{path="queue",why="(xt-nfqueue|nft-queue)"\} 1$' \
+    "$(cat "$TB_DIR/api.out")"
+tb_expect_match "metrics: egressd_passthrough_judged_total{verdict=passthrough} = status" \
+    "^egressd_passthrough_judged_total\\{verdict=\"passthrough\"\\} $p_judged\$" \
+    "$(cat "$TB_DIR/api.out")"
+tb_expect_match "metrics: no proxy connection at all" \
+    '^egressd_proxy_accepted_total 0$' "$(cat "$TB_DIR/api.out")"
+
 # --- e. kill -9 during a download; fail closed; restart -------------------------
 N=$((256 << 20))
 XN=$(head -c "$N" /dev/zero | tr '\0' x | sha256sum | cut -d' ' -f1)
@@ -195,6 +223,9 @@ tb_assert_no_log --since "$mo" "$TB_ORIGIN_LOG" origin.request
 # the restart gap: an egressd without the queue resets the pending flow
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge proxy
 dl_running "after the restart without the queue"
+read -r p_path p_why _ <<<"$(status_pt)"
+tb_expect_eq "status: restarted with --passthrough-judge proxy, the path says so and why" \
+    "proxy --passthrough-judge" "$p_path $p_why"
 wait "$gappid"
 tb_expect_match "e: restarted without the queue, the still-pending flow is reset" \
     '^reset ' "$(cat "$TB_DIR/gap.out")"
