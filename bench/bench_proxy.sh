@@ -40,6 +40,13 @@
 #   BENCH_BODY     x (default: the letter x) or b64 (base64 text of random
 #                  bytes: the secrets' alphabet) for the 1 KiB and 1 MiB
 #                  bodies
+#   BENCH_PT_JUDGE  egressd's --passthrough-judge (default proxy); queue
+#                  (issue 36) judges pass-through TLS in flight, which
+#                  needs a policy without bindings: the policy then has
+#                  none (no credential, no request rules) and only the
+#                  direct, passthrough and bulk (direct and passthrough)
+#                  cases run; the report says how many flows egressd
+#                  judged in flight and that the proxy accepted none
 #   BENCH_PERF     a file: perf record egressd while it is measured
 #   BENCH_PERF_OPTS  perf record's options (default -g; "--call-graph
 #                  dwarf,16384" sees through libc and OpenSSL frames)
@@ -108,6 +115,20 @@ CREDS=${BENCH_CREDS:-1}
 # origin does
 ORIGIN_TLS=${BENCH_ORIGIN_TLS:-TLSv1.2 TLSv1.3}
 BODY=${BENCH_BODY:-x}
+PT_JUDGE=${BENCH_PT_JUDGE:-proxy}
+if [ "$PT_JUDGE" != proxy ]; then
+	# in-flight judging needs a policy without bindings: the cases
+	# that terminate cannot run
+	ONLY=${BENCH_ONLY:-direct passthrough bulk}
+	for c in $ONLY; do
+		case $c in
+		direct|passthrough|bulk) ;;
+		*) echo "bench_proxy: BENCH_PT_JUDGE=$PT_JUDGE runs only direct, passthrough and bulk (not $c)" >&2
+		   exit 2 ;;
+		esac
+	done
+	ONLY=" $ONLY "
+fi
 # want CASE: is CASE among BENCH_ONLY?
 want() { [ "$ONLY" = " all " ] || [[ "$ONLY" == *" $1 "* ]]; }
 . "$(dirname "$0")/bench_lib.sh"
@@ -367,18 +388,21 @@ EOF
 	done
 	[ "$1" -gt 0 ] &&
 	    echo '  - {action: allow, target: term.bench.test, methods: [GET], paths: ["/plain/*"]}'
-	cat <<EOF
-  - {action: allow, target: "*.bench.test"}
+	echo '  - {action: allow, target: "*.bench.test"}'
+	# in-flight judging: no binding, or every flow stays on the proxy
+	if [ "$PT_JUDGE" = proxy ]; then
+		cat <<EOF
 credentials:
   - {name: k, source: {type: file, path: $DIR/key}}
 EOF
-	printf '%s' "$CRED_LINES"
-	cat <<EOF
+		printf '%s' "$CRED_LINES"
+		cat <<EOF
 bindings:
   - name: term
     match: {hosts: [term.bench.test], paths: ["/small", "/bulk", "/inj/*"]}
     auth: {type: bearer, credential: k}
 EOF
+	fi
 	} >"$DIR/policy.yaml.new"
 	chmod 600 "$DIR/policy.yaml.new"
 	mv "$DIR/policy.yaml.new" "$DIR/policy.yaml"
@@ -407,7 +431,7 @@ egressd_start()
 	t0=$(date +%s%N)
 	ip netns exec "$SBX" "${run[@]}" --policy "$DIR/policy.yaml" \
 	    --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" --http-addr "" \
-	    --log-file "$DIR/egressd.log" --proxy \
+	    --log-file "$DIR/egressd.log" --proxy --passthrough-judge "$PT_JUDGE" \
 	    --state-dir "$DIR/state" --trust-dir "$DIR/trust" --teardown-on-exit \
 	    >"$DIR/egressd.out" 2>&1 &
 	EPID=$!
@@ -576,6 +600,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
 # judges it, and relays with read/write); the order rotated each round;
 # egressd's CPU (user + system ticks) per download
 BULK_PATHS="direct passthrough terminating"
+[ "$PT_JUDGE" != proxy ] && BULK_PATHS="direct passthrough"
 NGS=/usr/lib/nginx/modules/ngx_stream_module.so
 if want bulk && want nginx; then
 	[ -f "$NGS" ] || die "needs $NGS (apt-get install libnginx-mod-stream)"
@@ -880,6 +905,12 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 	done
 fi
 printf 'egressd RSS: idle %s KiB, peak %s KiB\n' "$rss_idle" "$rss_busy"
+# the path pass-through took: the start line, and what egressd logged of
+# the flows (the last egressd run's log)
+printf 'pass-through: %s; %s flows judged in flight, %s proxy connections\n' \
+    "$(grep -o '"ev":"passthrough.judge"[^}]*' "$DIR/egressd.log" | tail -n 1)" \
+    "$(grep -c '"ev":"nfq.judged","decision":"passthrough"' "$DIR/egressd.log")" \
+    "$(grep -c '"ev":"proxy.closed"' "$DIR/egressd.log")"
 printf 'egressd exec -> ready: first start (CA generated) %s ms; restarts %s ms (median %s)\n' \
     "$ready_first" "${ready_re[*]:-none}" \
     "$(printf '%s\n' "${ready_re[@]:-0}" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"

@@ -40,6 +40,8 @@ struct log;
 /* A judged flow is remembered this long: packets queued before its
  * conntrack mark changed still arrive, and get the same verdict. */
 #define NFQ_JUDGED_KEEP_MS 10000
+/* ... but a full table forgets those judged this long ago (nfq_flow.c) */
+#define NFQ_JUDGED_GRACE_MS 1000
 #define NFQ_HELLO_MS_DEFAULT 5000
 
 struct nfq_hooks {

@@ -44,12 +44,46 @@ nfq_flow_find(struct nfq *q, const struct ip_tcp *t)
 	return NULL;
 }
 
+/*
+ * The table is full: forget the flows judged NFQ_JUDGED_GRACE_MS ago or
+ * earlier. They are kept only for packets queued before their conntrack
+ * mark changed, which come within the same read; without this, a
+ * sandbox opening more than NFQ_FLOWS_MAX TLS connections per
+ * NFQ_JUDGED_KEEP_MS would have its new ones refused.
+ */
+static void
+nfq_flow_evict(struct nfq *q)
+{
+	uint64_t now = nfq_now(q);
+	struct nfq_flow **pp, *f;
+	size_t b;
+
+	for (b = 0; b < NFQ_BUCKETS; b++) {
+		pp = &q->buckets[b];
+		while ((f = *pp) != NULL) {
+			if (f->state == NFQ_FLOW_HOLD ||
+			    f->deadline_ms - NFQ_JUDGED_KEEP_MS +
+			            NFQ_JUDGED_GRACE_MS >
+			        now) {
+				pp = &f->next;
+				continue;
+			}
+			*pp = f->next;
+			free(f->buf);
+			free(f);
+			q->st.flows--;
+		}
+	}
+}
+
 static struct nfq_flow *
 nfq_flow_new(struct nfq *q, const struct ip_tcp *t)
 {
 	size_t b = nfq_flow_bucket(t);
 	struct nfq_flow *f;
 
+	if (q->st.flows >= NFQ_FLOWS_MAX)
+		nfq_flow_evict(q);
 	if (q->st.flows >= NFQ_FLOWS_MAX || (f = calloc(1, sizeof(*f))) == NULL)
 		return NULL;
 	if ((f->buf = malloc(TLS_FLOW_BYTES_MAX)) == NULL) {
