@@ -549,5 +549,7 @@ egressd_commit(struct egressd *d, struct policy *next,
 			    LOG_U("closed", closed),
 			    LOG_U("revision", next->revision));
 	}
+	/* ... and the flows judged in flight, by name (nfq_rejudge) */
+	daemon_nfq_rejudge(d, next->revision);
 	return 0;
 }

@@ -190,6 +190,8 @@ int daemon_wire_webhook(struct egressd *d, struct err *e);
 int daemon_wire_dns(struct egressd *d, struct err *e);
 int daemon_wire_proxy(struct egressd *d, struct err *e);
 int daemon_wire_nfq(struct egressd *d, struct err *e);
+/* Flows judged in flight judged again by name after a commit. */
+void daemon_nfq_rejudge(struct egressd *d, uint64_t revision);
 /* 0 when this configuration can enforce every rule of p; -1 with the
  * first that it cannot (request rules without the proxy) in e. */
 int daemon_wire_enforceable(

@@ -4,6 +4,7 @@
  * the hooks through which it asks the daemon (the policy in force, the
  * proxy's judge, the vault in force).
  */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -438,6 +439,7 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	memset(&h, 0, sizeof(h));
 	o.queue_num = d->cfg->queue_num;
 	h.judge = egressd_nfq_judge_cb;
+	h.held = egressd_proxy_terminate_cb;
 	h.arg = d;
 	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)
 		return egressd_nfq_fallback(d, why.msg, e);
@@ -452,4 +454,43 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	    LOG_U("queue", d->cfg->queue_num),
 	    LOG_B("conntrack_glue", st.conntrack_glue));
 	return 0;
+}
+
+/* One flow nfq_rejudge hands over: its conntrack entry marked refused
+ * (the cut of judged flows; ENOENT when it ended is no error). */
+static void
+egressd_nfq_cut_cb(void *arg, const struct nfq_flow_id *id)
+{
+	struct egressd *d = arg;
+	struct nft_ct_flow f;
+	struct err e = {""};
+
+	memset(&f, 0, sizeof(f));
+	f.family = (uint8_t)id->family;
+	f.proto = IPPROTO_TCP;
+	memcpy(f.src, id->src, sizeof(f.src));
+	memcpy(f.dst, id->dst, sizeof(f.dst));
+	f.sport = id->sport;
+	f.dport = id->dport;
+	f.judged = true;
+	if (nft_cut_flow(d->nft, &f, &e) < 0)
+		log_warn(d->log, "nfq.rejudge_failed", LOG_S("error", e.msg));
+}
+
+/*
+ * After a commit, the flows judged in flight are judged again by name,
+ * as proxy_rejudge does for the proxy's connections: the conntrack cut
+ * judged them by address only.
+ */
+void
+daemon_nfq_rejudge(struct egressd *d, uint64_t revision)
+{
+	size_t n;
+
+	if (d->nfq == NULL || d->nft == NULL)
+		return;
+	n = nfq_rejudge(d->nfq, egressd_nfq_cut_cb, d);
+	if (n > 0)
+		log_info(d->log, "nfq.rejudged", LOG_U("closed", n),
+		    LOG_U("revision", revision));
 }

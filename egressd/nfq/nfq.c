@@ -182,6 +182,8 @@ nfq_new(struct event_base *base, const struct nfq_opts *o,
 	q->h = *h;
 	q->log = log;
 	log_limiter_init(&q->lim, 10, 20, 1000); /* as the proxy's */
+	/* a missing ring only loses the re-judging by name (nfq_judged.c) */
+	q->judged = calloc(NFQ_JUDGED_MAX, sizeof(*q->judged));
 	if (nfq_open(q, e) < 0)
 		goto fail;
 	q->ev = event_new(base, mnl_socket_get_fd(q->nl), EV_READ | EV_PERSIST,
@@ -213,6 +215,7 @@ nfq_free(struct nfq *q)
 		mnl_socket_close(q->nl);
 	nfq_flow_free_all(q);
 	q->magic = 0;
+	free(q->judged);
 	free(q->rbuf);
 	free(q);
 }

@@ -37,6 +37,9 @@ struct log;
 #define NFQ_RECV_MAX (NFQ_COPY_RANGE + 4096) /* one read */
 #define NFQ_RCVBUF (8u << 20) /* socket buffer: a burst of hellos */
 #define NFQ_TICK_MS 100 /* the sweep of expired flows */
+/* The last this many flows passed are remembered with their SNI, to be
+ * judged again by name when the policy changes (nfq_rejudge). */
+#define NFQ_JUDGED_MAX 4096
 /* A judged flow is remembered this long: packets queued before its
  * conntrack mark changed still arrive, and get the same verdict. */
 #define NFQ_JUDGED_KEEP_MS 10000
@@ -52,7 +55,20 @@ struct nfq_hooks {
 	 */
 	const char *(*judge)(
 	    void *arg, const char *name, const struct addr *dst, uint16_t port);
+	/*
+	 * Must the proxy now see name's requests on port (a binding could
+	 * match it, request rules name it)? Then a flow judged in flight
+	 * cannot stay (nfq_rejudge). NULL: never.
+	 */
+	bool (*held)(void *arg, const char *name, uint16_t port);
 	void *arg;
+};
+
+/* A judged flow, as nfq_rejudge hands it over: original direction. */
+struct nfq_flow_id {
+	int family; /* 4 or 6 */
+	uint8_t src[16], dst[16]; /* network order; IPv4 in the first 4 */
+	uint16_t sport, dport; /* host order */
 };
 
 struct nfq_opts {
@@ -84,5 +100,19 @@ struct nfq *nfq_new(struct event_base *base, const struct nfq_opts *o,
     const struct nfq_hooks *h, struct log *log, struct err *e);
 void nfq_free(struct nfq *q); /* pending flows lose their packets */
 void nfq_status(const struct nfq *q, struct nfq_status *out);
+
+/*
+ * After a policy change, what the proxy does to its open connections
+ * (proxy_rejudge): the flows passed in flight (the last NFQ_JUDGED_MAX)
+ * are judged again by their SNI with the hooks, and each the judge now
+ * refuses, or whose host the proxy must now see (hooks.held), is
+ * forgotten and handed to cut (which marks its conntrack entry refused:
+ * the flow may be long gone, or the address-based cut may have got it
+ * already). Returns how many were handed over. The conntrack cut judges
+ * by address alone: this is what catches a denied SNI on an address
+ * still allowed for another name.
+ */
+size_t nfq_rejudge(struct nfq *q,
+    void (*cut)(void *arg, const struct nfq_flow_id *f), void *arg);
 
 #endif

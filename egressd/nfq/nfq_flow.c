@@ -149,9 +149,10 @@ nfq_flow_decide(struct nfq *q, struct nfq_flow *f, enum nfq_flow_state s,
 	f->nheld = 0;
 	free(f->buf);
 	f->buf = NULL;
-	if (s == NFQ_FLOW_OK)
+	if (s == NFQ_FLOW_OK) {
 		q->st.judged++;
-	else
+		nfq_judged_add(q, f, sni);
+	} else
 		q->st.refused++;
 	nfq_flow_log(q, f, s == NFQ_FLOW_OK ? NULL : reason, sni);
 }

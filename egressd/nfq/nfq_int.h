@@ -31,6 +31,12 @@ struct nfq_flow {
 	struct tls_flow tf;
 };
 
+/* One flow passed in flight, for nfq_rejudge (nfq_judged.c). */
+struct nfq_judged {
+	struct nfq_flow_id id;
+	char sni[TLS_HELLO_SNI_MAX + 1]; /* "" = a free slot */
+};
+
 struct nfq {
 	uint32_t magic;
 	struct event_base *base;
@@ -44,6 +50,10 @@ struct nfq {
 	struct nfq_flow *buckets[NFQ_BUCKETS];
 	struct nfq_status st;
 	uint8_t *rbuf;
+	/* a ring of NFQ_JUDGED_MAX, the oldest overwritten; NULL when it
+	 * could not be allocated (then no flow is judged again by name) */
+	struct nfq_judged *judged;
+	size_t judged_next;
 };
 
 uint64_t nfq_now(const struct nfq *q);
@@ -55,5 +65,7 @@ void nfq_flow_packet(
 /* Refuses held flows past their deadline, forgets judged ones. */
 void nfq_flow_sweep(struct nfq *q);
 void nfq_flow_free_all(struct nfq *q);
+/* Remembers a flow passed with its SNI (nfq_judged.c). */
+void nfq_judged_add(struct nfq *q, const struct nfq_flow *f, const char *sni);
 
 #endif

@@ -459,6 +459,15 @@ size_t nft_build_ct_delete(
     const struct nft_ct_flow *f, uint32_t seq, void *buf, size_t buflen);
 
 /*
+ * Cuts one flow now, on the caller's thread (one request, one ack):
+ * f->judged marks its entry refused, else deletes it; a flow that ended
+ * meanwhile is no error. For the flows in-flight judging judges again
+ * by name after a commit (nfq_rejudge); the cut of a policy change is
+ * nft_cut_start's.
+ */
+int nft_cut_flow(struct nft *n, const struct nft_ct_flow *f, struct err *e);
+
+/*
  * After a successful nft_apply_policy(n, p) that changed a policy in
  * force (an update): dumps conntrack and deletes the entries of flows
  * that p now denies, so established connections to newly denied

@@ -218,6 +218,12 @@ nft_ct_forget(struct nft *n, const struct nft_ct_flow *f, struct err *e)
 	return 0;
 }
 
+int
+nft_cut_flow(struct nft *n, const struct nft_ct_flow *f, struct err *e)
+{
+	return nft_ct_forget(n, f, e);
+}
+
 /* ---- the cut on the loop ---- */
 
 struct nft_cut {

@@ -18,7 +18,10 @@
 #     --passthrough-judge proxy, that still-pending flow is reset (the
 #     restart gap), judged flows survive both restarts;
 #  f. a tightening (PATCH deny) cuts a judged flow, one where only the
-#     origin speaks (server-sent events), within 3 s.
+#     origin speaks (server-sent events), within 3 s;
+#  g. ... also when it denies the flow's SNI but its address stays
+#     allowed for another name (shared-a.test and c.test share one):
+#     the flows judged in flight are judged again by name.
 # TB_CANARY=0: the canary credentials are bindings, and a policy with
 # bindings keeps every flow on the proxy (nft_queue_held_back): nothing
 # would be queued.
@@ -43,6 +46,7 @@ defaultAction: deny
 egress:
   - {action: allow, target: a.test}
   - {action: allow, target: c.test}
+  - {action: allow, target: shared-a.test}
 EOF2
 )
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
@@ -265,4 +269,33 @@ if [ "$el" -le 3000 ]; then
 else
 	tb_fail "f: ... only after ${el} ms"
 fi
+
+# --- g. a tightening by name on a shared address ---------------------------------------
+learn c.test shared-a.test
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
+cut=$TB_DIR/cutg.out
+tb_sandbox_bg "$cut" sh -c "curl -4 -sS -f -N --max-time 20 -o /dev/null \
+    'https://shared-a.test/g-$TAG?sse=100&gap_ms=100'; echo rc=\$?"
+cutpid=$TB_LAST_PID
+tb_check "g: the stream to shared-a.test was judged in flight" \
+    tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.judged \
+    decision=passthrough name=shared-a.test "dst=$C4:443"
+sleep 0.5
+tb_expect_eq "g: PATCH shared-a.test to deny (c.test keeps the address allowed)" \
+    200 "$(tb_host_api PATCH "http://$TB_SBX_HOST_IP4:18080/policy" \
+        '[{"action":"deny","target":"shared-a.test"}]')"
+t0=$(date +%s%N)
+wait "$cutpid"
+el=$((($(date +%s%N) - t0) / 1000000))
+tb_expect_match "g: the judged flow is cut (curl fails)" 'rc=(18|56|35|28|7)' \
+    "$(tail -n 1 "$cut")"
+if [ "$el" -le 3000 ]; then
+	tb_pass "g: ... within ${el} ms of the PATCH"
+else
+	tb_fail "g: ... only after ${el} ms"
+fi
+tb_check "g: egressd logs nfq.rejudged closed=1" tb_wait_log_line \
+    --since "$me" "$TB_EGRESSD_LOG" nfq.rejudged closed=1
+tb_check "g: c.test on the same address still passes" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/
 tb_finish

@@ -55,13 +55,40 @@ clock_cb(void *arg)
 	return now_ms;
 }
 
+/* The policy: a.test allowed, and files.pythonhosted.org while
+ * pypi_ok; held_name needs the proxy. */
+static bool pypi_ok;
+static const char *held_name;
+
 static const char *
 judge_cb(void *arg, const char *name, const struct addr *dst, uint16_t port)
 {
 	(void)arg;
 	(void)dst;
 	assert_int_equal(port, 443);
-	return strcmp(name, "a.test") == 0 ? NULL : "name_denied";
+	return strcmp(name, "a.test") == 0 ||
+	        (pypi_ok && strcmp(name, "files.pythonhosted.org") == 0)
+	    ? NULL
+	    : "name_denied";
+}
+
+static bool
+held_cb(void *arg, const char *name, uint16_t port)
+{
+	(void)arg;
+	(void)port;
+	return held_name != NULL && strcmp(name, held_name) == 0;
+}
+
+static struct nfq_flow_id cut_ids[8];
+static size_t ncut;
+
+static void
+cut_cb(void *arg, const struct nfq_flow_id *f)
+{
+	(void)arg;
+	assert_true(ncut < 8);
+	cut_ids[ncut++] = *f;
 }
 
 static struct log lg;
@@ -77,7 +104,13 @@ fake_queue(void)
 	q->o.hello_ms = 5000;
 	q->o.clock = clock_cb;
 	q->h.judge = judge_cb;
+	q->h.held = held_cb;
 	q->log = &lg;
+	q->judged = calloc(NFQ_JUDGED_MAX, sizeof(*q->judged));
+	assert_non_null(q->judged);
+	pypi_ok = false;
+	held_name = NULL;
+	ncut = 0;
 	log_limiter_init(&q->lim, 10, 20, 1000);
 	ngot = 0;
 	now_ms = 1000000;
@@ -89,6 +122,7 @@ fake_free(struct nfq *q)
 {
 	nfq_flow_free_all(q);
 	close(lg.fd);
+	free(q->judged);
 	free(q);
 }
 
@@ -245,6 +279,41 @@ test_full_table_makes_room(void **state)
 	fake_free(q);
 }
 
+/* After a policy change the passed flows are judged again by name: one
+ * whose SNI is now denied (its address may well stay allowed) and one
+ * whose host now needs the proxy are handed over once; the rest stay. */
+static void
+test_rejudge_by_name(void **state)
+{
+	struct nfq *q = fake_queue();
+	static uint8_t a[1 << 16];
+	size_t na;
+
+	(void)state;
+	pypi_ok = true;
+	load("curl_a_test");
+	memcpy(a, hello, nhello);
+	na = nhello;
+	send_seg(q, 1, 41000, 1, a, na);
+	load("python_ssl");
+	send_seg(q, 2, 41001, 1, hello, nhello);
+	assert_int_equal(q->st.judged, 2);
+	assert_int_equal(nfq_rejudge(q, cut_cb, NULL), 0);
+	pypi_ok = false; /* the PATCH: deny files.pythonhosted.org */
+	assert_int_equal(nfq_rejudge(q, cut_cb, NULL), 1);
+	assert_int_equal(cut_ids[0].sport, 41001);
+	assert_int_equal(cut_ids[0].dport, 443);
+	assert_int_equal(cut_ids[0].family, 4);
+	assert_memory_equal(
+	    cut_ids[0].dst, ((const uint8_t[]){203, 0, 113, 10}), 4);
+	assert_int_equal(nfq_rejudge(q, cut_cb, NULL), 0); /* forgotten */
+	held_name = "a.test"; /* a binding or request rules for a.test */
+	assert_int_equal(nfq_rejudge(q, cut_cb, NULL), 1);
+	assert_int_equal(cut_ids[1].sport, 41000);
+	assert_int_equal(nfq_rejudge(q, cut_cb, NULL), 0);
+	fake_free(q);
+}
+
 int
 main(void)
 {
@@ -254,6 +323,7 @@ main(void)
 	    cmocka_unit_test(test_drip_hold_bound),
 	    cmocka_unit_test(test_drip_time_bound),
 	    cmocka_unit_test(test_full_table_makes_room),
+	    cmocka_unit_test(test_rejudge_by_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
