@@ -814,7 +814,7 @@ rules_report()
 	fi
 	for close in $CONNS; do
 		for c in $CONCS; do
-			ratios= cpus=
+			ratios="" cpus=""
 			for rr in $(seq "$ROUNDS"); do
 				[ -f "$DIR/res/rules100.r$rr-$c-$close" ] &&
 				    [ -f "$DIR/res/rules0.r$rr-$c-$close" ] || continue
