@@ -244,6 +244,7 @@ index_free(struct policy_index *ix)
 	if (ix == NULL)
 		return;
 	policy_layer_free(ix->user);
+	policy_layer_free(ix->user_all);
 	policy_overlays_unref(ix->ov);
 	policy_config_unref(ix->cfg);
 	policy_config_unref(ix->vault);
@@ -278,6 +279,24 @@ index_join_vault(struct policy_index *ix)
 		memcpy(ix->all_binds + c->nbindings, v->bindings,
 		    v->nbindings * sizeof(void *));
 	return 0;
+}
+
+/* Counts the request rules; builds the full view when a deny request
+ * rule makes it differ from the host-level one. */
+static int
+index_requests(struct policy_index *ix, const struct policy_rule *r, size_t n)
+{
+	size_t i, ndeny = 0;
+
+	for (i = 0; i < n; i++)
+		if (policy_rule_is_request(&r[i])) {
+			ix->nrequest++;
+			ndeny += r[i].action == POLICY_DENY;
+		}
+	if (ndeny == 0)
+		return 0;
+	ix->user_all = policy_layer_build_all(r, n);
+	return ix->user_all == NULL ? -1 : 0;
 }
 
 struct policy_rule *
@@ -323,7 +342,8 @@ policy_assemble(enum policy_action def, bool user_empty,
 	for (i = 0; i < p->nrules; i++)
 		p->rules[i].loc.file = policy_files_intern(
 		    ix->files, &ix->nfiles, p->rules[i].loc.file);
-	if ((ix->user = policy_layer_build(p->rules, p->nrules)) == NULL)
+	if ((ix->user = policy_layer_build(p->rules, p->nrules)) == NULL ||
+	    index_requests(ix, p->rules, p->nrules) == -1)
 		goto out_policy;
 	if ((p->source = strdup(source ? source : "")) == NULL)
 		goto out_policy;

@@ -392,11 +392,35 @@ struct policy_req_verdict {
 enum policy_action policy_match_request(const struct policy *p,
     const char *host, uint16_t port, const char *method, const char *path,
     struct policy_req_verdict *v);
+/*
+ * The same verdicts, compiled for one host and port: the proxy keeps one
+ * per connection (a terminated connection has one SNI) and snapshot,
+ * and each request then walks a compact array of the rules that apply
+ * to the host, its method a bit test, instead of normalizing the host
+ * and walking the name index again (a host with 100 rules: issue 37's
+ * bench). Holds a reference to p. NULL only when out of memory: the
+ * caller then uses policy_match_request.
+ */
+struct policy_host_rules;
+struct policy_host_rules *policy_host_rules_new(
+    struct policy *p, const char *host, uint16_t port);
+void policy_host_rules_free(struct policy_host_rules *hr); /* NULL: no-op */
+/* True when hr was built from p for host (as given to _new) and port. */
+bool policy_host_rules_for(const struct policy_host_rules *hr,
+    const struct policy *p, const char *host, uint16_t port);
+/* policy_host_has_request_rules of the host, as of hr's snapshot. */
+bool policy_host_rules_any(const struct policy_host_rules *hr);
+/* policy_match_request on hr's host and port. path must be the output
+ * of policy_path_normalize: it is not checked again. */
+enum policy_action policy_host_rules_match(const struct policy_host_rules *hr,
+    const char *method, const char *path, struct policy_req_verdict *v);
 /* True when some user request rule (allow or deny) has a target matching
  * host and, when it names ports, port among them: requests to host are
  * judged one by one, so its TLS is terminated. */
 bool policy_host_has_request_rules(
     const struct policy *p, const char *host, uint16_t port);
+/* True when any user rule of p is a request rule. */
+bool policy_has_request_rules(const struct policy *p);
 /* "method", "path", "host", "invalid"; NULL for ALLOWED. */
 const char *policy_req_reason_name(enum policy_req_reason r);
 

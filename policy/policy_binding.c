@@ -90,6 +90,7 @@ policy_binding_dup(const struct policy_binding *b)
 	d->col = b->col;
 	d->schemes = b->schemes;
 	d->methods = b->methods;
+	d->methods_named = b->methods_named;
 	d->auth = b->auth;
 	if (str_dup(&d->name, b->name) == -1 ||
 	    bstrs_dup(&d->hosts, &b->hosts) == -1 ||
@@ -234,6 +235,12 @@ unsigned
 policy_binding_methods(const struct policy_binding *b)
 {
 	return b->methods;
+}
+
+bool
+policy_binding_methods_named(const struct policy_binding *b)
+{
+	return b->methods_named;
 }
 
 size_t

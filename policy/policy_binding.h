@@ -54,6 +54,9 @@ size_t policy_binding_nhosts(const struct policy_binding *b);
 const char *policy_binding_host(const struct policy_binding *b, size_t i);
 /* POLICY_METHOD_* bits (at least one). */
 unsigned policy_binding_methods(const struct policy_binding *b);
+/* Did the binding name match.methods (false: the default set)? The
+ * operator may require it (REQUIRE_SCOPED_MATCH, docs/compat.md). */
+bool policy_binding_methods_named(const struct policy_binding *b);
 /* Path patterns: "/exact" or "/prefix*" (the prefix "/" when the file
  * named none). */
 size_t policy_binding_npaths(const struct policy_binding *b);

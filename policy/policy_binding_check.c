@@ -12,7 +12,8 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_walk.h"
 
-/* A deny rule of these lists naming something under *.suffix. */
+/* A deny rule of these lists naming something under *.suffix. Deny
+ * request rules do not count: they deny requests, not the host. */
 static const struct policy_rule *
 deny_below(const struct policy_rule *r, size_t n, const char *suffix)
 {
@@ -21,6 +22,7 @@ deny_below(const struct policy_rule *r, size_t n, const char *suffix)
 	for (i = 0; i < n; i++) {
 		const char *t = r[i].target;
 		if (r[i].action != POLICY_DENY ||
+		    policy_rule_is_request(&r[i]) ||
 		    (r[i].kind != POLICY_TARGET_DOMAIN &&
 		        r[i].kind != POLICY_TARGET_WILDCARD))
 			continue;

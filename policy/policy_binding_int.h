@@ -38,6 +38,7 @@ struct policy_binding {
 	unsigned line, col;
 	unsigned schemes; /* POLICY_SCHEME_* */
 	unsigned methods; /* POLICY_METHOD_* */
+	bool methods_named; /* match.methods written, not the default */
 	struct bstrs hosts, paths;
 	enum policy_auth_type auth;
 	char *credential;

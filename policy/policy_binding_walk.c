@@ -165,6 +165,7 @@ mk_methods(struct pwalk *w, const struct pnode *v, void *obj)
 	if (!policy_walk_list(w, v, "methods"))
 		return -1;
 	bw->b->methods = 0;
+	bw->b->methods_named = true;
 	for (i = 0; i < v->nkids; i++) {
 		const struct pnode *m = v->kids[i];
 		unsigned bit;

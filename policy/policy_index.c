@@ -18,6 +18,10 @@
  * protocols): the table keeps the first, and next[] chains the others in
  * list order, for policy_layer_each_name (the walk that computes what a
  * name may reach when rules restrict ports or protocols).
+ *
+ * The layer is the host-level view: deny request rules (issue 37) are
+ * left out of it, as they decide requests, never a host. The request
+ * matcher walks a layer built with every rule (policy_layer_build_all).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -252,10 +256,15 @@ entry_val(const struct policy_rule *r, size_t i)
 }
 
 static int
-layer_add(struct policy_layer *l, size_t i)
+layer_add(struct policy_layer *l, size_t i, bool all)
 {
 	const struct policy_rule *r = &l->rules[i];
 
+	/* A deny request rule denies some requests, never the host: the
+	 * host-level view (DNS, nft, SNI) must not see it, or the first such
+	 * rule would shadow the allow rules after it. */
+	if (!all && r->action == POLICY_DENY && policy_rule_is_request(r))
+		return 0;
 	switch (r->kind) {
 	case POLICY_TARGET_DOMAIN:
 		l->nrestricted += policy_rule_restricted(r);
@@ -273,8 +282,8 @@ layer_add(struct policy_layer *l, size_t i)
 	return 0;
 }
 
-struct policy_layer *
-policy_layer_build(const struct policy_rule *rules, size_t n)
+static struct policy_layer *
+layer_build(const struct policy_rule *rules, size_t n, bool all)
 {
 	struct policy_layer *l = calloc(1, sizeof(*l));
 	size_t i, nd = 0, nw = 0;
@@ -294,7 +303,7 @@ policy_layer_build(const struct policy_rule *rules, size_t n)
 	    trie_init(&l->t4) == -1 || trie_init(&l->t6) == -1)
 		goto out_free;
 	for (i = 0; i < n; i++)
-		if (layer_add(l, i) == -1)
+		if (layer_add(l, i, all) == -1)
 			goto out_free;
 	free(l->tail);
 	l->tail = NULL;
@@ -302,6 +311,18 @@ policy_layer_build(const struct policy_rule *rules, size_t n)
 out_free:
 	policy_layer_free(l);
 	return NULL;
+}
+
+struct policy_layer *
+policy_layer_build(const struct policy_rule *rules, size_t n)
+{
+	return layer_build(rules, n, false);
+}
+
+struct policy_layer *
+policy_layer_build_all(const struct policy_rule *rules, size_t n)
+{
+	return layer_build(rules, n, true);
 }
 
 /* At most one entry per label boundary of a name, plus the exact one. */

@@ -15,26 +15,32 @@
  *                           policy_target, policy
  *   policy_schema        -> policy_walk, policy_cred_walk,
  *                           policy_binding_walk, policy_binding_check,
- *                           policy_index, policy_node, policy_target, policy
+ *                           policy_glob, policy_index, policy_node,
+ *                           policy_target, policy
  *   policy_serial        -> policy_cred_yaml, policy_ybuf, policy
  *   policy_cred_yaml     -> policy_cred, policy_binding, policy_ybuf
  *   policy_binding_check -> policy_binding_match (the overlap), policy_cred,
- *                           policy_walk, policy (policy_match_domain)
+ *                           policy_walk, policy_target,
+ *                           policy (policy_match_domain)
  *   policy_binding_walk  -> policy_cred_walk (names), policy_walk,
  *                           policy_binding, policy_target
  *   policy_binding_match -> policy_binding, policy_path, policy_target
+ *   policy_request       -> policy_index, policy_glob, policy_path,
+ *                           policy_target
  *   policy_cred_walk     -> policy_cred, policy_walk
  *   policy_walk          -> policy_node, policy (diagnostics)
  *   policy               -> policy_cred, policy_binding (a config's free),
  *                           policy_index, policy_target
  *   policy_index         -> policy_target
+ *   policy_glob          -> policy_path
  *   leaves: policy_node, policy_target, policy_cred, policy_binding,
  *           policy_path, policy_ybuf.
  *
  * Each of those files declares its internal functions in its own header
  * (policy_walk.h, policy_ybuf.h, policy_cred.h, policy_binding_int.h); this
  * one holds the parse tree, targets, layers, the shared configuration and
- * the snapshot assembly.
+ * the snapshot assembly. (policy_glob.h and policy_path.h are public:
+ * the proxy normalizes paths, the fuzzers check patterns.)
  */
 #ifndef EGRESSD_POLICY_INT_H
 #define EGRESSD_POLICY_INT_H
@@ -120,7 +126,11 @@ bool policy_rule_restricted(const struct policy_rule *r);
 
 struct policy_layer; /* domain hash tables + prefix tries of one rule list */
 
+/* The host-level view: every rule but the deny request rules. */
 struct policy_layer *policy_layer_build(
+    const struct policy_rule *rules, size_t n);
+/* Every rule, deny request rules included (the request matcher's view). */
+struct policy_layer *policy_layer_build_all(
     const struct policy_rule *rules, size_t n);
 void policy_layer_free(struct policy_layer *l);
 /* Index of the first matching rule or -1 (its action in *act, whether it
@@ -177,6 +187,14 @@ struct policy_config {
 
 struct policy_index {
 	struct policy_layer *user;
+	/*
+	 * Request rules (issue 37): how many user rules are request rules,
+	 * and the user rules' layer with every rule for the request matcher
+	 * (user itself, which leaves out deny request rules, when there are
+	 * none: then both views are the same and this one is not built).
+	 */
+	size_t nrequest;
+	struct policy_layer *user_all; /* NULL: use user */
 	struct policy_overlays *ov;
 	struct policy_config *cfg; /* the operator's file */
 	/*

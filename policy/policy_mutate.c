@@ -196,24 +196,36 @@ out_free:
 	return NULL;
 }
 
+/*
+ * PATCH: the patched rules first, then the old rules of the targets the
+ * patch does not name. Among the patch's plain rules the first of a
+ * target wins (the reference's map semantics); request rules are all
+ * kept in order, since a target's request rules only mean something
+ * together ("GET these paths, POST those").
+ */
 static int
 merge(const struct policy *base, struct policy_rule *pr, size_t np,
     struct policy_rule **out, size_t *nout)
 {
 	struct policy_rule *m = calloc(np + base->nrules + 1, sizeof(*m));
-	struct tset seen;
+	struct tset seen = {0}, plain = {0};
 	size_t i, n = 0;
 
-	if (m == NULL || tset_init(&seen, np) == -1) {
+	if (m == NULL || tset_init(&seen, np) == -1 ||
+	    tset_init(&plain, np) == -1) {
+		free(seen.keys);
 		free(m);
 		return -1;
 	}
 	for (i = 0; i < np; i++) {
-		if (tset_add(&seen, pr[i].target))
+		(void)tset_add(&seen, pr[i].target);
+		if (policy_rule_is_request(&pr[i]) ||
+		    tset_add(&plain, pr[i].target))
 			m[n++] = pr[i];
 		else
 			policy_rule_clear(&pr[i]);
 	}
+	free(plain.keys);
 	for (i = 0; i < base->nrules; i++) {
 		if (tset_has(&seen, base->rules[i].target))
 			continue;

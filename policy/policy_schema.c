@@ -13,6 +13,7 @@
 
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
+#include "policy/policy_glob.h"
 #include "policy/policy_int.h"
 #include "policy/policy_walk.h"
 #include "util/addr.h"
@@ -46,6 +47,7 @@ struct ritem {
 	const struct pnode *action_at;
 	bool have_action, have_target;
 	const struct pnode *ports_at, *target_at;
+	const struct pnode *request_at; /* methods or paths, the first seen */
 };
 
 /*
@@ -218,11 +220,118 @@ rk_protocols(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
+/* A request method as HTTP spells the standard ones: an upper-case
+ * letter, then upper-case letters, digits, '-' or '_'. Matching is exact,
+ * so "get" could never match a GET: refused rather than dead. */
+static bool
+method_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > POLICY_METHOD_TOKEN_MAX || s[0] < 'A' || s[0] > 'Z')
+		return false;
+	for (i = 1; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') ||
+		        (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		        s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Appends v's string to *arr unless an earlier entry equals it. */
+static void
+strlist_add(struct pwalk *w, const struct pnode *v, const char *what,
+    char ***arr, size_t *n)
+{
+	char *s;
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (strcmp((*arr)[i], v->str) == 0) {
+			policy_walk_err(
+			    w, v, "duplicate %s \"%.64s\"", what, v->str);
+			return;
+		}
+	if ((s = strdup(v->str)) == NULL ||
+	    policy_walk_push((void ***)arr, n, s) == -1) {
+		free(s);
+		policy_walk_err(w, v, "out of memory");
+	}
+}
+
+/* The shape both request keys share: a list of 1 to max strings. */
+static bool
+request_list(struct pwalk *w, const struct pnode *v, struct ritem *it,
+    const char *what, size_t max)
+{
+	if (it->request_at == NULL)
+		it->request_at = v;
+	if (!policy_walk_is(w, v, PNODE_SEQ))
+		return false;
+	if (v->nkids == 0 || v->nkids > max) {
+		policy_walk_err(
+		    w, v, "%s must list 1 to %zu entries", what, max);
+		return false;
+	}
+	return true;
+}
+
+static int
+rk_methods(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+	size_t i;
+
+	if (!request_list(w, v, it, "methods", POLICY_RULE_METHODS_MAX))
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *m = v->kids[i];
+		if (!policy_walk_is(w, m, PNODE_STR))
+			continue;
+		if (!method_ok(m->str, m->len)) {
+			policy_walk_err(w, m,
+			    "invalid method \"%.40s\" (an upper-case token "
+			    "of at most %d bytes: GET, POST, ...)",
+			    m->str, POLICY_METHOD_TOKEN_MAX);
+			continue;
+		}
+		strlist_add(w, m, "method", &it->r.methods, &it->r.nmethods);
+	}
+	return 0;
+}
+
+static int
+rk_paths(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct ritem *it = obj;
+	struct err e;
+	size_t i;
+
+	if (!request_list(w, v, it, "paths", POLICY_RULE_PATHS_MAX))
+		return -1;
+	for (i = 0; i < v->nkids; i++) {
+		const struct pnode *p = v->kids[i];
+		if (!policy_walk_is(w, p, PNODE_STR))
+			continue;
+		if (strlen(p->str) != p->len ||
+		    policy_glob_check(p->str, &e) == -1) {
+			policy_walk_err(w, p, "%s",
+			    strlen(p->str) != p->len ? "NUL in path pattern"
+			                             : e.msg);
+			continue;
+		}
+		strlist_add(w, p, "path", &it->r.paths, &it->r.npaths);
+	}
+	return 0;
+}
+
 static const struct pkey rule_keys[] = {
     {"action", rk_action, 0},
     {"target", rk_target, 0},
     {"ports", rk_ports, 0},
     {"protocols", rk_protocols, 0},
+    {"methods", rk_methods, 0},
+    {"paths", rk_paths, 0},
 };
 
 static enum policy_action
@@ -253,6 +362,21 @@ ritem_finish(
 	    (it->r.protocols & (POLICY_PROTO_TCP | POLICY_PROTO_UDP)) == 0)
 		policy_walk_err(
 		    w, it->ports_at, "ports need protocol tcp or udp");
+	/* Requests are judged where egressd reads them: on a name it
+	 * terminates or proxies, never on a bare address. */
+	if (it->request_at != NULL && l != RL_USER)
+		policy_walk_err(w, it->request_at,
+		    "methods and paths are allowed on egress rules only");
+	else if (it->request_at != NULL && it->have_target &&
+	    it->r.kind != POLICY_TARGET_DOMAIN &&
+	    it->r.kind != POLICY_TARGET_WILDCARD)
+		policy_walk_err(w, it->request_at,
+		    "methods and paths need a name target (a domain or "
+		    "\"*.\" wildcard), not an address");
+	else if (it->request_at != NULL &&
+	    (it->r.protocols & POLICY_PROTO_TCP) == 0)
+		policy_walk_err(
+		    w, it->request_at, "methods and paths need protocol tcp");
 }
 
 /* One list item: a rule mapping, or (outside egress) a bare target. */

@@ -68,6 +68,21 @@ protocols_json(unsigned protos)
 	return a;
 }
 
+/* Methods and paths, as stored (paths are in normal form already). */
+static json_t *
+strs_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i])) == -1) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 static json_t *
 rule_json(const struct policy_rule *r)
 {
@@ -83,6 +98,14 @@ rule_json(const struct policy_rule *r)
 		goto out_free;
 	if ((r->protocols & POLICY_PROTO_ALL) != POLICY_PROTO_ALL &&
 	    json_object_set_new(o, "protocols", protocols_json(r->protocols)) ==
+	        -1)
+		goto out_free;
+	if (r->nmethods > 0 &&
+	    json_object_set_new(
+	        o, "methods", strs_json(r->methods, r->nmethods)) == -1)
+		goto out_free;
+	if (r->npaths > 0 &&
+	    json_object_set_new(o, "paths", strs_json(r->paths, r->npaths)) ==
 	        -1)
 		goto out_free;
 	return o;
@@ -121,6 +144,21 @@ out_free:
 /* ---- canonical YAML ---- */
 
 static void
+yaml_strs(struct ybuf *b, const char *key, char *const *v, size_t n)
+{
+	size_t i;
+
+	if (n == 0)
+		return;
+	policy_ybuf_printf(b, "    %s: [", key);
+	for (i = 0; i < n; i++) {
+		policy_ybuf_printf(b, "%s", i ? ", " : "");
+		policy_ybuf_quoted(b, v[i]);
+	}
+	policy_ybuf_printf(b, "]\n");
+}
+
+static void
 yaml_rule(struct ybuf *b, const struct policy_rule *r, bool with_action)
 {
 	size_t i;
@@ -156,6 +194,8 @@ yaml_rule(struct ybuf *b, const struct policy_rule *r, bool with_action)
 			}
 		policy_ybuf_printf(b, "]\n");
 	}
+	yaml_strs(b, "methods", r->methods, r->nmethods);
+	yaml_strs(b, "paths", r->paths, r->npaths);
 }
 
 static void

@@ -1,6 +1,7 @@
 /*
  * Targets and names: normalization of DNS names, parsing of rule targets
- * (domain, "*." wildcard, IP address, CIDR) and per-rule port checks.
+ * (domain, "*." wildcard, IP address, CIDR), a rule's copy and release,
+ * and the per-rule predicates (ports, request rule).
  *
  * Name rules (docs/policy.md "Normalization"): ASCII only (IDNs must be
  * written in punycode, "xn--..."), letters, digits, '-' and '_'; labels of
@@ -216,6 +217,36 @@ policy_target_parse(const char *in, struct policy_rule *r, struct err *e)
 	return 0;
 }
 
+static void
+strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v != NULL && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* A copy of v[0..n) (NULL for n == 0); -1 when out of memory. */
+static int
+strv_copy(char ***dst, char *const *v, size_t n)
+{
+	size_t i;
+
+	*dst = NULL;
+	if (n == 0)
+		return 0;
+	if ((*dst = calloc(n, sizeof(**dst))) == NULL)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (((*dst)[i] = strdup(v[i])) == NULL) {
+			strv_free(*dst, i);
+			*dst = NULL;
+			return -1;
+		}
+	return 0;
+}
+
 void
 policy_rule_clear(struct policy_rule *r)
 {
@@ -224,12 +255,16 @@ policy_rule_clear(struct policy_rule *r)
 	free(r->target);
 	free(r->display);
 	free(r->ports);
+	strv_free(r->methods, r->nmethods);
+	strv_free(r->paths, r->npaths);
 	memset(r, 0, sizeof(*r));
 }
 
 int
 policy_rule_copy(struct policy_rule *dst, const struct policy_rule *src)
 {
+	int rm, rp;
+
 	*dst = *src;
 	dst->target = strdup(src->target);
 	dst->display = strdup(src->display);
@@ -240,8 +275,14 @@ policy_rule_copy(struct policy_rule *dst, const struct policy_rule *src)
 			memcpy(dst->ports, src->ports,
 			    src->nports * sizeof(*dst->ports));
 	}
+	rm = strv_copy(&dst->methods, src->methods, src->nmethods);
+	rp = strv_copy(&dst->paths, src->paths, src->npaths);
+	if (rm == -1)
+		dst->nmethods = 0;
+	if (rp == -1)
+		dst->npaths = 0;
 	if (dst->target == NULL || dst->display == NULL ||
-	    (src->nports > 0 && dst->ports == NULL)) {
+	    (src->nports > 0 && dst->ports == NULL) || rm == -1 || rp == -1) {
 		policy_rule_clear(dst);
 		return -1;
 	}
@@ -274,6 +315,12 @@ policy_rule_restricted(const struct policy_rule *r)
 {
 	return r->nports > 0 ||
 	    (r->protocols & POLICY_PROTO_ALL) != POLICY_PROTO_ALL;
+}
+
+bool
+policy_rule_is_request(const struct policy_rule *r)
+{
+	return r->nmethods > 0 || r->npaths > 0;
 }
 
 /*

@@ -137,7 +137,9 @@ api_request_cb(struct evhttp_request *req, void *arg)
 		r.transport_ok =
 		    api_auth_peer_local(evhttp_connection_get_addr(evcon)) ||
 		    bufferevent_openssl_get_ssl(
-		        evhttp_connection_get_bufferevent(evcon)) != NULL;
+		        evhttp_connection_get_bufferevent(evcon)) != NULL ||
+		    api_auth_forwarded_tls(
+		        a, evhttp_connection_get_addr(evcon), req);
 	}
 	rt = api_route_find(r.path);
 	r.t0 = t0;
@@ -383,6 +385,20 @@ api_tls_ctx(const char *cert, const char *key, struct err *e)
 	return ctx;
 }
 
+static int
+api_trusted_set(struct api *a, const struct api_opts *o, struct err *e)
+{
+	if (o->ntrusted_proxies > API_TRUSTED_PROXIES_MAX) {
+		err_set(e, "api: more than %d trusted proxies",
+		    API_TRUSTED_PROXIES_MAX);
+		return -1;
+	}
+	memcpy(a->trusted_proxies, o->trusted_proxies,
+	    o->ntrusted_proxies * sizeof(o->trusted_proxies[0]));
+	a->ntrusted_proxies = o->ntrusted_proxies;
+	return 0;
+}
+
 struct api *
 api_new(struct event_base *base, const struct api_opts *o,
     const struct api_hooks *h, struct err *e)
@@ -404,6 +420,8 @@ api_new(struct event_base *base, const struct api_opts *o,
 	a->h = *h;
 	a->insecure_no_token = o->insecure_no_token;
 	a->max_rules = o->max_rules;
+	if (api_trusted_set(a, o, e) == -1)
+		goto out_free;
 	a->start_time_s = o->start_time_s;
 	a->log = o->log;
 	a->stats = o->stats;

@@ -44,6 +44,7 @@
 #include <jansson.h>
 
 #include "policy/policy.h"
+#include "util/addr.h"
 #include "util/err.h"
 
 #define API_BODY_MAX POLICY_BODY_MAX /* 1 MiB; larger bodies are 413 */
@@ -67,6 +68,7 @@
 #define API_ADDR_MAX 128 /* "[v6]:port" text of one listener */
 #define API_MSG_MAX 1024 /* bytes of one text/plain answer */
 #define API_LOG_ERR_MAX 256 /* bytes of an error message in a log line */
+#define API_TRUSTED_PROXIES_MAX 16 /* CIDRs of TLS-terminating proxies */
 
 struct event_base;
 struct log;
@@ -76,7 +78,7 @@ struct stats;
 #define API_STATUS_LIST_MAX 8 /* enforced, notEnforced entries */
 #define API_STATUS_UPSTREAMS_MAX 8 /* resolver upstreams shown */
 #define API_STATUS_TEXT_MAX 64 /* "[v6]:port" + NUL */
-#define API_STATUS_COUNTS_MAX 32 /* proxy reasons or states */
+#define API_STATUS_COUNTS_MAX 40 /* proxy reasons or states */
 
 /* One named counter of /v1/status (the name static, the daemon's). */
 struct api_status_count {
@@ -204,6 +206,13 @@ struct api_hooks {
 	/* May the vault be written now? false with the 412 message in why
 	 * ("credential proxy is not ready"). NULL: never. */
 	bool (*vault_writable)(void *arg, char *why, size_t whylen);
+	/*
+	 * The operator's rules for the API's bindings in next (a vault
+	 * mutation's result, borrowed): 0, or -1 with e set, answered 400
+	 * "credential vault policy validation: <e>" and nothing changes.
+	 * Called on the loop, at the mutation's turn. NULL: no such rules.
+	 */
+	int (*vault_check)(void *arg, const struct policy *next, struct err *e);
 	/* Fills the daemon's side of /v1/status (st zeroed). May be NULL. */
 	void (*status)(void *arg, struct api_status *st);
 	/* Called right before /metrics renders: refresh stats from the
@@ -228,6 +237,18 @@ struct api_opts {
 	char *tls_cert, *tls_key;
 	unsigned unix_mode; /* 0 means API_UNIX_MODE */
 	char *token; /* copied (and wiped on free); NULL/"" = none */
+	/*
+	 * Peers that terminate TLS in front of the API (reverse proxies,
+	 * OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_TRUSTED_PROXY_CIDRS): a request
+	 * from one of these networks (prefix already masked) that carries
+	 * exactly one "X-Forwarded-Proto: https" counts as TLS for the vault
+	 * write rule (contract section 4). Nobody else's header counts.
+	 */
+	struct api_cidr {
+		struct addr net;
+		unsigned plen;
+	} trusted_proxies[API_TRUSTED_PROXIES_MAX];
+	size_t ntrusted_proxies;
 	bool insecure_no_token; /* allow mutations without any token */
 	size_t max_rules; /* 0 = no cap */
 	uint64_t start_time_s; /* process start, for /metrics */

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/queue.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,4 +193,71 @@ api_auth_ok(struct api *a, const uint8_t key[17], uint64_t now)
 
 	if (p != NULL)
 		p->used = false;
+}
+
+/* ---- TLS terminated by a trusted proxy ---- */
+
+/* The peer's address, an IPv4-mapped IPv6 one as IPv4 (a dual-stack
+ * listener reports IPv4 peers so). */
+static bool
+api_auth_peer_addr(const struct sockaddr *sa, struct addr *out)
+{
+	uint16_t port;
+
+	if (sa == NULL || addr_from_sockaddr(sa, out, &port) == -1)
+		return false;
+	if (out->family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)out->a)) {
+		memmove(out->a, out->a + 12, 4);
+		memset(out->a + 4, 0, 12);
+		out->family = AF_INET;
+	}
+	return true;
+}
+
+static bool
+api_auth_forwarded_https(struct evhttp_request *req)
+{
+	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+	struct evkeyval *kv;
+	const char *v = NULL, *end;
+	size_t n = 0;
+
+	TAILQ_FOREACH(kv, ih, next)
+	{
+		if (strcasecmp(kv->key, "X-Forwarded-Proto") != 0)
+			continue;
+		v = kv->value;
+		n++;
+	}
+	if (n != 1 || v == NULL)
+		return false;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	end = v + strlen(v);
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	return end - v == 5 && strncasecmp(v, "https", 5) == 0;
+}
+
+bool
+api_auth_forwarded_tls(
+    const struct api *a, const struct sockaddr *sa, struct evhttp_request *req)
+{
+	struct addr peer;
+	size_t i;
+
+	if (a->ntrusted_proxies == 0 || !api_auth_peer_addr(sa, &peer))
+		return false;
+	for (i = 0; i < a->ntrusted_proxies; i++) {
+		const struct api_cidr *c = &a->trusted_proxies[i];
+		struct addr m = peer;
+
+		if (c->net.family != peer.family)
+			continue;
+		addr_mask(&m, c->plen);
+		if (memcmp(m.a, c->net.a, addr_bits(&m) / 8) == 0)
+			return api_auth_forwarded_https(req);
+	}
+	return false;
 }

@@ -10,7 +10,9 @@
  *
  * Order of checks on writes: 401 (route), 405, 412 (no token; proxy not
  * ready or upstream verification off), 426 (neither TLS, nor loopback, nor
- * the Unix socket), then 400, 404, 409 from the mutation.
+ * the Unix socket, nor a trusted proxy's X-Forwarded-Proto: https), then
+ * 400, 404, 409 from the mutation, then 400 from the operator's rules for
+ * bindings (hook vault_check).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +260,14 @@ vault_decide_cb(struct api_mutation *m, const struct policy *cur)
 		free(body);
 	}
 	vault_body_wipe(&p->r);
+	/* The operator's rules for bindings (OPENSANDBOX_EGRESS_CREDENTIAL_
+	 * VAULT_REQUIRE_SCOPED_MATCH, ..._MITMPROXY_IGNORE_HOSTS). */
+	if (next != NULL && p->r.a->h.vault_check != NULL &&
+	    p->r.a->h.vault_check(p->r.a->h.arg, next, &e) == -1) {
+		policy_unref(next);
+		next = NULL;
+		st = POLICY_APICREDS_REJECTED;
+	}
 	if (next == NULL) {
 		p->code = status_code(st);
 		if (st == POLICY_APICREDS_BAD_BODY)

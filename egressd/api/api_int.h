@@ -78,6 +78,9 @@ struct api {
 	size_t tokenlen;
 	bool insecure_no_token;
 	size_t max_rules;
+	/* api_opts' trusted_proxies (api_auth_forwarded_tls). */
+	struct api_cidr trusted_proxies[API_TRUSTED_PROXIES_MAX];
+	size_t ntrusted_proxies;
 	uint64_t start_time_s;
 	struct log *log;
 	struct stats *stats;
@@ -195,6 +198,15 @@ bool api_auth_authorized(const struct api *a, struct evhttp_request *req);
 void api_auth_peer_key(const struct sockaddr *sa, uint8_t key[17]);
 /* A loopback peer or the Unix socket (vault writes may come this way). */
 bool api_auth_peer_local(const struct sockaddr *sa);
+/*
+ * A request that came through a TLS-terminating proxy the operator
+ * trusts: the peer lies in one of a's trusted_proxies and req carries
+ * exactly one X-Forwarded-Proto, "https" (case-insensitive, blanks
+ * around it ignored). Anything else (no header, two, "https, http", a
+ * peer outside the networks) is false.
+ */
+bool api_auth_forwarded_tls(
+    const struct api *a, const struct sockaddr *sa, struct evhttp_request *req);
 /* Seconds the peer with key still waits; 0: not backing off. */
 unsigned api_auth_backoff_s(struct api *a, const uint8_t key[17], uint64_t now);
 void api_auth_failed(

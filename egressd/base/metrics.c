@@ -143,6 +143,16 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 	    "DNS queries refused (SERVFAIL) because the in-flight cap was "
 	    "reached.",
 	    st->dns_overload);
+	/* The reference sidecar's name and label values (OpenTelemetry's
+	 * egress.dns.query.failed_total as Prometheus spells it), so its
+	 * dashboards and alerts work unchanged (docs/compat.md). */
+	metrics_labelled(o, "egress_dns_query_failed_total", "counter",
+	    "DNS queries that could not be resolved (answered SERVFAIL), by "
+	    "reason.",
+	    "reason",
+	    (const char *const[]){
+	        "no_upstreams", "upstream_error", "empty_response", "rcode"},
+	    st->dns_query_failed, STATS_DNS_FAIL_N);
 	metrics_counter(o, "egressd_dns_learn_memo_skips_total",
 	    "Cache hits whose nft learn was skipped: the addresses were still "
 	    "learned for longer than the answer's TTL.",
@@ -217,6 +227,12 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 	    "into: decoded and redacted, refused, or failed while decoding.",
 	    "outcome", (const char *const[]){"decoded", "refused", "failed"},
 	    st->vault_compressed, 3);
+	metrics_labelled(o, "egressd_proxy_denied_total", "counter",
+	    "Requests the policy's request rules denied (403 with "
+	    "X-Egress-Denied), by reason.",
+	    "reason",
+	    (const char *const[]){"method", "path", "host", "invalid"},
+	    st->proxy_denied, 4);
 	metrics_labelled(o, "egressd_proxy_closed_total", "counter",
 	    "Proxy connections closed, by reason (a refusal's reason, or why "
 	    "a relayed one ended).",
@@ -240,6 +256,12 @@ metrics_nft_policy(struct metrics_out *o, const struct stats *st)
 	    "nftables batches committed.", st->nft_batches);
 	metrics_counter(o, "egressd_nft_failures_total",
 	    "nftables batches the kernel refused.", st->nft_failures);
+	/* The reference's egress.nftables.updates.failed_total, as above. */
+	metrics_labelled(o, "egress_nftables_updates_failed_total", "counter",
+	    "nftables updates that failed, by operation.", "operation",
+	    (const char *const[]){
+	        "static_apply", "dynamic_add", "remove", "refresh"},
+	    st->nft_update_failed, STATS_NFT_OP_N);
 	metrics_counter(o, "egressd_nft_learned_total",
 	    "Resolved addresses added to or refreshed in the learned sets.",
 	    st->nft_learned);

@@ -33,6 +33,32 @@ struct stats_vault_binding {
 				* refused */
 };
 
+/*
+ * Queries that could not be resolved (answered SERVFAIL), by why: the
+ * reference's egress.dns.query.failed_total{reason}, its label values in
+ * this order (metrics.c).
+ */
+enum stats_dns_fail {
+	STATS_DNS_FAIL_NO_UPSTREAMS, /* none configured (or no memory) */
+	STATS_DNS_FAIL_UPSTREAM_ERROR, /* every attempt timed out or failed */
+	STATS_DNS_FAIL_EMPTY_RESPONSE, /* the last answer was no message */
+	STATS_DNS_FAIL_RCODE, /* the last answer was SERVFAIL, REFUSED... */
+	STATS_DNS_FAIL_N,
+};
+
+/*
+ * nftables updates the kernel refused (or that could not be sent), by
+ * operation: the reference's egress.nftables.updates.failed_total
+ * {operation}, its label values in this order (metrics.c).
+ */
+enum stats_nft_op {
+	STATS_NFT_OP_STATIC_APPLY, /* a policy's table (start, reload, API) */
+	STATS_NFT_OP_DYNAMIC_ADD, /* addresses learned from DNS answers */
+	STATS_NFT_OP_REMOVE, /* the table removed (--teardown-on-exit) */
+	STATS_NFT_OP_REFRESH, /* learned addresses of live flows renewed */
+	STATS_NFT_OP_N,
+};
+
 struct stats {
 	/* DNS, by decision. */
 	uint64_t dns_queries; /* every query received */
@@ -53,6 +79,7 @@ struct stats {
 	uint64_t dns_upstream_lat_bucket[STATS_LAT_BUCKETS + 1];
 	uint64_t dns_upstream_lat_count;
 	double dns_upstream_lat_sum_s;
+	uint64_t dns_query_failed[STATS_DNS_FAIL_N];
 
 	/* nft. */
 	uint64_t nft_batches; /* committed batches */
@@ -63,6 +90,7 @@ struct stats {
 	uint64_t nft_learned_capacity; /* gauge: elements per learned set */
 	uint64_t nft_learned_evicted; /* least recently learned, evicted */
 	uint64_t nft_learn_txns; /* learn transactions sent (batched) */
+	uint64_t nft_update_failed[STATS_NFT_OP_N];
 
 	/*
 	 * Per-decision counters of the nft filter chain, copied from the
@@ -85,7 +113,7 @@ struct stats {
 	 * Transparent proxy, copied from proxy_status() right before each
 	 * render (names: proxy_reason_name / proxy_state_name, static).
 	 */
-#define STATS_PROXY_REASONS 32
+#define STATS_PROXY_REASONS 40
 #define STATS_PROXY_STATES 8
 	bool proxy_on;
 	uint64_t proxy_accepted, proxy_passthrough, proxy_refused;
@@ -99,6 +127,9 @@ struct stats {
 	/* compressed responses to injected requests: decoded, refused,
 	 * failed (enum proxy_compressed order) */
 	uint64_t vault_compressed[3];
+	/* requests the request rules denied: method, path, host, invalid
+	 * (enum policy_req_reason order, allowed left out) */
+	uint64_t proxy_denied[4];
 	uint64_t proxy_closed[STATS_PROXY_REASONS];
 	const char *proxy_reason_names[STATS_PROXY_REASONS];
 	size_t proxy_nreasons;

@@ -73,18 +73,6 @@ config_init(struct config *c)
 }
 
 static void
-config_strlist_clear(struct config_strlist *l)
-{
-	size_t i;
-
-	for (i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	l->v = NULL;
-	l->n = 0;
-}
-
-static void
 config_wipe_token(struct config *c)
 {
 	if (c->api.token != NULL) {
@@ -120,6 +108,7 @@ config_clear(struct config *c)
 	free(c->sandbox_id);
 	free(c->log_file);
 	free(c->failpoint);
+	config_compat_clear(c);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -156,49 +145,6 @@ config_set_str(char **dst, const char *src, const char *what, struct err *e)
 	return 0;
 }
 
-static int
-config_parse_bool(const char *s, bool *out, const char *what, struct err *e)
-{
-	if (strcasecmp(s, "1") == 0 || strcasecmp(s, "true") == 0 ||
-	    strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
-		*out = true;
-	else if (strcasecmp(s, "0") == 0 || strcasecmp(s, "false") == 0 ||
-	    strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0 || *s == '\0')
-		*out = false;
-	else {
-		err_set(
-		    e, "%s: \"%.64s\" is not a boolean (true/false)", what, s);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-config_parse_uint(const char *s, unsigned long long min, unsigned long long max,
-    unsigned long long *out, const char *what, struct err *e)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ') {
-		err_set(e, "%s: \"%.64s\" is not a number", what, s);
-		return -1;
-	}
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0') {
-		err_set(e, "%s: \"%.64s\" is not a number", what, s);
-		return -1;
-	}
-	if (v < min || v > max) {
-		err_set(e, "%s: %llu is out of range %llu..%llu", what, v, min,
-		    max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 int
 config_parse_hostport(const char *s, uint16_t default_port,
     struct config_hostport *out, struct err *e)
@@ -212,45 +158,6 @@ config_parse_hostport(const char *s, uint16_t default_port,
 	memcpy(out->addr, a.a, sizeof(out->addr));
 	addr_format_port(&a, out->port, out->text, sizeof(out->text));
 	return 0;
-}
-
-/* Splits s on commas and blanks; empty items are skipped. */
-static int
-config_split(
-    const char *s, struct config_strlist *out, const char *what, struct err *e)
-{
-	struct config_strlist l = {NULL, 0};
-	const char *p = s;
-
-	while (*p != '\0') {
-		size_t n;
-		while (*p == ',' || *p == ' ' || *p == '\t')
-			p++;
-		n = strcspn(p, ", \t");
-		if (n == 0)
-			break;
-		if (l.n == CONFIG_LIST_MAX) {
-			err_set(e, "%s: more than %d entries", what,
-			    CONFIG_LIST_MAX);
-			goto fail;
-		}
-		char **nv = realloc(l.v, (l.n + 1) * sizeof(*nv));
-		if (nv == NULL)
-			goto oom;
-		l.v = nv;
-		if ((l.v[l.n] = strndup(p, n)) == NULL)
-			goto oom;
-		l.n++;
-		p += n;
-	}
-	config_strlist_clear(out);
-	*out = l;
-	return 0;
-oom:
-	err_set(e, "%s: out of memory", what);
-fail:
-	config_strlist_clear(&l);
-	return -1;
 }
 
 static int
@@ -401,17 +308,6 @@ config_set_token(
 	return 0;
 }
 
-static int
-config_set_port(uint16_t *dst, const char *s, const char *what, struct err *e)
-{
-	unsigned long long v;
-
-	if (config_parse_uint(s, 1, 65535, &v, what, e) == -1)
-		return -1;
-	*dst = (uint16_t)v;
-	return 0;
-}
-
 /* Replaces a port list (protected, inbound) with a comma-separated one. */
 static int
 config_set_ports(
@@ -485,6 +381,7 @@ enum config_key {
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
 	K_VAULT_REQUIRE_MLOCK,
+	K_API_LOOPBACK_UID,
 };
 
 /*
@@ -639,6 +536,8 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 	case K_INTERCEPT_PORTS:
 		return config_set_ports(
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
+	case K_API_LOOPBACK_UID:
+		return config_api_uid_set(c, v, what, e);
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -689,6 +588,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_API_TLS_CERT", K_API_TLS_CERT},
     {"EGRESSD_API_TLS_KEY", K_API_TLS_KEY},
     {"EGRESSD_API_INSECURE_NO_TOKEN", K_INSECURE_NO_TOKEN},
+    {"EGRESSD_API_LOOPBACK_UID", K_API_LOOPBACK_UID},
     {"EGRESSD_RULES_DIR", K_RULES_DIR},
     {"EGRESSD_LOG_FILE", K_LOG_FILE},
     {"EGRESSD_DNS_PORT", K_DNS_PORT},
@@ -724,6 +624,12 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 		if (eq == NULL)
 			continue;
 		nl = (size_t)(eq - kv);
+		switch (config_compat_env(c, kv, nl, eq + 1, e)) {
+		case -1:
+			return -1;
+		case 1:
+			continue;
+		}
 		for (i = 0; i < sizeof(config_envs) / sizeof(config_envs[0]);
 		     i++) {
 			const struct config_env *ce = &config_envs[i];
@@ -804,6 +710,7 @@ static const struct config_flag config_flags[] = {
     CF_KEY("api-token-file", K_TOKEN_FILE),
     {"api-token", F_KEY, K_TOKEN, 0, 0, true},
     CF_TRUE("api-insecure-no-token", api.insecure_no_token),
+    CF_KEY("api-loopback-uid", K_API_LOOPBACK_UID),
     CF_KEY("max-rules", K_MAX_RULES),
     CF_KEY("policy-file-max", K_POLICY_FILE_MAX),
     {"dns-upstream", F_LIST, K_UPSTREAM, 0, 0, false},
@@ -1046,10 +953,12 @@ config_finish(struct config *c, struct err *e)
 		err_set(e, "--ca-key and --ca-cert go together");
 		return -1;
 	}
+	if (c->api_loopback_uid_set && config_api_uid_check(c, e) == -1)
+		return -1;
 	if (c->proxy_port == c->dns_port) {
 		err_set(e, "proxy port and DNS port must differ (both %u)",
 		    c->dns_port);
 		return -1;
 	}
-	return 0;
+	return config_compat_finish(c, e);
 }

@@ -68,6 +68,14 @@ struct config {
 	 */
 	struct api_opts api;
 	char *token_file;
+	/*
+	 * --api-loopback-uid: loopback TCP to the API port from sockets
+	 * owned by this one uid (execd's /proxy/PORT relay, the OpenSandbox
+	 * server's path) passes nft; never set by default; 0 (root) only when
+	 * named, with a warning (docs/security.md).
+	 */
+	bool api_loopback_uid_set;
+	uint32_t api_loopback_uid;
 	/* Bytes of the policy file (operator's, trusted): --policy-file-max,
 	 * default POLICY_FILE_MAX (sized from the rule cap). */
 	size_t policy_file_max;
@@ -112,6 +120,19 @@ struct config {
 	/* A secret arena that mlock refused is fatal at start rather than
 	 * logged (vault.mlock_failed). */
 	bool vault_require_mlock;
+
+	/*
+	 * OpenSandbox's newer settings (config_compat.c, docs/compat.md).
+	 * vault_scoped: every binding must name match.methods and
+	 * match.paths, and none may be the host-wide wildcard path; ignore_hosts: names (or
+	 * "*.suffix") never terminated, so no binding may cover one;
+	 * extra_ports: TCP ports intercepted besides 80, 443 and
+	 * intercept_ports (merged into intercept_ports by config_finish).
+	 */
+	bool vault_scoped;
+	struct config_strlist ignore_hosts;
+	uint16_t extra_ports[CONFIG_PORTS_MAX];
+	size_t nextra_ports;
 
 	/* Misc. */
 	char *deny_webhook;
@@ -164,7 +185,53 @@ int config_parse_hostport(const char *s, uint16_t default_port,
 const char *config_mode_name(enum config_mode m);
 /* "refuse" or "decode", the spelling of the flag's values. */
 const char *config_vault_compressed_name(enum config_vault_compressed v);
+/*
+ * --api-loopback-uid (config_api_uid.c): sets or ("") clears the uid;
+ * config_finish() calls the check, which refuses it without nft, the TCP
+ * API or a token. 0 or -1 with e.
+ */
+int config_api_uid_set(
+    struct config *c, const char *v, const char *what, struct err *e);
+int config_api_uid_check(const struct config *c, struct err *e);
+
+/* config_parse.c: helpers shared by config.c and config_compat.c. */
+void config_strlist_clear(struct config_strlist *l);
+int config_parse_bool(
+    const char *s, bool *out, const char *what, struct err *e);
+/* Splits s on commas and blanks (empty items skipped), at most
+ * CONFIG_LIST_MAX items; replaces *out. */
+int config_split(
+    const char *s, struct config_strlist *out, const char *what, struct err *e);
+int config_set_port(
+    uint16_t *dst, const char *s, const char *what, struct err *e);
+/* A whole number in [min, max] (decimal, 0x hex or 0 octal). */
+int config_parse_uint(const char *s, unsigned long long min,
+    unsigned long long max, unsigned long long *out, const char *what,
+    struct err *e);
+
 /* Prints the --help text to f. */
 void config_usage(FILE *f);
+
+/*
+ * OpenSandbox's newer settings (config_compat.c): each is honoured with
+ * the reference's meaning or refused with a message saying why.
+ * config_compat_env: 1 when name (nl bytes) is one of them and v was
+ * taken, 0 when it is not one of them, -1 with e when v is refused.
+ */
+int config_compat_env(struct config *c, const char *name, size_t nl,
+    const char *v, struct err *e);
+/* Cross checks of config_finish; merges extra_ports into intercept_ports. */
+int config_compat_finish(struct config *c, struct err *e);
+void config_compat_clear(struct config *c);
+
+struct policy;
+/*
+ * The operator's rules for bindings: REQUIRE_SCOPED_MATCH and
+ * IGNORE_HOSTS, checked on the bindings of the policy file (api false)
+ * or of the API's vault (api true) in p. 0, or -1 with e naming the
+ * binding, what is wrong and the setting that asks for it.
+ */
+int config_compat_bindings(
+    const struct config *c, const struct policy *p, bool api, struct err *e);
 
 #endif

@@ -205,6 +205,11 @@ egressd_init(
 		return -1;
 	}
 	policy_diag_clear(&dg);
+	if (daemon_wire_enforceable(cfg, d->policy, e) == -1) {
+		log_error(lg, "policy.load_failed", LOG_S("error", e->msg));
+		err_prefix(e, "policy");
+		return -1;
+	}
 	d->stats.policy_revision = d->policy->revision;
 	log_info(lg, "policy.loaded", LOG_S("trigger", "start"),
 	    LOG_S("source", d->policy->source ? d->policy->source : "default"),

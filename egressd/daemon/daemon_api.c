@@ -71,12 +71,25 @@ egressd_api_vault_writable_cb(void *arg, char *why, size_t whylen)
 }
 
 /* A mutation must not leave a binding (the file's or the vault's)
- * uncovered. */
+ * uncovered, nor ask what this daemon cannot enforce (request rules
+ * without the proxy). */
 static int
 egressd_api_vault_check_cb(void *arg, const struct policy *next, struct err *e)
 {
-	(void)egressd_arg(arg);
+	struct egressd *d = egressd_arg(arg);
+
+	if (daemon_wire_enforceable(d->cfg, next, e) == -1)
+		return -1;
 	return policy_check_bindings(next, e);
+}
+
+/* The operator's rules for the API's bindings (config_compat.c). */
+static int
+egressd_api_vault_rules_cb(void *arg, const struct policy *next, struct err *e)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return config_compat_bindings(d->cfg, next, true, e);
 }
 
 static const char *
@@ -147,6 +160,7 @@ daemon_api_start(struct egressd *d, struct err *e)
 	h.mutate = daemon_commit_mutate;
 	h.policy_apicreds_check = egressd_api_vault_check_cb;
 	h.vault_writable = egressd_api_vault_writable_cb;
+	h.vault_check = egressd_api_vault_rules_cb;
 	h.ready = egressd_api_ready_cb;
 	h.status = egressd_api_status_cb;
 	h.enforcement_mode = egressd_api_mode_cb;

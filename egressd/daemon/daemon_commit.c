@@ -381,6 +381,14 @@ struct commit {
 typedef int (*commit_do_fn)(struct egressd *d, struct commit *c, struct err *e);
 typedef void (*commit_undo_fn)(struct egressd *d, struct commit *c);
 
+/* A file reload's policy this daemon cannot enforce fails here, before
+ * anything changed (the API refused it already). */
+static int
+commit_enforceable(struct egressd *d, struct commit *c, struct err *e)
+{
+	return daemon_wire_enforceable(d->cfg, c->next, e);
+}
+
 static int
 commit_nft(struct egressd *d, struct commit *c, struct err *e)
 {
@@ -489,6 +497,7 @@ static const struct {
 	commit_do_fn apply;
 	commit_undo_fn undo; /* NULL: nothing later can fail */
 } commit_steps[] = {
+    {"commit.after_check", commit_enforceable, NULL},
     {"commit.after_nft", commit_nft, commit_nft_undo},
     {"commit.after_vault", commit_vault, commit_vault_undo},
     {"commit.after_swap", commit_swap, commit_swap_undo},

@@ -179,6 +179,10 @@ void daemon_nft_learn_cancel_cb(void *arg, uint64_t ticket);
 int daemon_wire_webhook(struct egressd *d, struct err *e);
 int daemon_wire_dns(struct egressd *d, struct err *e);
 int daemon_wire_proxy(struct egressd *d, struct err *e);
+/* 0 when this configuration can enforce every rule of p; -1 with the
+ * first that it cannot (request rules without the proxy) in e. */
+int daemon_wire_enforceable(
+    const struct config *cfg, const struct policy *p, struct err *e);
 /* The snapshot in force, lent (daemon.h, "Hooks"); arg d. */
 struct policy *daemon_wire_policy_get_cb(void *arg);
 /* The resolver follows the policy file's dns.upstreams (flags win). */

@@ -93,21 +93,54 @@ daemon_nft_learn_cancel_cb(void *arg, uint64_t ticket)
 /*
  * The API port the sandbox must never reach, parsed as the API parses its
  * listen address (an address it cannot parse fails the API's start, so
- * egressd never runs with that port unprotected).
+ * egressd never runs with that port unprotected). *on_lo: the listener
+ * takes connections to 127.0.0.1, what execd's relay dials: 127.0.0.1,
+ * 0.0.0.0, or :: (which the API opens dual-stack).
  */
 static uint16_t
-egressd_api_port(const struct config *cfg)
+egressd_api_port(const struct config *cfg, bool *on_lo)
 {
+	static const uint8_t zero[16], lo4[4] = {127, 0, 0, 1};
 	struct sockaddr_storage ss;
 	socklen_t len;
 	struct addr a;
 	uint16_t port;
 
+	*on_lo = false;
 	if (cfg->api.listen_tcp == NULL || cfg->api.listen_tcp[0] == '\0' ||
 	    api_parse_addr(cfg->api.listen_tcp, &ss, &len, NULL) == -1 ||
 	    addr_from_sockaddr((const struct sockaddr *)&ss, &a, &port) == -1)
 		return 0;
+	if (a.family == AF_INET)
+		*on_lo = memcmp(a.a, lo4, 4) == 0 || memcmp(a.a, zero, 4) == 0;
+	else
+		*on_lo = memcmp(a.a, zero, 16) == 0;
 	return port;
+}
+
+/*
+ * --api-loopback-uid: the one uid whose loopback sockets reach the API
+ * port (docs/security.md). Refused when the API does not listen where
+ * execd's relay dials; root only as the operator named it, said loudly.
+ */
+static int
+egressd_api_uid(const struct egressd *d, uint16_t api_port, bool on_lo,
+    struct nft_opts *o, struct err *e)
+{
+	const struct config *c = d->cfg;
+
+	if (!c->api_loopback_uid_set)
+		return 0;
+	if (api_port == 0 || !on_lo) {
+		err_set(e,
+		    "--api-loopback-uid: the TCP API (%s) does not take "
+		    "connections to 127.0.0.1, where execd's relay connects",
+		    c->api.listen_tcp != NULL ? c->api.listen_tcp : "off");
+		return -1;
+	}
+	o->api_uid_port = api_port;
+	o->api_uid = c->api_loopback_uid;
+	return 0;
 }
 
 /* Adds port to an nft port list unless present (sets refuse duplicates). */
@@ -127,7 +160,8 @@ static int
 egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 {
 	const struct config *c = d->cfg;
-	uint16_t api_port = egressd_api_port(c);
+	bool api_on_lo;
+	uint16_t api_port = egressd_api_port(c, &api_on_lo);
 	size_t i;
 
 	nft_opts_init(o);
@@ -158,6 +192,8 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 	if (o->ninbound_ports != 0 && api_port != 0)
 		egressd_add_port(
 		    o->inbound_ports, &o->ninbound_ports, api_port);
+	if (egressd_api_uid(d, api_port, api_on_lo, o, e) == -1)
+		return -1;
 	o->block_doh_443 = c->block_doh_443;
 	if (c->nameserver_exempt.n > NFT_ADDRS_MAX ||
 	    c->doh_blocklist.n > NFT_ADDRS_MAX) {
@@ -244,6 +280,40 @@ daemon_nft_cut_flows(struct egressd *d, const char *trigger)
 }
 
 /*
+ * What the exception lets in, at start; root's loudly: every process of
+ * the pod running as root (the workload's too, where it may) has it. And
+ * execd is a relay anyone in the pod can ask: unless its port is
+ * protected too (--protect-port), a sandbox process holding the token
+ * reaches the API through it (docs/security.md).
+ */
+static void
+egressd_api_uid_log(const struct egressd *d, const struct nft_opts *o)
+{
+	if (o->api_uid_port == 0)
+		return;
+	if (o->api_uid == 0)
+		log_warn(d->log, "api.loopback_uid", LOG_U("uid", 0),
+		    LOG_U("port", o->api_uid_port),
+		    LOG_S("effect",
+		        "every root process of the pod, the sandbox's "
+		        "included, reaches the API on loopback; only the "
+		        "token guards it"));
+	else
+		log_info(d->log, "api.loopback_uid", LOG_U("uid", o->api_uid),
+		    LOG_U("port", o->api_uid_port),
+		    LOG_S("effect",
+		        "processes of this uid (and root, which can become "
+		        "it) reach the API on loopback; the token still "
+		        "guards it"));
+	if (d->cfg->nprotected_ports == 0)
+		log_warn(d->log, "api.loopback_uid_unguarded",
+		    LOG_S("effect",
+		        "no --protect-port: a sandbox process that reaches "
+		        "execd's port can have execd relay it to the API "
+		        "(the token still needed); protect execd's port"));
+}
+
+/*
  * nftables in two steps around the resolver's start: the netlink handle
  * first (the resolver's learn hook needs it), the ruleset only once the
  * resolver's sockets are bound, so that a query redirected the instant
@@ -263,6 +333,7 @@ daemon_nft_open(struct egressd *d, struct err *e)
 	}
 	if (egressd_nft_opts(d, &o, e) == -1)
 		return -1;
+	egressd_api_uid_log(d, &o);
 	if ((d->nft = nft_new(&o, &d->stats, e)) == NULL)
 		return -1;
 	if (nft_attach(d->nft, d->base, e) == -1)

@@ -14,6 +14,7 @@
 #include "egressd/dns/dns.h"
 #include "egressd/nft/nft.h"
 #include "egressd/proxy/proxy.h"
+#include "policy/policy.h"
 
 _Static_assert(DNS_UPSTREAMS_MAX <= API_STATUS_UPSTREAMS_MAX,
     "every resolver upstream fits /v1/status");
@@ -22,6 +23,12 @@ _Static_assert(DNS_UPSTREAM_TEXT_MAX <= API_STATUS_TEXT_MAX,
 _Static_assert(PROXY_NREASONS <= API_STATUS_COUNTS_MAX &&
         PROXY_NSTATES <= API_STATUS_COUNTS_MAX,
     "every proxy reason and state fits /v1/status");
+_Static_assert(PROXY_NREASONS <= STATS_PROXY_REASONS &&
+        PROXY_NSTATES <= STATS_PROXY_STATES,
+    "every proxy reason and state fits /metrics");
+_Static_assert(
+    POLICY_REQ_INVALID == 4 && PROXY_DENIED_REASONS == POLICY_REQ_INVALID + 1,
+    "proxy_status.denied's rows are policy_req_reason's values");
 
 /* Fresh per-decision nft counters for each scrape (one netlink dump). */
 static void
@@ -50,6 +57,8 @@ egressd_proxy_stats(struct egressd *d)
 	st->nvault_bindings = ps.nvault_bindings;
 	memcpy(st->vault_compressed, ps.vault_compressed,
 	    sizeof(st->vault_compressed));
+	memcpy(st->proxy_denied, &ps.denied[POLICY_REQ_METHOD],
+	    sizeof(st->proxy_denied));
 	for (i = 0; i < PROXY_NREASONS && i < STATS_PROXY_REASONS; i++) {
 		st->proxy_reason_names[i] = proxy_reason_name(i);
 		st->proxy_closed[i] = ps.by_reason[i];

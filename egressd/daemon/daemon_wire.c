@@ -125,13 +125,54 @@ egressd_proxy_judge_cb(
 }
 
 /* Terminate when a binding of the vault in force could match sni on
- * port (the scheme follows the port). */
+ * port (the scheme follows the port), or when request rules name it:
+ * its requests are judged one by one (issue 37). */
 static bool
 egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
 {
 	struct egressd *d = egressd_arg(arg);
 
-	return d->vault != NULL && vault_host_bound(d->vault, sni, port);
+	return (d->vault != NULL && vault_host_bound(d->vault, sni, port)) ||
+	    policy_host_has_request_rules(d->policy, sni, port);
+}
+
+/*
+ * Can this daemon enforce p? Request rules judge requests in the
+ * proxy: without it they would let every request through, so a policy
+ * with them is refused (fail closed) rather than half enforced.
+ */
+int
+daemon_wire_enforceable(
+    const struct config *cfg, const struct policy *p, struct err *e)
+{
+	const struct policy_rule *r;
+	size_t i;
+
+	if (cfg->proxy_transparent)
+		return 0;
+	for (i = 0; i < p->nrules; i++) {
+		r = &p->rules[i];
+		if (!policy_rule_is_request(r))
+			continue;
+		err_set(e,
+		    "methods and paths need the transparent proxy (--proxy): "
+		    "without it requests to %s could not be judged",
+		    r->display);
+		if (r->loc.file != NULL && r->loc.line > 0)
+			err_prefix(e, "%s:%u:%u", r->loc.file, r->loc.line,
+			    r->loc.col);
+		else
+			err_prefix(e, "egress rule %zu", i);
+		return -1;
+	}
+	return 0;
+}
+
+/* The policy in force, lent (proxy.h, "policy_get"). */
+static struct policy *
+egressd_proxy_policy_cb(void *arg)
+{
+	return egressd_arg(arg)->policy;
 }
 
 /* The vault in force, lent (daemon.h, "Hooks"). */
@@ -213,6 +254,7 @@ daemon_wire_proxy(struct egressd *d, struct err *e)
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;
 	h.learned = egressd_proxy_learned_cb;
+	h.policy_get = egressd_proxy_policy_cb;
 	h.arg = d;
 	if ((d->proxy = proxy_new(d->base, &o, &h, d->log, e)) == NULL)
 		return -1;

@@ -12,6 +12,7 @@
 
 #include "egressd/daemon/config.h"
 #include "egressd/daemon/daemon.h"
+#include "egressd/daemon/daemon_int.h"
 #include "egressd/base/log.h"
 #include "egressd/daemon/policyfile.h"
 #include "policy/policy.h"
@@ -31,6 +32,7 @@ check_policy(const struct config *cfg)
 	struct policyfile_info info;
 	struct policy_diag d;
 	struct policy *p;
+	struct err e = {""};
 	size_t i;
 
 	policy_diag_init(&d);
@@ -47,6 +49,12 @@ check_policy(const struct config *cfg)
 			fprintf(stderr, "(more errors not shown)\n");
 		if (d.n == 0)
 			fprintf(stderr, "egressd: policy rejected\n");
+		policy_diag_clear(&d);
+		return 1;
+	}
+	if (daemon_wire_enforceable(cfg, p, &e) == -1) {
+		fprintf(stderr, "%s\n", e.msg);
+		policy_unref(p);
 		policy_diag_clear(&d);
 		return 1;
 	}

@@ -71,6 +71,7 @@ policyfile_load(const struct config *cfg, struct policy_diag *d,
 {
 	struct policy *base = NULL, *full;
 	struct policyfile_info dummy;
+	struct err e;
 	struct stat st;
 	bool have_rules = cfg->rules_json != NULL && cfg->rules_json[0] != '\0';
 
@@ -96,6 +97,15 @@ policyfile_load(const struct config *cfg, struct policy_diag *d,
 		base = policy_new_deny_all();
 	if (base == NULL)
 		return NULL;
+	/* The operator's rules for bindings hold for the file's too: a
+	 * binding the API would refuse does not come in through the file. */
+	if (config_compat_bindings(cfg, base, false, &e) == -1) {
+		policy_diag_add(d,
+		    base->source != NULL ? base->source : "policy", 0, 0, "%s",
+		    e.msg);
+		policy_unref(base);
+		return NULL;
+	}
 	if (cfg->rules_dir == NULL || cfg->rules_dir[0] == '\0')
 		return base;
 	full = policy_with_overlays_dir(base, cfg->rules_dir, d);

@@ -214,6 +214,7 @@ dns_forward(struct dns *d, const struct dns_origin *o,
 	    pol->dns.timeout_ms, d->timeout_ms, dns_upstream_done_cb, r);
 	if (r->ureq == NULL) {
 		free(r);
+		d->st->dns_query_failed[STATS_DNS_FAIL_NO_UPSTREAMS]++;
 		dns_log_warn(d, "dns.servfail", qname, "no_upstream", NULL);
 		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
 		return;

@@ -57,6 +57,24 @@ dns_upstream_status_reason(int status)
 	}
 }
 
+/* What an attempt that failed with status says of the query. */
+static enum stats_dns_fail
+dns_upstream_fail_class(int status)
+{
+	switch (status) {
+	case ARES_ESERVFAIL:
+	case ARES_EREFUSED:
+	case ARES_ENOTIMP:
+	case ARES_EFORMERR:
+		return STATS_DNS_FAIL_RCODE;
+	case ARES_SUCCESS: /* no or a short message */
+	case ARES_EBADRESP:
+		return STATS_DNS_FAIL_EMPTY_RESPONSE;
+	default:
+		return STATS_DNS_FAIL_UPSTREAM_ERROR;
+	}
+}
+
 static void
 dns_upstream_mark(
     struct dns_upstream *up, bool ok, unsigned rtt_ms, const char *reason)
@@ -179,6 +197,8 @@ dns_upstream_req_finish(struct dns_upstream_req *r, const uint8_t *ans,
 	dns_upstream_done_fn done = r->done;
 	void *arg = r->arg;
 
+	if (ans == NULL && r->set->st != NULL)
+		r->set->st->dns_query_failed[r->fail]++;
 	dns_upstream_req_unlink(r);
 	dns_upstream_req_free(r);
 	if (done != NULL)
@@ -374,6 +394,8 @@ dns_upstream_attempt_cb(
 		free(a);
 		return;
 	}
+	if (!ok)
+		r->fail = dns_upstream_fail_class(status);
 	dns_upstream_req_attempt_done(r, a, ok, abuf, alen, rtt);
 }
 
@@ -496,6 +518,7 @@ dns_upstream_send(struct dns_upstreams *u, const uint8_t *query, size_t qlen,
 	r->deadline_ms = dns_upstream_now(u) + budget_ms;
 	r->done = done;
 	r->arg = arg;
+	r->fail = STATS_DNS_FAIL_UPSTREAM_ERROR;
 	dns_upstream_req_order(r);
 	LIST_INSERT_HEAD(&u->reqs, r, entry);
 	u->npending++;

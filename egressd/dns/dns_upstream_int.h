@@ -95,6 +95,7 @@ struct dns_upstream_req {
 	struct dns_upstream_attempt *atts[DNS_UPSTREAM_ATTEMPTS_MAX];
 	size_t natts;
 	struct event *timer;
+	enum stats_dns_fail fail; /* why, if it ends without an answer */
 	dns_upstream_done_fn done;
 	void *arg;
 };

@@ -22,9 +22,11 @@
  *     [from @inbound_ports when pinned] and echo replies; own mark (ct
  *     mark set meta mark: see nft_cut_denied_flows); ICMPv6 ND (133-136,
  *     143);
- *     nameserver-exempt :53; protected ports on any local address (fib
- *     daddr type local) -> deny; resolver (127.0.0.1/::1 dport dns_port,
- *     matched by destination, never by oif lo); [proxy] 127.0.0.1/::1 tcp
+ *     nameserver-exempt :53; [api_uid_port] meta skuid api_uid tcp to
+ *     127.0.0.1/::1 dport api_uid_port -> accept; protected ports on any
+ *     local address (fib daddr type local) -> deny; resolver
+ *     (127.0.0.1/::1 dport dns_port, matched by destination, never by
+ *     oif lo); [proxy] 127.0.0.1/::1 tcp
  *     dport proxy_port; oif lo; DoT/DoQ 853, QUIC udp 443, DoH-block ->
  *     deny; IP/CIDR rules of the policy layers in precedence order
  *     (always-deny with its IPv4 prefixes also in NAT64/6to4/mapped IPv6
@@ -122,6 +124,13 @@ struct nft_opts {
 	 * the control API port first (18080), then operator-listed ones. */
 	uint16_t protected_ports[NFT_PORTS_MAX];
 	size_t nprotected_ports;
+	/* The one exception (--api-loopback-uid, docs/security.md): TCP to
+	 * 127.0.0.1/::1 port api_uid_port from sockets owned by api_uid
+	 * (execd's, whose /proxy/PORT relay is how the OpenSandbox server
+	 * reaches the API) passes, before the protected-port drop. 0 = no
+	 * exception: no unmarked socket passes. */
+	uint16_t api_uid_port;
+	uint32_t api_uid;
 	/* Pinned inbound TCP ports: replies of connections a peer started
 	 * leave only from these (listening ports); 0 of them = any port. */
 	uint16_t inbound_ports[NFT_PORTS_MAX];
@@ -477,7 +486,7 @@ struct nft_counter {
 	uint64_t packets, bytes;
 };
 /* The names nft_read_counters() fills, in this order. */
-#define NFT_NCOUNTERS 19
+#define NFT_NCOUNTERS 20
 const char *nft_counter_name(size_t i);
 int nft_read_counters(
     struct nft *n, struct nft_counter out[NFT_NCOUNTERS], struct err *e);

@@ -310,7 +310,7 @@ nft_apply_policy(struct nft *n, struct policy *p, struct err *e)
 	ks.nadd = plan.nadd;
 	if (nft_build_ruleset(p, &n->o, &ks, &b, e) < 0)
 		goto out;
-	if (nft_sock_send(n, b, e) < 0)
+	if (nft_sock_send(n, b, STATS_NFT_OP_STATIC_APPLY, e) < 0)
 		goto out;
 	/* In force: now the mirror follows. */
 	lplan_commit(n, &plan);

@@ -63,6 +63,7 @@ static const char *const counter_names[NFT_NCOUNTERS] = {
     "learned",
     "default_allow",
     "default_deny",
+    "api_uid",
 };
 
 /*
@@ -802,9 +803,19 @@ filter_local(struct bctx *c, const struct static_sets *ss)
 	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},
 	        .per_family = true,
 	        .daddr_set = {ss->ns[0], ss->ns[1]}},
-	    /* Control API and operator ports: no unmarked socket reaches
-	     * them on any local address (127/8, ::1, the namespace's own
-	     * addresses). */
+	    /* The operator's one exception: execd's relay (a named uid) to
+	     * the API on loopback; the token still guards the API. */
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport = o->api_uid_port,
+	         .skuid = &o->api_uid,
+	         .counter = "api_uid",
+	         .v = V_ACCEPT},
+	        .per_family = true,
+	        .daddr = {lo4, lo6},
+	        .skip = o->api_uid_port == 0},
+	    /* Control API and operator ports: no other unmarked socket
+	     * reaches them on any local address (127/8, ::1, the
+	     * namespace's own addresses). */
 	    {.s = {.dport_set = "protected_ports",
 	         .fib_local = true,
 	         .counter = "api_block",

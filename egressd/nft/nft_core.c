@@ -163,7 +163,7 @@ nft_teardown(struct nft *n, struct err *e)
 		return ex;
 	if (nft_build_teardown(&b, e) < 0)
 		return -1;
-	rc = nft_sock_send(n, b, e);
+	rc = nft_sock_send(n, b, STATS_NFT_OP_REMOVE, e);
 	nft_batch_free(b);
 	if (rc == 0) {
 		nft_mirror_clear(n);

@@ -376,7 +376,7 @@ nft_learn(struct nft *n, const struct nft_learn_addr *a, size_t n_addrs,
 	rc = -1;
 	if (nft_learn_build(n, u, nu, &b, e) < 0)
 		goto out;
-	if (nft_sock_send(n, b, e) < 0)
+	if (nft_sock_send(n, b, STATS_NFT_OP_DYNAMIC_ADD, e) < 0)
 		goto out;
 	now = nft_mirror_now(n);
 	for (i = 0; i < nu; i++)
@@ -456,7 +456,7 @@ nft_refresh_(
 			k--;
 		if (nft_build_learn(r + i, k, n->ttl_min, n->ttl_max, &b, e) <
 		        0 ||
-		    nft_sock_send(n, b, e) < 0)
+		    nft_sock_send(n, b, STATS_NFT_OP_REFRESH, e) < 0)
 			goto out;
 		nft_batch_free(b);
 		b = NULL;

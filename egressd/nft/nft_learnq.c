@@ -229,8 +229,10 @@ sent_fail_all(struct nft *n, const char *why)
 
 	while ((t = n->sent) != NULL) {
 		sent_unlink(n, t);
-		if (n->st != NULL)
+		if (n->st != NULL) {
 			n->st->nft_failures++;
+			n->st->nft_update_failed[STATS_NFT_OP_DYNAMIC_ADD]++;
+		}
 		txn_settle(n, t, -1, why);
 	}
 }
@@ -291,9 +293,11 @@ learn_read_acks(struct nft *n)
 				continue;
 			sent_unlink(n, t);
 			if (n->st != NULL) {
-				if (t->failed)
+				if (t->failed) {
 					n->st->nft_failures++;
-				else
+					n->st->nft_update_failed
+					    [STATS_NFT_OP_DYNAMIC_ADD]++;
+				} else
 					n->st->nft_batches++;
 			}
 			txn_settle(n, t, t->failed ? -1 : 0, t->why);
@@ -342,8 +346,10 @@ learn_flush(struct nft *n)
 		err_set(&e, "nft: learn send (%zu bytes): %s", b->len,
 		    r < 0 ? strerror(errno) : "short write");
 		nft_batch_free(b);
-		if (n->st != NULL)
+		if (n->st != NULL) {
 			n->st->nft_failures++;
+			n->st->nft_update_failed[STATS_NFT_OP_DYNAMIC_ADD]++;
+		}
 		txn_settle(n, t, -1, e.msg);
 		return;
 	}

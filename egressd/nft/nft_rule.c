@@ -346,7 +346,8 @@ rule_ports(struct nftnl_rule *r, const struct rspec *s)
 	return 0;
 }
 
-/* Output interface lo, local destination (fib), ct mark set from meta mark. */
+/* Output interface lo, local destination (fib), socket owner, ct mark set
+ * from meta mark. */
 static int
 rule_route(struct nftnl_rule *r, const struct rspec *s)
 {
@@ -373,6 +374,13 @@ rule_route(struct nftnl_rule *r, const struct rspec *s)
 		if (e_cmp(r, NFT_CMP_EQ, &u32, sizeof(u32)) < 0)
 			return -1;
 	}
+	/* The uid the socket's file was opened with (its fsuid), as the
+	 * namespace's owning user namespace sees it; packets without a full
+	 * socket (time-wait, the kernel's own) never match. */
+	if (s->skuid != NULL &&
+	    (e_meta(r, NFT_META_SKUID) < 0 ||
+	        e_cmp(r, NFT_CMP_EQ, s->skuid, sizeof(*s->skuid)) < 0))
+		return -1;
 	if (s->ct_mark_set) {
 		struct nftnl_expr *x;
 

@@ -40,6 +40,7 @@ struct rspec {
 	const char *sport_set; /* needs l4proto tcp/udp */
 	bool oif_lo;
 	bool fib_local;
+	const uint32_t *skuid; /* meta skuid: the socket's owner (output) */
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
 	const char *counter;
 	enum verdict v;

@@ -67,7 +67,8 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
  * extended-ack text.
  */
 int
-nft_sock_send(struct nft *n, struct nft_batch *b, struct err *e)
+nft_sock_send(
+    struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e)
 {
 	struct nft_acks acks;
 	uint32_t base = n->seq;
@@ -99,8 +100,10 @@ out:
 	if (n->st != NULL) {
 		if (rc == 0)
 			n->st->nft_batches++;
-		else
+		else {
 			n->st->nft_failures++;
+			n->st->nft_update_failed[op]++;
+		}
 	}
 	return rc;
 }
@@ -112,7 +115,7 @@ nft_send_batch(struct nft *n, struct nft_batch *b, struct err *e)
 		err_set(e, "nft: batch not finished");
 		return -1;
 	}
-	return nft_sock_send(n, b, e);
+	return nft_sock_send(n, b, STATS_NFT_OP_STATIC_APPLY, e);
 }
 
 /* ---- dumps ---- */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "egressd/base/stats.h"
 #include "egressd/nft/nft.h"
 
 struct names {
@@ -19,7 +20,9 @@ struct names {
  * naming the message the kernel refused); a dump or get request run
  * through cb. Dumps of the table's chain and set names; the learned
  * elements in the kernel adopted into the mirror. */
-int nft_sock_send(struct nft *n, struct nft_batch *b, struct err *e);
+/* op: what the batch does, for the failure counters (stats.h). */
+int nft_sock_send(
+    struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e);
 int nft_sock_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb,
     void *arg, struct err *e, const char *what);
 void nft_sock_names_clear(struct names *x);

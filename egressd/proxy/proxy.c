@@ -238,6 +238,19 @@ proxy_port(const struct proxy *p)
 	return p->port;
 }
 
+/* A pass-through connection to a name that now has request rules: its
+ * requests go by unseen, so it cannot stay. */
+static bool
+proxy_rejudge_unjudgeable(struct proxy *p, const struct proxy_conn *c)
+{
+	struct policy *pol;
+
+	if (c->proto != PROTO_TLS || c->tls.term || p->h.policy_get == NULL ||
+	    (pol = p->h.policy_get(p->h.arg)) == NULL)
+		return false;
+	return policy_host_has_request_rules(pol, c->name, c->dport);
+}
+
 size_t
 proxy_rejudge(struct proxy *p)
 {
@@ -249,11 +262,15 @@ proxy_rejudge(struct proxy *p)
 	(void)proxy_pool_flush(p->pool);
 	for (c = p->conns; c != NULL; c = next) {
 		next = c->next;
+		/* compiled from the old snapshot, which it keeps alive */
+		policy_host_rules_free(c->relay.rules);
+		c->relay.rules = NULL;
 		if ((c->st != PROXY_ST_CONNECT && c->st != PROXY_ST_RELAY) ||
 		    c->refused || c->name[0] == '\0')
 			continue;
 		if (p->h.judge(p->h.arg, c->name, &c->dst, c->dport) ==
-		    PROXY_OK)
+		        PROXY_OK &&
+		    !proxy_rejudge_unjudgeable(p, c))
 			continue;
 		proxy_conn_close(c, PROXY_POLICY_CHANGED);
 		closed++;

@@ -131,6 +131,9 @@ enum proxy_reason {
 	                          address its host never resolved to (421) */
 	PROXY_MEMORY, /* the connections' buffers together passed buf_max:
 	                 this one held the most */
+	PROXY_REQUEST_DENIED, /* request rules (issue 37): a request the
+	                         policy denies by method or path (403), or
+	                         whose path it cannot judge (400) */
 	PROXY_NREASONS,
 };
 
@@ -156,6 +159,10 @@ const char *proxy_compressed_name(enum proxy_compressed c);
 const char *proxy_state_name(enum proxy_state s);
 
 struct vault;
+struct policy;
+
+/* Rows of proxy_status.denied: enum policy_req_reason's values. */
+#define PROXY_DENIED_REASONS 5
 
 struct proxy_hooks {
 	/*
@@ -191,6 +198,20 @@ struct proxy_hooks {
 	 * may go. NULL: never (nothing is injected).
 	 */
 	bool (*learned)(void *arg, const char *name, const struct addr *dst);
+	/*
+	 * The policy in force, lent for the call (the proxy takes its own
+	 * reference for what it keeps: the compiled rules of a host). A
+	 * request to a host with request rules
+	 * (policy_host_has_request_rules) is judged by policy_match_request
+	 * against the policy in force when its head is read, so a change
+	 * applies from the next request of an open connection; a denied one
+	 * gets 403 with X-Egress-Denied and a JSON body, and nothing goes
+	 * upstream. terminate should say yes for such hosts, and
+	 * proxy_rejudge closes a pass-through connection to a host that has
+	 * gained request rules. NULL (hook or result): requests are judged
+	 * by their host only.
+	 */
+	struct policy *(*policy_get)(void *arg);
 	void *arg;
 };
 
@@ -258,6 +279,9 @@ struct proxy_status {
 	 * the head, failed while decoding (enum proxy_compressed) */
 	uint64_t vault_compressed[3];
 	uint64_t by_reason[PROXY_NREASONS]; /* closes, by reason */
+	/* requests the request rules denied, by enum policy_req_reason
+	 * (index 0, allowed, stays 0) */
+	uint64_t denied[PROXY_DENIED_REASONS];
 	size_t active;
 	size_t by_state[PROXY_NSTATES];
 	uint64_t up_bytes, down_bytes; /* relayed, client->origin, back */
@@ -282,7 +306,9 @@ uint16_t proxy_port(const struct proxy *p);
  * connection's first Host) and original destination, and closed at once
  * (reason policy_changed) when refused, so stopping egress also stops
  * the tunnels already open, which the conntrack flow cut cannot see
- * (they are redirected to the proxy). Returns how many were closed.
+ * (they are redirected to the proxy). A pass-through connection whose
+ * name now has request rules is closed too: its requests cannot be
+ * judged. Returns how many were closed.
  */
 size_t proxy_rejudge(struct proxy *p);
 void proxy_status(const struct proxy *p, struct proxy_status *st);

@@ -129,6 +129,10 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 	}
 	vault_free(c->origin.vault);
 	c->origin.vault = NULL;
+	free(c->relay.denial);
+	c->relay.denial = NULL;
+	policy_host_rules_free(c->relay.rules);
+	c->relay.rules = NULL;
 	event_free(c->timer);
 	c->timer = NULL;
 }

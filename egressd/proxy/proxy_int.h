@@ -22,6 +22,7 @@
 #include "egressd/proto/tls_hello.h"
 #include "egressd/proxy/proxy.h"
 #include "egressd/proxy/tls_sess.h"
+#include "policy/policy.h"
 #include "util/addr.h"
 #include "vault/vault.h"
 
@@ -216,6 +217,24 @@ struct proxy_relay {
 	/* the refused request is the last one upstream (its body's framing
 	 * was bad): no response to it will come, so it is not waited for */
 	bool refuse_inflight;
+	/* the request the rules denied (refuse_why PROXY_REQUEST_DENIED):
+	 * what its answer says; NULL: none was */
+	struct proxy_denial *denial;
+	/* the request rules of the last host judged, compiled from the
+	 * policy then in force (a reference to it): rebuilt when the host or
+	 * the policy changes, dropped at every commit (proxy_rejudge) */
+	struct policy_host_rules *rules;
+};
+
+/* A request the request rules denied (proxy_judge_request): its 403's
+ * X-Egress-Denied and JSON body, and its proxy.denied line. Every field
+ * is the sandbox's own request or the policy's verdict: no secret. */
+struct proxy_denial {
+	enum policy_req_reason reason;
+	long rule; /* the deciding user rule's index; -1: none */
+	char method[HTTP_METHOD_MAX + 1];
+	char host[TLS_HELLO_SNI_MAX + 1];
+	char path[]; /* normalized; as received when it is not judgeable */
 };
 
 /* The Credential Vault's state on the relay: the response being
@@ -361,6 +380,8 @@ void proxy_pipe_put(struct proxy_splice *s);
 bool proxy_judge_bound(struct proxy_conn *c, const char *name);
 enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
+enum proxy_reason proxy_judge_request(struct proxy_conn *c,
+    const struct http_head *h, const char *name, int *status);
 
 /* proxy_conn.c */
 void proxy_conn_set_state(struct proxy_conn *c, enum proxy_state st);

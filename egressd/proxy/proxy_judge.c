@@ -1,10 +1,15 @@
 /*
- * Judging a plain HTTP request's Host against the destination.
+ * Judging a request: its Host against the destination, and its method
+ * and path against the request rules.
  */
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "egressd/proxy/proxy_int.h"
+#include "policy/policy_path.h"
+#include "util/now.h"
 
 /* A name (SNI or Host) for the hook: lowercase, one trailing dot off. */
 static bool
@@ -87,4 +92,121 @@ proxy_judge_host(
 	if (!c->tls.term && (c->name[0] == '\0' || r != PROXY_OK))
 		memcpy(c->name, name, strlen(name) + 1);
 	return r;
+}
+
+/* The proxy.denied line: rate-limited like proxy.refused (a sandbox
+ * looping on a denied request must not flood the log); the log cuts a
+ * long path (LOG_FIELD_STR_MAX). */
+static void
+proxy_judge_log_denied(struct proxy_conn *c, const struct proxy_denial *dn)
+{
+	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 32];
+
+	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
+	(void)snprintf(key, sizeof(key), "%s|denied|%s", dst,
+	    policy_req_reason_name(dn->reason));
+	if (!log_limiter_allow(&c->p->lim, key, now_mono_ms()))
+		return;
+	log_info(c->p->log, "proxy.denied",
+	    LOG_S("reason", policy_req_reason_name(dn->reason)),
+	    LOG_S("host", dn->host), LOG_S("method", dn->method),
+	    LOG_S("path", dn->path), LOG_I("rule", dn->rule),
+	    LOG_S("dst", dst));
+}
+
+/* Keeps what the answer to the denied request says (c->relay.denial). */
+static enum proxy_reason
+proxy_judge_deny(struct proxy_conn *c, const char *name, const char *method,
+    const char *path, const struct policy_req_verdict *v, int *status)
+{
+	struct proxy_denial *dn;
+	size_t plen = strlen(path);
+
+	*status = v->reason == POLICY_REQ_INVALID ? 400 : 403;
+	c->p->st.denied[v->reason]++;
+	free(c->relay.denial);
+	c->relay.denial = dn = calloc(1, sizeof(*dn) + plen + 1);
+	if (dn == NULL)
+		return PROXY_REQUEST_DENIED; /* answered without the body */
+	dn->reason = v->reason;
+	dn->rule = v->index;
+	(void)snprintf(dn->method, sizeof(dn->method), "%s", method);
+	(void)snprintf(dn->host, sizeof(dn->host), "%s", name);
+	memcpy(dn->path, path, plen + 1);
+	proxy_judge_log_denied(c, dn);
+	return PROXY_REQUEST_DENIED;
+}
+
+/* The request rules of name on c's port from p, compiled once per host
+ * and snapshot; NULL when out of memory (then p is asked directly). */
+static const struct policy_host_rules *
+proxy_judge_rules(struct proxy_conn *c, struct policy *p, const char *name)
+{
+	if (!policy_host_rules_for(c->relay.rules, p, name, c->dport)) {
+		policy_host_rules_free(c->relay.rules);
+		c->relay.rules = policy_host_rules_new(p, name, c->dport);
+	}
+	return c->relay.rules;
+}
+
+/*
+ * Request rules (issue 37): a request to name (judged by proxy_judge_host
+ * already) on a host the policy in force has request rules for is judged
+ * by its method and normalized path. PROXY_OK, or PROXY_REQUEST_DENIED
+ * with *status (403; 400 for a path the normalizer refuses: it cannot
+ * be judged, so it cannot go) and c->relay.denial set.
+ */
+enum proxy_reason
+proxy_judge_request(struct proxy_conn *c, const struct http_head *h,
+    const char *name, int *status)
+{
+	const struct policy_host_rules *hr;
+	struct policy *p;
+	struct policy_req_verdict v;
+	char method[HTTP_METHOD_MAX + 1];
+	char path[POLICY_REQ_PATH_MAX + 1];
+	const char *raw = "/";
+	size_t rawn = 1, n;
+	struct err e;
+
+	if (c->p->h.policy_get == NULL ||
+	    (p = c->p->h.policy_get(c->p->h.arg)) == NULL ||
+	    !policy_has_request_rules(p))
+		return PROXY_OK;
+	hr = proxy_judge_rules(c, p, name);
+	if (hr != NULL ? !policy_host_rules_any(hr)
+	               : !policy_host_has_request_rules(p, name, c->dport))
+		return PROXY_OK;
+	/* the parser bounds a method by HTTP_METHOD_MAX */
+	n = h->method.n < sizeof(method) ? h->method.n : sizeof(method) - 1;
+	memcpy(method, h->method.p, n);
+	method[n] = '\0';
+	if (h->path.p != NULL) {
+		raw = h->path.p;
+		rawn = h->path.n;
+	}
+	memset(&v, 0, sizeof(v));
+	v.action = POLICY_DENY;
+	v.reason = POLICY_REQ_INVALID;
+	v.index = -1;
+	if (h->form != HTTP_TARGET_ORIGIN && h->form != HTTP_TARGET_ABSOLUTE) {
+		/* "OPTIONS *": no path a rule could name */
+		(void)snprintf(
+		    path, sizeof(path), "%.*s", (int)h->target.n, h->target.p);
+		return proxy_judge_deny(c, name, method, path, &v, status);
+	}
+	if (rawn > POLICY_REQ_PATH_MAX ||
+	    policy_path_normalize(raw, rawn, path, sizeof(path), NULL, &e) ==
+	        -1) {
+		(void)snprintf(path, sizeof(path), "%.*s",
+		    (int)(rawn > POLICY_REQ_PATH_MAX ? POLICY_REQ_PATH_MAX
+		                                     : rawn),
+		    raw);
+		return proxy_judge_deny(c, name, method, path, &v, status);
+	}
+	if ((hr != NULL ? policy_host_rules_match(hr, method, path, &v)
+	                : policy_match_request(p, name, c->dport, method, path,
+	                      &v)) == POLICY_ALLOW)
+		return PROXY_OK;
+	return proxy_judge_deny(c, name, method, path, &v, status);
 }

@@ -161,6 +161,8 @@ proxy_peek_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	r = proxy_judge_host(c, &h, &status, name);
+	if (r == PROXY_OK)
+		r = proxy_judge_request(c, &h, name, &status);
 	if (r != PROXY_OK) {
 		proxy_refuse_http(c, status, r);
 		return;

@@ -36,6 +36,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_VAULT_COMPRESSED] = "vault_compressed",
     [PROXY_VAULT_DECODE] = "vault_decode_failed",
     [PROXY_HEAD_TIMEOUT] = "head_timeout",
+    [PROXY_REQUEST_DENIED] = "request_denied",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {

@@ -255,6 +255,8 @@ proxy_pump_head(struct proxy_conn *c, struct evbuffer *in, size_t len,
 	if (pr != PROXY_PUMP_NEXT)
 		return pr;
 	*why = proxy_judge_host(c, &h, status, name);
+	if (*why == PROXY_OK)
+		*why = proxy_judge_request(c, &h, name, status);
 	if (*why != PROXY_OK)
 		return PROXY_PUMP_REFUSE;
 	if (c->relay.rq_n > 0 && proxy_judge_bound(c, name)) {

@@ -9,6 +9,9 @@ rc=0 n=0
 flags=$(grep -oE '^ *(CF_(KEY|TRUE|PORT)\(|\{)"[a-z][a-z-]+"' "$src/egressd/daemon/config.c" |
     grep -oE '"[a-z-]+"' | tr -d '"')
 vars=$(grep -oE '\{"(OPENSANDBOX|EGRESSD)_[A-Z0-9_]+"' "$src/egressd/daemon/config.c" | tr -d '{"')
+# the reference's newer settings (config_compat.c names them in #defines)
+vars="$vars $(grep -oE '^#define ENV_[A-Z_]+ +"OPENSANDBOX_[A-Z0-9_]+"' \
+    "$src/egressd/daemon/config_compat.c" | grep -oE 'OPENSANDBOX_[A-Z0-9_]+')"
 # Every number and path of egressd/base/defaults.h (defaults and the ranges of
 # settings): changing a default without the docs fails here.
 vals=$(sed -nE 's%^#define EGRESSD_[A-Z0-9_]+ +("[^"]*"|[0-9][0-9a-fx]*)u?( +/[*].*)?$%\1%p' \

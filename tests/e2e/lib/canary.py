@@ -195,6 +195,18 @@ def yaml_str(s):
     return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def canary_match(host):
+    """A canary binding's match, JSON and YAML flow. TB_CANARY_SCOPED=1
+    (a scenario whose egressd requires scoped bindings,
+    OPENSANDBOX_EGRESS_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH) names
+    methods and a path; otherwise the host alone, as before."""
+    if os.environ.get("TB_CANARY_SCOPED") != "1":
+        return {"hosts": [host]}, "{hosts: [%s]}" % host
+    return ({"hosts": [host], "methods": ["GET"],
+             "paths": ["/tb-canary/*"]},
+            "{hosts: [%s], methods: [GET], paths: ['/tb-canary/*']}" % host)
+
+
 def items_for(st, sources=("file", "inline")):
     """The policy items of the canaries that live in the policy file:
     {key: [(json object, YAML flow text)]}."""
@@ -211,11 +223,12 @@ def items_for(st, sources=("file", "inline")):
         items["credentials"].append(
             ({"name": c["cred"], "source": src},
              "{name: %s, source: %s}" % (c["cred"], ysrc)))
+        match, ymatch = canary_match(c["host"])
         items["bindings"].append(
-            ({"name": c["cred"], "match": {"hosts": [c["host"]]},
+            ({"name": c["cred"], "match": match,
               "auth": {"type": c["auth"], "credential": c["cred"]}},
-             "{name: %s, match: {hosts: [%s]}, auth: {type: %s, "
-             "credential: %s}}" % (c["cred"], c["host"], c["auth"],
+             "{name: %s, match: %s, auth: {type: %s, "
+             "credential: %s}}" % (c["cred"], ymatch, c["auth"],
                                    c["cred"])))
         items["infra"].append((c["host"], c["host"]))
     return items
@@ -629,7 +642,7 @@ def api_canary(api, st, cfg):
     allow = json.dumps([{"action": "allow", "target": c["host"]}])
     cred = {"name": c["cred"], "source": {"type": "inline",
                                           "value": c["value"]}}
-    bind = {"name": c["cred"], "match": {"hosts": [c["host"]]},
+    bind = {"name": c["cred"], "match": canary_match(c["host"])[0],
             "auth": {"type": "apiKey", "name": "X-Tb-Canary",
                      "credential": c["cred"]}}
     steps = [("PATCH", "/policy", allow)]

@@ -318,6 +318,65 @@ test_patch_prepends_and_dedups(void **state)
 	policy_unref(b);
 }
 
+/* Request rules (issue 37): a target's request rules all survive a
+ * PATCH, in order, replacing every old rule of the target; duplicate
+ * plain rules of a target still keep only the first. */
+static void
+test_patch_request_rules(void **state)
+{
+	struct policy *b =
+	    ts_policy_json("{\"egress\":["
+	                   "{\"action\":\"allow\",\"target\":\"github.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"a.com\"},"
+	                   "{\"action\":\"allow\",\"target\":\"github.com\","
+	                   "\"methods\":[\"PUT\"]}]}");
+	const char *body =
+	    "[{\"action\":\"allow\",\"target\":\"github.com\","
+	    "\"methods\":[\"GET\"],\"paths\":[\"/*/*/info/refs\"]},"
+	    "{\"action\":\"allow\",\"target\":\"GitHub.com\","
+	    "\"methods\":[\"POST\"],\"paths\":[\"/*/*/git-upload-pack\"]},"
+	    "{\"action\":\"allow\",\"target\":\"c.com\"},"
+	    "{\"action\":\"deny\",\"target\":\"c.com\"}]";
+	struct policy_req_verdict v;
+	struct policy *p, *q;
+	size_t matched;
+	struct err e;
+
+	(void)state;
+	p = policy_patch_json(b, body, strlen(body), 0, NULL, &e);
+	assert_non_null(p);
+	assert_user_json(p,
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"github.com\","
+	    "\"methods\":[\"GET\"],\"paths\":[\"/*/*/info/refs\"]},"
+	    "{\"action\":\"allow\",\"target\":\"GitHub.com\","
+	    "\"methods\":[\"POST\"],\"paths\":[\"/*/*/git-upload-pack\"]},"
+	    "{\"action\":\"allow\",\"target\":\"c.com\"},"
+	    "{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	assert_int_equal(policy_match_request(p, "github.com", 443, "POST",
+	                     "/o/r/git-upload-pack", &v),
+	    POLICY_ALLOW);
+	assert_int_equal(policy_match_request(
+	                     p, "github.com", 443, "PUT", "/o/r/info/refs", &v),
+	    POLICY_DENY);
+	assert_int_equal(v.reason, POLICY_REQ_METHOD);
+	/* DELETE of the target removes all its rules */
+	q = policy_delete_json(p, "[\"GITHUB.com\"]", 14, &matched, &e);
+	assert_non_null(q);
+	assert_int_equal(matched, 2);
+	assert_user_json(q,
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"c.com\"},"
+	    "{\"action\":\"allow\",\"target\":\"a.com\"}]}");
+	policy_unref(q);
+	policy_unref(p);
+	/* a bad request rule in a PATCH body is refused with its position */
+	body = "[{\"target\":\"x.com\",\"paths\":[\"/a/../b\"]}]";
+	assert_null(policy_patch_json(b, body, strlen(body), 0, NULL, &e));
+	assert_non_null(strstr(e.msg, "body:1:29: path pattern"));
+	policy_unref(b);
+}
+
 static void
 test_patch_errors(void **state)
 {
@@ -465,6 +524,7 @@ main(void)
 	    cmocka_unit_test(test_empty_strings_mean_unset),
 	    cmocka_unit_test(test_cap),
 	    cmocka_unit_test(test_patch_prepends_and_dedups),
+	    cmocka_unit_test(test_patch_request_rules),
 	    cmocka_unit_test(test_patch_errors),
 	    cmocka_unit_test(test_patch_clears_user_empty),
 	    cmocka_unit_test(test_delete),

@@ -116,6 +116,52 @@ test_yaml_round_trip(void **state)
 	policy_unref(b);
 }
 
+/* Request rules (issue 37) survive both forms, methods and paths in
+ * order, paths as stored. */
+static void
+test_request_rules_round_trip(void **state)
+{
+	static const char y[] =
+	    "egress:\n"
+	    "  - {action: allow, target: GitHub.com, methods: [GET], paths: "
+	    "['/*/*/info/refs']}\n"
+	    "  - {action: allow, target: github.com, methods: [POST], ports: "
+	    "[443], paths: ['/*/*/git-upload-pack', '/a;b=c/%C3%A9*']}\n"
+	    "  - {action: deny, target: '*.x.test', methods: [PUT, DELETE]}\n";
+	struct policy *a = ts_policy_yaml(y, "a"), *b;
+	char *ya, *yb, *ja, *jb;
+
+	(void)state;
+	ya = policy_to_yaml(a);
+	assert_non_null(ya);
+	b = ts_policy_yaml(ya, "b");
+	yb = policy_to_yaml(b);
+	assert_string_equal(ya, yb);
+	ja = policy_user_to_json(a);
+	jb = policy_user_to_json(b);
+	assert_string_equal(ja, jb);
+	assert_string_equal(ja,
+	    "{\"defaultAction\":\"deny\",\"egress\":["
+	    "{\"action\":\"allow\",\"target\":\"GitHub.com\","
+	    "\"methods\":[\"GET\"],\"paths\":[\"/*/*/info/refs\"]},"
+	    "{\"action\":\"allow\",\"target\":\"github.com\","
+	    "\"ports\":[443],\"methods\":[\"POST\"],"
+	    "\"paths\":[\"/*/*/git-upload-pack\",\"/a;b=c/%C3%A9*\"]},"
+	    "{\"action\":\"deny\",\"target\":\"*.x.test\","
+	    "\"methods\":[\"PUT\",\"DELETE\"]}]}");
+	assert_int_equal(b->nrules, 3);
+	assert_int_equal(b->rules[1].npaths, 2);
+	assert_string_equal(b->rules[1].paths[1], "/a;b=c/%C3%A9*");
+	assert_int_equal(b->rules[2].nmethods, 2);
+	assert_string_equal(b->rules[2].methods[1], "DELETE");
+	policy_yaml_free(ya);
+	policy_yaml_free(yb);
+	free(ja);
+	free(jb);
+	policy_unref(a);
+	policy_unref(b);
+}
+
 static void
 test_yaml_empty(void **state)
 {
@@ -176,6 +222,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_yaml_round_trip),
+	    cmocka_unit_test(test_request_rules_round_trip),
 	    cmocka_unit_test(test_yaml_empty),
 	    cmocka_unit_test(test_yaml_reset_keeps_config),
 	    cmocka_unit_test(test_yaml_json_equivalent),

@@ -63,6 +63,14 @@ fill(struct stats *st)
 	st->nft_failures = 1;
 	st->nft_learned = 42;
 	st->nft_learned_current = 17;
+	st->dns_query_failed[STATS_DNS_FAIL_NO_UPSTREAMS] = 81;
+	st->dns_query_failed[STATS_DNS_FAIL_UPSTREAM_ERROR] = 82;
+	st->dns_query_failed[STATS_DNS_FAIL_EMPTY_RESPONSE] = 83;
+	st->dns_query_failed[STATS_DNS_FAIL_RCODE] = 84;
+	st->nft_update_failed[STATS_NFT_OP_STATIC_APPLY] = 91;
+	st->nft_update_failed[STATS_NFT_OP_DYNAMIC_ADD] = 92;
+	st->nft_update_failed[STATS_NFT_OP_REMOVE] = 93;
+	st->nft_update_failed[STATS_NFT_OP_REFRESH] = 94;
 	st->policy_revision = 9;
 	/* the proxy and two bindings' vault rows (promtool lints them) */
 	st->proxy_on = true;
@@ -140,6 +148,26 @@ test_values(void **state)
 	has_line(s, "egressd_nft_batches_total 5");
 	has_line(s, "egressd_nft_failures_total 1");
 	has_line(s, "egressd_nft_learned_addresses 17");
+	/* The reference sidecar's names and label values (docs/compat.md). */
+	has_line(s, "# TYPE egress_dns_query_failed_total counter");
+	has_line(
+	    s, "egress_dns_query_failed_total{reason=\"no_upstreams\"} 81");
+	has_line(
+	    s, "egress_dns_query_failed_total{reason=\"upstream_error\"} 82");
+	has_line(
+	    s, "egress_dns_query_failed_total{reason=\"empty_response\"} 83");
+	has_line(s, "egress_dns_query_failed_total{reason=\"rcode\"} 84");
+	has_line(s, "# TYPE egress_nftables_updates_failed_total counter");
+	has_line(s,
+	    "egress_nftables_updates_failed_total{operation=\"static_apply\"} "
+	    "91");
+	has_line(s,
+	    "egress_nftables_updates_failed_total{operation=\"dynamic_add\"} "
+	    "92");
+	has_line(
+	    s, "egress_nftables_updates_failed_total{operation=\"remove\"} 93");
+	has_line(s,
+	    "egress_nftables_updates_failed_total{operation=\"refresh\"} 94");
 	has_line(s, "egressd_policy_revision 9");
 	has_line(s,
 	    "egressd_vault_binding_decisions_total{binding=\"gh-api\","

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ struct job {
 	bool worker_thread; /* work ran off the loop's thread */
 	unsigned sleep_us;
 	int cancelled;
+	atomic_bool entered; /* its work phase has begun on the worker */
 };
 
 static void
@@ -77,6 +79,7 @@ job_work(struct workq_job *wj)
 	struct job *j = job_of(wj);
 
 	j->worker_thread = !pthread_equal(pthread_self(), j->f->loop);
+	atomic_store(&j->entered, true);
 	if (j->sleep_us > 0)
 		usleep(j->sleep_us);
 	j->failed = j->fail;
@@ -316,7 +319,7 @@ free_with_jobs_queued(void **state)
 	struct fx *f = *state;
 	struct job a, b, c;
 	struct err e = {""};
-	struct timeval tv = {0, 20000};
+	int turns;
 
 	job_init(&a, f, 'a');
 	job_init(&b, f, 'b');
@@ -325,9 +328,14 @@ free_with_jobs_queued(void **state)
 	assert_int_equal(workq_submit(f->q, &a.wj, &e), 0);
 	assert_int_equal(workq_submit(f->q, &b.wj, &e), 0);
 	assert_int_equal(workq_submit(f->q, &c.wj, &e), 0);
-	/* One loop turn starts a, then the worker sleeps inside its work. */
-	(void)event_base_loopexit(f->base, &tv);
-	(void)event_base_dispatch(f->base);
+	/* A loop turn starts a, then the worker sleeps inside its work: the
+	 * free must come while it is there, however late a loaded machine
+	 * schedules the worker (a fixed 20 ms turn was not always enough). */
+	for (turns = 0; !atomic_load(&a.entered) && turns < 10000; turns++) {
+		(void)event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_true(atomic_load(&a.entered));
 	workq_free(f->q);
 	f->q = NULL;
 	f->trace[f->ntrace] = '\0';

@@ -538,6 +538,89 @@ test_vault_require_mlock(void **state)
 	config_clear(&c);
 }
 
+/*
+ * --api-loopback-uid: off by default; decimal uids only (0 named
+ * explicitly counts); "" turns it off; config_finish refuses it without a
+ * token, with --api-insecure-no-token, without the TCP API or in mode dns.
+ */
+static void
+test_api_loopback_uid(void **state)
+{
+	struct config c;
+	struct err e = {""};
+	char *env[] = {"EGRESSD_API_LOOPBACK_UID=1001",
+	    "OPENSANDBOX_EGRESS_TOKEN=t0k", NULL};
+	char *off_env[] = {"EGRESSD_API_LOOPBACK_UID=", NULL};
+	char *bad[] = {"EGRESSD_API_LOOPBACK_UID=execd", NULL};
+	char *octal[] = {"EGRESSD_API_LOOPBACK_UID=0x10", NULL};
+	char *neg[] = {"EGRESSD_API_LOOPBACK_UID=-1", NULL};
+	char *big[] = {"EGRESSD_API_LOOPBACK_UID=4294967295", NULL};
+	char *lead0[] = {
+	    "EGRESSD_API_LOOPBACK_UID=000000000000000000001", NULL};
+	char *huge[] = {
+	    "EGRESSD_API_LOOPBACK_UID=99999999999999999999999", NULL};
+	char *dns[] = {"OPENSANDBOX_EGRESS_MODE=dns", NULL};
+	char a0[] = "egressd", a1[] = "--api-loopback-uid", a2[] = "0",
+	     a3[] = "--api-insecure-no-token", a4[] = "--http-addr", a5[] = "";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *insecure[] = {a0, a3, NULL};
+	char *notcp[] = {a0, a4, a5, NULL};
+	(void)state;
+
+	config_init(&c);
+	assert_false(c.api_loopback_uid_set);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_true(c.api_loopback_uid_set);
+	assert_int_equal(c.api_loopback_uid, 1001);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_true(c.api_loopback_uid_set);
+	assert_int_equal(c.api_loopback_uid, 0);
+	assert_int_equal(config_finish(&c, &e), 0);
+	assert_int_equal(config_from_env(&c, off_env, &e), 0);
+	assert_false(c.api_loopback_uid_set);
+	assert_int_equal(c.unknown_env.n, 0);
+	assert_int_equal(config_from_env(&c, bad, &e), -1);
+	assert_non_null(strstr(e.msg, "EGRESSD_API_LOOPBACK_UID"));
+	assert_non_null(strstr(e.msg, "not a numeric uid"));
+	assert_int_equal(config_from_env(&c, octal, &e), -1);
+	assert_int_equal(config_from_env(&c, neg, &e), -1);
+	assert_int_equal(config_from_env(&c, big, &e), -1);
+	assert_non_null(strstr(e.msg, "out of range 0..4294967294"));
+	assert_int_equal(config_from_env(&c, huge, &e), -1);
+	assert_non_null(strstr(e.msg, "out of range"));
+	assert_int_equal(config_from_env(&c, lead0, &e), 0);
+	assert_int_equal(c.api_loopback_uid, 1);
+	config_clear(&c);
+
+	/* no token */
+	config_init(&c);
+	assert_int_equal(config_from_args(&c, 3, argv, &e), 0);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "needs an API token"));
+	config_clear(&c);
+	/* a token, but mutations without one allowed */
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(config_from_args(&c, 2, insecure, &e), 0);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "--api-insecure-no-token"));
+	config_clear(&c);
+	/* no TCP API */
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(config_from_args(&c, 3, notcp, &e), 0);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "needs the TCP API"));
+	config_clear(&c);
+	/* mode dns */
+	config_init(&c);
+	assert_int_equal(config_from_env(&c, env, &e), 0);
+	assert_int_equal(config_from_env(&c, dns, &e), 0);
+	assert_int_equal(config_finish(&c, &e), -1);
+	assert_non_null(strstr(e.msg, "mode dns+nft"));
+	config_clear(&c);
+}
+
 int
 main(void)
 {
@@ -556,6 +639,7 @@ main(void)
 	    cmocka_unit_test(test_learned_max),
 	    cmocka_unit_test(test_vault_compressed),
 	    cmocka_unit_test(test_vault_require_mlock),
+	    cmocka_unit_test(test_api_loopback_uid),
 	    cmocka_unit_test(test_proxy_conns_max),
 	    cmocka_unit_test(test_proxy_buffer_max),
 	    cmocka_unit_test(test_proxy_head_timeout),

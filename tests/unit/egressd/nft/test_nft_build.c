@@ -375,6 +375,82 @@ test_structure(void **state)
 	policy_unref(p);
 }
 
+/* Lines containing both a and b. */
+static long
+lines_with(const char *text, const char *a, const char *b)
+{
+	const char *p = text;
+	long n = 0;
+
+	while ((p = strstr(p, a)) != NULL) {
+		const char *bol = p, *eol = strchr(p, '\n');
+		char *line;
+
+		while (bol > text && bol[-1] != '\n')
+			bol--;
+		if (eol == NULL)
+			eol = p + strlen(p);
+		line = strndup(bol, (size_t)(eol - bol));
+		if (strstr(line, b) != NULL)
+			n++;
+		free(line);
+		p = eol;
+	}
+	return n;
+}
+
+/*
+ * --api-loopback-uid: off by default (no rule of the uid at all); set,
+ * one accept per family, TCP only, to 127.0.0.1 or ::1 and the API port
+ * only, for that uid only (0 too: root is a uid like another here, the
+ * daemon warns), before the protected-port drop.
+ */
+static void
+test_api_uid(void **state)
+{
+	struct policy *p = ts_policy_json(basic_policy);
+	struct nft_opts o;
+	char *s;
+	long uid4, uid6, api;
+
+	(void)state;
+	nft_opts_init(&o);
+	s = describe(p, &o, NULL);
+	assert_int_equal(line_of(s, "skuid", NULL), -1);
+	assert_int_equal(line_of(s, "filter_out", "name api_uid"), -1);
+	free(s);
+
+	o.api_uid_port = 18080; /* 0x46a0, big-endian: 0x0000a046 */
+	o.api_uid = 1234; /* 0x4d2, host order */
+	s = describe(p, &o, NULL);
+	assert_int_equal(lines_with(s, "filter_out", "skuid"), 2);
+	uid4 = line_of(s, "name api_uid", "0x0100007f");
+	uid6 = line_of(s, "name api_uid",
+	    "0x00000000 0x00000000 0x00000000 "
+	    "0x01000000");
+	api = line_of(s, "filter_out", "name api_block");
+	assert_true(uid4 >= 0 && uid6 == uid4 + 1 && uid6 < api);
+	assert_true(line_of(s, "name api_uid",
+	                "meta load skuid => reg 1 ]   [ cmp eq reg 1 "
+	                "0x000004d2") == uid4);
+	assert_true(
+	    line_of(s, "name api_uid", "cmp eq reg 1 0x0000a046") == uid4);
+	assert_true(line_of(s, "name api_uid", "cmp eq reg 1 0x00000006") ==
+	    uid4); /* tcp */
+	assert_int_equal(lines_with(s, "name api_uid", "accept"), 2);
+	assert_int_equal(lines_with(s, "name api_uid", "0x00000011"), 0);
+	free(s);
+
+	o.api_uid = 0;
+	s = describe(p, &o, NULL);
+	assert_int_equal(lines_with(s, "name api_uid",
+	                     "meta load skuid => reg 1 ]   [ cmp eq reg 1 "
+	                     "0x00000000 ]"),
+	    2);
+	free(s);
+	policy_unref(p);
+}
+
 static void
 test_elements(void **state)
 {
@@ -1501,6 +1577,7 @@ main(void)
 	    cmocka_unit_test(test_golden_basic),
 	    cmocka_unit_test(test_raw_bytes),
 	    cmocka_unit_test(test_structure),
+	    cmocka_unit_test(test_api_uid),
 	    cmocka_unit_test(test_elements),
 	    cmocka_unit_test(test_default_allow_proxy),
 	    cmocka_unit_test(test_adopt),

@@ -1,7 +1,7 @@
 /* Tests of egressd/proxy/proxy_relay.c: the HTTP/1.1 relay between a
  * client and an origin, driven over two bufferevent pairs (no sockets,
  * no TLS, no vault): pipelining, 1xx, HEAD, close-delimited and chunked
- * bodies, trailers. A connection is made the way proxy_dial and
+ * bodies, trailers; each request judged by the request rules (issue 37). A connection is made the way proxy_dial and
  * proxy_connect leave it (proxy_int.h), then proxy_connect_start_relay runs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "egressd/base/log.h"
 #include "egressd/proxy/proxy.h"
 #include "egressd/proxy/proxy_int.h"
+#include "policy/policy.h"
 
 struct fx {
 	struct event_base *base;
@@ -30,7 +32,36 @@ struct fx {
 	struct proxy_conn *c;
 	struct bufferevent *app; /* the client's end */
 	struct bufferevent *origin; /* the origin's end */
+	struct policy *pol; /* in force for the hook; NULL: none */
 };
+
+/* The policy in force, as the daemon lends it. */
+static struct policy *
+policy_get(void *arg)
+{
+	return ((struct fx *)arg)->pol;
+}
+
+/* Request rules on example.test: GET under /ok, nothing else. */
+static struct policy *
+rules(const char *yaml)
+{
+	struct policy_diag d;
+	struct policy *p;
+
+	policy_diag_init(&d);
+	p = policy_parse_yaml(yaml, strlen(yaml), "test", &d);
+	if (p == NULL && d.n > 0)
+		fail_msg("%s", d.msgs[0]);
+	assert_non_null(p);
+	policy_diag_clear(&d);
+	return p;
+}
+
+#define RULES_OK_ONLY                                                          \
+	"egress:\n"                                                            \
+	"  - {action: allow, target: example.test, methods: [GET],\n"          \
+	"     paths: [\"/ok*\"]}\n"
 
 static enum proxy_reason
 judge_ok(void *arg, const char *name, const struct addr *dst, uint16_t port)
@@ -120,6 +151,8 @@ setup(void **state)
 	log_init(&f.lg, f.devnull, LOG_ERROR);
 	o.listen4 = o.listen6 = ""; /* no listener: connections by hand */
 	h.judge = judge_ok;
+	h.policy_get = policy_get;
+	h.arg = &f;
 	f.p = proxy_new(f.base, &o, &h, &f.lg, &e);
 	assert_non_null(f.p);
 	f.c = conn_attach(&f);
@@ -134,6 +167,7 @@ teardown(void **state)
 	struct fx *f = *state;
 
 	proxy_free(f->p);
+	policy_unref(f->pol);
 	bufferevent_free(f->app);
 	bufferevent_free(f->origin);
 	event_base_free(f->base);
@@ -311,6 +345,127 @@ test_unasked_response_closes(void **state)
 	assert_null(f->p->graveyard);
 }
 
+/* The answer to a denied request: 403 with the reason in its header and
+ * a JSON body naming the request, the connection closing after it. */
+static void
+assert_denied(const char *got, const char *status, const char *reason,
+    const char *method, const char *path)
+{
+	char want[512];
+
+	assert_non_null(strstr(got, status));
+	(void)snprintf(
+	    want, sizeof(want), "\r\nX-Egress-Denied: %s\r\n", reason);
+	assert_non_null(strstr(got, want));
+	assert_non_null(strstr(got, "\r\nConnection: close\r\n"));
+	(void)snprintf(want, sizeof(want),
+	    "{\"error\":\"egress_denied\",\"reason\":\"%s\","
+	    "\"host\":\"example.test\",\"method\":\"%s\",\"path\":\"%s\"",
+	    reason, method, path);
+	assert_non_null(strstr(got, want));
+}
+
+/* Pipelined: each request judged on its own. The allowed one goes up and
+ * is answered; the denied one, and all after it, never reach the origin;
+ * its 403 follows the answer before it. */
+static void
+test_rules_pipelined(void **state)
+{
+	struct fx *f = *state;
+	const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na";
+	const char *got;
+
+	f->pol = rules(RULES_OK_ONLY);
+	put(f->app,
+	    GET("/ok/1") "DELETE /ok/1 HTTP/1.1\r\nHost: "
+	                 "example.test\r\n\r\n" GET("/ok/2"));
+	spin(f);
+	assert_string_equal(take(f->origin), GET("/ok/1"));
+	put(f->origin, ok);
+	spin(f);
+	got = take(f->app);
+	assert_memory_equal(got, ok, strlen(ok));
+	assert_denied(
+	    got + strlen(ok), "HTTP/1.1 403 ", "method", "DELETE", "/ok/1");
+	assert_null(strstr(got, "\"rule\"")); /* the default decided */
+	assert_string_equal(take(f->origin), "");
+	assert_int_equal(f->p->st.denied[POLICY_REQ_METHOD], 1);
+}
+
+/* The path judged is the normalized one: dot segments cannot climb out
+ * of an allowed prefix, and a path that cannot be normalized is 400. */
+static void
+test_rules_path_tricks(void **state)
+{
+	struct fx *f = *state;
+
+	f->pol = rules(RULES_OK_ONLY);
+	put(f->app, GET("/ok/%2e%2e/secret"));
+	spin(f);
+	assert_string_equal(take(f->origin), "");
+	assert_denied(take(f->app), "HTTP/1.1 403 ", "path", "GET", "/secret");
+	assert_int_equal(f->p->st.denied[POLICY_REQ_PATH], 1);
+}
+
+static void
+test_rules_unjudgeable_path(void **state)
+{
+	struct fx *f = *state;
+
+	f->pol = rules(RULES_OK_ONLY);
+	put(f->app, GET("/ok//x"));
+	spin(f);
+	assert_string_equal(take(f->origin), "");
+	assert_denied(
+	    take(f->app), "HTTP/1.1 400 ", "invalid", "GET", "/ok//x");
+	assert_int_equal(f->p->st.denied[POLICY_REQ_INVALID], 1);
+}
+
+/* A new policy applies from the next request of an open connection. */
+static void
+test_rules_policy_change(void **state)
+{
+	struct fx *f = *state;
+	const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na";
+	const char *got;
+
+	f->pol = rules(RULES_OK_ONLY);
+	put(f->app, GET("/ok/1"));
+	spin(f);
+	assert_string_equal(take(f->origin), GET("/ok/1"));
+	put(f->origin, ok);
+	spin(f);
+	assert_string_equal(take(f->app), ok);
+	policy_unref(f->pol);
+	f->pol =
+	    rules("egress:\n"
+	          "  - {action: deny, target: example.test, methods: [GET]}\n"
+	          "  - {action: allow, target: example.test}\n");
+	put(f->app, GET("/ok/1"));
+	spin(f);
+	assert_string_equal(take(f->origin), "");
+	got = take(f->app);
+	assert_denied(got, "HTTP/1.1 403 ", "method", "GET", "/ok/1");
+	assert_non_null(strstr(got, ",\"rule\":0}"));
+}
+
+/* Without request rules for the host, requests are judged by host only:
+ * every method and path goes. */
+static void
+test_rules_none_for_host(void **state)
+{
+	struct fx *f = *state;
+	const char *del = "DELETE /x HTTP/1.1\r\nHost: example.test\r\n\r\n";
+
+	f->pol =
+	    rules("egress:\n"
+	          "  - {action: allow, target: other.test, methods: [GET]}\n"
+	          "  - {action: allow, target: example.test}\n");
+	put(f->app, del);
+	spin(f);
+	assert_string_equal(take(f->origin), del);
+}
+
 int
 main(void)
 {
@@ -326,6 +481,16 @@ main(void)
 	        test_chunked_request, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_unasked_response_closes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rules_pipelined, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rules_path_tricks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rules_unjudgeable_path, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rules_policy_change, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_rules_none_for_host, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
