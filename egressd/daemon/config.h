@@ -225,6 +225,9 @@ int config_compat_finish(struct config *c, struct err *e);
 void config_compat_clear(struct config *c);
 
 struct policy;
+/* The MITMPROXY_IGNORE_HOSTS entry a name or "*.suffix" could match
+ * (a name both cover), or NULL. */
+const char *config_compat_ignored(const struct config *c, const char *name);
 /*
  * The operator's rules for bindings: REQUIRE_SCOPED_MATCH and
  * IGNORE_HOSTS, checked on the bindings of the policy file (api false)

@@ -397,6 +397,17 @@ compat_binding(
 	return 0;
 }
 
+const char *
+config_compat_ignored(const struct config *c, const char *name)
+{
+	size_t j;
+
+	for (j = 0; j < c->ignore_hosts.n; j++)
+		if (compat_overlap(name, c->ignore_hosts.v[j]))
+			return c->ignore_hosts.v[j];
+	return NULL;
+}
+
 int
 config_compat_bindings(
     const struct config *c, const struct policy *p, bool api, struct err *e)

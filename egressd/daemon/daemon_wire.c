@@ -138,26 +138,38 @@ egressd_proxy_terminate_cb(void *arg, const char *sni, uint16_t port)
 
 /*
  * Can this daemon enforce p? Request rules judge requests in the
- * proxy: without it they would let every request through, so a policy
- * with them is refused (fail closed) rather than half enforced.
+ * proxy: without it, or on a host MITMPROXY_IGNORE_HOSTS keeps out of
+ * it, they would let every request through, so a policy with them is
+ * refused (fail closed) rather than half enforced.
  */
 int
 daemon_wire_enforceable(
     const struct config *cfg, const struct policy *p, struct err *e)
 {
 	const struct policy_rule *r;
+	const char *ign = NULL;
 	size_t i;
 
-	if (cfg->proxy_transparent)
+	if (!policy_has_request_rules(p))
 		return 0;
 	for (i = 0; i < p->nrules; i++) {
 		r = &p->rules[i];
-		if (!policy_rule_is_request(r))
+		if (!policy_rule_is_request(r) ||
+		    (cfg->proxy_transparent &&
+		        (ign = config_compat_ignored(cfg, r->target)) == NULL))
 			continue;
-		err_set(e,
-		    "methods and paths need the transparent proxy (--proxy): "
-		    "without it requests to %s could not be judged",
-		    r->display);
+		if (ign != NULL)
+			err_set(e,
+			    "methods and paths on %s need its TLS terminated, "
+			    "but it matches \"%s\" of "
+			    "OPENSANDBOX_EGRESS_MITMPROXY_IGNORE_HOSTS",
+			    r->display, ign);
+		else
+			err_set(e,
+			    "methods and paths need the transparent proxy "
+			    "(--proxy): without it requests to %s could not "
+			    "be judged",
+			    r->display);
 		if (r->loc.file != NULL && r->loc.line > 0)
 			err_prefix(e, "%s:%u:%u", r->loc.file, r->loc.line,
 			    r->loc.col);

@@ -82,6 +82,17 @@ EOF
 )
 refused "a file binding on an ignored host" "never intercepted" \
     "${E}_MITMPROXY_IGNORE_HOSTS=b.test" -- --policy "$bad" --proxy
+# Request rules (issue 37) need their host terminated: not on one the
+# operator keeps out of the proxy.
+refused "request rules on an ignored host" "IGNORE_HOSTS" \
+    "${E}_MITMPROXY_IGNORE_HOSTS=*.b.test" -- --proxy \
+    --policy "$(tb_policy_file bad-rules.yaml <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: x.b.test, methods: [GET]}
+EOF
+)"
 refused "a file binding without methods under SCOPED_MATCH" \
     "names no match.methods" \
     "${E}_CREDENTIAL_VAULT_REQUIRE_SCOPED_MATCH=true" -- \
