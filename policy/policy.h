@@ -469,6 +469,7 @@ enum policy_auth_type {
 	POLICY_AUTH_APIKEY,
 	POLICY_AUTH_CUSTOM_HEADERS,
 	POLICY_AUTH_PASSTHROUGH,
+	POLICY_AUTH_AWS_SIGV4, /* issue 38: egressd signs (vault_sigv4.h) */
 };
 
 #define POLICY_CRED_NAME_MAX 64 /* credential and binding names */

@@ -18,7 +18,8 @@ static const char *const auth_names[] = {[POLICY_AUTH_BEARER] = "bearer",
     [POLICY_AUTH_BASIC] = "basic",
     [POLICY_AUTH_APIKEY] = "apiKey",
     [POLICY_AUTH_CUSTOM_HEADERS] = "customHeaders",
-    [POLICY_AUTH_PASSTHROUGH] = "passthrough"};
+    [POLICY_AUTH_PASSTHROUGH] = "passthrough",
+    [POLICY_AUTH_AWS_SIGV4] = "awsSigV4"};
 
 static const char *const subst_names[] = {"path", "query", "header", "body"};
 
@@ -56,6 +57,11 @@ policy_binding_free(struct policy_binding *b)
 		free(b->subst[i].placeholder);
 	}
 	free(b->subst);
+	free(b->aws.akid);
+	free(b->aws.secret);
+	free(b->aws.token);
+	free(b->aws.region);
+	free(b->aws.service);
 	free(b);
 }
 
@@ -96,7 +102,12 @@ policy_binding_dup(const struct policy_binding *b)
 	    bstrs_dup(&d->hosts, &b->hosts) == -1 ||
 	    bstrs_dup(&d->paths, &b->paths) == -1 ||
 	    str_dup(&d->credential, b->credential) == -1 ||
-	    str_dup(&d->header, b->header) == -1)
+	    str_dup(&d->header, b->header) == -1 ||
+	    str_dup(&d->aws.akid, b->aws.akid) == -1 ||
+	    str_dup(&d->aws.secret, b->aws.secret) == -1 ||
+	    str_dup(&d->aws.token, b->aws.token) == -1 ||
+	    str_dup(&d->aws.region, b->aws.region) == -1 ||
+	    str_dup(&d->aws.service, b->aws.service) == -1)
 		goto fail;
 	if (b->nheaders > 0 &&
 	    (d->headers = calloc(b->nheaders, sizeof(*d->headers))) == NULL)
@@ -303,6 +314,21 @@ policy_binding_subst(const struct policy_binding *b, size_t i,
 	return b->subst[i].credential;
 }
 
+bool
+policy_binding_aws(
+    const struct policy_binding *b, struct policy_binding_aws *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (b->auth != POLICY_AUTH_AWS_SIGV4)
+		return false;
+	out->access_key_id = b->aws.akid;
+	out->secret_access_key = b->aws.secret;
+	out->session_token = b->aws.token;
+	out->region = b->aws.region;
+	out->service = b->aws.service;
+	return true;
+}
+
 const char *
 policy_binding_unknown_cred(const struct policy_binding *b,
     struct policy_credential *const *creds, size_t n)
@@ -319,5 +345,12 @@ policy_binding_unknown_cred(const struct policy_binding *b,
 	for (i = 0; i < b->nsubst; i++)
 		if (!policy_credential_listed(creds, n, b->subst[i].credential))
 			return b->subst[i].credential;
+	for (i = 0; i < 3; i++) {
+		const char *c = i == 0 ? b->aws.akid
+		    : i == 1           ? b->aws.secret
+		                       : b->aws.token;
+		if (c != NULL && !policy_credential_listed(creds, n, c))
+			return c;
+	}
 	return NULL;
 }

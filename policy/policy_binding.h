@@ -78,6 +78,20 @@ size_t policy_binding_nsubsts(const struct policy_binding *b);
 const char *policy_binding_subst(const struct policy_binding *b, size_t i,
     const char **placeholder, unsigned *in);
 
+/* awsSigV4 auth (issue 38): the credentials' names, and the region and
+ * service the binding states (NULL: derived from the request's host,
+ * policy_aws.h; the loader checked that every host of the binding
+ * derives what is missing). */
+struct policy_binding_aws {
+	const char *access_key_id;
+	const char *secret_access_key;
+	const char *session_token; /* NULL: none */
+	const char *region, *service;
+};
+/* False (*out zeroed) for the other auth types. */
+bool policy_binding_aws(
+    const struct policy_binding *b, struct policy_binding_aws *out);
+
 /* Names of the enumerations as the policy file spells them; NULL for a
  * value (or a bit) outside them. */
 const char *policy_auth_type_name(enum policy_auth_type t);

@@ -33,6 +33,12 @@ struct bsubst {
 	unsigned in; /* POLICY_SUBST_* */
 };
 
+/* awsSigV4 auth: three credentials by name, the scope when stated. */
+struct baws {
+	char *akid, *secret, *token; /* token NULL: none */
+	char *region, *service; /* NULL: from the host (policy_aws.h) */
+};
+
 struct policy_binding {
 	char *name;
 	unsigned line, col;
@@ -47,6 +53,7 @@ struct policy_binding {
 	size_t nheaders;
 	struct bsubst *subst;
 	size_t nsubst;
+	struct baws aws;
 };
 
 void policy_bstrs_free(struct bstrs *s);

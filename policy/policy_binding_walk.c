@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_aws.h"
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
 #include "policy/policy_walk.h"
@@ -61,6 +62,7 @@ struct bwalk {
 	size_t nports;
 	bool have_hosts, have_type;
 	const struct pnode *cred_at, *name_at, *headers_at, *subst_at;
+	const struct pnode *akid_at, *secret_at, *aws_at; /* aws_at: any */
 };
 
 static int
@@ -288,7 +290,7 @@ ak_type(struct pwalk *w, const struct pnode *v, void *obj)
 		}
 	policy_walk_err(w, v,
 	    "unknown auth type \"%.32s\" (bearer, basic, apiKey, "
-	    "customHeaders or passthrough)",
+	    "customHeaders, passthrough or awsSigV4)",
 	    v->str);
 	return -1;
 }
@@ -456,13 +458,123 @@ ak_substitutions(struct pwalk *w, const struct pnode *v, void *obj)
 	return 0;
 }
 
+/* ---- awsSigV4 ---- */
+
+static int
+ak_aws_cred(struct pwalk *w, const struct pnode *v, struct bwalk *bw,
+    char **out, const struct pnode **at)
+{
+	bw->aws_at = v;
+	if (at != NULL)
+		*at = v;
+	return policy_cred_walk_name(w, v, out) ? 0 : -1;
+}
+
+static int
+ak_akid(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	return ak_aws_cred(w, v, bw, &bw->b->aws.akid, &bw->akid_at);
+}
+
+static int
+ak_secret(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	return ak_aws_cred(w, v, bw, &bw->b->aws.secret, &bw->secret_at);
+}
+
+static int
+ak_token(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	return ak_aws_cred(w, v, bw, &bw->b->aws.token, NULL);
+}
+
+static int
+ak_region(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	bw->aws_at = v;
+	if (!policy_walk_is(w, v, PNODE_STR))
+		return -1;
+	if (!policy_aws_region_ok(v->str)) {
+		policy_walk_err(w, v,
+		    "invalid AWS region \"%.40s\" (like us-east-1)", v->str);
+		return -1;
+	}
+	return policy_walk_strdup(w, v, &bw->b->aws.region) ? 0 : -1;
+}
+
+static int
+ak_service(struct pwalk *w, const struct pnode *v, void *obj)
+{
+	struct bwalk *bw = obj;
+
+	bw->aws_at = v;
+	if (!policy_walk_is(w, v, PNODE_STR))
+		return -1;
+	if (!policy_aws_service_ok(v->str)) {
+		policy_walk_err(w, v,
+		    "invalid AWS service \"%.70s\" (its signing name, "
+		    "like s3 or bedrock)",
+		    v->str);
+		return -1;
+	}
+	return policy_walk_strdup(w, v, &bw->b->aws.service) ? 0 : -1;
+}
+
+/* awsSigV4: both keys; no substitutions. */
+static void
+aws_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
+{
+	if (bw->akid_at == NULL || bw->secret_at == NULL)
+		policy_walk_err(w, v,
+		    "awsSigV4 auth needs accessKeyId and secretAccessKey");
+	if (bw->subst_at != NULL)
+		policy_walk_err(w, bw->subst_at,
+		    "awsSigV4 auth takes no substitutions (egressd signs "
+		    "the request as it forwards it)");
+}
+
+/* After the whole binding (match may follow auth): what the binding does
+ * not state of the scope, each host must carry (policy_aws_scope). */
+static void
+aws_hosts_check(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
+{
+	char region[POLICY_AWS_REGION_MAX + 1];
+	char service[POLICY_AWS_SERVICE_MAX + 1];
+	const struct policy_binding *b = bw->b;
+	size_t i;
+
+	if (b->auth != POLICY_AUTH_AWS_SIGV4 ||
+	    (b->aws.region != NULL && b->aws.service != NULL))
+		return;
+	for (i = 0; i < b->hosts.n; i++)
+		if (!policy_aws_scope(b->hosts.v[i], region, service))
+			policy_walk_err(w, v,
+			    "awsSigV4 auth needs region and service: host "
+			    "\"%.255s\" names neither",
+			    b->hosts.v[i]);
+}
+
 static const struct pkey auth_keys[] = {
     {"type", ak_type, 0},
     {"credential", ak_credential, 0},
     {"name", ak_name, 0},
     {"headers", ak_headers, 0},
     {"substitutions", ak_substitutions, 0},
+    {"accessKeyId", ak_akid, 0},
+    {"secretAccessKey", ak_secret, 0},
+    {"sessionToken", ak_token, 0},
+    {"region", ak_region, 0},
+    {"service", ak_service, 0},
 };
+#define NAUTH_KEYS (sizeof(auth_keys) / sizeof(auth_keys[0]))
 
 /* Which auth keys each type needs (+) or refuses (-). */
 static void
@@ -488,6 +600,12 @@ auth_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
 		                 : "only customHeaders auth takes headers");
 	if (t == POLICY_AUTH_PASSTHROUGH && bw->subst_at == NULL)
 		policy_walk_err(w, v, "passthrough auth needs substitutions");
+	if (t == POLICY_AUTH_AWS_SIGV4)
+		aws_shape(w, v, bw);
+	else if (bw->aws_at != NULL)
+		policy_walk_err(w, bw->aws_at,
+		    "only awsSigV4 auth takes accessKeyId, secretAccessKey, "
+		    "sessionToken, region or service");
 }
 
 static int
@@ -495,7 +613,7 @@ bk_auth(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
 
-	(void)policy_walk_map(w, v, auth_keys, 5, bw);
+	(void)policy_walk_map(w, v, auth_keys, NAUTH_KEYS, bw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (!bw->have_type) {
@@ -551,6 +669,8 @@ binding_item(struct pwalk *w, const struct pnode *v, struct policy_config *cfg)
 	seen = policy_walk_map(w, v, binding_keys, 3, &bw);
 	if (v->type == PNODE_MAP && seen != 7)
 		policy_walk_err(w, v, "binding needs name, match and auth");
+	else if (v->type == PNODE_MAP)
+		aws_hosts_check(w, v, &bw);
 	if (w->errs == e0 && paths_default(bw.b) == 0 &&
 	    policy_walk_push((void ***)&cfg->bindings, &cfg->nbindings, bw.b) ==
 	        0)

@@ -65,6 +65,25 @@ yaml_subst(struct ybuf *b, const struct bsubst *s)
 	yaml_bits(b, s->in, policy_subst_in_name);
 }
 
+/* awsSigV4's keys: the credentials' names and the scope it states. */
+static void
+yaml_aws(struct ybuf *b, const struct baws *a)
+{
+	const char *const keys[] = {"accessKeyId", "secretAccessKey",
+	    "sessionToken", "region", "service"};
+	const char *const vals[] = {
+	    a->akid, a->secret, a->token, a->region, a->service};
+	size_t i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (vals[i] == NULL)
+			continue;
+		policy_ybuf_printf(b, "      %s: ", keys[i]);
+		policy_ybuf_quoted(b, vals[i]);
+		policy_ybuf_printf(b, "\n");
+	}
+}
+
 static void
 yaml_auth(struct ybuf *b, const struct policy_binding *x)
 {
@@ -95,6 +114,7 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 		policy_ybuf_printf(b, "      substitutions:\n");
 	for (i = 0; i < x->nsubst; i++)
 		yaml_subst(b, &x->subst[i]);
+	yaml_aws(b, &x->aws);
 }
 
 /* The operator's own inline value goes back into the operator's own

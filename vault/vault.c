@@ -139,6 +139,7 @@ vault_line_name(const struct vault_bind *vb, size_t i)
 	case POLICY_AUTH_CUSTOM_HEADERS:
 		return policy_binding_header(vb->b, i, NULL);
 	case POLICY_AUTH_PASSTHROUGH:
+	case POLICY_AUTH_AWS_SIGV4: /* vault_aws.c writes its lines */
 		break;
 	}
 	return NULL;
@@ -188,6 +189,8 @@ bind_init(struct vault *v, struct vault_bind *vb,
 	vb->b = b;
 	n = policy_binding_auth(b) == POLICY_AUTH_CUSTOM_HEADERS
 	    ? policy_binding_nheaders(b)
+	    : policy_binding_auth(b) == POLICY_AUTH_AWS_SIGV4
+	    ? VAULT_AWS_REMOVED
 	    : 1;
 	if (n > POLICY_BINDING_LIST_MAX) {
 		err_set(e, "binding \"%s\": too many headers",
@@ -223,6 +226,8 @@ bind_init(struct vault *v, struct vault_bind *vb,
 		return 0;
 	case POLICY_AUTH_PASSTHROUGH:
 		return 0;
+	case POLICY_AUTH_AWS_SIGV4:
+		return vault_aws_bind(vb, v->creds, v->ncreds, e);
 	}
 bad_ref:
 	/* The loader checked references; a snapshot that did not is a bug

@@ -163,6 +163,14 @@ struct vault_inject {
 	/* The binding (vault_subst reads its substitutions); NULL unless
 	 * VAULT_INJECTED. */
 	const struct vault_bind *bind;
+	/* VAULT_INJECTED by an awsSigV4 binding: no lines yet; the proxy
+	 * signs the request as it forwards it (vault_aws_sign), which
+	 * writes lines, may rewrite norm_path and sets query. */
+	bool sign;
+	/* The query to forward instead of the client's (malloc'd, not
+	 * secret; "" for none), NULL: the client's as it came. */
+	char *query;
+	size_t query_len;
 };
 
 /*
@@ -189,6 +197,64 @@ int vault_decide(struct vault *v, const struct vault_req *rq,
     struct vault_inject *out, struct err *e);
 /* Wipes and frees lines, frees norm_path, zeroes *out. */
 void vault_inject_clear(struct vault *v, struct vault_inject *out);
+
+/*
+ * awsSigV4 (vault_aws.c, issue 38). A request an awsSigV4 binding
+ * matches is decided VAULT_INJECTED with sign set, its remove[] holding
+ * authorization, x-amz-date, x-amz-security-token and
+ * x-amz-content-sha256 (the sandbox's signature, whatever fake key made
+ * it, never goes on), unless its query is presigned
+ * (vault_sigv4_presigned: REFUSED 403). The proxy then calls
+ * vault_aws_sign with what it forwards, and the request is signed as
+ * AWS specifies (vault_sigv4.h): the canonical URI of norm_path (for S3
+ * norm_path is rewritten into that form, so what is signed is what is
+ * sent), the canonical query (forwarded instead of the client's), the
+ * headers host, x-amz-date, x-amz-content-sha256, x-amz-security-token
+ * when the binding has a session token, and those of the client's that
+ * vault_aws_header_signed names; the payload hash of body, or
+ * UNSIGNED-PAYLOAD (or S3's STREAMING-UNSIGNED-PAYLOAD-TRAILER) where
+ * the proxy says so (S3 over TLS only: the caller decides, see
+ * VAULT_AWS_BODY_MAX). The region and service are the
+ * binding's or the host's (policy_aws_scope).
+ */
+#define VAULT_AWS_BODY_MAX VAULT_SUBST_BODY_MAX /* bytes hashed, at most */
+
+struct vault_sigv4_hdr;
+
+struct vault_aws_req {
+	const char *host; /* the Host value forwarded: name, ":port" if any */
+	const char *name; /* the host name alone (the scope's source) */
+	const char *method;
+	size_t method_len;
+	const char *query; /* the client's raw query; NULL: none */
+	size_t query_len;
+	/* The client's headers vault_aws_header_signed names, as sent. */
+	const struct vault_sigv4_hdr *h;
+	size_t nh;
+	const void *body; /* hashed unless payload is set */
+	size_t blen;
+	/* NULL: the SHA-256 of body; else VAULT_SIGV4_UNSIGNED or
+	 * VAULT_SIGV4_UNSIGNED_TRAILER (vault_sigv4.h), taken as it is */
+	const char *payload;
+	int64_t now; /* seconds since the epoch (UTC) */
+};
+
+/* content-type, content-md5 and x-amz-* but the four removed: the
+ * client's headers a signature covers (S3 wants every x-amz-* signed). */
+bool vault_aws_header_signed(const char *name, size_t n);
+/* Whether vi (VAULT_INJECTED, sign) signs for S3: no double-encoded
+ * path, and UNSIGNED-PAYLOAD is acceptable over TLS. */
+bool vault_aws_is_s3(const struct vault_inject *vi, const char *name);
+/*
+ * Signs for vi (from vault_decide on v, sign set): vi->lines gets the
+ * Authorization, X-Amz-Date, X-Amz-Content-Sha256 (and
+ * X-Amz-Security-Token) lines in the arena. 0 (decided: still
+ * VAULT_INJECTED, or REFUSED with status and reason when the request
+ * cannot be signed: too many headers, a query or path out of bounds);
+ * -1 and e when memory ran out.
+ */
+int vault_aws_sign(struct vault *v, struct vault_inject *vi,
+    const struct vault_aws_req *rq, struct err *e);
 
 /*
  * Placeholder substitutions (vault_subst.c). On a VAULT_INJECTED request,

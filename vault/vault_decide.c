@@ -14,6 +14,7 @@
 #include "policy/policy_path.h"
 #include "util/text.h"
 #include "vault/vault_int.h"
+#include "vault/vault_sigv4.h"
 
 static bool
 name_below(const char *name, const char *suffix)
@@ -327,6 +328,14 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 		    "method override in the query of a credential request");
 		return 0;
 	}
+	if (policy_binding_auth(b) == POLICY_AUTH_AWS_SIGV4) {
+		if (vault_sigv4_presigned(rq->query, rq->query_len)) {
+			decide_as(out, VAULT_REFUSED, 403,
+			    "presigned AWS query refused");
+			return 0;
+		}
+		out->sign = true;
+	}
 	if (render(v, vb, out, e) == -1)
 		return -1;
 	out->bind = vb;
@@ -343,5 +352,6 @@ vault_inject_clear(struct vault *v, struct vault_inject *out)
 	if (out->lines != NULL)
 		secmem_free(v->arena, out->lines);
 	free(out->norm_path);
+	free(out->query);
 	memset(out, 0, sizeof(*out));
 }

@@ -40,6 +40,11 @@ struct vault_bind {
 	struct vault_sub *subs;
 	size_t nsubs;
 	unsigned subst_in; /* union of their surfaces */
+	/* awsSigV4 (vault_aws.c): the key id, the secret key, the session
+	 * token (NULL: none); region and service as the binding states
+	 * them (NULL: from the request's host). */
+	const struct vault_cred *aws_id, *aws_secret, *aws_token;
+	const char *aws_region, *aws_service;
 };
 
 /* The skip filter's blocks (vault_redact.c skip_block): bytes, and the
@@ -148,5 +153,15 @@ size_t vault_redact_arena_need(const struct vault_cred *c, size_t n);
  * the prefix of its value ("Bearer ", "Basic " or none) (vault.c). */
 const char *vault_line_name(const struct vault_bind *vb, size_t i);
 const char *vault_line_prefix(const struct vault_bind *vb);
+
+/* An awsSigV4 binding's part of the build (vault_aws.c): its
+ * credentials found among creds[0..n), the headers it removes and
+ * writes into vb->lower (lower_dup'd; room for VAULT_AWS_REMOVED),
+ * render_len sized for its lines. 0, or -1 and e (a reference the
+ * loader should have refused, a secret key too long to sign with, out
+ * of memory). */
+#define VAULT_AWS_REMOVED 4u
+int vault_aws_bind(struct vault_bind *vb, const struct vault_cred *creds,
+    size_t n, struct err *e);
 
 #endif

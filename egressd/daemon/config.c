@@ -105,6 +105,7 @@ config_clear(struct config *c)
 	free(c->ca_cert_file);
 	free(c->ca_bundle);
 	free(c->deny_webhook);
+	config_uproxy_clear(&c->uproxy);
 	free(c->sandbox_id);
 	free(c->log_file);
 	free(c->failpoint);
@@ -380,6 +381,10 @@ enum config_key {
 	K_PROTECTED_PORTS,
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
+	K_UPROXY,
+	K_UPROXY_AUTH,
+	K_UPROXY_AUTH_FILE,
+	K_UPROXY_CONNECT,
 	K_VAULT_REQUIRE_MLOCK,
 	K_API_LOOPBACK_UID,
 };
@@ -538,6 +543,14 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		    c->intercept_ports, &c->nintercept_ports, v, what, e);
 	case K_API_LOOPBACK_UID:
 		return config_api_uid_set(c, v, what, e);
+	case K_UPROXY:
+		return config_uproxy_set_url(&c->uproxy, v, what, e);
+	case K_UPROXY_AUTH:
+		return config_uproxy_set_auth(&c->uproxy, v, what, e);
+	case K_UPROXY_AUTH_FILE:
+		return config_uproxy_set_auth_file(&c->uproxy, v, what, e);
+	case K_UPROXY_CONNECT:
+		return config_uproxy_set_connect(&c->uproxy, v, what, e);
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -583,6 +596,10 @@ static const struct config_env config_envs[] = {
     {"OPENSANDBOX_EGRESS_MITMPROXY_PORT", K_PROXY_PORT},
     {"OPENSANDBOX_EGRESS_MITMPROXY_UPSTREAM_TRUST_DIR", K_TRUST_DIR},
     {"OPENSANDBOX_EGRESS_MITMPROXY_SSL_INSECURE", K_SSL_INSECURE},
+    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY", K_UPROXY},
+    {"OPENSANDBOX_EGRESS_UPSTREAM_PROXY_AUTH", K_UPROXY_AUTH},
+    {"EGRESSD_UPSTREAM_PROXY_AUTH_FILE", K_UPROXY_AUTH_FILE},
+    {"EGRESSD_UPSTREAM_PROXY_CONNECT", K_UPROXY_CONNECT},
     {"EGRESSD_API_TOKEN_FILE", K_TOKEN_FILE},
     {"EGRESSD_API_SOCKET", K_API_SOCKET},
     {"EGRESSD_API_TLS_CERT", K_API_TLS_CERT},
@@ -639,6 +656,10 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 			known = true;
 			if (config_set(c, ce->key, eq + 1, ce->name, e) == -1)
 				return -1;
+			/* a secret: copied, so gone from what
+			 * /proc/PID/environ shows */
+			if (ce->key == K_UPROXY_AUTH)
+				secmem_wipe(*envp + nl + 1, strlen(eq + 1));
 		}
 		/*
 		 * A typo in our own namespace must not pass unnoticed, but
@@ -731,6 +752,9 @@ static const struct config_flag config_flags[] = {
     CF_KEY("proxy-head-timeout", K_PROXY_HEAD_TIMEOUT),
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
+    CF_KEY("upstream-proxy", K_UPROXY),
+    CF_KEY("upstream-proxy-auth-file", K_UPROXY_AUTH_FILE),
+    CF_KEY("upstream-proxy-connect", K_UPROXY_CONNECT),
     CF_TRUE("vault-require-mlock", vault_require_mlock),
     CF_KEY("state-dir", K_STATE_DIR),
     CF_KEY("ca-key", K_CA_KEY),
@@ -949,6 +973,8 @@ config_finish(struct config *c, struct err *e)
 		err_set(e, "--api-tls-cert and --api-tls-key go together");
 		return -1;
 	}
+	if (config_uproxy_finish(&c->uproxy, c->proxy_transparent, e) == -1)
+		return -1;
 	if ((c->ca_key_file == NULL) != (c->ca_cert_file == NULL)) {
 		err_set(e, "--ca-key and --ca-cert go together");
 		return -1;

@@ -10,6 +10,7 @@
 #ifndef EGRESSD_CONFIG_H
 #define EGRESSD_CONFIG_H
 
+#include "egressd/daemon/config_uproxy.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,6 +134,9 @@ struct config {
 	struct config_strlist ignore_hosts;
 	uint16_t extra_ports[CONFIG_PORTS_MAX];
 	size_t nextra_ports;
+	/* Every origin connection through an upstream proxy
+	 * (config_uproxy.h). */
+	struct config_uproxy uproxy;
 
 	/* Misc. */
 	char *deny_webhook;

@@ -19,6 +19,7 @@
 #include "egressd/daemon/daemon_int.h"
 #include "egressd/daemon/policyfile.h"
 #include "egressd/daemon/webhook.h"
+#include "egressd/base/uproxy.h"
 #include "egressd/dns/dns.h"
 #include "egressd/nft/nft.h"
 #include "egressd/proxy/proxy.h"
@@ -231,10 +232,10 @@ egressd_init(
 		    LOG_S("name", cfg->unknown_env.v[i]));
 	/* Order: the resolver and the proxy bind before the ruleset
 	 * redirects to them. */
-	if (egressd_signals(d, e) == -1 || daemon_wire_webhook(d, e) == -1 ||
-	    daemon_nft_open(d, e) == -1 || daemon_wire_dns(d, e) == -1 ||
-	    daemon_wire_proxy(d, e) == -1 || daemon_nft_enforce(d, e) == -1 ||
-	    daemon_api_start(d, e) == -1 ||
+	if (egressd_signals(d, e) == -1 || daemon_wire_uproxy(d, e) == -1 ||
+	    daemon_wire_webhook(d, e) == -1 || daemon_nft_open(d, e) == -1 ||
+	    daemon_wire_dns(d, e) == -1 || daemon_wire_proxy(d, e) == -1 ||
+	    daemon_nft_enforce(d, e) == -1 || daemon_api_start(d, e) == -1 ||
 	    daemon_watch_files(d, egressd_reload_cb, e) == -1 ||
 	    daemon_nft_arm_renew(d, e) == -1)
 		return -1;
@@ -302,6 +303,7 @@ egressd_clear(struct egressd *d)
 	vault_free(d->vault);
 	dns_free(d->dns);
 	webhook_free(d->webhook);
+	uproxy_free(d->uproxy);
 	nft_renew_free(d->renew);
 	nft_cut_free(d->cut);
 	if (d->nft != NULL) {

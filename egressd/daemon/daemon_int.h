@@ -50,6 +50,7 @@ struct nft;
 struct dns;
 struct api;
 struct webhook;
+struct uproxy;
 
 struct egressd {
 	uint32_t magic;
@@ -67,6 +68,9 @@ struct egressd {
 	struct dns *dns;
 	struct api *api;
 	struct webhook *webhook; /* deny webhook, NULL when not configured */
+	/* the upstream proxy every origin connection goes through (the
+	 * proxy's and the webhook's), NULL when not configured */
+	struct uproxy *uproxy;
 	struct proxy *proxy; /* transparent proxy, NULL when off */
 	/* The Credential Vault revision of the policy in force (one
 	 * reference owned; connections take their own). NULL when the proxy
@@ -176,6 +180,7 @@ void daemon_nft_learn_cancel_cb(void *arg, uint64_t ticket);
 
 /* ---- daemon_wire.c: webhook, resolver and proxy ---------------------- */
 
+int daemon_wire_uproxy(struct egressd *d, struct err *e);
 int daemon_wire_webhook(struct egressd *d, struct err *e);
 int daemon_wire_dns(struct egressd *d, struct err *e);
 int daemon_wire_proxy(struct egressd *d, struct err *e);

@@ -171,6 +171,12 @@ egressd_nft_opts(const struct egressd *d, struct nft_opts *o, struct err *e)
 	/* The proxy binds before the first batch (daemon_wire_proxy), so
 	 * the redirect never points at a closed port. */
 	o->proxy_port = c->proxy_transparent ? c->proxy_port : 0;
+	if (c->uproxy.on) {
+		o->uproxy_family = c->uproxy.addr.family == AF_INET ? 4 : 6;
+		memcpy(o->uproxy_addr, c->uproxy.addr.a,
+		    addr_bits(&c->uproxy.addr) / 8);
+		o->uproxy_port = c->uproxy.port;
+	}
 	for (i = 0; i < c->nintercept_ports; i++)
 		egressd_add_port(o->intercept_ports, &o->nintercept_ports,
 		    c->intercept_ports[i]);

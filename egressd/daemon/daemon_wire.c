@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "egressd/base/log.h"
+#include "egressd/base/uproxy.h"
 #include "egressd/daemon/config.h"
 #include "egressd/daemon/daemon_int.h"
 #include "egressd/daemon/webhook.h"
@@ -36,6 +37,33 @@ egressd_on_deny_cb(void *arg, const char *qname, const char *reason)
 }
 
 /*
+ * The upstream proxy (config_uproxy.h): the credential moves into its
+ * own secret arena here. Said once at start, without the credential.
+ */
+int
+daemon_wire_uproxy(struct egressd *d, struct err *e)
+{
+	const struct config_uproxy *cu = &d->cfg->uproxy;
+	char via[ADDR_TEXT_MAX];
+
+	if (!cu->on)
+		return 0;
+	d->uproxy = uproxy_new(&cu->addr, cu->port,
+	    cu->by_address ? UPROXY_BY_ADDRESS : UPROXY_BY_NAME, cu->auth,
+	    cu->auth_len, e);
+	if (d->uproxy == NULL) {
+		err_prefix(e, "OPENSANDBOX_EGRESS_UPSTREAM_PROXY");
+		return -1;
+	}
+	uproxy_describe(d->uproxy, via, sizeof(via));
+	log_info(d->log, "uproxy.configured", LOG_S("via", via),
+	    LOG_B("auth", uproxy_has_auth(d->uproxy)),
+	    LOG_S("connect_by", cu->by_address ? "address" : "name"),
+	    LOG_B("locked", uproxy_locked(d->uproxy)));
+	return 0;
+}
+
+/*
  * The deny webhook's target comes from operator configuration only and its
  * traffic is egressd's own (marked): the sandbox policy neither has to
  * allow it nor lets the sandbox reach it. Its host must be an IP literal:
@@ -60,7 +88,7 @@ daemon_wire_webhook(struct egressd *d, struct err *e)
 	}
 	sl = addr_to_sockaddr(&a, u.port, &ss);
 	d->webhook = webhook_new(d->base, &u, (struct sockaddr *)&ss, sl,
-	    c->mark, c->sandbox_id, d->log, e);
+	    c->mark, c->sandbox_id, d->uproxy, d->log, e);
 	if (d->webhook == NULL)
 		goto fail;
 	return 0;
@@ -262,6 +290,7 @@ daemon_wire_proxy(struct egressd *d, struct err *e)
 	o.trust_dir = c->trust_dir;
 	o.ssl_insecure = c->ssl_insecure;
 	o.vault_decode = c->vault_compressed == CONFIG_VAULT_COMPRESSED_DECODE;
+	o.upstream = d->uproxy;
 	h.judge = egressd_proxy_judge_cb;
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;

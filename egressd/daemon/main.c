@@ -133,6 +133,8 @@ main(int argc, char **argv)
 		config_clear(&cfg);
 		return 1;
 	}
+	/* the daemon holds the proxy credential now (uproxy.h) */
+	config_uproxy_clear(&cfg.uproxy);
 	rc = daemon_run(d);
 	daemon_free(d);
 	log_clear(&lg);

@@ -20,6 +20,7 @@
 #include "egressd/base/log.h"
 #include "egressd/base/tls_ctx.h"
 #include "egressd/base/sock.h"
+#include "egressd/base/uproxy.h"
 #include "egressd/daemon/webhook.h"
 #include "util/addr.h"
 #include "util/hash.h"
@@ -310,6 +311,8 @@ struct webhook {
 	enum webhook_state state;
 	struct bufferevent *bev;
 	struct event *timer;
+	const struct uproxy *via; /* the upstream proxy, or NULL */
+	struct uproxy_dial *dial; /* its CONNECT under way */
 };
 
 static void webhook_kick(struct webhook *w);
@@ -325,6 +328,8 @@ webhook_finish(
 		bufferevent_free(w->bev);
 		w->bev = NULL;
 	}
+	uproxy_dial_cancel(w->dial);
+	w->dial = NULL;
 	if (!ok)
 		log_warn(w->log, "webhook.failed", LOG_S("name", ev->name),
 		    LOG_S("reason", reason), LOG_I("status", status),
@@ -422,20 +427,16 @@ webhook_request(
 	return 0;
 }
 
+/* The attempt's connection on fd (connecting, or with connected, a
+ * tunnel through the upstream proxy), the request queued. */
 static int
-webhook_start(struct webhook *w, struct webhook_event *ev)
+webhook_open(
+    struct webhook *w, struct webhook_event *ev, int fd, bool connected)
 {
 	struct timeval tv = {
 	    WEBHOOK_TIMEOUT_MS / 1000, (WEBHOOK_TIMEOUT_MS % 1000) * 1000};
-	struct err e; /* the caller counts the failure and backs off */
-	int fd;
 	SSL *ssl = NULL;
 
-	/* egressd's own traffic: exempt from the sandbox's filter. */
-	fd = sock_open_marked(
-	    w->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, w->mark, &e);
-	if (fd == -1)
-		return -1;
 	if (w->ssl_ctx != NULL) {
 		if ((ssl = SSL_new(w->ssl_ctx)) == NULL)
 			goto fail_fd;
@@ -462,19 +463,63 @@ webhook_start(struct webhook *w, struct webhook_event *ev)
 	bufferevent_set_timeouts(w->bev, &tv, &tv);
 	if (webhook_request(w, ev, bufferevent_get_output(w->bev)) == -1 ||
 	    bufferevent_enable(w->bev, EV_READ | EV_WRITE) == -1 ||
-	    bufferevent_socket_connect(
-	        w->bev, (struct sockaddr *)&w->addr, (int)w->addrlen) == -1) {
+	    (!connected &&
+	        bufferevent_socket_connect(w->bev, (struct sockaddr *)&w->addr,
+	            (int)w->addrlen) == -1)) {
 		bufferevent_free(w->bev);
 		w->bev = NULL;
 		return -1;
 	}
-	w->state = WEBHOOK_SENDING;
 	return 0;
 fail_ssl:
 	SSL_free(ssl);
 fail_fd:
 	close(fd);
 	return -1;
+}
+
+/* The upstream proxy's tunnel for the head event: the request goes in,
+ * or the attempt failed (no direct connection instead). */
+static void
+webhook_tunnel_cb(void *arg, int fd, enum uproxy_fail f, int status)
+{
+	struct webhook *w = arg;
+
+	if (w->magic != WEBHOOK_MAGIC)
+		abort();
+	w->dial = NULL; /* freed when this returns */
+	if (fd == -1) {
+		log_warn(w->log, "webhook.upstream_proxy_failed",
+		    LOG_S("reason", uproxy_fail_name(f)),
+		    LOG_I("status", status));
+		webhook_finish(w, false, true, "upstream_proxy", status);
+		return;
+	}
+	if (webhook_open(w, &w->q.ev[w->q.head], fd, true) == -1)
+		webhook_finish(w, false, true, "socket", 0);
+}
+
+static int
+webhook_start(struct webhook *w, struct webhook_event *ev)
+{
+	struct err e; /* the caller counts the failure and backs off */
+	int fd;
+
+	if (w->via != NULL) {
+		w->dial = uproxy_dial(w->base, w->via, w->mark, w->url.host,
+		    w->url.port, WEBHOOK_TIMEOUT_MS, webhook_tunnel_cb, w, &e);
+		if (w->dial == NULL)
+			return -1;
+		w->state = WEBHOOK_SENDING;
+		return 0;
+	}
+	/* egressd's own traffic: exempt from the sandbox's filter. */
+	fd = sock_open_marked(
+	    w->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, w->mark, &e);
+	if (fd == -1 || webhook_open(w, ev, fd, false) == -1)
+		return -1;
+	w->state = WEBHOOK_SENDING;
+	return 0;
 }
 
 static void
@@ -517,7 +562,8 @@ webhook_kick(struct webhook *w)
 struct webhook *
 webhook_new(struct event_base *base, const struct webhook_url *u,
     const struct sockaddr *addr, socklen_t addrlen, uint32_t mark,
-    const char *sandbox_id, struct log *lg, struct err *e)
+    const char *sandbox_id, const struct uproxy *via, struct log *lg,
+    struct err *e)
 {
 	struct webhook *w;
 
@@ -535,6 +581,7 @@ webhook_new(struct event_base *base, const struct webhook_url *u,
 	memcpy(&w->addr, addr, addrlen);
 	w->addrlen = addrlen;
 	w->mark = mark;
+	w->via = via;
 	w->log = lg;
 	webhook_queue_init(&w->q);
 	if (sandbox_id != NULL && (w->sandbox_id = strdup(sandbox_id)) == NULL)
@@ -563,6 +610,7 @@ webhook_free(struct webhook *w)
 		return;
 	if (w->bev != NULL)
 		bufferevent_free(w->bev);
+	uproxy_dial_cancel(w->dial);
 	if (w->timer != NULL)
 		event_free(w->timer);
 	SSL_CTX_free(w->ssl_ctx);

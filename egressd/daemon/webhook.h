@@ -112,13 +112,20 @@ int64_t webhook_queue_wait_ms(const struct webhook_queue *q, uint64_t now_ms);
 
 struct webhook;
 
+struct uproxy;
+
 /*
  * addr/addrlen: where to connect (resolved by the caller). mark: SO_MARK
- * for the socket (0 = none, tests). lg borrowed. NULL with e set.
+ * for the socket (0 = none, tests). via: the upstream proxy every
+ * attempt goes through (HTTP CONNECT to the URL's host and port, then
+ * the request, TLS too, inside the tunnel; a failed tunnel is a failed
+ * attempt, retried like one, never a direct connection), or NULL. lg and
+ * via borrowed. NULL with e set.
  */
 struct webhook *webhook_new(struct event_base *base,
     const struct webhook_url *u, const struct sockaddr *addr, socklen_t addrlen,
-    uint32_t mark, const char *sandbox_id, struct log *lg, struct err *e);
+    uint32_t mark, const char *sandbox_id, const struct uproxy *via,
+    struct log *lg, struct err *e);
 void webhook_free(struct webhook *w);
 /* Never blocks; reason is a fixed string ("policy", "cname", …). */
 void webhook_notify(struct webhook *w, const char *name, const char *reason);

@@ -135,6 +135,14 @@ struct nft_opts {
 	 * leave only from these (listening ports); 0 of them = any port. */
 	uint16_t inbound_ports[NFT_PORTS_MAX];
 	size_t ninbound_ports;
+	/* The upstream proxy egressd's origin connections go through
+	 * (uproxy.h): TCP to it from any unmarked socket is denied before
+	 * the policy is looked at, so the sandbox cannot use it directly
+	 * whatever the policy allows (egressd's marked sockets are
+	 * accepted earlier, like all of its own). uproxy_port 0: none. */
+	int uproxy_family; /* 4 or 6 */
+	uint8_t uproxy_addr[16];
+	uint16_t uproxy_port;
 	/* TCP ports redirected to proxy_port (80, 443 and extra). */
 	uint16_t intercept_ports[NFT_PORTS_MAX];
 	size_t nintercept_ports;

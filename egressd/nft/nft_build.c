@@ -798,6 +798,16 @@ filter_local(struct bctx *c, const struct static_sets *ss)
 	static const uint8_t lo6[16] = {[15] = 1};
 	const struct nft_opts *o = c->o;
 	const struct rrow rows[] = {
+	    /* The upstream proxy: egressd's own sockets only (accepted
+	     * above); the sandbox never tunnels through it, whatever the
+	     * policy allows (an operator's CIDR that covers it, loopback). */
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport = o->uproxy_port,
+	         .v = V_DENY},
+	        .per_family = true,
+	        .daddr = {o->uproxy_family == 4 ? o->uproxy_addr : NULL,
+	            o->uproxy_family == 6 ? o->uproxy_addr : NULL},
+	        .skip = o->uproxy_port == 0},
 	    /* Operator-exempt nameservers (not redirected above). */
 	    {.s = {.dport = 53, .counter = "ns_exempt", .v = V_ACCEPT},
 	        .l4proto = {IPPROTO_UDP, IPPROTO_TCP},

@@ -54,6 +54,7 @@
 
 struct event_base;
 struct log;
+struct uproxy;
 
 /* Descriptors one connection holds: the client's and the origin's
  * sockets. A spliced pass-through direction borrows a pipe only while
@@ -134,6 +135,8 @@ enum proxy_reason {
 	PROXY_REQUEST_DENIED, /* request rules (issue 37): a request the
 	                         policy denies by method or path (403), or
 	                         whose path it cannot judge (400) */
+	PROXY_UPSTREAM_PROXY, /* the upstream proxy (uproxy.h) gave no
+	                         tunnel: 502, or a pass-through closed */
 	PROXY_NREASONS,
 };
 
@@ -261,6 +264,13 @@ struct proxy_opts {
 	 * way: compressed bytes never pass unscanned.
 	 */
 	bool vault_decode;
+	/*
+	 * Every origin connection through this upstream proxy (HTTP
+	 * CONNECT, uproxy.h), borrowed; NULL: dialled directly. Judged
+	 * first as ever; a failed tunnel fails the client's connection
+	 * (502, or a pass-through closed), never a direct dial.
+	 */
+	const struct uproxy *upstream;
 };
 
 struct proxy_status {

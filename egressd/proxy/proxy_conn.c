@@ -122,6 +122,8 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	c->up = NULL;
+	uproxy_dial_cancel(c->origin.dial);
+	c->origin.dial = NULL;
 	proxy_vault_clear(c);
 	for (i = 0; i < PROXY_PIPELINE_MAX; i++) {
 		vault_free(c->relay.rq[i].vault);

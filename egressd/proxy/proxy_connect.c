@@ -89,13 +89,20 @@ proxy_tls_why(struct bufferevent *b, char *buf, size_t cap)
 		(void)snprintf(buf, cap, "%s", strerror(saved));
 }
 
-/* Terminated, the origin failed its TLS: the client, in its own
- * session, gets a 502; nothing was sent upstream. */
+/* Terminated, the origin failed its TLS (or the upstream proxy gave no
+ * tunnel): the client, in its own session, gets a 502; nothing was sent
+ * upstream. */
 void
 proxy_connect_term_fail(struct proxy_conn *c)
 {
 	char dst[ADDR_TEXT_MAX];
 
+	if (c->origin.via_failed) {
+		/* proxy_tunnel.c logged it; up_why is our own text */
+		proxy_refuse_http_detail(
+		    c, 502, PROXY_UPSTREAM_PROXY, c->tls.up_why);
+		return;
+	}
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
 	log_warn(c->p->log, "proxy.upstream_tls_failed", LOG_S("name", c->name),
 	    LOG_S("dst", dst), LOG_S("error", c->tls.up_why));
@@ -150,6 +157,8 @@ proxy_up_event(struct bufferevent *b, short what, void *arg)
 		proxy_relay_event(c, b, what);
 }
 
+static void proxy_connect_tunnelled(struct proxy_conn *c, int fd);
+
 /* --- deciding ----------------------------------------------------------------- */
 
 /* Terminated: an idle connection to the same origin from the pool, in
@@ -178,9 +187,10 @@ proxy_connect_pooled(struct proxy_conn *c)
 	return true;
 }
 
-/* Terminated: the TLS client on fd, connecting to ss. The TLS client
- * starts once the connect completes (the socket turns writable); a
- * failed connect fails the handshake, which answers the client 502. */
+/* Terminated: the TLS client on fd, connecting to ss (ss NULL: fd is
+ * connected already, a tunnel through the upstream proxy). The TLS
+ * client starts once the connect completes (the socket turns writable);
+ * a failed connect fails the handshake, which answers the client 502. */
 static void
 proxy_connect_tls(struct proxy_conn *c, int fd,
     const struct sockaddr_storage *ss, socklen_t sl)
@@ -191,7 +201,7 @@ proxy_connect_tls(struct proxy_conn *c, int fd,
 	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, c->name) != 1 ||
 	    (!p->o.ssl_insecure && SSL_set1_host(ssl, c->name) != 1) ||
 	    tls_sess_offer(p->sess, ssl, c->name, &c->dst, c->dport) < 0 ||
-	    (connect(fd, (const struct sockaddr *)ss, sl) == -1 &&
+	    (ss != NULL && connect(fd, (const struct sockaddr *)ss, sl) == -1 &&
 	        errno != EINPROGRESS)) {
 		(void)snprintf(c->tls.up_why, sizeof(c->tls.up_why),
 		    "connect: %s", strerror(errno));
@@ -227,6 +237,11 @@ proxy_connect(struct proxy_conn *c)
 	c->origin.keep = true;
 	if (proxy_connect_pooled(c))
 		return;
+	if (p->o.upstream != NULL) {
+		/* never a direct dial: the tunnel or a failure */
+		proxy_tunnel_dial(c, proxy_connect_tunnelled);
+		return;
+	}
 	fd = sock_open_marked(
 	    c->dst.family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
 	if (fd == -1) {
@@ -258,6 +273,46 @@ proxy_connect(struct proxy_conn *c)
 	if (bufferevent_socket_connect(
 	        c->up, (struct sockaddr *)&ss, (int)sl) == -1)
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+}
+
+/* The upstream proxy's tunnel is up (fd, now c's), or failed (-1):
+ * terminated, the 502 once the client's handshake is done; plain HTTP, a
+ * 502 now; pass-through, closed (its client is inside a TLS handshake
+ * egressd is not part of). Never a direct dial. */
+static void
+proxy_connect_tunnelled(struct proxy_conn *c, int fd)
+{
+	if (fd == -1 && c->tls.term) {
+		c->tls.up_failed = true;
+		if (c->tls.cli_ready)
+			proxy_connect_term_fail(c);
+		return;
+	}
+	if (fd == -1) {
+		if (c->proto == PROTO_TLS)
+			proxy_conn_close(c, PROXY_UPSTREAM_PROXY);
+		else
+			proxy_refuse_http_detail(
+			    c, 502, PROXY_UPSTREAM_PROXY, c->tls.up_why);
+		return;
+	}
+	if (c->tls.term) {
+		proxy_connect_tls(c, fd, NULL, 0);
+		if (!c->closed && c->tls.up_failed && c->tls.cli_ready)
+			proxy_connect_term_fail(c);
+		return;
+	}
+	c->up = bufferevent_socket_new(c->p->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->up == NULL) {
+		close(fd);
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return;
+	}
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    proxy_up_event, c);
+	/* connected: what BEV_EVENT_CONNECTED does for a direct dial */
+	c->tls.up_ready = true;
+	proxy_connect_start_relay(c);
 }
 
 void

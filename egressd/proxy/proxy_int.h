@@ -16,6 +16,7 @@
 #include <openssl/ssl.h>
 
 #include "egressd/base/log.h"
+#include "egressd/base/uproxy.h"
 #include "egressd/proto/http_chunk.h"
 #include "egressd/proto/http_decode.h"
 #include "egressd/proto/http_head.h"
@@ -179,6 +180,12 @@ struct proxy_conn_origin {
 	 * secret it saw earlier on the connection (an error page, a
 	 * /whoami). It goes to the pool with up and comes back with it. */
 	struct vault *vault;
+	/* through the upstream proxy: the CONNECT under way (NULL: none),
+	 * and whether it failed (terminated: the 502 waits for the
+	 * client's handshake, c->tls.up_why says why) */
+	struct uproxy_dial *dial;
+	void (*dial_done)(struct proxy_conn *c, int fd);
+	bool via_failed;
 };
 
 /* Pass-through after the decision: splice(2), no bufferevents. */
@@ -430,6 +437,14 @@ void proxy_connect_term_fail(struct proxy_conn *c);
 void proxy_connect(struct proxy_conn *c);
 void proxy_connect_cli_read_cb(struct bufferevent *b, void *arg);
 void proxy_connect_cli_event_cb(struct bufferevent *b, short what, void *arg);
+
+/* proxy_tunnel.c */
+/* CONNECT through p->o.upstream to c's target (CONNECT state, its
+ * deadline armed); done(c, fd) follows from the loop: fd the tunnel,
+ * connected and now c's, or -1 (logged; c->origin.via_failed set and
+ * c->tls.up_why says why, in egressd's words). */
+void proxy_tunnel_dial(
+    struct proxy_conn *c, void (*done)(struct proxy_conn *c, int fd));
 
 /* proxy_peek.c */
 void proxy_peek_cb(evutil_socket_t fd, short what, void *arg);

@@ -27,6 +27,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_MISDIRECTED] = "misdirected",
     [PROXY_VAULT_MISROUTED] = "vault_misrouted",
     [PROXY_MEMORY] = "memory",
+    [PROXY_UPSTREAM_PROXY] = "upstream_proxy",
     [PROXY_UPSTREAM_TLS] = "upstream_tls",
     [PROXY_CLIENT_TLS] = "client_tls",
     [PROXY_VAULT_REFUSED] = "vault_refused",
@@ -115,6 +116,7 @@ proxy_http_status(enum proxy_reason r)
 	case PROXY_VAULT_MISROUTED:
 		return 421;
 	case PROXY_UPSTREAM_TLS:
+	case PROXY_UPSTREAM_PROXY:
 	case PROXY_CONNECT_FAILED:
 	case PROXY_CONNECT_TIMEOUT:
 	case PROXY_VAULT_COMPRESSED:

@@ -9,6 +9,7 @@
 #include "util/now.h"
 #include "util/secmem.h"
 #include "policy/policy_apicreds.h"
+#include "vault/vault_sigv4.h"
 #include "egressd/proxy/proxy_int.h"
 #include "egressd/proxy/proxy_vault.h"
 
@@ -202,7 +203,13 @@ proxy_rewrite_line(struct evbuffer *tmp, struct vault *v,
 	if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_PATH, vi->norm_path,
 	         vi->norm_path_len, budget, r)) != 0)
 		return rc;
-	if (h->has_query) {
+	if (vi->query != NULL) {
+		/* signed (awsSigV4): the canonical query, what was signed */
+		if (vi->query_len > 0 &&
+		    (evbuffer_add(tmp, "?", 1) == -1 ||
+		        evbuffer_add(tmp, vi->query, vi->query_len) == -1))
+			return -2;
+	} else if (h->has_query) {
 		if (evbuffer_add(tmp, "?", 1) == -1)
 			return -2;
 		if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_QUERY,
@@ -318,7 +325,14 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 	int rc = 0;
 
 	*body_done = false;
-	if (bs != VAULT_SURFACE_NONE) {
+	if (vi->sign && body != NULL) {
+		/* the body that was hashed goes whole, with a Content-Length
+		 * of its own (a chunked one decoded) */
+		if ((nb = malloc(blen > 0 ? blen : 1)) == NULL)
+			return -2;
+		memcpy(nb, body, blen);
+		nblen = blen;
+	} else if (bs != VAULT_SURFACE_NONE) {
 		switch (vault_subst(v, vi, bs, body, blen,
 		    VAULT_SUBST_BODY_OUT_MAX, &nb, &nblen, &e)) {
 		case VAULT_SUBST_NONE:
@@ -513,6 +527,175 @@ proxy_vault_req_fill(struct proxy_conn *c, const struct http_head *h,
 	}
 }
 
+/* Why a signed request is refused: fixed text. */
+static int
+proxy_sigv4_refuse(struct proxy_subst_refusal *r, int status, const char *why)
+{
+	r->status = status;
+	r->reason = why;
+	return -1;
+}
+
+/* How a signed request's body is framed for AWS. */
+enum proxy_aws_body {
+	PROXY_AWS_PLAIN, /* a body: hashed, or UNSIGNED-PAYLOAD */
+	PROXY_AWS_UNSIGNED_TRAILER, /* aws-chunked, chunks unsigned (S3) */
+	PROXY_AWS_SIGNED_CHUNKS, /* aws-chunked with chunk signatures */
+};
+
+/* STREAMING-UNSIGNED-PAYLOAD-TRAILER (newer SDKs' S3 uploads with a
+ * trailing checksum) carries no signature in its chunks: it passes to S3
+ * over TLS with the literal as the payload hash. Every other streaming
+ * form signs each chunk from the seed signature egressd replaces, and
+ * re-framing the body is beyond this signer: refused. */
+static enum proxy_aws_body
+proxy_sigv4_body_kind(const struct http_head *h)
+{
+	static const char ut[] = VAULT_SIGV4_UNSIGNED_TRAILER;
+	const struct http_span *sha, *ce;
+	bool chunked_enc = false;
+	size_t i, nsha = 0;
+
+	sha = http_header_get(h, "x-amz-content-sha256", &nsha);
+	for (i = 0; i < h->nh; i++) {
+		ce = &h->h[i].value;
+		if (http_span_ieq(&h->h[i].name, "content-encoding") &&
+		    ce->n >= 11 &&
+		    memmem(ce->p, ce->n, "aws-chunked", 11) != NULL)
+			chunked_enc = true;
+	}
+	if (nsha > 1)
+		return PROXY_AWS_SIGNED_CHUNKS;
+	if (sha != NULL && sha->n == sizeof(ut) - 1 &&
+	    memcmp(sha->p, ut, sizeof(ut) - 1) == 0)
+		return PROXY_AWS_UNSIGNED_TRAILER;
+	if ((sha != NULL && sha->n >= 10 &&
+	        memcmp(sha->p, "STREAMING-", 10) == 0) ||
+	    chunked_enc)
+		return PROXY_AWS_SIGNED_CHUNKS;
+	return PROXY_AWS_PLAIN;
+}
+
+/*
+ * The payload of a signed request h: *body and *blen when it is hashed
+ * (held whole, as proxy_subst_gather does for substitutions; NULL for
+ * none), or *payload, the literal signed instead, only for S3 over TLS:
+ * UNSIGNED-PAYLOAD for a body over VAULT_AWS_BODY_MAX, S3's unsigned
+ * aws-chunked form as it came (the body then flows as it comes). The
+ * codes of proxy_sigv4.
+ */
+static int
+proxy_sigv4_payload(struct proxy_conn *c, struct http_head *h, bool s3,
+    struct evbuffer *in, size_t end, const char **body, size_t *blen,
+    uint64_t *wire, uint8_t **dec, size_t *wait, const char **payload,
+    struct proxy_subst_refusal *r)
+{
+	struct err e = {""};
+	bool may_skip = s3 && c->tls.term;
+	int rc;
+
+	*payload = NULL;
+	switch (proxy_sigv4_body_kind(h)) {
+	case PROXY_AWS_PLAIN:
+		break;
+	case PROXY_AWS_UNSIGNED_TRAILER:
+		if (!may_skip)
+			return proxy_sigv4_refuse(
+			    r, 400, "aws-chunked payload only to S3 over TLS");
+		*payload = VAULT_SIGV4_UNSIGNED_TRAILER;
+		return 0;
+	case PROXY_AWS_SIGNED_CHUNKS:
+		return proxy_sigv4_refuse(r, 400,
+		    "aws-chunked signed payload not supported: egressd signs "
+		    "whole payloads");
+	}
+	if (h->body == HTTP_BODY_NONE ||
+	    (h->body == HTTP_BODY_LENGTH && h->content_length == 0))
+		return 0;
+	if (h->body == HTTP_BODY_LENGTH &&
+	    h->content_length > VAULT_AWS_BODY_MAX) {
+		if (!may_skip)
+			return proxy_sigv4_refuse(
+			    r, 413, "request body too large to sign");
+		*payload = VAULT_SIGV4_UNSIGNED;
+		return 0;
+	}
+	if (h->body != HTTP_BODY_LENGTH && h->body != HTTP_BODY_CHUNKED)
+		return proxy_sigv4_refuse(r, 400, "request not signable");
+	rc = proxy_subst_gather(c, h, in, end, body, blen, wire, dec, wait, &e);
+	if (rc == 1) {
+		/* chunked beyond the bound, or with a trailer section */
+		*body = NULL;
+		if (!may_skip)
+			return proxy_sigv4_refuse(
+			    r, 413, "request body too large to sign");
+		*payload = VAULT_SIGV4_UNSIGNED;
+		return 0;
+	}
+	return rc == -1 ? -3 : rc;
+}
+
+/*
+ * VAULT_INJECTED with vi->sign (awsSigV4): the payload held and hashed
+ * (or UNSIGNED-PAYLOAD), the request signed as it will be forwarded
+ * (vault_aws_sign: vi gets its lines, its canonical query, and for S3 its
+ * canonical path). 0: signed, *body (NULL: none held) goes as a rebody;
+ * 2: the body is not all here (*wait); -1 refused (*r); -2 out of memory;
+ * -3 the body's framing is bad.
+ */
+static int
+proxy_sigv4(struct proxy_conn *c, struct vault *v, struct vault_inject *vi,
+    struct http_head *h, const char *name, struct evbuffer *in, size_t end,
+    const char **body, size_t *blen, uint64_t *wire, uint8_t **dec,
+    size_t *wait, struct proxy_subst_refusal *r)
+{
+	struct vault_sigv4_hdr sh[VAULT_SIGV4_HEADERS_MAX];
+	char host[POLICY_NAME_MAX + 8];
+	struct vault_aws_req rq;
+	struct err e = {""};
+	size_t i;
+	int rc;
+
+	memset(&rq, 0, sizeof(rq));
+	rc = proxy_sigv4_payload(c, h, vault_aws_is_s3(vi, name), in, end, body,
+	    blen, wire, dec, wait, &rq.payload, r);
+	if (rc != 0)
+		return rc;
+	/* the Host the rewrite writes (proxy_rewrite_field) */
+	if (c->dport == (c->tls.term ? 443 : 80))
+		(void)snprintf(host, sizeof(host), "%s", name);
+	else
+		(void)snprintf(
+		    host, sizeof(host), "%s:%u", name, (unsigned)c->dport);
+	for (i = 0; i < h->nh; i++) {
+		const struct http_header *f = &h->h[i];
+
+		if (proxy_http_header_removed(&f->name, vi) ||
+		    !vault_aws_header_signed(f->name.p, f->name.n))
+			continue;
+		if (rq.nh == VAULT_SIGV4_HEADERS_MAX)
+			return proxy_sigv4_refuse(
+			    r, 400, "too many x-amz headers to sign");
+		sh[rq.nh++] = (struct vault_sigv4_hdr){
+		    f->name.p, f->name.n, f->value.p, f->value.n};
+	}
+	rq.h = sh;
+	rq.host = host;
+	rq.name = name;
+	rq.method = h->method.p;
+	rq.method_len = h->method.n;
+	rq.query = h->has_query ? h->query.p : NULL;
+	rq.query_len = h->has_query ? h->query.n : 0;
+	rq.body = *body != NULL ? (const void *)*body : "";
+	rq.blen = *body != NULL ? *blen : 0;
+	rq.now = (int64_t)(now_wall_ms() / 1000);
+	if (vault_aws_sign(v, vi, &rq, &e) == -1)
+		return -2;
+	if (vi->decision != VAULT_INJECTED)
+		return proxy_sigv4_refuse(r, vi->status, vi->reason);
+	return 0;
+}
+
 /*
  * VAULT_INJECTED: the request (h, end bytes of in) rewritten with vi's
  * credential, its body's placeholders substituted, goes to the origin.
@@ -521,13 +704,12 @@ proxy_vault_req_fill(struct proxy_conn *c, const struct http_head *h,
  * out of memory.
  */
 static int
-proxy_vault_send(struct proxy_conn *c, struct vault *v,
-    const struct vault_inject *vi, struct http_head *h, const char *name,
-    struct evbuffer *in, size_t end, uint64_t *body_taken, size_t *wait,
-    struct proxy_subst_refusal *r)
+proxy_vault_send(struct proxy_conn *c, struct vault *v, struct vault_inject *vi,
+    struct http_head *h, const char *name, struct evbuffer *in, size_t end,
+    uint64_t *body_taken, size_t *wait, struct proxy_subst_refusal *r)
 {
 	struct err e = {""};
-	enum vault_surface bs;
+	enum vault_surface bs = VAULT_SURFACE_NONE;
 	struct evbuffer *tmp;
 	const char *body = NULL;
 	size_t blen = 0;
@@ -536,7 +718,12 @@ proxy_vault_send(struct proxy_conn *c, struct vault *v,
 	bool body_done;
 	int rc = 0;
 
-	if ((bs = proxy_subst_body(h, vi)) != VAULT_SURFACE_NONE) {
+	if (vi->sign) {
+		rc = proxy_sigv4(c, v, vi, h, name, in, end, &body, &blen,
+		    &wire, &dec, wait, r);
+		if (rc != 0)
+			goto out;
+	} else if ((bs = proxy_subst_body(h, vi)) != VAULT_SURFACE_NONE) {
 		rc = proxy_subst_gather(
 		    c, h, in, end, &body, &blen, &wire, &dec, wait, &e);
 		if (rc == -1)

@@ -392,6 +392,43 @@ test_carried(void **state)
 	policy_unref(b);
 }
 
+/* awsSigV4 over the API: the same schema as the file (issue 38): three
+ * credentials by name; a host that carries no scope needs it stated. */
+static void
+test_aws_sigv4(void **state)
+{
+	struct policy *b = base(), *p, *q;
+	struct policy_binding_aws a;
+	const char *msg;
+
+	(void)state;
+	p = create(b,
+	    "{\"credentials\":[{\"name\":\"id\",\"source\":{\"value\":"
+	    "\"SECRET-id\"}},{\"name\":\"key\",\"source\":{\"value\":"
+	    "\"SECRET-key\"}}],\"bindings\":[{\"name\":\"s3\",\"match\":"
+	    "{\"hosts\":[\"api.example.com\"]},\"auth\":{\"type\":"
+	    "\"awsSigV4\",\"accessKeyId\":\"id\",\"secretAccessKey\":"
+	    "\"key\",\"region\":\"eu-west-1\",\"service\":\"s3\"}}]}");
+	assert_true(
+	    policy_binding_aws(policy_apicreds_binding(p, 0, NULL), &a));
+	assert_string_equal(a.access_key_id, "id");
+	assert_string_equal(a.secret_access_key, "key");
+	assert_null(a.session_token);
+	assert_string_equal(a.region, "eu-west-1");
+	assert_string_equal(a.service, "s3");
+	msg = patch_fails(p,
+	    "{\"bindings\":{\"add\":[{\"name\":\"x\",\"match\":{"
+	    "\"hosts\":[\"api.example.com\"],\"paths\":[\"/x\"]},"
+	    "\"auth\":{\"type\":\"awsSigV4\",\"accessKeyId\":\"id\","
+	    "\"secretAccessKey\":\"key\"}}]}}",
+	    POLICY_APICREDS_BAD_BODY);
+	assert_non_null(strstr(msg, "needs region and service"));
+	q = patch(p, "{\"bindings\":{\"delete\":[\"s3\"]}}");
+	policy_unref(q);
+	policy_unref(p);
+	policy_unref(b);
+}
+
 int
 main(void)
 {
@@ -401,6 +438,7 @@ main(void)
 	    cmocka_unit_test(test_patch),
 	    cmocka_unit_test(test_delete_and_none),
 	    cmocka_unit_test(test_carried),
+	    cmocka_unit_test(test_aws_sigv4),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -385,6 +385,52 @@ test_mutation_check(void **state)
 	policy_unref(p);
 }
 
+/* An awsSigV4 binding written back (policy_to_yaml: the file egressd
+ * rewrites after /policy changes) loads again with the same fields. */
+static void
+test_aws_sigv4_round_trip(void **state)
+{
+	static const char y[] =
+	    "defaultAction: deny\n"
+	    "egress:\n"
+	    "  - {action: allow, target: minio.example.com}\n"
+	    "credentials:\n"
+	    "  - {name: id, source: {type: inline, value: AKIDVALUE}}\n"
+	    "  - {name: key, source: {type: inline, value: SECRETVALUE}}\n"
+	    "  - {name: tok, source: {type: inline, value: TOKENVALUE}}\n"
+	    "bindings:\n"
+	    "  - name: m\n"
+	    "    match: {hosts: [minio.example.com]}\n"
+	    "    auth: {type: awsSigV4, accessKeyId: id, secretAccessKey: "
+	    "key,\n"
+	    "           sessionToken: tok, region: us-east-2, service: s3}\n";
+	struct policy_binding_aws a;
+	struct policy_diag d;
+	struct policy *p, *q;
+	char *out;
+
+	(void)state;
+	policy_diag_init(&d);
+	p = policy_parse_yaml(y, strlen(y), "aws.yaml", &d);
+	assert_non_null(p);
+	assert_non_null(out = policy_to_yaml(p));
+	q = policy_parse_yaml(out, strlen(out), "again.yaml", &d);
+	policy_diag_clear(&d);
+	assert_non_null(q);
+	assert_true(policy_binding_aws(q->bindings[0], &a));
+	assert_string_equal(a.access_key_id, "id");
+	assert_string_equal(a.secret_access_key, "key");
+	assert_string_equal(a.session_token, "tok");
+	assert_string_equal(a.region, "us-east-2");
+	assert_string_equal(a.service, "s3");
+	assert_string_equal(
+	    policy_auth_type_name(policy_binding_auth(q->bindings[0])),
+	    "awsSigV4");
+	free(out);
+	policy_unref(q);
+	policy_unref(p);
+}
+
 int
 main(void)
 {
@@ -397,6 +443,7 @@ main(void)
 	    cmocka_unit_test(test_coverage),
 	    cmocka_unit_test(test_ambiguity),
 	    cmocka_unit_test(test_mutation_check),
+	    cmocka_unit_test(test_aws_sigv4_round_trip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

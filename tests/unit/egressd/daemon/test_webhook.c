@@ -234,7 +234,7 @@ test_delivery_with_retry(void **state)
 	assert_int_equal(webhook_parse_url(url, &u, &e), 0);
 	log_init(&lg, -1, LOG_ERROR);
 	w = webhook_new(
-	    r.base, &u, (struct sockaddr *)&sin, sl, 0, "sbx-7", &lg, &e);
+	    r.base, &u, (struct sockaddr *)&sin, sl, 0, "sbx-7", NULL, &lg, &e);
 	assert_non_null(w);
 	webhook_notify(w, "evil.test", "policy");
 	webhook_notify(w, "evil.test", "policy"); /* deduplicated */
@@ -281,8 +281,8 @@ test_tls_context(void **state)
 	assert_int_equal(
 	    webhook_parse_url("https://hooks.test:8443/deny", &u, &e), 0);
 	log_init(&lg, -1, LOG_ERROR);
-	w = webhook_new(
-	    base, &u, (struct sockaddr *)&sin, sizeof(sin), 0, NULL, &lg, &e);
+	w = webhook_new(base, &u, (struct sockaddr *)&sin, sizeof(sin), 0, NULL,
+	    NULL, &lg, &e);
 	if (w == NULL)
 		fail_msg("webhook_new: %s", e.msg);
 	webhook_free(w);
