@@ -46,6 +46,7 @@ struct policy_binding {
 	size_t nheaders;
 	struct bsubst *subst;
 	size_t nsubst;
+	struct policy_oauth2 *oauth2; /* oauth2 auth (policy_oauth2.c) */
 };
 
 void policy_bstrs_free(struct bstrs *s);

@@ -13,6 +13,7 @@
 
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
+#include "policy/policy_oauth2_walk.h"
 #include "policy/policy_walk.h"
 
 static const char *const reserved_headers[] = {"host", "content-length",
@@ -287,7 +288,7 @@ ak_type(struct pwalk *w, const struct pnode *v, void *obj)
 		}
 	policy_walk_err(w, v,
 	    "unknown auth type \"%.32s\" (bearer, basic, apiKey, "
-	    "customHeaders or passthrough)",
+	    "customHeaders, passthrough or oauth2)",
 	    v->str);
 	return -1;
 }
@@ -461,6 +462,14 @@ static const struct pkey auth_keys[] = {
     {"name", ak_name, 0},
     {"headers", ak_headers, 0},
     {"substitutions", ak_substitutions, 0},
+    {"grant", policy_oauth2_walk_grant, offsetof(struct bwalk, b)},
+    {"tokenUrl", policy_oauth2_walk_url, offsetof(struct bwalk, b)},
+    {"clientId", policy_oauth2_walk_client_id, offsetof(struct bwalk, b)},
+    {"clientSecret", policy_oauth2_walk_secret, offsetof(struct bwalk, b)},
+    {"refreshToken", policy_oauth2_walk_refresh, offsetof(struct bwalk, b)},
+    {"scopes", policy_oauth2_walk_scopes, offsetof(struct bwalk, b)},
+    {"audience", policy_oauth2_walk_audience, offsetof(struct bwalk, b)},
+    {"clientAuth", policy_oauth2_walk_client_auth, offsetof(struct bwalk, b)},
 };
 
 /* Which auth keys each type needs (+) or refuses (-). */
@@ -487,6 +496,7 @@ auth_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
 		                 : "only customHeaders auth takes headers");
 	if (t == POLICY_AUTH_PASSTHROUGH && bw->subst_at == NULL)
 		policy_walk_err(w, v, "passthrough auth needs substitutions");
+	policy_oauth2_shape(w, v, bw->b);
 }
 
 static int
@@ -494,7 +504,8 @@ bk_auth(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct bwalk *bw = obj;
 
-	(void)policy_walk_map(w, v, auth_keys, 5, bw);
+	(void)policy_walk_map(
+	    w, v, auth_keys, sizeof(auth_keys) / sizeof(auth_keys[0]), bw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (!bw->have_type) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_oauth2_walk.h"
 #include "policy/policy_ybuf.h"
 
 static void
@@ -95,6 +96,7 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 		policy_ybuf_printf(b, "      substitutions:\n");
 	for (i = 0; i < x->nsubst; i++)
 		yaml_subst(b, &x->subst[i]);
+	policy_oauth2_yaml(b, x->oauth2);
 }
 
 /* The operator's own inline value goes back into the operator's own

@@ -131,6 +131,8 @@ enum proxy_reason {
 	                          address its host never resolved to (421) */
 	PROXY_MEMORY, /* the connections' buffers together passed buf_max:
 	                 this one held the most */
+	PROXY_VAULT_TOKEN, /* vault: an oauth2 binding's token endpoint failed
+	                      (502; never sent unauthenticated) */
 	PROXY_NREASONS,
 };
 

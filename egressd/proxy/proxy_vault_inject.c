@@ -674,6 +674,13 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		rc = proxy_vault_injected(c, v, &vi, h, name, in, end, used,
 		    body_taken, wait, status, why);
 		break;
+	case VAULT_MINT:
+		/* no token: never forwarded unauthenticated */
+		proxy_log_inject(c, &vi, h, name, v);
+		*status = 502;
+		*why = PROXY_VAULT_TOKEN;
+		rc = -1;
+		break;
 	}
 	vault_inject_clear(v, &vi);
 	return rc;
