@@ -211,6 +211,23 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 				    st->vault_bindings[i].name, dn[k],
 				    st->vault_bindings[i].decisions[k]);
 	}
+	{
+		static const char *const tn[] = {
+		    "minted", "refreshed", "failed"};
+
+		metrics_family(o, "egressd_vault_oauth2_tokens_total",
+		    "counter",
+		    "oauth2 token requests egressd made, by binding and "
+		    "outcome.");
+		for (i = 0; i < st->nvault_bindings; i++)
+			for (size_t k = 0; k < 3; k++)
+				metrics_printf(o,
+				    "egressd_vault_oauth2_tokens_total{"
+				    "binding=\"%s\",outcome=\"%s\"} %" PRIu64
+				    "\n",
+				    st->vault_bindings[i].name, tn[k],
+				    st->vault_bindings[i].tokens[k]);
+	}
 	metrics_labelled(o, "egressd_vault_compressed_responses_total",
 	    "counter",
 	    "Compressed responses to requests a credential was injected "

@@ -186,6 +186,13 @@ struct proxy_hooks {
 	 */
 	struct vault *(*vault_get)(void *arg);
 	/*
+	 * An oauth2 token was minted: v (lent for the call: take a
+	 * reference) is the revision in force from now on, the one
+	 * vault_get returned with the token added. NULL: tokens cannot be
+	 * minted (their requests are answered 502).
+	 */
+	void (*vault_minted)(void *arg, struct vault *v);
+	/*
 	 * Did the resolver learn dst for exactly name (an answer for name
 	 * held it, and it has not expired)? A credential is injected only
 	 * then, for plain HTTP as for TLS: an IP rule that lets the
