@@ -144,10 +144,13 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, obj)
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the burst's 200 connections at once
+
+
 def serve(addr, role, ctx):
-    srv = ThreadingHTTPServer((addr, 443), Handler)
-    srv.daemon_threads = True
-    srv.request_queue_size = 256
+    srv = Server((addr, 443), Handler)
     srv.role = role
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
