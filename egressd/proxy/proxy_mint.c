@@ -168,7 +168,6 @@ mint_answer(struct proxy_mint *m, int status, const uint8_t *body, size_t len,
 static void
 mint_free(struct proxy_mint *m)
 {
-	LIST_REMOVE(m, le);
 	m->magic = 0;
 	free(m);
 }
@@ -187,6 +186,9 @@ proxy_mint_done_cb(
 	if (m->magic != PROXY_MINT_MAGIC)
 		abort();
 	m->f = NULL;
+	/* out of the air first: a waiter decided again that still finds no
+	 * fresh token starts a flight of its own, never joins this one */
+	LIST_REMOVE(m, le);
 	why[0] = '\0';
 	rc = mint_answer(m, status, body, len, err, why, sizeof(why));
 	row = proxy_mint_row(&p->st, m->binding);
@@ -285,6 +287,7 @@ proxy_mint_free_all(struct proxy *p)
 	struct proxy_mint *m;
 
 	while ((m = LIST_FIRST(&p->mints)) != NULL) {
+		LIST_REMOVE(m, le);
 		proxy_fetch_cancel(m->f);
 		mint_free(m);
 	}
