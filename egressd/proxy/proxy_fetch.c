@@ -35,6 +35,7 @@ struct proxy_fetch {
 	struct evdns_getaddrinfo_request *dreq;
 	bool cancelled;
 	struct bufferevent *bev;
+	bool shaken; /* the TLS handshake completed (BEV_EVENT_CONNECTED) */
 	size_t cursor; /* http_head_find_end's */
 	proxy_fetch_cb cb;
 	void *arg;
@@ -181,8 +182,10 @@ proxy_fetch_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct proxy_fetch *f = fetch_arg(arg);
 	SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
-	if (what & BEV_EVENT_CONNECTED)
+	if (what & BEV_EVENT_CONNECTED) {
+		f->shaken = true;
 		return;
+	}
 	/* the end of the stream (servers close after a Connection: close
 	 * answer, often without close_notify): what came is the answer */
 	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
@@ -191,7 +194,7 @@ proxy_fetch_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (ssl != NULL && SSL_get_verify_result(ssl) != X509_V_OK)
 		fetch_finish(f, 0, NULL, 0, "certificate not verified");
-	else if (ssl == NULL || !SSL_is_init_finished(ssl))
+	else if (!f->shaken)
 		fetch_finish(f, 0, NULL, 0, "connect or TLS handshake failed");
 	else
 		fetch_finish(

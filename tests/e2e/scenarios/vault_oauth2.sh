@@ -28,10 +28,15 @@ printf '%s\n' "$SECRET" >"$TB_DIR/egressd/client-secret"
 printf '%s\n' "$REFRESH" >"$TB_DIR/egressd/refresh-token"
 chmod 600 "$TB_DIR/egressd/client-secret" "$TB_DIR/egressd/refresh-token"
 cert=$(tb_pki_leaf oauth2 "DNS:idp.test,DNS:rs.test")
+# a certificate for idp.test that no trusted CA issued (mode badcert)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$D/bad.key" -out "$D/bad.crt" -days 2 -subj /CN=idp.test \
+    -addext subjectAltName=DNS:idp.test 2>"$D/err" || tb_die "bad cert"
 ip netns exec "$TB_NET" "$TB_PY" "$TB_SERVERS_DIR/oauth2.py" --idp "$IDP" \
     --api "$API" --cert "$cert" --key "${cert%.crt}.key" \
     --client-id "agent client" --secret-file "$TB_DIR/egressd/client-secret" \
     --refresh-file "$TB_DIR/egressd/refresh-token" --expires 3 --dir "$D" \
+    --bad-cert "$D/bad.crt" --bad-key "$D/bad.key" \
     --ready "$D/ready" >"$D/err" 2>&1 &
 TB_PIDS+=("$!")
 tb_wait_file "$D/ready" "$TB_SETUP_WAIT" ||
@@ -137,9 +142,17 @@ echo close >"$D/mode"
 out=$(get https://rs.test/cc/down2)
 tb_expect_match "token endpoint dropping the connection: 502 with the reason" \
     '^egressd: vault_token: token endpoint: ' "$out"
+echo badjson >"$D/mode"
+out=$(get https://rs.test/cc/down3)
+tb_expect_match "token endpoint answering 200 with no JSON: 502 with the reason" \
+    '^egressd: vault_token: token response: not one JSON object' "$out"
+echo badcert >"$D/mode"
+out=$(get https://rs.test/cc/down4)
+tb_expect_match "token endpoint with a certificate no trusted CA issued: 502" \
+    '^egressd: vault_token: token endpoint: certificate not verified' "$out"
 tb_expect_eq "... the API never saw a request meanwhile" "$api_before" \
     "$(wc -l <"$D/api.log")"
-tb_assert_log "$TB_EGRESSD_LOG" vault.oauth2_failed binding=cc \
+tb_assert_log --min 4 --max 4 "$TB_EGRESSD_LOG" vault.oauth2_failed binding=cc \
     grant=client_credentials
 echo ok >"$D/mode"
 out=$(get https://rs.test/cc/back)
@@ -162,7 +175,7 @@ tb_check "every token issued ($i) is absent from what the sandbox got and the lo
     test "$i" -ge 4
 m=$(tb_host curl -sS --max-time 5 "http://$TB_SBX_HOST_IP4:18080/metrics")
 tb_expect_match "metrics: tokens by binding and outcome" \
-    'egressd_vault_oauth2_tokens_total\{binding="cc",outcome="failed"\} 2' "$m"
+    'egressd_vault_oauth2_tokens_total\{binding="cc",outcome="failed"\} 4' "$m"
 tb_expect_match "... refreshed ones too" \
     'egressd_vault_oauth2_tokens_total\{binding="rf",outcome="refreshed"\} 1' \
     "$m"

@@ -13,7 +13,9 @@ living --expires seconds. Every token request is a JSON line of
 D/token.log (t, grant, status); every token issued a line of D/issued
 (for the secret scan; the directory is root's). D/mode says how the
 token endpoint behaves now: ok (default), 503 (answers 503 with an
-OAuth2 error body), close (drops the connection unanswered).
+OAuth2 error body), close (drops the connection unanswered), badjson
+(200 with a body that is not JSON), badcert (the handshake presents
+--bad-cert, which the run's CA did not issue).
 
 api: any GET needs "Authorization: Bearer <live token>" (401 otherwise)
 and answers JSON echoing that header back ("seen"); /.../leak also
@@ -101,6 +103,16 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if m == "badjson":
+            log("token.log", {"grant": grant, "status": 200})
+            body = b"<html>not json</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if m == "503":
             log("token.log", {"grant": grant, "status": 503})
             return self.reply(503, {"error": "temporarily_unavailable"},
@@ -163,6 +175,8 @@ def main():
               "--secret-file", "--refresh-file", "--dir", "--ready"):
         ap.add_argument(k, required=True)
     ap.add_argument("--expires", type=int, default=3)
+    ap.add_argument("--bad-cert")
+    ap.add_argument("--bad-key")
     ARGS = ap.parse_args()
     with open(ARGS.secret_file) as f:
         SECRET = f.read().strip()
@@ -170,6 +184,14 @@ def main():
         STATE["refresh"] = f.read().strip()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(ARGS.cert, ARGS.key)
+    if ARGS.bad_cert:
+        bad = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        bad.load_cert_chain(ARGS.bad_cert, ARGS.bad_key)
+
+        def sni(sock, name, _ctx):
+            if name == "idp.test" and mode() == "badcert":
+                sock.context = bad
+        ctx.sni_callback = sni
     serve(ARGS.idp, "idp", ctx)
     serve(ARGS.api, "api", ctx)
     open(ARGS.ready, "w").close()
