@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_oauth2.h"
 #include "policy/policy_walk.h"
 
 /* A deny rule of these lists naming something under *.suffix. Deny
@@ -119,6 +120,14 @@ check_all(const struct policy *p,
 				report(arg, b, &e);
 				rc = -1;
 			}
+		/* egressd's own token request goes only where the policy
+		 * allows by name, like the binding's requests */
+		if (b->oauth2 != NULL &&
+		    !policy_host_covered(p, b->oauth2->host, &e)) {
+			err_prefix(&e, "oauth2 tokenUrl");
+			report(arg, b, &e);
+			rc = -1;
+		}
 		for (j = 0; j < i; j++)
 			if (policy_bindings_overlap(p->bindings[j], b)) {
 				err_set(&e,

@@ -13,10 +13,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/fileread.h"
+#include "util/now.h"
 #include "util/text.h"
 #include "vault/vault_int.h"
+#include "vault/vault_token.h"
 
 /* ---- values ---- */
 
@@ -133,6 +136,7 @@ vault_line_name(const struct vault_bind *vb, size_t i)
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
 	case POLICY_AUTH_BASIC:
+	case POLICY_AUTH_OAUTH2:
 		return "Authorization";
 	case POLICY_AUTH_APIKEY:
 		return policy_binding_header_name(vb->b);
@@ -150,6 +154,7 @@ vault_line_prefix(const struct vault_bind *vb)
 {
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
+	case POLICY_AUTH_OAUTH2:
 		return "Bearer ";
 	case POLICY_AUTH_BASIC:
 		return "Basic ";
@@ -164,9 +169,11 @@ bind_add_line(struct vault_bind *vb, const char *name,
 {
 	size_t i;
 
-	vb->creds[vb->ncreds++] = c;
-	vb->render_len +=
-	    strlen(name) + 2 + strlen(vault_line_prefix(vb)) + c->len + 2;
+	if (c != NULL) { /* NULL: an oauth2 binding without a token yet */
+		vb->creds[vb->ncreds++] = c;
+		vb->render_len += strlen(name) + 2 +
+		    strlen(vault_line_prefix(vb)) + c->len + 2;
+	}
 	for (i = 0; i < vb->nlower; i++)
 		if (strcasecmp(vb->lower[i], name) == 0)
 			return 0;
@@ -228,6 +235,9 @@ bind_init(struct vault *v, struct vault_bind *vb,
 		return 0;
 	case POLICY_AUTH_AWS_SIGV4:
 		return vault_aws_bind(vb, v->creds, v->ncreds, e);
+	case POLICY_AUTH_OAUTH2:
+		/* the sandbox's Authorization goes, token or not */
+		return bind_add_line(vb, "Authorization", vb->tok, e);
 	}
 bad_ref:
 	/* The loader checked references; a snapshot that did not is a bug
@@ -293,12 +303,24 @@ bind_clear(struct vault_bind *vb)
 
 /* ---- lifetimes ---- */
 
+/* oauth2 bindings of p: each may hold two minted values. */
+static size_t
+oauth2_count(const struct policy *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->nbindings; i++)
+		n += policy_binding_oauth2(p->bindings[i]) != NULL;
+	return n;
+}
+
 /* The arena's size: values, the matcher, and the lines in flight. */
 static size_t
 arena_size(const struct policy *p)
 {
 	/* Every value at its largest, and one file read buffer. */
-	return (p->ncredentials + 1) * (POLICY_SECRET_MAX + 64);
+	return (p->ncredentials + 2 * oauth2_count(p) + 1) *
+	    (POLICY_SECRET_MAX + 64);
 }
 
 static void
@@ -377,17 +399,22 @@ vault_retire(struct vault *v, const struct vault *prev)
 {
 	size_t i;
 
+	size_t minted = 0;
+
 	for (i = 0; prev != NULL && i < prev->nall; i++) {
 		const struct vault_cred *c = &prev->creds[i];
 
-		if (v->nall - v->ncreds == VAULT_RETIRED_MAX)
+		if (v->nall - v->nlive == VAULT_RETIRED_MAX)
 			return;
-		if (cred_held(v, c))
+		if (cred_held(v, c) ||
+		    (c->minted && minted == VAULT_RETIRED_MINTED))
 			continue;
+		minted += c->minted;
 		v->creds[v->nall].name = NULL;
 		v->creds[v->nall].val = c->val;
 		v->creds[v->nall].len = c->len;
 		v->creds[v->nall].basic = c->basic;
+		v->creds[v->nall].minted = c->minted;
 		if (vault_redact_arena_need(v->creds, v->nall + 1) == SIZE_MAX)
 			return;
 		v->nall++;
@@ -439,8 +466,35 @@ vault_move_arena(struct vault *v, struct err *e)
 	return 0;
 }
 
-struct vault *
-vault_new(const struct policy *p, const struct vault *prev, struct err *e)
+/* v's values copied from src, a revision of the same policy (a mint
+ * reads no file again). */
+static int
+vault_copy_values(struct vault *v, const struct vault *src, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; i < src->ncreds; i++) {
+		struct vault_cred *c = &v->creds[i];
+
+		*c = src->creds[i];
+		c->val = secmem_strndup(v->arena, src->creds[i].val, c->len);
+		if (c->val == NULL) {
+			err_set(e, "secret arena full");
+			return -1;
+		}
+		v->ncreds++;
+	}
+	return 0;
+}
+
+/*
+ * One revision of p: values read (or copied from prev when copy: a mint
+ * of the same policy), prev's minted tokens carried (with mint's in its
+ * binding), bindings, retired values, the matcher.
+ */
+static struct vault *
+vault_build(const struct policy *p, const struct vault *prev, bool copy,
+    const struct vault_oauth_mint *mint, struct err *e)
 {
 	struct vault *v;
 	size_t i;
@@ -451,10 +505,13 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	}
 	v->magic = VAULT_MAGIC;
 	v->refs = 1;
+	v->clock = prev != NULL ? prev->clock : now_mono_ms_clock;
+	v->clock_arg = prev != NULL ? prev->clock_arg : NULL;
 	/* policy_ref only counts: the snapshot stays immutable. */
 	v->p = policy_ref((struct policy *)(uintptr_t)p);
-	v->creds =
-	    calloc(p->ncredentials + VAULT_RETIRED_MAX + 1, sizeof(*v->creds));
+	v->creds = calloc(
+	    p->ncredentials + 2 * oauth2_count(p) + VAULT_RETIRED_MAX + 1,
+	    sizeof(*v->creds));
 	v->binds = calloc(p->nbindings + 1, sizeof(*v->binds));
 	if (v->creds == NULL || v->binds == NULL) {
 		err_set(e, "out of memory");
@@ -462,7 +519,11 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	}
 	if ((v->arena = secmem_arena_new(arena_size(p), e)) == NULL)
 		goto out_free;
-	if (vault_load_values(v, e) == -1)
+	if ((copy ? vault_copy_values(v, prev, e) : vault_load_values(v, e)) ==
+	    -1)
+		goto out_free;
+	v->nlive = v->ncreds;
+	if (vault_oauth_carry(v, prev, mint, e) == -1)
 		goto out_free;
 	for (i = 0; i < p->nbindings; i++) {
 		v->nbinds++;
@@ -473,8 +534,8 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	/* The live values are checked against the bound first (a policy
 	 * whose own values do not fit fails); retired ones only fill what
 	 * is left. */
-	v->nall = v->ncreds;
-	if (vault_redact_arena_need(v->creds, v->ncreds) != SIZE_MAX)
+	v->nall = v->nlive;
+	if (vault_redact_arena_need(v->creds, v->nlive) != SIZE_MAX)
 		vault_retire(v, prev);
 	if (vault_move_arena(v, e) == -1 || vault_redact_build(v, e) == -1)
 		goto out_free;
@@ -482,6 +543,33 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 out_free:
 	vault_destroy(v);
 	return NULL;
+}
+
+struct vault *
+vault_new(const struct policy *p, const struct vault *prev, struct err *e)
+{
+	return vault_build(p, prev, false, NULL, e);
+}
+
+struct vault *
+vault_mint(const struct vault *v, const char *binding,
+    const struct vault_token *t, uint64_t now_ms, struct err *e)
+{
+	struct vault_oauth_mint m = {binding, t, now_ms};
+
+	if (vault_oauth_bind(v, binding) == NULL ||
+	    policy_binding_oauth2(vault_oauth_bind(v, binding)->b) == NULL) {
+		err_set(e, "no oauth2 binding \"%s\"", binding);
+		return NULL;
+	}
+	return vault_build(v->p, v, true, &m, e);
+}
+
+void
+vault_set_clock(struct vault *v, uint64_t (*clock)(void *), void *arg)
+{
+	v->clock = clock;
+	v->clock_arg = arg;
 }
 
 struct vault *
@@ -512,7 +600,7 @@ vault_nbindings(const struct vault *v)
 size_t
 vault_nretired(const struct vault *v)
 {
-	return v->nall - v->ncreds;
+	return v->nall - v->nlive;
 }
 
 const struct policy *

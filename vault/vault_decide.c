@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/text.h"
 #include "vault/vault_int.h"
@@ -335,6 +336,13 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 			return 0;
 		}
 		out->sign = true;
+	}
+	if (policy_binding_oauth2(b) != NULL &&
+	    (vb->tok == NULL || v->clock(v->clock_arg) >= vb->tok_due_ms)) {
+		/* no token, or one due for renewal: nothing goes out until
+		 * the revision that holds a fresh one decides again */
+		decide_as(out, VAULT_MINT, 0, "oauth2 access token to mint");
+		return 0;
 	}
 	if (render(v, vb, out, e) == -1)
 		return -1;

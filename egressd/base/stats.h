@@ -31,6 +31,9 @@ struct stats_vault_binding {
 	char name[STATS_VAULT_NAME_MAX + 1];
 	uint64_t decisions[4]; /* no_match (never), injected, ambiguous,
 				* refused */
+	/* oauth2 token requests: minted (the binding held none),
+	 * refreshed (it held one, due), failed */
+	uint64_t tokens[3];
 };
 
 /*
