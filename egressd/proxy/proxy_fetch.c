@@ -4,6 +4,7 @@
  * read one bounded response, call back once.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include <openssl/x509_vfy.h>
 
 #include "egressd/base/sock.h"
+#include "egressd/base/uproxy.h"
 #include "egressd/proto/http_chunk.h"
 #include "egressd/proxy/proxy_fetch.h"
 #include "egressd/proxy/proxy_int.h"
@@ -34,6 +36,9 @@ struct proxy_fetch {
 	 * its resolution's callback frees it */
 	struct evdns_getaddrinfo_request *dreq;
 	bool cancelled;
+	/* the tunnel through the upstream proxy being dialled (issue 39:
+	 * every origin connection of egressd's goes through it) */
+	struct uproxy_dial *dial;
 	struct bufferevent *bev;
 	bool shaken; /* the TLS handshake completed (BEV_EVENT_CONNECTED) */
 	size_t cursor; /* http_head_find_end's */
@@ -63,6 +68,7 @@ fetch_free(struct proxy_fetch *f)
 			secmem_wipe(evbuffer_pullup(in, (ev_ssize_t)n), n);
 		bufferevent_free(f->bev);
 	}
+	uproxy_dial_cancel(f->dial);
 	if (f->kick != NULL)
 		event_free(f->kick);
 	if (f->timer != NULL)
@@ -209,32 +215,22 @@ proxy_fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	fetch_finish(fetch_arg(arg), 0, NULL, 0, "timed out");
 }
 
-/* The TLS client to ai, the request queued behind its handshake. */
+/* The TLS client on fd (connected, or connecting), the request queued
+ * behind its handshake. fd is the fetch's from here on. */
 static const char *
-fetch_connect(struct proxy_fetch *f, const struct evutil_addrinfo *ai)
+fetch_tls(struct proxy_fetch *f, int fd)
 {
 	struct proxy *p = f->p;
-	struct err e;
-	SSL *ssl;
-	int fd;
+	SSL *ssl = SSL_new(p->cctx);
 
-	if (p->cctx == NULL)
-		return "no TLS client context (termination is off)";
-	fd = sock_open_marked(
-	    ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
-	if (fd == -1)
-		return "socket failed";
-	ssl = SSL_new(p->cctx);
 	/* verified whatever --ssl-insecure says of origins */
 	if (ssl == NULL || SSL_set_tlsext_host_name(ssl, f->host) != 1 ||
-	    SSL_set1_host(ssl, f->host) != 1 ||
-	    (SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL), false) ||
-	    (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
-	        errno != EINPROGRESS)) {
+	    SSL_set1_host(ssl, f->host) != 1) {
 		SSL_free(ssl);
 		close(fd);
-		return "connect failed";
+		return "out of memory";
 	}
+	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
 	f->bev = bufferevent_openssl_socket_new(p->base, fd, ssl,
 	    BUFFEREVENT_SSL_CONNECTING,
 	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
@@ -250,6 +246,71 @@ fetch_connect(struct proxy_fetch *f, const struct evutil_addrinfo *ai)
 		return "out of memory";
 	secmem_wipe(f->req, f->reqlen); /* the bufferevent has it now */
 	return NULL;
+}
+
+/* The tunnel through the upstream proxy: its socket, or why not (no
+ * direct connection then, ever: uproxy.h). */
+static void
+proxy_fetch_tunnel_cb(void *arg, int fd, enum uproxy_fail why, int status)
+{
+	struct proxy_fetch *f = fetch_arg(arg);
+	const char *err;
+	char msg[96];
+
+	f->dial = NULL; /* uproxy frees it when this returns */
+	if (fd < 0) {
+		(void)snprintf(msg, sizeof(msg),
+		    "upstream proxy: %s (status %d)", uproxy_fail_name(why),
+		    status);
+		fetch_finish(f, 0, NULL, 0, msg);
+		return;
+	}
+	if ((err = fetch_tls(f, fd)) != NULL)
+		fetch_finish(f, 0, NULL, 0, err);
+}
+
+/* Through the upstream proxy: a tunnel to the name, or to the address
+ * the name resolved to (its CONNECT target mode, docs/proxy.md). */
+static const char *
+fetch_tunnel(struct proxy_fetch *f, const struct evutil_addrinfo *ai)
+{
+	const struct uproxy *u = f->p->o.upstream;
+	char target[POLICY_NAME_MAX + 1];
+	struct addr a;
+	struct err e;
+
+	if (uproxy_target_by(u) == UPROXY_BY_ADDRESS &&
+	    addr_from_sockaddr(ai->ai_addr, &a, NULL) == 0)
+		addr_format(&a, target, sizeof(target));
+	else
+		(void)snprintf(target, sizeof(target), "%s", f->host);
+	f->dial = uproxy_dial(f->p->base, u, f->p->o.mark, target, f->port,
+	    PROXY_FETCH_TIMEOUT_MS, proxy_fetch_tunnel_cb, f, &e);
+	return f->dial == NULL ? "upstream proxy: cannot dial" : NULL;
+}
+
+/* The TLS client to ai (directly, or through the upstream proxy). */
+static const char *
+fetch_connect(struct proxy_fetch *f, const struct evutil_addrinfo *ai)
+{
+	struct proxy *p = f->p;
+	struct err e;
+	int fd;
+
+	if (p->cctx == NULL)
+		return "no TLS client context (termination is off)";
+	if (p->o.upstream != NULL)
+		return fetch_tunnel(f, ai);
+	fd = sock_open_marked(
+	    ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, p->o.mark, &e);
+	if (fd == -1)
+		return "socket failed";
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return "connect failed";
+	}
+	return fetch_tls(f, fd);
 }
 
 static void

@@ -16,8 +16,10 @@
  *   bound, framed by Content-Length, chunked or the close; no redirect
  *   is followed (a 3xx is just a status);
  * - a deadline over the whole exchange (PROXY_FETCH_TIMEOUT_MS).
- * TODO (issue 39): when an upstream proxy is configured, the connection
- * should go through it (proxy_connect.c's chaining) rather than direct.
+ * - with an upstream proxy configured (uproxy.h), the connection is a
+ *   tunnel through it, like every origin connection of egressd's: to
+ *   the name, or to the address it resolved to (the CONNECT target
+ *   mode); a failed tunnel fails the fetch, never a direct connection.
  *
  * Exactly one callback per fetch unless it is cancelled first. The
  * request and response bytes may be secret: both are wiped and freed.
