@@ -16,8 +16,9 @@
  * requests that need the credential are answered 502 vault_token with
  * the reason (never sent unauthenticated).
  *
- * Logs: vault.http_fetched (credential, outcome fetched|refreshed,
- * changed, ttl_s, status, elapsed_ms), vault.http_failed (credential,
+ * Logs: vault.http_fetched (credential_name: the logger masks a
+ * "credential" key; outcome fetched|refreshed,
+ * changed, ttl_s, status, elapsed_ms), vault.http_failed (credential_name,
  * reason, status, age_ms of the value held, in_use: whether it is still
  * used, until_ms: how long more). Never a value, never the store's words.
  */
@@ -86,13 +87,22 @@ source_free(struct proxy_source *s)
 	free(s);
 }
 
+/* 1 s doubling to PROXY_SOURCE_BACKOFF_MAX_MS, never longer than the
+ * refresh period of the value held (st; else the policy's): a store that
+ * comes back is used within one TTL. */
 static uint64_t
-backoff_ms(unsigned failures)
+backoff_ms(const struct proxy_source *s, const struct vault_http_state *st)
 {
-	uint64_t ms = 1000ull << (failures > 5 ? 5 : failures - 1);
+	unsigned n = s->failures > 6 ? 6 : s->failures;
+	uint64_t ms = 1000ull << (n > 0 ? n - 1 : 0);
+	uint64_t ttl = st->have
+	    ? st->due_ms - st->fetched_ms
+	    : (s->h->ttl_s != 0 ? s->h->ttl_s : POLICY_HTTP_TTL_DEFAULT) *
+	        1000ull;
 
-	return ms > PROXY_SOURCE_BACKOFF_MAX_MS ? PROXY_SOURCE_BACKOFF_MAX_MS
-	                                        : ms;
+	if (ms > PROXY_SOURCE_BACKOFF_MAX_MS)
+		ms = PROXY_SOURCE_BACKOFF_MAX_MS;
+	return ms < ttl ? ms : ttl;
 }
 
 /* The answer in force (0), or -1 with why (fixed text and numbers). */
@@ -135,7 +145,7 @@ source_take(struct proxy_source *s, int status, const uint8_t *body, size_t len,
 	else {
 		(void)vault_http_state(nv, s->cred, &st);
 		log_info(p->log, "vault.http_fetched",
-		    LOG_S("credential", s->cred),
+		    LOG_S("credential_name", s->cred),
 		    LOG_S("outcome", old.have ? "refreshed" : "fetched"),
 		    LOG_B("changed", vault_http_changed(nv, v, s->cred)),
 		    LOG_U("ttl_s", (st.due_ms - st.fetched_ms) / 1000),
@@ -179,8 +189,8 @@ proxy_source_done_cb(
 	if (v != NULL)
 		(void)vault_http_state(v, s->cred, &st);
 	now = v != NULL ? vault_http_now(v) : now_mono_ms();
-	s->next_ms = now_mono_ms() + backoff_ms(s->failures);
-	log_warn(p->log, "vault.http_failed", LOG_S("credential", s->cred),
+	s->next_ms = now_mono_ms() + backoff_ms(s, &st);
+	log_warn(p->log, "vault.http_failed", LOG_S("credential_name", s->cred),
 	    LOG_S("reason", why), LOG_U("status", (uint64_t)status),
 	    LOG_U("failures", s->failures), LOG_B("held", st.have),
 	    LOG_U("age_ms", st.have ? now - st.fetched_ms : 0),
@@ -247,10 +257,10 @@ source_maybe_fetch(struct proxy_source *s, struct vault *v)
 	}
 	if (s->f == NULL) {
 		s->failures++;
-		s->next_ms = now_mono_ms() + backoff_ms(s->failures);
+		s->next_ms = now_mono_ms() + backoff_ms(s, &st);
 		source_row(&p->st, s->cred)->fetches[1]++;
 		log_warn(p->log, "vault.http_failed",
-		    LOG_S("credential", s->cred), LOG_S("reason", e.msg),
+		    LOG_S("credential_name", s->cred), LOG_S("reason", e.msg),
 		    LOG_U("failures", s->failures));
 	}
 }
