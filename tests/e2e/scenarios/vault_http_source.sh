@@ -8,7 +8,8 @@
 # old one is still masked; the store down (503, then a redirect, never
 # followed): the last good value serves until TTL + maxStale (4 s), then
 # 502 with the reason; back up, served again. A source whose first fetch
-# fails answers 502 "not fetched", never unauthenticated. No value and
+# fails answers 502 "not fetched", never unauthenticated; a store whose
+# name resolves to loopback is refused unless allowPrivate. No value and
 # not the store's token reach the sandbox or the log.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -39,9 +40,11 @@ tb_wait_file "$D/ready" "$TB_SETUP_WAIT" ||
 
 pol=$(tb_policy_file policy.yaml <<EOF2
 defaultAction: deny
+infra: [127.0.0.1/32] # the resolver may answer rebind-lo.test's 127.0.0.1
 egress:
   - {action: allow, target: kapi.test}
   - {action: allow, target: store.test}
+  - {action: allow, target: rebind-lo.test}
 credentials:
   - {name: stok, source: {type: file, path: $TB_DIR/egressd/store-token}}
   - name: k
@@ -62,6 +65,13 @@ credentials:
       type: http
       url: https://store.test/v1/missing
       headers: {X-Store-Token: {credential: stok}}
+  - name: kpriv # a store whose name resolves to loopback
+    source: {type: http, url: "https://rebind-lo.test/v1/key"}
+  - name: kpriv-ok
+    source:
+      type: http
+      url: https://rebind-lo.test/v1/key
+      allowPrivate: true
 bindings:
   - name: b
     match: {hosts: [kapi.test], paths: ["/k/*"], methods: [GET]}
@@ -96,6 +106,12 @@ tb_expect_match "format raw (the whole body): injected too" \
     '^200$' "$(tail -1 <<<"$out")"
 tb_check "... the store saw its token on every request (no 401)" \
     test "$(grep -c '"status": 401' "$D/store.log")" -eq 0
+
+# --- private targets: refused unless the operator allows them ---------------
+tb_assert_log "$TB_EGRESSD_LOG" vault.http_failed credential_name=kpriv \
+    'reason=private or loopback address refused'
+tb_assert_log "$TB_EGRESSD_LOG" vault.http_failed credential_name=kpriv-ok \
+    'reason=connect or TLS handshake failed' # nothing listens: it tried
 
 # --- a source whose first fetch fails: 502, never unauthenticated -------------
 n_api=$(wc -l <"$D/api.log")
