@@ -41,7 +41,7 @@ struct vault_http_req {
 };
 
 /* The request of the http credential named cred: its method and target,
- * Host, User-Agent, Accept, the policy's headers (literal, or another
+ * Host, User-Agent, Connection: close, the policy's headers (literal, or another
  * credential's value), Content-Length: 0 for POST. 0, or -1 and e (no
  * such http credential, a header's credential without a value, out of
  * memory). */
