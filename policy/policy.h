@@ -461,6 +461,8 @@ void policy_yaml_free(char *yaml);
 enum policy_cred_source {
 	POLICY_CRED_INLINE,
 	POLICY_CRED_FILE, /* path only; the vault reads the file */
+	/* fetched by egressd (policy/policy_cred_http.h, issue 38) */
+	POLICY_CRED_HTTP,
 };
 
 enum policy_auth_type {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
+#include "policy/policy_cred_http_walk.h"
 #include "policy/policy_oauth2_walk.h"
 #include "policy/policy_ybuf.h"
 
@@ -147,7 +149,9 @@ policy_cred_yaml(struct ybuf *b, const struct policy *p)
 			    "      path: ");
 			policy_ybuf_quoted(b, policy_credential_path(c));
 			policy_ybuf_printf(b, "\n");
-		} else {
+		} else if (policy_credential_source(c) == POLICY_CRED_HTTP)
+			policy_cred_http_yaml(b, policy_credential_http(c));
+		else {
 			policy_ybuf_printf(b,
 			    "\n    source:\n      type: \"inline\"\n"
 			    "      value: ");

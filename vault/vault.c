@@ -344,7 +344,7 @@ vault_destroy(struct vault *v)
  * lines in flight) is moved into the final one, sized exactly.
  */
 static int
-vault_load_values(struct vault *v, struct err *e)
+vault_load_values(struct vault *v, const struct vault *prev, struct err *e)
 {
 	const struct policy *p = v->p;
 	size_t i;
@@ -368,6 +368,10 @@ vault_load_values(struct vault *v, struct err *e)
 		case POLICY_CRED_FILE:
 			if (cred_read_file(
 			        v, c, policy_credential_path(pc), e) == -1)
+				return -1;
+			break;
+		case POLICY_CRED_HTTP:
+			if (vault_http_carry(v, c, pc, prev, e) == -1)
 				return -1;
 			break;
 		}
@@ -406,7 +410,8 @@ vault_retire(struct vault *v, const struct vault *prev)
 
 		if (v->nall - v->nlive == VAULT_RETIRED_MAX)
 			return;
-		if (cred_held(v, c) ||
+		if (c->len == 0 /* an http source not fetched yet */ ||
+		    cred_held(v, c) ||
 		    (c->minted && minted == VAULT_RETIRED_MINTED))
 			continue;
 		minted += c->minted;
@@ -489,12 +494,14 @@ vault_copy_values(struct vault *v, const struct vault *src, struct err *e)
 
 /*
  * One revision of p: values read (or copied from prev when copy: a mint
- * of the same policy), prev's minted tokens carried (with mint's in its
- * binding), bindings, retired values, the matcher.
+ * or a fetch of the same policy; hf's value put in), prev's minted
+ * tokens carried (with mint's in its binding), bindings, retired values,
+ * the matcher.
  */
 static struct vault *
 vault_build(const struct policy *p, const struct vault *prev, bool copy,
-    const struct vault_oauth_mint *mint, struct err *e)
+    const struct vault_oauth_mint *mint, const struct vault_http_fetched *hf,
+    struct err *e)
 {
 	struct vault *v;
 	size_t i;
@@ -519,8 +526,9 @@ vault_build(const struct policy *p, const struct vault *prev, bool copy,
 	}
 	if ((v->arena = secmem_arena_new(arena_size(p), e)) == NULL)
 		goto out_free;
-	if ((copy ? vault_copy_values(v, prev, e) : vault_load_values(v, e)) ==
-	    -1)
+	if ((copy ? vault_copy_values(v, prev, e)
+	          : vault_load_values(v, prev, e)) == -1 ||
+	    (hf != NULL && vault_http_apply(v, hf, e) == -1))
 		goto out_free;
 	v->nlive = v->ncreds;
 	if (vault_oauth_carry(v, prev, mint, e) == -1)
@@ -548,7 +556,7 @@ out_free:
 struct vault *
 vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 {
-	return vault_build(p, prev, false, NULL, e);
+	return vault_build(p, prev, false, NULL, NULL, e);
 }
 
 struct vault *
@@ -562,7 +570,23 @@ vault_mint(const struct vault *v, const char *binding,
 		err_set(e, "no oauth2 binding \"%s\"", binding);
 		return NULL;
 	}
-	return vault_build(v->p, v, true, &m, e);
+	return vault_build(v->p, v, true, &m, NULL, e);
+}
+
+struct vault *
+vault_http_set(const struct vault *v, const char *cred, const char *val,
+    size_t len, uint32_t ttl_s, uint64_t now_ms, struct err *e)
+{
+	struct vault_http_fetched hf = {cred, val, len, ttl_s, now_ms};
+
+	if (!value_ok((const uint8_t *)val, len)) {
+		err_set(e,
+		    "credential \"%s\": value must be 1 to %u bytes without "
+		    "CR, LF or NUL",
+		    cred, POLICY_SECRET_MAX);
+		return NULL;
+	}
+	return vault_build(v->p, v, true, NULL, &hf, e);
 }
 
 void

@@ -514,6 +514,16 @@ struct vault_token;
  */
 struct vault *vault_mint(const struct vault *v, const char *binding,
     const struct vault_token *t, uint64_t now_ms, struct err *e);
+/*
+ * HTTP credential sources (vault_http.h): a new revision: v's values, with the http credential named cred
+ * holding val[0..len) fetched at now_ms (the vault's clock), refreshed
+ * after ttl_s (0: the policy's or the default; capped by the policy's).
+ * The value it replaces is retired (still redacted). NULL and e (never
+ * a value) on failure.
+ */
+struct vault *vault_http_set(const struct vault *v, const char *cred,
+    const char *val, size_t len, uint32_t ttl_s, uint64_t now_ms,
+    struct err *e);
 /* The clock that says whether a minted token is due (now_mono_ms by
  * default; tests step their own). Revisions made from v keep it. */
 void vault_set_clock(struct vault *v, uint64_t (*clock)(void *), void *arg);

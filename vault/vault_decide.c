@@ -14,6 +14,7 @@
 #include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/text.h"
+#include "vault/vault_http.h"
 #include "vault/vault_int.h"
 #include "vault/vault_sigv4.h"
 
@@ -295,6 +296,7 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 {
 	const struct policy_binding *b;
 	const struct vault_bind *vb;
+	const char *why;
 	bool bound;
 	int rc;
 
@@ -336,6 +338,12 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 			return 0;
 		}
 		out->sign = true;
+	}
+	if ((why = vault_http_unusable(v, vb)) != NULL) {
+		/* an http source's value missing or too old: never sent
+		 * without it (the proxy answers 502 with this reason) */
+		decide_as(out, VAULT_REFUSED, 502, why);
+		return 0;
 	}
 	if (policy_binding_oauth2(b) != NULL &&
 	    (vb->tok == NULL || v->clock(v->clock_arg) >= vb->tok_due_ms)) {

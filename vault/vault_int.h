@@ -20,6 +20,10 @@ struct vault_cred {
 	/* An oauth2 access or refresh token egressd was given (not a
 	 * policy credential): retired ones are capped (VAULT_RETIRED_MINTED). */
 	bool minted;
+	/* An http source's value (vault_http.c): when it was fetched, is
+	 * due for a refresh and stops being used (the vault's clock). Until
+	 * the first fetch, val is "" and len 0: no pattern, never sent. */
+	uint64_t fetched_ms, due_ms, until_ms;
 };
 
 /* One substitution of a binding (vault_subst.c). */
@@ -196,5 +200,30 @@ int vault_oauth_carry(struct vault *v, const struct vault *prev,
 /* The vault_bind of the binding named name, NULL if none (vault_oauth.c). */
 const struct vault_bind *vault_oauth_bind(
     const struct vault *v, const char *name);
+
+/* A value fetched for one http credential (vault_http_set). */
+struct vault_http_fetched {
+	const char *cred;
+	const char *val;
+	size_t len;
+	uint32_t ttl_s;
+	uint64_t now_ms;
+};
+/*
+ * The value of http credential c (policy credential pc) in v's arena
+ * (vault_http.c): prev's when prev has one of that name and the same
+ * settings, else none yet (""). 0, or -1 and e.
+ */
+int vault_http_carry(struct vault *v, struct vault_cred *c,
+    const struct policy_credential *pc, const struct vault *prev,
+    struct err *e);
+/* hf's value put in its credential of v (values copied already): 0, or
+ * -1 and e. */
+int vault_http_apply(
+    struct vault *v, const struct vault_http_fetched *hf, struct err *e);
+/* A fixed text when a credential vb uses is an http source's without a
+ * value in use now (none yet, or past maxStale), else NULL. */
+const char *vault_http_unusable(
+    const struct vault *v, const struct vault_bind *vb);
 
 #endif

@@ -224,6 +224,16 @@ metrics_vault(struct metrics_out *o, const struct stats *st)
 				    st->vault_bindings[i].name, tn[k],
 				    st->vault_bindings[i].tokens[k]);
 	}
+	metrics_family(o, "egressd_vault_source_fetches_total", "counter",
+	    "Fetches of http credential sources egressd made, by credential "
+	    "and outcome.");
+	for (i = 0; i < st->nvault_sources; i++)
+		for (size_t k = 0; k < 2; k++)
+			metrics_printf(o,
+			    "egressd_vault_source_fetches_total{"
+			    "credential=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
+			    st->vault_sources[i].name, k == 0 ? "ok" : "failed",
+			    st->vault_sources[i].fetches[k]);
 	metrics_labelled(o, "egressd_vault_compressed_responses_total",
 	    "counter",
 	    "Compressed responses to requests a credential was injected "

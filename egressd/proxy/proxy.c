@@ -190,7 +190,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		return NULL;
 	}
 	if ((l4[0] != '\0' && proxy_listen(p, AF_INET, l4, e) == -1) ||
-	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1)) {
+	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1) ||
+	    proxy_source_start(p, e) == -1) {
 		proxy_free(p);
 		return NULL;
 	}
@@ -210,6 +211,7 @@ proxy_free(struct proxy *p)
 	while (p->conns != NULL)
 		proxy_conn_close(p->conns, PROXY_SHUTDOWN);
 	proxy_conn_reap_cb(-1, 0, p); /* nothing up the stack holds them */
+	proxy_source_free_all(p);
 	proxy_mint_free_all(p);
 	for (i = 0; i < p->nl; i++) {
 		event_free(p->l[i].ev);

@@ -294,6 +294,9 @@ struct proxy_status {
 	/* the same per binding (stats.h) */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
 	size_t nvault_bindings;
+	/* http credential sources' fetches (stats.h) */
+	struct stats_vault_source vault_sources[STATS_VAULT_SOURCES];
+	size_t nvault_sources;
 	/* compressed responses to injected requests: decoded, refused at
 	 * the head, failed while decoding (enum proxy_compressed) */
 	uint64_t vault_compressed[3];

@@ -18,8 +18,10 @@
 #include "egressd/base/sock.h"
 #include "egressd/base/uproxy.h"
 #include "egressd/proto/http_chunk.h"
+#include "egressd/proto/special_ranges.h"
 #include "egressd/proxy/proxy_fetch.h"
 #include "egressd/proxy/proxy_int.h"
+#include "util/addr.h"
 #include "util/secmem.h"
 
 #define PROXY_FETCH_MAGIC 0x46455443u /* "FETC" */
@@ -39,6 +41,7 @@ struct proxy_fetch {
 	/* the tunnel through the upstream proxy being dialled (issue 39:
 	 * every origin connection of egressd's goes through it) */
 	struct uproxy_dial *dial;
+	bool public_only; /* proxy_fetch_refuse_private */
 	struct bufferevent *bev;
 	bool shaken; /* the TLS handshake completed (BEV_EVENT_CONNECTED) */
 	size_t cursor; /* http_head_find_end's */
@@ -279,7 +282,10 @@ fetch_tunnel(struct proxy_fetch *f, const struct evutil_addrinfo *ai)
 	struct addr a;
 	struct err e;
 
-	if (uproxy_target_by(u) == UPROXY_BY_ADDRESS &&
+	/* a fetch refused private targets judged this address: a proxy
+	 * resolving the name again could land anywhere, so it gets the
+	 * address (whatever the mode) */
+	if ((uproxy_target_by(u) == UPROXY_BY_ADDRESS || f->public_only) &&
 	    addr_from_sockaddr(ai->ai_addr, &a, NULL) == 0)
 		addr_format(&a, target, sizeof(target));
 	else
@@ -317,6 +323,7 @@ static void
 proxy_fetch_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
 {
 	struct proxy_fetch *f = fetch_arg(arg);
+	struct evutil_addrinfo *ai = res;
 	const char *why;
 
 	f->dreq = NULL;
@@ -330,7 +337,21 @@ proxy_fetch_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
 		fetch_finish(f, 0, NULL, 0, "name did not resolve");
 		return;
 	}
-	why = fetch_connect(f, res);
+	for (ai = res; f->public_only && ai != NULL; ai = ai->ai_next) {
+		struct addr a;
+
+		if (addr_from_sockaddr(ai->ai_addr, &a, NULL) == 0 &&
+		    !(special_addr_flags(a.family == AF_INET ? 4 : 6, a.a) &
+		        SPECIAL_STRIP))
+			break;
+	}
+	if (ai == NULL) {
+		evutil_freeaddrinfo(res);
+		fetch_finish(
+		    f, 0, NULL, 0, "private or loopback address refused");
+		return;
+	}
+	why = fetch_connect(f, ai);
 	evutil_freeaddrinfo(res);
 	if (why != NULL)
 		fetch_finish(f, 0, NULL, 0, why);
@@ -400,6 +421,12 @@ proxy_fetch_start(struct proxy *p, const char *host, uint16_t port,
 	}
 	event_active(f->kick, 0, 0);
 	return f;
+}
+
+void
+proxy_fetch_refuse_private(struct proxy_fetch *f)
+{
+	f->public_only = true;
 }
 
 void

@@ -55,6 +55,15 @@ typedef void (*proxy_fetch_cb)(
 struct proxy_fetch *proxy_fetch_start(struct proxy *p, const char *host,
     uint16_t port, const uint8_t *req, size_t len, size_t body_max,
     proxy_fetch_cb cb, void *arg, struct err *e);
+/*
+ * Refuses, for f (right after proxy_fetch_start), every address the DNS
+ * rebinding filter strips (loopback, private, link-local, CGNAT, ULA,
+ * cloud metadata: special_ranges.h SPECIAL_STRIP): the first other one
+ * the name resolves to is used; none: "private or loopback address
+ * refused". For an operator URL that must not reach into the node or
+ * the cluster unless the operator says so.
+ */
+void proxy_fetch_refuse_private(struct proxy_fetch *f);
 /* Cancels a fetch whose callback has not come: none will. */
 void proxy_fetch_cancel(struct proxy_fetch *f);
 /* The proxy's resolver for fetches, freed with the proxy. */

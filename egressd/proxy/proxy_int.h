@@ -365,7 +365,15 @@ struct proxy {
 	LIST_HEAD(, proxy_mint) mints;
 	struct evdns_base *fetch_dns;
 	void (*mint_done_cb)(struct proxy_conn *c, bool failed);
+	/* http credential sources kept fetched (proxy_source.c) */
+	struct proxy_sources *sources;
 };
+
+/* proxy_source.c: the background fetches of http credential sources,
+ * started with the proxy (the first look at once), stopped with it. */
+struct proxy_sources;
+int proxy_source_start(struct proxy *p, struct err *e);
+void proxy_source_free_all(struct proxy *p);
 
 /* proxy_mint.c */
 /* c's request waits for binding's token (v: the revision that said

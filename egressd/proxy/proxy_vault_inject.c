@@ -835,6 +835,13 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		*status = vi.status != 0 ? vi.status : 403;
 		*why = vi.decision == VAULT_AMBIGUOUS ? PROXY_VAULT_AMBIGUOUS
 		                                      : PROXY_VAULT_REFUSED;
+		if (vi.status == 502) {
+			/* a credential egressd fetches is missing or too old
+			 * (vault_http.h): said like a token endpoint's failure */
+			(void)snprintf(c->vault.mint_why,
+			    sizeof(c->vault.mint_why), "%s", vi.reason);
+			*why = PROXY_VAULT_TOKEN;
+		}
 		rc = -1;
 		break;
 	case VAULT_INJECTED:
