@@ -51,10 +51,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(t.access >= buf && t.access + t.access_len <= buf + size);
 		check(t.refresh == NULL || visible(t.refresh, t.refresh_len));
 		check(t.refresh == NULL ||
-		    (t.refresh >= buf && t.refresh + t.refresh_len <= buf + size));
+		    (t.refresh >= buf &&
+		        t.refresh + t.refresh_len <= buf + size));
 		check(t.expires_in >= 1 && t.expires_in <= VAULT_TOKEN_TTL_MAX);
 		check(t.access_len == t2.access_len &&
-		    memcmp(t.access - buf + buf2, t2.access, t.access_len) == 0);
+		    memcmp(t.access - buf + buf2, t2.access, t.access_len) ==
+		        0);
 	} else {
 		check(rc == -1 && t.access == NULL && t.refresh == NULL);
 		check(strncmp(e.msg, "token response: ", 16) == 0);
