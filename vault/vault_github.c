@@ -138,6 +138,7 @@ vault_github_jwt(const char *pem, size_t n, const char *app_id, int64_t now_s,
 	buf = NULL;
 	rc = 0;
 out:
+	secmem_wipe(sig, sizeof(sig)); /* the JWT's third part */
 	EVP_MD_CTX_free(ctx);
 	EVP_PKEY_free(k);
 	free(buf);

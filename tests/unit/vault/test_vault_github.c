@@ -291,6 +291,19 @@ test_policy_github(void **state)
 	assert_int_equal(g->nperms, 2);
 	assert_string_equal(g->perm_levels[1], "write");
 	assert_int_equal(g->form, POLICY_GITHUB_FORM_BEARER);
+	/* written back as YAML and read again: the same settings */
+	{
+		char *y = policy_to_yaml(p);
+		struct policy *p2;
+
+		assert_non_null(y);
+		assert_non_null(p2 = ts_policy_yaml(y, "again.yaml"));
+		assert_true(policy_github_same(g,
+		    policy_binding_github(
+		        ((const struct policy *)p2)->bindings[0])));
+		policy_unref(p2);
+		free(y);
+	}
 	policy_unref(p);
 }
 
