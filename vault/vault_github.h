@@ -13,7 +13,9 @@
  * one signature and freed right after (OpenSSL clears the key's numbers
  * as it frees them), so no long-lived copy sits in the ordinary heap,
  * outside the locked, undumped arena. A mint is once an hour: the parse
- * costs nothing that matters.
+ * costs nothing that matters. (During the parse and the signature the
+ * key is in OpenSSL's memory too; its PEM decoder's buffers are
+ * OpenSSL's to clear.)
  */
 #ifndef EGRESSD_VAULT_GITHUB_H
 #define EGRESSD_VAULT_GITHUB_H
