@@ -473,6 +473,7 @@ enum policy_auth_type {
 	POLICY_AUTH_PASSTHROUGH,
 	POLICY_AUTH_AWS_SIGV4, /* issue 38: egressd signs (vault_sigv4.h) */
 	POLICY_AUTH_OAUTH2, /* policy/policy_oauth2.h */
+	POLICY_AUTH_GITHUB_APP, /* policy/policy_github.h */
 };
 
 #define POLICY_CRED_NAME_MAX 64 /* credential and binding names */

@@ -69,6 +69,10 @@ const char *policy_binding_credential(const struct policy_binding *b);
 struct policy_oauth2;
 const struct policy_oauth2 *policy_binding_oauth2(
     const struct policy_binding *b);
+/* githubApp auth's settings (policy/policy_github.h); NULL for others. */
+struct policy_github;
+const struct policy_github *policy_binding_github(
+    const struct policy_binding *b);
 /* The header apiKey auth writes (auth.name); NULL for the others. */
 const char *policy_binding_header_name(const struct policy_binding *b);
 /* customHeaders auth: header i's name, its credential's name in *credential

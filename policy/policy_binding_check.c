@@ -12,6 +12,7 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
 #include "policy/policy_cred_http.h"
+#include "policy/policy_github.h"
 #include "policy/policy_oauth2.h"
 #include "policy/policy_walk.h"
 
@@ -143,6 +144,34 @@ cred_http_check(
 	return 0;
 }
 
+/* A githubApp binding's API host is allowed by name (egressd's own token
+ * request goes only there), and its private key is read from a file: a
+ * PEM's lines cannot be an inline value, and an operator's key file is
+ * where GitHub's download goes. */
+static int
+github_check(
+    const struct policy *p, const struct policy_github *g, struct err *e)
+{
+	size_t i;
+
+	if (!policy_host_covered(p, g->host, e)) {
+		err_prefix(e, "githubApp apiUrl");
+		return -1;
+	}
+	for (i = 0; i < p->ncredentials; i++)
+		if (strcmp(policy_credential_name(p->credentials[i]),
+		        g->private_key) == 0 &&
+		    policy_credential_source(p->credentials[i]) !=
+		        POLICY_CRED_FILE) {
+			err_set(e,
+			    "githubApp privateKey \"%s\" must be a file "
+			    "credential (a PEM key)",
+			    g->private_key);
+			return -1;
+		}
+	return 0;
+}
+
 /* Runs every check; reports each problem through report(). */
 static int
 check_all(const struct policy *p,
@@ -169,6 +198,10 @@ check_all(const struct policy *p,
 		if (b->oauth2 != NULL &&
 		    !policy_host_covered(p, b->oauth2->host, &e)) {
 			err_prefix(&e, "oauth2 tokenUrl");
+			report(arg, b->line, b->col, &e);
+			rc = -1;
+		}
+		if (b->github != NULL && github_check(p, b->github, &e) == -1) {
 			report(arg, b->line, b->col, &e);
 			rc = -1;
 		}

@@ -8,6 +8,7 @@
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
 #include "policy/policy_cred_http_walk.h"
+#include "policy/policy_github_walk.h"
 #include "policy/policy_oauth2_walk.h"
 #include "policy/policy_ybuf.h"
 
@@ -119,6 +120,7 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 		yaml_subst(b, &x->subst[i]);
 	yaml_aws(b, &x->aws);
 	policy_oauth2_yaml(b, x->oauth2);
+	policy_github_yaml(b, x->github);
 }
 
 /* The operator's own inline value goes back into the operator's own

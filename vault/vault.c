@@ -13,29 +13,46 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_github.h"
 #include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/fileread.h"
 #include "util/now.h"
 #include "util/text.h"
+#include "vault/vault_github.h"
 #include "vault/vault_int.h"
 #include "vault/vault_token.h"
 
 /* ---- values ---- */
 
 /* A value the vault accepts: 1..POLICY_SECRET_MAX bytes, no CR LF NUL
- * (they would split or end a header line). */
+ * (they would split or end a header line); a PEM key (never written
+ * into a header) keeps its lines. */
 static bool
-value_ok(const uint8_t *s, size_t n)
+value_ok(const uint8_t *s, size_t n, bool pem)
 {
 	size_t i;
 
 	if (n == 0 || n > POLICY_SECRET_MAX)
 		return false;
 	for (i = 0; i < n; i++)
-		if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+		if (((s[i] == '\r' || s[i] == '\n') && !pem) || s[i] == '\0')
 			return false;
 	return true;
+}
+
+/* Is the credential named name a githubApp binding's private key? */
+static bool
+cred_is_pem(const struct policy *p, const char *name)
+{
+	const struct policy_github *g;
+	size_t i;
+
+	for (i = 0; i < p->nbindings; i++)
+		if ((g = policy_binding_github(p->bindings[i])) != NULL &&
+		    strcmp(g->private_key, name) == 0)
+			return true;
+	return false;
 }
 
 struct sink_arg {
@@ -48,7 +65,7 @@ cred_sink(void *arg, const uint8_t *value, size_t len)
 {
 	struct sink_arg *a = arg;
 
-	if (!value_ok(value, len))
+	if (!value_ok(value, len, false))
 		return -1;
 	a->c->val = secmem_strndup(a->v->arena, (const char *)value, len);
 	if (a->c->val == NULL)
@@ -58,8 +75,8 @@ cred_sink(void *arg, const uint8_t *value, size_t len)
 }
 
 static int
-cred_read_file(
-    struct vault *v, struct vault_cred *c, const char *path, struct err *e)
+cred_read_file(struct vault *v, struct vault_cred *c, const char *path,
+    bool pem, struct err *e)
 {
 	/* Room for POLICY_SECRET_MAX bytes, a "\r\n" and fileread_buf's NUL
 	 * plus the byte that tells "too long". */
@@ -84,10 +101,12 @@ cred_read_file(
 		n--;
 	if (n > 0 && buf[n - 1] == '\r')
 		n--;
-	if (!value_ok((const uint8_t *)buf, (size_t)n)) {
+	if (!value_ok((const uint8_t *)buf, (size_t)n, pem)) {
 		err_set(e,
-		    "credential \"%s\": %s: value must be 1 to %u bytes "
-		    "without CR, LF or NUL",
+		    pem ? "credential \"%s\": %s: a private key must be 1 to "
+		          "%u bytes without NUL"
+		        : "credential \"%s\": %s: value must be 1 to %u "
+		          "bytes without CR, LF or NUL",
 		    c->name, path, POLICY_SECRET_MAX);
 		secmem_free(v->arena, buf);
 		return -1;
@@ -137,6 +156,7 @@ vault_line_name(const struct vault_bind *vb, size_t i)
 	case POLICY_AUTH_BEARER:
 	case POLICY_AUTH_BASIC:
 	case POLICY_AUTH_OAUTH2:
+	case POLICY_AUTH_GITHUB_APP:
 		return "Authorization";
 	case POLICY_AUTH_APIKEY:
 		return policy_binding_header_name(vb->b);
@@ -155,6 +175,7 @@ vault_line_prefix(const struct vault_bind *vb)
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
 	case POLICY_AUTH_OAUTH2:
+	case POLICY_AUTH_GITHUB_APP: /* or git's Basic (vault_decide.c) */
 		return "Bearer ";
 	case POLICY_AUTH_BASIC:
 		return "Basic ";
@@ -238,6 +259,18 @@ bind_init(struct vault *v, struct vault_bind *vb,
 	case POLICY_AUTH_OAUTH2:
 		/* the sandbox's Authorization goes, token or not */
 		return bind_add_line(vb, "Authorization", vb->tok, e);
+	case POLICY_AUTH_GITHUB_APP:
+		/* a key that cannot sign is said at load, not at first use */
+		if (vb->key == NULL ||
+		    vault_github_key_check(vb->key->val, vb->key->len, e) ==
+		        -1) {
+			err_prefix(e, "binding \"%s\": privateKey \"%s\"",
+			    policy_binding_name(b),
+			    policy_binding_github(b)->private_key);
+			return -1;
+		}
+		/* the Basic form, the longer line, sizes the render */
+		return bind_add_line(vb, "Authorization", vb->tok_basic, e);
 	}
 bad_ref:
 	/* The loader checked references; a snapshot that did not is a bug
@@ -303,14 +336,16 @@ bind_clear(struct vault_bind *vb)
 
 /* ---- lifetimes ---- */
 
-/* oauth2 bindings of p: each may hold two minted values. */
+/* oauth2 and githubApp bindings of p: each may hold two minted values
+ * (a token and a rotated refresh token, or a token and its Basic form). */
 static size_t
 oauth2_count(const struct policy *p)
 {
 	size_t i, n = 0;
 
 	for (i = 0; i < p->nbindings; i++)
-		n += policy_binding_oauth2(p->bindings[i]) != NULL;
+		n += policy_binding_oauth2(p->bindings[i]) != NULL ||
+		    policy_binding_github(p->bindings[i]) != NULL;
 	return n;
 }
 
@@ -318,8 +353,10 @@ oauth2_count(const struct policy *p)
 static size_t
 arena_size(const struct policy *p)
 {
-	/* Every value at its largest, and one file read buffer. */
-	return (p->ncredentials + 2 * oauth2_count(p) + 1) *
+	/* Every value at its largest, and one file read buffer; a minted
+	 * binding's two values and a scratch Basic form (4/3 of a token)
+	 * within four. */
+	return (p->ncredentials + 4 * oauth2_count(p) + 1) *
 	    (POLICY_SECRET_MAX + 64);
 }
 
@@ -366,8 +403,8 @@ vault_load_values(struct vault *v, const struct vault *prev, struct err *e)
 			}
 			break;
 		case POLICY_CRED_FILE:
-			if (cred_read_file(
-			        v, c, policy_credential_path(pc), e) == -1)
+			if (cred_read_file(v, c, policy_credential_path(pc),
+			        cred_is_pem(p, c->name), e) == -1)
 				return -1;
 			break;
 		case POLICY_CRED_HTTP:
@@ -566,7 +603,9 @@ vault_mint(const struct vault *v, const char *binding,
 	struct vault_oauth_mint m = {binding, t, now_ms};
 
 	if (vault_oauth_bind(v, binding) == NULL ||
-	    policy_binding_oauth2(vault_oauth_bind(v, binding)->b) == NULL) {
+	    (policy_binding_oauth2(vault_oauth_bind(v, binding)->b) == NULL &&
+	        policy_binding_github(vault_oauth_bind(v, binding)->b) ==
+	            NULL)) {
 		err_set(e, "no oauth2 binding \"%s\"", binding);
 		return NULL;
 	}
@@ -579,7 +618,7 @@ vault_http_set(const struct vault *v, const char *cred, const char *val,
 {
 	struct vault_http_fetched hf = {cred, val, len, ttl_s, now_ms};
 
-	if (!value_ok((const uint8_t *)val, len)) {
+	if (!value_ok((const uint8_t *)val, len, false)) {
 		err_set(e,
 		    "credential \"%s\": value must be 1 to %u bytes without "
 		    "CR, LF or NUL",

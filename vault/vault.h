@@ -77,8 +77,9 @@ struct vault_bind;
  * and writable by no one else, and so are the directories of the link and
  * of its target (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or
  * "\r\n" is dropped. A value must be 1..POLICY_SECRET_MAX bytes without
- * CR, LF or NUL. NULL and e on failure; e names the credential (and the
- * file), never a value.
+ * CR, LF or NUL (a githubApp binding's privateKey, a PEM never written
+ * into a header, may hold CR and LF). NULL and e on failure; e names the
+ * credential (and the file), never a value.
  */
 struct vault *vault_new(
     const struct policy *p, const struct vault *prev, struct err *e);

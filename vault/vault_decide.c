@@ -11,10 +11,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_github.h"
 #include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/text.h"
 #include "vault/vault_http.h"
+#include "vault/vault_github.h"
 #include "vault/vault_int.h"
 #include "vault/vault_sigv4.h"
 
@@ -159,11 +161,22 @@ query_has_method(const char *q, size_t n)
 	return false;
 }
 
+/* git's Basic form of a githubApp binding's token (vault_github.h). */
+static bool
+github_basic(const struct vault_bind *vb, const struct vault_inject *out)
+{
+	const struct policy_github *g = policy_binding_github(vb->b);
+
+	return g != NULL && vb->tok_basic != NULL &&
+	    vault_github_basic_for(g->form, out->norm_path, out->norm_path_len);
+}
+
 static int
 render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
     struct err *e)
 {
-	const char *prefix = vault_line_prefix(vb);
+	const bool basic = github_basic(vb, out);
+	const char *prefix = basic ? "Basic " : vault_line_prefix(vb);
 	size_t i, pl = strlen(prefix), off = 0;
 	char *buf;
 
@@ -179,6 +192,12 @@ render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
 	}
 	for (i = 0; i < vb->ncreds; i++) {
 		const char *name = vault_line_name(vb, i);
+		/* a githubApp binding's one line: its token, in the form the
+		 * request wants (the Basic one sized the buffer) */
+		const struct vault_cred *c =
+		    policy_binding_github(vb->b) == NULL ? vb->creds[i]
+		    : basic                              ? vb->tok_basic
+		                                         : vb->tok;
 		size_t nl = strlen(name);
 
 		memcpy(buf + off, name, nl);
@@ -187,8 +206,8 @@ render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
 		off += 2;
 		memcpy(buf + off, prefix, pl);
 		off += pl;
-		memcpy(buf + off, vb->creds[i]->val, vb->creds[i]->len);
-		off += vb->creds[i]->len;
+		memcpy(buf + off, c->val, c->len);
+		off += c->len;
 		memcpy(buf + off, "\r\n", 2);
 		off += 2;
 	}
@@ -345,11 +364,15 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 		decide_as(out, VAULT_REFUSED, 502, why);
 		return 0;
 	}
-	if (policy_binding_oauth2(b) != NULL &&
+	if ((policy_binding_oauth2(b) != NULL ||
+	        policy_binding_github(b) != NULL) &&
 	    (vb->tok == NULL || v->clock(v->clock_arg) >= vb->tok_due_ms)) {
 		/* no token, or one due for renewal: nothing goes out until
 		 * the revision that holds a fresh one decides again */
-		decide_as(out, VAULT_MINT, 0, "oauth2 access token to mint");
+		decide_as(out, VAULT_MINT, 0,
+		    policy_binding_github(b) != NULL
+		        ? "github installation token to mint"
+		        : "oauth2 access token to mint");
 		return 0;
 	}
 	if (render(v, vb, out, e) == -1)

@@ -60,6 +60,10 @@ struct vault_bind {
 	const struct vault_cred *secret, *refresh;
 	const struct vault_cred *tok, *rtok;
 	uint64_t tok_due_ms, tok_expires_ms;
+	/* githubApp (vault_github.c): the App's private key (a PEM
+	 * credential) and the token's Basic form for git,
+	 * base64("x-access-token:<token>"), minted beside tok */
+	const struct vault_cred *key, *tok_basic;
 };
 
 /* The skip filter's blocks (vault_redact.c skip_block): bytes, and the

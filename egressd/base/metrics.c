@@ -213,7 +213,8 @@ metrics_vault(struct metrics_out *o, const struct stats *st)
 
 		metrics_family(o, "egressd_vault_oauth2_tokens_total",
 		    "counter",
-		    "oauth2 token requests egressd made, by binding and "
+		    "Token requests egressd made (oauth2 access tokens, "
+		    "githubApp installation tokens), by binding and "
 		    "outcome.");
 		for (i = 0; i < st->nvault_bindings; i++)
 			for (size_t k = 0; k < 3; k++)

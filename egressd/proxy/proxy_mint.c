@@ -10,10 +10,16 @@
  * injected; if the token endpoint failed, each gets 502 vault_token
  * with the reason, never an unauthenticated request.
  *
+ * A githubApp binding's installation token (issue 38 item 3) is minted
+ * the same way: the vault renders its request (the App's JWT signed
+ * there) and reads its answer; only the log events are its own.
+ *
  * Logs: vault.oauth2_token (binding, grant, outcome minted|refreshed,
  * expires_in, waiters, rotated), vault.oauth2_refresh_rotated when a
  * file-sourced refresh token was replaced in memory, vault.oauth2_failed
- * (binding, grant, reason, status). Never a value.
+ * (binding, grant, reason, status); vault.github_token and
+ * vault.github_failed for githubApp bindings (grant "githubApp"). Never
+ * a value.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +41,8 @@ struct proxy_mint {
 	struct proxy *p;
 	LIST_ENTRY(proxy_mint) le;
 	char binding[POLICY_CRED_NAME_MAX + 1];
-	enum policy_oauth2_grant grant;
+	enum vault_mint_kind kind;
+	const char *grant; /* a static name: the grant's, or "githubApp" */
 	bool renew; /* the binding held a token: a refresh of it */
 	struct proxy_fetch *f;
 	TAILQ_HEAD(, proxy_conn) waiters;
@@ -119,8 +126,10 @@ mint_install(
 		return -1;
 	}
 	p->h.vault_minted(p->h.arg, nv);
-	log_info(p->log, "vault.oauth2_token", LOG_S("binding", m->binding),
-	    LOG_S("grant", policy_oauth2_grant_name(m->grant)),
+	log_info(p->log,
+	    m->kind == VAULT_MINT_GITHUB ? "vault.github_token"
+	                                 : "vault.oauth2_token",
+	    LOG_S("binding", m->binding), LOG_S("grant", m->grant),
 	    LOG_S("outcome", m->renew ? "refreshed" : "minted"),
 	    LOG_U("expires_in", t->expires_in),
 	    LOG_U("expires_at_ms", now_wall_ms() + t->expires_in * 1000ull),
@@ -151,13 +160,9 @@ mint_answer(struct proxy_mint *m, int status, const uint8_t *body, size_t len,
 		(void)snprintf(why, whylen, "out of memory");
 		return -1;
 	}
-	if (vault_token_parse(body, len, buf, len + 1, &t, &e) == 0 &&
-	    status >= 200 && status <= 299)
+	if (vault_oauth_answer(m->kind, status, body, len, buf, len + 1,
+	        (int64_t)(now_wall_ms() / 1000), &t, &e) == 0)
 		rc = mint_install(m, &t, why, whylen);
-	else if (status < 200 || status > 299)
-		(void)snprintf(why, whylen, "token endpoint answered %d%s%s",
-		    status, t.error != NULL ? " " : "",
-		    t.error != NULL ? t.error : "");
 	else
 		(void)snprintf(why, whylen, "%s", e.msg);
 	secmem_wipe(buf, len + 1);
@@ -194,9 +199,10 @@ proxy_mint_done_cb(
 	row = proxy_mint_row(&p->st, m->binding);
 	row->tokens[rc == -1 ? 2 : m->renew ? 1 : 0]++;
 	if (rc == -1)
-		log_warn(p->log, "vault.oauth2_failed",
-		    LOG_S("binding", m->binding),
-		    LOG_S("grant", policy_oauth2_grant_name(m->grant)),
+		log_warn(p->log,
+		    m->kind == VAULT_MINT_GITHUB ? "vault.github_failed"
+		                                 : "vault.oauth2_failed",
+		    LOG_S("binding", m->binding), LOG_S("grant", m->grant),
 		    LOG_S("reason", why), LOG_U("status", (uint64_t)status),
 		    LOG_U("waiters", m->nwaiters));
 	/* every waiter off the list first: resuming one may close others */
@@ -230,6 +236,9 @@ mint_flight(
 		return NULL;
 	}
 	if (vault_oauth_request(v, binding, &rq, &e) == -1) {
+		/* e: a fixed text (a key that cannot sign, no memory) */
+		log_warn(p->log, "vault.token_request_failed",
+		    LOG_S("binding", binding), LOG_S("reason", e.msg));
 		free(m);
 		*why = "no token request for the binding";
 		return NULL;
@@ -237,11 +246,12 @@ mint_flight(
 	m->magic = PROXY_MINT_MAGIC;
 	m->p = p;
 	memcpy(m->binding, binding, strlen(binding) + 1);
-	m->grant = rq.oa->grant;
+	m->kind = rq.kind;
+	m->grant = rq.grant;
 	m->renew = rq.renew;
 	TAILQ_INIT(&m->waiters);
-	m->f = proxy_fetch_start(p, rq.oa->host, rq.oa->port, rq.bytes, rq.len,
-	    VAULT_TOKEN_BODY_MAX, proxy_mint_done_cb, m, &e);
+	m->f = proxy_fetch_start(p, rq.host, rq.port, rq.bytes, rq.len,
+	    rq.body_max, proxy_mint_done_cb, m, &e);
 	vault_oauth_request_clear(&rq);
 	if (m->f == NULL) {
 		log_warn(p->log, "vault.oauth2_failed",
