@@ -293,7 +293,7 @@ test_byte_classes(void **state)
 	static struct http_head h;
 	struct err e;
 	char line[128];
-	unsigned c;
+	unsigned c, k;
 	int n;
 
 	(void)state;
@@ -316,6 +316,17 @@ test_byte_classes(void **state)
 		assert_int_equal(
 		    http_parse_response(line, (size_t)n, NULL, &h, &e),
 		    ref_field(c) ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		/* at every offset of a long value: the parser checks 8 bytes
+		 * at a time, and the byte falls at each place of a word */
+		for (k = 0; k < 24; k++) {
+			n = snprintf(line, sizeof(line),
+			    "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: "
+			    "aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+			line[n - 28 + (int)k] = (char)c;
+			assert_int_equal(
+			    http_parse_request(line, (size_t)n, &h, &e),
+			    ref_field(c) ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		}
 	}
 }
 
