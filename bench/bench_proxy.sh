@@ -152,11 +152,11 @@ rotate()
 	done
 	echo "$w"
 }
-# wait_listen NS ADDR:PORT: up to 5 s for a TCP listener there
+# wait_listen NS ADDR:PORT [S]: up to S (5) s for a TCP listener there
 wait_listen()
 {
 	local i
-	for i in $(seq 50); do
+	for i in $(seq $((${3:-5} * 10))); do
 		grep -q "$2" <<<"$(ip netns exec "$1" ss -ltn)" && return 0
 		sleep 0.1
 	done
@@ -456,14 +456,15 @@ vault_path()
 	rules0 | rules100) echo /plain/small ;;
 	esac
 }
-# cg_case LABEL: BENCH_REQS (BENCH_REQS_1M) keep-alive requests of one
-# curl to LABEL's path, after one warm-up request (the leaf minted, an
-# origin session to resume); egressd's instructions for them per request
-# into $DIR/res/cg-LABEL, its dump into $CG_OUT/LABEL.callgrind.
+# cg_case LABEL [URL PID]: BENCH_REQS (BENCH_REQS_1M) keep-alive requests
+# of one curl to LABEL's path (or URL), after one warm-up request (the
+# leaf minted, an origin session to resume); egressd's (or PID's)
+# instructions for them per request into $DIR/res/cg-LABEL, its dump into
+# $CG_OUT/LABEL.callgrind.
 cg_case()
 {
-	local label=$1 url n i f
-	url="https://term.bench.test$(vault_path "${1%.r*}")"
+	local label=$1 url=${2:-} pid=${3:-$EPID} n i f
+	[ -n "$url" ] || url="https://term.bench.test$(vault_path "${1%.r*}")"
 	n=$REQS
 	[[ $label == *_1m* ]] && n=$REQS_1M
 	for i in $(seq "$n"); do
@@ -475,7 +476,7 @@ cg_case()
 		    --clear-groups curl -sf --cacert "$DIR/both.crt" "$@"
 	}
 	cl -o /dev/null "$url" || die "$label: warm-up request failed"
-	callgrind_control -z "$EPID" >/dev/null 2>&1 || die "callgrind_control -z"
+	callgrind_control -z "$pid" >/dev/null 2>&1 || die "callgrind_control -z"
 	# BENCH_CONNS=close: a new connection per request (curl resumes
 	# its TLS session, as wrk does)
 	if [ "$CONNS" = close ]; then
@@ -484,9 +485,9 @@ cg_case()
 	else
 		cl -K "$DIR/res/$label.curl" || die "$label: a request failed"
 	fi
-	callgrind_control -d "$label" "$EPID" >/dev/null 2>&1 ||
+	callgrind_control -d "$label" "$pid" >/dev/null 2>&1 ||
 	    die "callgrind_control -d"
-	f=$(ls "$CG_OUT/cg.$EPID".[0-9]* 2>/dev/null | head -1)
+	f=$(ls "$CG_OUT/cg.$pid".[0-9]* 2>/dev/null | head -1)
 	[ -n "$f" ] || die "$label: no callgrind dump"
 	mv "$f" "$CG_OUT/$label.callgrind"
 	awk -v n="$n" '/^(summary|totals):/ {ir = $2}
@@ -705,12 +706,26 @@ fi
 # --- nginx as a terminating injector -------------------------------------------------
 if want nginx; then
 	nginx_peer_conf
-	ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	if [ -n "$CALLGRIND" ]; then
+		# the peer's own instructions per request, counted as egressd's
+		# are: one process (no master), the same curl requests
+		sed 's/^worker_processes 1;/master_process off;/' \
+		    "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/cg.conf"
+		ip netns exec "$SBX" valgrind --tool=callgrind \
+		    --callgrind-out-file="$CG_OUT/cg.%p" --compress-strings=no \
+		    nginx -c "$DIR/ng-sbx/cg.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	else
+		ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	fi
 	NPID=$!
 	PIDS+=("$NPID")
-	wait_listen "$SBX" 127.0.0.1:8443
+	wait_listen "$SBX" 127.0.0.1:8443 "$wait_s"
 	echo "127.0.0.1 term.bench.test" >"/etc/netns/$SBX/hosts"
-	measure nginx "https://term.bench.test:8443/small"
+	if [ -n "$CALLGRIND" ]; then
+		cg_case nginx "https://term.bench.test:8443/small" "$NPID"
+	else
+		measure nginx "https://term.bench.test:8443/small"
+	fi
 	kill "$NPID"
 fi
 
@@ -785,6 +800,11 @@ vault_report()
 		done
 	done
 }
+if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-nginx" ]; then
+	read -r x n <<<"$(r cg-nginx)"
+	printf '\nthe nginx peer (terminating injector, one process): %d Ir/req (%d requests)\n' \
+	    "$x" "$n"
+fi
 printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
 vault_report terminating term_plain "1 KiB"
 vault_report inject_1m term_plain_1m "1 MiB"
