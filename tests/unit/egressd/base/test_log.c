@@ -97,7 +97,8 @@ test_escaping(void **state)
 	setup_log(&lg);
 	log_format(&lg, buf, sizeof(buf), LOG_INFO, "dns.query",
 	    (const struct log_field[]){LOG_BEGIN_, LOG_S("name", evil),
-	        LOG_S("utf8", "caf\xc3\xa9"), LOG_END_});
+	        LOG_S("utf8", "caf\xc3\xa9"), LOG_S("bs", "c:\\x"),
+	        LOG_S("q", "say \"hi"), LOG_END_});
 	j = parse_line(buf);
 	assert_string_equal(
 	    json_string_value(json_object_get(j, "lvl")), "info");
@@ -108,6 +109,11 @@ test_escaping(void **state)
 	assert_non_null(strstr(got, "\xef\xbf\xbd")); /* U+FFFD */
 	assert_string_equal(
 	    json_string_value(json_object_get(j, "utf8")), "caf\xc3\xa9");
+	/* one byte to escape in an otherwise plain string */
+	assert_string_equal(
+	    json_string_value(json_object_get(j, "bs")), "c:\\x");
+	assert_string_equal(
+	    json_string_value(json_object_get(j, "q")), "say \"hi");
 	assert_non_null(strstr(buf, "\\u0001"));
 	assert_non_null(strstr(buf, "\\u007f"));
 	json_decref(j);
@@ -394,6 +400,48 @@ test_truncation_commas(void **state)
 	log_clear(&lg);
 }
 
+/* Plain strings (copied as they are checked) at every buffer size: the
+ * line is the whole line when it fits, else the whole line cut at a field
+ * boundary and marked, and always valid JSON. */
+static void
+test_truncation_plain(void **state)
+{
+	struct log lg;
+	char full[512], buf[512], val[300];
+	size_t i, cap, n, k;
+	json_t *j;
+	(void)state;
+
+	for (i = 0; i + 1 < sizeof(val); i++)
+		val[i] = (char)('a' + i % 26);
+	val[sizeof(val) - 1] = '\0';
+	setup_log(&lg);
+#define PLAIN_FIELDS                                                           \
+	(const struct log_field[]){LOG_BEGIN_,                                 \
+	    LOG_S("host", "term.bench.test"), LOG_S("path", "/plain/small"),   \
+	    LOG_S("v", val), LOG_S("k", "x"), LOG_END_}
+	n = log_format(&lg, full, sizeof(full), LOG_INFO, "t", PLAIN_FIELDS);
+	assert_null(strstr(full, "trunc"));
+	for (cap = 64; cap <= n + 8; cap++) {
+		k = log_format(&lg, buf, cap, LOG_INFO, "t", PLAIN_FIELDS);
+		assert_true(k < cap);
+		j = parse_line(buf);
+		json_decref(j);
+		if (strstr(buf, ",\"trunc\":true}") == NULL &&
+		    strcmp(buf, full) != 0) {
+			/* cut without the mark (no room for it): a prefix */
+			assert_memory_equal(buf, full, k - 2);
+			continue;
+		}
+		if (strcmp(buf, full) == 0)
+			continue;
+		assert_memory_equal(
+		    buf, full, k - sizeof(",\"trunc\":true}\n") + 1);
+	}
+#undef PLAIN_FIELDS
+	log_clear(&lg);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -450,6 +498,7 @@ main(void)
 	    cmocka_unit_test(test_emit_ts_cache),
 	    cmocka_unit_test(test_emit_deferred),
 	    cmocka_unit_test(test_truncation_commas),
+	    cmocka_unit_test(test_truncation_plain),
 	    cmocka_unit_test(test_level_parse),
 	    cmocka_unit_test(test_limiter),
 	};
