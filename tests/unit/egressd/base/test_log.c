@@ -442,6 +442,43 @@ test_truncation_plain(void **state)
 	log_clear(&lg);
 }
 
+/* A byte to escape (or not plain ASCII) at every offset of a string long
+ * enough to be checked 8 bytes at a time: escaped, never copied raw. */
+static void
+test_escape_every_offset(void **state)
+{
+	static const unsigned char bytes[] = {
+	    0x01, '\n', 0x1f, '"', '\\', 0x7f, 0x80, 0xff};
+	struct log lg;
+	char buf[LOG_LINE_MAX], val[24];
+	size_t b, off;
+	json_t *j;
+	const char *got;
+	(void)state;
+
+	setup_log(&lg);
+	for (b = 0; b < sizeof(bytes); b++)
+		for (off = 0; off + 1 < sizeof(val); off++) {
+			memset(val, 'a', sizeof(val) - 1);
+			val[sizeof(val) - 1] = '\0';
+			val[off] = (char)bytes[b];
+			log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
+			    (const struct log_field[]){
+			        LOG_BEGIN_, LOG_S("v", val), LOG_END_});
+			j = parse_line(buf);
+			got = json_string_value(json_object_get(j, "v"));
+			assert_non_null(got);
+			if (bytes[b] < 0x80)
+				assert_string_equal(got, val);
+			else
+				assert_non_null(strstr(got, "\xef\xbf\xbd"));
+			if (bytes[b] == 0x7f)
+				assert_non_null(strstr(buf, "\\u007f"));
+			json_decref(j);
+		}
+	log_clear(&lg);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -499,6 +536,7 @@ main(void)
 	    cmocka_unit_test(test_emit_deferred),
 	    cmocka_unit_test(test_truncation_commas),
 	    cmocka_unit_test(test_truncation_plain),
+	    cmocka_unit_test(test_escape_every_offset),
 	    cmocka_unit_test(test_level_parse),
 	    cmocka_unit_test(test_limiter),
 	};
