@@ -18,7 +18,7 @@
 #                  the twin while egressd runs; the report gives the
 #                  median and range of the req/s and p99 ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
-#                  terminating term_plain inject_1m term_plain_1m bulk
+#                  terminating term_plain term_bare inject_1m term_plain_1m bulk
 #                  mitmdump nginx rules0 rules100; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
 #   BENCH_RULES    request rules of the rules100 case (default 100)
@@ -56,7 +56,10 @@
 #   terminating  egressd --proxy, term.bench.test (a bearer binding: TLS
 #                terminated with egressd's CA, origin verified, header
 #                injected); also term_plain (a path the binding does
-#                not cover: terminated only) and inject_1m/term_plain_1m
+#                not cover: terminated, not injected, redacted), term_bare
+#                (bare.bench.test, terminated by a request rule of its
+#                own and bound to nothing: termination without the vault)
+#                and inject_1m/term_plain_1m
 #                (the same with 1 MiB bodies), for the vault's own cost;
 #   rules0/rules100  egressd --proxy, term.bench.test/plain/small
 #                (terminated by the binding, not injected) with no
@@ -93,7 +96,7 @@ BULK_ROUNDS=${BENCH_BULK_ROUNDS:-5}
 CONNS=${BENCH_CONNS:-keep close}
 PERF=${BENCH_PERF:-} # a file: perf record egressd while it is measured
 ONLY=" ${BENCH_ONLY:-all} "
-ONLY=${ONLY/ vault / terminating term_plain inject_1m term_plain_1m }
+ONLY=${ONLY/ vault / terminating term_plain term_bare inject_1m term_plain_1m }
 ONLY=${ONLY/ rules / rules0 rules100 }
 NRULES=${BENCH_RULES:-100}
 ROUNDS=${BENCH_ROUNDS:-1}
@@ -367,6 +370,10 @@ EOF
 	done
 	[ "$1" -gt 0 ] &&
 	    echo '  - {action: allow, target: term.bench.test, methods: [GET], paths: ["/plain/*"]}'
+	# term_bare: a host terminated by a request rule of its own, bound
+	# to nothing (no vault on its path at all)
+	want term_bare &&
+	    echo '  - {action: allow, target: bare.bench.test, methods: [GET], paths: ["/plain/*"]}'
 	cat <<EOF
   - {action: allow, target: "*.bench.test"}
 credentials:
@@ -450,7 +457,7 @@ vault_path()
 {
 	case $1 in
 	terminating) echo /small ;;
-	term_plain) echo /plain/small ;;
+	term_plain | term_bare) echo /plain/small ;;
 	inject_1m) echo /inj/mid ;;
 	term_plain_1m) echo /plain/mid ;;
 	rules0 | rules100) echo /plain/small ;;
@@ -495,14 +502,16 @@ cg_case()
 	    >"$DIR/res/cg-$label"
 }
 for r in $(seq "$ROUNDS"); do
-	order="terminating term_plain inject_1m term_plain_1m"
-	[ $((r % 2)) -eq 0 ] && order="term_plain terminating term_plain_1m inject_1m"
+	order="terminating term_plain term_bare inject_1m term_plain_1m"
+	[ $((r % 2)) -eq 0 ] && order="term_bare term_plain terminating term_plain_1m inject_1m"
 	for k in $order; do
 		want "$k" || continue
+		host=term.bench.test
+		[ "$k" = term_bare ] && host=bare.bench.test
 		if [ -n "$CALLGRIND" ]; then
-			cg_case "$k.r$r"
+			cg_case "$k.r$r" "https://$host$(vault_path "$k")"
 		else
-			measure "$k.r$r" "https://term.bench.test$(vault_path "$k")" \
+			measure "$k.r$r" "https://$host$(vault_path "$k")" \
 			    "$DIR/both.crt"
 		fi
 	done
@@ -807,6 +816,16 @@ if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-nginx" ]; then
 fi
 printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
 vault_report terminating term_plain "1 KiB"
+if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-term_bare.r1" ]; then
+	printf 'termination alone (bare.bench.test: a request rule terminates it, no binding, no vault), 1 KiB:\n'
+	for rr in $(seq "$ROUNDS"); do
+		read -r x n <<<"$(r "cg-term_bare.r$rr")"
+		read -r y _ <<<"$(r "cg-terminating.r$rr")"
+		read -r z _ <<<"$(r "cg-term_plain.r$rr")"
+		printf '  round %d: %d Ir/req; injected %sx of it, terminated and redacted %sx\n' \
+		    "$rr" "$x" "$(ratio "$y" "$x")" "$(ratio "$z" "$x")"
+	done
+fi
 vault_report inject_1m term_plain_1m "1 MiB"
 # rules_report: per round rules100 against rules0: req/s and egressd's
 # CPU per request, then the median and range of the ratios against the
