@@ -14,52 +14,51 @@
 #include "util/now.h"
 #include "util/utf8.h"
 
-/*
- * Field keys that, whatever the caller meant, may carry secret material.
- * Matched as whole keys or as a suffix after '_' or '.', case-insensitive.
- */
-static const struct {
-	const char *s;
-	size_t n;
-} log_secret_keys[] = {
-    {"token", 5},
-    {"secret", 6},
-    {"password", 8},
-    {"passwd", 6},
-    {"credential", 10},
-    {"authorization", 13},
-    {"cookie", 6},
-    {"value", 5},
-    {"privkey", 7},
-    {"private_key", 11},
-    {"api_key", 7},
-    {"apikey", 6},
-};
+/* key ends in s (lower case), as a whole key or after '_' or '.' */
+static bool
+log_key_ends(const char *key, size_t klen, const char *s)
+{
+	size_t n = strlen(s);
 
+	return klen >= n && strcasecmp(key + klen - n, s) == 0 &&
+	    (klen == n || key[klen - n - 1] == '_' || key[klen - n - 1] == '.');
+}
+
+/*
+ * Field keys that, whatever the caller meant, may carry secret material:
+ * token, secret, password, passwd, credential, authorization, cookie,
+ * value, privkey, private_key, api_key, apikey, matched as whole keys or
+ * as a suffix after '_' or '.', case-insensitive. Every line checks every
+ * key: the last letter picks the few to compare (most keys end in none
+ * of these letters, or rule out all but one or two).
+ */
 static bool
 log_key_is_secret(const char *key, size_t klen)
 {
-	size_t i;
-	char last;
-
 	if (klen == 0)
 		return false;
-	/* every line checks every key: the last letter rules most out */
-	last = (char)(key[klen - 1] | 0x20);
-	for (i = 0; i < sizeof(log_secret_keys) / sizeof(log_secret_keys[0]);
-	     i++) {
-		const char *s = log_secret_keys[i].s;
-		size_t slen = log_secret_keys[i].n;
-
-		if (klen < slen || s[slen - 1] != last)
-			continue;
-		if (strcasecmp(key + klen - slen, s) != 0)
-			continue;
-		if (klen == slen || key[klen - slen - 1] == '_' ||
-		    key[klen - slen - 1] == '.')
-			return true;
+	switch (key[klen - 1] | 0x20) {
+	case 'd':
+		return log_key_ends(key, klen, "password") ||
+		    log_key_ends(key, klen, "passwd");
+	case 'e':
+		return log_key_ends(key, klen, "cookie") ||
+		    log_key_ends(key, klen, "value");
+	case 'l':
+		return log_key_ends(key, klen, "credential");
+	case 'n':
+		return log_key_ends(key, klen, "token") ||
+		    log_key_ends(key, klen, "authorization");
+	case 't':
+		return log_key_ends(key, klen, "secret");
+	case 'y':
+		return log_key_ends(key, klen, "privkey") ||
+		    log_key_ends(key, klen, "private_key") ||
+		    log_key_ends(key, klen, "api_key") ||
+		    log_key_ends(key, klen, "apikey");
+	default:
+		return false;
 	}
-	return false;
 }
 
 static uint64_t

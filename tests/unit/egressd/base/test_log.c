@@ -126,7 +126,10 @@ test_secret_keys_redacted(void **state)
 {
 	static const char *keys[] = {"token", "api_token", "secret",
 	    "client.secret", "password", "credential", "Authorization", "value",
-	    "cookie", "apiKey"};
+	    "cookie", "apiKey", "db.passwd", "PASSWD", "privkey", "tls_privkey",
+	    "private_key", "X_PRIVATE_KEY", "api_key", "openai.api_key",
+	    "apikey", "proxy_authorization", "session_cookie", "user.password",
+	    "aws_credential", "new_value", "TOKEN"};
 	struct log lg;
 	char buf[LOG_LINE_MAX];
 	size_t i;
@@ -143,7 +146,9 @@ test_secret_keys_redacted(void **state)
 	/* Keys that merely contain the word are kept. */
 	log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
 	    (const struct log_field[]){LOG_BEGIN_, LOG_S("tokenizer", "ok"),
-	        LOG_S("values_count", "ok"), LOG_END_});
+	        LOG_S("values_count", "ok"), LOG_S("mytoken", "ok"),
+	        LOG_S("xapikey", "ok"), LOG_S("d", "ok"), LOG_S("y", "ok"),
+	        LOG_S("keyvalue", "ok"), LOG_S("host", "ok"), LOG_END_});
 	assert_null(strstr(buf, "[REDACTED]"));
 	log_clear(&lg);
 }
