@@ -20,8 +20,11 @@ log_key_ends(const char *key, size_t klen, const char *s)
 {
 	size_t n = strlen(s);
 
-	return klen >= n && strcasecmp(key + klen - n, s) == 0 &&
-	    (klen == n || key[klen - n - 1] == '_' || key[klen - n - 1] == '.');
+	/* the separator first: it rules out most keys without a compare */
+	return klen >= n &&
+	    (klen == n || key[klen - n - 1] == '_' ||
+	        key[klen - n - 1] == '.') &&
+	    strcasecmp(key + klen - n, s) == 0;
 }
 
 /*
@@ -235,8 +238,10 @@ log_put_plain_str(struct log_buf *b, const char *s, size_t max)
 	/* the quotes and log_put's 3 bytes of reserve */
 	if (n > max || b->trunc || b->len + n + 5 > b->cap)
 		return 0;
-	for (i = 0; i + 8 <= n; i += 8) {
-		memcpy(&x, s + i, sizeof(x));
+	/* a string of 8 bytes or more: its last word overlaps the one
+	 * before (checked twice, harmless) rather than a byte loop */
+	for (i = 0; n >= 8 && i < n; i += 8) {
+		memcpy(&x, s + (i + 8 <= n ? i : n - 8), sizeof(x));
 		q = x ^ (ones * '"');
 		k = x ^ (ones * '\\');
 		d = x ^ (ones * 0x7f);
@@ -245,7 +250,7 @@ log_put_plain_str(struct log_buf *b, const char *s, size_t max)
 		    tops)
 			return 0;
 	}
-	for (; i < n; i++) {
+	for (i = 0; n < 8 && i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')

@@ -447,8 +447,9 @@ test_truncation_plain(void **state)
 	log_clear(&lg);
 }
 
-/* A byte to escape (or not plain ASCII) at every offset of a string long
- * enough to be checked 8 bytes at a time: escaped, never copied raw. */
+/* A byte to escape (or not plain ASCII) at every offset of strings of
+ * every length up to 23 (checked a word at a time from 8 bytes on, the
+ * last word overlapping): escaped, never copied raw. */
 static void
 test_escape_every_offset(void **state)
 {
@@ -456,31 +457,34 @@ test_escape_every_offset(void **state)
 	    0x01, '\n', 0x1f, '"', '\\', 0x7f, 0x80, 0xff};
 	struct log lg;
 	char buf[LOG_LINE_MAX], val[24];
-	size_t b, off;
+	size_t b, off, len;
 	json_t *j;
 	const char *got;
 	(void)state;
 
 	setup_log(&lg);
 	for (b = 0; b < sizeof(bytes); b++)
-		for (off = 0; off + 1 < sizeof(val); off++) {
-			memset(val, 'a', sizeof(val) - 1);
-			val[sizeof(val) - 1] = '\0';
-			val[off] = (char)bytes[b];
-			log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
-			    (const struct log_field[]){
-			        LOG_BEGIN_, LOG_S("v", val), LOG_END_});
-			j = parse_line(buf);
-			got = json_string_value(json_object_get(j, "v"));
-			assert_non_null(got);
-			if (bytes[b] < 0x80)
-				assert_string_equal(got, val);
-			else
-				assert_non_null(strstr(got, "\xef\xbf\xbd"));
-			if (bytes[b] == 0x7f)
-				assert_non_null(strstr(buf, "\\u007f"));
-			json_decref(j);
-		}
+		for (len = 1; len < sizeof(val); len++)
+			for (off = 0; off < len; off++) {
+				memset(val, 'a', len);
+				val[len] = '\0';
+				val[off] = (char)bytes[b];
+				log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
+				    (const struct log_field[]){
+				        LOG_BEGIN_, LOG_S("v", val), LOG_END_});
+				j = parse_line(buf);
+				got =
+				    json_string_value(json_object_get(j, "v"));
+				assert_non_null(got);
+				if (bytes[b] < 0x80)
+					assert_string_equal(got, val);
+				else
+					assert_non_null(
+					    strstr(got, "\xef\xbf\xbd"));
+				if (bytes[b] == 0x7f)
+					assert_non_null(strstr(buf, "\\u007f"));
+				json_decref(j);
+			}
 	log_clear(&lg);
 }
 
