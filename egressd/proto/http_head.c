@@ -306,7 +306,8 @@ connection_tokens(struct http_head *out, const struct http_span *v)
 
 /*
  * The header lines from p to the head's end (just before the final CRLF).
- * Every line already ends in CRLF and holds no bare CR or LF.
+ * Every line already ends in CRLF and holds no bare CR or LF, no NUL, no
+ * DEL and no control but HTAB (lines()).
  */
 static enum http_rc
 headers(const char *p, const char *end, struct http_head *out, struct err *e)
@@ -332,13 +333,8 @@ headers(const char *p, const char *end, struct http_head *out, struct err *e)
 		for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t');
 		     ve--)
 			;
-		/* field content: VCHAR, obs-text, SP, HTAB */
-		for (const char *c = v; c < ve; c++) {
-			c += plain_run(c, (size_t)(ve - c));
-			if (c < ve && *c != '\t')
-				return bad(out, 400, e,
-				    "control character in a header value");
-		}
+		/* the value is field content (VCHAR, obs-text, SP, HTAB):
+		 * lines() refused every other byte in the whole head */
 		if (out->nh == HTTP_HEADERS_MAX)
 			return bad(out, 431, e, "too many header fields");
 		h = &out->h[out->nh++];
@@ -592,7 +588,7 @@ enum http_rc
 http_parse_response(const char *buf, size_t len,
     const struct http_span *req_method, struct http_head *out, struct err *e)
 {
-	const char *le, *p;
+	const char *le;
 	enum http_rc rc;
 	size_t n;
 
@@ -615,11 +611,8 @@ http_parse_response(const char *buf, size_t len,
 		return bad(out, 400, e, "malformed status code");
 	out->reason.p = buf + (n > 12 ? 13 : 12);
 	out->reason.n = n > 12 ? n - 13 : 0;
-	for (p = out->reason.p; p < le; p++) {
-		p += plain_run(p, (size_t)(le - p));
-		if (p < le && *p != '\t')
-			return bad(out, 400, e, "control in the reason phrase");
-	}
+	/* the reason phrase is HTAB, SP, VCHAR and obs-text: lines() refused
+	 * every other byte */
 	if ((rc = headers(le + 2, buf + out->head_len - 2, out, e)) !=
 	    HTTP_HEAD_OK)
 		return rc;
