@@ -319,15 +319,23 @@ headers(const char *p, const char *end, struct http_head *out, struct err *e)
 
 		if (*p == ' ' || *p == '\t')
 			return bad(out, 400, e, "obsolete line folding");
-		colon = memchr(p, ':', (size_t)(eol - p));
+		/* the name's end is its first byte that is no token character:
+		 * the colon, or what makes the line bad */
+		for (v = p; v < eol && http_is_tchar((unsigned char)*v); v++)
+			;
+		if (v == eol)
+			colon = NULL;
+		else if (*v == ':')
+			colon = v;
+		else
+			colon = memchr(v + 1, ':', (size_t)(eol - v - 1));
 		if (colon == NULL || colon == p)
 			return bad(out, 400, e, "header line without a name");
-		for (v = p; v < colon; v++)
-			if (!http_is_tchar((unsigned char)*v))
-				return bad(out, 400, e,
-				    *v == ' ' || *v == '\t'
-				        ? "whitespace before a header's colon"
-				        : "header name is not a token");
+		if (v != colon)
+			return bad(out, 400, e,
+			    *v == ' ' || *v == '\t'
+			        ? "whitespace before a header's colon"
+			        : "header name is not a token");
 		for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
 			;
 		for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t');

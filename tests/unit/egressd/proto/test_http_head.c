@@ -330,6 +330,41 @@ test_byte_classes(void **state)
 	}
 }
 
+/* What is wrong with a header line's name, in the order it is looked at. */
+static void
+test_name_errors(void **state)
+{
+	static const struct {
+		const char *line, *why;
+	} cases[] = {
+	    {"X A: 1", "whitespace before a header's colon"},
+	    {"X\tA: 1", "whitespace before a header's colon"},
+	    {"XA : 1", "whitespace before a header's colon"},
+	    {"X@A: 1", "header name is not a token"},
+	    {"X@A 1", "header line without a name"},
+	    {"X A 1", "header line without a name"},
+	    {"XA", "header line without a name"},
+	    {": 1", "header line without a name"},
+	    {" XA: 1", "obsolete line folding"},
+	    {"X(A): 1", "header name is not a token"},
+	};
+	static struct http_head h;
+	struct err e;
+	char line[128];
+	size_t i;
+	int n;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = snprintf(line, sizeof(line),
+		    "GET / HTTP/1.1\r\nHost: a.test\r\n%s\r\n\r\n",
+		    cases[i].line);
+		assert_int_equal(
+		    http_parse_request(line, (size_t)n, &h, &e), HTTP_HEAD_BAD);
+		assert_string_equal(e.msg, cases[i].why);
+	}
+}
+
 int
 main(void)
 {
@@ -340,6 +375,7 @@ main(void)
 	    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_method_case),
 	    cmocka_unit_test(test_byte_classes),
+	    cmocka_unit_test(test_name_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
