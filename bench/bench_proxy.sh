@@ -816,6 +816,8 @@ if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-nginx" ]; then
 fi
 printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
 vault_report terminating term_plain "1 KiB"
+# wrk: injected against termination alone (term_bare), "bare" lines
+[ -z "$CALLGRIND" ] && want term_bare && vault_report terminating term_bare bare
 if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-term_bare.r1" ]; then
 	printf 'termination alone (bare.bench.test: a request rule terminates it, no binding, no vault), 1 KiB:\n'
 	for rr in $(seq "$ROUNDS"); do
