@@ -689,7 +689,10 @@ proxy_relay_write_cb(struct bufferevent *b, void *arg)
 	    !(o == c->cli &&
 	        (c->relay.hphase == H_STOPPED ||
 	            c->relay.hphase == H_UPGRADE))) {
-		bufferevent_enable(o, EV_READ);
+		/* mostly still enabled: bufferevent_enable would re-add the
+		 * read event for nothing (no bufferevent timeouts here) */
+		if (!(bufferevent_get_enabled(o) & EV_READ))
+			bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
 		proxy_relay_read(c, o);
 		if (!proxy_conn_relaying(c))
