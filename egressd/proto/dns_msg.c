@@ -284,7 +284,16 @@ dns_msg_iter_init(struct rr_iter *it, const uint8_t *msg, size_t len,
 	it->len = len;
 	it->off = DNS_HEADER_LEN;
 	it->sec = 0;
-	memset(&it->lm, 0, sizeof(it->lm));
+	/*
+	 * Only the bits of offsets inside the message: every mark and every
+	 * pointer check is of an offset below len (a name is read only
+	 * while pos < len, a pointer must aim backwards). Clearing the
+	 * whole 8 KiB map cost a cached answer a quarter of its
+	 * instructions (four walks per answer) and 32 KiB of stores.
+	 */
+	memset(it->lm.bits, 0,
+	    len / 8 + 1 < sizeof(it->lm.bits) ? len / 8 + 1
+	                                      : sizeof(it->lm.bits));
 	if (have_q != NULL)
 		*have_q = false;
 	if (len < DNS_HEADER_LEN || len > DNS_MSG_MAX)
