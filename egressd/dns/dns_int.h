@@ -175,7 +175,6 @@ struct dns {
 	struct dns_udp_outq outq;
 	uint8_t out[DNS_MSG_MAX];
 	uint8_t tmp[DNS_MSG_MAX];
-	uint8_t hit[DNS_MSG_MAX];
 };
 
 /* The injected clock, or the real one (dns_new). */
@@ -211,7 +210,7 @@ void dns_pipeline_handle(
  */
 bool dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
-    const uint8_t *msg, size_t len, struct dns_cache_memo *memo);
+    const uint8_t *msg, size_t len, uint32_t age, struct dns_cache_memo *memo);
 
 /* ---- dns_send.c ---- */
 

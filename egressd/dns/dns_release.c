@@ -226,7 +226,7 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 bool
 dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
-    const uint8_t *msg, size_t len, struct dns_cache_memo *memo)
+    const uint8_t *msg, size_t len, uint32_t age, struct dns_cache_memo *memo)
 {
 	struct dns_rewrite_opts ro;
 	struct dns_rewrite_report *rep = &d->rep;
@@ -241,6 +241,7 @@ dns_release(struct dns *d, const struct dns_origin *o,
 	ro.addr_allowed = dns_addr_allowed_cb;
 	ro.name_allowed = dns_name_allowed_cb;
 	ro.arg = pol;
+	ro.age = age;
 	/* Clients never keep an answer longer than its addresses' lease. */
 	ttl_max =
 	    pol->dns.ttl_max != 0 ? pol->dns.ttl_max : DNS_LEARN_LEASE_MAX_S;
