@@ -220,7 +220,7 @@ prof_count()
 		    "$DIR/$label-$load.strace")
 		cp "$DIR/$label-$load.strace" "$CG_OUT/"
 	fi
-	python3 -c "import sys; t,n=int(sys.argv[1] or 0),int(sys.argv[2] or 0); print('%.0f %d' % (t/n if n else 0, n))" "$tot" "$n"
+	python3 -c "import sys; t,n=int(sys.argv[1] or 0),int(sys.argv[2] or 0); print('%.2f %d' % (t/n if n else 0, n) if t < 100 * n else '%.0f %d' % (t/n if n else 0, n))" "$tot" "$n"
 }
 
 prof_stop()
