@@ -107,6 +107,13 @@ dns_learn_done_cb(void *arg, int rc, const char *why)
 		if (m != NULL && now_pol == r->pol) {
 			m->tag = r->memo_tag;
 			m->until_ms = r->memo_until_ms;
+			/*
+			 * Read now, not at submit: the delivery just checked
+			 * every address of the answer is still learned, and a
+			 * transaction never evicts its own addresses, so only
+			 * an eviction from here on can take one away.
+			 */
+			m->evicted = d->st->nft_learned_evicted;
 		}
 		dns_send_answer(d, &r->from, &r->q, r->ans, r->anslen);
 	}
@@ -184,8 +191,14 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 	 * The client may use the answer until now + max_ttl; if every lease
 	 * from an earlier learn (same policy) lasts at least that long, the
 	 * nft round trip can be skipped: this is what makes cache hits cheap.
+	 * Leases end early in two ways: a policy change (a new snapshot, so
+	 * a new tag) and, with a full learned set, an eviction (the nft side
+	 * counts them in the shared stats): after any eviction since the
+	 * memo was written, a hit learns again rather than hand out an
+	 * address that may no longer be open.
 	 */
 	if (memo != NULL && memo->tag == tag &&
+	    memo->evicted == d->st->nft_learned_evicted &&
 	    memo->until_ms >= now + (uint64_t)max_ttl * 1000u) {
 		d->st->dns_learn_memo_skips++;
 		return 0;
@@ -214,6 +227,7 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 	if (memo != NULL) {
 		memo->tag = tag;
 		memo->until_ms = now + lease * 1000u;
+		memo->evicted = d->st->nft_learned_evicted;
 	}
 	return 0;
 }
