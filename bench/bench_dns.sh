@@ -16,8 +16,13 @@
 #                  that many distinct names once to fill the cache, then
 #                  counts the same names again (every one a hit, none the
 #                  previous query's name); "denied" counts as many distinct
-#                  denied names. BENCH_STRACE=1 does the same under
-#                  strace -c -f (system calls per query) instead.
+#                  denied names; "cached0x20" the cached names again, each
+#                  letter's case random (as 0x20-randomizing resolvers
+#                  ask: the cached answer's spelling no longer matches).
+#                  BENCH_STRACE=1 does the same under strace -c -f
+#                  (system calls per query) instead. BENCH_CG_QPS caps
+#                  dnsperf's rate (-Q): at a low rate each wakeup reads one
+#                  query, which no batching helps.
 #                  Dumps stay in BENCH_OUT (default /tmp/bench_dns.callgrind)
 #
 # Layout (throwaway namespaces joined by one veth, nothing else):
@@ -111,6 +116,11 @@ with open(d + "/cgcached.txt", "w") as f:
 with open(d + "/cgdenied.txt", "w") as f:
     for i in range(cgn):
         f.write("x%d-%x.denied.test A\n" % (i, r.getrandbits(32)))
+with open(d + "/cgcached.txt") as f, open(d + "/cgcached0x20.txt", "w") as g:
+    for line in f:
+        name, t = line.split()
+        g.write("%s %s\n" % ("".join(c.upper() if r.getrandbits(1) else c
+                                      for c in name), t))
 EOF
 
 # cpu_ticks PID: the CPU time PID (all its threads) has used, user and
@@ -202,7 +212,8 @@ prof_count()
 		sleep 1
 	fi
 	ip netns exec "$SBX" dnsperf -s 127.0.0.1 -p "$port" \
-	    -d "$DIR/$load.txt" -n 1 -c 1 -q 20 -t 10 >"$out" 2>&1
+	    -d "$DIR/$load.txt" -n 1 -c 1 -q 20 -t 10 \
+	    ${BENCH_CG_QPS:+-Q "$BENCH_CG_QPS"} >"$out" 2>&1
 	n=$(sed -n 's/^ *Queries completed: *\([0-9]*\).*/\1/p' "$out")
 	if [ -n "$CALLGRIND" ]; then
 		callgrind_control -d "$label-$load" "$PPID_" >/dev/null 2>&1 ||
@@ -254,6 +265,7 @@ EOF
 	    -d "$DIR/cgcached.txt" -n 1 -c 1 -q 20 -t 10 >/dev/null 2>&1
 	P[dnsmasq,cached]=$(prof_count dnsmasq cgcached 5300)
 	P[dnsmasq,denied]=$(prof_count dnsmasq cgdenied 5300)
+	P[dnsmasq,cached0x20]=$(prof_count dnsmasq cgcached0x20 5300)
 	prof_stop
 	bench_policy_file
 	prof_start egressd env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
@@ -265,16 +277,17 @@ EOF
 	    -d "$DIR/cgcached.txt" -n 1 -c 1 -q 20 -t 10 >/dev/null 2>&1
 	P[egressd,cached]=$(prof_count egressd cgcached 15353)
 	P[egressd,denied]=$(prof_count egressd cgdenied 15353)
+	P[egressd,cached0x20]=$(prof_count egressd cgcached0x20 15353)
 	prof_stop
 	unit=instructions
 	[ -n "$CALLGRIND" ] || unit=syscalls
 	echo
-	echo "bench_dns: $unit per answered query, $CG_NAMES distinct names, dnsperf -c 1 -q 20"
-	printf '%-10s %-8s %12s %9s\n' target load "$unit/q" answered
+	echo "bench_dns: $unit per answered query, $CG_NAMES distinct names, dnsperf -c 1 -q 20${BENCH_CG_QPS:+ -Q $BENCH_CG_QPS}"
+	printf '%-10s %-10s %12s %9s\n' target load "$unit/q" answered
 	for label in dnsmasq egressd; do
-		for load in cached denied; do
+		for load in cached denied cached0x20; do
 			read -r per n <<<"${P[$label,$load]}"
-			printf '%-10s %-8s %12s %9s\n' "$label" "$load" "$per" "$n"
+			printf '%-10s %-10s %12s %9s\n' "$label" "$load" "$per" "$n"
 		done
 	done
 	echo "dumps: $CG_OUT"
