@@ -10,6 +10,13 @@
 #   BENCH_CLIENTS  dnsperf clients (default 4)
 #   BENCH_OUTSTANDING  queries in flight (default 200)
 #   BENCH_LOADS    loads to measure (default "cached uncached unique denied")
+#   BENCH_DNSMASQ_FW=1  also measure dnsmasq (cached and denied) behind
+#                  egressd's own ruleset: after egressd's cells, with
+#                  egressd still running idle, its table in place (its
+#                  port-53 redirect makes egressd dnsmasq's upstream for
+#                  the warm-up), conntrack on every packet as in egressd's
+#                  cells. The "dnsmasq_fw" rows: what the firewall, not
+#                  the resolver, costs a query.
 #   BENCH_CALLGRIND=1  instead of dnsperf's timed cells: dnsmasq and egressd
 #                  each under valgrind --tool=callgrind, instructions per
 #                  answered query for a fixed query count (BENCH_CG_NAMES,
@@ -305,14 +312,19 @@ table inet dnsmasqbench {
 	set learned6 { type ipv6_addr; flags timeout; timeout 300s; }
 }
 EOF
-ip netns exec "$SBX" dnsmasq --keep-in-foreground --no-daemon --no-resolv \
-    --no-hosts --no-poll --user=root --group=root --pid-file= \
-    --bind-interfaces --listen-address=127.0.0.1 --port=5300 \
-    --server=/bench.test/"$UP_IP" --address=/#/ \
-    --nftset=/bench.test/4#inet#dnsmasqbench#learned4,6#inet#dnsmasqbench#learned6 \
-    --cache-size=10000 --dns-forward-max=10000 --log-facility=/dev/null \
-    >"$DIR/dnsmasq.err" 2>&1 &
-DMQ=$!
+# start_dnsmasq: the filtering dnsmasq on 127.0.0.1:5300; DMQ its PID.
+start_dnsmasq()
+{
+	ip netns exec "$SBX" dnsmasq --keep-in-foreground --no-daemon \
+	    --no-resolv --no-hosts --no-poll --user=root --group=root \
+	    --pid-file= --bind-interfaces --listen-address=127.0.0.1 \
+	    --port=5300 --server=/bench.test/"$UP_IP" --address=/#/ \
+	    --nftset=/bench.test/4#inet#dnsmasqbench#learned4,6#inet#dnsmasqbench#learned6 \
+	    --cache-size=10000 --dns-forward-max=10000 \
+	    --log-facility=/dev/null >>"$DIR/dnsmasq.err" 2>&1 &
+	DMQ=$!
+}
+start_dnsmasq
 PIDS+=($DMQ)
 wait_udp "$SBX" 127.0.0.1 5300 || die "filter dnsmasq did not start"
 measure dnsmasq 127.0.0.1 5300 "$DMQ"
@@ -337,14 +349,33 @@ learned_egd=$(ip netns exec "$SBX" nft list set inet egressd learned4 2>/dev/nul
     grep -c 203.0.113.7)
 uniq_egd=$(ip netns exec "$SBX" nft -j list set inet egressd learned6 |
     grep -o '2001:db8:1000::[0-9a-f:]*' | wc -l)
+fw_labels=
+if [ -n "${BENCH_DNSMASQ_FW:-}" ]; then
+	ip netns exec "$SBX" nft -f - <<'EOF' || die "nft for dnsmasq"
+table inet dnsmasqbench {
+	set learned4 { type ipv4_addr; flags timeout; timeout 300s; }
+	set learned6 { type ipv6_addr; flags timeout; timeout 300s; }
+}
+EOF
+	start_dnsmasq
+	PIDS+=($DMQ)
+	wait_udp "$SBX" 127.0.0.1 5300 || die "dnsmasq (fw) did not start"
+	LOADS_ALL=$LOADS
+	LOADS=$(for l in $LOADS_ALL; do
+		[ "$l" = cached ] || [ "$l" = denied ] && echo "$l"; done)
+	measure dnsmasq_fw 127.0.0.1 5300 "$DMQ"
+	LOADS=$LOADS_ALL
+	fw_labels=dnsmasq_fw
+fi
 
 # --- report ---
 echo
 echo "bench_dns: ${DUR}s per cell, dnsperf -c $CLIENTS -q $OUTST, $(nproc) CPUs"
 printf '%-10s %-9s %10s %9s %9s %8s  %s\n' target load qps p50_ms p99_ms \
     cpu_us/q rcodes
-for label in upstream dnsmasq egressd; do
+for label in upstream dnsmasq egressd $fw_labels; do
 	for load in $LOADS; do
+		[ -n "${R[$label,$load]:-}" ] || continue
 		read -r q p50 p99 cpu codes <<<"${R[$label,$load]:-0}"
 		printf '%-10s %-9s %10s %9s %9s %8s  %s\n' "$label" "$load" \
 		    "$q" "$p50" "$p99" "$cpu" "$codes"
@@ -365,3 +396,11 @@ echo "cached   egressd/dnsmasq = ${RATIO[cached]} (target >= 1.20)"
 echo "uncached egressd/dnsmasq = ${RATIO[uncached]} (shared address; target >= 1.50)"
 echo "unique   egressd/dnsmasq = ${RATIO[unique]} (target >= 2.50)"
 echo "denied   egressd/dnsmasq = ${RATIO[denied]} (target >= 1.20)"
+if [ -n "$fw_labels" ]; then
+	for load in cached denied; do
+		read -r eq _ <<<"${R[egressd,$load]:-0}"
+		read -r dq _ <<<"${R[dnsmasq_fw,$load]:-0}"
+		printf '%-8s egressd/dnsmasq_fw = %s (both behind egressd'"'"'s ruleset)\n' \
+		    "$load" "$(ratio "$eq" "$dq")"
+	done
+fi
