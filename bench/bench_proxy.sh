@@ -18,7 +18,7 @@
 #                  the twin while egressd runs; the report gives the
 #                  median and range of the req/s and p99 ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
-#                  terminating term_plain inject_1m term_plain_1m bulk
+#                  terminating term_plain term_bare inject_1m term_plain_1m bulk
 #                  mitmdump nginx rules0 rules100; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
 #   BENCH_RULES    request rules of the rules100 case (default 100)
@@ -63,7 +63,10 @@
 #   terminating  egressd --proxy, term.bench.test (a bearer binding: TLS
 #                terminated with egressd's CA, origin verified, header
 #                injected); also term_plain (a path the binding does
-#                not cover: terminated only) and inject_1m/term_plain_1m
+#                not cover: terminated, not injected, redacted), term_bare
+#                (bare.bench.test, terminated by a request rule of its
+#                own and bound to nothing: termination without the vault)
+#                and inject_1m/term_plain_1m
 #                (the same with 1 MiB bodies), for the vault's own cost;
 #   rules0/rules100  egressd --proxy, term.bench.test/plain/small
 #                (terminated by the binding, not injected) with no
@@ -100,7 +103,7 @@ BULK_ROUNDS=${BENCH_BULK_ROUNDS:-5}
 CONNS=${BENCH_CONNS:-keep close}
 PERF=${BENCH_PERF:-} # a file: perf record egressd while it is measured
 ONLY=" ${BENCH_ONLY:-all} "
-ONLY=${ONLY/ vault / terminating term_plain inject_1m term_plain_1m }
+ONLY=${ONLY/ vault / terminating term_plain term_bare inject_1m term_plain_1m }
 ONLY=${ONLY/ rules / rules0 rules100 }
 NRULES=${BENCH_RULES:-100}
 ROUNDS=${BENCH_ROUNDS:-1}
@@ -173,11 +176,11 @@ rotate()
 	done
 	echo "$w"
 }
-# wait_listen NS ADDR:PORT: up to 5 s for a TCP listener there
+# wait_listen NS ADDR:PORT [S]: up to S (5) s for a TCP listener there
 wait_listen()
 {
 	local i
-	for i in $(seq 50); do
+	for i in $(seq $((${3:-5} * 10))); do
 		grep -q "$2" <<<"$(ip netns exec "$1" ss -ltn)" && return 0
 		sleep 0.1
 	done
@@ -388,6 +391,10 @@ EOF
 	done
 	[ "$1" -gt 0 ] &&
 	    echo '  - {action: allow, target: term.bench.test, methods: [GET], paths: ["/plain/*"]}'
+	# term_bare: a host terminated by a request rule of its own, bound
+	# to nothing (no vault on its path at all)
+	want term_bare &&
+	    echo '  - {action: allow, target: bare.bench.test, methods: [GET], paths: ["/plain/*"]}'
 	echo '  - {action: allow, target: "*.bench.test"}'
 	# in-flight judging: no binding, or every flow stays on the proxy
 	if [ "$PT_JUDGE" = proxy ]; then
@@ -474,20 +481,21 @@ vault_path()
 {
 	case $1 in
 	terminating) echo /small ;;
-	term_plain) echo /plain/small ;;
+	term_plain | term_bare) echo /plain/small ;;
 	inject_1m) echo /inj/mid ;;
 	term_plain_1m) echo /plain/mid ;;
 	rules0 | rules100) echo /plain/small ;;
 	esac
 }
-# cg_case LABEL: BENCH_REQS (BENCH_REQS_1M) keep-alive requests of one
-# curl to LABEL's path, after one warm-up request (the leaf minted, an
-# origin session to resume); egressd's instructions for them per request
-# into $DIR/res/cg-LABEL, its dump into $CG_OUT/LABEL.callgrind.
+# cg_case LABEL [URL PID]: BENCH_REQS (BENCH_REQS_1M) keep-alive requests
+# of one curl to LABEL's path (or URL), after one warm-up request (the
+# leaf minted, an origin session to resume); egressd's (or PID's)
+# instructions for them per request into $DIR/res/cg-LABEL, its dump into
+# $CG_OUT/LABEL.callgrind.
 cg_case()
 {
-	local label=$1 url n i f
-	url="https://term.bench.test$(vault_path "${1%.r*}")"
+	local label=$1 url=${2:-} pid=${3:-$EPID} n i f
+	[ -n "$url" ] || url="https://term.bench.test$(vault_path "${1%.r*}")"
 	n=$REQS
 	[[ $label == *_1m* ]] && n=$REQS_1M
 	for i in $(seq "$n"); do
@@ -499,7 +507,7 @@ cg_case()
 		    --clear-groups curl -sf --cacert "$DIR/both.crt" "$@"
 	}
 	cl -o /dev/null "$url" || die "$label: warm-up request failed"
-	callgrind_control -z "$EPID" >/dev/null 2>&1 || die "callgrind_control -z"
+	callgrind_control -z "$pid" >/dev/null 2>&1 || die "callgrind_control -z"
 	# BENCH_CONNS=close: a new connection per request (curl resumes
 	# its TLS session, as wrk does)
 	if [ "$CONNS" = close ]; then
@@ -508,9 +516,9 @@ cg_case()
 	else
 		cl -K "$DIR/res/$label.curl" || die "$label: a request failed"
 	fi
-	callgrind_control -d "$label" "$EPID" >/dev/null 2>&1 ||
+	callgrind_control -d "$label" "$pid" >/dev/null 2>&1 ||
 	    die "callgrind_control -d"
-	f=$(ls "$CG_OUT/cg.$EPID".[0-9]* 2>/dev/null | head -1)
+	f=$(ls "$CG_OUT/cg.$pid".[0-9]* 2>/dev/null | head -1)
 	[ -n "$f" ] || die "$label: no callgrind dump"
 	mv "$f" "$CG_OUT/$label.callgrind"
 	awk -v n="$n" '/^(summary|totals):/ {ir = $2}
@@ -518,14 +526,16 @@ cg_case()
 	    >"$DIR/res/cg-$label"
 }
 for r in $(seq "$ROUNDS"); do
-	order="terminating term_plain inject_1m term_plain_1m"
-	[ $((r % 2)) -eq 0 ] && order="term_plain terminating term_plain_1m inject_1m"
+	order="terminating term_plain term_bare inject_1m term_plain_1m"
+	[ $((r % 2)) -eq 0 ] && order="term_bare term_plain terminating term_plain_1m inject_1m"
 	for k in $order; do
 		want "$k" || continue
+		host=term.bench.test
+		[ "$k" = term_bare ] && host=bare.bench.test
 		if [ -n "$CALLGRIND" ]; then
-			cg_case "$k.r$r"
+			cg_case "$k.r$r" "https://$host$(vault_path "$k")"
 		else
-			measure "$k.r$r" "https://term.bench.test$(vault_path "$k")" \
+			measure "$k.r$r" "https://$host$(vault_path "$k")" \
 			    "$DIR/both.crt"
 		fi
 	done
@@ -730,12 +740,26 @@ fi
 # --- nginx as a terminating injector -------------------------------------------------
 if want nginx; then
 	nginx_peer_conf
-	ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	if [ -n "$CALLGRIND" ]; then
+		# the peer's own instructions per request, counted as egressd's
+		# are: one process (no master), the same curl requests
+		sed 's/^worker_processes 1;/master_process off;/' \
+		    "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/cg.conf"
+		ip netns exec "$SBX" valgrind --tool=callgrind \
+		    --callgrind-out-file="$CG_OUT/cg.%p" --compress-strings=no \
+		    nginx -c "$DIR/ng-sbx/cg.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	else
+		ip netns exec "$SBX" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	fi
 	NPID=$!
 	PIDS+=("$NPID")
-	wait_listen "$SBX" 127.0.0.1:8443
+	wait_listen "$SBX" 127.0.0.1:8443 "$wait_s"
 	echo "127.0.0.1 term.bench.test" >"/etc/netns/$SBX/hosts"
-	measure nginx "https://term.bench.test:8443/small"
+	if [ -n "$CALLGRIND" ]; then
+		cg_case nginx "https://term.bench.test:8443/small" "$NPID"
+	else
+		measure nginx "https://term.bench.test:8443/small"
+	fi
 	kill "$NPID"
 fi
 
@@ -810,8 +834,25 @@ vault_report()
 		done
 	done
 }
+if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-nginx" ]; then
+	read -r x n <<<"$(r cg-nginx)"
+	printf '\nthe nginx peer (terminating injector, one process): %d Ir/req (%d requests)\n' \
+	    "$x" "$n"
+fi
 printf '\nthe vault (injection + response redaction) against termination alone, %d credential(s):\n' "$CREDS"
 vault_report terminating term_plain "1 KiB"
+# wrk: injected against termination alone (term_bare), "bare" lines
+[ -z "$CALLGRIND" ] && want term_bare && vault_report terminating term_bare bare
+if [ -n "$CALLGRIND" ] && [ -f "$DIR/res/cg-term_bare.r1" ]; then
+	printf 'termination alone (bare.bench.test: a request rule terminates it, no binding, no vault), 1 KiB:\n'
+	for rr in $(seq "$ROUNDS"); do
+		read -r x n <<<"$(r "cg-term_bare.r$rr")"
+		read -r y _ <<<"$(r "cg-terminating.r$rr")"
+		read -r z _ <<<"$(r "cg-term_plain.r$rr")"
+		printf '  round %d: %d Ir/req; injected %sx of it, terminated and redacted %sx\n' \
+		    "$rr" "$x" "$(ratio "$y" "$x")" "$(ratio "$z" "$x")"
+	done
+fi
 vault_report inject_1m term_plain_1m "1 MiB"
 # rules_report: per round rules100 against rules0: req/s and egressd's
 # CPU per request, then the median and range of the ratios against the
@@ -839,7 +880,7 @@ rules_report()
 	fi
 	for close in $CONNS; do
 		for c in $CONCS; do
-			ratios= cpus=
+			ratios="" cpus=""
 			for rr in $(seq "$ROUNDS"); do
 				[ -f "$DIR/res/rules100.r$rr-$c-$close" ] &&
 				    [ -f "$DIR/res/rules0.r$rr-$c-$close" ] || continue

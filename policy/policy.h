@@ -461,6 +461,8 @@ void policy_yaml_free(char *yaml);
 enum policy_cred_source {
 	POLICY_CRED_INLINE,
 	POLICY_CRED_FILE, /* path only; the vault reads the file */
+	/* fetched by egressd (policy/policy_cred_http.h, issue 38) */
+	POLICY_CRED_HTTP,
 };
 
 enum policy_auth_type {
@@ -470,6 +472,8 @@ enum policy_auth_type {
 	POLICY_AUTH_CUSTOM_HEADERS,
 	POLICY_AUTH_PASSTHROUGH,
 	POLICY_AUTH_AWS_SIGV4, /* issue 38: egressd signs (vault_sigv4.h) */
+	POLICY_AUTH_OAUTH2, /* policy/policy_oauth2.h */
+	POLICY_AUTH_GITHUB_APP, /* policy/policy_github.h */
 };
 
 #define POLICY_CRED_NAME_MAX 64 /* credential and binding names */

@@ -9,6 +9,8 @@
 
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
+#include "policy/policy_github_int.h"
+#include "policy/policy_oauth2_int.h"
 
 static const char *const method_names[] = {
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
@@ -19,7 +21,9 @@ static const char *const auth_names[] = {[POLICY_AUTH_BEARER] = "bearer",
     [POLICY_AUTH_APIKEY] = "apiKey",
     [POLICY_AUTH_CUSTOM_HEADERS] = "customHeaders",
     [POLICY_AUTH_PASSTHROUGH] = "passthrough",
-    [POLICY_AUTH_AWS_SIGV4] = "awsSigV4"};
+    [POLICY_AUTH_AWS_SIGV4] = "awsSigV4",
+    [POLICY_AUTH_OAUTH2] = "oauth2",
+    [POLICY_AUTH_GITHUB_APP] = "githubApp"};
 
 static const char *const subst_names[] = {"path", "query", "header", "body"};
 
@@ -62,6 +66,8 @@ policy_binding_free(struct policy_binding *b)
 	free(b->aws.token);
 	free(b->aws.region);
 	free(b->aws.service);
+	policy_oauth2_free(b->oauth2);
+	policy_github_free(b->github);
 	free(b);
 }
 
@@ -108,6 +114,12 @@ policy_binding_dup(const struct policy_binding *b)
 	    str_dup(&d->aws.token, b->aws.token) == -1 ||
 	    str_dup(&d->aws.region, b->aws.region) == -1 ||
 	    str_dup(&d->aws.service, b->aws.service) == -1)
+		goto fail;
+	if (b->oauth2 != NULL &&
+	    (d->oauth2 = policy_oauth2_dup(b->oauth2)) == NULL)
+		goto fail;
+	if (b->github != NULL &&
+	    (d->github = policy_github_dup(b->github)) == NULL)
 		goto fail;
 	if (b->nheaders > 0 &&
 	    (d->headers = calloc(b->nheaders, sizeof(*d->headers))) == NULL)
@@ -272,6 +284,18 @@ policy_binding_credential(const struct policy_binding *b)
 	return b->credential;
 }
 
+const struct policy_oauth2 *
+policy_binding_oauth2(const struct policy_binding *b)
+{
+	return b->auth == POLICY_AUTH_OAUTH2 ? b->oauth2 : NULL;
+}
+
+const struct policy_github *
+policy_binding_github(const struct policy_binding *b)
+{
+	return b->auth == POLICY_AUTH_GITHUB_APP ? b->github : NULL;
+}
+
 const char *
 policy_binding_header_name(const struct policy_binding *b)
 {
@@ -352,5 +376,7 @@ policy_binding_unknown_cred(const struct policy_binding *b,
 		if (c != NULL && !policy_credential_listed(creds, n, c))
 			return c;
 	}
-	return NULL;
+	if (policy_oauth2_unknown_cred(b->oauth2, creds, n) != NULL)
+		return policy_oauth2_unknown_cred(b->oauth2, creds, n);
+	return policy_github_unknown_cred(b->github, creds, n);
 }

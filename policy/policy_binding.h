@@ -65,6 +65,14 @@ const char *policy_binding_path(const struct policy_binding *b, size_t i);
 enum policy_auth_type policy_binding_auth(const struct policy_binding *b);
 /* The credential of bearer, basic and apiKey auth; NULL for the others. */
 const char *policy_binding_credential(const struct policy_binding *b);
+/* oauth2 auth's settings (policy/policy_oauth2.h); NULL for the others. */
+struct policy_oauth2;
+const struct policy_oauth2 *policy_binding_oauth2(
+    const struct policy_binding *b);
+/* githubApp auth's settings (policy/policy_github.h); NULL for others. */
+struct policy_github;
+const struct policy_github *policy_binding_github(
+    const struct policy_binding *b);
 /* The header apiKey auth writes (auth.name); NULL for the others. */
 const char *policy_binding_header_name(const struct policy_binding *b);
 /* customHeaders auth: header i's name, its credential's name in *credential

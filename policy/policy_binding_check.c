@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
+#include "policy/policy_cred_http.h"
+#include "policy/policy_github.h"
+#include "policy/policy_oauth2.h"
 #include "policy/policy_walk.h"
 
 /* A deny rule of these lists naming something under *.suffix. Deny
@@ -97,11 +101,81 @@ binding_refs(
 	return -1;
 }
 
+/* An http source's references: its url host covered by an explicit
+ * allow rule, its header credentials known and not http themselves. */
+static int
+cred_http_check(
+    const struct policy *p, const struct policy_credential *c, struct err *e)
+{
+	const struct policy_cred_http *h = policy_credential_http(c);
+	size_t i, j;
+
+	if (h == NULL)
+		return 0;
+	/* egressd's own fetch goes only where the policy allows by name,
+	 * like an oauth2 tokenUrl: its resolver answers nothing else */
+	if (!policy_host_covered(p, h->host, e)) {
+		err_prefix(e, "credential \"%s\": http source url", c->name);
+		return -1;
+	}
+	for (i = 0; i < h->nheaders; i++) {
+		const char *n = h->headers[i].credential;
+
+		if (n == NULL)
+			continue;
+		for (j = 0; j < p->ncredentials; j++)
+			if (strcmp(p->credentials[j]->name, n) == 0)
+				break;
+		if (j == p->ncredentials) {
+			err_set(e,
+			    "credential \"%s\": header \"%s\" references "
+			    "unknown credential \"%s\"",
+			    c->name, h->headers[i].name, n);
+			return -1;
+		}
+		if (p->credentials[j]->source == POLICY_CRED_HTTP) {
+			err_set(e,
+			    "credential \"%s\": header \"%s\" names http "
+			    "credential \"%s\" (inline or file only)",
+			    c->name, h->headers[i].name, n);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A githubApp binding's API host is allowed by name (egressd's own token
+ * request goes only there), and its private key is read from a file: a
+ * PEM's lines cannot be an inline value, and an operator's key file is
+ * where GitHub's download goes. */
+static int
+github_check(
+    const struct policy *p, const struct policy_github *g, struct err *e)
+{
+	size_t i;
+
+	if (!policy_host_covered(p, g->host, e)) {
+		err_prefix(e, "githubApp apiUrl");
+		return -1;
+	}
+	for (i = 0; i < p->ncredentials; i++)
+		if (strcmp(policy_credential_name(p->credentials[i]),
+		        g->private_key) == 0 &&
+		    policy_credential_source(p->credentials[i]) !=
+		        POLICY_CRED_FILE) {
+			err_set(e,
+			    "githubApp privateKey \"%s\" must be a file "
+			    "credential (a PEM key)",
+			    g->private_key);
+			return -1;
+		}
+	return 0;
+}
+
 /* Runs every check; reports each problem through report(). */
 static int
 check_all(const struct policy *p,
-    void (*report)(
-        void *arg, const struct policy_binding *b, const struct err *e),
+    void (*report)(void *arg, unsigned line, unsigned col, const struct err *e),
     void *arg)
 {
 	struct err e;
@@ -111,33 +185,52 @@ check_all(const struct policy *p,
 	for (i = 0; i < p->nbindings; i++) {
 		const struct policy_binding *b = p->bindings[i];
 		if (binding_refs(p, b, &e) == -1) {
-			report(arg, b, &e);
+			report(arg, b->line, b->col, &e);
 			rc = -1;
 		}
 		for (k = 0; k < b->hosts.n; k++)
 			if (!policy_host_covered(p, b->hosts.v[k], &e)) {
-				report(arg, b, &e);
+				report(arg, b->line, b->col, &e);
 				rc = -1;
 			}
+		/* egressd's own token request goes only where the policy
+		 * allows by name, like the binding's requests */
+		if (b->oauth2 != NULL &&
+		    !policy_host_covered(p, b->oauth2->host, &e)) {
+			err_prefix(&e, "oauth2 tokenUrl");
+			report(arg, b->line, b->col, &e);
+			rc = -1;
+		}
+		if (b->github != NULL && github_check(p, b->github, &e) == -1) {
+			report(arg, b->line, b->col, &e);
+			rc = -1;
+		}
 		for (j = 0; j < i; j++)
 			if (policy_bindings_overlap(p->bindings[j], b)) {
 				err_set(&e,
 				    "bindings \"%s\" and \"%s\" can "
 				    "match the same request",
 				    p->bindings[j]->name, b->name);
-				report(arg, b, &e);
+				report(arg, b->line, b->col, &e);
 				rc = -1;
 			}
 	}
+	for (i = 0; i < p->ncredentials; i++)
+		if (cred_http_check(p, p->credentials[i], &e) == -1) {
+			report(arg, p->credentials[i]->loc.line,
+			    p->credentials[i]->loc.col, &e);
+			rc = -1;
+		}
 	return rc;
 }
 
 static void
-report_first(void *arg, const struct policy_binding *b, const struct err *e)
+report_first(void *arg, unsigned line, unsigned col, const struct err *e)
 {
 	struct err *out = arg;
 
-	(void)b;
+	(void)line;
+	(void)col;
 	if (out != NULL && out->msg[0] == '\0')
 		err_set(out, "%s", e->msg);
 }
@@ -150,9 +243,9 @@ policy_check_bindings(const struct policy *p, struct err *e)
 }
 
 static void
-report_diag(void *arg, const struct policy_binding *b, const struct err *e)
+report_diag(void *arg, unsigned line, unsigned col, const struct err *e)
 {
-	struct pnode at = {.line = b->line, .col = b->col};
+	struct pnode at = {.line = line, .col = col};
 
 	policy_walk_err(arg, &at, "%s", e->msg);
 }

@@ -54,6 +54,8 @@ struct policy_binding {
 	struct bsubst *subst;
 	size_t nsubst;
 	struct baws aws;
+	struct policy_oauth2 *oauth2; /* oauth2 auth (policy_oauth2.c) */
+	struct policy_github *github; /* githubApp auth (policy_github.c) */
 };
 
 void policy_bstrs_free(struct bstrs *s);

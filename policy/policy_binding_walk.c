@@ -14,6 +14,8 @@
 #include "policy/policy_aws.h"
 #include "policy/policy_binding_int.h"
 #include "policy/policy_cred.h"
+#include "policy/policy_github_walk.h"
+#include "policy/policy_oauth2_walk.h"
 #include "policy/policy_walk.h"
 
 static const char *const reserved_headers[] = {"host", "content-length",
@@ -290,7 +292,7 @@ ak_type(struct pwalk *w, const struct pnode *v, void *obj)
 		}
 	policy_walk_err(w, v,
 	    "unknown auth type \"%.32s\" (bearer, basic, apiKey, "
-	    "customHeaders, passthrough or awsSigV4)",
+	    "customHeaders, passthrough, awsSigV4, oauth2 or githubApp)",
 	    v->str);
 	return -1;
 }
@@ -573,6 +575,22 @@ static const struct pkey auth_keys[] = {
     {"sessionToken", ak_token, 0},
     {"region", ak_region, 0},
     {"service", ak_service, 0},
+    {"grant", policy_oauth2_walk_grant, offsetof(struct bwalk, b)},
+    {"tokenUrl", policy_oauth2_walk_url, offsetof(struct bwalk, b)},
+    {"clientId", policy_oauth2_walk_client_id, offsetof(struct bwalk, b)},
+    {"clientSecret", policy_oauth2_walk_secret, offsetof(struct bwalk, b)},
+    {"refreshToken", policy_oauth2_walk_refresh, offsetof(struct bwalk, b)},
+    {"scopes", policy_oauth2_walk_scopes, offsetof(struct bwalk, b)},
+    {"audience", policy_oauth2_walk_audience, offsetof(struct bwalk, b)},
+    {"clientAuth", policy_oauth2_walk_client_auth, offsetof(struct bwalk, b)},
+    {"appId", policy_github_walk_app_id, offsetof(struct bwalk, b)},
+    {"installationId", policy_github_walk_installation,
+        offsetof(struct bwalk, b)},
+    {"privateKey", policy_github_walk_key, offsetof(struct bwalk, b)},
+    {"apiUrl", policy_github_walk_url, offsetof(struct bwalk, b)},
+    {"repositories", policy_github_walk_repos, offsetof(struct bwalk, b)},
+    {"permissions", policy_github_walk_perms, offsetof(struct bwalk, b)},
+    {"tokenForm", policy_github_walk_form, offsetof(struct bwalk, b)},
 };
 #define NAUTH_KEYS (sizeof(auth_keys) / sizeof(auth_keys[0]))
 
@@ -606,6 +624,8 @@ auth_shape(struct pwalk *w, const struct pnode *v, struct bwalk *bw)
 		policy_walk_err(w, bw->aws_at,
 		    "only awsSigV4 auth takes accessKeyId, secretAccessKey, "
 		    "sessionToken, region or service");
+	policy_oauth2_shape(w, v, bw->b);
+	policy_github_shape(w, v, bw->b);
 }
 
 static int

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policy/policy_cred.h"
+#include "policy/policy_cred_http_int.h"
 #include "util/secmem.h"
 
 /* ---- lifetimes and accessors ---- */
@@ -20,6 +21,7 @@ policy_credential_free(struct policy_credential *c)
 	if (c == NULL)
 		return;
 	secmem_arena_free(c->arena); /* wipes the value */
+	policy_cred_http_free(c->http);
 	free(c->name);
 	free(c->path);
 	free(c);
@@ -54,6 +56,8 @@ policy_credential_dup(const struct policy_credential *c)
 	d->loc = c->loc;
 	if ((d->name = strdup(c->name)) == NULL ||
 	    (c->path != NULL && (d->path = strdup(c->path)) == NULL) ||
+	    (c->http != NULL &&
+	        (d->http = policy_cred_http_dup(c->http)) == NULL) ||
 	    (c->value != NULL &&
 	        policy_credential_set_value(d, c->value, c->vlen) == -1)) {
 		policy_credential_free(d);
@@ -78,6 +82,12 @@ policy_credential_listed(
 		if (strcmp(v[i]->name, name) == 0)
 			return true;
 	return false;
+}
+
+const struct policy_cred_http *
+policy_credential_http(const struct policy_credential *c)
+{
+	return c->source == POLICY_CRED_HTTP ? c->http : NULL;
 }
 
 enum policy_cred_source

@@ -15,6 +15,7 @@
 struct pwalk;
 
 struct secmem_arena;
+struct policy_cred_http;
 
 /*
  * Owned by the policy_config of a snapshot. An inline value lives in an
@@ -25,6 +26,7 @@ struct policy_credential {
 	char *name;
 	enum policy_cred_source source;
 	char *path;
+	struct policy_cred_http *http; /* POLICY_CRED_HTTP's settings */
 	uint8_t *value; /* in arena */
 	size_t vlen;
 	struct secmem_arena *arena;

@@ -3,11 +3,13 @@
  * and the name rule credentials and bindings share. A value is checked
  * and copied, never echoed: messages name its position only.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy/policy_cred.h"
+#include "policy/policy_cred_http_walk.h"
 #include "policy/policy_walk.h"
 
 /* ---- names ---- */
@@ -69,9 +71,18 @@ sk_type(struct pwalk *w, const struct pnode *v, void *obj)
 		return -1;
 	} else if (strcmp(v->str, "file") == 0)
 		cw->c->source = POLICY_CRED_FILE;
+	else if (strcmp(v->str, "http") == 0 && w->api_creds) {
+		/* Nor make it fetch from where the caller names. */
+		policy_walk_err(w, v,
+		    "source type \"http\" is accepted only in the operator's "
+		    "policy file");
+		return -1;
+	} else if (strcmp(v->str, "http") == 0)
+		cw->c->source = POLICY_CRED_HTTP;
 	else {
 		policy_walk_err(w, v,
-		    "unknown source type \"%.32s\" (inline or file)", v->str);
+		    "unknown source type \"%.32s\" (inline, file or http)",
+		    v->str);
 		return -1;
 	}
 	cw->have_type = true;
@@ -121,10 +132,18 @@ sk_path(struct pwalk *w, const struct pnode *v, void *obj)
 	return policy_walk_strdup(w, v, &cw->c->path) ? 0 : -1;
 }
 
+#define CW_C offsetof(struct cwalk, c)
 static const struct pkey source_keys[] = {
     {"type", sk_type, 0},
     {"value", sk_value, 0},
     {"path", sk_path, 0},
+    {"url", policy_cred_http_walk_url, CW_C},
+    {"method", policy_cred_http_walk_method, CW_C},
+    {"headers", policy_cred_http_walk_headers, CW_C},
+    {"ttl", policy_cred_http_walk_ttl, CW_C},
+    {"maxStale", policy_cred_http_walk_max_stale, CW_C},
+    {"allowPrivate", policy_cred_http_walk_private, CW_C},
+    {"format", policy_cred_http_walk_format, CW_C},
 };
 
 static int
@@ -140,7 +159,8 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 {
 	struct cwalk *cw = obj;
 
-	(void)policy_walk_map(w, v, source_keys, 3, cw);
+	(void)policy_walk_map(w, v, source_keys,
+	    sizeof(source_keys) / sizeof(source_keys[0]), cw);
 	if (v->type != PNODE_MAP)
 		return -1;
 	if (w->api_creds && cw->type_at == NULL) {
@@ -160,6 +180,15 @@ ck_source(struct pwalk *w, const struct pnode *v, void *obj)
 	if (cw->c->source == POLICY_CRED_FILE &&
 	    (cw->value_at != NULL || cw->path_at == NULL))
 		policy_walk_err(w, v, "file source needs path (and no value)");
+	if (cw->c->source == POLICY_CRED_HTTP &&
+	    (cw->value_at != NULL || cw->path_at != NULL ||
+	        cw->c->http == NULL || cw->c->http->url == NULL))
+		policy_walk_err(
+		    w, v, "http source needs url (and no value or path)");
+	if (cw->c->source != POLICY_CRED_HTTP && cw->c->http != NULL)
+		policy_walk_err(w, v,
+		    "only an http source takes url, method, headers, ttl, "
+		    "maxStale, allowPrivate and format");
 	return 0;
 }
 

@@ -6,6 +6,10 @@
 #include <stdio.h>
 
 #include "policy/policy_binding_int.h"
+#include "policy/policy_cred.h"
+#include "policy/policy_cred_http_walk.h"
+#include "policy/policy_github_walk.h"
+#include "policy/policy_oauth2_walk.h"
 #include "policy/policy_ybuf.h"
 
 static void
@@ -115,6 +119,8 @@ yaml_auth(struct ybuf *b, const struct policy_binding *x)
 	for (i = 0; i < x->nsubst; i++)
 		yaml_subst(b, &x->subst[i]);
 	yaml_aws(b, &x->aws);
+	policy_oauth2_yaml(b, x->oauth2);
+	policy_github_yaml(b, x->github);
 }
 
 /* The operator's own inline value goes back into the operator's own
@@ -145,7 +151,9 @@ policy_cred_yaml(struct ybuf *b, const struct policy *p)
 			    "      path: ");
 			policy_ybuf_quoted(b, policy_credential_path(c));
 			policy_ybuf_printf(b, "\n");
-		} else {
+		} else if (policy_credential_source(c) == POLICY_CRED_HTTP)
+			policy_cred_http_yaml(b, policy_credential_http(c));
+		else {
 			policy_ybuf_printf(b,
 			    "\n    source:\n      type: \"inline\"\n"
 			    "      value: ");

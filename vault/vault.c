@@ -13,26 +13,46 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_github.h"
+#include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/fileread.h"
+#include "util/now.h"
 #include "util/text.h"
+#include "vault/vault_github.h"
 #include "vault/vault_int.h"
+#include "vault/vault_token.h"
 
 /* ---- values ---- */
 
 /* A value the vault accepts: 1..POLICY_SECRET_MAX bytes, no CR LF NUL
- * (they would split or end a header line). */
+ * (they would split or end a header line); a PEM key (never written
+ * into a header) keeps its lines. */
 static bool
-value_ok(const uint8_t *s, size_t n)
+value_ok(const uint8_t *s, size_t n, bool pem)
 {
 	size_t i;
 
 	if (n == 0 || n > POLICY_SECRET_MAX)
 		return false;
 	for (i = 0; i < n; i++)
-		if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+		if (((s[i] == '\r' || s[i] == '\n') && !pem) || s[i] == '\0')
 			return false;
 	return true;
+}
+
+/* Is the credential named name a githubApp binding's private key? */
+static bool
+cred_is_pem(const struct policy *p, const char *name)
+{
+	const struct policy_github *g;
+	size_t i;
+
+	for (i = 0; i < p->nbindings; i++)
+		if ((g = policy_binding_github(p->bindings[i])) != NULL &&
+		    strcmp(g->private_key, name) == 0)
+			return true;
+	return false;
 }
 
 struct sink_arg {
@@ -45,7 +65,7 @@ cred_sink(void *arg, const uint8_t *value, size_t len)
 {
 	struct sink_arg *a = arg;
 
-	if (!value_ok(value, len))
+	if (!value_ok(value, len, false))
 		return -1;
 	a->c->val = secmem_strndup(a->v->arena, (const char *)value, len);
 	if (a->c->val == NULL)
@@ -55,8 +75,8 @@ cred_sink(void *arg, const uint8_t *value, size_t len)
 }
 
 static int
-cred_read_file(
-    struct vault *v, struct vault_cred *c, const char *path, struct err *e)
+cred_read_file(struct vault *v, struct vault_cred *c, const char *path,
+    bool pem, struct err *e)
 {
 	/* Room for POLICY_SECRET_MAX bytes, a "\r\n" and fileread_buf's NUL
 	 * plus the byte that tells "too long". */
@@ -81,10 +101,12 @@ cred_read_file(
 		n--;
 	if (n > 0 && buf[n - 1] == '\r')
 		n--;
-	if (!value_ok((const uint8_t *)buf, (size_t)n)) {
+	if (!value_ok((const uint8_t *)buf, (size_t)n, pem)) {
 		err_set(e,
-		    "credential \"%s\": %s: value must be 1 to %u bytes "
-		    "without CR, LF or NUL",
+		    pem ? "credential \"%s\": %s: a private key must be 1 to "
+		          "%u bytes without NUL"
+		        : "credential \"%s\": %s: value must be 1 to %u "
+		          "bytes without CR, LF or NUL",
 		    c->name, path, POLICY_SECRET_MAX);
 		secmem_free(v->arena, buf);
 		return -1;
@@ -133,6 +155,8 @@ vault_line_name(const struct vault_bind *vb, size_t i)
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
 	case POLICY_AUTH_BASIC:
+	case POLICY_AUTH_OAUTH2:
+	case POLICY_AUTH_GITHUB_APP:
 		return "Authorization";
 	case POLICY_AUTH_APIKEY:
 		return policy_binding_header_name(vb->b);
@@ -150,6 +174,8 @@ vault_line_prefix(const struct vault_bind *vb)
 {
 	switch (policy_binding_auth(vb->b)) {
 	case POLICY_AUTH_BEARER:
+	case POLICY_AUTH_OAUTH2:
+	case POLICY_AUTH_GITHUB_APP: /* or git's Basic (vault_decide.c) */
 		return "Bearer ";
 	case POLICY_AUTH_BASIC:
 		return "Basic ";
@@ -164,9 +190,11 @@ bind_add_line(struct vault_bind *vb, const char *name,
 {
 	size_t i;
 
-	vb->creds[vb->ncreds++] = c;
-	vb->render_len +=
-	    strlen(name) + 2 + strlen(vault_line_prefix(vb)) + c->len + 2;
+	if (c != NULL) { /* NULL: an oauth2 binding without a token yet */
+		vb->creds[vb->ncreds++] = c;
+		vb->render_len += strlen(name) + 2 +
+		    strlen(vault_line_prefix(vb)) + c->len + 2;
+	}
 	for (i = 0; i < vb->nlower; i++)
 		if (strcasecmp(vb->lower[i], name) == 0)
 			return 0;
@@ -228,6 +256,21 @@ bind_init(struct vault *v, struct vault_bind *vb,
 		return 0;
 	case POLICY_AUTH_AWS_SIGV4:
 		return vault_aws_bind(vb, v->creds, v->ncreds, e);
+	case POLICY_AUTH_OAUTH2:
+		/* the sandbox's Authorization goes, token or not */
+		return bind_add_line(vb, "Authorization", vb->tok, e);
+	case POLICY_AUTH_GITHUB_APP:
+		/* a key that cannot sign is said at load, not at first use */
+		if (vb->key == NULL ||
+		    vault_github_key_check(vb->key->val, vb->key->len, e) ==
+		        -1) {
+			err_prefix(e, "binding \"%s\": privateKey \"%s\"",
+			    policy_binding_name(b),
+			    policy_binding_github(b)->private_key);
+			return -1;
+		}
+		/* the Basic form, the longer line, sizes the render */
+		return bind_add_line(vb, "Authorization", vb->tok_basic, e);
 	}
 bad_ref:
 	/* The loader checked references; a snapshot that did not is a bug
@@ -293,12 +336,28 @@ bind_clear(struct vault_bind *vb)
 
 /* ---- lifetimes ---- */
 
+/* oauth2 and githubApp bindings of p: each may hold two minted values
+ * (a token and a rotated refresh token, or a token and its Basic form). */
+static size_t
+oauth2_count(const struct policy *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->nbindings; i++)
+		n += policy_binding_oauth2(p->bindings[i]) != NULL ||
+		    policy_binding_github(p->bindings[i]) != NULL;
+	return n;
+}
+
 /* The arena's size: values, the matcher, and the lines in flight. */
 static size_t
 arena_size(const struct policy *p)
 {
-	/* Every value at its largest, and one file read buffer. */
-	return (p->ncredentials + 1) * (POLICY_SECRET_MAX + 64);
+	/* Every value at its largest, and one file read buffer; a minted
+	 * binding's two values and a scratch Basic form (4/3 of a token)
+	 * within four. */
+	return (p->ncredentials + 4 * oauth2_count(p) + 1) *
+	    (POLICY_SECRET_MAX + 64);
 }
 
 static void
@@ -322,7 +381,7 @@ vault_destroy(struct vault *v)
  * lines in flight) is moved into the final one, sized exactly.
  */
 static int
-vault_load_values(struct vault *v, struct err *e)
+vault_load_values(struct vault *v, const struct vault *prev, struct err *e)
 {
 	const struct policy *p = v->p;
 	size_t i;
@@ -344,8 +403,12 @@ vault_load_values(struct vault *v, struct err *e)
 			}
 			break;
 		case POLICY_CRED_FILE:
-			if (cred_read_file(
-			        v, c, policy_credential_path(pc), e) == -1)
+			if (cred_read_file(v, c, policy_credential_path(pc),
+			        cred_is_pem(p, c->name), e) == -1)
+				return -1;
+			break;
+		case POLICY_CRED_HTTP:
+			if (vault_http_carry(v, c, pc, prev, e) == -1)
 				return -1;
 			break;
 		}
@@ -377,17 +440,23 @@ vault_retire(struct vault *v, const struct vault *prev)
 {
 	size_t i;
 
+	size_t minted = 0;
+
 	for (i = 0; prev != NULL && i < prev->nall; i++) {
 		const struct vault_cred *c = &prev->creds[i];
 
-		if (v->nall - v->ncreds == VAULT_RETIRED_MAX)
+		if (v->nall - v->nlive == VAULT_RETIRED_MAX)
 			return;
-		if (cred_held(v, c))
+		if (c->len == 0 /* an http source not fetched yet */ ||
+		    cred_held(v, c) ||
+		    (c->minted && minted == VAULT_RETIRED_MINTED))
 			continue;
+		minted += c->minted;
 		v->creds[v->nall].name = NULL;
 		v->creds[v->nall].val = c->val;
 		v->creds[v->nall].len = c->len;
 		v->creds[v->nall].basic = c->basic;
+		v->creds[v->nall].minted = c->minted;
 		if (vault_redact_arena_need(v->creds, v->nall + 1) == SIZE_MAX)
 			return;
 		v->nall++;
@@ -439,8 +508,37 @@ vault_move_arena(struct vault *v, struct err *e)
 	return 0;
 }
 
-struct vault *
-vault_new(const struct policy *p, const struct vault *prev, struct err *e)
+/* v's values copied from src, a revision of the same policy (a mint
+ * reads no file again). */
+static int
+vault_copy_values(struct vault *v, const struct vault *src, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; i < src->ncreds; i++) {
+		struct vault_cred *c = &v->creds[i];
+
+		*c = src->creds[i];
+		c->val = secmem_strndup(v->arena, src->creds[i].val, c->len);
+		if (c->val == NULL) {
+			err_set(e, "secret arena full");
+			return -1;
+		}
+		v->ncreds++;
+	}
+	return 0;
+}
+
+/*
+ * One revision of p: values read (or copied from prev when copy: a mint
+ * or a fetch of the same policy; hf's value put in), prev's minted
+ * tokens carried (with mint's in its binding), bindings, retired values,
+ * the matcher.
+ */
+static struct vault *
+vault_build(const struct policy *p, const struct vault *prev, bool copy,
+    const struct vault_oauth_mint *mint, const struct vault_http_fetched *hf,
+    struct err *e)
 {
 	struct vault *v;
 	size_t i;
@@ -451,10 +549,13 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	}
 	v->magic = VAULT_MAGIC;
 	v->refs = 1;
+	v->clock = prev != NULL ? prev->clock : now_mono_ms_clock;
+	v->clock_arg = prev != NULL ? prev->clock_arg : NULL;
 	/* policy_ref only counts: the snapshot stays immutable. */
 	v->p = policy_ref((struct policy *)(uintptr_t)p);
-	v->creds =
-	    calloc(p->ncredentials + VAULT_RETIRED_MAX + 1, sizeof(*v->creds));
+	v->creds = calloc(
+	    p->ncredentials + 2 * oauth2_count(p) + VAULT_RETIRED_MAX + 1,
+	    sizeof(*v->creds));
 	v->binds = calloc(p->nbindings + 1, sizeof(*v->binds));
 	if (v->creds == NULL || v->binds == NULL) {
 		err_set(e, "out of memory");
@@ -462,7 +563,12 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	}
 	if ((v->arena = secmem_arena_new(arena_size(p), e)) == NULL)
 		goto out_free;
-	if (vault_load_values(v, e) == -1)
+	if ((copy ? vault_copy_values(v, prev, e)
+	          : vault_load_values(v, prev, e)) == -1 ||
+	    (hf != NULL && vault_http_apply(v, hf, e) == -1))
+		goto out_free;
+	v->nlive = v->ncreds;
+	if (vault_oauth_carry(v, prev, mint, e) == -1)
 		goto out_free;
 	for (i = 0; i < p->nbindings; i++) {
 		v->nbinds++;
@@ -473,8 +579,8 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 	/* The live values are checked against the bound first (a policy
 	 * whose own values do not fit fails); retired ones only fill what
 	 * is left. */
-	v->nall = v->ncreds;
-	if (vault_redact_arena_need(v->creds, v->ncreds) != SIZE_MAX)
+	v->nall = v->nlive;
+	if (vault_redact_arena_need(v->creds, v->nlive) != SIZE_MAX)
 		vault_retire(v, prev);
 	if (vault_move_arena(v, e) == -1 || vault_redact_build(v, e) == -1)
 		goto out_free;
@@ -482,6 +588,51 @@ vault_new(const struct policy *p, const struct vault *prev, struct err *e)
 out_free:
 	vault_destroy(v);
 	return NULL;
+}
+
+struct vault *
+vault_new(const struct policy *p, const struct vault *prev, struct err *e)
+{
+	return vault_build(p, prev, false, NULL, NULL, e);
+}
+
+struct vault *
+vault_mint(const struct vault *v, const char *binding,
+    const struct vault_token *t, uint64_t now_ms, struct err *e)
+{
+	struct vault_oauth_mint m = {binding, t, now_ms};
+
+	if (vault_oauth_bind(v, binding) == NULL ||
+	    (policy_binding_oauth2(vault_oauth_bind(v, binding)->b) == NULL &&
+	        policy_binding_github(vault_oauth_bind(v, binding)->b) ==
+	            NULL)) {
+		err_set(e, "no oauth2 binding \"%s\"", binding);
+		return NULL;
+	}
+	return vault_build(v->p, v, true, &m, NULL, e);
+}
+
+struct vault *
+vault_http_set(const struct vault *v, const char *cred, const char *val,
+    size_t len, uint32_t ttl_s, uint64_t now_ms, struct err *e)
+{
+	struct vault_http_fetched hf = {cred, val, len, ttl_s, now_ms};
+
+	if (!value_ok((const uint8_t *)val, len, false)) {
+		err_set(e,
+		    "credential \"%s\": value must be 1 to %u bytes without "
+		    "CR, LF or NUL",
+		    cred, POLICY_SECRET_MAX);
+		return NULL;
+	}
+	return vault_build(v->p, v, true, NULL, &hf, e);
+}
+
+void
+vault_set_clock(struct vault *v, uint64_t (*clock)(void *), void *arg)
+{
+	v->clock = clock;
+	v->clock_arg = arg;
 }
 
 struct vault *
@@ -512,7 +663,7 @@ vault_nbindings(const struct vault *v)
 size_t
 vault_nretired(const struct vault *v)
 {
-	return v->nall - v->ncreds;
+	return v->nall - v->nlive;
 }
 
 const struct policy *

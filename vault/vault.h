@@ -77,8 +77,9 @@ struct vault_bind;
  * and writable by no one else, and so are the directories of the link and
  * of its target (FILEREAD_OWNED | FILEREAD_DIRS); one trailing "\n" or
  * "\r\n" is dropped. A value must be 1..POLICY_SECRET_MAX bytes without
- * CR, LF or NUL. NULL and e on failure; e names the credential (and the
- * file), never a value.
+ * CR, LF or NUL (a githubApp binding's privateKey, a PEM never written
+ * into a header, may hold CR and LF). NULL and e on failure; e names the
+ * credential (and the file), never a value.
  */
 struct vault *vault_new(
     const struct policy *p, const struct vault *prev, struct err *e);
@@ -123,6 +124,10 @@ enum vault_decision {
 	VAULT_INJECTED, /* remove[] then add lines (passthrough: no lines) */
 	VAULT_AMBIGUOUS, /* answer status (403), forward nothing */
 	VAULT_REFUSED, /* answer status (400 or 403), forward nothing */
+	/* an oauth2 binding (binding) holds no fresh access token: forward
+	 * nothing yet; mint one (vault_oauth.h) and decide again on the
+	 * revision that holds it */
+	VAULT_MINT,
 };
 
 struct vault_inject {
@@ -486,5 +491,42 @@ bool vault_redact_any(const struct vault *v, const void *p, size_t n);
  */
 char *vault_redact_header(
     const struct vault *v, const char *value, size_t n, size_t *outlen);
+
+/*
+ * OAuth2 (issue 38): an oauth2 binding's access token, and a refresh
+ * token its server rotated, are values of the revision like a
+ * credential's (in the arena, redacted in every form), minted by
+ * egressd: vault_decide answers VAULT_MINT while the binding holds none
+ * or the one it holds is due for renewal (vault_oauth.h says when), and
+ * vault_mint makes the revision that holds a fresh one. A new revision
+ * of the same policy (vault_new with prev) carries prev's minted values
+ * of each binding whose oauth2 settings and credential values did not
+ * change; a replaced token is retired like a rotated credential (at most
+ * VAULT_RETIRED_MINTED of the retired values are minted ones, so short-
+ * lived tokens never push an operator's rotated key out).
+ */
+#define VAULT_RETIRED_MINTED 4u
+struct vault_token;
+/*
+ * A new revision: v's (borrowed) values and minted values, with the
+ * binding named binding holding t's access token (and t's refresh token
+ * when the server rotated it), fresh from now_ms (the revision's clock)
+ * for t's lifetime. NULL and e (never a value) on failure.
+ */
+struct vault *vault_mint(const struct vault *v, const char *binding,
+    const struct vault_token *t, uint64_t now_ms, struct err *e);
+/*
+ * HTTP credential sources (vault_http.h): a new revision: v's values, with the http credential named cred
+ * holding val[0..len) fetched at now_ms (the vault's clock), refreshed
+ * after ttl_s (0: the policy's or the default; capped by the policy's).
+ * The value it replaces is retired (still redacted). NULL and e (never
+ * a value) on failure.
+ */
+struct vault *vault_http_set(const struct vault *v, const char *cred,
+    const char *val, size_t len, uint32_t ttl_s, uint64_t now_ms,
+    struct err *e);
+/* The clock that says whether a minted token is due (now_mono_ms by
+ * default; tests step their own). Revisions made from v keep it. */
+void vault_set_clock(struct vault *v, uint64_t (*clock)(void *), void *arg);
 
 #endif

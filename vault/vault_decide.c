@@ -11,8 +11,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/policy_github.h"
+#include "policy/policy_oauth2.h"
 #include "policy/policy_path.h"
 #include "util/text.h"
+#include "vault/vault_http.h"
+#include "vault/vault_github.h"
 #include "vault/vault_int.h"
 #include "vault/vault_sigv4.h"
 
@@ -157,11 +161,22 @@ query_has_method(const char *q, size_t n)
 	return false;
 }
 
+/* git's Basic form of a githubApp binding's token (vault_github.h). */
+static bool
+github_basic(const struct vault_bind *vb, const struct vault_inject *out)
+{
+	const struct policy_github *g = policy_binding_github(vb->b);
+
+	return g != NULL && vb->tok_basic != NULL &&
+	    vault_github_basic_for(g->form, out->norm_path, out->norm_path_len);
+}
+
 static int
 render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
     struct err *e)
 {
-	const char *prefix = vault_line_prefix(vb);
+	const bool basic = github_basic(vb, out);
+	const char *prefix = basic ? "Basic " : vault_line_prefix(vb);
 	size_t i, pl = strlen(prefix), off = 0;
 	char *buf;
 
@@ -177,6 +192,12 @@ render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
 	}
 	for (i = 0; i < vb->ncreds; i++) {
 		const char *name = vault_line_name(vb, i);
+		/* a githubApp binding's one line: its token, in the form the
+		 * request wants (the Basic one sized the buffer) */
+		const struct vault_cred *c =
+		    policy_binding_github(vb->b) == NULL ? vb->creds[i]
+		    : basic                              ? vb->tok_basic
+		                                         : vb->tok;
 		size_t nl = strlen(name);
 
 		memcpy(buf + off, name, nl);
@@ -185,8 +206,8 @@ render(struct vault *v, const struct vault_bind *vb, struct vault_inject *out,
 		off += 2;
 		memcpy(buf + off, prefix, pl);
 		off += pl;
-		memcpy(buf + off, vb->creds[i]->val, vb->creds[i]->len);
-		off += vb->creds[i]->len;
+		memcpy(buf + off, c->val, c->len);
+		off += c->len;
 		memcpy(buf + off, "\r\n", 2);
 		off += 2;
 	}
@@ -294,6 +315,7 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 {
 	const struct policy_binding *b;
 	const struct vault_bind *vb;
+	const char *why;
 	bool bound;
 	int rc;
 
@@ -335,6 +357,23 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 			return 0;
 		}
 		out->sign = true;
+	}
+	if ((why = vault_http_unusable(v, vb)) != NULL) {
+		/* an http source's value missing or too old: never sent
+		 * without it (the proxy answers 502 with this reason) */
+		decide_as(out, VAULT_REFUSED, 502, why);
+		return 0;
+	}
+	if ((policy_binding_oauth2(b) != NULL ||
+	        policy_binding_github(b) != NULL) &&
+	    (vb->tok == NULL || v->clock(v->clock_arg) >= vb->tok_due_ms)) {
+		/* no token, or one due for renewal: nothing goes out until
+		 * the revision that holds a fresh one decides again */
+		decide_as(out, VAULT_MINT, 0,
+		    policy_binding_github(b) != NULL
+		        ? "github installation token to mint"
+		        : "oauth2 access token to mint");
+		return 0;
 	}
 	if (render(v, vb, out, e) == -1)
 		return -1;

@@ -446,6 +446,8 @@ vault_forms_cred(struct vault_forms *f, const struct vault_cred *c)
 	const uint8_t *colon;
 	size_t dn;
 
+	if (c->len == 0) /* an http source not fetched yet: nothing */
+		return;
 	vault_forms(f, (const uint8_t *)c->val, c->len);
 	if (!c->basic || c->len > POLICY_SECRET_MAX ||
 	    (dn = b64_decode((const uint8_t *)c->val, c->len, dec)) == 0)

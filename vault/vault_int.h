@@ -17,6 +17,13 @@ struct vault_cred {
 	/* A basic binding uses it: the value is base64 of "user:password",
 	 * and the redactor masks those decoded too (kept when retired). */
 	bool basic;
+	/* An oauth2 access or refresh token egressd was given (not a
+	 * policy credential): retired ones are capped (VAULT_RETIRED_MINTED). */
+	bool minted;
+	/* An http source's value (vault_http.c): when it was fetched, is
+	 * due for a refresh and stops being used (the vault's clock). Until
+	 * the first fetch, val is "" and len 0: no pattern, never sent. */
+	uint64_t fetched_ms, due_ms, until_ms;
 };
 
 /* One substitution of a binding (vault_subst.c). */
@@ -45,6 +52,18 @@ struct vault_bind {
 	 * them (NULL: from the request's host). */
 	const struct vault_cred *aws_id, *aws_secret, *aws_token;
 	const char *aws_region, *aws_service;
+	/* oauth2 (vault_oauth.c): the client secret and refresh token
+	 * credentials (NULL when not named), the access token held (NULL:
+	 * none yet) and a refresh token the server rotated (NULL: the
+	 * credential's is current), both in v->creds[ncreds, nlive); when
+	 * the token is due for renewal and when it expires (monotonic). */
+	const struct vault_cred *secret, *refresh;
+	const struct vault_cred *tok, *rtok;
+	uint64_t tok_due_ms, tok_expires_ms;
+	/* githubApp (vault_github.c): the App's private key (a PEM
+	 * credential) and the token's Basic form for git,
+	 * base64("x-access-token:<token>"), minted beside tok */
+	const struct vault_cred *key, *tok_basic;
 };
 
 /* The skip filter's blocks (vault_redact.c skip_block): bytes, and the
@@ -106,13 +125,16 @@ struct vault {
 	unsigned refs;
 	struct policy *p;
 	struct secmem_arena *arena;
-	/* creds[0, ncreds): the policy's credentials; [ncreds, nall):
+	/* creds[0, ncreds): the policy's credentials; [ncreds, nlive):
+	 * oauth2 tokens minted (name: the binding's); [nlive, nall):
 	 * retired values (name NULL), redacted only */
 	struct vault_cred *creds;
-	size_t ncreds, nall;
+	size_t ncreds, nlive, nall;
 	struct vault_bind *binds;
 	size_t nbinds;
 	struct vault_match *m; /* arena; NULL when there are no values */
+	uint64_t (*clock)(void *); /* minted tokens' freshness */
+	void *clock_arg;
 };
 
 /*
@@ -163,5 +185,49 @@ const char *vault_line_prefix(const struct vault_bind *vb);
 #define VAULT_AWS_REMOVED 4u
 int vault_aws_bind(struct vault_bind *vb, const struct vault_cred *creds,
     size_t n, struct err *e);
+/* A token to put in force in one binding (vault_mint). */
+struct vault_token;
+struct vault_oauth_mint {
+	const char *binding;
+	const struct vault_token *t;
+	uint64_t now_ms;
+};
+/*
+ * v's minted values (vault_oauth.c), into v->creds[nlive...] and the
+ * oauth2 bindings' vault_bind (secret, refresh, tok, rtok, due times),
+ * before bind_init: prev's for each binding of the same name whose
+ * settings and credential values did not change, mint's token (and
+ * rotated refresh token) in its binding. 0, or -1 and e.
+ */
+int vault_oauth_carry(struct vault *v, const struct vault *prev,
+    const struct vault_oauth_mint *mint, struct err *e);
+/* The vault_bind of the binding named name, NULL if none (vault_oauth.c). */
+const struct vault_bind *vault_oauth_bind(
+    const struct vault *v, const char *name);
+
+/* A value fetched for one http credential (vault_http_set). */
+struct vault_http_fetched {
+	const char *cred;
+	const char *val;
+	size_t len;
+	uint32_t ttl_s;
+	uint64_t now_ms;
+};
+/*
+ * The value of http credential c (policy credential pc) in v's arena
+ * (vault_http.c): prev's when prev has one of that name and the same
+ * settings, else none yet (""). 0, or -1 and e.
+ */
+int vault_http_carry(struct vault *v, struct vault_cred *c,
+    const struct policy_credential *pc, const struct vault *prev,
+    struct err *e);
+/* hf's value put in its credential of v (values copied already): 0, or
+ * -1 and e. */
+int vault_http_apply(
+    struct vault *v, const struct vault_http_fetched *hf, struct err *e);
+/* A fixed text when a credential vb uses is an http source's without a
+ * value in use now (none yet, or past maxStale), else NULL. */
+const char *vault_http_unusable(
+    const struct vault *v, const struct vault_bind *vb);
 
 #endif

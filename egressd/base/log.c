@@ -14,52 +14,54 @@
 #include "util/now.h"
 #include "util/utf8.h"
 
-/*
- * Field keys that, whatever the caller meant, may carry secret material.
- * Matched as whole keys or as a suffix after '_' or '.', case-insensitive.
- */
-static const struct {
-	const char *s;
-	size_t n;
-} log_secret_keys[] = {
-    {"token", 5},
-    {"secret", 6},
-    {"password", 8},
-    {"passwd", 6},
-    {"credential", 10},
-    {"authorization", 13},
-    {"cookie", 6},
-    {"value", 5},
-    {"privkey", 7},
-    {"private_key", 11},
-    {"api_key", 7},
-    {"apikey", 6},
-};
+/* key ends in s (lower case), as a whole key or after '_' or '.' */
+static bool
+log_key_ends(const char *key, size_t klen, const char *s)
+{
+	size_t n = strlen(s);
 
+	/* the separator first: it rules out most keys without a compare */
+	return klen >= n &&
+	    (klen == n || key[klen - n - 1] == '_' ||
+	        key[klen - n - 1] == '.') &&
+	    strcasecmp(key + klen - n, s) == 0;
+}
+
+/*
+ * Field keys that, whatever the caller meant, may carry secret material:
+ * token, secret, password, passwd, credential, authorization, cookie,
+ * value, privkey, private_key, api_key, apikey, matched as whole keys or
+ * as a suffix after '_' or '.', case-insensitive. Every line checks every
+ * key: the last letter picks the few to compare (most keys end in none
+ * of these letters, or rule out all but one or two).
+ */
 static bool
 log_key_is_secret(const char *key, size_t klen)
 {
-	size_t i;
-	char last;
-
 	if (klen == 0)
 		return false;
-	/* every line checks every key: the last letter rules most out */
-	last = (char)(key[klen - 1] | 0x20);
-	for (i = 0; i < sizeof(log_secret_keys) / sizeof(log_secret_keys[0]);
-	     i++) {
-		const char *s = log_secret_keys[i].s;
-		size_t slen = log_secret_keys[i].n;
-
-		if (klen < slen || s[slen - 1] != last)
-			continue;
-		if (strcasecmp(key + klen - slen, s) != 0)
-			continue;
-		if (klen == slen || key[klen - slen - 1] == '_' ||
-		    key[klen - slen - 1] == '.')
-			return true;
+	switch (key[klen - 1] | 0x20) {
+	case 'd':
+		return log_key_ends(key, klen, "password") ||
+		    log_key_ends(key, klen, "passwd");
+	case 'e':
+		return log_key_ends(key, klen, "cookie") ||
+		    log_key_ends(key, klen, "value");
+	case 'l':
+		return log_key_ends(key, klen, "credential");
+	case 'n':
+		return log_key_ends(key, klen, "token") ||
+		    log_key_ends(key, klen, "authorization");
+	case 't':
+		return log_key_ends(key, klen, "secret");
+	case 'y':
+		return log_key_ends(key, klen, "privkey") ||
+		    log_key_ends(key, klen, "private_key") ||
+		    log_key_ends(key, klen, "api_key") ||
+		    log_key_ends(key, klen, "apikey");
+	default:
+		return false;
 	}
-	return false;
 }
 
 static uint64_t
@@ -216,13 +218,63 @@ log_short_escape(unsigned char c)
 	return c < sizeof(two) / sizeof(two[0]) ? two[c] : NULL;
 }
 
+/*
+ * Most strings of a line (keys, event names, hosts, paths) are printable
+ * ASCII with nothing to escape and fit: checked 8 bytes at a time (a word
+ * holds no byte below 0x20, at or above 0x7f, '"' or '\\' exactly when
+ * the mask is 0: without such a byte no subtraction borrows) and copied
+ * whole. 1: written, quoted; 0: nothing written (the general
+ * path's turn: it writes the same bytes for such a string).
+ */
+static int
+log_put_plain_str(struct log_buf *b, const char *s, size_t max)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	const uint64_t tops = 0x8080808080808080ULL;
+	size_t i, n = strnlen(s, max + 1);
+	uint64_t x, q, k, d;
+	char *o;
+
+	/* the quotes and log_put's 3 bytes of reserve */
+	if (n > max || b->trunc || b->len + n + 5 > b->cap)
+		return 0;
+	/* a string of 8 bytes or more: its last word overlaps the one
+	 * before (checked twice, harmless) rather than a byte loop */
+	for (i = 0; n >= 8 && i < n; i += 8) {
+		memcpy(&x, s + (i + 8 <= n ? i : n - 8), sizeof(x));
+		q = x ^ (ones * '"');
+		k = x ^ (ones * '\\');
+		d = x ^ (ones * 0x7f);
+		if ((((x - ones * 0x20) & ~x) | x | ((q - ones) & ~q) |
+		        ((k - ones) & ~k) | ((d - ones) & ~d)) &
+		    tops)
+			return 0;
+	}
+	for (i = 0; n < 8 && i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			return 0;
+	}
+	o = b->p + b->len;
+	o[0] = '"';
+	memcpy(o + 1, s, n);
+	o[n + 1] = '"';
+	b->len += n + 2;
+	return 1;
+}
+
 static void
 log_put_json_str(struct log_buf *b, const char *s, size_t max)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, n = strnlen(s, max + 1);
-	bool cut = n > max;
+	size_t i = 0, n;
+	bool cut;
 
+	if (log_put_plain_str(b, s, max))
+		return;
+	n = strnlen(s, max + 1);
+	cut = n > max;
 	if (cut)
 		n = max;
 	log_put(b, "\"", 1);

@@ -11,16 +11,28 @@
 
 #define LOG_AGG_NONE ((int16_t)-1)
 
+/*
+ * snprintf(dst, cap, "%s", src) without the formatter: every denied name
+ * passes here four times, and snprintf was a quarter of a denial's
+ * instructions. Truncates the same way; NULL is "".
+ */
+static void
+rec_copy(char *dst, size_t cap, const char *src)
+{
+	size_t n = src != NULL ? strnlen(src, cap - 1) : 0;
+
+	memcpy(dst, src != NULL ? src : "", n);
+	dst[n] = '\0';
+}
+
 void
 log_agg_rec_set(struct log_agg_rec *r, const char *name, unsigned qtype,
     const char *reason, const char *denied, const char *rule)
 {
-	(void)snprintf(r->name, sizeof(r->name), "%s", name ? name : "");
-	(void)snprintf(
-	    r->reason, sizeof(r->reason), "%s", reason ? reason : "");
-	(void)snprintf(
-	    r->denied, sizeof(r->denied), "%s", denied ? denied : "");
-	(void)snprintf(r->rule, sizeof(r->rule), "%s", rule ? rule : "");
+	rec_copy(r->name, sizeof(r->name), name);
+	rec_copy(r->reason, sizeof(r->reason), reason);
+	rec_copy(r->denied, sizeof(r->denied), denied);
+	rec_copy(r->rule, sizeof(r->rule), rule);
 	r->qtype = qtype;
 }
 

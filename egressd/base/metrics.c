@@ -180,27 +180,13 @@ metrics_dns(struct metrics_out *o, const struct stats *st)
 	    st->dns_upstream_lat_count);
 }
 
+/* The Credential Vault's decisions, minted tokens and compressed
+ * responses (the proxy's part: only with the proxy on). */
 static void
-metrics_proxy(struct metrics_out *o, const struct stats *st)
+metrics_vault(struct metrics_out *o, const struct stats *st)
 {
 	size_t i;
 
-	if (!st->proxy_on)
-		return;
-	metrics_counter(o, "egressd_proxy_accepted_total",
-	    "Connections the transparent proxy accepted.", st->proxy_accepted);
-	metrics_labelled(o, "egressd_proxy_connections_total", "counter",
-	    "Proxy connections by decision.", "decision",
-	    (const char *const[]){"passthrough", "terminated", "refused"},
-	    (const uint64_t[]){
-	        st->proxy_passthrough, st->proxy_terminated, st->proxy_refused},
-	    3);
-	metrics_counter(o, "egressd_proxy_upstream_reused_total",
-	    "Terminated connections that took an idle upstream connection "
-	    "from the pool instead of dialling.",
-	    st->proxy_upstream_reused);
-	metrics_gauge(o, "egressd_proxy_upstream_idle",
-	    "Idle upstream connections in the pool.", st->proxy_upstream_idle);
 	{
 		static const char *const dn[] = {
 		    "no_match", "injected", "ambiguous", "refused"};
@@ -221,12 +207,62 @@ metrics_proxy(struct metrics_out *o, const struct stats *st)
 				    st->vault_bindings[i].name, dn[k],
 				    st->vault_bindings[i].decisions[k]);
 	}
+	{
+		static const char *const tn[] = {
+		    "minted", "refreshed", "failed"};
+
+		metrics_family(o, "egressd_vault_oauth2_tokens_total",
+		    "counter",
+		    "Token requests egressd made (oauth2 access tokens, "
+		    "githubApp installation tokens), by binding and "
+		    "outcome.");
+		for (i = 0; i < st->nvault_bindings; i++)
+			for (size_t k = 0; k < 3; k++)
+				metrics_printf(o,
+				    "egressd_vault_oauth2_tokens_total{"
+				    "binding=\"%s\",outcome=\"%s\"} %" PRIu64
+				    "\n",
+				    st->vault_bindings[i].name, tn[k],
+				    st->vault_bindings[i].tokens[k]);
+	}
+	metrics_family(o, "egressd_vault_source_fetches_total", "counter",
+	    "Fetches of http credential sources egressd made, by credential "
+	    "and outcome.");
+	for (i = 0; i < st->nvault_sources; i++)
+		for (size_t k = 0; k < 2; k++)
+			metrics_printf(o,
+			    "egressd_vault_source_fetches_total{"
+			    "credential=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
+			    st->vault_sources[i].name, k == 0 ? "ok" : "failed",
+			    st->vault_sources[i].fetches[k]);
 	metrics_labelled(o, "egressd_vault_compressed_responses_total",
 	    "counter",
 	    "Compressed responses to requests a credential was injected "
 	    "into: decoded and redacted, refused, or failed while decoding.",
 	    "outcome", (const char *const[]){"decoded", "refused", "failed"},
 	    st->vault_compressed, 3);
+}
+
+static void
+metrics_proxy(struct metrics_out *o, const struct stats *st)
+{
+	if (!st->proxy_on)
+		return;
+	metrics_counter(o, "egressd_proxy_accepted_total",
+	    "Connections the transparent proxy accepted.", st->proxy_accepted);
+	metrics_labelled(o, "egressd_proxy_connections_total", "counter",
+	    "Proxy connections by decision.", "decision",
+	    (const char *const[]){"passthrough", "terminated", "refused"},
+	    (const uint64_t[]){
+	        st->proxy_passthrough, st->proxy_terminated, st->proxy_refused},
+	    3);
+	metrics_counter(o, "egressd_proxy_upstream_reused_total",
+	    "Terminated connections that took an idle upstream connection "
+	    "from the pool instead of dialling.",
+	    st->proxy_upstream_reused);
+	metrics_gauge(o, "egressd_proxy_upstream_idle",
+	    "Idle upstream connections in the pool.", st->proxy_upstream_idle);
+	metrics_vault(o, st);
 	metrics_labelled(o, "egressd_proxy_denied_total", "counter",
 	    "Requests the policy's request rules denied (403 with "
 	    "X-Egress-Denied), by reason.",

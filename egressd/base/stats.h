@@ -31,6 +31,17 @@ struct stats_vault_binding {
 	char name[STATS_VAULT_NAME_MAX + 1];
 	uint64_t decisions[4]; /* no_match (never), injected, ambiguous,
 				* refused */
+	/* oauth2 token requests: minted (the binding held none),
+	 * refreshed (it held one, due), failed */
+	uint64_t tokens[3];
+};
+
+/* Fetches of http credential sources (issue 38), by credential: ok,
+ * failed. Rows like the bindings' (STATS_VAULT_OTHER for the last). */
+#define STATS_VAULT_SOURCES 64
+struct stats_vault_source {
+	char name[STATS_VAULT_NAME_MAX + 1];
+	uint64_t fetches[2];
 };
 
 /*
@@ -124,6 +135,8 @@ struct stats {
 	    vault_decisions[4]; /* no_match, injected, ambiguous, refused */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
 	size_t nvault_bindings;
+	struct stats_vault_source vault_sources[STATS_VAULT_SOURCES];
+	size_t nvault_sources;
 	/* compressed responses to injected requests: decoded, refused,
 	 * failed (enum proxy_compressed order) */
 	uint64_t vault_compressed[3];

@@ -331,8 +331,16 @@ egressd_clear(struct egressd *d)
 		if (d->ev_sig[i] != NULL)
 			event_free(d->ev_sig[i]);
 	policy_unref(d->policy);
-	if (d->base != NULL)
+	if (d->base != NULL) {
+		/* A bufferevent freed while its deferred callback was queued
+		 * keeps a reference until that callback runs, and
+		 * event_base_free cancels it without dropping the reference:
+		 * the bufferevent (and its SSL) would be lost at exit. One
+		 * turn runs them; every event of ours is gone by now, and a
+		 * freed bufferevent's callbacks are cleared. */
+		(void)event_base_loop(d->base, EVLOOP_NONBLOCK);
 		event_base_free(d->base);
+	}
 	d->magic = 0;
 }
 

@@ -56,6 +56,9 @@ egressd_proxy_stats(struct egressd *d)
 	memcpy(st->vault_bindings, ps.vault_bindings,
 	    ps.nvault_bindings * sizeof(ps.vault_bindings[0]));
 	st->nvault_bindings = ps.nvault_bindings;
+	memcpy(st->vault_sources, ps.vault_sources,
+	    ps.nvault_sources * sizeof(ps.vault_sources[0]));
+	st->nvault_sources = ps.nvault_sources;
 	memcpy(st->vault_compressed, ps.vault_compressed,
 	    sizeof(st->vault_compressed));
 	memcpy(st->proxy_denied, &ps.denied[POLICY_REQ_METHOD],

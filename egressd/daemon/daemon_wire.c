@@ -227,6 +227,17 @@ egressd_proxy_vault_cb(void *arg)
 	return d->vault;
 }
 
+/* An oauth2 token minted by the proxy: the revision holding it is the
+ * one in force (a commit builds the next from it, carrying the token). */
+static void
+egressd_proxy_vault_minted_cb(void *arg, struct vault *v)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	vault_free(d->vault);
+	d->vault = vault_ref(v);
+}
+
 /* With the proxy on, every answer loses its ECH keys (clients then send
  * a plain SNI the proxy can judge). */
 static bool
@@ -297,6 +308,7 @@ daemon_wire_proxy(struct egressd *d, struct err *e)
 	h.judge = egressd_proxy_judge_cb;
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;
+	h.vault_minted = egressd_proxy_vault_minted_cb;
 	h.learned = egressd_proxy_learned_cb;
 	h.policy_get = egressd_proxy_policy_cb;
 	h.arg = d;

@@ -24,7 +24,9 @@ policyfile_has_inline(const struct policy *p)
 
 	for (i = 0; i < p->ncredentials; i++)
 		if (policy_credential_source(p->credentials[i]) ==
-		    POLICY_CRED_INLINE)
+		        POLICY_CRED_INLINE ||
+		    policy_credential_source(p->credentials[i]) ==
+		        POLICY_CRED_HTTP) /* its headers may hold secrets */
 			return true;
 	return false;
 }

@@ -47,6 +47,7 @@ struct dns_cache_key {
 struct dns_cache_memo {
 	uint64_t tag; /* what the note is valid for (0: nothing) */
 	uint64_t until_ms; /* monotonic */
+	uint64_t evicted; /* stats nft_learned_evicted when written */
 	uint64_t entry; /* set by the cache: which stored answer (never 0) */
 };
 

@@ -43,6 +43,23 @@ struct evconnlistener;
 
 struct dns;
 struct dns_conn;
+struct dns_udp;
+
+/*
+ * The UDP answers of one recvmmsg batch, sent together by one sendmmsg
+ * when the batch is done (dns_send_batch_end): one system call for the
+ * batch instead of one per answer. A slot holds any answer egressd sends
+ * over UDP (it truncates above DNS_EDNS_UDP_SIZE); a bigger one goes out
+ * at once.
+ */
+struct dns_udp_outq {
+	struct dns_udp *u; /* the socket the batch came in by; NULL: none */
+	unsigned n;
+	struct mmsghdr msg[DNS_UDP_BATCH];
+	struct iovec iov[DNS_UDP_BATCH];
+	struct sockaddr_storage peer[DNS_UDP_BATCH];
+	uint8_t buf[DNS_UDP_BATCH][DNS_EDNS_UDP_SIZE];
+};
 
 struct dns_udp {
 	uint32_t magic;
@@ -155,9 +172,9 @@ struct dns {
 		struct cmsghdr align;
 		uint8_t buf[CMSG_SPACE(sizeof(uint32_t))];
 	} udpctl[DNS_UDP_BATCH];
+	struct dns_udp_outq outq;
 	uint8_t out[DNS_MSG_MAX];
 	uint8_t tmp[DNS_MSG_MAX];
-	uint8_t hit[DNS_MSG_MAX];
 };
 
 /* The injected clock, or the real one (dns_new). */
@@ -193,12 +210,19 @@ void dns_pipeline_handle(
  */
 bool dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
-    const uint8_t *msg, size_t len, struct dns_cache_memo *memo);
+    const uint8_t *msg, size_t len, uint32_t age, struct dns_cache_memo *memo);
 
 /* ---- dns_send.c ---- */
 
 void dns_send(
     struct dns *d, const struct dns_origin *o, const uint8_t *buf, size_t len);
+/*
+ * From begin to end, UDP answers to queries that came in by u are queued
+ * and sent by end in one sendmmsg (each still attempted once, as dns_send
+ * would: a full socket buffer or an error drops that answer only).
+ */
+void dns_send_batch_begin(struct dns *d, struct dns_udp *u);
+void dns_send_batch_end(struct dns *d);
 void dns_send_error(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, unsigned rcode);
 /* The same with an Extended DNS Error (borrowed; NULL for none). */

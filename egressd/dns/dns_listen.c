@@ -83,6 +83,7 @@ dns_udp_read_cb(evutil_socket_t fd, short what, void *arg)
 	n = recvmmsg(fd, d->udpmsg, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return; /* EAGAIN, or an ICMP error: nothing to do */
+	dns_send_batch_begin(d, u);
 	for (i = 0; i < n; i++) {
 		struct msghdr *mh = &d->udpmsg[i].msg_hdr;
 		struct dns_origin o;
@@ -98,6 +99,7 @@ dns_udp_read_cb(evutil_socket_t fd, short what, void *arg)
 		o.peerlen = mh->msg_namelen;
 		dns_pipeline_handle(d, &o, d->udpbuf[i], d->udpmsg[i].msg_len);
 	}
+	dns_send_batch_end(d);
 }
 
 int

@@ -104,7 +104,7 @@ dns_upstream_done_cb(
 		/* A malformed answer is not served again from the cache. */
 		if (pol != NULL &&
 		    !dns_release(
-		        d, &r->from, &r->q, r->qname, pol, ans, len, memo) &&
+		        d, &r->from, &r->q, r->qname, pol, ans, len, 0, memo) &&
 		    memo != NULL)
 			dns_cache_drop(d->cache, &r->key);
 	}
@@ -285,19 +285,16 @@ dns_pipeline_from_cache(struct dns *d, const struct dns_origin *o,
 	struct dns_cache_memo *memo = NULL;
 
 	hit = dns_cache_get(d->cache, key, &hlen, &age, &memo);
-	if (hit == NULL || hlen > sizeof(d->hit)) {
+	if (hit == NULL) {
 		d->st->dns_cache_misses++;
 		return false;
 	}
 	d->st->dns_cache_hits++;
-	/* A copy: the stored answer stays as the upstream sent it. */
-	memcpy(d->hit, hit, hlen);
-	if (dns_wire_age_ttls(d->hit, hlen, age) < 0) {
-		dns_send_error(d, o, q, DNS_RCODE_SERVFAIL);
-		return true;
-	}
-	/* Policy re-run on every hit: it may have changed. */
-	(void)dns_release(d, o, q, qname, pol, d->hit, hlen, memo);
+	/*
+	 * Policy re-run on every hit: it may have changed. The stored answer
+	 * is read, never written: the rewrite ages its TTLs in the output.
+	 */
+	(void)dns_release(d, o, q, qname, pol, hit, hlen, age, memo);
 	return true;
 }
 

@@ -107,6 +107,13 @@ dns_learn_done_cb(void *arg, int rc, const char *why)
 		if (m != NULL && now_pol == r->pol) {
 			m->tag = r->memo_tag;
 			m->until_ms = r->memo_until_ms;
+			/*
+			 * Read now, not at submit: the delivery just checked
+			 * every address of the answer is still learned, and a
+			 * transaction never evicts its own addresses, so only
+			 * an eviction from here on can take one away.
+			 */
+			m->evicted = d->st->nft_learned_evicted;
 		}
 		dns_send_answer(d, &r->from, &r->q, r->ans, r->anslen);
 	}
@@ -184,8 +191,14 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 	 * The client may use the answer until now + max_ttl; if every lease
 	 * from an earlier learn (same policy) lasts at least that long, the
 	 * nft round trip can be skipped: this is what makes cache hits cheap.
+	 * Leases end early in two ways: a policy change (a new snapshot, so
+	 * a new tag) and, with a full learned set, an eviction (the nft side
+	 * counts them in the shared stats): after any eviction since the
+	 * memo was written, a hit learns again rather than hand out an
+	 * address that may no longer be open.
 	 */
 	if (memo != NULL && memo->tag == tag &&
+	    memo->evicted == d->st->nft_learned_evicted &&
 	    memo->until_ms >= now + (uint64_t)max_ttl * 1000u) {
 		d->st->dns_learn_memo_skips++;
 		return 0;
@@ -214,6 +227,7 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 	if (memo != NULL) {
 		memo->tag = tag;
 		memo->until_ms = now + lease * 1000u;
+		memo->evicted = d->st->nft_learned_evicted;
 	}
 	return 0;
 }
@@ -226,7 +240,7 @@ dns_learn(struct dns *d, const struct dns_origin *o, const struct dns_query *q,
 bool
 dns_release(struct dns *d, const struct dns_origin *o,
     const struct dns_query *q, const char *qname, struct policy *pol,
-    const uint8_t *msg, size_t len, struct dns_cache_memo *memo)
+    const uint8_t *msg, size_t len, uint32_t age, struct dns_cache_memo *memo)
 {
 	struct dns_rewrite_opts ro;
 	struct dns_rewrite_report *rep = &d->rep;
@@ -241,6 +255,7 @@ dns_release(struct dns *d, const struct dns_origin *o,
 	ro.addr_allowed = dns_addr_allowed_cb;
 	ro.name_allowed = dns_name_allowed_cb;
 	ro.arg = pol;
+	ro.age = age;
 	/* Clients never keep an answer longer than its addresses' lease. */
 	ttl_max =
 	    pol->dns.ttl_max != 0 ? pol->dns.ttl_max : DNS_LEARN_LEASE_MAX_S;

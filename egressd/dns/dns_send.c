@@ -4,10 +4,73 @@
  */
 #include <event2/bufferevent.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "egressd/dns/dns_int.h"
 #include "egressd/proto/dns_wire.h"
+
+void
+dns_send_batch_begin(struct dns *d, struct dns_udp *u)
+{
+	d->outq.u = u;
+	d->outq.n = 0;
+}
+
+static void
+dns_send_flush(struct dns *d)
+{
+	struct dns_udp_outq *q = &d->outq;
+	unsigned i = 0;
+	int r;
+
+	/*
+	 * sendmmsg stops at the first message that fails and reports it
+	 * only when it is the first: skip that one and go on, so every
+	 * answer is attempted exactly once, as one sendto each would.
+	 */
+	while (i < q->n) {
+		r = sendmmsg(q->u->fd, q->msg + i, q->n - i, MSG_DONTWAIT);
+		i += r > 0 ? (unsigned)r : 1;
+	}
+	q->n = 0;
+}
+
+void
+dns_send_batch_end(struct dns *d)
+{
+	if (d->outq.u != NULL && d->outq.u->fd >= 0 && d->outq.n > 0)
+		dns_send_flush(d);
+	d->outq.u = NULL;
+	d->outq.n = 0;
+}
+
+/* Into the batch's queue; false when it does not belong there. */
+static bool
+dns_send_queue(
+    struct dns *d, const struct dns_origin *o, const uint8_t *buf, size_t len)
+{
+	struct dns_udp_outq *q = &d->outq;
+	struct msghdr *mh;
+
+	if (q->u != o->udp || len > sizeof(q->buf[0]) ||
+	    o->peerlen > sizeof(q->peer[0]))
+		return false;
+	if (q->n == DNS_UDP_BATCH)
+		dns_send_flush(d);
+	memcpy(q->buf[q->n], buf, len);
+	memcpy(&q->peer[q->n], &o->peer, o->peerlen);
+	q->iov[q->n].iov_base = q->buf[q->n];
+	q->iov[q->n].iov_len = len;
+	mh = &q->msg[q->n].msg_hdr;
+	memset(mh, 0, sizeof(*mh));
+	mh->msg_name = &q->peer[q->n];
+	mh->msg_namelen = o->peerlen;
+	mh->msg_iov = &q->iov[q->n];
+	mh->msg_iovlen = 1;
+	q->n++;
+	return true;
+}
 
 void
 dns_send(
@@ -15,6 +78,8 @@ dns_send(
 {
 	if (!o->tcp) {
 		if (o->udp == NULL || o->udp->fd < 0)
+			return;
+		if (dns_send_queue(d, o, buf, len))
 			return;
 		/* UDP: a full socket buffer drops the answer; the client retries. */
 		(void)sendto(o->udp->fd, buf, len, MSG_DONTWAIT,

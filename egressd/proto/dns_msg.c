@@ -284,7 +284,16 @@ dns_msg_iter_init(struct rr_iter *it, const uint8_t *msg, size_t len,
 	it->len = len;
 	it->off = DNS_HEADER_LEN;
 	it->sec = 0;
-	memset(&it->lm, 0, sizeof(it->lm));
+	/*
+	 * Only the bits of offsets inside the message: every mark and every
+	 * pointer check is of an offset below len (a name is read only
+	 * while pos < len, a pointer must aim backwards). Clearing the
+	 * whole 8 KiB map cost a cached answer a quarter of its
+	 * instructions (four walks per answer) and 32 KiB of stores.
+	 */
+	memset(it->lm.bits, 0,
+	    len / 8 + 1 < sizeof(it->lm.bits) ? len / 8 + 1
+	                                      : sizeof(it->lm.bits));
 	if (have_q != NULL)
 		*have_q = false;
 	if (len < DNS_HEADER_LEN || len > DNS_MSG_MAX)
@@ -364,17 +373,17 @@ parse_opt(const uint8_t *msg, const struct rr_pos *rp, struct dns_edns *ed)
 	return 0;
 }
 
-/* Finds the OPT record of a query; -1 if any section is malformed. */
+/*
+ * Finds the OPT record of a query in the records after its question (it
+ * is past it); -1 if any section is malformed.
+ */
 static int
-query_edns(const uint8_t *msg, size_t len, struct dns_edns *ed)
+query_edns(struct rr_iter *it, const uint8_t *msg, struct dns_edns *ed)
 {
-	struct rr_iter it;
 	struct rr_pos rp;
 	int r;
 
-	if (dns_msg_iter_init(&it, msg, len, NULL, NULL) == -1)
-		return -1;
-	while ((r = dns_msg_iter_next(&it, &rp)) == 1)
+	while ((r = dns_msg_iter_next(it, &rp)) == 1)
 		if (rp.type == DNS_TYPE_OPT && parse_opt(msg, &rp, ed) == -1)
 			return -1;
 	return r;
@@ -383,7 +392,7 @@ query_edns(const uint8_t *msg, size_t len, struct dns_edns *ed)
 enum dns_query_status
 dns_query_parse(const uint8_t *msg, size_t len, struct dns_query *q)
 {
-	size_t off = DNS_HEADER_LEN;
+	struct rr_iter it;
 
 	memset(q, 0, sizeof(*q));
 	if (len < DNS_HEADER_LEN || len > DNS_MSG_MAX)
@@ -394,15 +403,17 @@ dns_query_parse(const uint8_t *msg, size_t len, struct dns_query *q)
 	if (q->flags & DNS_FLAG_QR)
 		return DNS_QUERY_DROP;
 	uint16_t qd = rd16(msg + 4);
-	if (qd == 1 && skip_question(msg, len, &off, &q->question, NULL) == 0)
-		q->have_question = true;
+	/* One walk: the question, then (query_edns) the records after it. */
+	if (qd == 1)
+		(void)dns_msg_iter_init(
+		    &it, msg, len, &q->question, &q->have_question);
 	if (q->opcode != DNS_OPCODE_QUERY)
 		return DNS_QUERY_NOTIMP;
 	if (qd != 1 || !q->have_question) {
 		q->have_question = false;
 		return DNS_QUERY_FORMERR;
 	}
-	if (query_edns(msg, len, &q->edns) == -1) {
+	if (query_edns(&it, msg, &q->edns) == -1) {
 		memset(&q->edns, 0, sizeof(q->edns));
 		return DNS_QUERY_FORMERR;
 	}

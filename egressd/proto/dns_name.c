@@ -291,6 +291,9 @@ dns_name_equal(const struct dns_name *a, const struct dns_name *b)
 {
 	if (a->len != b->len)
 		return false;
+	/* The usual case (the same spelling) without folding each byte. */
+	if (memcmp(a->wire, b->wire, a->len) == 0)
+		return true;
 	/* Length bytes are <= 63, so folding them is harmless. */
 	for (size_t i = 0; i < a->len; i++)
 		if (lower(a->wire[i]) != lower(b->wire[i]))

@@ -319,6 +319,7 @@ rewrite_rrs(struct dns_msg *m, const struct dns_rewrite_opts *o,
 		struct dns_name owner;
 		int ci;
 
+		rr.ttl = rr.ttl > o->age ? rr.ttl - o->age : 0;
 		dns_msg_rr_owner(m, i, &owner);
 		ci = dns_chain_index(m, &rep->chain, &owner);
 		if (rr.section == DNS_SEC_ADDITIONAL &&

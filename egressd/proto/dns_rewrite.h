@@ -27,8 +27,9 @@
  *     ech key is removed with DNS_REWRITE_STRIP_ECH. A record whose
  *     TargetName (not "." and not a chain name) is denied by
  *     name_allowed() is removed.
- *  6. TTLs of A/AAAA/HTTPS/SVCB are clamped to [ttl_min, ttl_max] (a zero
- *     bound is no bound).
+ *  6. Every TTL is aged by age seconds (the time an answer spent in the
+ *     cache; floor 0), then those of A/AAAA/HTTPS/SVCB are clamped to
+ *     [ttl_min, ttl_max] (a zero bound is no bound).
  *  7. The client's view is restored: its ID, RD and CD bits, its question
  *     spelling (0x20 case) also on owners equal to the qname, and an OPT
  *     record only if the client sent one (udp size DNS_EDNS_UDP_SIZE, DO
@@ -69,6 +70,11 @@ struct dns_rewrite_opts {
 	dns_name_allowed_fn name_allowed;
 	void *arg; /* passed to both callbacks */
 	uint32_t ttl_min, ttl_max; /* 0 = no bound */
+	/*
+	 * Seconds subtracted from every TTL first (a cache hit's age): the
+	 * stored answer is aged in the output, never copied to be aged.
+	 */
+	uint32_t age;
 	unsigned flags; /* DNS_REWRITE_* */
 };
 

@@ -170,6 +170,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		p->o.head_ms = PROXY_HEAD_MS;
 	p->port = o->port;
 	TAILQ_INIT(&p->settle);
+	LIST_INIT(&p->mints);
+	p->mint_done_cb = proxy_relay_mint_done;
 	p->settle_ev = event_new(base, -1, 0, proxy_conn_settle_cb, p);
 	p->reap_ev = event_new(base, -1, 0, proxy_conn_reap_cb, p);
 	if (p->settle_ev == NULL || p->reap_ev == NULL) {
@@ -188,7 +190,8 @@ proxy_new(struct event_base *base, const struct proxy_opts *o,
 		return NULL;
 	}
 	if ((l4[0] != '\0' && proxy_listen(p, AF_INET, l4, e) == -1) ||
-	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1)) {
+	    (l6[0] != '\0' && proxy_listen(p, AF_INET6, l6, e) == -1) ||
+	    proxy_source_start(p, e) == -1) {
 		proxy_free(p);
 		return NULL;
 	}
@@ -208,6 +211,8 @@ proxy_free(struct proxy *p)
 	while (p->conns != NULL)
 		proxy_conn_close(p->conns, PROXY_SHUTDOWN);
 	proxy_conn_reap_cb(-1, 0, p); /* nothing up the stack holds them */
+	proxy_source_free_all(p);
+	proxy_mint_free_all(p);
 	for (i = 0; i < p->nl; i++) {
 		event_free(p->l[i].ev);
 		close(p->l[i].fd);

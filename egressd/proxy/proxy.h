@@ -137,6 +137,8 @@ enum proxy_reason {
 	                         whose path it cannot judge (400) */
 	PROXY_UPSTREAM_PROXY, /* the upstream proxy (uproxy.h) gave no
 	                         tunnel: 502, or a pass-through closed */
+	PROXY_VAULT_TOKEN, /* vault: an oauth2 binding's token endpoint failed
+	                      (502; never sent unauthenticated) */
 	PROXY_NREASONS,
 };
 
@@ -193,6 +195,13 @@ struct proxy_hooks {
 	 * redacted as well. NULL (hook or result): no injection.
 	 */
 	struct vault *(*vault_get)(void *arg);
+	/*
+	 * An oauth2 token was minted: v (lent for the call: take a
+	 * reference) is the revision in force from now on, the one
+	 * vault_get returned with the token added. NULL: tokens cannot be
+	 * minted (their requests are answered 502).
+	 */
+	void (*vault_minted)(void *arg, struct vault *v);
 	/*
 	 * Did the resolver learn dst for exactly name (an answer for name
 	 * held it, and it has not expired)? A credential is injected only
@@ -285,6 +294,9 @@ struct proxy_status {
 	/* the same per binding (stats.h) */
 	struct stats_vault_binding vault_bindings[STATS_VAULT_BINDINGS];
 	size_t nvault_bindings;
+	/* http credential sources' fetches (stats.h) */
+	struct stats_vault_source vault_sources[STATS_VAULT_SOURCES];
+	size_t nvault_sources;
 	/* compressed responses to injected requests: decoded, refused at
 	 * the head, failed while decoding (enum proxy_compressed) */
 	uint64_t vault_compressed[3];

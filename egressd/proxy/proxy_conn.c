@@ -155,6 +155,7 @@ proxy_conn_close(struct proxy_conn *c, enum proxy_reason why)
 		return;
 	if (!c->refused)
 		c->why = why;
+	proxy_mint_forget(c); /* its token, if it waited, serves others */
 	if (c->vault.dec != NULL) /* a response being decoded ends unfinished */
 		proxy_vault_log_compressed(
 		    c, PROXY_COMPRESSED_FAILED, "connection_closed");

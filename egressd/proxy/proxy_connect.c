@@ -225,6 +225,22 @@ proxy_connect_tls(struct proxy_conn *c, int fd,
 	bufferevent_setwatermark(c->up, EV_READ, 0, PROXY_IN_MAX);
 }
 
+/* The plain (not TLS) origin side on fd, with the relay's callbacks: 0,
+ * or -1 with c closed (connect_failed). */
+static int
+proxy_connect_plain_up(struct proxy_conn *c, int fd)
+{
+	c->up = bufferevent_socket_new(c->p->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->up == NULL) {
+		close(fd);
+		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+		return -1;
+	}
+	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
+	    proxy_up_event, c);
+	return 0;
+}
+
 void
 proxy_connect(struct proxy_conn *c)
 {
@@ -262,14 +278,8 @@ proxy_connect(struct proxy_conn *c)
 		proxy_connect_tls(c, fd, &ss, sl);
 		return;
 	}
-	c->up = bufferevent_socket_new(p->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->up == NULL) {
-		close(fd);
-		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+	if (proxy_connect_plain_up(c, fd) == -1)
 		return;
-	}
-	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
-	    proxy_up_event, c);
 	if (bufferevent_socket_connect(
 	        c->up, (struct sockaddr *)&ss, (int)sl) == -1)
 		proxy_conn_close(c, PROXY_CONNECT_FAILED);
@@ -302,14 +312,8 @@ proxy_connect_tunnelled(struct proxy_conn *c, int fd)
 			proxy_connect_term_fail(c);
 		return;
 	}
-	c->up = bufferevent_socket_new(c->p->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->up == NULL) {
-		close(fd);
-		proxy_conn_close(c, PROXY_CONNECT_FAILED);
+	if (proxy_connect_plain_up(c, fd) == -1)
 		return;
-	}
-	bufferevent_setcb(c->up, proxy_relay_up_read_cb, proxy_relay_write_cb,
-	    proxy_up_event, c);
 	/* connected: what BEV_EVENT_CONNECTED does for a direct dial */
 	c->tls.up_ready = true;
 	proxy_connect_start_relay(c);

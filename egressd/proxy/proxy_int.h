@@ -276,6 +276,12 @@ struct proxy_conn_vault {
 	uint64_t sub_scan;
 	enum http_chunk_rc sub_rc;
 	struct http_chunk sub_ch;
+	/* The request at the head of the stream waits for an oauth2
+	 * token (proxy_mint.c): among mint's waiters, its head unread
+	 * until the answer; mint_why: why the token endpoint failed */
+	struct proxy_mint *mint;
+	TAILQ_ENTRY(proxy_conn) mint_e;
+	char mint_why[160];
 };
 
 /*
@@ -353,7 +359,38 @@ struct proxy {
 	 * PROXY_PIPES_FREE empty ones kept for the next burst */
 	size_t npipes, nfree;
 	int pipe_free[PROXY_PIPES_FREE][2];
+	/* oauth2 token requests in flight, one per binding (proxy_mint.c),
+	 * the resolver of egressd's own fetches (proxy_fetch.c), and the
+	 * relay's resumption of a request that waited (failed: refuse it) */
+	LIST_HEAD(, proxy_mint) mints;
+	struct evdns_base *fetch_dns;
+	void (*mint_done_cb)(struct proxy_conn *c, bool failed);
+	/* http credential sources kept fetched (proxy_source.c) */
+	struct proxy_sources *sources;
 };
+
+/* proxy_source.c: the background fetches of http credential sources,
+ * started with the proxy (the first look at once), stopped with it. */
+struct proxy_sources;
+int proxy_source_start(struct proxy *p, struct err *e);
+void proxy_source_free_all(struct proxy *p);
+
+/* proxy_mint.c */
+/* c's request waits for binding's token (v: the revision that said
+ * VAULT_MINT); 0, or -1 (*why) when no token request can start. */
+int proxy_mint_wait(struct proxy_conn *c, struct vault *v, const char *binding,
+    const char **why);
+/* c no longer waits (the close path). */
+void proxy_mint_forget(struct proxy_conn *c);
+/* Every flight cancelled, the fetch resolver freed (proxy_free). */
+void proxy_mint_free_all(struct proxy *p);
+/* The per-binding counters row of name (stats.h): found, added, or the
+ * shared last one once the table is full. */
+struct stats_vault_binding *proxy_mint_row(
+    struct proxy_status *st, const char *name);
+
+struct proxy_mint;
+struct evdns_base;
 
 /* proxy_rq.c */
 struct proxy_rq *proxy_rq_head(struct proxy_conn *c);
@@ -427,6 +464,9 @@ void proxy_splice_start(struct proxy_conn *c);
 void proxy_relay_read(struct proxy_conn *c, struct bufferevent *b);
 void proxy_relay_up_read_cb(struct bufferevent *b, void *arg);
 void proxy_relay_write_cb(struct bufferevent *b, void *arg);
+/* The request c paused for an oauth2 token goes on: decided again, or
+ * refused 502 vault_token (failed; c->vault.mint_why says why). */
+void proxy_relay_mint_done(struct proxy_conn *c, bool failed);
 void proxy_relay_event(struct proxy_conn *c, struct bufferevent *b, short what);
 
 /* proxy_connect.c */

@@ -100,10 +100,11 @@ proxy_judge_host(
 static void
 proxy_judge_log_denied(struct proxy_conn *c, const struct proxy_denial *dn)
 {
-	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 32];
+	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + TLS_HELLO_SNI_MAX + 32];
 
 	addr_format_port(&c->dst, c->dport, dst, sizeof(dst));
-	(void)snprintf(key, sizeof(key), "%s|denied|%s", dst,
+	/* per host too: names sharing an address are told apart */
+	(void)snprintf(key, sizeof(key), "%s|%s|denied|%s", dst, dn->host,
 	    policy_req_reason_name(dn->reason));
 	if (!log_limiter_allow(&c->p->lim, key, now_mono_ms()))
 		return;

@@ -38,6 +38,7 @@ static const char *const proxy_reason_names[PROXY_NREASONS] = {
     [PROXY_VAULT_DECODE] = "vault_decode_failed",
     [PROXY_HEAD_TIMEOUT] = "head_timeout",
     [PROXY_REQUEST_DENIED] = "request_denied",
+    [PROXY_VAULT_TOKEN] = "vault_token",
 };
 
 static const char *const proxy_state_names[PROXY_NSTATES] = {
@@ -121,6 +122,7 @@ proxy_http_status(enum proxy_reason r)
 	case PROXY_CONNECT_TIMEOUT:
 	case PROXY_VAULT_COMPRESSED:
 	case PROXY_VAULT_DECODE:
+	case PROXY_VAULT_TOKEN:
 		return 502;
 	default:
 		return 403;

@@ -176,5 +176,9 @@ proxy_refuse_http(struct proxy_conn *c, int status, enum proxy_reason why)
 		proxy_refuse_denied(c, status);
 		return;
 	}
-	proxy_refuse_http_detail(c, status, why, NULL);
+	/* a token endpoint's failure says which (a fixed text) */
+	proxy_refuse_http_detail(c, status, why,
+	    why == PROXY_VAULT_TOKEN && c->vault.mint_why[0] != '\0'
+	        ? c->vault.mint_why
+	        : NULL);
 }

@@ -129,6 +129,8 @@ proxy_pump_head_gate(struct proxy_conn *c, struct evbuffer *in, size_t len)
 		c->relay.head_waiting = true;
 		return false;
 	}
+	if (c->vault.mint != NULL)
+		return false; /* its token first (proxy_relay_mint_done) */
 	if (c->vault.hold_end != 0) {
 		/* a body held for substitution is arriving (not idle): its
 		 * request is judged again once it is all here, not at every
@@ -280,6 +282,13 @@ proxy_pump_head(struct proxy_conn *c, struct evbuffer *in, size_t len,
 		bufferevent_setwatermark(c->cli, EV_READ, 0, wait);
 		return PROXY_PUMP_WAIT;
 	}
+	if (rc == 3) {
+		/* an oauth2 token is being minted: the head stays in the
+		 * input, judged again once it is in (at most a head more is
+		 * read meanwhile) */
+		bufferevent_setwatermark(c->cli, EV_READ, 0, PROXY_PEEK_MAX);
+		return PROXY_PUMP_WAIT;
+	}
 	c->vault.hold_end = 0;
 	c->vault.sub_scanning = false;
 	c->vault.cont_sent = false;
@@ -355,6 +364,23 @@ proxy_req_pump(struct proxy_conn *c)
 			return;
 		}
 	}
+}
+
+void
+proxy_relay_mint_done(struct proxy_conn *c, bool failed)
+{
+	proxy_conn_touch(c);
+	if (!proxy_conn_relaying(c))
+		return;
+	if (failed) {
+		/* never sent without its token: 502, the reason with it */
+		proxy_pump_refuse(
+		    c, bufferevent_get_input(c->cli), 502, PROXY_VAULT_TOKEN);
+		return;
+	}
+	proxy_req_pump(c);
+	if (proxy_conn_relaying(c))
+		proxy_conn_kick(c->up);
 }
 
 /* The response to a close request is out: the client connection ends,
@@ -663,7 +689,10 @@ proxy_relay_write_cb(struct bufferevent *b, void *arg)
 	    !(o == c->cli &&
 	        (c->relay.hphase == H_STOPPED ||
 	            c->relay.hphase == H_UPGRADE))) {
-		bufferevent_enable(o, EV_READ);
+		/* mostly still enabled: bufferevent_enable would re-add the
+		 * read event for nothing (no bufferevent timeouts here) */
+		if (!(bufferevent_get_enabled(o) & EV_READ))
+			bufferevent_enable(o, EV_READ);
 		/* what waited in its input */
 		proxy_relay_read(c, o);
 		if (!proxy_conn_relaying(c))

@@ -30,8 +30,11 @@ struct err;
  * to the origin, *body_taken bytes of body with it (drain end +
  * *body_taken), and *used holds a vault reference for the response's
  * redaction; 2: its body is to be substituted and not all here: call
- * again once in holds *wait bytes; -1: refused (*status, *why); -2: out
- * of memory. When the body is pulled up, h is parsed again.
+ * again once in holds *wait bytes; 3: its oauth2 binding has no fresh
+ * token: the request waits for one (c->vault.mint; nothing is consumed,
+ * proxy_relay_mint_done takes it up again); -1: refused (*status,
+ * *why); -2: out of memory. When the body is pulled up, h is parsed
+ * again.
  */
 int proxy_vault_request(struct proxy_conn *c, struct http_head *h,
     const char *name, struct evbuffer *in, size_t end, struct vault **used,

@@ -28,32 +28,12 @@ proxy_wipe_cleanup(const void *data, size_t len, void *arg)
 	free(arg);
 }
 
-/* The per-binding row of name (stats.h): found, added, or the shared
- * last one once the table is full. */
-static struct stats_vault_binding *
-proxy_binding_row(struct proxy_status *st, const char *name)
-{
-	struct stats_vault_binding *r;
-	size_t i;
-
-	for (i = 0; i < st->nvault_bindings; i++)
-		if (strcmp(st->vault_bindings[i].name, name) == 0)
-			return &st->vault_bindings[i];
-	if (st->nvault_bindings == STATS_VAULT_BINDINGS - 1)
-		name = STATS_VAULT_OTHER;
-	if (st->nvault_bindings == STATS_VAULT_BINDINGS)
-		return &st->vault_bindings[STATS_VAULT_BINDINGS - 1];
-	r = &st->vault_bindings[st->nvault_bindings++];
-	(void)snprintf(r->name, sizeof(r->name), "%s", name);
-	return r;
-}
-
 static void
 proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
     const struct http_head *h, const char *name, const struct vault *v)
 {
 	static const char *const names[] = {
-	    "no_match", "injected", "ambiguous", "refused"};
+	    "no_match", "injected", "ambiguous", "refused", "mint"};
 	char m[HTTP_METHOD_MAX + 1];
 	size_t ml =
 	    h->method.n < HTTP_METHOD_MAX ? h->method.n : HTTP_METHOD_MAX;
@@ -63,14 +43,14 @@ proxy_log_inject(struct proxy_conn *c, const struct vault_inject *vi,
 	if ((unsigned)vi->decision < 4) {
 		c->p->st.vault_decisions[vi->decision]++;
 		if (vi->binding != NULL)
-			proxy_binding_row(&c->p->st, vi->binding)
+			proxy_mint_row(&c->p->st, vi->binding)
 			    ->decisions[vi->decision]++;
 	}
 	/* revision: the policy snapshot's; vault_revision: the API vault's
 	 * (0 when the decision came from the operator's file alone). */
 	log_info(c->p->log, "vault.inject",
 	    LOG_S("decision",
-	        (unsigned)vi->decision < 4 ? names[vi->decision] : "?"),
+	        (unsigned)vi->decision < 5 ? names[vi->decision] : "?"),
 	    LOG_S("reason", vi->reason),
 	    LOG_S("binding", vi->binding != NULL ? vi->binding : ""),
 	    LOG_U("revision", vault_policy(v)->revision),
@@ -855,12 +835,34 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		*status = vi.status != 0 ? vi.status : 403;
 		*why = vi.decision == VAULT_AMBIGUOUS ? PROXY_VAULT_AMBIGUOUS
 		                                      : PROXY_VAULT_REFUSED;
+		if (vi.status == 502) {
+			/* a credential egressd fetches is missing or too old
+			 * (vault_http.h): said like a token endpoint's failure */
+			(void)snprintf(c->vault.mint_why,
+			    sizeof(c->vault.mint_why), "%s", vi.reason);
+			*why = PROXY_VAULT_TOKEN;
+		}
 		rc = -1;
 		break;
 	case VAULT_INJECTED:
 		rc = proxy_vault_injected(c, v, &vi, h, name, in, end, used,
 		    body_taken, wait, status, why);
 		break;
+	case VAULT_MINT: {
+		/* no token: never forwarded unauthenticated; it waits for
+		 * one, or is refused 502 if none can be asked for */
+		const char *mwhy = NULL;
+
+		proxy_log_inject(c, &vi, h, name, v);
+		rc = proxy_mint_wait(c, v, vi.binding, &mwhy) == 0 ? 3 : -1;
+		if (rc == -1) {
+			(void)snprintf(c->vault.mint_why,
+			    sizeof(c->vault.mint_why), "%s", mwhy);
+			*status = 502;
+			*why = PROXY_VAULT_TOKEN;
+		}
+		break;
+	}
 	}
 	vault_inject_clear(v, &vi);
 	return rc;

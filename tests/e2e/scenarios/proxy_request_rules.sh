@@ -299,6 +299,16 @@ tb_expect_match "... the deny with paths only" \
 tb_expect_match "... plain rules stay plain" \
     '\{ ?"action": ?"allow", ?"target": ?"\*\.a\.test" ?\}' "$pj"
 
+# the API validates them like --check, and a refused body changes nothing
+tb_expect_eq "PUT /policy with methods on an address rule: 400" 400 \
+    "$(tb_host_api PUT "$API/policy" '{"defaultAction":"deny","egress":[{"action":"allow","target":"a.test"},{"action":"allow","target":"203.0.113.0/24","methods":["GET"]}]}')"
+tb_expect_match "... invalid policy: body:LINE:COL" '^invalid policy: body:1:[0-9]+: ' \
+    "$(cat "$TB_DIR/api.out")"
+tb_expect_eq "PUT /policy with a path pattern not in normal form: 400" 400 \
+    "$(tb_host_api PUT "$API/policy" '{"defaultAction":"deny","egress":[{"action":"allow","target":"a.test","paths":["/pub/./x"]}]}')"
+tb_expect_eq "... nothing changed: DELETE /pub/x still 403" 403 \
+    "$(req -X DELETE https://a.test/pub/x)"
+
 # --- a /policy PUT takes effect on an open connection ----------------------------------------
 cat >"$TB_DIR/sbx-bin/rr_keep.py" <<'PY'
 """rr_keep.py HOST CAFILE PATH1 PATH2 STEP1 STEP2: GET PATH1, create

@@ -131,6 +131,10 @@ which(struct vault *v, unsigned scheme, const char *host, uint16_t port,
 		snprintf(buf, sizeof(buf), "%d", out.status);
 		assert_null(out.lines);
 		break;
+	case VAULT_MINT:
+		snprintf(buf, sizeof(buf), "mint %s", out.binding);
+		assert_null(out.lines);
+		break;
 	}
 	vault_inject_clear(v, &out);
 	return buf;

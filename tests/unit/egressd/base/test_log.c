@@ -97,7 +97,8 @@ test_escaping(void **state)
 	setup_log(&lg);
 	log_format(&lg, buf, sizeof(buf), LOG_INFO, "dns.query",
 	    (const struct log_field[]){LOG_BEGIN_, LOG_S("name", evil),
-	        LOG_S("utf8", "caf\xc3\xa9"), LOG_END_});
+	        LOG_S("utf8", "caf\xc3\xa9"), LOG_S("bs", "c:\\x"),
+	        LOG_S("q", "say \"hi"), LOG_END_});
 	j = parse_line(buf);
 	assert_string_equal(
 	    json_string_value(json_object_get(j, "lvl")), "info");
@@ -108,6 +109,11 @@ test_escaping(void **state)
 	assert_non_null(strstr(got, "\xef\xbf\xbd")); /* U+FFFD */
 	assert_string_equal(
 	    json_string_value(json_object_get(j, "utf8")), "caf\xc3\xa9");
+	/* one byte to escape in an otherwise plain string */
+	assert_string_equal(
+	    json_string_value(json_object_get(j, "bs")), "c:\\x");
+	assert_string_equal(
+	    json_string_value(json_object_get(j, "q")), "say \"hi");
 	assert_non_null(strstr(buf, "\\u0001"));
 	assert_non_null(strstr(buf, "\\u007f"));
 	json_decref(j);
@@ -120,7 +126,10 @@ test_secret_keys_redacted(void **state)
 {
 	static const char *keys[] = {"token", "api_token", "secret",
 	    "client.secret", "password", "credential", "Authorization", "value",
-	    "cookie", "apiKey"};
+	    "cookie", "apiKey", "db.passwd", "PASSWD", "privkey", "tls_privkey",
+	    "private_key", "X_PRIVATE_KEY", "api_key", "openai.api_key",
+	    "apikey", "proxy_authorization", "session_cookie", "user.password",
+	    "aws_credential", "new_value", "TOKEN"};
 	struct log lg;
 	char buf[LOG_LINE_MAX];
 	size_t i;
@@ -137,7 +146,9 @@ test_secret_keys_redacted(void **state)
 	/* Keys that merely contain the word are kept. */
 	log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
 	    (const struct log_field[]){LOG_BEGIN_, LOG_S("tokenizer", "ok"),
-	        LOG_S("values_count", "ok"), LOG_END_});
+	        LOG_S("values_count", "ok"), LOG_S("mytoken", "ok"),
+	        LOG_S("xapikey", "ok"), LOG_S("d", "ok"), LOG_S("y", "ok"),
+	        LOG_S("keyvalue", "ok"), LOG_S("host", "ok"), LOG_END_});
 	assert_null(strstr(buf, "[REDACTED]"));
 	log_clear(&lg);
 }
@@ -394,6 +405,89 @@ test_truncation_commas(void **state)
 	log_clear(&lg);
 }
 
+/* Plain strings (copied as they are checked) at every buffer size: the
+ * line is the whole line when it fits, else the whole line cut at a field
+ * boundary and marked, and always valid JSON. */
+static void
+test_truncation_plain(void **state)
+{
+	struct log lg;
+	char full[512], buf[512], val[300];
+	size_t i, cap, n, k;
+	json_t *j;
+	(void)state;
+
+	for (i = 0; i + 1 < sizeof(val); i++)
+		val[i] = (char)('a' + i % 26);
+	val[sizeof(val) - 1] = '\0';
+	setup_log(&lg);
+#define PLAIN_FIELDS                                                           \
+	(const struct log_field[]){LOG_BEGIN_,                                 \
+	    LOG_S("host", "term.bench.test"), LOG_S("path", "/plain/small"),   \
+	    LOG_S("v", val), LOG_S("k", "x"), LOG_END_}
+	n = log_format(&lg, full, sizeof(full), LOG_INFO, "t", PLAIN_FIELDS);
+	assert_null(strstr(full, "trunc"));
+	for (cap = 64; cap <= n + 8; cap++) {
+		k = log_format(&lg, buf, cap, LOG_INFO, "t", PLAIN_FIELDS);
+		assert_true(k < cap);
+		j = parse_line(buf);
+		json_decref(j);
+		if (strstr(buf, ",\"trunc\":true}") == NULL &&
+		    strcmp(buf, full) != 0) {
+			/* cut without the mark (no room for it): a prefix */
+			assert_memory_equal(buf, full, k - 2);
+			continue;
+		}
+		if (strcmp(buf, full) == 0)
+			continue;
+		assert_memory_equal(
+		    buf, full, k - sizeof(",\"trunc\":true}\n") + 1);
+	}
+#undef PLAIN_FIELDS
+	log_clear(&lg);
+}
+
+/* A byte to escape (or not plain ASCII) at every offset of strings of
+ * every length up to 23 (checked a word at a time from 8 bytes on, the
+ * last word overlapping): escaped, never copied raw. */
+static void
+test_escape_every_offset(void **state)
+{
+	static const unsigned char bytes[] = {
+	    0x01, '\n', 0x1f, '"', '\\', 0x7f, 0x80, 0xff};
+	struct log lg;
+	char buf[LOG_LINE_MAX], val[24];
+	size_t b, off, len;
+	json_t *j;
+	const char *got;
+	(void)state;
+
+	setup_log(&lg);
+	for (b = 0; b < sizeof(bytes); b++)
+		for (len = 1; len < sizeof(val); len++)
+			for (off = 0; off < len; off++) {
+				memset(val, 'a', len);
+				val[len] = '\0';
+				val[off] = (char)bytes[b];
+				log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
+				    (const struct log_field[]){
+				        LOG_BEGIN_, LOG_S("v", val), LOG_END_});
+				j = parse_line(buf);
+				got =
+				    json_string_value(json_object_get(j, "v"));
+				assert_non_null(got);
+				if (bytes[b] < 0x80)
+					assert_string_equal(got, val);
+				else
+					assert_non_null(
+					    strstr(got, "\xef\xbf\xbd"));
+				if (bytes[b] == 0x7f)
+					assert_non_null(strstr(buf, "\\u007f"));
+				json_decref(j);
+			}
+	log_clear(&lg);
+}
+
 static void
 test_level_parse(void **state)
 {
@@ -450,6 +544,8 @@ main(void)
 	    cmocka_unit_test(test_emit_ts_cache),
 	    cmocka_unit_test(test_emit_deferred),
 	    cmocka_unit_test(test_truncation_commas),
+	    cmocka_unit_test(test_truncation_plain),
+	    cmocka_unit_test(test_escape_every_offset),
 	    cmocka_unit_test(test_level_parse),
 	    cmocka_unit_test(test_limiter),
 	};

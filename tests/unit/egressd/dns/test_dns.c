@@ -931,6 +931,18 @@ test_cache_hit_relearns_when_lease_short(void **state)
 	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
 	assert_int_equal(c->ncalls, 3);
 	assert_int_equal(c->f1->udp_queries, 1);
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 3);
+	/*
+	 * A full learned set evicted something (any address: the counter
+	 * does not say which): the next hit learns again, then skips.
+	 */
+	c->st.nft_learned_evicted++;
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 4);
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->ncalls, 4);
+	assert_int_equal(c->f1->udp_queries, 1);
 }
 
 static void
@@ -1709,6 +1721,12 @@ test_async_learn(void **state)
 	n = ask_udp(c, q, ql, ans, sizeof(ans), 2000);
 	assert_true(n > 0);
 	assert_int_equal(c->submits, 1);
+	/* An eviction since: learned again, and the memo written again. */
+	c->st.nft_learned_evicted += 3;
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->submits, 2);
+	assert_true(ask_udp(c, q, ql, ans, sizeof(ans), 2000) > 0);
+	assert_int_equal(c->submits, 2);
 	/* A failed learn: SERVFAIL, never the answer. */
 	c->async_rc = -1;
 	ql = make_query(q, 8, "b.allowed.test", DNS_TYPE_A, false);

@@ -391,6 +391,40 @@ test_ttl_clamp(void **state)
 	assert_int_equal(f->out_msg->rr[1].ttl, 86400);
 }
 
+/* A cache hit's age comes off every TTL (floor 0) before the clamps. */
+static void
+test_ttl_age(void **state)
+{
+	struct fixture *f = *state;
+	struct pk p;
+	uint8_t before[sizeof(p.b)];
+	size_t at, t;
+
+	client_query(f, "t.example", DNS_TYPE_A, false, 0);
+	upstream_hdr(&p, "t.example", DNS_TYPE_A, 3, 0, 0);
+	pk_u16(&p, 0xc00c);
+	at = pk_rr_fixed(&p, DNS_TYPE_CNAME, 300);
+	t = p.n;
+	pk_name(&p, "u.example");
+	pk_rdlen_end(&p, at);
+	pk_a(&p, (uint16_t)t, 300, 203, 0, 113, 1);
+	pk_a(&p, (uint16_t)t, 50, 203, 0, 113, 2);
+	memcpy(before, p.b, p.n);
+	f->opts.age = 100;
+	f->opts.ttl_min = 30;
+	assert_int_equal(run(f, &p), DNS_REWRITE_OK);
+	assert_int_equal(f->out_msg->nrr, 3);
+	assert_int_equal(f->out_msg->rr[0].ttl, 200); /* CNAME: aged only */
+	assert_int_equal(f->out_msg->rr[1].ttl, 200);
+	/* aged past zero, then raised to ttl_min as a fresh 0 would be */
+	assert_int_equal(f->out_msg->rr[2].ttl, 30);
+	assert_int_equal(f->rep.naddr, 2);
+	assert_int_equal(f->rep.addr[0].ttl, 200);
+	assert_int_equal(f->rep.addr[1].ttl, 30);
+	/* the stored answer is read, not aged in place */
+	assert_memory_equal(before, p.b, p.n);
+}
+
 /* HTTPS rdata: priority 1, target ".", alpn h2, ipv4hint, ech, ipv6hint,
  * mandatory listing alpn + ipv4hint. */
 static void
@@ -598,6 +632,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_rebinding_v4, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ttl_age, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_rebinding_v6_forms, setup, teardown),
 	    cmocka_unit_test_setup_teardown(

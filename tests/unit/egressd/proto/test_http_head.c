@@ -270,6 +270,101 @@ test_method_case(void **state)
 	assert_false(http_span_eq(&h.method, "GET"));
 }
 
+/* The parser's byte class table (http_head.c) against RFC 9110's
+ * definitions, through the parser, for every byte value: in a header
+ * name, a header value and a reason phrase. */
+static bool
+ref_tchar(unsigned c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') ||
+	    (c != 0 && strchr("!#$%&'*+-.^_`|~", (int)c) != NULL);
+}
+
+static bool
+ref_field(unsigned c)
+{
+	return (c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t';
+}
+
+static void
+test_byte_classes(void **state)
+{
+	static struct http_head h;
+	struct err e;
+	char line[128];
+	unsigned c, k;
+	int n;
+
+	(void)state;
+	for (c = 0; c < 256; c++) {
+		assert_int_equal(http_is_tchar((unsigned char)c), ref_tchar(c));
+		n = snprintf(line, sizeof(line),
+		    "GET / HTTP/1.1\r\nHost: a.test\r\nXZA: 1\r\n\r\n");
+		*strchr(line, 'Z') = (char)c; /* a byte of the name */
+		/* "X:A: 1" is the field X, its value "A: 1" */
+		assert_int_equal(http_parse_request(line, (size_t)n, &h, &e),
+		    ref_tchar(c) || c == ':' ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		n = snprintf(line, sizeof(line),
+		    "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: aZb\r\n\r\n");
+		*strchr(line, 'Z') = (char)c; /* the value's middle byte */
+		assert_int_equal(http_parse_request(line, (size_t)n, &h, &e),
+		    ref_field(c) ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		n = snprintf(line, sizeof(line),
+		    "HTTP/1.1 200 OZK\r\nContent-Length: 0\r\n\r\n");
+		*strchr(line, 'Z') = (char)c; /* the reason's middle byte */
+		assert_int_equal(
+		    http_parse_response(line, (size_t)n, NULL, &h, &e),
+		    ref_field(c) ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		/* at every offset of a long value: the parser checks 8 bytes
+		 * at a time, and the byte falls at each place of a word */
+		for (k = 0; k < 24; k++) {
+			n = snprintf(line, sizeof(line),
+			    "GET / HTTP/1.1\r\nHost: a.test\r\nX-A: "
+			    "aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+			line[n - 28 + (int)k] = (char)c;
+			assert_int_equal(
+			    http_parse_request(line, (size_t)n, &h, &e),
+			    ref_field(c) ? HTTP_HEAD_OK : HTTP_HEAD_BAD);
+		}
+	}
+}
+
+/* What is wrong with a header line's name, in the order it is looked at. */
+static void
+test_name_errors(void **state)
+{
+	static const struct {
+		const char *line, *why;
+	} cases[] = {
+	    {"X A: 1", "whitespace before a header's colon"},
+	    {"X\tA: 1", "whitespace before a header's colon"},
+	    {"XA : 1", "whitespace before a header's colon"},
+	    {"X@A: 1", "header name is not a token"},
+	    {"X@A 1", "header line without a name"},
+	    {"X A 1", "header line without a name"},
+	    {"XA", "header line without a name"},
+	    {": 1", "header line without a name"},
+	    {" XA: 1", "obsolete line folding"},
+	    {"X(A): 1", "header name is not a token"},
+	};
+	static struct http_head h;
+	struct err e;
+	char line[128];
+	size_t i;
+	int n;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = snprintf(line, sizeof(line),
+		    "GET / HTTP/1.1\r\nHost: a.test\r\n%s\r\n\r\n",
+		    cases[i].line);
+		assert_int_equal(
+		    http_parse_request(line, (size_t)n, &h, &e), HTTP_HEAD_BAD);
+		assert_string_equal(e.msg, cases[i].why);
+	}
+}
+
 int
 main(void)
 {
@@ -279,6 +374,8 @@ main(void)
 	    cmocka_unit_test(test_find_end_linear),
 	    cmocka_unit_test(test_responses),
 	    cmocka_unit_test(test_method_case),
+	    cmocka_unit_test(test_byte_classes),
+	    cmocka_unit_test(test_name_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
