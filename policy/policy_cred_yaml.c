@@ -79,13 +79,8 @@ yaml_aws(struct ybuf *b, const struct baws *a)
 	    a->akid, a->secret, a->token, a->region, a->service};
 	size_t i;
 
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (vals[i] == NULL)
-			continue;
-		policy_ybuf_printf(b, "      %s: ", keys[i]);
-		policy_ybuf_quoted(b, vals[i]);
-		policy_ybuf_printf(b, "\n");
-	}
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		policy_ybuf_auth_key(b, keys[i], vals[i]);
 }
 
 static void

@@ -243,16 +243,6 @@ policy_github_shape(
 
 /* ---- the writer ---- */
 
-static void
-yaml_key(struct ybuf *b, const char *key, const char *s)
-{
-	if (s == NULL)
-		return;
-	policy_ybuf_printf(b, "      %s: ", key);
-	policy_ybuf_quoted(b, s);
-	policy_ybuf_printf(b, "\n");
-}
-
 void
 policy_github_yaml(struct ybuf *b, const struct policy_github *g)
 {
@@ -260,12 +250,12 @@ policy_github_yaml(struct ybuf *b, const struct policy_github *g)
 
 	if (g == NULL)
 		return;
-	yaml_key(b, "appId", g->app_id);
+	policy_ybuf_auth_key(b, "appId", g->app_id);
 	policy_ybuf_printf(b, "      installationId: %llu\n",
 	    (unsigned long long)g->installation_id);
-	yaml_key(b, "privateKey", g->private_key);
-	yaml_key(b, "apiUrl", g->api_url);
-	yaml_key(b, "tokenForm", policy_github_form_name(g->form));
+	policy_ybuf_auth_key(b, "privateKey", g->private_key);
+	policy_ybuf_auth_key(b, "apiUrl", g->api_url);
+	policy_ybuf_auth_key(b, "tokenForm", policy_github_form_name(g->form));
 	if (g->nrepos > 0)
 		policy_ybuf_printf(b, "      repositories:\n");
 	for (i = 0; i < g->nrepos; i++) {

@@ -224,16 +224,6 @@ policy_oauth2_shape(
 
 /* ---- the writer ---- */
 
-static void
-yaml_key(struct ybuf *b, const char *key, const char *s)
-{
-	if (s == NULL)
-		return;
-	policy_ybuf_printf(b, "      %s: ", key);
-	policy_ybuf_quoted(b, s);
-	policy_ybuf_printf(b, "\n");
-}
-
 void
 policy_oauth2_yaml(struct ybuf *b, const struct policy_oauth2 *o)
 {
@@ -241,13 +231,13 @@ policy_oauth2_yaml(struct ybuf *b, const struct policy_oauth2 *o)
 
 	if (o == NULL)
 		return;
-	yaml_key(b, "grant", policy_oauth2_grant_name(o->grant));
-	yaml_key(b, "tokenUrl", o->token_url);
-	yaml_key(b, "clientId", o->client_id);
-	yaml_key(b, "clientSecret", o->client_secret);
-	yaml_key(b, "refreshToken", o->refresh_token);
-	yaml_key(b, "audience", o->audience);
-	yaml_key(
+	policy_ybuf_auth_key(b, "grant", policy_oauth2_grant_name(o->grant));
+	policy_ybuf_auth_key(b, "tokenUrl", o->token_url);
+	policy_ybuf_auth_key(b, "clientId", o->client_id);
+	policy_ybuf_auth_key(b, "clientSecret", o->client_secret);
+	policy_ybuf_auth_key(b, "refreshToken", o->refresh_token);
+	policy_ybuf_auth_key(b, "audience", o->audience);
+	policy_ybuf_auth_key(
 	    b, "clientAuth", policy_oauth2_client_auth_name(o->client_auth));
 	if (o->nscopes > 0)
 		policy_ybuf_printf(b, "      scopes:\n");

@@ -162,3 +162,13 @@ policy_ybuf_quoted_secret(struct ybuf *b, const uint8_t *v, size_t n)
 	}
 	policy_ybuf_put(b, "\"", 1);
 }
+
+void
+policy_ybuf_auth_key(struct ybuf *b, const char *key, const char *s)
+{
+	if (s == NULL)
+		return;
+	policy_ybuf_printf(b, "      %s: ", key);
+	policy_ybuf_quoted(b, s);
+	policy_ybuf_printf(b, "\n");
+}

@@ -20,6 +20,9 @@ void policy_ybuf_printf(struct ybuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A double-quoted scalar (JSON-compatible escapes). */
 void policy_ybuf_quoted(struct ybuf *b, const char *s);
+/* "      key: \"s\"\n" — an optional key of a binding's auth block (the
+ * six-space indent the writers give it); nothing when s is NULL. */
+void policy_ybuf_auth_key(struct ybuf *b, const char *key, const char *s);
 /* n raw bytes (kept NUL-terminated). */
 void policy_ybuf_put(struct ybuf *b, const void *p, size_t n);
 /* A credential value as a double-quoted scalar, escaped without any
