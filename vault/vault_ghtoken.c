@@ -153,47 +153,18 @@ member(struct vault_json *r, const char *k, size_t kn, struct vault_ghtoken *t,
 	return 0;
 }
 
-static int
-object(struct vault_json *r, struct vault_ghtoken *t, unsigned *seen,
-    struct err *e)
-{
-	const char *k;
-	size_t kn, mark;
-	char key[16];
+struct ghtoken_walk {
+	struct vault_ghtoken *t;
+	unsigned *seen;
+	struct err *e;
+};
 
-	vault_json_ws(r);
-	if (r->p >= r->end || *r->p++ != '{')
-		return -1;
-	vault_json_ws(r);
-	if (r->p < r->end && *r->p == '}') {
-		r->p++;
-		return 0;
-	}
-	for (;;) {
-		vault_json_ws(r);
-		mark = r->off;
-		if (vault_json_str(r, &k, &kn) == -1)
-			return -1;
-		/* the key's bytes are not kept: only the two names matter */
-		memcpy(key, k, kn < sizeof(key) ? kn : sizeof(key));
-		memset(r->buf + mark, 0, kn);
-		r->off = mark;
-		vault_json_ws(r);
-		if (r->p >= r->end || *r->p++ != ':')
-			return -1;
-		vault_json_ws(r);
-		if (member(r, key, kn < sizeof(key) ? kn : 0, t, seen, e) == -1)
-			return -1;
-		vault_json_ws(r);
-		if (r->p >= r->end)
-			return -1;
-		if (*r->p == '}') {
-			r->p++;
-			return 0;
-		}
-		if (*r->p++ != ',')
-			return -1;
-	}
+static int
+ghtoken_member(void *arg, struct vault_json *r, const char *key, size_t klen)
+{
+	struct ghtoken_walk *w = arg;
+
+	return member(r, key, klen, w->t, w->seen, w->e);
 }
 
 int
@@ -210,7 +181,9 @@ vault_ghtoken_parse(const uint8_t *body, size_t n, char *buf, size_t cap,
 		    e, PFX "body larger than %u bytes", VAULT_GHTOKEN_BODY_MAX);
 		return -1;
 	}
-	if (object(&r, t, &seen, e) == -1 ||
+	struct ghtoken_walk w = {t, &seen, e};
+
+	if (vault_json_object(&r, ghtoken_member, &w) == -1 ||
 	    (vault_json_ws(&r), r.p != r.end)) {
 		if (e->msg[0] == '\0')
 			err_set(e, PFX "not one JSON object");

@@ -43,63 +43,48 @@ value_ok(const char *s, size_t n)
 	    memchr(s, '\n', n) == NULL && memchr(s, '\0', n) == NULL;
 }
 
+struct body_walk {
+	struct vault_http_value *out;
+	bool have_val, have_ttl;
+};
+
+/* "value" (a string) and "ttl" once each; anything else skipped. */
+static int
+body_member(void *arg, struct vault_json *r, const char *key, size_t klen)
+{
+	struct body_walk *w = arg;
+
+	if (klen == 5 && memcmp(key, "value", 5) == 0) {
+		if (w->have_val || r->p >= r->end || *r->p != '"' ||
+		    vault_json_str(r, &w->out->val, &w->out->len) == -1)
+			return -1;
+		w->have_val = true;
+		return 0;
+	}
+	if (klen == 3 && memcmp(key, "ttl", 3) == 0) {
+		if (w->have_ttl || member_ttl(r, w->out) == -1)
+			return -1;
+		w->have_ttl = true;
+		return 0;
+	}
+	return vault_json_skip(r, 1, VAULT_HTTP_DEPTH_MAX);
+}
+
 static int
 object(struct vault_json *r, struct vault_http_value *out, struct err *e)
 {
-	bool have_val = false, have_ttl = false;
-	const char *k;
-	size_t kn, mark;
+	struct body_walk w = {out, false, false};
 
-	vault_json_ws(r);
-	if (r->p >= r->end || *r->p++ != '{')
-		goto bad;
-	vault_json_ws(r);
-	if (r->p < r->end && *r->p == '}') {
-		r->p++;
-		goto none;
+	if (vault_json_object(r, body_member, &w) == -1 ||
+	    (vault_json_ws(r), r->p != r->end)) {
+		err_set(e, "source answer: not the JSON object expected");
+		return -1;
 	}
-	for (;;) {
-		vault_json_ws(r);
-		mark = r->off;
-		if (vault_json_str(r, &k, &kn) == -1)
-			goto bad;
-		r->off = mark; /* the key is not kept */
-		vault_json_ws(r);
-		if (r->p >= r->end || *r->p++ != ':')
-			goto bad;
-		vault_json_ws(r);
-		if (kn == 5 && memcmp(k, "value", 5) == 0) {
-			if (have_val || r->p >= r->end || *r->p != '"' ||
-			    vault_json_str(r, &out->val, &out->len) == -1)
-				goto bad;
-			have_val = true;
-		} else if (kn == 3 && memcmp(k, "ttl", 3) == 0) {
-			if (have_ttl || member_ttl(r, out) == -1)
-				goto bad;
-			have_ttl = true;
-		} else if (vault_json_skip(r, 1, VAULT_HTTP_DEPTH_MAX) == -1)
-			goto bad;
-		vault_json_ws(r);
-		if (r->p >= r->end)
-			goto bad;
-		if (*r->p == '}')
-			break;
-		if (*r->p++ != ',')
-			goto bad;
+	if (!w.have_val) {
+		err_set(e, "source answer: no value");
+		return -1;
 	}
-	r->p++;
-	vault_json_ws(r);
-	if (r->p != r->end)
-		goto bad;
-	if (!have_val)
-		goto none;
 	return 0;
-bad:
-	err_set(e, "source answer: not the JSON object expected");
-	return -1;
-none:
-	err_set(e, "source answer: no value");
-	return -1;
 }
 
 int

@@ -241,3 +241,46 @@ vault_json_skip(struct vault_json *r, unsigned depth, unsigned max_depth)
 		return vault_json_num(r, &v);
 	}
 }
+
+int
+vault_json_object(struct vault_json *r, vault_json_member_fn fn, void *arg)
+{
+	char key[VAULT_JSON_KEY_MAX + 1];
+	const char *k;
+	size_t kn, mark;
+
+	vault_json_ws(r);
+	if (r->p >= r->end || *r->p++ != '{')
+		return -1;
+	vault_json_ws(r);
+	if (r->p < r->end && *r->p == '}') {
+		r->p++;
+		return 0;
+	}
+	for (;;) {
+		vault_json_ws(r);
+		mark = r->off;
+		if (vault_json_str(r, &k, &kn) == -1)
+			return -1;
+		memcpy(
+		    key, k, kn < VAULT_JSON_KEY_MAX ? kn : VAULT_JSON_KEY_MAX);
+		key[kn < VAULT_JSON_KEY_MAX ? kn : VAULT_JSON_KEY_MAX] = '\0';
+		memset(r->buf + mark, 0, kn);
+		r->off = mark;
+		vault_json_ws(r);
+		if (r->p >= r->end || *r->p++ != ':')
+			return -1;
+		vault_json_ws(r);
+		if (fn(arg, r, key, kn) == -1)
+			return -1;
+		vault_json_ws(r);
+		if (r->p >= r->end)
+			return -1;
+		if (*r->p == '}') {
+			r->p++;
+			return 0;
+		}
+		if (*r->p++ != ',')
+			return -1;
+	}
+}

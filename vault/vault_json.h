@@ -33,6 +33,20 @@ int vault_json_str(struct vault_json *r, const char **s, size_t *len);
 /* A number; its value in *v when a non-negative integer up to 2^31,
  * else UINT64_MAX. 0 or -1. */
 int vault_json_num(struct vault_json *r, uint64_t *v);
+/*
+ * A member of an object: r stands at its value, which fn reads (0) or
+ * refuses (-1). key is the member's name copied out of r->buf (its first
+ * VAULT_JSON_KEY_MAX bytes, NUL-terminated; klen the name's whole length:
+ * a longer name is none the caller knows).
+ */
+#define VAULT_JSON_KEY_MAX 32
+typedef int (*vault_json_member_fn)(
+    void *arg, struct vault_json *r, const char *key, size_t klen);
+/* An object at r->p (whitespace before it skipped): each member's name
+ * decoded, copied out and wiped from r->buf (the buffer keeps values
+ * only), then fn on its value. 0 after the closing brace; -1 when
+ * malformed or fn refused. */
+int vault_json_object(struct vault_json *r, vault_json_member_fn fn, void *arg);
 /* Any value, checked and skipped (strings decoded, wiped and dropped);
  * nesting beyond max_depth refused. 0 or -1. */
 int vault_json_skip(struct vault_json *r, unsigned depth, unsigned max_depth);

@@ -140,44 +140,18 @@ member(struct vault_json *r, enum member m, struct vault_token *t,
 	return 0;
 }
 
-static int
-object(
-    struct vault_json *r, struct vault_token *t, struct seen *sn, struct err *e)
-{
-	const char *k;
-	size_t kn, mark;
+struct token_walk {
+	struct vault_token *t;
+	struct seen *sn;
+	struct err *e;
+};
 
-	vault_json_ws(r);
-	if (r->p >= r->end || *r->p++ != '{')
-		return -1;
-	vault_json_ws(r);
-	if (r->p < r->end && *r->p == '}') {
-		r->p++;
-		return 0;
-	}
-	for (;;) {
-		vault_json_ws(r);
-		mark = r->off;
-		if (vault_json_str(r, &k, &kn) == -1)
-			return -1;
-		enum member m = member_of(k, kn);
-		r->off = mark; /* the key's bytes are not kept */
-		vault_json_ws(r);
-		if (r->p >= r->end || *r->p++ != ':')
-			return -1;
-		vault_json_ws(r);
-		if (member(r, m, t, sn, e) == -1)
-			return -1;
-		vault_json_ws(r);
-		if (r->p >= r->end)
-			return -1;
-		if (*r->p == '}') {
-			r->p++;
-			return 0;
-		}
-		if (*r->p++ != ',')
-			return -1;
-	}
+static int
+token_member(void *arg, struct vault_json *r, const char *key, size_t klen)
+{
+	struct token_walk *w = arg;
+
+	return member(r, member_of(key, klen), w->t, w->sn, w->e);
 }
 
 int
@@ -194,7 +168,10 @@ vault_token_parse(const uint8_t *body, size_t n, char *buf, size_t cap,
 		    VAULT_TOKEN_BODY_MAX);
 		return -1;
 	}
-	if (object(&r, t, &sn, e) == -1 || (vault_json_ws(&r), r.p != r.end)) {
+	struct token_walk w = {t, &sn, e};
+
+	if (vault_json_object(&r, token_member, &w) == -1 ||
+	    (vault_json_ws(&r), r.p != r.end)) {
 		if (e->msg[0] == '\0')
 			err_set(e, "token response: not one JSON object");
 		goto fail;
