@@ -300,9 +300,16 @@ bulk()
 	local t res=()
 	[ "$2" = "$TWN" ] && res=(--resolve "${5:-pass.bench.test:443:$ORIGIN}")
 	t=$(ip netns exec "$2" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
-	    curl -s -o /dev/null -w '%{time_total}' "${res[@]}" \
-	    --cacert "${4:-$DIR/ca.crt}" "$3")
-	awk -v t="$t" -v mb="$BULK_MB" 'BEGIN { printf "%.1f\n", mb / t }' \
+	    curl -s -o /dev/null -w '%{time_total} %{size_download} %{exitcode}' \
+	    "${res[@]}" --cacert "${4:-$DIR/ca.crt}" "$3")
+	# a download cut short is a failure, never a fast round
+	set -- "$1" $t
+	if [ "${3:-0}" != $((BULK_MB << 20)) ]; then
+		echo "bench_proxy: bulk $1: $3 of $((BULK_MB << 20)) bytes (curl exit ${4:-?}, ${2:-?} s)" >&2
+		echo "FAIL" >"$DIR/res/bulk-$1"
+		return 0
+	fi
+	awk -v t="$2" -v mb="$BULK_MB" 'BEGIN { printf "%.1f\n", mb / t }' \
 	    >"$DIR/res/bulk-$1"
 }
 
@@ -905,13 +912,18 @@ want rules0 && want rules100 && rules_report
 if want bulk; then
 	hz=$(getconf CLK_TCK)
 	printf '\nbulk %s MiB, one download per path and round (MB/s, ratio to direct; egressd CPU s):\n' "$BULK_MB"
-	declare -A bulk_r=()
+	declare -A bulk_r=() bulk_fail=()
 	for r in $(seq "$BULK_ROUNDS"); do
 		d=$(cat "$DIR/res/bulk-direct.r$r")
 		line="  round $r: direct $d"
 		for k in $BULK_PATHS; do
 			[ "$k" = direct ] && continue
 			v=$(cat "$DIR/res/bulk-$k.r$r")
+			if [ "$v" = FAIL ] || [ "$d" = FAIL ]; then
+				line+=", $k $v (a download failed: not counted)"
+				bulk_fail[$k]=$((${bulk_fail[$k]:-0} + 1))
+				continue
+			fi
 			line+=", $k $v ($(ratio "$v" "$d")x"
 			[ "$k" = nginx_stream ] || line+="; $(awk -v t="$(cat "$DIR/res/bulkcpu-$k.r$r")" \
 			    -v hz="$hz" 'BEGIN { printf "%.2f", t / hz }') s"
@@ -923,6 +935,8 @@ if want bulk; then
 	for k in $BULK_PATHS; do
 		[ "$k" = direct ] && continue
 		printf '  bulk %s / direct, median [range]: %s\n' "$k" "$(stats "${bulk_r[$k]}")"
+		[ -z "${bulk_fail[$k]:-}" ] ||
+			printf '  bulk %s: %s FAILED download(s) (rounds not counted)\n' "$k" "${bulk_fail[$k]}"
 	done
 fi
 if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then

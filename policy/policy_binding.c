@@ -380,3 +380,44 @@ policy_binding_unknown_cred(const struct policy_binding *b,
 		return policy_oauth2_unknown_cred(b->oauth2, creds, n);
 	return policy_github_unknown_cred(b->github, creds, n);
 }
+
+/* ---- the hosts bindings cover ---- */
+
+/* name strictly below suffix (both normalized). */
+static bool
+binding_name_below(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), s = strlen(suffix);
+
+	return n > s && name[n - s - 1] == '.' &&
+	    strcmp(name + n - s, suffix) == 0;
+}
+
+bool
+policy_binding_covers_host(
+    const struct policy *p, const char *host, unsigned scheme)
+{
+	char name[POLICY_NAME_MAX + 2];
+	struct err e;
+	size_t i, j;
+
+	if (p == NULL || p->nbindings == 0 || host == NULL ||
+	    policy_name_normalize(host, name, sizeof(name), &e) == -1 ||
+	    name[0] == '*')
+		return false;
+	for (i = 0; i < p->nbindings; i++) {
+		const struct policy_binding *b = p->bindings[i];
+
+		if (!(policy_binding_schemes(b) & scheme))
+			continue;
+		for (j = 0; j < policy_binding_nhosts(b); j++) {
+			const char *h = policy_binding_host(b, j);
+
+			if (h[0] == '*' && h[1] == '.'
+			        ? binding_name_below(name, h + 2)
+			        : strcmp(name, h) == 0)
+				return true;
+		}
+	}
+	return false;
+}

@@ -52,6 +52,11 @@ size_t policy_binding_ports(const struct policy_binding *b, uint16_t ports[2]);
 /* Hosts as written: lowercase FQDN or "*.suffix" (strict subdomains). */
 size_t policy_binding_nhosts(const struct policy_binding *b);
 const char *policy_binding_host(const struct policy_binding *b, size_t i);
+/* Does a binding of p with a scheme in scheme name host (exactly, or
+ * below a "*.suffix")? Every binding of the snapshot counts, whether or
+ * not the vault could load its credential: what may be terminated. */
+bool policy_binding_covers_host(
+    const struct policy *p, const char *host, unsigned scheme);
 /* POLICY_METHOD_* bits (at least one). */
 unsigned policy_binding_methods(const struct policy_binding *b);
 /* Did the binding name match.methods (false: the default set)? The

@@ -405,6 +405,19 @@ egressd_nfq_judge_cb(
 	return r == PROXY_OK ? NULL : proxy_reason_name(r);
 }
 
+/* A flow refused because its name must be terminated: its address
+ * joins the hold set, so that the client's retry meets the proxy. */
+static void
+egressd_nfq_hold_cb(void *arg, const struct addr *dst)
+{
+	struct egressd *d = egressd_arg(arg);
+	struct err e = {""};
+
+	if (d->nft != NULL &&
+	    nft_hold(d->nft, dst->family == AF_INET ? 4 : 6, dst->a, &e) < 0)
+		log_error(d->log, "nft.hold_failed", LOG_S("error", e.msg));
+}
+
 /* The proxy path, said with why (never silently weaker). */
 static int
 egressd_nfq_fallback(struct egressd *d, const char *why, struct err *e)
@@ -452,6 +465,7 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	o.queue_num = d->cfg->queue_num;
 	h.judge = egressd_nfq_judge_cb;
 	h.held = egressd_proxy_terminate_cb;
+	h.hold = egressd_nfq_hold_cb;
 	h.arg = d;
 	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)
 		return egressd_nfq_fallback(d, why.msg, e);

@@ -61,6 +61,14 @@ struct nfq_hooks {
 	 * cannot stay (nfq_rejudge). NULL: never.
 	 */
 	bool (*held)(void *arg, const char *name, uint16_t port);
+	/*
+	 * A hello naming a held name (above) reached the queue: its address
+	 * was not yet known to need the proxy (a binding added after the
+	 * name was learned, or the address's hold lapsed before its learned
+	 * element). The flow is refused ("held"), and this puts dst on the
+	 * proxy path for its next flow. NULL: nothing.
+	 */
+	void (*hold)(void *arg, const struct addr *dst);
 	void *arg;
 };
 

@@ -158,12 +158,14 @@ nfq_flow_decide(struct nfq *q, struct nfq_flow *f, enum nfq_flow_state s,
 }
 
 /* The hello is whole: the proxy's decision (proxy_peek.c), then the
- * daemon's judge. NULL when allowed. */
+ * daemon's judge, then whether the proxy must see the name (held). NULL
+ * when allowed. */
 static const char *
 nfq_flow_judge(
     struct nfq *q, const struct nfq_flow *f, const struct tls_hello *th)
 {
 	struct addr dst;
+	const char *why;
 
 	if (th->has_esni)
 		return "esni";
@@ -174,7 +176,14 @@ nfq_flow_judge(
 	memset(&dst, 0, sizeof(dst));
 	dst.family = f->family == 4 ? AF_INET : AF_INET6;
 	memcpy(dst.a, f->dst, 16);
-	return q->h.judge(q->h.arg, th->sni, &dst, f->dport);
+	why = q->h.judge(q->h.arg, th->sni, &dst, f->dport);
+	if (why != NULL || q->h.held == NULL ||
+	    !q->h.held(q->h.arg, th->sni, f->dport))
+		return why;
+	/* the proxy must see it: this flow cannot, the next one will */
+	if (q->h.hold != NULL)
+		q->h.hold(q->h.arg, &dst);
+	return "held";
 }
 
 /* A payload segment of a held flow. */

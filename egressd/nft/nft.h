@@ -84,6 +84,11 @@ struct stats;
 #define NFT_SET_LIMITED6 "limited6"
 /* TCP ports whose flows to learned addresses are judged in flight. */
 #define NFT_SET_QUEUE_PORTS "queue_ports"
+/* Learned addresses of names the proxy must see (a binding could match
+ * them, request rules name them): with in-flight judging on, TCP to the
+ * queued ports of these keeps the redirect to the proxy (docs/proxy.md). */
+#define NFT_SET_HOLD4 "hold4"
+#define NFT_SET_HOLD6 "hold6"
 
 /*
  * In-flight judging (docs/proxy.md, "Pass-through judged in flight"):
@@ -171,11 +176,10 @@ struct nft_opts {
 	 * In-flight judging: queue_kind != NONE gives TCP to queue_ports of
 	 * learned addresses no redirect but the PENDING mark, and sends the
 	 * established packets of PENDING flows to NFQUEUE queue_num until
-	 * a verdict marks them (NFT_QMARK_*). A policy with credential
-	 * bindings or request rules keeps the redirect for every flow (the
-	 * proxy must terminate some, and at the packet level only the
-	 * address is known); the mark rules stay so that flows already
-	 * pending are still judged.
+	 * a verdict marks them (NFT_QMARK_*). The learned addresses of names
+	 * the proxy must see (bindings, request rules: nft_queue_held) are
+	 * also in the hold sets, whose flows keep the redirect: at the
+	 * packet level only the address is known.
 	 */
 	enum nft_queue_kind queue_kind;
 	uint16_t queue_num;
@@ -218,6 +222,9 @@ struct nft_learn_addr {
 	uint8_t addr[16]; /* network byte order */
 	uint32_t ttl; /* seconds, from the answer; clamped */
 	const char *name; /* the allowed name it was learned for; borrowed */
+	/* A plain element (nlim == 0) also enters (or, deleted, leaves) the
+	 * hold set of its family (NFT_SET_HOLD4). */
+	bool hold;
 	/* Which set: nlim == 0 the plain learned set (every port), else
 	 * these elements of the limited set (borrowed). nft_learn() fills
 	 * them itself from the name and the policy in force. */
@@ -253,6 +260,10 @@ struct nft_kstate {
 	size_t ndrop;
 	const struct nft_learn_addr *add; /* learned elements to add */
 	size_t nadd;
+	/* learned addresses of names now held (nft_queue_held): into the
+	 * hold sets (what is already there stays) */
+	const struct nft_learn_addr *hold;
+	size_t nhold;
 };
 
 /* An opaque netlink batch: begin, messages (each NLM_F_ACK), end. */
@@ -299,9 +310,11 @@ const char *nft_queue_kind_name(enum nft_queue_kind k);
  * rule of kind k and deletes it again: accepted iff the kernel has k. */
 int nft_build_queue_probe(
     enum nft_queue_kind k, uint16_t num, struct nft_batch **out, struct err *e);
-/* True when p keeps every intercepted flow on the proxy path (bindings,
- * request rules): no flow is given the PENDING mark. */
-bool nft_queue_held_back(const struct policy *p);
+/* With o's in-flight judging, must the proxy see name's flows to the
+ * queued ports under p (a binding of p could match it, or request rules
+ * name it)? Then its learned addresses also enter the hold sets. */
+bool nft_queue_held(
+    const struct nft_opts *o, const struct policy *p, const char *name);
 
 /* The runtime object: a netlink socket, options, the learned mirror. */
 struct nft;
@@ -372,6 +385,13 @@ enum nft_queue_kind nft_queue_probe(
  * (before the first one: nft_opts' queue fields). */
 void nft_set_queue(struct nft *n, enum nft_queue_kind k, uint16_t num,
     const uint16_t *ports, size_t nports);
+/*
+ * addr into the hold set of its family for the rest of its learned
+ * lease (at least the minimum TTL): a flow judged in flight whose SNI
+ * the proxy must see was refused, and the client's next connection
+ * must meet the redirect. One transaction; 0 when queueing is off.
+ */
+int nft_hold(struct nft *n, int family, const uint8_t *addr, struct err *e);
 
 /*
  * Sends a batch from nft_build_*() as one transaction and checks every

@@ -54,8 +54,8 @@ struct lchange {
 };
 
 struct lplan {
-	struct nft_learn_addr *drop, *add;
-	size_t ndrop, nadd;
+	struct nft_learn_addr *drop, *add, *hold;
+	size_t ndrop, nadd, nhold;
 	struct lchange *ch;
 	size_t nch;
 	struct limpool pool;
@@ -67,6 +67,7 @@ lplan_clear(struct lplan *pl)
 {
 	free(pl->drop);
 	free(pl->add);
+	free(pl->hold);
 	free(pl->ch);
 	free(pl->pool.v);
 	free(pl->drop_at);
@@ -168,6 +169,26 @@ lplan_entry(struct lplan *pl, struct lent *l, const struct policy *p,
 	    pl, l, sc, cplain, recomment, ttl, nm, top >= 0 ? alive : all);
 }
 
+/* A plain entry with a name p holds (nft_queue_held): into the hold
+ * sets for the rest of its lease. Names p no longer holds leave nothing
+ * to remove: a held address only keeps the proxy path. */
+static void
+lplan_hold(struct nft *n, struct lplan *pl, struct lent *l,
+    const struct policy *p, uint64_t now, bool plain)
+{
+	unsigned j;
+
+	if (!plain || n->o.queue_kind == NFT_QUEUE_NONE)
+		return;
+	for (j = 0; j < l->nnames; j++)
+		if (nft_queue_held(&n->o, p, l->names[j])) {
+			nft_want_rec(&pl->hold[pl->nhold], l,
+			    nft_want_left_s(l->expires_ms, now), l->names[j]);
+			pl->hold[pl->nhold++].hold = true;
+			return;
+		}
+}
+
 /*
  * Re-judges every learned entry under p: what leaves the kernel (drop),
  * what enters it (add, with the entry's remaining lease), and what the
@@ -187,21 +208,24 @@ lplan_build(struct nft *n, const struct policy *p, struct nft_twins *tw,
 	memset(pl, 0, sizeof(*pl));
 	pl->drop = calloc(2 * n->nlearned + 1, sizeof(*pl->drop));
 	pl->add = calloc(2 * n->nlearned + 1, sizeof(*pl->add));
+	pl->hold = calloc(n->nlearned + 1, sizeof(*pl->hold));
 	pl->drop_at = calloc(2 * n->nlearned + 1, sizeof(*pl->drop_at));
 	pl->add_at = calloc(2 * n->nlearned + 1, sizeof(*pl->add_at));
 	pl->ch = calloc(n->nlearned + 1, sizeof(*pl->ch));
 	sc.want = calloc(NFT_ADDR_LIMITS_MAX, sizeof(*sc.want));
 	sc.tmp = calloc(NFT_LIMITS_MAX, sizeof(*sc.tmp));
 	sc.gone = calloc(2 * NFT_ADDR_LIMITS_MAX, sizeof(*sc.gone));
-	if (pl->drop == NULL || pl->add == NULL || pl->ch == NULL ||
-	    pl->drop_at == NULL || pl->add_at == NULL || sc.want == NULL ||
-	    sc.tmp == NULL || sc.gone == NULL)
+	if (pl->drop == NULL || pl->add == NULL || pl->hold == NULL ||
+	    pl->ch == NULL || pl->drop_at == NULL || pl->add_at == NULL ||
+	    sc.want == NULL || sc.tmp == NULL || sc.gone == NULL)
 		goto out;
 	sc.fresh = sc.gone + NFT_ADDR_LIMITS_MAX;
 	for (bkt = 0; bkt < n->nbuckets; bkt++)
-		for (l = n->buckets[bkt]; l != NULL; l = l->next)
+		for (l = n->buckets[bkt]; l != NULL; l = l->next) {
 			if (lplan_entry(pl, l, p, tw, now, &sc) < 0)
 				goto out;
+			lplan_hold(n, pl, l, p, now, sc.wplain);
+		}
 	/* the pool no longer moves: point the records into it */
 	for (i = 0; i < pl->ndrop; i++)
 		if (pl->drop[i].nlim != 0)
@@ -308,6 +332,8 @@ nft_apply_policy(struct nft *n, struct policy *p, struct err *e)
 	ks.ndrop = plan.ndrop;
 	ks.add = plan.add;
 	ks.nadd = plan.nadd;
+	ks.hold = plan.hold;
+	ks.nhold = plan.nhold;
 	if (nft_build_ruleset(p, &n->o, &ks, &b, e) < 0)
 		goto out;
 	if (nft_sock_send(n, b, STATS_NFT_OP_STATIC_APPLY, e) < 0)

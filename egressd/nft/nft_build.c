@@ -539,7 +539,10 @@ emit_table(struct bctx *c, const struct nft_kstate *ks)
 			if (strcmp(ks->sets[i], NFT_SET_LEARNED4) == 0 ||
 			    strcmp(ks->sets[i], NFT_SET_LEARNED6) == 0 ||
 			    strcmp(ks->sets[i], NFT_SET_LIMITED4) == 0 ||
-			    strcmp(ks->sets[i], NFT_SET_LIMITED6) == 0)
+			    strcmp(ks->sets[i], NFT_SET_LIMITED6) == 0 ||
+			    (c->o->queue_kind != NFT_QUEUE_NONE &&
+			        (strcmp(ks->sets[i], NFT_SET_HOLD4) == 0 ||
+			            strcmp(ks->sets[i], NFT_SET_HOLD6) == 0)))
 				continue;
 			if (nft_msg_named(c, NFT_MSG_DELSET, ks->sets[i]) < 0)
 				return -1;
@@ -585,6 +588,14 @@ emit_learned_sets(struct bctx *c, const struct nft_kstate *ks)
 	if (ks != NULL && ks->nadd != 0 &&
 	    nft_batch_add_learn_(
 	        c->b, ks->add, ks->nadd, 1, UINT32_MAX, false, c->e) < 0)
+		return -1;
+	/* what the proxy must now see (names a binding now covers) */
+	if (nft_queue_hold_sets(c, nft_learned_kernel_size(o->learned_max)) <
+	        0 ||
+	    (ks != NULL && ks->nhold != 0 &&
+	        c->o->queue_kind != NFT_QUEUE_NONE &&
+	        nft_batch_add_hold_(
+	            c->b, ks->hold, ks->nhold, 1, UINT32_MAX, c->e) < 0))
 		return -1;
 
 	return 0;
@@ -665,8 +676,7 @@ emit_deny_chain(struct bctx *c)
 
 /* Chain nat_out: own sockets exempt, then every port 53 to the resolver. */
 static int
-emit_nat_chain(
-    struct bctx *c, const struct policy *p, const struct static_sets *ss)
+emit_nat_chain(struct bctx *c, const struct static_sets *ss)
 {
 	const struct nft_opts *o = c->o;
 	const struct rrow rows[] = {
@@ -688,7 +698,7 @@ emit_nat_chain(
 
 	/* the redirect is the last row: in-flight judging goes before it */
 	return nft_rule_rows(c, NFT_CHAIN_NAT, rows, NROWS(rows) - 1) < 0 ||
-	        nft_queue_nat_rows(c, p) < 0
+	        nft_queue_nat_rows(c) < 0
 	    ? -1
 	    : nft_rule_row(c, NFT_CHAIN_NAT, &rows[NROWS(rows) - 1]);
 }
@@ -939,7 +949,7 @@ build_ruleset(
 	if (emit_table(c, ks) < 0 || emit_learned_sets(c, ks) < 0 ||
 	    emit_static_sets(c, &ss) < 0 || nft_queue_sets(c) < 0 ||
 	    emit_chains(c) < 0 || emit_deny_chain(c) < 0 ||
-	    emit_nat_chain(c, p, &ss) < 0)
+	    emit_nat_chain(c, &ss) < 0)
 		return -1;
 	return emit_filter_chain(c, p, &ss);
 }

@@ -66,11 +66,33 @@ limited_key(
  * the plain set (addresses without limits) or the limited set (one
  * element per limit of each address that has them).
  */
+enum learn_kind { LK_PLAIN, LK_LIMITED, LK_HOLD };
+
+/* Does a[i] have elements of kind k? */
+static bool
+learn_is(const struct nft_learn_addr *a, enum learn_kind k)
+{
+	if (k == LK_LIMITED)
+		return a->nlim != 0;
+	return a->nlim == 0 && (k == LK_PLAIN || a->hold);
+}
+
+static const char *
+learn_set(int family, enum learn_kind k)
+{
+	if (k == LK_LIMITED)
+		return family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6;
+	if (k == LK_HOLD)
+		return family == 4 ? NFT_SET_HOLD4 : NFT_SET_HOLD6;
+	return family == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6;
+}
+
 static int
-learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
+learn_msgs(struct nft_batch *b, uint16_t type, int family, enum learn_kind kind,
     const struct nft_learn_addr *a, size_t n, uint32_t lo, uint32_t hi,
     struct err *e)
 {
+	const bool limited = kind == LK_LIMITED;
 	struct bctx c = {.b = b, .e = e};
 	struct nftnl_set *s = NULL;
 	size_t i, k, inmsg = 0, total = 0, done = 0;
@@ -79,17 +101,15 @@ learn_msgs(struct nft_batch *b, uint16_t type, int family, bool limited,
 	uint32_t klen;
 	uint64_t tmo;
 	struct nftnl_set_elem *el;
-	const char *set = limited
-	    ? (family == 4 ? NFT_SET_LIMITED4 : NFT_SET_LIMITED6)
-	    : (family == 4 ? NFT_SET_LEARNED4 : NFT_SET_LEARNED6);
+	const char *set = learn_set(family, kind);
 
 	for (i = 0; i < n; i++)
-		if (a[i].family == family && (a[i].nlim != 0) == limited)
+		if (a[i].family == family && learn_is(&a[i], kind))
 			total += limited ? a[i].nlim : 1;
 	if (total == 0)
 		return 0;
 	for (i = 0; i < n; i++) {
-		if (a[i].family != family || (a[i].nlim != 0) != limited)
+		if (a[i].family != family || !learn_is(&a[i], kind))
 			continue;
 		tmo = type == NFT_MSG_NEWSETELEM
 		    ? (uint64_t)clamp_ttl(a[i].ttl, lo, hi) * 1000
@@ -162,20 +182,21 @@ int
 nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e)
 {
-	int f, lim;
+	enum learn_kind k;
+	int f;
 
 	if (check_learn(a, n, e) < 0)
 		return -1;
 	for (f = 4; f <= 6; f += 2)
-		for (lim = 0; lim <= 1; lim++) {
-			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n,
+		for (k = LK_PLAIN; k <= LK_HOLD; k++) {
+			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, k, a, n,
 			        ttl_min, ttl_max, e) < 0)
 				return -1;
 			if (!refresh)
 				continue;
-			if (learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
-			        0, e) < 0 ||
-			    learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n,
+			if (learn_msgs(b, NFT_MSG_DELSETELEM, f, k, a, n, 0, 0,
+			        e) < 0 ||
+			    learn_msgs(b, NFT_MSG_NEWSETELEM, f, k, a, n,
 			        ttl_min, ttl_max, e) < 0)
 				return -1;
 		}
@@ -183,20 +204,36 @@ nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
 }
 
 int
+nft_batch_add_hold_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, uint32_t ttl_min, uint32_t ttl_max, struct err *e)
+{
+	int f;
+
+	if (check_learn(a, n, e) < 0)
+		return -1;
+	for (f = 4; f <= 6; f += 2)
+		if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, LK_HOLD, a, n, ttl_min,
+		        ttl_max, e) < 0)
+			return -1;
+	return 0;
+}
+
+int
 nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, struct err *e)
 {
-	int f, lim;
+	enum learn_kind k;
+	int f;
 
 	if (check_learn(a, n, e) < 0)
 		return -1;
 	/* add-then-delete: never ENOENT for an element that just expired */
 	for (f = 4; f <= 6; f += 2)
-		for (lim = 0; lim <= 1; lim++)
-			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, lim, a, n, 1,
-			        1, e) < 0 ||
-			    learn_msgs(b, NFT_MSG_DELSETELEM, f, lim, a, n, 0,
-			        0, e) < 0)
+		for (k = LK_PLAIN; k <= LK_HOLD; k++)
+			if (learn_msgs(b, NFT_MSG_NEWSETELEM, f, k, a, n, 1, 1,
+			        e) < 0 ||
+			    learn_msgs(
+			        b, NFT_MSG_DELSETELEM, f, k, a, n, 0, 0, e) < 0)
 				return -1;
 	return 0;
 }

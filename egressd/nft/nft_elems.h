@@ -14,6 +14,9 @@ int nft_batch_add_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, uint32_t ttl_min, uint32_t ttl_max, bool refresh, struct err *e);
 int nft_batch_del_learn_(struct nft_batch *b, const struct nft_learn_addr *a,
     size_t n, struct err *e);
+/* Only the hold elements of a (those with hold, no limits), added. */
+int nft_batch_add_hold_(struct nft_batch *b, const struct nft_learn_addr *a,
+    size_t n, uint32_t ttl_min, uint32_t ttl_max, struct err *e);
 
 /* True when addr lies in the built-in internal (always denied) ranges:
  * special_addr_flags() & SPECIAL_DROP, what internal4/6 hold. */

@@ -193,6 +193,9 @@ lbuild_evict(struct nft *n, struct lbuild *lb)
 				continue;
 			lb->ev[lb->nev].family = l->family;
 			memcpy(lb->ev[lb->nev].addr, l->addr, 16);
+			/* it leaves the hold set too (no-op if not there) */
+			lb->ev[lb->nev].hold =
+			    n->o.queue_kind != NFT_QUEUE_NONE;
 			lb->evat[lb->nev++] = -1;
 			if (l->nlim != 0) {
 				lb->ev[lb->nev] = lb->ev[lb->nev - 1];
@@ -227,6 +230,8 @@ nft_learn_build(struct nft *n, struct nft_learn_addr *u, size_t nu,
 
 	*out = NULL;
 	n->pin_gen++;
+	for (i = 0; i < nu; i++)
+		u[i].hold = nft_queue_held(&n->o, n->pol, u[i].name);
 	lb.fresh = calloc(nu + 1, sizeof(*lb.fresh));
 	lb.old = calloc(nu + 1, sizeof(*lb.old));
 	lb.mg = calloc(nu + 1, sizeof(*lb.mg));
@@ -394,6 +399,50 @@ out:
 	return rc;
 }
 
+/* Does the proxy hold any name of l (nft_queue_held)? */
+static bool
+nft_learn_lent_held(struct nft *n, const struct lent *l)
+{
+	unsigned j;
+
+	for (j = 0; j < l->nnames; j++)
+		if (nft_queue_held(&n->o, n->pol, l->names[j]))
+			return true;
+	return false;
+}
+
+int
+nft_hold(struct nft *n, int family, const uint8_t *addr, struct err *e)
+{
+	struct nft_learn_addr r;
+	struct nft_batch *b = NULL;
+	struct lent *l;
+	uint64_t now = nft_mirror_now(n);
+	int rc = -1;
+
+	if (n->o.queue_kind == NFT_QUEUE_NONE || !n->applied)
+		return 0;
+	memset(&r, 0, sizeof(r));
+	r.family = (uint8_t)family;
+	memcpy(r.addr, addr, family == 4 ? 4 : 16);
+	r.hold = true;
+	l = *nft_mirror_find(n, family, addr);
+	r.ttl = l != NULL && l->expires_ms > now
+	    ? (uint32_t)((l->expires_ms - now + 999) / 1000)
+	    : n->ttl_min;
+	if ((b = nft_batch_new_()) == NULL) {
+		err_set(e, "nft: out of memory");
+		return -1;
+	}
+	if (nft_batch_begin_(b, e) == 0 &&
+	    nft_batch_add_hold_(b, &r, 1, n->ttl_min, n->ttl_max, e) == 0 &&
+	    nft_batch_finish_(b, e) == 0 &&
+	    nft_sock_send(n, b, STATS_NFT_OP_DYNAMIC_ADD, e) == 0)
+		rc = 0;
+	nft_batch_free(b);
+	return rc;
+}
+
 /*
  * Used by nft_live.c: refresh entries to ttl seconds from now, each with
  * what all its names may reach under the policy in force (plain element,
@@ -409,13 +458,12 @@ nft_refresh_(
 	struct limpool pool = {0};
 	long *at = NULL;
 	struct nft_batch *b = NULL;
-	struct nft_twins *tw = NULL;
+	struct nft_twins *tw = nft_twins_new_();
 	uint64_t now = nft_mirror_now(n);
 	size_t i, k, nr = 0, nw;
 	bool plain;
 	int rc = -1;
 
-	tw = nft_twins_new_();
 	r = calloc(2 * na + 1, sizeof(*r));
 	at = calloc(2 * na + 1, sizeof(*at));
 	tmp = calloc(NFT_LIMITS_MAX, sizeof(*tmp));
@@ -433,6 +481,7 @@ nft_refresh_(
 		nft_want_lent(l, n->pol, tw, now, &plain, want, &nw, tmp, NULL);
 		if (plain) {
 			nft_want_rec(&r[nr], l, a[i].ttl, nm);
+			r[nr].hold = nft_learn_lent_held(n, l); /* plain only */
 			at[nr++] = -1;
 		}
 		if (nw != 0) {

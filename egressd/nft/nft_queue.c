@@ -31,6 +31,7 @@
 #include <linux/netfilter/nf_conntrack_tuple_common.h>
 
 #include "policy/policy.h"
+#include "policy/policy_binding.h"
 #include "egressd/nft/nft_batch.h"
 #include "egressd/nft/nft_msg.h"
 #include "egressd/nft/nft_rule.h"
@@ -121,30 +122,60 @@ out:
 	return rc;
 }
 
-bool
-nft_queue_held_back(const struct policy *p)
+static bool
+queue_on(const struct nft_opts *o)
 {
-	return p->nbindings != 0 || policy_has_request_rules(p);
+	return o->queue_kind != NFT_QUEUE_NONE && o->nqueue_ports != 0;
+}
+
+bool
+nft_queue_held(
+    const struct nft_opts *o, const struct policy *p, const char *name)
+{
+	size_t i;
+
+	if (!queue_on(o) || p == NULL || name == NULL)
+		return false;
+	for (i = 0; i < o->nqueue_ports; i++)
+		if ((o->queue_ports[i] == 443 &&
+		        policy_binding_covers_host(
+		            p, name, POLICY_SCHEME_HTTPS)) ||
+		    policy_host_has_request_rules(p, name, o->queue_ports[i]))
+			return true;
+	return false;
 }
 
 /*
- * nat_out, before the proxy redirect: the first packet of TCP to a
- * queued port of a learned address marks its flow PENDING and is not
- * redirected (the rest of filter_out still judges it by address).
+ * nat_out, before the proxy redirect: TCP to a queued port of a held
+ * address (nft_queue_held) is redirected to the proxy like any
+ * intercepted port; the first packet of TCP to a queued port of any
+ * other learned address marks its flow PENDING and is not redirected
+ * (the rest of filter_out still judges it by address). The same
+ * address learned for a held name and for another stays held: the
+ * proxy path is always the safe one.
  */
 int
-nft_queue_nat_rows(struct bctx *c, const struct policy *p)
+nft_queue_nat_rows(struct bctx *c)
 {
-	const struct rrow row = {.s = {.l4proto = IPPROTO_TCP,
-	                             .dport_set = NFT_SET_QUEUE_PORTS,
-	                             .ct_mark_imm = NFT_QMARK_PENDING,
-	                             .v = V_ACCEPT},
-	    .per_family = true,
-	    .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6},
-	    .skip = c->o->queue_kind == NFT_QUEUE_NONE ||
-	        c->o->nqueue_ports == 0 || nft_queue_held_back(p)};
+	const bool off = !queue_on(c->o);
+	const struct rrow rows[] = {
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport_set = NFT_SET_QUEUE_PORTS,
+	         .v = V_REDIRECT,
+	         .redir_port = c->o->proxy_port},
+	        .per_family = true,
+	        .daddr_set = {NFT_SET_HOLD4, NFT_SET_HOLD6},
+	        .skip = off || c->o->proxy_port == 0},
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .dport_set = NFT_SET_QUEUE_PORTS,
+	         .ct_mark_imm = NFT_QMARK_PENDING,
+	         .v = V_ACCEPT},
+	        .per_family = true,
+	        .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6},
+	        .skip = off},
+	};
 
-	return nft_rule_row(c, NFT_CHAIN_NAT, &row);
+	return nft_rule_rows(c, NFT_CHAIN_NAT, rows, NROWS(rows));
 }
 
 /*
@@ -201,6 +232,22 @@ nft_queue_filter_rows(struct bctx *c)
 	};
 
 	return nft_rule_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
+}
+
+/* The hold sets (size elements: the learned sets' size): learned
+ * elements, kept across commits like the learned sets (nft_build.c),
+ * declared only while queueing is on. */
+int
+nft_queue_hold_sets(struct bctx *c, uint32_t size)
+{
+	if (!queue_on(c->o))
+		return 0;
+	return nft_msg_set(c, NFT_SET_HOLD4, NFT_TYPE_IPADDR, 4,
+	           NFT_SET_TIMEOUT, size) < 0 ||
+	        nft_msg_set(c, NFT_SET_HOLD6, NFT_TYPE_IP6ADDR, 16,
+	            NFT_SET_TIMEOUT, size) < 0
+	    ? -1
+	    : 0;
 }
 
 /* The queued ports' set. */

@@ -82,11 +82,12 @@ uint32_t nft_rule_limited_type(int family);
 struct nftnl_rule;
 int nft_rule_queue_expr(
     struct nftnl_rule *r, enum nft_queue_kind k, uint16_t num);
-/* The rows and set of in-flight judging in nat_out and filter_out, and
- * its port set (nothing when o->queue_kind is NONE). */
-int nft_queue_nat_rows(struct bctx *c, const struct policy *p);
+/* The rows and set of in-flight judging in nat_out and filter_out, its
+ * port set and its hold sets (nothing when o->queue_kind is NONE). */
+int nft_queue_nat_rows(struct bctx *c);
 int nft_queue_filter_rows(struct bctx *c);
 int nft_queue_sets(struct bctx *c);
+int nft_queue_hold_sets(struct bctx *c, uint32_t size);
 int nft_rule_limited(struct bctx *c, int family, enum policy_action def);
 
 #endif

@@ -80,6 +80,18 @@ held_cb(void *arg, const char *name, uint16_t port)
 	return held_name != NULL && strcmp(name, held_name) == 0;
 }
 
+/* The addresses hold_cb was handed (the hold set's fallback). */
+static struct addr holds[4];
+static size_t nholds;
+
+static void
+hold_cb(void *arg, const struct addr *dst)
+{
+	(void)arg;
+	assert_true(nholds < 4);
+	holds[nholds++] = *dst;
+}
+
 static struct nfq_flow_id cut_ids[8];
 static size_t ncut;
 
@@ -105,12 +117,13 @@ fake_queue(void)
 	q->o.clock = clock_cb;
 	q->h.judge = judge_cb;
 	q->h.held = held_cb;
+	q->h.hold = hold_cb;
 	q->log = &lg;
 	q->judged = calloc(NFQ_JUDGED_MAX, sizeof(*q->judged));
 	assert_non_null(q->judged);
 	pypi_ok = false;
 	held_name = NULL;
-	ncut = 0;
+	ncut = nholds = 0;
 	log_limiter_init(&q->lim, 10, 20, 1000);
 	ngot = 0;
 	now_ms = 1000000;
@@ -282,6 +295,36 @@ test_full_table_makes_room(void **state)
 /* After a policy change the passed flows are judged again by name: one
  * whose SNI is now denied (its address may well stay allowed) and one
  * whose host now needs the proxy are handed over once; the rest stay. */
+/* A hello naming a host the proxy must see, on an address not yet
+ * known to be held: refused (it cannot be read from here), and the
+ * address handed to the hold set so the client's next try meets the
+ * proxy. */
+static void
+test_held_refused_and_held(void **state)
+{
+	struct nfq *q = fake_queue();
+
+	(void)state;
+	held_name = "a.test";
+	load("curl_a_test");
+	send_seg(q, 9, 40003, 1, hello, nhello);
+	assert_int_equal(ngot, 1);
+	assert_int_equal(got[0].verdict, NF_REPEAT);
+	assert_int_equal(got[0].mark, EGRESSD_QMARK_REFUSED);
+	assert_int_equal(q->st.refused, 1);
+	assert_int_equal(q->st.judged, 0);
+	assert_int_equal(nholds, 1);
+	assert_int_equal(holds[0].family, AF_INET);
+	assert_memory_equal(
+	    holds[0].a, ((const uint8_t[]){203, 0, 113, 10}), 4);
+	/* a denied name is refused as denied: nothing to hold */
+	load("python_ssl");
+	send_seg(q, 10, 40004, 1, hello, nhello);
+	assert_int_equal(q->st.refused, 2);
+	assert_int_equal(nholds, 1);
+	fake_free(q);
+}
+
 static void
 test_rejudge_by_name(void **state)
 {
@@ -323,6 +366,7 @@ main(void)
 	    cmocka_unit_test(test_drip_hold_bound),
 	    cmocka_unit_test(test_drip_time_bound),
 	    cmocka_unit_test(test_full_table_makes_room),
+	    cmocka_unit_test(test_held_refused_and_held),
 	    cmocka_unit_test(test_rejudge_by_name),
 	};
 

@@ -116,7 +116,7 @@ test_compat_rules(void **state)
 		fputs(s, stderr);
 	/* nat_out: learned 443 marked pending and accepted, before the
 	 * proxy redirect */
-	pend = line_of(s, "nat_out", "set queue_ports");
+	pend = line_of(s, "set queue_ports", "0x45510001");
 	redir = line_of(s, "set intercept_ports", "0x0000a146");
 	assert_true(pend >= 0 && redir > pend);
 	assert_true(line_of(s, "set queue_ports", "0x45510001") == pend);
@@ -159,24 +159,62 @@ test_native_rules(void **state)
 	policy_unref(p);
 }
 
-/* Request rules need the proxy: nothing is marked pending, but pending
- * flows of an earlier policy are still queued. */
+/* Names the proxy must see are held: a binding's hosts (exact and
+ * below a wildcard, https only) and hosts with request rules; every
+ * other learned address stays queued. Queueing off: nothing is held. */
 static void
-test_held_back(void **state)
+test_held(void **state)
 {
-	struct policy *p =
-	    ts_policy_json("{\"defaultAction\":\"deny\",\"egress\":["
-	                   "{\"action\":\"allow\",\"target\":\"a.example\","
-	                   "\"methods\":[\"GET\"]}]}");
+	struct policy *p = ts_policy_yaml(
+	    "defaultAction: deny\n"
+	    "egress:\n"
+	    "  - {action: allow, target: a.example, methods: [GET]}\n"
+	    "  - {action: allow, target: b.example}\n"
+	    "  - {action: allow, target: '*.w.example'}\n"
+	    "  - {action: allow, target: plain.example}\n"
+	    "  - {action: allow, target: other.example}\n"
+	    "credentials:\n"
+	    "  - {name: k, source: {type: inline, value: s3cr3t-K}}\n"
+	    "bindings:\n"
+	    "  - name: one\n"
+	    "    match: {hosts: [b.example, '*.w.example']}\n"
+	    "    auth: {type: bearer, credential: k}\n"
+	    "  - name: http\n"
+	    "    match: {schemes: [http], hosts: [plain.example]}\n"
+	    "    auth: {type: bearer, credential: k}\n",
+	    "held.yaml");
 	struct nft_opts o;
+	long hold, pend, redir;
 	char *s;
 
 	(void)state;
-	assert_true(nft_queue_held_back(p));
+	assert_non_null(p);
 	queue_opts(&o, NFT_QUEUE_COMPAT);
+	assert_true(nft_queue_held(&o, p, "a.example"));
+	assert_true(nft_queue_held(&o, p, "B.Example."));
+	assert_true(nft_queue_held(&o, p, "x.w.example"));
+	assert_false(nft_queue_held(&o, p, "w.example"));
+	assert_false(nft_queue_held(&o, p, "plain.example"));
+	assert_false(nft_queue_held(&o, p, "other.example"));
+	assert_false(nft_queue_held(&o, p, NULL));
 	s = describe(p, &o);
-	assert_int_equal(line_of(s, "nat_out", "0x45510001"), -1);
+	if (getenv("NFQ_DUMP") != NULL)
+		fputs(s, stderr);
+	/* nat_out: held addresses to the proxy, then the pending mark for
+	 * other learned ones, then the usual redirect */
+	hold = line_of(s, "set queue_ports", "set hold4");
+	pend = line_of(s, "set queue_ports", "0x45510001");
+	redir = line_of(s, "set intercept_ports", "0x0000a146");
+	assert_true(hold >= 0 && pend > hold && redir > pend);
+	assert_true(line_of(s, "set hold4", "0x0000a146") == hold);
+	assert_true(line_of(s, "set queue_ports", "set hold6") > hold);
 	assert_true(line_of(s, "NFQUEUE", NULL) >= 0);
+	free(s);
+	nft_opts_init(&o);
+	o.proxy_port = 18081;
+	assert_false(nft_queue_held(&o, p, "a.example"));
+	s = describe(p, &o);
+	assert_int_equal(line_of(s, "hold4", NULL), -1);
 	free(s);
 	policy_unref(p);
 }
@@ -226,7 +264,7 @@ main(void)
 	    cmocka_unit_test(test_off_by_default),
 	    cmocka_unit_test(test_compat_rules),
 	    cmocka_unit_test(test_native_rules),
-	    cmocka_unit_test(test_held_back),
+	    cmocka_unit_test(test_held),
 	    cmocka_unit_test(test_mark_clash),
 	    cmocka_unit_test(test_probe_batch),
 	};
