@@ -306,6 +306,8 @@ bulk()
 	set -- "$1" $t
 	if [ "${3:-0}" != $((BULK_MB << 20)) ]; then
 		echo "bench_proxy: bulk $1: $3 of $((BULK_MB << 20)) bytes (curl exit ${4:-?}, ${2:-?} s)" >&2
+		grep -E '"(nfq\.judged|proxy\.refused|proxy\.closed)"' "$DIR/egressd.log" |
+		    grep -v '"decision":"passthrough"' | tail -n 3 >&2
 		echo "FAIL" >"$DIR/res/bulk-$1"
 		return 0
 	fi

@@ -94,7 +94,7 @@
  */
 /* The NFQUEUE number in-flight judging binds (--passthrough-judge). */
 #define EGRESSD_DEFAULT_QUEUE_NUM 4351
-#define EGRESSD_DEFAULT_PASSTHROUGH_JUDGE "proxy"
+#define EGRESSD_DEFAULT_PASSTHROUGH_JUDGE "auto"
 #define EGRESSD_QMARK_PENDING 0x45510001u
 #define EGRESSD_QMARK_OK 0x45510002u
 #define EGRESSD_QMARK_REFUSED 0x45510003u

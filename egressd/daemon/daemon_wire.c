@@ -457,6 +457,13 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 		return egressd_nfq_fallback(
 		    d, "needs nftables and the transparent proxy", e);
 	}
+	/* a flow judged in flight goes straight to its origin: where the
+	 * network is reached only through an upstream proxy, only the
+	 * proxy path (which tunnels) can carry it */
+	if (d->cfg->uproxy.on)
+		return egressd_nfq_fallback(d,
+		    "an upstream proxy carries every flow (--upstream-proxy)",
+		    e);
 	k = nft_queue_probe(d->nft, d->cfg->queue_num, &why);
 	if (k == NFT_QUEUE_NONE)
 		return egressd_nfq_fallback(d, why.msg, e);

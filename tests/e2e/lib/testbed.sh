@@ -926,6 +926,18 @@ tb_start_egressd()
 		esac
 		args+=("$flag" "$val")
 	done
+	# TB_PT_JUDGE: how pass-through TLS is judged, for a scenario that
+	# does not say (the CMake variants run proxy and vault scenarios a
+	# second time with "proxy": docs/testing.md)
+	if [ -n "${TB_PT_JUDGE:-}" ] && [ "${EGRESSD_BIN##*/}" = egressd ]; then
+		given=0
+		for a in "$@"; do
+			case $a in
+			--passthrough-judge|--passthrough-judge=*) given=1 ;;
+			esac
+		done
+		[ "$given" -eq 1 ] || args+=(--passthrough-judge "$TB_PT_JUDGE")
+	fi
 	for a in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
 		[ -n "${!a:-}" ] && env+=("$a=${!a}")
 	done

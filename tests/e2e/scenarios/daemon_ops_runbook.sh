@@ -38,9 +38,12 @@ EOF
 STATE=$TB_DIR/state
 SOCK=$TB_DIR/egressd/api.sock
 SBX_ID=ops-$TB_ID
+# the runbook reads the proxy's lines for the pass-through connection
+# too (proxy.closed, proxy.rejudged): the proxy path, said here; the
+# cut of a flow judged in flight is proxy_inflight_judge's
 EARGS=(--policy "$pol" --proxy --trust-dir "$TB_DIR/trust"
     --state-dir "$STATE" --api-socket "$SOCK" --api-token-file "$TB_DIR/token"
-    --sandbox-id "$SBX_ID")
+    --sandbox-id "$SBX_ID" --passthrough-judge proxy)
 tb_start_egressd "${EARGS[@]}"
 LOG=$TB_EGRESSD_LOG
 # tb_api METHOD PATH [BODY] over the Unix socket: the operator's local

@@ -30,8 +30,10 @@ bindings:
 EOF2
 )
 STATE=$TB_DIR/state
+# the proxy's splice path is the subject: pass-through judged in flight
+# never reaches egressd's memory (proxy_inflight_judge)
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
-    --state-dir "$STATE"
+    --state-dir "$STATE" --passthrough-judge proxy
 cat "$STATE/ca-bundle.crt" "$TB_CA_CERT" >"$TB_DIR/both.pem"
 chmod 644 "$TB_DIR/both.pem"
 

@@ -60,8 +60,11 @@ bindings:
 EOF2
 )
 STATE=$TB_DIR/state
+# the proxy's bounds are the subject, its pass-through path included: a
+# flow judged in flight never reaches egressd's memory
+PTJ=(--passthrough-judge proxy)
 tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
-    --state-dir "$STATE"
+    --state-dir "$STATE" "${PTJ[@]}"
 cat "$STATE/ca-bundle.crt" "$TB_CA_CERT" >"$TB_DIR/both.pem"
 chmod 644 "$TB_DIR/both.pem"
 
@@ -195,7 +198,7 @@ for mode in ${MODES:-plain term_close pass hold queued noread_plain noread_term}
 	if [ "$first" = 0 ]; then
 		tb_stop_egressd
 		tb_start_egressd --policy "$pol" --proxy \
-		    --trust-dir "$TB_DIR/trust" --state-dir "$STATE"
+		    --trust-dir "$TB_DIR/trust" --state-dir "$STATE" "${PTJ[@]}"
 	fi
 	first=0
 	warm

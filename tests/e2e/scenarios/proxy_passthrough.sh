@@ -32,7 +32,9 @@ egress:
   - {action: allow, target: shared-a.test}
 EOF2
 )
-tb_start_egressd --policy "$pol" --proxy ${PT_JUDGE:+--passthrough-judge $PT_JUDGE}
+# the proxy's pass-through path (its proxy.refused/proxy.closed lines);
+# the same hellos judged in flight: proxy_inflight_refusals
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge "${PT_JUDGE:-proxy}"
 tb_assert_log "$TB_EGRESSD_LOG" proxy.listening port=18081
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.judge path=${PT_JUDGE:-proxy}
 

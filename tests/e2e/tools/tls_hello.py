@@ -117,7 +117,7 @@ def client_hello(sni, ech, esni):
     return u8(22) + u16(0x0301) + vec16(hs)
 
 
-def connect(host, port):
+def connect(host, port, lport=0):
     infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC,
                                socket.SOCK_STREAM)
     err = None
@@ -125,6 +125,9 @@ def connect(host, port):
         s = socket.socket(fam, typ, proto)
         s.settimeout(CONNECT_TIMEOUT_S)
         try:
+            if lport:
+                s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0",
+                        lport))
             s.connect(addr)
             return s
         except OSError as e:
@@ -163,6 +166,8 @@ def main():
     ap.add_argument("--ech", action="store_true")
     ap.add_argument("--esni", action="store_true")
     ap.add_argument("--split", type=int, default=0)
+    ap.add_argument("--lport", type=int, default=0,
+                    help="the local port (to find the origin's socket)")
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     a = ap.parse_args()
@@ -174,7 +179,7 @@ def main():
     hello = client_hello(sni, a.ech, a.esni)
 
     try:
-        s = connect(a.host, a.port)
+        s = connect(a.host, a.port, a.lport)
     except OSError as e:
         print("connect_failed:%s" % errname(e))
         return 0
