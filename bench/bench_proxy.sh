@@ -40,13 +40,12 @@
 #   BENCH_BODY     x (default: the letter x) or b64 (base64 text of random
 #                  bytes: the secrets' alphabet) for the 1 KiB and 1 MiB
 #                  bodies
-#   BENCH_PT_JUDGE  egressd's --passthrough-judge (default proxy); queue
-#                  (issue 36) judges pass-through TLS in flight, which
-#                  needs a policy without bindings: the policy then has
-#                  none (no credential, no request rules) and only the
-#                  direct, passthrough and bulk (direct and passthrough)
-#                  cases run; the report says how many flows egressd
-#                  judged in flight and that the proxy accepted none
+#   BENCH_PT_JUDGE  egressd's --passthrough-judge (default auto, as
+#                  egressd's: pass.bench.test judged in flight where the
+#                  kernel can queue; term.bench.test stays on the proxy,
+#                  its binding holds its address); proxy for the proxy
+#                  path; the report says how many flows egressd judged in
+#                  flight and how many connections the proxy accepted
 #   BENCH_PERF     a file: perf record egressd while it is measured
 #   BENCH_PERF_OPTS  perf record's options (default -g; "--call-graph
 #                  dwarf,16384" sees through libc and OpenSSL frames)
@@ -118,20 +117,7 @@ CREDS=${BENCH_CREDS:-1}
 # origin does
 ORIGIN_TLS=${BENCH_ORIGIN_TLS:-TLSv1.2 TLSv1.3}
 BODY=${BENCH_BODY:-x}
-PT_JUDGE=${BENCH_PT_JUDGE:-proxy}
-if [ "$PT_JUDGE" != proxy ]; then
-	# in-flight judging needs a policy without bindings: the cases
-	# that terminate cannot run
-	ONLY=${BENCH_ONLY:-direct passthrough bulk}
-	for c in $ONLY; do
-		case $c in
-		direct|passthrough|bulk) ;;
-		*) echo "bench_proxy: BENCH_PT_JUDGE=$PT_JUDGE runs only direct, passthrough and bulk (not $c)" >&2
-		   exit 2 ;;
-		esac
-	done
-	ONLY=" $ONLY "
-fi
+PT_JUDGE=${BENCH_PT_JUDGE:-auto}
 # want CASE: is CASE among BENCH_ONLY?
 want() { [ "$ONLY" = " all " ] || [[ "$ONLY" == *" $1 "* ]]; }
 . "$(dirname "$0")/bench_lib.sh"
@@ -405,20 +391,19 @@ EOF
 	want term_bare &&
 	    echo '  - {action: allow, target: bare.bench.test, methods: [GET], paths: ["/plain/*"]}'
 	echo '  - {action: allow, target: "*.bench.test"}'
-	# in-flight judging: no binding, or every flow stays on the proxy
-	if [ "$PT_JUDGE" = proxy ]; then
-		cat <<EOF
+	# in flight or not, term.bench.test's addresses stay on the proxy
+	# (its binding holds them); pass.bench.test's are judged in flight
+	cat <<EOF
 credentials:
   - {name: k, source: {type: file, path: $DIR/key}}
 EOF
-		printf '%s' "$CRED_LINES"
-		cat <<EOF
+	printf '%s' "$CRED_LINES"
+	cat <<EOF
 bindings:
   - name: term
     match: {hosts: [term.bench.test], paths: ["/small", "/bulk", "/inj/*"]}
     auth: {type: bearer, credential: k}
 EOF
-	fi
 	} >"$DIR/policy.yaml.new"
 	chmod 600 "$DIR/policy.yaml.new"
 	mv "$DIR/policy.yaml.new" "$DIR/policy.yaml"
@@ -619,7 +604,6 @@ cpu() { awk '{print $14 + $15}' "/proc/$EPID/stat"; }
 # judges it, and relays with read/write); the order rotated each round;
 # egressd's CPU (user + system ticks) per download
 BULK_PATHS="direct passthrough terminating"
-[ "$PT_JUDGE" != proxy ] && BULK_PATHS="direct passthrough"
 NGS=/usr/lib/nginx/modules/ngx_stream_module.so
 if want bulk && want nginx; then
 	[ -f "$NGS" ] || die "needs $NGS (apt-get install libnginx-mod-stream)"

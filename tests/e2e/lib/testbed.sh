@@ -409,6 +409,30 @@ tb_resolve_a()
 	    awk '/status:/{gsub(",","",$6); s=$6} /^[^;].*\tA\t/{a=$NF} END{print (a!="" ? a : s)}'
 }
 
+# tb_learn NAME...: resolve A and AAAA in the sandbox, so that egressd
+# learns the answers (nft lets only learned addresses through).
+tb_learn()
+{
+	local n
+	for n in "$@"; do
+		tb_sandbox dig +short +time=2 +tries=1 "$n" A >/dev/null
+		tb_sandbox dig +short +time=2 +tries=1 "$n" AAAA >/dev/null
+	done
+}
+
+# tb_origin_rx ADDR LPORT: the bytes the origin's socket at ADDR:443
+# received from the sandbox's local port LPORT ("none": no such socket):
+# what reached the origin of a flow refused in flight.
+tb_origin_rx()
+{
+	local out
+	out=$(tb_net ss -tniH state all "( sport = :443 and dport = :$2 )" \
+	    src "$1" 2>/dev/null)
+	[ -n "$out" ] || { echo none; return; }
+	grep -oE 'bytes_received:[0-9]+' <<<"$out" | head -n 1 |
+	    cut -d: -f2 | grep . || echo 0
+}
+
 # --- setup ------------------------------------------------------------------
 
 # tb_setup: namespaces, addresses, routes, PKI, DNS (dns1), origins, echo.

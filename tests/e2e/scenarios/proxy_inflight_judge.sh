@@ -1,10 +1,11 @@
 #!/bin/bash
 # proxy_inflight_judge: pass-through TLS judged in flight (issue 36,
 # docs/proxy.md "Pass-through judged in flight"), live, with
-# --passthrough-judge queue and a policy without credential bindings or
-# request rules (so no flow is held on the proxy). The kernel queues the
-# first payload packets of TLS to learned addresses; egressd judges the
-# ClientHello and marks the flow; the rest never leaves the kernel.
+# --passthrough-judge queue (the canary bindings name hosts of their
+# own: only their addresses are held on the proxy, proxy_inflight_bound).
+# The kernel queues the first payload packets of TLS to learned
+# addresses; egressd judges the ClientHello and marks the flow; the rest
+# never leaves the kernel.
 #  a. an allowed name: curl succeeds, egressd logs nfq.judged passthrough,
 #     the proxy sees no connection;
 #  b. a denied SNI on an allowed (learned) address: reset, nfq.judged
@@ -22,10 +23,6 @@
 #  g. ... also when it denies the flow's SNI but its address stays
 #     allowed for another name (shared-a.test and c.test share one):
 #     the flows judged in flight are judged again by name.
-# TB_CANARY=0: the canary credentials are bindings, and a policy with
-# bindings keeps every flow on the proxy (nft_queue_held_back): nothing
-# would be queued.
-TB_CANARY=0
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -73,17 +70,6 @@ origin_sync()
 	    >/dev/null || tb_die "origin sync: $p not logged"
 }
 
-# origin_rx ADDR LPORT: bytes the origin's socket at ADDR:443 received
-# from the sandbox's port LPORT ("none" when no such socket).
-origin_rx()
-{
-	local out
-	out=$(tb_net ss -tniH state all "( sport = :443 and dport = :$2 )" \
-	    src "$1" 2>/dev/null)
-	[ -n "$out" ] || { echo none; return; }
-	grep -oE 'bytes_received:[0-9]+' <<<"$out" | head -n 1 |
-	    cut -d: -f2 | grep . || echo 0
-}
 
 # --- a. an allowed name passes, judged in flight, the proxy not involved ------
 learn a.test c.test
@@ -115,7 +101,8 @@ tb_expect_match "b: curl to SNI b.test on a.test's address is reset (exit $rc)" 
 tb_check "b: nfq.judged decision=refused reason=name_denied name=b.test" \
     tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.judged \
     decision=refused reason=name_denied name=b.test "dst=$A4:443"
-tb_expect_eq "b: the origin's socket received no byte" 0 "$(origin_rx "$A4" "$lp")"
+tb_expect_eq "b: the origin's socket received no byte" 0 \
+    "$(tb_origin_rx "$A4" "$lp")"
 origin_sync
 tb_assert_no_log --since "$mo" "$TB_ORIGIN_LOG" '*' 'server.sni~^b\.test$'
 tb_assert_no_log --since "$mo" "$TB_ORIGIN_LOG" origin.request "path=/b-$TAG"
@@ -143,7 +130,7 @@ tb_check "c: ... nfq.judged refused name_denied" tb_wait_log_line --since "$me" 
     "$TB_EGRESSD_LOG" nfq.judged decision=refused reason=name_denied \
     name=b.test "dst=$C4:443"
 tb_expect_eq "c: ... the origin's socket received no byte" 0 \
-    "$(origin_rx "$C4" "$lp")"
+    "$(tb_origin_rx "$C4" "$lp")"
 
 # --- d. a hello dripped byte by byte: refused within the bound (5 s) ---------------
 me=$(tb_log_mark "$TB_EGRESSD_LOG")
@@ -161,7 +148,7 @@ tb_check "d: ... nfq.judged refused hello_timeout" tb_wait_log_line \
     --since "$me" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
     reason=hello_timeout
 tb_expect_eq "d: ... the origin's socket received no byte" 0 \
-    "$(origin_rx "$A4" "$lp")"
+    "$(tb_origin_rx "$A4" "$lp")"
 
 # --- the path in use and its counts: /v1/status and /metrics -------------------
 # status_pt: /v1/status's passthrough object, as "path why judged refused
@@ -222,7 +209,7 @@ tb_sandbox_bg "$TB_DIR/gap.out" "$TB_PY" "$IH" raw "$A4" 443 --sni a.test \
 gappid=$TB_LAST_PID
 sleep 1.5
 tb_expect_eq "e: with egressd gone, a new connection's hello does not reach the origin" \
-    0 "$(origin_rx "$A4" "$lp")"
+    0 "$(tb_origin_rx "$A4" "$lp")"
 tb_assert_no_log --since "$mo" "$TB_ORIGIN_LOG" origin.request
 # the restart gap: an egressd without the queue resets the pending flow
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge proxy
@@ -234,7 +221,7 @@ wait "$gappid"
 tb_expect_match "e: restarted without the queue, the still-pending flow is reset" \
     '^reset ' "$(cat "$TB_DIR/gap.out")"
 tb_expect_eq "e: ... its origin socket never received a byte" 0 \
-    "$(origin_rx "$A4" "$lp")"
+    "$(tb_origin_rx "$A4" "$lp")"
 tb_stop_egressd KILL
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
 wait "$dlpid"

@@ -31,26 +31,7 @@ tb_start_egressd --policy "$pol" --proxy --passthrough-judge auto
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.judge path=queue
 A4=$TB_ORIGIN_A4 A6=$TB_ORIGIN_A6 C4=$TB_ORIGIN_C4
 
-learn()
-{
-	local n
-	for n in "$@"; do
-		tb_sandbox dig +short +time=2 +tries=1 "$n" A >/dev/null
-		tb_sandbox dig +short +time=2 +tries=1 "$n" AAAA >/dev/null
-	done
-}
 
-# origin_rx ADDR LPORT: bytes the origin's socket at ADDR:443 received
-# from the sandbox's port LPORT ("none" when there is no such socket)
-origin_rx()
-{
-	local out
-	out=$(tb_net ss -tniH state all "( sport = :443 and dport = :$2 )" \
-	    src "$1" 2>/dev/null)
-	[ -n "$out" ] || { echo none; return; }
-	grep -oE 'bytes_received:[0-9]+' <<<"$out" | head -n 1 |
-	    cut -d: -f2 | grep . || echo 0
-}
 
 # egressd logs one refused line per destination and reason a second
 # (the log limiter): a case waits until its pair's last one is older
@@ -80,7 +61,7 @@ refused()
 	    tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.judged \
 	    decision=refused "reason=$reason" "name=$name" "dst=$dst"
 	tb_expect_match "$desc: the origin's socket received no byte" \
-	    '^(0|none)$' "$(origin_rx "$addr" "$lp")"
+	    '^(0|none)$' "$(tb_origin_rx "$addr" "$lp")"
 }
 
 passed()
@@ -96,7 +77,7 @@ passed()
 	    "dst=$dst"
 }
 
-learn a.test shared-a.test
+tb_learn a.test shared-a.test
 refused "SNI b.test on a.test's address" name_denied b.test "$A4" --sni b.test
 refused "SNI 'B.TEST.' (case, trailing dot), IPv6" name_denied b.test "$A6" \
     --sni B.TEST.
@@ -104,7 +85,7 @@ refused "SNI shared-b.test on shared-a.test's address (fronting)" \
     name_denied shared-b.test "$C4" --sni shared-b.test
 refused "SNI c.test (allowed) on shared-a.test's address before c.test resolved to it" \
     addr_mismatch c.test "$C4" --sni c.test
-learn c.test
+tb_learn c.test
 refused "SNI c.test (allowed) on a.test's address" addr_mismatch c.test \
     "$A4" --sni c.test
 refused "no SNI" no_sni "" "$A4" --no-sni

@@ -42,16 +42,6 @@ A4=$TB_ORIGIN_A4 A6=$TB_ORIGIN_A6 C4=$TB_ORIGIN_C4
 X300K=$(head -c 300000 /dev/zero | tr '\0' x | sha256sum | cut -d' ' -f1)
 TAG=$RANDOM$RANDOM
 
-# learn NAME...: resolve A and AAAA in the sandbox (egressd learns the
-# answers; nft redirects only learned addresses to the proxy).
-learn()
-{
-	local n
-	for n in "$@"; do
-		tb_sandbox dig +short +time=2 +tries=1 "$n" A >/dev/null
-		tb_sandbox dig +short +time=2 +tries=1 "$n" AAAA >/dev/null
-	done
-}
 
 # expect_log DESC [--since OFF] FILE EV COND...: a matching line appears
 # (bounded wait: proxy.closed follows the client's exit).
@@ -224,7 +214,7 @@ tb_check "the client verified the origin's own certificate (test CA only)" \
     -w '%{ssl_verify_result}\n' https://a.test/cert
 
 # --- denied SNI on an allowed (learned) address ---------------------------------
-learn a.test
+tb_learn a.test
 refused_tls "SNI b.test on a.test's address" name_denied b.test "$A4:443" "$A4" \
     -- curl -sS -o /dev/null --max-time 5 --resolve "b.test:443:$A4" \
     "https://b.test/deny-$TAG"
@@ -234,7 +224,7 @@ refused_tls "SNI 'B.TEST.' (case, trailing dot) on a.test's address" \
 tb_assert_no_log "$TB_ORIGIN_LOG" '*' 'server.sni~(?i)^b\.test\.?$'
 
 # --- fronting on a shared address; an allowed name on another's address -----------
-learn shared-a.test
+tb_learn shared-a.test
 refused_tls "SNI shared-b.test on shared-a.test's address (fronting)" \
     name_denied shared-b.test "$C4:443" "$C4" \
     -- curl -sS -o /dev/null --max-time 5 --resolve "shared-b.test:443:$C4" \
@@ -242,7 +232,7 @@ refused_tls "SNI shared-b.test on shared-a.test's address (fronting)" \
 refused_tls "SNI c.test (allowed) on shared-a.test's address before c.test resolved to it" \
     addr_mismatch c.test "$C4:443" "$C4" \
     -- "$TB_PY" "$TH" --sni c.test "$C4" 443
-learn c.test
+tb_learn c.test
 refused_tls "SNI c.test (allowed) on a.test's address" \
     addr_mismatch c.test "$A4:443" "$A4" \
     -- curl -sS -o /dev/null --max-time 5 --resolve "c.test:443:$A4" \
@@ -253,7 +243,7 @@ tb_check "shared-a.test on the shared address passes" \
     tb_sandbox curl -sS -f -o /dev/null --max-time 5 https://shared-a.test/
 
 # --- hellos curl cannot send --------------------------------------------------------
-learn a.test
+tb_learn a.test
 refused_tls "no SNI" no_sni "" "$A4:443" "$A4" \
     -- "$TB_PY" "$TH" --no-sni "$A4" 443
 refused_tls "IP-literal SNI" sni_ip "$A4" "$A4:443" "$A4" \
@@ -285,7 +275,7 @@ refused_tls "DoH POST under SNI dns.b.test to a.test's address" name_denied \
 tb_assert_no_log "$TB_ORIGIN_LOG" origin.request path=/dns-query
 
 # --- IPv6 refusals ----------------------------------------------------------------
-learn a.test c.test
+tb_learn a.test c.test
 refused_tls "IPv6: SNI b.test on a.test's address" name_denied b.test \
     "[$A6]:443" "$A6" \
     -- curl -6 -sS -o /dev/null --max-time 5 --resolve "b.test:443:[$A6]" \
@@ -300,7 +290,7 @@ passed_tls "IPv6: a hello split in 7-byte segments" a.test "[$A6]:443" \
     -- --sni a.test --split 7 "$A6" 443
 
 # --- plain HTTP: each request judged by its Host --------------------------------------
-learn a.test c.test
+tb_learn a.test c.test
 mo=$(tb_log_mark "$TB_ORIGIN_LOG")
 me=$(tb_log_mark "$TB_EGRESSD_LOG")
 tb_check "http://a.test/ through the proxy" \
