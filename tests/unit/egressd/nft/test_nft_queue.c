@@ -219,6 +219,89 @@ test_held(void **state)
 	policy_unref(p);
 }
 
+/* A learn record with hold also enters hold4/hold6, refreshed like its
+ * learned element (add, delete, add); a limited record never does; a
+ * commit's hold records are added (what is there stays); removal (an
+ * eviction) takes it out of the hold set too, add-then-delete. */
+static void
+test_hold_elements(void **state)
+{
+	static const struct nft_limit lim = {
+	    .plo = 6, .phi = 6, .lo = 443, .hi = 443};
+	struct nft_learn_addr a[3] = {{.family = 4,
+	                                  .addr = {203, 0, 113, 10},
+	                                  .ttl = 60,
+	                                  .name = "b.example",
+	                                  .hold = true},
+	    {.family = 6,
+	        .addr = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10},
+	        .ttl = 60,
+	        .name = "a.example"},
+	    {.family = 4,
+	        .addr = {203, 0, 113, 11},
+	        .ttl = 60,
+	        .name = "b.example",
+	        .hold = true,
+	        .lim = &lim,
+	        .nlim = 1}};
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	(void)state;
+	assert_int_equal(nft_build_learn(a, 3, 1, 3600, &b, &e), 0);
+	s = nft_batch_describe(b);
+	if (getenv("NFQ_DUMP") != NULL)
+		fputs(s, stderr);
+	assert_true(line_of(s, "NEWSETELEM hold4 cb00710a(timeout 60000ms)",
+	                NULL) >= 0);
+	assert_true(line_of(s, "DELSETELEM hold4 cb00710a", NULL) >= 0);
+	/* the limited record and the record without hold: not held */
+	assert_int_equal(line_of(s, "hold4 cb00710b", NULL), -1);
+	assert_int_equal(line_of(s, "hold6", NULL), -1);
+	free(s);
+	nft_batch_free(b);
+}
+
+static void
+test_hold_commit(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_learn_addr h = {.family = 6,
+	    .addr = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x10},
+	    .ttl = 30,
+	    .name = "a.example",
+	    .hold = true};
+	struct nft_kstate ks;
+	struct nft_opts o;
+	struct nft_batch *b;
+	struct err e;
+	char *s;
+
+	(void)state;
+	memset(&ks, 0, sizeof(ks));
+	ks.hold = &h;
+	ks.nhold = 1;
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	assert_int_equal(nft_build_ruleset(p, &o, &ks, &b, &e), 0);
+	s = nft_batch_describe(b);
+	assert_true(line_of(s,
+	                "NEWSETELEM hold6 20010db8000000000000000000000010"
+	                "(timeout 30000ms)",
+	                NULL) >= 0);
+	assert_int_equal(line_of(s, "DELSETELEM hold6", NULL), -1);
+	free(s);
+	nft_batch_free(b);
+	/* queueing off: no hold set, no element */
+	o.queue_kind = NFT_QUEUE_NONE;
+	assert_int_equal(nft_build_ruleset(p, &o, &ks, &b, &e), 0);
+	s = nft_batch_describe(b);
+	assert_int_equal(line_of(s, "hold6", NULL), -1);
+	free(s);
+	nft_batch_free(b);
+	policy_unref(p);
+}
+
 static void
 test_mark_clash(void **state)
 {
@@ -265,6 +348,8 @@ main(void)
 	    cmocka_unit_test(test_compat_rules),
 	    cmocka_unit_test(test_native_rules),
 	    cmocka_unit_test(test_held),
+	    cmocka_unit_test(test_hold_elements),
+	    cmocka_unit_test(test_hold_commit),
 	    cmocka_unit_test(test_mark_clash),
 	    cmocka_unit_test(test_probe_batch),
 	};
