@@ -152,17 +152,23 @@ dns_name_set(struct dns_name *n, const uint8_t *wire, size_t len)
 	}
 }
 
-static bool
-pres_plain(uint8_t c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
+/* Bytes written as themselves (letters, digits, '-', '_'); the rest is
+ * escaped as \DDD. A table: this runs on every byte of every query's
+ * name (the policy's and the log's presentation form). */
+static const bool pres_plain[256] = {
+    ['0' ... '9'] = true,
+    ['A' ... 'Z'] = true,
+    ['a' ... 'z'] = true,
+    ['-'] = true,
+    ['_'] = true,
+};
 
 int
 dns_name_to_pres(
     const struct dns_name *n, unsigned flags, char *buf, size_t cap)
 {
+	/* OR-ed into an upper-case letter to lower it; 0 keeps the case */
+	const uint8_t fold = (flags & DNS_PRES_LOWER) ? 0x20 : 0;
 	size_t pos = 0, o = 0;
 
 	if (cap == 0)
@@ -174,14 +180,26 @@ dns_name_to_pres(
 				return -1;
 			buf[o++] = '.';
 		}
+		/* The usual label: all of it inside the name and room for
+		 * even every byte escaped: no bound to check per byte. */
+		if (pos + l <= n->len && o + 4 * (size_t)l < cap) {
+			const uint8_t *w = n->wire + pos, *end = w + l;
+
+			for (; w < end && pres_plain[*w]; w++)
+				buf[o++] =
+				    (char)(*w >= 'A' && *w <= 'Z' ? *w | fold
+				                                  : *w);
+			/* the rest of the label (escapes) as below */
+			l = (uint8_t)(end - w);
+			pos = (size_t)(w - n->wire);
+		}
 		for (uint8_t i = 0; i < l && pos < n->len; i++, pos++) {
 			uint8_t c = n->wire[pos];
-			if (pres_plain(c)) {
+			if (pres_plain[c]) {
 				if (o + 1 >= cap)
 					return -1;
 				buf[o++] =
-				    (char)((flags & DNS_PRES_LOWER) ? lower(c)
-				                                    : c);
+				    (char)(c >= 'A' && c <= 'Z' ? c | fold : c);
 			} else {
 				if (o + 4 >= cap)
 					return -1;

@@ -763,6 +763,41 @@ test_name_equal_fold(void **state)
 				}
 }
 
+/* dns_name_to_pres of every byte, both flags: letters, digits, '-' and
+ * '_' as themselves (letters lowered with DNS_PRES_LOWER), the rest as
+ * \DDD. */
+static void
+test_name_pres_bytes(void **state)
+{
+	struct dns_name n;
+	char got[16], want[16];
+
+	(void)state;
+	memset(&n, 0, sizeof(n));
+	n.wire[0] = 2;
+	n.wire[1] = 'a';
+	n.len = 4;
+	n.labels = 1;
+	for (unsigned low = 0; low < 2; low++)
+		for (int c = 0; c < 256; c++) {
+			bool plain = (c >= 'a' && c <= 'z') ||
+			    (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			    c == '-' || c == '_';
+			int w = low && c >= 'A' && c <= 'Z' ? c + 32 : c;
+
+			n.wire[2] = (uint8_t)c;
+			if (plain)
+				snprintf(want, sizeof(want), "a%c", w);
+			else
+				snprintf(want, sizeof(want), "a\\%03d", c);
+			assert_int_equal(
+			    dns_name_to_pres(
+			        &n, low ? DNS_PRES_LOWER : 0, got, sizeof(got)),
+			    (int)strlen(want));
+			assert_string_equal(got, want);
+		}
+}
+
 /* ---- classification ---- */
 
 static bool
@@ -1409,6 +1444,7 @@ main(void)
 	    cmocka_unit_test(test_name_compression_loops),
 	    cmocka_unit_test(test_name_bounds),
 	    cmocka_unit_test(test_name_equal_fold),
+	    cmocka_unit_test(test_name_pres_bytes),
 	    cmocka_unit_test(test_query_edns),
 	    cmocka_unit_test(test_build_errors),
 	    cmocka_unit_test(test_build_nxdomain_soa),
