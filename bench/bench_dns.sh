@@ -10,13 +10,18 @@
 #   BENCH_CLIENTS  dnsperf clients (default 4)
 #   BENCH_OUTSTANDING  queries in flight (default 200)
 #   BENCH_LOADS    loads to measure (default "cached uncached unique denied")
-#   BENCH_DNSMASQ_FW=1  also measure dnsmasq (cached and denied) behind
-#                  egressd's own ruleset: after egressd's cells, with
-#                  egressd still running idle, its table in place (its
-#                  port-53 redirect makes egressd dnsmasq's upstream for
-#                  the warm-up), conntrack on every packet as in egressd's
-#                  cells. The "dnsmasq_fw" rows: what the firewall, not
-#                  the resolver, costs a query.
+#   BENCH_DNSMASQ_FW  (default 1; 0 leaves them out) also measure dnsmasq
+#                  (cached and denied) behind egressd's own ruleset: after
+#                  egressd's cells, with egressd still running idle, its
+#                  table in place (its port-53 redirect makes egressd
+#                  dnsmasq's upstream for the warm-up), conntrack on every
+#                  packet as in egressd's cells. The "dnsmasq_fw" rows:
+#                  dnsmasq --nftset with the default-deny firewall a
+#                  deployment of it needs (without one, its allowed set
+#                  guards nothing), so egressd/dnsmasq_fw compares the two
+#                  resolvers on the same kernel path; the "dnsmasq" rows
+#                  (no firewall at all) stay, and the floors are printed
+#                  against both.
 #   BENCH_CALLGRIND=1  instead of dnsperf's timed cells: dnsmasq and egressd
 #                  each under valgrind --tool=callgrind, instructions per
 #                  answered query for a fixed query count (BENCH_CG_NAMES,
@@ -350,7 +355,7 @@ learned_egd=$(ip netns exec "$SBX" nft list set inet egressd learned4 2>/dev/nul
 uniq_egd=$(ip netns exec "$SBX" nft -j list set inet egressd learned6 |
     grep -o '2001:db8:1000::[0-9a-f:]*' | wc -l)
 fw_labels=
-if [ -n "${BENCH_DNSMASQ_FW:-}" ]; then
+if [ "${BENCH_DNSMASQ_FW:-1}" != 0 ]; then
 	ip netns exec "$SBX" nft -f - <<'EOF' || die "nft for dnsmasq"
 table inet dnsmasqbench {
 	set learned4 { type ipv4_addr; flags timeout; timeout 300s; }

@@ -827,7 +827,10 @@ policy_log_skip(const struct policy *p, const char *name)
 {
 	char n[POLICY_NAME_MAX + 2];
 
-	if (p == NULL || name == NULL ||
+	/* Asked on every denial: with no log_skip rule (the usual case) no
+	 * name can match, so it is not normalized (match_domain did that
+	 * already, and a name that fails there fails here: false). */
+	if (p == NULL || name == NULL || p->index->ov->nlog_skip == 0 ||
 	    policy_name_norm(name, strlen(name), n, sizeof(n), false, NULL) ==
 	        -1)
 		return false;

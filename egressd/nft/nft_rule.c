@@ -555,9 +555,18 @@ nft_rule_msg(struct bctx *c, const struct rspec *s)
 {
 	struct nftnl_rule *r = nft_msg_obj_new(c, NFT_MSG_NEWRULE, s->chain);
 	uint32_t mark = c->o->mark;
+	struct rspec t = *s;
 
 	if (r == NULL)
 		return -1;
+	if (s->l4_first) {
+		uint8_t u8 = s->l4proto;
+
+		if (e_meta(r, NFT_META_L4PROTO) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
+			return rule_nomem(c, r);
+		t.l4proto = 0; /* compared */
+	}
 	if ((s->mark &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0)) ||
@@ -565,7 +574,7 @@ nft_rule_msg(struct bctx *c, const struct rspec *s)
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &s->meta_mark_eq,
 	                sizeof(s->meta_mark_eq)) < 0)) ||
-	    rule_exprs(r, s) < 0 ||
+	    rule_exprs(r, &t) < 0 ||
 	    (s->v == V_QUEUE &&
 	        nft_rule_queue_expr(r, c->o->queue_kind, c->o->queue_num) < 0))
 		return rule_nomem(c, r);

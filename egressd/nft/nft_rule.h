@@ -24,6 +24,8 @@ enum verdict {
 /* What a rule matches, in evaluation order; zero = don't care. */
 struct rspec {
 	const char *chain;
+	bool l4_first; /* compare l4proto before anything else (a cheap
+	                  first test for rows most packets fail) */
 	bool ct_estrel; /* ct state established,related */
 	uint32_t ct_state; /* other ct state bits (NF_CT_STATE_BIT), 0 = none */
 	uint8_t ct_dir; /* 0 = any, else 1 + IP_CT_DIR_ORIGINAL/REPLY */

@@ -94,7 +94,7 @@ test_off_by_default(void **state)
 	assert_true(line_of(s, "0x45510001", "0x00000002") == pend);
 	assert_true(line_of(s, "filter_out", "0x45510003") >= 0);
 	assert_true(line_of(s, "0x45510003", "jump -> deny") >= 0);
-	est = line_of(s, "filter_out", "& 0x00000006");
+	est = line_of(s, "filter_out   [ ct load state", "& 0x00000006");
 	assert_true(est > pend);
 	assert_int_equal(line_of(s, "0x45510002", NULL), -1);
 	free(s);
@@ -106,7 +106,7 @@ test_compat_rules(void **state)
 {
 	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
 	struct nft_opts o;
-	long pend, redir, q, est;
+	long pend, redir, q, est, udp;
 	char *s;
 
 	(void)state;
@@ -125,13 +125,22 @@ test_compat_rules(void **state)
 	/* filter_out: the verdict marks, then the queue, all before the
 	 * established accept */
 	q = line_of(s, "target name NFQUEUE rev 3", NULL);
-	est = line_of(s, "filter_out", "& 0x00000006");
+	est = line_of(s, "filter_out   [ ct load state", "& 0x00000006");
 	assert_true(q >= 0);
 	assert_true(line_of(s, "0x45510002", "ct set mark") < q);
 	assert_true(line_of(s, "0x45510003", "jump -> deny") < q);
 	assert_true(line_of(s, "0x45510001", "NFQUEUE") == q);
 	/* no bypass: the xt info's flags are zero (queue 7, total 1) */
 	assert_true(est < 0 || q < est);
+	/* UDP's conntrack accepts come before every row of in-flight
+	 * judging (those concern TCP alone), UDP compared first */
+	udp = line_of(s, "filter_out   [ meta load l4proto", "& 0x00000006");
+	assert_true(udp >= 0);
+	assert_true(line_of(s, "filter_out   [ meta load l4proto",
+	                "0x00000011 ]   [ ct load state") == udp);
+	assert_true(udp < line_of(s, "0x45510002", "ct set mark"));
+	assert_true(line_of(s, "filter_out   [ meta load l4proto",
+	                "meta load oif") == udp + 1);
 	/* a Fast Open cookie SYN of a pending flow is dropped */
 	assert_true(line_of(s, "tcpopt", "drop") > q);
 	/* the restart gap's reset row is there too, after the queue: in

@@ -726,6 +726,78 @@ test_pres_escaping(void **state)
 	assert_false(dns_name_is_subdomain(&a, &b));
 }
 
+/* dns_name_equal against the byte rule (equal after ASCII lower-casing)
+ * for every byte pair at every place of a name of two 8-byte words and a
+ * tail (the length byte included), the other bytes equal or of the other
+ * case: the word-at-a-time compare and its tail both. */
+static void
+test_name_equal_fold(void **state)
+{
+	static const uint8_t fill[2] = {'x', 'X'};
+	struct dns_name a, b;
+	bool want;
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	a.wire[0] = 19;
+	memset(a.wire + 1, 'x', 19);
+	a.len = 21;
+	a.labels = 1;
+	for (size_t f = 0; f < 2; f++)
+		for (size_t pos = 0; pos < 20; pos++)
+			for (int c1 = 0; c1 < 256; c1++)
+				for (int c2 = 0; c2 < 256; c2++) {
+					b = a;
+					memset(b.wire + 1, fill[f], 19);
+					a.wire[pos] = (uint8_t)c1;
+					b.wire[pos] = (uint8_t)c2;
+					want = (c1 >= 'A' && c1 <= 'Z' ? c1 + 32
+					                               : c1) ==
+					    (c2 >= 'A' && c2 <= 'Z' ? c2 + 32
+					                            : c2);
+					if (dns_name_equal(&a, &b) != want)
+						fail_msg(
+						    "pos %zu fill %c: %d vs %d",
+						    pos, fill[f], c1, c2);
+					a.wire[pos] = pos == 0 ? 19 : 'x';
+				}
+}
+
+/* dns_name_to_pres of every byte, both flags: letters, digits, '-' and
+ * '_' as themselves (letters lowered with DNS_PRES_LOWER), the rest as
+ * \DDD. */
+static void
+test_name_pres_bytes(void **state)
+{
+	struct dns_name n;
+	char got[16], want[16];
+
+	(void)state;
+	memset(&n, 0, sizeof(n));
+	n.wire[0] = 2;
+	n.wire[1] = 'a';
+	n.len = 4;
+	n.labels = 1;
+	for (unsigned low = 0; low < 2; low++)
+		for (int c = 0; c < 256; c++) {
+			bool plain = (c >= 'a' && c <= 'z') ||
+			    (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			    c == '-' || c == '_';
+			int w = low && c >= 'A' && c <= 'Z' ? c + 32 : c;
+
+			n.wire[2] = (uint8_t)c;
+			if (plain)
+				snprintf(want, sizeof(want), "a%c", w);
+			else
+				snprintf(want, sizeof(want), "a\\%03d", c);
+			assert_int_equal(
+			    dns_name_to_pres(
+			        &n, low ? DNS_PRES_LOWER : 0, got, sizeof(got)),
+			    (int)strlen(want));
+			assert_string_equal(got, want);
+		}
+}
+
 /* ---- classification ---- */
 
 static bool
@@ -1371,6 +1443,8 @@ main(void)
 	    cmocka_unit_test(test_query_notimp),
 	    cmocka_unit_test(test_name_compression_loops),
 	    cmocka_unit_test(test_name_bounds),
+	    cmocka_unit_test(test_name_equal_fold),
+	    cmocka_unit_test(test_name_pres_bytes),
 	    cmocka_unit_test(test_query_edns),
 	    cmocka_unit_test(test_build_errors),
 	    cmocka_unit_test(test_build_nxdomain_soa),
