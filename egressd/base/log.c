@@ -442,6 +442,7 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 	char tmp[64];
 	const struct log_field *f;
 	size_t whole; /* bytes up to the end of the last whole field */
+	size_t klen;
 
 	log_put(b, secs, LOG_TS_SECS);
 	tmp[0] = (char)('0' + ms / 100);
@@ -460,8 +461,15 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 	for (f = fields; f != NULL && f->type != LOG_T_END; f++) {
 		if (f->type == LOG_T_NONE || f->key == NULL)
 			continue;
-		log_put_key(b, f->key);
-		if (log_key_is_secret(f->key, strlen(f->key))) {
+		if (f->qkey != NULL) {
+			/* quoted by the preprocessor (log.h, LOG_QKEY_) */
+			log_put(b, f->qkey, f->qlen);
+			klen = f->qlen - 4;
+		} else {
+			log_put_key(b, f->key);
+			klen = strlen(f->key);
+		}
+		if (log_key_is_secret(f->key, klen)) {
 			log_puts(b, "\"[REDACTED]\"");
 			if (!b->trunc)
 				whole = b->len;
