@@ -311,6 +311,11 @@ struct proxy_conn {
 	struct addr dst, peer;
 	uint16_t dport, pport;
 	char name[TLS_HELLO_SNI_MAX + 1]; /* SNI or first Host; "" */
+	/* hooks.judge said PROXY_OK for name at dst:dport when
+	 * hooks.judge_gen was judged_gen (proxy_judge_name): a request to
+	 * that name is not judged again until the generation moves */
+	bool judged;
+	uint64_t judged_gen;
 	bool refused; /* decided against before upstream */
 	enum proxy_reason why; /* the refusal, or why it closed */
 	uint64_t t0_ms, last_ms;
@@ -422,6 +427,7 @@ void proxy_pipe_put(struct proxy_splice *s);
 
 /* proxy_judge.c */
 bool proxy_judge_bound(struct proxy_conn *c, const char *name);
+enum proxy_reason proxy_judge_name(struct proxy_conn *c, const char *name);
 enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
 enum proxy_reason proxy_judge_request(struct proxy_conn *c,
