@@ -867,7 +867,8 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		return 0;
 	}
 	proxy_vault_req_fill(c, h, name, &rq);
-	if (vault_decide(v, &rq, &vi, &e) == -1) {
+	/* bound: vault_host_bound said so just above */
+	if (vault_decide_bound(v, &rq, &vi, &e) == -1) {
 		log_error(c->p->log, "vault.decide_failed", LOG_S("host", name),
 		    LOG_S("error", e.msg));
 		*status = 503;
