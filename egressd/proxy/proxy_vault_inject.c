@@ -127,7 +127,7 @@ proxy_wbuf_add(struct proxy_wbuf *w, const void *d, size_t n)
 {
 	if (n == 0)
 		return 0;
-	if (proxy_wbuf_room(w, n) == -1)
+	if (w->cap - w->len < n && proxy_wbuf_room(w, n) == -1)
 		return -1;
 	memcpy(w->p + w->len, d, n);
 	w->len += n;
