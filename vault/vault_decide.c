@@ -82,8 +82,11 @@ remove_add(struct vault_inject *out, const char *name)
 {
 	size_t i;
 
+	/* the first byte first: the names a request removes mostly differ
+	 * there (proxy-authorization, authorization, x-...) */
 	for (i = 0; i < out->nremove; i++)
-		if (strcmp(out->remove[i], name) == 0)
+		if (out->remove[i][0] == name[0] &&
+		    strcmp(out->remove[i], name) == 0)
 			return;
 	if (out->nremove < VAULT_REMOVE_MAX)
 		out->remove[out->nremove++] = name;
@@ -295,7 +298,8 @@ decide_match(
 	prq.port = rq->port;
 	prq.method = method;
 	prq.path = out->norm_path;
-	switch (policy_binding_match(v->p, &prq, &b, &pe)) {
+	/* norm_path: decide_path's policy_path_normalize output */
+	switch (policy_binding_match_normal(v->p, &prq, &b, &pe)) {
 	case POLICY_BIND_NONE:
 	case POLICY_BIND_INVALID:
 		return NULL;
