@@ -247,6 +247,11 @@ struct proxy_denial {
 /* The Credential Vault's state on the relay: the response being
  * redacted, and a request body held for substitution. */
 struct proxy_conn_vault {
+	/* vault_host_bound for the connection's name (c->name) on its port
+	 * in the revision bound_v (a reference: no other revision can take
+	 * its address while it is kept), asked again of a new revision */
+	struct vault *bound_v;
+	bool bound;
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */

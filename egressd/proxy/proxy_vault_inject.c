@@ -830,6 +830,21 @@ proxy_vault_injected(struct proxy_conn *c, struct vault *v,
 	return rc;
 }
 
+/* vault_host_bound(v, name, c's port), kept for the connection's own
+ * name (every request of a terminated one) until the revision changes. */
+static bool
+proxy_vault_bound(struct proxy_conn *c, struct vault *v, const char *name)
+{
+	if (strcmp(name, c->name) != 0)
+		return vault_host_bound(v, name, c->dport);
+	if (c->vault.bound_v != v) {
+		vault_free(c->vault.bound_v);
+		c->vault.bound_v = vault_ref(v);
+		c->vault.bound = vault_host_bound(v, name, c->dport);
+	}
+	return c->vault.bound;
+}
+
 /*
  * A judged request head h (end bytes at the start of in) to a host a
  * binding could match: the vault decides. 0: forward the head as it
@@ -859,7 +874,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	if (c->p->h.vault_get == NULL ||
 	    (v = c->p->h.vault_get(c->p->h.arg)) == NULL)
 		return 0;
-	if (!vault_host_bound(v, name, c->dport)) {
+	if (!proxy_vault_bound(c, v, name)) {
 		/* terminated all the same (a binding named the host when
 		 * the connection began): its responses stay redacted */
 		if (c->tls.term)
