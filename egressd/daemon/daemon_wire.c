@@ -157,7 +157,9 @@ egressd_proxy_judge_cb(
 
 /* What egressd_proxy_judge_cb reads moves: a policy swapped in, or a
  * learned address gone or a name dropped from one. Both counts only
- * grow, so their sum moves whenever either does. */
+ * grow, so their sum moves whenever either does. Anything that judge
+ * comes to read must move this too: the proxy keeps an allowed verdict
+ * for as long as it stays (proxy.h, judge_gen). */
 static uint64_t
 egressd_proxy_judge_gen_cb(void *arg)
 {
