@@ -159,6 +159,12 @@ enum policy_bind_result {
 enum policy_bind_result policy_binding_match(const struct policy *p,
     const struct policy_request *rq, const struct policy_binding **out,
     struct err *e);
+/* policy_binding_match for a path that is policy_path_normalize's output
+ * as it stands (the vault's decide normalized it just before), so it is
+ * not normalized again to check that; anything else is undefined. */
+enum policy_bind_result policy_binding_match_normal(const struct policy *p,
+    const struct policy_request *rq, const struct policy_binding **out,
+    struct err *e);
 /* The same over any array of bindings (tests compare bindings of several
  * snapshots with it). */
 enum policy_bind_result policy_bindings_match(

@@ -191,10 +191,11 @@ ends_in_number(const char *host)
 }
 
 /* 0, or -1 with e: the request cannot be judged. *port_ok false when the
- * port is not the scheme's own (then nothing matches). */
+ * port is not the scheme's own (then nothing matches). normal: the path
+ * is policy_path_normalize's output as it stands (not checked again). */
 static int
-request_norm(const struct policy_request *rq, struct nreq *r, char *host,
-    size_t hostlen, bool *port_ok, struct err *e)
+request_norm(const struct policy_request *rq, bool normal, struct nreq *r,
+    char *host, size_t hostlen, bool *port_ok, struct err *e)
 {
 	char path[POLICY_REQ_PATH_MAX + 1];
 	size_t n;
@@ -220,11 +221,17 @@ request_norm(const struct policy_request *rq, struct nreq *r, char *host,
 	r->host = host;
 	/* The path must already be normal: normalizing it again is the
 	 * check (the normalizer is idempotent). */
-	n = strlen(rq->path);
-	if (policy_path_normalize(rq->path, n, path, sizeof(path), NULL, e) ==
-	    -1)
+	n = normal ? strnlen(rq->path, POLICY_REQ_PATH_MAX + 1)
+	           : strlen(rq->path);
+	if (normal && n > POLICY_REQ_PATH_MAX) {
+		err_set(e, "path too long");
 		return -1;
-	if (strcmp(path, rq->path) != 0) {
+	}
+	if (!normal &&
+	    policy_path_normalize(rq->path, n, path, sizeof(path), NULL, e) ==
+	        -1)
+		return -1;
+	if (!normal && strcmp(path, rq->path) != 0) {
 		err_set(e, "path is not normalized");
 		return -1;
 	}
@@ -234,10 +241,10 @@ request_norm(const struct policy_request *rq, struct nreq *r, char *host,
 	return 0;
 }
 
-enum policy_bind_result
-policy_bindings_match(const struct policy_binding *const *bs, size_t n,
-    const struct policy_request *rq, const struct policy_binding **out,
-    struct err *e)
+static enum policy_bind_result
+bindings_match(const struct policy_binding *const *bs, size_t n,
+    const struct policy_request *rq, bool normal,
+    const struct policy_binding **out, struct err *e)
 {
 	const struct policy_binding *found = NULL;
 	enum host_level best = LEVEL_NONE, l;
@@ -248,7 +255,7 @@ policy_bindings_match(const struct policy_binding *const *bs, size_t n,
 
 	if (out != NULL)
 		*out = NULL;
-	if (request_norm(rq, &r, host, sizeof(host), &port_ok, e) == -1)
+	if (request_norm(rq, normal, &r, host, sizeof(host), &port_ok, e) == -1)
 		return POLICY_BIND_INVALID;
 	if (!port_ok || r.method == 0)
 		return POLICY_BIND_NONE;
@@ -272,8 +279,16 @@ policy_bindings_match(const struct policy_binding *const *bs, size_t n,
 }
 
 enum policy_bind_result
-policy_binding_match(const struct policy *p, const struct policy_request *rq,
-    const struct policy_binding **out, struct err *e)
+policy_bindings_match(const struct policy_binding *const *bs, size_t n,
+    const struct policy_request *rq, const struct policy_binding **out,
+    struct err *e)
+{
+	return bindings_match(bs, n, rq, false, out, e);
+}
+
+static enum policy_bind_result
+binding_match(const struct policy *p, const struct policy_request *rq,
+    bool normal, const struct policy_binding **out, struct err *e)
 {
 	if (p == NULL) {
 		if (out != NULL)
@@ -281,7 +296,21 @@ policy_binding_match(const struct policy *p, const struct policy_request *rq,
 		err_set(e, "no policy");
 		return POLICY_BIND_INVALID;
 	}
-	return policy_bindings_match(
-	    (const struct policy_binding *const *)p->bindings, p->nbindings, rq,
-	    out, e);
+	return bindings_match((const struct policy_binding *const *)p->bindings,
+	    p->nbindings, rq, normal, out, e);
+}
+
+enum policy_bind_result
+policy_binding_match(const struct policy *p, const struct policy_request *rq,
+    const struct policy_binding **out, struct err *e)
+{
+	return binding_match(p, rq, false, out, e);
+}
+
+enum policy_bind_result
+policy_binding_match_normal(const struct policy *p,
+    const struct policy_request *rq, const struct policy_binding **out,
+    struct err *e)
+{
+	return binding_match(p, rq, true, out, e);
 }

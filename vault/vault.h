@@ -200,6 +200,14 @@ struct vault_inject {
  */
 int vault_decide(struct vault *v, const struct vault_req *rq,
     struct vault_inject *out, struct err *e);
+/*
+ * vault_decide for a request whose host the caller found bound already
+ * (vault_host_bound(v, rq->host, rq->port) true: the proxy asks before
+ * it fills rq), so the host is not normalized and looked up again. A
+ * wrong "bound" widens nothing: no binding matches an unbound host.
+ */
+int vault_decide_bound(struct vault *v, const struct vault_req *rq,
+    struct vault_inject *out, struct err *e);
 /* Wipes and frees lines, frees norm_path, zeroes *out. */
 void vault_inject_clear(struct vault *v, struct vault_inject *out);
 

@@ -82,8 +82,11 @@ remove_add(struct vault_inject *out, const char *name)
 {
 	size_t i;
 
+	/* the first byte first: the names a request removes mostly differ
+	 * there (proxy-authorization, authorization, x-...) */
 	for (i = 0; i < out->nremove; i++)
-		if (strcmp(out->remove[i], name) == 0)
+		if (out->remove[i][0] == name[0] &&
+		    strcmp(out->remove[i], name) == 0)
 			return;
 	if (out->nremove < VAULT_REMOVE_MAX)
 		out->remove[out->nremove++] = name;
@@ -295,7 +298,8 @@ decide_match(
 	prq.port = rq->port;
 	prq.method = method;
 	prq.path = out->norm_path;
-	switch (policy_binding_match(v->p, &prq, &b, &pe)) {
+	/* norm_path: decide_path's policy_path_normalize output */
+	switch (policy_binding_match_normal(v->p, &prq, &b, &pe)) {
 	case POLICY_BIND_NONE:
 	case POLICY_BIND_INVALID:
 		return NULL;
@@ -309,9 +313,10 @@ decide_match(
 	return b;
 }
 
-int
-vault_decide(struct vault *v, const struct vault_req *rq,
-    struct vault_inject *out, struct err *e)
+/* vault_decide; checked: vault_host_bound said yes for rq already. */
+static int
+decide(struct vault *v, const struct vault_req *rq, struct vault_inject *out,
+    bool checked, struct err *e)
 {
 	const struct policy_binding *b;
 	const struct vault_bind *vb;
@@ -327,8 +332,9 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 	    (rq->scheme != POLICY_SCHEME_HTTPS &&
 	        rq->scheme != POLICY_SCHEME_HTTP))
 		return 0;
-	bound = vault_host_bound(v, rq->host,
-	    rq->port != 0 ? rq->port : policy_scheme_port(rq->scheme));
+	bound = checked ||
+	    vault_host_bound(v, rq->host,
+	        rq->port != 0 ? rq->port : policy_scheme_port(rq->scheme));
 	if (bound && method_echoes(rq->method, rq->method_len)) {
 		decide_as(out, VAULT_REFUSED, 403,
 		    "method refused to a credential-bound host");
@@ -381,6 +387,20 @@ vault_decide(struct vault *v, const struct vault_req *rq,
 	out->subst_in = vb->subst_in;
 	decide_as(out, VAULT_INJECTED, 0, "credential injected");
 	return 0;
+}
+
+int
+vault_decide(struct vault *v, const struct vault_req *rq,
+    struct vault_inject *out, struct err *e)
+{
+	return decide(v, rq, out, false, e);
+}
+
+int
+vault_decide_bound(struct vault *v, const struct vault_req *rq,
+    struct vault_inject *out, struct err *e)
+{
+	return decide(v, rq, out, true, e);
 }
 
 void

@@ -14,18 +14,20 @@
 #include "util/now.h"
 #include "util/utf8.h"
 
-/* key ends in s (lower case), as a whole key or after '_' or '.' */
+/* key ends in s (lower case, n bytes), as a whole key or after '_' or
+ * '.' */
 static bool
-log_key_ends(const char *key, size_t klen, const char *s)
+log_key_ends(const char *key, size_t klen, const char *s, size_t n)
 {
-	size_t n = strlen(s);
-
 	/* the separator first: it rules out most keys without a compare */
 	return klen >= n &&
 	    (klen == n || key[klen - n - 1] == '_' ||
 	        key[klen - n - 1] == '.') &&
 	    strcasecmp(key + klen - n, s) == 0;
 }
+
+/* key ends in the literal s */
+#define LOG_ENDS_(s) log_key_ends(key, klen, s, sizeof(s) - 1)
 
 /*
  * Field keys that, whatever the caller meant, may carry secret material:
@@ -42,27 +44,23 @@ log_key_is_secret(const char *key, size_t klen)
 		return false;
 	switch (key[klen - 1] | 0x20) {
 	case 'd':
-		return log_key_ends(key, klen, "password") ||
-		    log_key_ends(key, klen, "passwd");
+		return LOG_ENDS_("password") || LOG_ENDS_("passwd");
 	case 'e':
-		return log_key_ends(key, klen, "cookie") ||
-		    log_key_ends(key, klen, "value");
+		return LOG_ENDS_("cookie") || LOG_ENDS_("value");
 	case 'l':
-		return log_key_ends(key, klen, "credential");
+		return LOG_ENDS_("credential");
 	case 'n':
-		return log_key_ends(key, klen, "token") ||
-		    log_key_ends(key, klen, "authorization");
+		return LOG_ENDS_("token") || LOG_ENDS_("authorization");
 	case 't':
-		return log_key_ends(key, klen, "secret");
+		return LOG_ENDS_("secret");
 	case 'y':
-		return log_key_ends(key, klen, "privkey") ||
-		    log_key_ends(key, klen, "private_key") ||
-		    log_key_ends(key, klen, "api_key") ||
-		    log_key_ends(key, klen, "apikey");
+		return LOG_ENDS_("privkey") || LOG_ENDS_("private_key") ||
+		    LOG_ENDS_("api_key") || LOG_ENDS_("apikey");
 	default:
 		return false;
 	}
 }
+#undef LOG_ENDS_
 
 static uint64_t
 log_wall_ms(void *arg)
@@ -226,34 +224,43 @@ log_short_escape(unsigned char c)
  * whole. 1: written, quoted; 0: nothing written (the general
  * path's turn: it writes the same bytes for such a string).
  */
-static int
-log_put_plain_str(struct log_buf *b, const char *s, size_t max)
+/* Whether the 8 bytes of x hold none below 0x20, at or above 0x7f, '"'
+ * or '\\' (log_put_plain_str). */
+static bool
+log_word_plain(uint64_t x)
 {
 	const uint64_t ones = 0x0101010101010101ULL;
 	const uint64_t tops = 0x8080808080808080ULL;
+	uint64_t q = x ^ (ones * '"'), k = x ^ (ones * '\\'),
+	         d = x ^ (ones * 0x7f);
+
+	return ((((x - ones * 0x20) & ~x) | x | ((q - ones) & ~q) |
+	            ((k - ones) & ~k) | ((d - ones) & ~d)) &
+	           tops) == 0;
+}
+
+static int
+log_put_plain_str(struct log_buf *b, const char *s, size_t max)
+{
 	size_t i, n = strnlen(s, max + 1);
-	uint64_t x, q, k, d;
+	uint64_t x;
 	char *o;
 
 	/* the quotes and log_put's 3 bytes of reserve */
 	if (n > max || b->trunc || b->len + n + 5 > b->cap)
 		return 0;
 	/* a string of 8 bytes or more: its last word overlaps the one
-	 * before (checked twice, harmless) rather than a byte loop */
+	 * before (checked twice, harmless) rather than a byte loop; a
+	 * shorter one is checked as one word padded with a plain byte */
 	for (i = 0; n >= 8 && i < n; i += 8) {
 		memcpy(&x, s + (i + 8 <= n ? i : n - 8), sizeof(x));
-		q = x ^ (ones * '"');
-		k = x ^ (ones * '\\');
-		d = x ^ (ones * 0x7f);
-		if ((((x - ones * 0x20) & ~x) | x | ((q - ones) & ~q) |
-		        ((k - ones) & ~k) | ((d - ones) & ~d)) &
-		    tops)
+		if (!log_word_plain(x))
 			return 0;
 	}
-	for (i = 0; n < 8 && i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+	if (n < 8) {
+		x = 0x6161616161616161ULL; /* "aaaaaaaa" */
+		memcpy(&x, s, n);
+		if (!log_word_plain(x))
 			return 0;
 	}
 	o = b->p + b->len;
@@ -442,6 +449,7 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 	char tmp[64];
 	const struct log_field *f;
 	size_t whole; /* bytes up to the end of the last whole field */
+	size_t klen;
 
 	log_put(b, secs, LOG_TS_SECS);
 	tmp[0] = (char)('0' + ms / 100);
@@ -460,8 +468,15 @@ log_format_ts(const struct log *lg, struct log_buf *b, const char *secs,
 	for (f = fields; f != NULL && f->type != LOG_T_END; f++) {
 		if (f->type == LOG_T_NONE || f->key == NULL)
 			continue;
-		log_put_key(b, f->key);
-		if (log_key_is_secret(f->key, strlen(f->key))) {
+		if (f->qkey != NULL) {
+			/* quoted by the preprocessor (log.h, LOG_QKEY_) */
+			log_put(b, f->qkey, f->qlen);
+			klen = f->qlen - 4;
+		} else {
+			log_put_key(b, f->key);
+			klen = strlen(f->key);
+		}
+		if (log_key_is_secret(f->key, klen)) {
 			log_puts(b, "\"[REDACTED]\"");
 			if (!b->trunc)
 				whole = b->len;

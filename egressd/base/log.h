@@ -44,6 +44,11 @@ enum log_field_type {
 
 struct log_field {
 	const char *key;
+	/* ,"key": written by the preprocessor for a literal key (LOG_S &
+	 * co.), qlen its length; NULL for a key known only at run time
+	 * (LOG_FIELD): then quoted and escaped like a value */
+	const char *qkey;
+	size_t qlen;
 	enum log_field_type type;
 	union {
 		const char *s;
@@ -54,16 +59,26 @@ struct log_field {
 	} v;
 };
 
+/*
+ * A field: k is a string literal of letters, digits, '_' and '.' (every
+ * key of the code base), so its quoted form ,"k": is made at compile time
+ * and a line copies it instead of checking and quoting it again. A key
+ * known only at run time: LOG_FIELD.
+ */
+#define LOG_QKEY_(k) .key = (k), .qkey = ",\"" k "\":", .qlen = sizeof(k) + 3
 #define LOG_S(k, val)                                                          \
-	((struct log_field){.key = (k), .type = LOG_T_STR, .v.s = (val)})
+	((struct log_field){LOG_QKEY_(k), .type = LOG_T_STR, .v.s = (val)})
 #define LOG_I(k, val)                                                          \
-	((struct log_field){.key = (k), .type = LOG_T_INT, .v.i = (val)})
+	((struct log_field){LOG_QKEY_(k), .type = LOG_T_INT, .v.i = (val)})
 #define LOG_U(k, val)                                                          \
-	((struct log_field){.key = (k), .type = LOG_T_UINT, .v.u = (val)})
+	((struct log_field){LOG_QKEY_(k), .type = LOG_T_UINT, .v.u = (val)})
 #define LOG_B(k, val)                                                          \
-	((struct log_field){.key = (k), .type = LOG_T_BOOL, .v.b = (val)})
+	((struct log_field){LOG_QKEY_(k), .type = LOG_T_BOOL, .v.b = (val)})
 #define LOG_D(k, val)                                                          \
-	((struct log_field){.key = (k), .type = LOG_T_DOUBLE, .v.d = (val)})
+	((struct log_field){LOG_QKEY_(k), .type = LOG_T_DOUBLE, .v.d = (val)})
+/* A string field whose key is not a literal (checked and escaped). */
+#define LOG_FIELD(k, val)                                                      \
+	((struct log_field){.key = (k), .type = LOG_T_STR, .v.s = (val)})
 #define LOG_BEGIN_ ((struct log_field){.type = LOG_T_NONE})
 #define LOG_END_ ((struct log_field){.type = LOG_T_END})
 

@@ -360,6 +360,7 @@ egressd_swap(struct egressd *d, struct policy *next)
 	struct policy *old = d->policy;
 
 	d->policy = policy_ref(next);
+	d->policy_gen++; /* the proxy's judge_gen: verdicts may change */
 	d->stats.policy_revision = next->revision;
 	policy_unref(old);
 }

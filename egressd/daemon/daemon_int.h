@@ -60,6 +60,7 @@ struct egressd {
 	struct stats stats;
 
 	struct policy *policy; /* current snapshot, one reference owned */
+	uint64_t policy_gen; /* policies swapped in (egressd_swap) */
 	/* Every policy change (API mutation, reload) waits its turn here:
 	 * decided and persisted off the loop, put in force on it. */
 	struct workq *wq;

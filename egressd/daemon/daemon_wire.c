@@ -155,6 +155,19 @@ egressd_proxy_judge_cb(
 	                                                : PROXY_ADDR_MISMATCH;
 }
 
+/* What egressd_proxy_judge_cb reads moves: a policy swapped in, or a
+ * learned address gone or a name dropped from one. Both counts only
+ * grow, so their sum moves whenever either does. Anything that judge
+ * comes to read must move this too: the proxy keeps an allowed verdict
+ * for as long as it stays (proxy.h, judge_gen). */
+static uint64_t
+egressd_proxy_judge_gen_cb(void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return d->policy_gen + (d->nft != NULL ? nft_learned_gen(d->nft) : 0);
+}
+
 /* Terminate when a binding of the vault in force could match sni on
  * port (the scheme follows the port), or when request rules name it:
  * its requests are judged one by one (issue 37). */
@@ -306,6 +319,7 @@ daemon_wire_proxy(struct egressd *d, struct err *e)
 	o.vault_decode = c->vault_compressed == CONFIG_VAULT_COMPRESSED_DECODE;
 	o.upstream = d->uproxy;
 	h.judge = egressd_proxy_judge_cb;
+	h.judge_gen = egressd_proxy_judge_gen_cb;
 	h.terminate = egressd_proxy_terminate_cb;
 	h.vault_get = egressd_proxy_vault_cb;
 	h.vault_minted = egressd_proxy_vault_minted_cb;

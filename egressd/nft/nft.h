@@ -548,6 +548,13 @@ int nft_cut_denied_flows(
  */
 size_t nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
     const char **names, size_t max);
+/*
+ * A number that moves whenever nft_learned_lookup's answer for some
+ * address may have lost a name (an element removed: expired, evicted,
+ * cut, the mirror cleared; a name dropped from one). Names added do not
+ * move it: what was learned stays learned until then.
+ */
+uint64_t nft_learned_gen(const struct nft *n);
 size_t nft_learned_count(const struct nft *n);
 /* Elements of one family (4 or 6) in the mirror, and the cap per set. */
 size_t nft_learned_count_family(const struct nft *n, int family);

@@ -258,6 +258,8 @@ lplan_commit(struct nft *n, const struct lplan *pl)
 				l->names[k++] = l->names[j];
 			else
 				free(l->names[j]);
+		if (k != l->nnames)
+			n->learned_gen++; /* names dropped */
 		l->nnames = k;
 		if (pl->ch[i].names_only)
 			continue;

@@ -114,6 +114,7 @@ nft_mirror_remove(struct nft *n, struct lent **pp)
 	lru_unlink(n, l);
 	lent_free(l);
 	n->nlearned--;
+	n->learned_gen++;
 }
 
 void
@@ -321,6 +322,7 @@ nft_mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	if (l->nnames == NFT_NAMES_PER_ADDR) {
 		/* keep the newest names: they are what clients ask for now */
 		free(l->names[0]);
+		n->learned_gen++;
 		memmove(&l->names[0], &l->names[1],
 		    (NFT_NAMES_PER_ADDR - 1) * sizeof(l->names[0]));
 		l->nnames--;
@@ -367,6 +369,12 @@ nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
 	for (i = 0; i < l->nnames && i < max; i++)
 		names[i] = l->names[i];
 	return i;
+}
+
+uint64_t
+nft_learned_gen(const struct nft *n)
+{
+	return n->learned_gen;
 }
 
 size_t

@@ -85,6 +85,10 @@ struct nft {
 	size_t nlearned;
 	size_t cap; /* elements per learned set */
 	struct lru lru[2]; /* [0] IPv4, [1] IPv6 */
+	/* moves whenever a lookup's answer may lose a name: an entry
+	 * removed (expired, evicted, cut, cleared) or a name dropped from
+	 * one (nft_learned_gen) */
+	uint64_t learned_gen;
 	uint64_t pin_gen;
 	size_t sndbuf, rcvbuf; /* socket buffer sizes already requested */
 	uint8_t *rbuf; /* NFT_RECV_BUF bytes for answers */

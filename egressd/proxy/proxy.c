@@ -270,6 +270,7 @@ proxy_rejudge(struct proxy *p)
 		/* compiled from the old snapshot, which it keeps alive */
 		policy_host_rules_free(c->relay.rules);
 		c->relay.rules = NULL;
+		c->judged = false; /* hooks.judge_gen moved too */
 		if ((c->st != PROXY_ST_CONNECT && c->st != PROXY_ST_RELAY) ||
 		    c->refused || c->name[0] == '\0')
 			continue;

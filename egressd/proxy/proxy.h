@@ -179,6 +179,15 @@ struct proxy_hooks {
 	enum proxy_reason (*judge)(
 	    void *arg, const char *name, const struct addr *dst, uint16_t port);
 	/*
+	 * A number that changes whenever a verdict of judge may: a new
+	 * policy in force, a learned address gone (expired, evicted, cut)
+	 * or a name dropped from one. A connection's name judged PROXY_OK
+	 * at one generation is not judged again on its next requests until
+	 * the number moves (the Host of every request on a terminated
+	 * connection is its SNI). NULL: judged on every request.
+	 */
+	uint64_t (*judge_gen)(void *arg);
+	/*
 	 * Could a credential binding match requests to sni on port? Then
 	 * the connection is terminated (egressd's CA) instead of passed
 	 * through. NULL: never.

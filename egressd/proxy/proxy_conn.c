@@ -131,6 +131,8 @@ proxy_conn_release(struct proxy_conn *c, enum proxy_reason why)
 	}
 	vault_free(c->origin.vault);
 	c->origin.vault = NULL;
+	vault_free(c->vault.bound_v);
+	c->vault.bound_v = NULL;
 	free(c->relay.denial);
 	c->relay.denial = NULL;
 	policy_host_rules_free(c->relay.rules);

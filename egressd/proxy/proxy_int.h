@@ -247,6 +247,11 @@ struct proxy_denial {
 /* The Credential Vault's state on the relay: the response being
  * redacted, and a request body held for substitution. */
 struct proxy_conn_vault {
+	/* vault_host_bound for the connection's name (c->name) on its port
+	 * in the revision bound_v (a reference: no other revision can take
+	 * its address while it is kept), asked again of a new revision */
+	struct vault *bound_v;
+	bool bound;
 	/* the response being redacted (its request injected) */
 	struct vault_redactor *red;
 	bool red_chunked; /* re-chunk the redacted data */
@@ -311,6 +316,11 @@ struct proxy_conn {
 	struct addr dst, peer;
 	uint16_t dport, pport;
 	char name[TLS_HELLO_SNI_MAX + 1]; /* SNI or first Host; "" */
+	/* hooks.judge said PROXY_OK for name at dst:dport when
+	 * hooks.judge_gen was judged_gen (proxy_judge_name): a request to
+	 * that name is not judged again until the generation moves */
+	bool judged;
+	uint64_t judged_gen;
 	bool refused; /* decided against before upstream */
 	enum proxy_reason why; /* the refusal, or why it closed */
 	uint64_t t0_ms, last_ms;
@@ -422,6 +432,7 @@ void proxy_pipe_put(struct proxy_splice *s);
 
 /* proxy_judge.c */
 bool proxy_judge_bound(struct proxy_conn *c, const char *name);
+enum proxy_reason proxy_judge_name(struct proxy_conn *c, const char *name);
 enum proxy_reason proxy_judge_host(
     struct proxy_conn *c, const struct http_head *h, int *status, char *name);
 enum proxy_reason proxy_judge_request(struct proxy_conn *c,

@@ -46,6 +46,32 @@ proxy_judge_bound(struct proxy_conn *c, const char *name)
 	    vault_host_bound(v, name, c->dport);
 }
 
+/*
+ * hooks.judge for name at c's destination. Its verdict follows from the
+ * policy in force and the learned addresses alone, both behind
+ * hooks.judge_gen: when it allows c->name (the SNI, a plain connection's
+ * first Host), the generation is kept, and the next requests to that
+ * name (every one of a terminated connection) are not judged again
+ * until the generation moves.
+ */
+enum proxy_reason
+proxy_judge_name(struct proxy_conn *c, const char *name)
+{
+	const struct proxy_hooks *hk = &c->p->h;
+	bool own = hk->judge_gen != NULL && strcmp(name, c->name) == 0;
+	uint64_t gen = own ? hk->judge_gen(hk->arg) : 0;
+	enum proxy_reason r;
+
+	if (own && c->judged && c->judged_gen == gen)
+		return PROXY_OK;
+	r = hk->judge(hk->arg, name, &c->dst, c->dport);
+	if (own) {
+		c->judged = r == PROXY_OK;
+		c->judged_gen = gen;
+	}
+	return r;
+}
+
 /* name: TLS_HELLO_SNI_MAX + 1 bytes, gets the request's host ("" when
  * it has none or a bad one). */
 enum proxy_reason
@@ -87,10 +113,13 @@ proxy_judge_host(
 	if (port != c->dport)
 		r = PROXY_PORT_MISMATCH;
 	else
-		r = c->p->h.judge(c->p->h.arg, name, &c->dst, c->dport);
+		r = proxy_judge_name(c, name);
 	/* the log names the first request's host, or the one refused */
-	if (!c->tls.term && (c->name[0] == '\0' || r != PROXY_OK))
+	if (!c->tls.term && (c->name[0] == '\0' || r != PROXY_OK) &&
+	    strcmp(c->name, name) != 0) {
 		memcpy(c->name, name, strlen(name) + 1);
+		c->judged = false; /* kept for the name before */
+	}
 	return r;
 }
 

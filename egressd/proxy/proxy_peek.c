@@ -87,7 +87,7 @@ proxy_decide_tls(struct proxy_conn *c, const struct tls_hello *th)
 	else if (th->sni_is_ip)
 		r = PROXY_SNI_IP;
 	else
-		r = c->p->h.judge(c->p->h.arg, th->sni, &c->dst, c->dport);
+		r = proxy_judge_name(c, th->sni);
 	if (r != PROXY_OK) {
 		proxy_refuse_tls(c, r);
 		return;

@@ -2,6 +2,7 @@
  * The Credential Vault on a request: inject, substitute, rewrite.
  */
 #include <event2/buffer.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,29 +73,81 @@ proxy_add_secret(struct evbuffer *out, uint8_t *p, size_t n)
 }
 
 /*
- * The rewritten request (tmp: plain pieces and wiped secret ones) to out
- * as one wiped piece: one TLS record and one write for a head instead of
- * one per piece. tmp is drained (its secret pieces wiped). -1: out of
- * memory (tmp left as it was).
+ * A request being rewritten, flat: plain pieces and secret ones (the
+ * credential lines, substituted values, a body) in one allocation, which
+ * goes to the origin as one wiped piece (proxy_wbuf_send): one TLS record
+ * and one write for a head. Growing copies to a new allocation and wipes
+ * the old one (realloc could leave a copy behind); wiped when freed.
  */
-static int
-proxy_add_joined(struct evbuffer *out, struct evbuffer *tmp)
-{
-	size_t n = evbuffer_get_length(tmp);
+struct proxy_wbuf {
 	uint8_t *p;
+	size_t len, cap;
+};
 
+static void
+proxy_wbuf_free(struct proxy_wbuf *w)
+{
+	if (w->p != NULL) {
+		secmem_wipe(w->p, w->len);
+		free(w->p);
+	}
+	w->p = NULL;
+	w->len = w->cap = 0;
+}
+
+/* Room for n more bytes. 0; -1 out of memory (w as it was). */
+static int
+proxy_wbuf_room(struct proxy_wbuf *w, size_t n)
+{
+	size_t cap = w->cap > 0 ? w->cap : 512;
+	uint8_t *np;
+
+	if (w->cap - w->len >= n)
+		return 0;
+	if (n > SIZE_MAX / 4 - w->len)
+		return -1;
+	while (cap - w->len < n)
+		cap *= 2;
+	if ((np = malloc(cap)) == NULL)
+		return -1;
+	if (w->len > 0)
+		memcpy(np, w->p, w->len);
+	if (w->p != NULL) {
+		secmem_wipe(w->p, w->len);
+		free(w->p);
+	}
+	w->p = np;
+	w->cap = cap;
+	return 0;
+}
+
+/* Appends d[0..n). 0; -1 out of memory. */
+static int
+proxy_wbuf_add(struct proxy_wbuf *w, const void *d, size_t n)
+{
 	if (n == 0)
 		return 0;
-	if ((p = malloc(n)) == NULL)
+	if (w->cap - w->len < n && proxy_wbuf_room(w, n) == -1)
 		return -1;
-	if (evbuffer_copyout(tmp, p, n) != (ev_ssize_t)n) {
-		free(p);
-		return -1;
-	}
-	if (proxy_add_secret(out, p, n) == -1)
-		return -1;
-	evbuffer_drain(tmp, n);
+	memcpy(w->p + w->len, d, n);
+	w->len += n;
 	return 0;
+}
+
+/* w to out (taken: wiped once sent). -1: out of memory (w freed). */
+static int
+proxy_wbuf_send(struct evbuffer *out, struct proxy_wbuf *w)
+{
+	uint8_t *p = w->p;
+	size_t n = w->len;
+
+	if (n == 0) {
+		proxy_wbuf_free(w);
+		return 0;
+	}
+	w->p = NULL;
+	w->len = w->cap = 0;
+	return proxy_add_secret(out, p, n);
 }
 
 /* Why a rewrite was refused: fixed text for the log and the decision. */
@@ -110,20 +163,23 @@ struct proxy_subst_refusal {
  * memory.
  */
 static int
-proxy_add_subst(struct evbuffer *out, struct vault *v,
+proxy_add_subst(struct proxy_wbuf *out, struct vault *v,
     const struct vault_inject *vi, enum vault_surface s, const char *in,
     size_t n, size_t *budget, struct proxy_subst_refusal *r)
 {
 	uint8_t *res;
 	size_t len;
 	struct err e;
+	int rc;
 
 	switch (vault_subst(v, vi, s, in, n, *budget, &res, &len, &e)) {
 	case VAULT_SUBST_NONE:
-		return n == 0 || evbuffer_add(out, in, n) == 0 ? 0 : -2;
+		return proxy_wbuf_add(out, in, n) == 0 ? 0 : -2;
 	case VAULT_SUBST_DONE:
 		*budget -= len;
-		return proxy_add_secret(out, res, len) == 0 ? 0 : -2;
+		rc = proxy_wbuf_add(out, res, len) == 0 ? 0 : -2;
+		vault_subst_free(res, len);
+		return rc;
 	case VAULT_SUBST_REFUSED:
 		r->status = 400;
 		r->reason = "a substituted header value holds CR, LF or NUL";
@@ -171,14 +227,14 @@ proxy_subst_body(const struct http_head *h, const struct vault_inject *vi)
 /* The request line of a rewrite: method, path and query (their
  * placeholders substituted), version. The codes of proxy_vault_rewrite. */
 static int
-proxy_rewrite_line(struct evbuffer *tmp, struct vault *v,
+proxy_rewrite_line(struct proxy_wbuf *tmp, struct vault *v,
     const struct vault_inject *vi, const struct http_head *h, size_t *budget,
     struct proxy_subst_refusal *r)
 {
 	int rc;
 
-	if (evbuffer_add(tmp, h->method.p, h->method.n) == -1 ||
-	    evbuffer_add(tmp, " ", 1) == -1)
+	if (proxy_wbuf_add(tmp, h->method.p, h->method.n) == -1 ||
+	    proxy_wbuf_add(tmp, " ", 1) == -1)
 		return -2;
 	if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_PATH, vi->norm_path,
 	         vi->norm_path_len, budget, r)) != 0)
@@ -186,18 +242,18 @@ proxy_rewrite_line(struct evbuffer *tmp, struct vault *v,
 	if (vi->query != NULL) {
 		/* signed (awsSigV4): the canonical query, what was signed */
 		if (vi->query_len > 0 &&
-		    (evbuffer_add(tmp, "?", 1) == -1 ||
-		        evbuffer_add(tmp, vi->query, vi->query_len) == -1))
+		    (proxy_wbuf_add(tmp, "?", 1) == -1 ||
+		        proxy_wbuf_add(tmp, vi->query, vi->query_len) == -1))
 			return -2;
 	} else if (h->has_query) {
-		if (evbuffer_add(tmp, "?", 1) == -1)
+		if (proxy_wbuf_add(tmp, "?", 1) == -1)
 			return -2;
 		if ((rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_QUERY,
 		         h->query.p, h->query.n, budget, r)) != 0)
 			return rc;
 	}
-	if (evbuffer_add(tmp, h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n",
-	        11) == -1)
+	if (proxy_wbuf_add(tmp,
+	        h->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n", 11) == -1)
 		return -2;
 	return 0;
 }
@@ -222,66 +278,62 @@ proxy_rewrite_drops(struct proxy_conn *c, const struct http_head *h, size_t i,
 /* One header field f of a rewrite, its placeholders substituted where
  * the binding allows it. The codes of proxy_vault_rewrite. */
 static int
-proxy_rewrite_field(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
-    const struct vault_inject *vi, const struct http_header *f,
+proxy_rewrite_field(struct proxy_conn *c, struct proxy_wbuf *tmp,
+    struct vault *v, const struct vault_inject *vi, const struct http_header *f,
     const char *name, size_t *budget, struct proxy_subst_refusal *r)
 {
+	char port[8];
 	int rc;
 
-	if (evbuffer_add(tmp, f->name.p, f->name.n) == -1 ||
-	    evbuffer_add(tmp, ": ", 2) == -1)
+	if (proxy_wbuf_add(tmp, f->name.p, f->name.n) == -1 ||
+	    proxy_wbuf_add(tmp, ": ", 2) == -1)
 		return -2;
 	if (http_span_ieq(&f->name, "host")) {
 		/* the name the binding matched (and the origin was verified
 		 * for), not the client's spelling of it: "A.TEST." may be
 		 * another host to the origin */
-		rc = evbuffer_add(tmp, name, strlen(name)) == 0 &&
-		        (c->dport == (c->tls.term ? 443 : 80) ||
-		            evbuffer_add_printf(
-		                tmp, ":%u", (unsigned)c->dport) > 0)
-		    ? 0
-		    : -2;
+		rc = proxy_wbuf_add(tmp, name, strlen(name)) == 0 ? 0 : -2;
+		if (rc == 0 && c->dport != (c->tls.term ? 443 : 80) &&
+		    proxy_wbuf_add(tmp, port,
+		        (size_t)snprintf(port, sizeof(port), ":%u",
+		            (unsigned)c->dport)) == -1)
+			rc = -2;
 	} else if ((vi->subst_in & POLICY_SUBST_HEADER) &&
 	    vault_subst_header_ok(f->name.p, f->name.n))
 		rc = proxy_add_subst(tmp, v, vi, VAULT_SURFACE_HEADER,
 		    f->value.p, f->value.n, budget, r);
 	else
-		rc = f->value.n == 0 ||
-		        evbuffer_add(tmp, f->value.p, f->value.n) == 0
-		    ? 0
-		    : -2;
+		rc = proxy_wbuf_add(tmp, f->value.p, f->value.n) == 0 ? 0 : -2;
 	if (rc != 0)
 		return rc;
-	return evbuffer_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
+	return proxy_wbuf_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
 }
 
 /* The end of a rewritten head: the Content-Length of a rewritten body
  * (rebody, nblen bytes), Accept-Encoding, the credential lines. 0; -2
  * out of memory. */
 static int
-proxy_rewrite_tail(struct evbuffer *tmp, const struct vault_inject *vi,
+proxy_rewrite_tail(struct proxy_wbuf *tmp, const struct vault_inject *vi,
     bool rebody, size_t nblen)
 {
-	uint8_t *sec;
+	char cl[48];
 
 	if (rebody &&
-	    evbuffer_add_printf(tmp, "Content-Length: %zu\r\n", nblen) < 0)
+	    proxy_wbuf_add(tmp, cl,
+	        (size_t)snprintf(
+	            cl, sizeof(cl), "Content-Length: %zu\r\n", nblen)) == -1)
 		return -2;
-	if (evbuffer_add(tmp, "Accept-Encoding: identity\r\n", 27) == -1)
+	if (proxy_wbuf_add(tmp, "Accept-Encoding: identity\r\n", 27) == -1)
 		return -2;
-	/* the credential: a copy the buffer wipes once it is sent */
-	if (vi->lines_len > 0) {
-		if ((sec = malloc(vi->lines_len)) == NULL)
-			return -2;
-		memcpy(sec, vi->lines, vi->lines_len);
-		if (proxy_add_secret(tmp, sec, vi->lines_len) == -1)
-			return -2;
-	}
-	return evbuffer_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
+	/* the credential: into the piece that is wiped once sent */
+	if (proxy_wbuf_add(tmp, vi->lines, vi->lines_len) == -1)
+		return -2;
+	return proxy_wbuf_add(tmp, "\r\n", 2) == -1 ? -2 : 0;
 }
 
 /*
- * The request of an injected decision, rewritten into tmp: the request
+ * The request of an injected decision, rewritten into tmp (one flat
+ * piece, wiped once sent or freed): the request
  * line with the normalized path and the query, the client's headers (Host
  * as name, the normalized host the binding matched) but
  * those vi removes and Accept-Encoding (and Expect when egressd answered
@@ -289,15 +341,14 @@ proxy_rewrite_tail(struct evbuffer *tmp, const struct vault_inject *vi,
  * rewritten: it goes with a Content-Length), "Accept-Encoding:
  * identity", the credential lines, then the body body[0..blen) of
  * surface bs when a placeholder occurs in it (*body_done). Path, query,
- * header values and body have their placeholders substituted; every
- * piece holding a value is a copy wiped once sent. 0; -1 refused (*r);
- * -2 out of memory.
+ * header values and body have their placeholders substituted. 0; -1
+ * refused (*r); -2 out of memory.
  */
 static int
-proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
-    const struct vault_inject *vi, const struct http_head *h, const char *name,
-    enum vault_surface bs, const char *body, size_t blen, bool *body_done,
-    struct proxy_subst_refusal *r)
+proxy_vault_rewrite(struct proxy_conn *c, struct proxy_wbuf *tmp,
+    struct vault *v, const struct vault_inject *vi, const struct http_head *h,
+    const char *name, enum vault_surface bs, const char *body, size_t blen,
+    bool *body_done, struct proxy_subst_refusal *r)
 {
 	size_t budget = VAULT_SUBST_HEAD_MAX, nblen = 0, i;
 	uint8_t *nb = NULL;
@@ -339,8 +390,7 @@ proxy_vault_rewrite(struct proxy_conn *c, struct evbuffer *tmp, struct vault *v,
 	if ((rc = proxy_rewrite_tail(tmp, vi, nb != NULL, nblen)) != 0)
 		goto out;
 	if (nb != NULL) {
-		rc = proxy_add_secret(tmp, nb, nblen) == 0 ? 0 : -2;
-		nb = NULL;
+		rc = proxy_wbuf_add(tmp, nb, nblen) == 0 ? 0 : -2;
 		*body_done = rc == 0;
 	}
 out:
@@ -690,7 +740,7 @@ proxy_vault_send(struct proxy_conn *c, struct vault *v, struct vault_inject *vi,
 {
 	struct err e = {""};
 	enum vault_surface bs = VAULT_SURFACE_NONE;
-	struct evbuffer *tmp;
+	struct proxy_wbuf tmp = {NULL, 0, 0};
 	const char *body = NULL;
 	size_t blen = 0;
 	uint64_t wire = 0;
@@ -713,16 +763,18 @@ proxy_vault_send(struct proxy_conn *c, struct vault *v, struct vault_inject *vi,
 		if (rc == 1)
 			bs = VAULT_SURFACE_NONE;
 	}
-	if ((tmp = evbuffer_new()) == NULL) {
+	/* the head rewritten is about the size it came, and one more
+	 * allocation is rare */
+	if (proxy_wbuf_room(&tmp, end + vi->lines_len + blen + 256) == -1) {
 		rc = -2;
 		goto out;
 	}
 	rc = proxy_vault_rewrite(
-	    c, tmp, v, vi, h, name, bs, body, blen, &body_done, r);
+	    c, &tmp, v, vi, h, name, bs, body, blen, &body_done, r);
 	if (rc == 0 &&
-	    proxy_add_joined(bufferevent_get_output(c->up), tmp) == -1)
+	    proxy_wbuf_send(bufferevent_get_output(c->up), &tmp) == -1)
 		rc = -2;
-	evbuffer_free(tmp); /* wipes what did not go */
+	proxy_wbuf_free(&tmp); /* wipes what did not go */
 	if (rc == 0) {
 		*body_taken = body_done ? wire : 0;
 		c->up_bytes += end + *body_taken;
@@ -778,6 +830,21 @@ proxy_vault_injected(struct proxy_conn *c, struct vault *v,
 	return rc;
 }
 
+/* vault_host_bound(v, name, c's port), kept for the connection's own
+ * name (every request of a terminated one) until the revision changes. */
+static bool
+proxy_vault_bound(struct proxy_conn *c, struct vault *v, const char *name)
+{
+	if (strcmp(name, c->name) != 0)
+		return vault_host_bound(v, name, c->dport);
+	if (c->vault.bound_v != v) {
+		vault_free(c->vault.bound_v);
+		c->vault.bound_v = vault_ref(v);
+		c->vault.bound = vault_host_bound(v, name, c->dport);
+	}
+	return c->vault.bound;
+}
+
 /*
  * A judged request head h (end bytes at the start of in) to a host a
  * binding could match: the vault decides. 0: forward the head as it
@@ -807,7 +874,7 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 	if (c->p->h.vault_get == NULL ||
 	    (v = c->p->h.vault_get(c->p->h.arg)) == NULL)
 		return 0;
-	if (!vault_host_bound(v, name, c->dport)) {
+	if (!proxy_vault_bound(c, v, name)) {
 		/* terminated all the same (a binding named the host when
 		 * the connection began): its responses stay redacted */
 		if (c->tls.term)
@@ -815,7 +882,8 @@ proxy_vault_request(struct proxy_conn *c, struct http_head *h, const char *name,
 		return 0;
 	}
 	proxy_vault_req_fill(c, h, name, &rq);
-	if (vault_decide(v, &rq, &vi, &e) == -1) {
+	/* bound: vault_host_bound said so just above */
+	if (vault_decide_bound(v, &rq, &vi, &e) == -1) {
 		log_error(c->p->log, "vault.decide_failed", LOG_S("host", name),
 		    LOG_S("error", e.msg));
 		*status = 503;

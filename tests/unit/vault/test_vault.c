@@ -91,19 +91,39 @@ vault_of(const char *yaml)
 	return vault_after(yaml, NULL);
 }
 
-/* Decides; fails the test when vault_decide fails. */
+/* Decides; fails the test when vault_decide fails. vault_decide_bound
+ * (the proxy's, once vault_host_bound said yes) decides the same for a
+ * bound host, and injects nothing for another. */
 static void
 decide(struct vault *v, unsigned scheme, const char *host, uint16_t port,
     const char *method, const char *path, size_t plen, struct vault_inject *out)
 {
 	struct vault_req rq = {
 	    scheme, host, port, method, strlen(method), path, plen, NULL, 0};
+	struct vault_inject b;
 	struct err e;
 
 	err_clear(&e);
+	if (vault_decide_bound(v, &rq, &b, &e) != 0)
+		fail_msg("vault_decide_bound: %s", e.msg);
 	if (vault_decide(v, &rq, out, &e) != 0)
 		fail_msg("vault_decide: %s", e.msg);
 	assert_non_null(out->reason);
+	if (vault_host_bound(
+	        v, host, port != 0 ? port : policy_scheme_port(scheme))) {
+		assert_int_equal(b.decision, out->decision);
+		assert_int_equal(b.status, out->status);
+		assert_string_equal(b.reason, out->reason);
+		assert_true(b.binding == out->binding);
+		assert_int_equal(b.lines_len, out->lines_len);
+		if (b.lines_len > 0)
+			assert_memory_equal(b.lines, out->lines, b.lines_len);
+	} else {
+		assert_true(
+		    b.decision != VAULT_INJECTED && b.decision != VAULT_MINT);
+		assert_null(b.lines);
+	}
+	vault_inject_clear(v, &b);
 }
 
 /* The binding name, "none", "ambiguous", "400" or "403". */

@@ -139,10 +139,21 @@ test_secret_keys_redacted(void **state)
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
 		    (const struct log_field[]){LOG_BEGIN_,
-		        LOG_S(keys[i], "sk-live-SHOULD-NOT-APPEAR"), LOG_END_});
+		        LOG_FIELD(keys[i], "sk-live-SHOULD-NOT-APPEAR"),
+		        LOG_END_});
 		assert_null(strstr(buf, "SHOULD-NOT-APPEAR"));
 		assert_non_null(strstr(buf, "[REDACTED]"));
 	}
+	/* literal keys (quoted by the preprocessor) are checked the same */
+	log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
+	    (const struct log_field[]){LOG_BEGIN_,
+	        LOG_S("token", "sk-live-SHOULD-NOT-APPEAR"),
+	        LOG_S("Authorization", "sk-live-SHOULD-NOT-APPEAR"),
+	        LOG_S("openai.api_key", "sk-live-SHOULD-NOT-APPEAR"),
+	        LOG_S("new_value", "sk-live-SHOULD-NOT-APPEAR"), LOG_END_});
+	assert_null(strstr(buf, "SHOULD-NOT-APPEAR"));
+	assert_non_null(strstr(buf, ",\"token\":\"[REDACTED]\","));
+	assert_non_null(strstr(buf, ",\"new_value\":\"[REDACTED]\"}"));
 	/* Keys that merely contain the word are kept. */
 	log_format(&lg, buf, sizeof(buf), LOG_INFO, "t",
 	    (const struct log_field[]){LOG_BEGIN_, LOG_S("tokenizer", "ok"),
@@ -150,6 +161,37 @@ test_secret_keys_redacted(void **state)
 	        LOG_S("xapikey", "ok"), LOG_S("d", "ok"), LOG_S("y", "ok"),
 	        LOG_S("keyvalue", "ok"), LOG_S("host", "ok"), LOG_END_});
 	assert_null(strstr(buf, "[REDACTED]"));
+	log_clear(&lg);
+}
+
+/* A literal key (LOG_S & co., quoted at compile time) and the same key
+ * at run time (LOG_FIELD, quoted as the line is made) give the same line,
+ * at every buffer size (the pre-quoted key goes through the same bounded
+ * writer and truncation). */
+static void
+test_literal_keys_same_line(void **state)
+{
+	struct log lg;
+	char a[LOG_LINE_MAX], b[LOG_LINE_MAX];
+	const char *k = "path", *h = "host";
+	size_t cap, na, nb;
+	(void)state;
+
+	setup_log(&lg);
+	for (cap = 64; cap <= 160; cap++) {
+		na = log_format(&lg, a, cap, LOG_INFO, "t",
+		    (const struct log_field[]){LOG_BEGIN_,
+		        LOG_S("host", "term.bench.test"),
+		        LOG_S("path", "/plain/\"small\""), LOG_END_});
+		nb = log_format(&lg, b, cap, LOG_INFO, "t",
+		    (const struct log_field[]){LOG_BEGIN_,
+		        LOG_FIELD(h, "term.bench.test"),
+		        LOG_FIELD(k, "/plain/\"small\""), LOG_END_});
+		assert_int_equal(na, nb);
+		assert_string_equal(a, b);
+	}
+	assert_non_null(
+	    strstr(a, ",\"host\":\"term.bench.test\",\"path\":\"/plain/"));
 	log_clear(&lg);
 }
 
@@ -539,6 +581,7 @@ main(void)
 	    cmocka_unit_test(test_format_fields),
 	    cmocka_unit_test(test_escaping),
 	    cmocka_unit_test(test_secret_keys_redacted),
+	    cmocka_unit_test(test_literal_keys_same_line),
 	    cmocka_unit_test(test_truncation_stays_valid),
 	    cmocka_unit_test(test_emit_level_filter_and_fd),
 	    cmocka_unit_test(test_emit_ts_cache),

@@ -246,6 +246,7 @@ test_learn_refresh_expire(void **state)
 	struct nft *n;
 	const char *names[4];
 	uint8_t a[4] = {203, 0, 113, 7};
+	uint64_t gen;
 	long left;
 
 	(void)state;
@@ -261,6 +262,7 @@ test_learn_refresh_expire(void **state)
 	assert_int_equal(nft_learned_count(n), 2);
 	assert_int_equal(nft_learned_lookup(n, 4, a, names, 4), 1);
 	assert_string_equal(names[0], "a.example");
+	gen = nft_learned_gen(n);
 	/* re-learn with a longer TTL: the expiry moves forward */
 	msleep(1100);
 	learn1(n, 4, "203.0.113.7", 20, "www.a.example");
@@ -271,10 +273,14 @@ test_learn_refresh_expire(void **state)
 	learn1(n, 4, "203.0.113.7", 2, "a.example");
 	left = expires_s("learned4", "203.0.113.7");
 	assert_true(left >= 15 && left <= 20);
+	/* names added and leases made longer lose no verdict */
+	assert_true(nft_learned_gen(n) == gen);
 	/* the v6 one (ttl 2) expires in the kernel and in the mirror */
 	msleep(1500);
 	assert_int_equal(expires_s("learned6", "2001:db8::7"), -1);
 	assert_int_equal(nft_expire_tick(n), 1);
+	/* one gone: what the proxy kept judged (judge_gen) is judged again */
+	assert_true(nft_learned_gen(n) != gen);
 	assert_int_equal(nft_learned_count(n), 1);
 	assert_int_equal(st.nft_learned_current, 1);
 	assert_int_equal(st.nft_learned, 4);
@@ -289,6 +295,7 @@ test_policy_update_prunes(void **state)
 	const char *names[2];
 	char *s;
 	long before, after;
+	uint64_t gen;
 
 	(void)state;
 	if (!have_netns)
@@ -299,8 +306,10 @@ test_policy_update_prunes(void **state)
 	learn1(n, 4, "203.0.113.8", 50, "b.example");
 	learn1(n, 4, "203.0.113.9", 50, "c.example");
 	before = expires_s("learned4", "203.0.113.7");
+	gen = nft_learned_gen(n);
 	/* p2: b.example no longer allowed, 203.0.113.9 denied by CIDR */
 	apply(n, p2_json);
+	assert_true(nft_learned_gen(n) != gen);
 	after = expires_s("learned4", "203.0.113.7");
 	assert_true(after >= 0 && after <= before); /* kept, not reset */
 	assert_int_equal(expires_s("learned4", "203.0.113.8"), -1);

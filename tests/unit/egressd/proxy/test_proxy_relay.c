@@ -33,6 +33,9 @@ struct fx {
 	struct bufferevent *app; /* the client's end */
 	struct bufferevent *origin; /* the origin's end */
 	struct policy *pol; /* in force for the hook; NULL: none */
+	unsigned judged; /* calls of the judge hook */
+	enum proxy_reason verdict; /* its answer (PROXY_OK from setup) */
+	uint64_t gen; /* what judge_gen says */
 };
 
 /* The policy in force, as the daemon lends it. */
@@ -66,11 +69,19 @@ rules(const char *yaml)
 static enum proxy_reason
 judge_ok(void *arg, const char *name, const struct addr *dst, uint16_t port)
 {
-	(void)arg;
+	struct fx *f = arg;
+
 	(void)name;
 	(void)dst;
 	(void)port;
-	return PROXY_OK;
+	f->judged++;
+	return f->verdict;
+}
+
+static uint64_t
+judge_gen(void *arg)
+{
+	return ((struct fx *)arg)->gen;
 }
 
 /* The origin side's events, as proxy_up_event has them once relaying. */
@@ -151,6 +162,7 @@ setup(void **state)
 	log_init(&f.lg, f.devnull, LOG_ERROR);
 	o.listen4 = o.listen6 = ""; /* no listener: connections by hand */
 	h.judge = judge_ok;
+	h.judge_gen = judge_gen;
 	h.policy_get = policy_get;
 	h.arg = &f;
 	f.p = proxy_new(f.base, &o, &h, &f.lg, &e);
@@ -449,6 +461,50 @@ test_rules_policy_change(void **state)
 	assert_non_null(strstr(got, ",\"rule\":0}"));
 }
 
+/* A request and its answer through the relay. */
+static void
+round_trip(struct fx *f, const char *req)
+{
+	const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na";
+
+	put(f->app, req);
+	spin(f);
+	assert_string_equal(take(f->origin), req);
+	put(f->origin, ok);
+	spin(f);
+	assert_string_equal(take(f->app), ok);
+}
+
+/* The connection's name, once allowed, is not judged again until
+ * hooks.judge_gen moves (a new policy, a learned address gone); then
+ * the judge's refusal applies from the next request. */
+static void
+test_judge_kept_per_generation(void **state)
+{
+	struct fx *f = *state;
+	const char *got;
+
+	round_trip(f, GET("/a")); /* judged: the connection's first Host */
+	round_trip(f, GET("/b")); /* judged again, and kept */
+	round_trip(f, GET("/c")); /* kept */
+	round_trip(f, GET("/d"));
+	assert_int_equal(f->judged, 2);
+	/* another name is judged every time */
+	round_trip(f, "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n");
+	assert_int_equal(f->judged, 3);
+	round_trip(f, GET("/e"));
+	assert_int_equal(f->judged, 3);
+	/* the generation moves: judged again, and now refused */
+	f->gen++;
+	f->verdict = PROXY_ADDR_MISMATCH;
+	put(f->app, GET("/f"));
+	spin(f);
+	assert_string_equal(take(f->origin), "");
+	got = take(f->app);
+	assert_true(strncmp(got, "HTTP/1.1 403 ", 13) == 0);
+	assert_int_equal(f->judged, 4);
+}
+
 /* Without request rules for the host, requests are judged by host only:
  * every method and path goes. */
 static void
@@ -491,6 +547,8 @@ main(void)
 	        test_rules_policy_change, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_rules_none_for_host, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_judge_kept_per_generation, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
