@@ -187,7 +187,14 @@ nft_queue_nat_rows(struct bctx *c)
  * Emitted whenever queueing is on, whatever the policy: a flow marked
  * PENDING under an earlier policy is still judged.
  *
- * Two rows are emitted always, queueing on or off: a flow marked
+ * Three rows are emitted always, queueing on or off. First, a SYN that
+ * came with an established entry: the kernel's TCP tracker reopens an
+ * entry for a new connection on its tuple only when it saw a FIN or the
+ * same direction's RST; any other (a server's reset, a reset sent by
+ * the deny chain) keeps it, and the new SYN is accepted *with* the old
+ * entry (ct state established, its NAT, its mark: OK, and the new hello
+ * would never be queued). Reset, so the client retries on another port
+ * (docs/proxy.md, "Reused 5-tuples"). Then: a flow marked
  * REFUSED stays reset, and an established packet of a flow still
  * PENDING is reset. With queueing on, the queue row comes first and the
  * reset row sees nothing; with it off (the proxy path, or an egressd
@@ -201,6 +208,16 @@ nft_queue_filter_rows(struct bctx *c)
 	const uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
 	const bool off = c->o->queue_kind == NFT_QUEUE_NONE;
 	const struct rrow rows[] = {
+	    /* a new connection's SYN on the 5-tuple of an entry that
+	     * lives on (the tracker reopens only entries that saw a FIN or
+	     * the same direction's RST, and ignores the SYN of any other:
+	     * accepted with the old entry, its state, its NAT, its mark):
+	     * never let it ride that entry's verdict */
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .syn_only = true,
+	         .ct_state = est,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .v = V_DENY}},
 	    {.s = {.meta_mark_eq = NFT_QMARK_OK,
 	         .ct_mark_set = true,
 	         .v = V_ACCEPT},
