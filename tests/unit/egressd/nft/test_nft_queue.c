@@ -380,6 +380,9 @@ test_mark_clash(void **state)
 	o.mark = NFT_QMARK_OK;
 	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
 	assert_non_null(strstr(e.msg, "in-flight"));
+	o.mark = NFT_QMARK_RECHECK;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
+	assert_non_null(strstr(e.msg, "in-flight"));
 	policy_unref(p);
 }
 
