@@ -300,9 +300,18 @@ nfq_flow_packet(
 		return;
 	}
 	if (f == NULL && (f = nfq_flow_new(q, &t)) == NULL) {
+		struct nfq_flow tmp;
+
 		q->st.errors++;
 		q->st.refused++;
 		nfq_verdict(q, id, NF_REPEAT, EGRESSD_QMARK_REFUSED);
+		/* said, like every refusal: a silent one looked, from the
+		 * client, like a reset no log explained */
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.family = t.family;
+		memcpy(tmp.dst, t.dst, 16);
+		tmp.dport = t.dport;
+		nfq_flow_log(q, &tmp, "table_full", NULL);
 		return;
 	}
 	nfq_flow_segment(q, f, id, &t);
