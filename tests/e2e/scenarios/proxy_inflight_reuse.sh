@@ -9,11 +9,13 @@
 #     egressd gave the tuple's remembered OK and the hello passed;
 #     then a.test from P again: judged, passes;
 #  b. the server closes first (TIME_WAIT): the same;
-#  c. the server resets: the tracker ignores the new SYN and lets it
-#     ride the old entry (ct state established, its OK mark): refused at
-#     the SYN; before, the handshake completed and the hello was never
-#     queued;
-#  d. a refused flow's port reused at once: refused at the SYN too.
+#  c. the server resets: the tracker keeps the entry and lets the new
+#     SYN ride it (ct state established, its OK mark): the flow is made
+#     pending again and b.test judged, refused; before, the hello was
+#     never queued and b.test's request was answered; a.test passes;
+#  d. a refused flow's port reused at once (the entry kept, marked
+#     refused): judged again, b.test refused, a.test passes (before,
+#     the SYN was reset: the bench's curl exit 7).
 # The origin never sees a hello naming b.test.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
@@ -63,15 +65,29 @@ for end in crst sfin; do
 	    '^handshake.* then handshake end=eof' "$(reuse "$lp" a.test "$end" a.test)"
 done
 
-lp=$((lp + 2))
-tb_expect_match "srst: a.test reset by the origin, then b.test from the same port: refused at the SYN" \
-    '^handshake.* then connect:refused$' "$(reuse "$lp" a.test srst b.test)"
-tb_expect_match "srst: ... the old entry kept its state and mark (CLOSE, OK)" \
-    "CLOSE .*sport=$lp dport=443 .*mark=$((0x45510002)) " \
-    "$(tb_sandbox_root cat /proc/net/nf_conntrack)"
-lp=$((lp + 2))
-tb_expect_match "refused: b.test refused, then a.test from the same port: refused at the SYN" \
-    '^reset then connect:refused$' "$(reuse "$lp" b.test none a.test)"
+for end in srst refused; do
+	sleep 1.1
+	lp=$((lp + 2))
+	me=$(tb_log_mark "$TB_EGRESSD_LOG")
+	if [ "$end" = srst ]; then
+		out=$(reuse "$lp" a.test srst b.test)
+	else
+		out=$(reuse "$lp" b.test none b.test)
+	fi
+	tb_expect_match "$end: then b.test from the same port: reset" \
+	    '^(handshake.*|reset) then reset$' "$out"
+	tb_check "$end: ... b.test judged afresh: nfq.judged refused name_denied" \
+	    tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.judged \
+	    decision=refused reason=name_denied name=b.test "dst=$A4:443"
+	lp=$((lp + 2))
+	if [ "$end" = srst ]; then
+		out=$(reuse "$lp" a.test srst a.test)
+	else
+		out=$(reuse "$lp" b.test none a.test)
+	fi
+	tb_expect_match "$end: then a.test from the same port: judged, passes" \
+	    '^(handshake.*|reset) then handshake end=eof' "$out"
+done
 
 tb_net curl -s -o /dev/null --max-time 3 "http://$TB_ORIGIN_B4/tb-sync-$TB_ID"
 tb_wait_log_line "$TB_ORIGIN_LOG" origin.request "path=/tb-sync-$TB_ID" \
