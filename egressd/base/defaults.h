@@ -98,5 +98,12 @@
 #define EGRESSD_QMARK_PENDING 0x45510001u
 #define EGRESSD_QMARK_OK 0x45510002u
 #define EGRESSD_QMARK_REFUSED 0x45510003u
+/* A packet mark only, never a ct mark: given back (NF_REPEAT) to a
+ * packet queued on the 5-tuple of a flow already judged. If its flow's
+ * ct mark is OK or REFUSED by now, the ruleset passes or resets it; if
+ * it is still PENDING, the packet belongs to a new connection that
+ * reuses the tuple and comes back to the queue carrying this mark, to be
+ * judged afresh (docs/proxy.md, "Reused 5-tuples"). */
+#define EGRESSD_QMARK_RECHECK 0x45510004u
 
 #endif

@@ -84,7 +84,8 @@ nfq_read_cb(evutil_socket_t fd, short what, void *arg)
 				continue;
 			}
 			q->st.packets++;
-			nfq_flow_packet(q, pkt.id, pkt.payload, pkt.len);
+			nfq_flow_packet(q, pkt.id, pkt.has_mark ? pkt.mark : 0,
+			    pkt.payload, pkt.len);
 		}
 	}
 }

@@ -25,6 +25,19 @@ nfq_flow_bucket(const struct ip_tcp *t)
 	return (size_t)(hash_fnv1a(key, sizeof(key)) % NFQ_BUCKETS);
 }
 
+static size_t
+nfq_flow_bucket_of(const struct nfq_flow *f)
+{
+	struct ip_tcp t;
+
+	memset(&t, 0, sizeof(t));
+	memcpy(t.src, f->src, 16);
+	memcpy(t.dst, f->dst, 16);
+	t.sport = f->sport;
+	t.dport = f->dport;
+	return nfq_flow_bucket(&t);
+}
+
 static bool
 nfq_flow_is(const struct nfq_flow *f, const struct ip_tcp *t)
 {
@@ -219,8 +232,49 @@ nfq_flow_segment(
 	nfq_flow_decide(q, f, NFQ_FLOW_REFUSED, "bad_hello", NULL);
 }
 
+/* Forgets f (a judged flow whose tuple a new connection reuses). */
+static void
+nfq_flow_forget(struct nfq *q, struct nfq_flow *f)
+{
+	struct nfq_flow **pp = &q->buckets[nfq_flow_bucket_of(f)];
+
+	while (*pp != NULL && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp == NULL)
+		return;
+	*pp = f->next;
+	free(f->buf);
+	free(f);
+	q->st.flows--;
+}
+
+/*
+ * A packet on the tuple of a flow judged already. It may be one of that
+ * flow's, queued before the verdict changed its ct mark, or the first
+ * payload of a new connection from the same port (the old entry
+ * reopened, PENDING again): only the kernel knows which. So the first
+ * time it gets no verdict mark but RECHECK (NF_REPEAT): the ruleset
+ * passes or resets it by its flow's ct mark, and a PENDING one queues
+ * it again, now carrying RECHECK. Such a packet is a new connection's:
+ * the old flow is forgotten and the packet judged afresh. Giving it the
+ * old verdict would let a new connection's hello (any SNI) through
+ * unjudged on a tuple judged OK a moment before (e2e
+ * proxy_inflight_reuse). 0 when handled.
+ */
+static int
+nfq_flow_stale(struct nfq *q, struct nfq_flow *f, uint32_t id, uint32_t mark)
+{
+	if (mark != EGRESSD_QMARK_RECHECK) {
+		nfq_verdict(q, id, NF_REPEAT, EGRESSD_QMARK_RECHECK);
+		return 0;
+	}
+	nfq_flow_forget(q, f);
+	return -1;
+}
+
 void
-nfq_flow_packet(struct nfq *q, uint32_t id, const uint8_t *pkt, size_t len)
+nfq_flow_packet(
+    struct nfq *q, uint32_t id, uint32_t mark, const uint8_t *pkt, size_t len)
 {
 	struct nfq_flow *f;
 	struct ip_tcp t;
@@ -235,10 +289,9 @@ nfq_flow_packet(struct nfq *q, uint32_t id, const uint8_t *pkt, size_t len)
 	}
 	f = nfq_flow_find(q, &t);
 	if (f != NULL && f->state != NFQ_FLOW_HOLD) {
-		nfq_verdict(q, id, NF_REPEAT,
-		    f->state == NFQ_FLOW_OK ? EGRESSD_QMARK_OK
-		                            : EGRESSD_QMARK_REFUSED);
-		return;
+		if (nfq_flow_stale(q, f, id, mark) == 0)
+			return;
+		f = NULL;
 	}
 	if (t.len == 0) {
 		/* an ACK, FIN or RST carries nothing to judge; the flow
@@ -247,9 +300,18 @@ nfq_flow_packet(struct nfq *q, uint32_t id, const uint8_t *pkt, size_t len)
 		return;
 	}
 	if (f == NULL && (f = nfq_flow_new(q, &t)) == NULL) {
+		struct nfq_flow tmp;
+
 		q->st.errors++;
 		q->st.refused++;
 		nfq_verdict(q, id, NF_REPEAT, EGRESSD_QMARK_REFUSED);
+		/* said, like every refusal: a silent one looked, from the
+		 * client, like a reset no log explained */
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.family = t.family;
+		memcpy(tmp.dst, t.dst, 16);
+		tmp.dport = t.dport;
+		nfq_flow_log(q, &tmp, "table_full", NULL);
 		return;
 	}
 	nfq_flow_segment(q, f, id, &t);

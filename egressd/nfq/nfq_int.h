@@ -61,7 +61,7 @@ uint64_t nfq_now(const struct nfq *q);
 void nfq_verdict(struct nfq *q, uint32_t id, uint32_t verdict, uint32_t mark);
 /* One queued packet through its flow (nfq_flow.c). */
 void nfq_flow_packet(
-    struct nfq *q, uint32_t id, const uint8_t *pkt, size_t len);
+    struct nfq *q, uint32_t id, uint32_t mark, const uint8_t *pkt, size_t len);
 /* Refuses held flows past their deadline, forgets judged ones. */
 void nfq_flow_sweep(struct nfq *q);
 void nfq_flow_free_all(struct nfq *q);

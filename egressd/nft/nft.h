@@ -96,11 +96,13 @@ struct stats;
  * queue. PENDING is set at the flow's first packet (nat_out); OK and
  * REFUSED come back as the packet mark of egressd's verdict (NF_REPEAT)
  * and a rule copies them into the conntrack mark, where they outlive
- * egressd. Distinct from any --mark (config checks).
+ * egressd. RECHECK is a packet mark only (defaults.h). Distinct from any
+ * --mark (config checks).
  */
 #define NFT_QMARK_PENDING EGRESSD_QMARK_PENDING
 #define NFT_QMARK_OK EGRESSD_QMARK_OK
 #define NFT_QMARK_REFUSED EGRESSD_QMARK_REFUSED
+#define NFT_QMARK_RECHECK EGRESSD_QMARK_RECHECK
 
 /* Which queue verdict the kernel has (nft_queue_probe). */
 enum nft_queue_kind {

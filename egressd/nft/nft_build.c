@@ -502,7 +502,7 @@ check_opts(const struct nft_opts *o, struct err *e)
 		err_set(e, "nft: option list over its bound");
 		return -1;
 	}
-	if (o->mark >= NFT_QMARK_PENDING && o->mark <= NFT_QMARK_REFUSED) {
+	if (o->mark >= NFT_QMARK_PENDING && o->mark <= NFT_QMARK_RECHECK) {
 		err_set(
 		    e, "nft: mark 0x%x is one of in-flight judging's", o->mark);
 		return -1;

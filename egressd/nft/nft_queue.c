@@ -187,7 +187,14 @@ nft_queue_nat_rows(struct bctx *c)
  * Emitted whenever queueing is on, whatever the policy: a flow marked
  * PENDING under an earlier policy is still judged.
  *
- * Two rows are emitted always, queueing on or off: a flow marked
+ * First, with queueing on, a SYN that came with an established entry:
+ * the kernel's TCP tracker reopens an entry for a new connection on its
+ * tuple only when it saw a FIN or the same direction's RST; any other (a
+ * server's reset, a reset sent by the deny chain) keeps it, and the new
+ * SYN is accepted *with* the old entry (ct state established, its NAT,
+ * its mark: OK, and the new hello would never be queued). Its flow is
+ * made PENDING again, as nat_out marks a new one (docs/proxy.md, "Reused
+ * 5-tuples"). Two rows are emitted always, queueing on or off: a flow marked
  * REFUSED stays reset, and an established packet of a flow still
  * PENDING is reset. With queueing on, the queue row comes first and the
  * reset row sees nothing; with it off (the proxy path, or an egressd
@@ -201,6 +208,25 @@ nft_queue_filter_rows(struct bctx *c)
 	const uint32_t est = NF_CT_STATE_BIT(IP_CT_ESTABLISHED);
 	const bool off = c->o->queue_kind == NFT_QUEUE_NONE;
 	const struct rrow rows[] = {
+	    /* a new connection's SYN on the 5-tuple of an entry that
+	     * lives on (the tracker reopens only entries that saw a FIN or
+	     * the same direction's RST, and ignores the SYN of any other:
+	     * accepted with the old entry, its state, its NAT, its mark):
+	     * to a queued port of a learned address, not redirected, not
+	     * egressd's own, it is made PENDING again, so the queue judges
+	     * the new connection's hello instead of its riding the old
+	     * verdict (OK: never judged; REFUSED: reset) */
+	    {.s = {.l4proto = IPPROTO_TCP,
+	         .syn_only = true,
+	         .ct_state = est,
+	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+	         .ct_no_dnat = true,
+	         .not_mark = true,
+	         .dport_set = NFT_SET_QUEUE_PORTS,
+	         .ct_mark_imm = NFT_QMARK_PENDING},
+	        .per_family = true,
+	        .daddr_set = {NFT_SET_LEARNED4, NFT_SET_LEARNED6},
+	        .skip = off || !queue_on(c->o)},
 	    {.s = {.meta_mark_eq = NFT_QMARK_OK,
 	         .ct_mark_set = true,
 	         .v = V_ACCEPT},

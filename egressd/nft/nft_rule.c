@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -251,6 +252,27 @@ e_tfo_cookie(struct nftnl_rule *r)
 	return e_cmp(r, NFT_CMP_GT, &two, 1);
 }
 
+/* tcp flags & (syn | ack) == syn: a connection's first packet (or its
+ * retransmission), not the SYN/ACK. */
+static int
+e_syn_only(struct nftnl_rule *r)
+{
+	struct nftnl_expr *x;
+	uint8_t mask = 0x12, zero = 0, syn = 0x02;
+
+	if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1) < 0 ||
+	    (x = nftnl_expr_alloc("bitwise")) == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, 1);
+	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &mask, 1);
+	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
+	if (add_expr(r, x) < 0)
+		return -1;
+	return e_cmp(r, NFT_CMP_EQ, &syn, 1);
+}
+
 /* The queue verdict as an expression of r: no bypass, one queue. */
 int
 nft_rule_queue_expr(struct nftnl_rule *r, enum nft_queue_kind k, uint16_t num)
@@ -320,6 +342,22 @@ rule_ct(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
+	if (s->ct_no_dnat) {
+		struct nftnl_expr *x;
+		uint32_t dnat = IPS_DST_NAT, zero = 0;
+
+		if (e_ct_load(r, NFT_CT_STATUS) < 0 ||
+		    (x = nftnl_expr_alloc("bitwise")) == NULL)
+			return -1;
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(dnat));
+		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &dnat, sizeof(dnat));
+		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+		if (add_expr(r, x) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &zero, sizeof(zero)) < 0)
+			return -1;
+	}
 	if (s->ct_mark_eq != 0 &&
 	    (e_ct_load(r, NFT_CT_MARK) < 0 ||
 	        e_cmp(r, NFT_CMP_EQ, &s->ct_mark_eq, sizeof(s->ct_mark_eq)) <
@@ -361,6 +399,8 @@ rule_proto(struct nftnl_rule *r, const struct rspec *s)
 			return -1;
 	}
 	if (s->tfo_cookie && e_tfo_cookie(r) < 0)
+		return -1;
+	if (s->syn_only && e_syn_only(r) < 0)
 		return -1;
 	if (s->ip4_option != 0 || s->ip6_rthdr) {
 		struct nftnl_expr *x = nftnl_expr_alloc("exthdr");
@@ -570,6 +610,9 @@ nft_rule_msg(struct bctx *c, const struct rspec *s)
 	if ((s->mark &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &mark, sizeof(mark)) < 0)) ||
+	    (s->not_mark &&
+	        (e_meta(r, NFT_META_MARK) < 0 ||
+	            e_cmp(r, NFT_CMP_NEQ, &mark, sizeof(mark)) < 0)) ||
 	    (s->meta_mark_eq != 0 &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||
 	            e_cmp(r, NFT_CMP_EQ, &s->meta_mark_eq,

@@ -48,6 +48,9 @@ struct rspec {
 	uint32_t ct_mark_eq; /* ct mark == this (0: not compared) */
 	uint32_t meta_mark_eq; /* meta mark == this (0: not compared) */
 	bool tfo_cookie; /* a TCP Fast Open option carrying a cookie */
+	bool syn_only; /* tcp flags & (syn | ack) == syn; needs l4proto tcp */
+	bool ct_no_dnat; /* ct status without IPS_DST_NAT (not redirected) */
+	bool not_mark; /* meta mark != the own mark */
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
 	uint32_t ct_mark_imm; /* ct mark set this (0: not set) */
 	const char *counter;

@@ -174,7 +174,7 @@ send_seg(struct nfq *q, uint32_t id, uint16_t sport, uint32_t seq,
 {
 	static uint8_t buf[70000];
 
-	nfq_flow_packet(q, id, buf, pkt(buf, sport, seq, d, n));
+	nfq_flow_packet(q, id, 0, buf, pkt(buf, sport, seq, d, n));
 }
 
 static void
@@ -201,13 +201,56 @@ test_two_segments_pass(void **state)
 	assert_int_equal(got[0].mark, EGRESSD_QMARK_OK);
 	assert_int_equal(got[1].mark, EGRESSD_QMARK_OK);
 	assert_int_equal(q->st.judged, 1);
-	/* a late packet of the judged flow gets the same mark */
+	/* a late packet on the judged flow's tuple: the ruleset decides
+	 * by its flow's ct mark (RECHECK) */
 	send_seg(q, 3, 40000, 5000 + (uint32_t)nhello, hello, 10);
-	assert_int_equal(got[2].mark, EGRESSD_QMARK_OK);
+	assert_int_equal(got[2].verdict, NF_REPEAT);
+	assert_int_equal(got[2].mark, EGRESSD_QMARK_RECHECK);
 	/* a bare ACK of another pending flow passes without a mark */
 	send_seg(q, 4, 40001, 1, NULL, 0);
 	assert_int_equal(got[3].verdict, NF_ACCEPT);
 	assert_int_equal(got[3].mark, 0);
+	fake_free(q);
+}
+
+/* A new connection reusing the 5-tuple of a flow judged OK, with a
+ * hello naming a denied host: the first time it is sent back with
+ * RECHECK (its ct mark decides); back with RECHECK (its flow still
+ * pending: a new connection), it is judged afresh and refused, never
+ * given the old flow's OK. */
+static void
+test_reused_tuple_judged_afresh(void **state)
+{
+	static uint8_t buf[70000];
+	static uint8_t a[1 << 16];
+	struct nfq *q = fake_queue();
+	size_t na;
+
+	(void)state;
+	load("curl_a_test");
+	memcpy(a, hello, nhello);
+	na = nhello;
+	send_seg(q, 1, 40010, 1000, a, na);
+	assert_int_equal(got[0].mark, EGRESSD_QMARK_OK);
+	load("python_ssl"); /* SNI files.pythonhosted.org: denied here */
+	send_seg(q, 2, 40010, 900000, hello, nhello);
+	assert_int_equal(ngot, 2);
+	assert_int_equal(got[1].verdict, NF_REPEAT);
+	assert_int_equal(got[1].mark, EGRESSD_QMARK_RECHECK);
+	assert_int_equal(q->st.refused, 0);
+	nfq_flow_packet(q, 3, EGRESSD_QMARK_RECHECK, buf,
+	    pkt(buf, 40010, 900000, hello, nhello));
+	assert_int_equal(ngot, 3);
+	assert_int_equal(got[2].id, 3);
+	assert_int_equal(got[2].verdict, NF_REPEAT);
+	assert_int_equal(got[2].mark, EGRESSD_QMARK_REFUSED);
+	assert_int_equal(q->st.refused, 1);
+	assert_int_equal(q->st.flows, 1);
+	/* and the same with an allowed hello: judged again, OK */
+	nfq_flow_packet(
+	    q, 4, EGRESSD_QMARK_RECHECK, buf, pkt(buf, 40010, 5, a, na));
+	assert_int_equal(got[3].mark, EGRESSD_QMARK_OK);
+	assert_int_equal(q->st.judged, 2);
 	fake_free(q);
 }
 
@@ -362,6 +405,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_two_segments_pass),
+	    cmocka_unit_test(test_reused_tuple_judged_afresh),
 	    cmocka_unit_test(test_denied_refused),
 	    cmocka_unit_test(test_drip_hold_bound),
 	    cmocka_unit_test(test_drip_time_bound),

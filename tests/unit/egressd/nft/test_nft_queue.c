@@ -151,6 +151,61 @@ test_compat_rules(void **state)
 	policy_unref(p);
 }
 
+/* A SYN the TCP tracker ignored (a new connection on the tuple of an
+ * entry that lives on: no FIN seen, the reply side's RST) carries the
+ * old entry, ct state established, direction original. With the queue,
+ * to a queued port of a learned address, not redirected, not egressd's
+ * own: its flow is made PENDING again, ahead of every row that reads
+ * the mark and of the conntrack accept, so the queue judges the new
+ * hello. No such row without the queue. */
+static void
+test_reopen_syn(void **state)
+{
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_opts o;
+	long syn, est;
+	char *s;
+
+	(void)state;
+	nft_opts_init(&o);
+	o.proxy_port = 18081;
+	s = describe(p, &o);
+	assert_int_equal(line_of(s, "transport header + 13", NULL), -1);
+	free(s);
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	s = describe(p, &o);
+	syn = line_of(s, "transport header + 13", "set learned4");
+	assert_true(syn >= 0);
+	assert_true(
+	    line_of(s, "transport header + 13", "set learned6") == syn + 1);
+	assert_true(line_of(s,
+	                "filter_out   [ meta load mark => reg 1 ]   [ "
+	                "cmp neq reg 1 0x00000001 ]   [ ct load state "
+	                "=> reg 1 ]   [ bitwise reg 1 = ( reg 1 & "
+	                "0x00000002 )",
+	                NULL) == syn);
+	assert_true(
+	    line_of(s, "transport header + 13",
+	        "& 0x00000020 ) ^ "
+	        "0x00000000 ]   [ cmp eq reg 1 0x00000000 ]   [ ct load "
+	        "direction => reg 1 ]   [ cmp eq reg 1 0x00000000 ]") == syn);
+	assert_true(
+	    line_of(s, "transport header + 13",
+	        "( reg 1 & 0x00000012 ) ^ 0x00000000 ]   [ cmp eq reg 1 "
+	        "0x00000002 ]") == syn);
+	assert_true(
+	    line_of(s, "transport header + 13",
+	        "set queue_ports ]   [ immediate reg 1 0x45510001 ]   [ "
+	        "ct set mark with reg 1 ]  [flags") == syn);
+	est = line_of(s, "filter_out   [ ct load state", "& 0x00000006");
+	assert_true(est > syn + 1);
+	assert_true(line_of(s, "filter_out", "0x45510003") > syn + 1);
+	assert_true(line_of(s, "0x45510002", "ct set mark") > syn + 1);
+	assert_true(line_of(s, "NFQUEUE", NULL) > syn + 1);
+	free(s);
+	policy_unref(p);
+}
+
 static void
 test_native_rules(void **state)
 {
@@ -324,6 +379,9 @@ test_mark_clash(void **state)
 	o.mark = NFT_QMARK_OK;
 	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
 	assert_non_null(strstr(e.msg, "in-flight"));
+	o.mark = NFT_QMARK_RECHECK;
+	assert_int_equal(nft_build_ruleset(p, &o, NULL, &b, &e), -1);
+	assert_non_null(strstr(e.msg, "in-flight"));
 	policy_unref(p);
 }
 
@@ -355,6 +413,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_off_by_default),
 	    cmocka_unit_test(test_compat_rules),
+	    cmocka_unit_test(test_reopen_syn),
 	    cmocka_unit_test(test_native_rules),
 	    cmocka_unit_test(test_held),
 	    cmocka_unit_test(test_hold_elements),
