@@ -8,7 +8,7 @@
 #   BENCH_CONNS    "keep", "close" or both (default "keep close")
 #   BENCH_BULK_MB  size of the bulk download (default 256)
 #   BENCH_BULK_PATHS  the bulk rounds' paths (default "direct
-#                  passthrough terminating")
+#                  passthrough terminating"; direct_fw too)
 #   BENCH_BULK_ROUNDS  bulk downloads per path (default 5): each round
 #                  runs direct, passthrough, terminating and (with the
 #                  nginx peer) nginx_stream back to back, the order
@@ -20,6 +20,8 @@
 #                  the twin while egressd runs; the report gives the
 #                  median and range of the req/s and p99 ratios
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
+#                  direct_fw (the sandbox to an IP-rule address: egressd's
+#                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
 #                  mitmdump nginx rules0 rules100; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
@@ -132,9 +134,14 @@ for t in $tools; do
 	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light libnginx-mod-stream mitmproxy dnsmasq-base curl valgrind)"
 done
 ORIGIN=203.0.113.7
+# direct_fw: the same origin on an address no name resolves to, which an
+# IP rule allows: the sandbox reaches it through egressd's ruleset
+# (conntrack, the hooks) but neither queue nor proxy
+ORIGIN_FW=203.0.113.8
 USR=nobody
 bench_pair
 ip -n "$UP" addr add "$ORIGIN/24" dev vb1
+ip -n "$UP" addr add "$ORIGIN_FW/32" dev vb1
 ip -n "$SBX" route add default via "$UP_IP"
 # the twin: the sandbox's path to the origin without egressd (a /32 on
 # its own veth, so the two links' routes do not overlap)
@@ -211,6 +218,7 @@ http {
 	keepalive_requests 1000000;
 	server {
 		listen $ORIGIN:443 ssl reuseport backlog=4096;
+		listen $ORIGIN_FW:443 ssl reuseport backlog=4096;
 		ssl_certificate $DIR/o.crt;
 		ssl_certificate_key $DIR/o.key;
 		ssl_session_cache shared:S:1m;
@@ -286,7 +294,9 @@ wrk_run()
 bulk()
 {
 	local t res=()
-	[ "$2" = "$TWN" ] && res=(--resolve "${5:-pass.bench.test:443:$ORIGIN}")
+	if [ "$2" = "$TWN" ] || [ -n "${5:-}" ]; then
+		res=(--resolve "${5:-pass.bench.test:443:$ORIGIN}")
+	fi
 	t=$(ip netns exec "$2" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
 	    curl -s -o /dev/null -w '%{time_total} %{size_download} %{exitcode}' \
 	    "${res[@]}" --cacert "${4:-$DIR/ca.crt}" "$3")
@@ -374,6 +384,7 @@ write_policy()
 	cat <<EOF
 defaultAction: deny
 egress:
+  - {action: allow, target: $ORIGIN_FW}
 EOF
 	# issue 37: in front of the plain allow, which matches every
 	# request and would decide first: a deny of DELETE (what proves the
@@ -468,6 +479,9 @@ chmod 755 "$DIR/state"
 cat "$DIR/state/ca.crt" "$DIR/ca.crt" >"$DIR/both.crt"
 chmod 644 "$DIR/both.crt"
 want passthrough && measure passthrough "https://pass.bench.test/small"
+# the same requests behind egressd's firewall alone (wrk takes any
+# certificate): what the ruleset costs, without egressd's own work
+want direct_fw && measure direct_fw "https://$ORIGIN_FW/small"
 
 # The vault's cost: an injected request against a terminated-only one to
 # the same host, same body size; per round the two run back to back,
@@ -643,6 +657,8 @@ if want bulk; then
 			case $k in
 			direct) bulk "$k.r$r" "$TWN" "https://pass.bench.test/bulk" ;;
 			passthrough) bulk "$k.r$r" "$SBX" "https://pass.bench.test/bulk" ;;
+			direct_fw) bulk "$k.r$r" "$SBX" "https://pass.bench.test/bulk" \
+			    "" "pass.bench.test:443:$ORIGIN_FW" ;;
 			terminating) bulk "$k.r$r" "$SBX" "https://term.bench.test/bulk" \
 			    "$DIR/both.crt" ;;
 			nginx_stream) bulk "$k.r$r" "$TWN" "https://pass.bench.test:8444/bulk" \
@@ -770,7 +786,7 @@ if [ -z "$CALLGRIND" ]; then
 	for close in $CONNS; do
 		for c in $CONCS; do
 			read -r drps dp50 dp99 _ <<<"$(r "direct-$c-$close")"
-			for m in direct passthrough terminating mitmdump nginx; do
+			for m in direct direct_fw passthrough terminating mitmdump nginx; do
 				[ -f "$DIR/res/$m-$c-$close" ] || continue
 				read -r rps p50 p99 _ <<<"$(r "$m-$c-$close")"
 				awk -v m="$m" -v k="$close" -v c="$c" -v rps="$rps" \
