@@ -100,20 +100,6 @@ vault_ghtoken_time(const char *s, size_t n, int64_t *out)
 	return 0;
 }
 
-/* A token: 1..VAULT_TOKEN_MAX bytes of %x21-7E. */
-static bool
-token_ok(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > VAULT_TOKEN_MAX)
-		return false;
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
-			return false;
-	return true;
-}
-
 /* One member's value (key kn bytes at k); seen: bit 0 token, 1 expiry. */
 static int
 member(struct vault_json *r, const char *k, size_t kn, struct vault_ghtoken *t,
@@ -143,7 +129,7 @@ member(struct vault_json *r, const char *k, size_t kn, struct vault_ghtoken *t,
 			err_set(e, PFX "expires_at is not an ISO 8601 time");
 		return rc;
 	}
-	if (!token_ok(s, n)) {
+	if (!vault_token_ok(s, n)) {
 		err_set(e, PFX "token is not 1 to %u visible ASCII bytes",
 		    VAULT_TOKEN_MAX);
 		return -1;

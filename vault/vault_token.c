@@ -28,9 +28,8 @@ member_of(const char *k, size_t n)
 	return M_OTHER;
 }
 
-/* A token: 1..VAULT_TOKEN_MAX bytes of %x21-7E. */
-static bool
-token_ok(const char *s, size_t n)
+bool
+vault_token_ok(const char *s, size_t n)
 {
 	size_t i;
 
@@ -122,7 +121,7 @@ member(struct vault_json *r, enum member m, struct vault_token *t,
 		r->off = mark;
 		return 0;
 	}
-	if (!token_ok(s, n)) {
+	if (!vault_token_ok(s, n)) {
 		err_set(e,
 		    "token response: %s is not 1 to %u visible ASCII "
 		    "bytes",

@@ -57,4 +57,8 @@ struct vault_token {
 int vault_token_parse(const uint8_t *body, size_t n, char *buf, size_t cap,
     struct vault_token *t, struct err *e);
 
+/* A token's bytes: 1..VAULT_TOKEN_MAX of %x21-7E (what any token this
+ * vault is handed must be: it goes into a header as it is). */
+bool vault_token_ok(const char *s, size_t n);
+
 #endif
