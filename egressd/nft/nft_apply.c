@@ -176,17 +176,13 @@ static void
 lplan_hold(struct nft *n, struct lplan *pl, struct lent *l,
     const struct policy *p, uint64_t now, bool plain)
 {
-	unsigned j;
+	const char *name;
 
-	if (!plain || n->o.queue_kind == NFT_QUEUE_NONE)
+	if (!plain || (name = nft_want_held_name(&n->o, p, l)) == NULL)
 		return;
-	for (j = 0; j < l->nnames; j++)
-		if (nft_queue_held(&n->o, p, l->names[j])) {
-			nft_want_rec(&pl->hold[pl->nhold], l,
-			    nft_want_left_s(l->expires_ms, now), l->names[j]);
-			pl->hold[pl->nhold++].hold = true;
-			return;
-		}
+	nft_want_rec(
+	    &pl->hold[pl->nhold], l, nft_want_left_s(l->expires_ms, now), name);
+	pl->hold[pl->nhold++].hold = true;
 }
 
 /*

@@ -399,18 +399,6 @@ out:
 	return rc;
 }
 
-/* Does the proxy hold any name of l (nft_queue_held)? */
-static bool
-nft_learn_lent_held(struct nft *n, const struct lent *l)
-{
-	unsigned j;
-
-	for (j = 0; j < l->nnames; j++)
-		if (nft_queue_held(&n->o, n->pol, l->names[j]))
-			return true;
-	return false;
-}
-
 int
 nft_hold(struct nft *n, int family, const uint8_t *addr, struct err *e)
 {
@@ -460,7 +448,7 @@ nft_refresh_(
 	struct nft_batch *b = NULL;
 	struct nft_twins *tw = nft_twins_new_();
 	uint64_t now = nft_mirror_now(n);
-	size_t i, k, nr = 0, nw;
+	size_t i, j, k, nr = 0, nw;
 	bool plain;
 	int rc = -1;
 
@@ -481,7 +469,8 @@ nft_refresh_(
 		nft_want_lent(l, n->pol, tw, now, &plain, want, &nw, tmp, NULL);
 		if (plain) {
 			nft_want_rec(&r[nr], l, a[i].ttl, nm);
-			r[nr].hold = nft_learn_lent_held(n, l); /* plain only */
+			r[nr].hold = /* plain records only */
+			    nft_want_held_name(&n->o, n->pol, l) != NULL;
 			at[nr++] = -1;
 		}
 		if (nw != 0) {
@@ -495,8 +484,6 @@ nft_refresh_(
 		if (at[i] >= 0)
 			r[i].lim = pool.v + at[i];
 	for (i = 0; i < nr; i += k) {
-		size_t j;
-
 		k = nr - i > NFT_LEARN_BATCH_MAX ? NFT_LEARN_BATCH_MAX : nr - i;
 		/* both records of an address in one batch */
 		if (i + k < nr && k > 1 &&

@@ -170,3 +170,15 @@ nft_want_rec(struct nft_learn_addr *r, const struct lent *l, uint32_t ttl,
 	r->ttl = ttl;
 	r->name = name;
 }
+
+const char *
+nft_want_held_name(
+    const struct nft_opts *o, const struct policy *p, const struct lent *l)
+{
+	unsigned j;
+
+	for (j = 0; j < l->nnames; j++)
+		if (nft_queue_held(o, p, l->names[j]))
+			return l->names[j];
+	return NULL;
+}

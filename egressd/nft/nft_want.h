@@ -32,5 +32,9 @@ void nft_want_lent(const struct lent *l, const struct policy *p,
 void nft_want_rec(struct nft_learn_addr *r, const struct lent *l, uint32_t ttl,
     const char *name);
 uint32_t nft_want_left_s(uint64_t until, uint64_t now);
+/* The first name of l that the proxy must see under o and p
+ * (nft_queue_held): its addresses go to the hold sets. NULL: none. */
+const char *nft_want_held_name(
+    const struct nft_opts *o, const struct policy *p, const struct lent *l);
 
 #endif
