@@ -420,6 +420,14 @@ tb_learn()
 	done
 }
 
+# tb_pt_in_flight: does the running egressd judge pass-through TLS in
+# flight (its passthrough.judge line says path=queue)? For a scenario
+# that checks what each path does (TB_PT_JUDGE, docs/testing.md).
+tb_pt_in_flight()
+{
+	grep -q '"ev":"passthrough.judge","path":"queue"' "$TB_EGRESSD_LOG"
+}
+
 # tb_origin_rx ADDR LPORT: the bytes the origin's socket at ADDR:443
 # received from the sandbox's local port LPORT ("none": no such socket):
 # what reached the origin of a flow refused in flight.

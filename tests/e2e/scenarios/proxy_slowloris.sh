@@ -90,7 +90,7 @@ tb_expect_eq "every one cut" 300 "${ncut:-0}"
 within() { "$TB_PY" -c "import sys; sys.exit(not $2 <= $1 <= $3)"; }
 tb_check "plain HTTP: none before 9 s ($lo)" within "$lo" 9 99
 tb_check "plain HTTP: none after 13 s ($hi)" within "$hi" 0 13
-if grep -q '"ev":"passthrough.judge","path":"queue"' "$TB_EGRESSD_LOG"; then
+if tb_pt_in_flight; then
 	# judged in flight: the queue's hello bound (5 s, docs/proxy.md)
 	tb_check "TLS (in flight): none before 4.5 s ($tlo)" within "$tlo" 4.5 99
 	tb_check "TLS (in flight): none after 8 s ($thi)" within "$thi" 0 8

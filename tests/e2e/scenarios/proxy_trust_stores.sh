@@ -148,7 +148,7 @@ tb_expect_match "... pass-through to c.test verifies on the root kept: 200" \
     '^STATUS 200 https://c.test/$' "$out"
 # passed through: judged in flight (the default where the kernel can
 # queue) or by the proxy
-if grep -q '"ev":"passthrough.judge","path":"queue"' "$TB_EGRESSD_LOG"; then
+if tb_pt_in_flight; then
 	tb_assert_log --since "$mark" "$TB_EGRESSD_LOG" nfq.judged \
 	    decision=passthrough name=c.test
 else

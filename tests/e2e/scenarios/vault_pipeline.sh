@@ -91,7 +91,7 @@ tls_to_c()
 	    --cacert "$CA" --resolve "a.test:443:$TB_ORIGIN_C4" \
 	    https://a.test/v1/x
 }
-if grep -q '"ev":"passthrough.judge","path":"queue"' "$TB_EGRESSD_LOG"; then
+if tb_pt_in_flight; then
 	# judged in flight: c.test's address is not held (no binding names
 	# c.test), so the hello of bound a.test meets the queue, which cannot
 	# read it: refused, and the address held from then on
