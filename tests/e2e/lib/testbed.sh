@@ -324,18 +324,38 @@ tb_assert_no_log()
 	return 1
 }
 
-# tb__deadline SECONDS (may be fractional: 0.5): the monotonic-enough
-# wall-clock nanosecond at which a wait gives up.
+# tb__now: milliseconds since boot into TB__NOW, from /proc/uptime (10 ms
+# steps). A 5 s setup wait once gave up after 0.6 s in CI; the wall clock
+# and date(1) were the two ways that could happen: a clock stepped forward
+# (NTP) expires every wait, and a fork of date that fails under load reads
+# as time 0, which expires it at once. A monotonic clock read by a builtin
+# has neither, and an unreadable one is fatal, not "expired".
+tb__now()
+{
+	local up rest
+	read -r up rest </proc/uptime && [[ $up =~ ^[0-9]+\.[0-9]{2}$ ]] ||
+	    tb_die "cannot read the monotonic clock (/proc/uptime: '${up-}')"
+	TB__NOW=$((10#${up/./} * 10))
+}
+
+# tb__deadline SECONDS (may be fractional: 0.5): the tb__now millisecond at
+# which a wait gives up.
 tb__deadline()
 {
 	local sec=${1%%.*} frac=000
 	case $1 in
 	*.*) frac="${1#*.}000" ;;
 	esac
-	echo $(($(date +%s%N) + ${sec:-0} * 1000000000 + 10#${frac:0:3} * 1000000))
+	tb__now
+	echo $((TB__NOW + ${sec:-0} * 1000 + 10#${frac:0:3}))
 }
 
-tb__expired() { [ "$(date +%s%N)" -ge "$1" ]; }
+tb__expired()
+{
+	[[ $1 =~ ^[0-9]+$ ]] || tb_die "tb__expired: bad deadline '$1'"
+	tb__now
+	[ "$TB__NOW" -ge "$1" ]
+}
 
 # --- running things ---------------------------------------------------------
 
