@@ -341,6 +341,22 @@ api_bind_unix(struct api *a, const char *path, unsigned mode, struct err *e)
 }
 
 /* One evhttp server as the API wants it; bevcb makes its connections. */
+static unsigned
+api_or(unsigned v, unsigned dflt)
+{
+	return v != 0 ? v : dflt;
+}
+
+static void
+api_timing_set(struct api_timing *t, const struct api_timing *o)
+{
+	t->head_ms = api_or(o->head_ms, API_HEAD_TIMEOUT_MS);
+	t->body_ms = api_or(o->body_ms, API_BODY_TIMEOUT_MS);
+	t->linger_ms = api_or(o->linger_ms, API_LINGER_MS);
+	t->backoff_ms = api_or(o->backoff_ms, API_AUTH_BACKOFF_MS);
+	t->idle_s = api_or(o->idle_s, API_TIMEOUT_S);
+}
+
 static struct evhttp *
 api_http_new(
     struct api *a, struct bufferevent *(*bevcb)(struct event_base *, void *))
@@ -355,7 +371,7 @@ api_http_new(
 	 * evhttp's (twice as large) are only a backstop. */
 	evhttp_set_max_body_size(h, 2 * (ev_ssize_t)API_BODY_MAX);
 	evhttp_set_max_headers_size(h, 2 * (ev_ssize_t)API_HEADERS_MAX);
-	evhttp_set_timeout(h, API_TIMEOUT_S);
+	evhttp_set_timeout(h, (int)a->timing.idle_s);
 	/* Read (and drop) an oversized body before answering 413, so the
 	 * client sees the answer instead of a reset. */
 	evhttp_set_flags(h, EVHTTP_SERVER_LINGERING_CLOSE);
@@ -420,6 +436,7 @@ api_new(struct event_base *base, const struct api_opts *o,
 	a->h = *h;
 	a->insecure_no_token = o->insecure_no_token;
 	a->max_rules = o->max_rules;
+	api_timing_set(&a->timing, &o->timing);
 	if (api_trusted_set(a, o, e) == -1)
 		goto out_free;
 	a->start_time_s = o->start_time_s;

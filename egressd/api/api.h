@@ -259,6 +259,13 @@ struct api_opts {
 	size_t ntrusted_proxies;
 	bool insecure_no_token; /* allow mutations without any token */
 	size_t max_rules; /* 0 = no cap */
+	/* Deadlines; a 0 field means its default (API_HEAD_TIMEOUT_MS,
+	 * API_BODY_TIMEOUT_MS, API_LINGER_MS, API_AUTH_BACKOFF_MS,
+	 * API_TIMEOUT_S). The daemon keeps the defaults; the unit tests
+	 * shorten them so a slowloris check costs a second, not ten. */
+	struct api_timing {
+		unsigned head_ms, body_ms, linger_ms, backoff_ms, idle_s;
+	} timing;
 	uint64_t start_time_s; /* process start, for /metrics */
 	struct log *log; /* borrowed, required */
 	struct stats *stats; /* borrowed, required */

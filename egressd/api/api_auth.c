@@ -174,7 +174,7 @@ api_auth_failed(
 	p->last_us = now;
 	if (p->fails <= API_AUTH_FREE_FAILS)
 		return;
-	ms = API_AUTH_BACKOFF_MS;
+	ms = a->timing.backoff_ms;
 	for (i = API_AUTH_FREE_FAILS + 1;
 	     i < p->fails && ms < API_AUTH_BACKOFF_MAX_MS; i++)
 		ms *= 2;

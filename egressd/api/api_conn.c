@@ -146,11 +146,11 @@ api_conn_rearm(struct api_conn *c)
 	c->seq = c->fr.seq;
 	switch (c->fr.state) {
 	case API_FRAME_HEAD:
-		api_conn_arm(c, API_HEAD_TIMEOUT_MS);
+		api_conn_arm(c, c->a->timing.head_ms);
 		break;
 	case API_FRAME_BODY:
 	case API_FRAME_CHUNKED:
-		api_conn_arm(c, API_BODY_TIMEOUT_MS);
+		api_conn_arm(c, c->a->timing.body_ms);
 		break;
 	default:
 		(void)event_del(c->deadline);
@@ -233,7 +233,7 @@ api_conn_refuse(
 	api_conn_peer(fd, peer, sizeof(peer));
 	log_info(c->a->log, "api.refused", LOG_I("status", code),
 	    LOG_S("reason", reason), LOG_S("peer", peer));
-	api_conn_arm(c, API_LINGER_MS);
+	api_conn_arm(c, c->a->timing.linger_ms);
 }
 
 static void
@@ -245,7 +245,7 @@ api_conn_close(struct api_conn *c)
 	if (fd >= 0)
 		(void)shutdown(fd, SHUT_RDWR);
 	/* Should EOF not come (data keeps arriving), look again. */
-	api_conn_arm(c, API_LINGER_MS);
+	api_conn_arm(c, c->a->timing.linger_ms);
 }
 
 static void
@@ -368,7 +368,7 @@ api_bev_track(struct api *a, struct event_base *base, struct bufferevent *bev)
 	a->nconns += c->slot;
 	a->conns[a->nall++] = c;
 	/* From accept, the first head must be complete in time too. */
-	api_conn_arm(c, API_HEAD_TIMEOUT_MS);
+	api_conn_arm(c, c->a->timing.head_ms);
 	if (a->nconns >= API_CONNS_MAX && !a->paused) {
 		struct timeval tv = {0, API_SWEEP_MS * 1000};
 		a->paused = true;

@@ -78,6 +78,7 @@ struct api {
 	size_t tokenlen;
 	bool insecure_no_token;
 	size_t max_rules;
+	struct api_timing timing; /* api_opts' with the defaults filled in */
 	/* api_opts' trusted_proxies (api_auth_forwarded_tls). */
 	struct api_cidr trusted_proxies[API_TRUSTED_PROXIES_MAX];
 	size_t ntrusted_proxies;

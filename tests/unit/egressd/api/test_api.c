@@ -204,6 +204,13 @@ fx_alloc(void)
 	    .listen_tcp = "127.0.0.1:0",
 	    .token = TOKEN,
 	    .max_rules = EGRESSD_DEFAULT_MAX_RULES,
+	    /* A fifth of the daemon's deadlines or less: the behaviour is
+	     * the same, the suite seconds shorter. */
+	    .timing = {.head_ms = 1000,
+	        .body_ms = 1500,
+	        .linger_ms = 200,
+	        .backoff_ms = 250,
+	        .idle_s = 2},
 	    .start_time_s = 1700000000,
 	    .log = &f->log,
 	    .stats = &f->stats,
@@ -1390,7 +1397,7 @@ test_deferred(void **state)
 	assert_int_equal(f->commits, 2);
 }
 
-/* A connection that sends nothing is closed after API_HEAD_TIMEOUT_MS; one
+/* A connection that sends nothing is closed after the head deadline; one
  * that sends not a whole head is answered 408 (text) and closed. */
 static void
 test_idle_timeout(void **state)
@@ -1406,8 +1413,8 @@ test_idle_timeout(void **state)
 	assert_int_equal(send(partial, "GET /policy HT", 14, 0), 14);
 	spin(f, 50);
 	assert_int_equal(api_connections(f->api), 2);
-	assert_int_equal(
-	    read_some(f, silent, buf, sizeof(buf), API_HEAD_TIMEOUT_MS + 2000),
+	assert_int_equal(read_some(f, silent, buf, sizeof(buf),
+	                     (int)f->opts.timing.head_ms + 2000),
 	    0);
 	n = read_some(f, partial, buf, sizeof(buf) - 1, 2000);
 	assert_true(n > 0);
@@ -1415,7 +1422,7 @@ test_idle_timeout(void **state)
 	assert_int_equal(strncmp(buf, "HTTP/1.1 408 ", 13), 0);
 	assert_non_null(strstr(buf, "\r\n\r\nrequest timeout\n"));
 	assert_non_null(strstr(buf, "Content-Type: text/plain; charset=utf-8"));
-	spin(f, API_LINGER_MS + 500);
+	spin(f, (int)f->opts.timing.linger_ms + 500);
 	assert_int_equal(api_connections(f->api), 0);
 	close(silent);
 	close(partial);
@@ -1439,11 +1446,11 @@ drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
 	assert_int_equal(
 	    send(fd, prefix, strlen(prefix), 0), (ssize_t)strlen(prefix));
 	while (now_mono_ms() < end) {
-		/* one byte every 400 ms: well inside API_TIMEOUT_S */
+		/* one byte every 200 ms: well inside the idle timeout */
 		if (send(fd, drop + (k++ % strlen(drop)), 1,
 		        MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
 			break;
-		if ((n = read_some(f, fd, buf, sizeof(buf) - 1, 400)) > 0)
+		if ((n = read_some(f, fd, buf, sizeof(buf) - 1, 200)) > 0)
 			break;
 	}
 	assert_true(n > 0);
@@ -1452,9 +1459,9 @@ drip(struct fx *f, const char *prefix, const char *drop, int deadline_ms)
 	/* ended by the deadline, not by evhttp's idle timeout */
 	assert_true(now_mono_ms() - t0 >= (uint64_t)deadline_ms - 100);
 	assert_true(now_mono_ms() - t0 <
-	    (uint64_t)API_TIMEOUT_S * 1000 + (uint64_t)deadline_ms);
+	    (uint64_t)f->opts.timing.idle_s * 1000 + (uint64_t)deadline_ms);
 	close(fd);
-	spin(f, API_LINGER_MS + 500);
+	spin(f, (int)f->opts.timing.linger_ms + 500);
 	assert_int_equal(api_connections(f->api), 0);
 }
 
@@ -1462,7 +1469,7 @@ static void
 test_drip_head(void **state)
 {
 	drip(*state, "GET /policy HTTP/1.1\r\n", "X-Drip: aaaa\r\n",
-	    API_HEAD_TIMEOUT_MS);
+	    (int)((struct fx *)*state)->opts.timing.head_ms);
 }
 
 static void
@@ -1472,7 +1479,7 @@ test_drip_body(void **state)
 	    "POST /policy HTTP/1.1\r\nHost: x\r\n"
 	    "OPENSANDBOX-EGRESS-AUTH: " TOKEN "\r\n"
 	    "Content-Length: 1000\r\n\r\n",
-	    " ", API_BODY_TIMEOUT_MS);
+	    " ", (int)((struct fx *)*state)->opts.timing.body_ms);
 	assert_int_equal(((struct fx *)*state)->commits, 0);
 }
 
@@ -1552,9 +1559,9 @@ test_auth_backoff(void **state)
 		assert_non_null(strstr(logs, "\"ev\":\"api.auth_backoff\""));
 		free(logs);
 	}
-	/* After the backoff (doubled per try: 4 s now), the right token
-	 * works and clears the record. */
-	spin(f, 4200);
+	/* After the backoff (doubled per try: 4 backoffs now), the right
+	 * token works and clears the record. */
+	spin(f, 4 * (int)f->opts.timing.backoff_ms + 200);
 	call(f, "GET", "/policy", NULL, &r);
 	expect(&r, 200, JSON, NULL);
 	resp_free(&r);
