@@ -19,6 +19,11 @@
 #                  the order rotated each round, direct and nginx from
 #                  the twin while egressd runs; the report gives the
 #                  median and range of the req/s and p99 ratios
+#   BENCH_AB_PATHS  the A/B rounds' paths (default "direct terminating",
+#                  nginx added with the peer wanted); passthrough and
+#                  direct_fw too (without terminating: its binding holds
+#                  the one origin address, pass-through then takes the
+#                  proxy)
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
 #                  direct_fw (the sandbox to an IP-rule address: egressd's
 #                  ruleset without queue or proxy, the firewall's own cost)
@@ -677,7 +682,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 	mkdir -p "/etc/netns/$TWN"
 	printf '%s pass.bench.test\n127.0.0.1 term.bench.test\n' "$ORIGIN" \
 	    >"/etc/netns/$TWN/hosts"
-	AB_PATHS="direct terminating"
+	AB_PATHS=${BENCH_AB_PATHS:-direct terminating}
 	if want nginx; then
 		nginx_peer_conf
 		ip netns exec "$TWN" nginx -c "$DIR/ng-sbx/nginx.conf" \
@@ -700,6 +705,11 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 					    "$DIR/both.crt" ;;
 					nginx) wrk_run "ab-nginx.r$r" \
 					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
+					passthrough) wrk_run "ab-passthrough.r$r" \
+					    "https://pass.bench.test/small" "$c" "$k" ;;
+					direct_fw) wrk_run "ab-direct_fw.r$r" \
+					    "https://$ORIGIN_FW/small" "$c" "$k" ;;
+					*) die "BENCH_AB_PATHS: unknown path $m" ;;
 					esac
 				done
 			done
@@ -948,8 +958,8 @@ if want bulk; then
 	done
 fi
 if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
-	printf '\nA/B rounds (%d; direct, terminating%s back to back, order rotated), ratio to direct:\n' \
-	    "$BENCH_AB_ROUNDS" "${ABNPID:+, nginx}"
+	printf '\nA/B rounds (%d; %s back to back, order rotated), ratio to direct:\n' \
+	    "$BENCH_AB_ROUNDS" "$AB_PATHS"
 	for close in $CONNS; do
 		for c in $CONCS; do
 			for m in $AB_PATHS; do

@@ -202,6 +202,19 @@ nft_queue_nat_rows(struct bctx *c)
  * queue mode are waiting for a verdict) no one will ever judge their
  * hello, and the conntrack accept below would let it through unread.
  */
+/* A pending flow's segment without payload, accepted (below). */
+#define BARE(nfp, doff)                                                        \
+	{                                                                      \
+		.s = {.ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED),          \
+		    .ct_mark_eq = NFT_QMARK_PENDING,                           \
+		    .ct_dir = 1 + IP_CT_DIR_ORIGINAL,                          \
+		    .nfproto = (nfp),                                          \
+		    .l4proto = IPPROTO_TCP,                                    \
+		    .tcp_bare_doff = (doff),                                   \
+		    .v = V_ACCEPT},                                            \
+		.skip = off                                                    \
+	}
+
 int
 nft_queue_filter_rows(struct bctx *c)
 {
@@ -240,6 +253,15 @@ nft_queue_filter_rows(struct bctx *c)
 	    {.s = {.ct_mark_eq = NFT_QMARK_REFUSED,
 	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
 	         .v = V_DENY}},
+	    /* a segment without payload (the handshake's last ACK, a
+	     * bare FIN or RST) has nothing to judge, and the queue would
+	     * pass it unmarked (nfq_flow_packet): passed here, a trip
+	     * through egressd fewer per connection. Linux's TCP headers
+	     * are 32 bytes (timestamps) or 20; others take the queue */
+	    BARE(NFPROTO_IPV4, 8),
+	    BARE(NFPROTO_IPV6, 8),
+	    BARE(NFPROTO_IPV4, 5),
+	    BARE(NFPROTO_IPV6, 5),
 	    {.s = {.ct_state = est,
 	         .ct_mark_eq = NFT_QMARK_PENDING,
 	         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
@@ -259,6 +281,7 @@ nft_queue_filter_rows(struct bctx *c)
 
 	return nft_rule_rows(c, NFT_CHAIN_FILTER, rows, NROWS(rows));
 }
+#undef BARE
 
 /* The hold sets (size elements: the learned sets' size): learned
  * elements, kept across commits like the learned sets (nft_build.c),

@@ -252,15 +252,14 @@ e_tfo_cookie(struct nftnl_rule *r)
 	return e_cmp(r, NFT_CMP_GT, &two, 1);
 }
 
-/* tcp flags & (syn | ack) == syn: a connection's first packet (or its
- * retransmission), not the SYN/ACK. */
+/* The transport header's byte at off, masked, equals want. */
 static int
-e_syn_only(struct nftnl_rule *r)
+e_th_byte(struct nftnl_rule *r, uint32_t off, uint8_t mask, uint8_t want)
 {
 	struct nftnl_expr *x;
-	uint8_t mask = 0x12, zero = 0, syn = 0x02;
+	uint8_t zero = 0;
 
-	if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1) < 0 ||
+	if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, off, 1) < 0 ||
 	    (x = nftnl_expr_alloc("bitwise")) == NULL)
 		return -1;
 	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
@@ -270,7 +269,45 @@ e_syn_only(struct nftnl_rule *r)
 	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
 	if (add_expr(r, x) < 0)
 		return -1;
-	return e_cmp(r, NFT_CMP_EQ, &syn, 1);
+	return e_cmp(r, NFT_CMP_EQ, &want, 1);
+}
+
+/* tcp flags & (syn | ack) == syn: a connection's first packet (or its
+ * retransmission), not the SYN/ACK. */
+static int
+e_syn_only(struct nftnl_rule *r)
+{
+	return e_th_byte(r, 13, 0x12, 0x02);
+}
+
+/*
+ * A TCP segment that carries no payload, its header doff 32-bit words:
+ * the IPv4 total length, or the IPv6 payload length with TCP the next
+ * header, is exactly the headers' (IPv4 without options), and the data
+ * offset is doff. A segment with IPv4 options or an IPv6 extension
+ * header never matches; nor could a payload hide past the length the
+ * receiver reads.
+ */
+static int
+e_tcp_bare(struct nftnl_rule *r, uint8_t nfproto, uint8_t doff)
+{
+	uint8_t tcp = IPPROTO_TCP;
+	uint16_t len;
+
+	if (nfproto == NFPROTO_IPV4) {
+		len = htons((uint16_t)(20 + 4 * doff));
+		if (e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 2, 2) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &len, 2) < 0)
+			return -1;
+	} else {
+		len = htons((uint16_t)(4 * doff));
+		if (e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 6, 1) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &tcp, 1) < 0 ||
+		    e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 4, 2) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &len, 2) < 0)
+			return -1;
+	}
+	return e_th_byte(r, 12, 0xf0, (uint8_t)(doff << 4));
 }
 
 /* The queue verdict as an expression of r: no bypass, one queue. */
@@ -309,13 +346,20 @@ nft_rule_queue_expr(struct nftnl_rule *r, enum nft_queue_kind k, uint16_t num)
 	return 0;
 }
 
-/* ct state (established,related and other bits), ct mark, ct
- * direction. */
+/* ct mark, ct state (established,related and other bits), ct
+ * direction. The mark first: rows that compare it (in-flight judging's)
+ * are ones nearly every packet fails, by its mark, at the first
+ * compare. */
 static int
 rule_ct(struct nftnl_rule *r, const struct rspec *s)
 {
 	uint8_t u8;
 
+	if (s->ct_mark_eq != 0 &&
+	    (e_ct_load(r, NFT_CT_MARK) < 0 ||
+	        e_cmp(r, NFT_CMP_EQ, &s->ct_mark_eq, sizeof(s->ct_mark_eq)) <
+	            0))
+		return -1;
 	if (s->ct_estrel || s->ct_state != 0) {
 		struct nftnl_expr *x = nftnl_expr_alloc("ct");
 		uint32_t mask = s->ct_state;
@@ -358,11 +402,6 @@ rule_ct(struct nftnl_rule *r, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_EQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
-	if (s->ct_mark_eq != 0 &&
-	    (e_ct_load(r, NFT_CT_MARK) < 0 ||
-	        e_cmp(r, NFT_CMP_EQ, &s->ct_mark_eq, sizeof(s->ct_mark_eq)) <
-	            0))
-		return -1;
 	if (s->ct_dir != 0) {
 		struct nftnl_expr *x = nftnl_expr_alloc("ct");
 
@@ -401,6 +440,9 @@ rule_proto(struct nftnl_rule *r, const struct rspec *s)
 	if (s->tfo_cookie && e_tfo_cookie(r) < 0)
 		return -1;
 	if (s->syn_only && e_syn_only(r) < 0)
+		return -1;
+	if (s->tcp_bare_doff != 0 &&
+	    e_tcp_bare(r, s->nfproto, s->tcp_bare_doff) < 0)
 		return -1;
 	if (s->ip4_option != 0 || s->ip6_rthdr) {
 		struct nftnl_expr *x = nftnl_expr_alloc("exthdr");
@@ -606,6 +648,16 @@ nft_rule_msg(struct bctx *c, const struct rspec *s)
 		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
 			return rule_nomem(c, r);
 		t.l4proto = 0; /* compared */
+	}
+	/* a SYN test first: nearly every packet fails it there */
+	if (s->syn_only) {
+		uint8_t u8 = IPPROTO_TCP;
+
+		if (e_meta(r, NFT_META_L4PROTO) < 0 ||
+		    e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0 || e_syn_only(r) < 0)
+			return rule_nomem(c, r);
+		t.l4proto = 0; /* compared */
+		t.syn_only = false;
 	}
 	if ((s->mark &&
 	        (e_meta(r, NFT_META_MARK) < 0 ||

@@ -45,10 +45,15 @@ struct rspec {
 	bool oif_lo;
 	bool fib_local;
 	const uint32_t *skuid; /* meta skuid: the socket's owner (output) */
-	uint32_t ct_mark_eq; /* ct mark == this (0: not compared) */
+	uint32_t ct_mark_eq; /* ct mark == this (0: not compared); compared
+	                        before ct_estrel (rule_ct) */
 	uint32_t meta_mark_eq; /* meta mark == this (0: not compared) */
 	bool tfo_cookie; /* a TCP Fast Open option carrying a cookie */
-	bool syn_only; /* tcp flags & (syn | ack) == syn; needs l4proto tcp */
+	bool syn_only; /* tcp flags & (syn | ack) == syn; needs l4proto tcp;
+	                  with l4proto, before anything else (nft_rule_msg) */
+	/* A TCP segment without payload whose header is this many 32-bit
+	 * words (e_tcp_bare); needs nfproto and l4proto tcp. 0: any. */
+	uint8_t tcp_bare_doff;
 	bool ct_no_dnat; /* ct status without IPS_DST_NAT (not redirected) */
 	bool not_mark; /* meta mark != the own mark */
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */

@@ -7,7 +7,9 @@
 # addresses; egressd judges the ClientHello and marks the flow; the rest
 # never leaves the kernel.
 #  a. an allowed name: curl succeeds, egressd logs nfq.judged passthrough,
-#     the proxy sees no connection;
+#     the proxy sees no connection; segments without payload (a
+#     connection's last handshake ACK, its FIN) pass in the kernel, never
+#     through the queue, IPv4 and IPv6;
 #  b. a denied SNI on an allowed (learned) address: reset, nfq.judged
 #     refused, the origin's socket received no byte;
 #  c. a real OpenSSL hello in two segments (100 bytes, 50 ms, the rest),
@@ -70,9 +72,30 @@ origin_sync()
 	    >/dev/null || tb_die "origin sync: $p not logged"
 }
 
+# queued: /v1/status's passthrough.queuedPackets
+queued()
+{
+	[ "$(tb_host_api GET "http://$TB_SBX_HOST_IP4:18080/v1/status")" = 200 ] ||
+	    { echo "status failed"; return; }
+	"$TB_PY" -c 'import json,sys
+print(json.load(open(sys.argv[1]))["passthrough"]["queuedPackets"])' \
+	    "$TB_DIR/api.out"
+}
 
 # --- a. an allowed name passes, judged in flight, the proxy not involved ------
 learn a.test c.test
+tb_sandbox dig +short +time=2 +tries=1 a.test AAAA >/dev/null
+q0=$(queued)
+for a in "$A4" "$TB_ORIGIN_A6"; do
+	tb_check "a: connect to $a:443 and close, sending nothing" \
+	    tb_sandbox "$TB_PY" -c 'import socket, sys, time
+s = socket.create_connection((sys.argv[1], 443), timeout=3)
+time.sleep(0.2)
+s.close()
+time.sleep(0.2)' "$a"
+done
+tb_expect_eq "a: ... no packet of either reached the queue (queuedPackets $q0)" \
+    "$q0" "$(queued)"
 X64K=$(head -c 65536 /dev/zero | tr '\0' x | sha256sum | cut -d' ' -f1)
 me=$(tb_log_mark "$TB_EGRESSD_LOG")
 mo=$(tb_log_mark "$TB_ORIGIN_LOG")

@@ -97,6 +97,8 @@ test_off_by_default(void **state)
 	est = line_of(s, "filter_out   [ ct load state", "& 0x00000006");
 	assert_true(est > pend);
 	assert_int_equal(line_of(s, "0x45510002", NULL), -1);
+	/* nor any accept of a pending flow's bare segments */
+	assert_int_equal(line_of(s, "transport header + 12", NULL), -1);
 	free(s);
 	policy_unref(p);
 }
@@ -132,6 +134,39 @@ test_compat_rules(void **state)
 	assert_true(line_of(s, "0x45510001", "NFQUEUE") == q);
 	/* no bypass: the xt info's flags are zero (queue 7, total 1) */
 	assert_true(est < 0 || q < est);
+	/* segments without payload of a pending flow are accepted before
+	 * the queue: IPv4 total length 52 / 40, IPv6 payload length 32 /
+	 * 20 with TCP the next header, data offset 8 / 5 */
+	{
+		static const char *const bare[][2] = {
+		    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 "
+		     "0x00003400",
+		        "0x00000080 ]   [ immediate reg 0 accept"},
+		    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 "
+		     "0x00002000",
+		        "0x00000080 ]   [ immediate reg 0 accept"},
+		    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 "
+		     "0x00002800",
+		        "0x00000050 ]   [ immediate reg 0 accept"},
+		    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 "
+		     "0x00001400",
+		        "0x00000050 ]   [ immediate reg 0 accept"},
+		};
+		size_t i;
+		long l;
+
+		for (i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
+			l = line_of(s, bare[i][0], bare[i][1]);
+			assert_true(l >= 0 && l < q);
+			assert_true(line_of(s, bare[i][0], "0x45510001") == l);
+			assert_true(line_of(s, bare[i][0],
+			                "transport header + 12") == l);
+		}
+		assert_true(line_of(s,
+		                "network header + 6 => reg 1 ]   [ "
+		                "cmp eq reg 1 0x00000006",
+		                NULL) >= 0);
+	}
 	/* UDP's conntrack accepts come before every row of in-flight
 	 * judging (those concern TCP alone), UDP compared first */
 	udp = line_of(s, "filter_out   [ meta load l4proto", "& 0x00000006");
@@ -178,8 +213,14 @@ test_reopen_syn(void **state)
 	assert_true(syn >= 0);
 	assert_true(
 	    line_of(s, "transport header + 13", "set learned6") == syn + 1);
+	/* the SYN test first (nearly every packet fails it there), then
+	 * not egressd's own, then established */
 	assert_true(line_of(s,
-	                "filter_out   [ meta load mark => reg 1 ]   [ "
+	                "filter_out   [ meta load l4proto => reg 1 ]   [ "
+	                "cmp eq reg 1 0x00000006 ]   [ payload load 1b @ "
+	                "transport header + 13 => reg 1 ]   [ bitwise reg 1 "
+	                "= ( reg 1 & 0x00000012 ) ^ 0x00000000 ]   [ cmp eq "
+	                "reg 1 0x00000002 ]   [ meta load mark => reg 1 ]   [ "
 	                "cmp neq reg 1 0x00000001 ]   [ ct load state "
 	                "=> reg 1 ]   [ bitwise reg 1 = ( reg 1 & "
 	                "0x00000002 )",
