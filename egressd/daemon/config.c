@@ -671,7 +671,7 @@ config_from_env(struct config *c, char *const *envp, struct err *e)
 				return -1;
 			/* a secret: copied, so gone from what
 			 * /proc/PID/environ shows */
-			if (ce->key == K_UPROXY_AUTH)
+			if (ce->key == K_UPROXY_AUTH || ce->key == K_TOKEN)
 				secmem_wipe(*envp + nl + 1, strlen(eq + 1));
 		}
 		/*

@@ -38,12 +38,15 @@ test_env_all(void **state)
 {
 	struct config c;
 	struct err e = {""};
+	/* writable: the token's value is wiped where the environment
+	 * holds it (what /proc/PID/environ shows) */
+	char token[] = "OPENSANDBOX_EGRESS_TOKEN=s3cr3t";
 	char *env[] = {
 	    "PATH=/bin",
 	    "OPENSANDBOX_EGRESS_MODE=dns",
 	    "OPENSANDBOX_EGRESS_POLICY_FILE=/etc/p.yaml",
 	    "OPENSANDBOX_EGRESS_HTTP_ADDR=127.0.0.1:9000",
-	    "OPENSANDBOX_EGRESS_TOKEN=s3cr3t",
+	    token,
 	    "OPENSANDBOX_EGRESS_MAX_RULES=0",
 	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM=198.51.100.1, [2001:db8::1]:5353",
 	    "OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT=120",
@@ -63,6 +66,8 @@ test_env_all(void **state)
 	assert_string_equal(c.policy_file, "/etc/p.yaml");
 	assert_string_equal(c.api.listen_tcp, "127.0.0.1:9000");
 	assert_string_equal(c.api.token, "s3cr3t");
+	assert_null(strstr(token, "s3cr3t"));
+	assert_int_equal(strncmp(token, "OPENSANDBOX_EGRESS_TOKEN=", 25), 0);
 	assert_int_equal(c.api.max_rules, 0);
 	assert_int_equal(c.ndns_upstreams, 2);
 	assert_string_equal(c.dns_upstreams[0].text, "198.51.100.1:53");
@@ -548,8 +553,8 @@ test_api_loopback_uid(void **state)
 {
 	struct config c;
 	struct err e = {""};
-	char *env[] = {"EGRESSD_API_LOOPBACK_UID=1001",
-	    "OPENSANDBOX_EGRESS_TOKEN=t0k", NULL};
+	char token[] = "OPENSANDBOX_EGRESS_TOKEN=t0k"; /* wiped */
+	char *env[] = {"EGRESSD_API_LOOPBACK_UID=1001", token, NULL};
 	char *off_env[] = {"EGRESSD_API_LOOPBACK_UID=", NULL};
 	char *bad[] = {"EGRESSD_API_LOOPBACK_UID=execd", NULL};
 	char *octal[] = {"EGRESSD_API_LOOPBACK_UID=0x10", NULL};
