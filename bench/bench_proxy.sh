@@ -28,8 +28,14 @@
 #                  direct_fw (the sandbox to an IP-rule address: egressd's
 #                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
-#                  mitmdump nginx rules0 rules100; "vault" = the four
+#                  mitmdump nginx rules0 rules100 hello_gap; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
+#   BENCH_GAP_CONNS  connections per round of hello_gap (default 200):
+#                  the in-flight judging's own latency, per new connection
+#                  the time from the handshake's last ACK to the
+#                  ClientHello as tcpdump sees them on the origin's link,
+#                  pass.bench.test (queued) against direct_fw (not), one
+#                  Python client, 3 rounds each, the order alternated
 #   BENCH_RULES    request rules of the rules100 case (default 100)
 #   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
 #                  back to back, the order swapped every round; the
@@ -134,6 +140,7 @@ bench_init bench_proxy bp
 bench_need_root
 tools="wrk nginx dnsmasq openssl curl"
 want mitmdump && tools+=" mitmdump"
+want hello_gap && tools+=" tcpdump"
 [ -n "$CALLGRIND" ] && tools+=" valgrind callgrind_control"
 for t in $tools; do
 	command -v "$t" >/dev/null || die "needs $t (apt-get install wrk nginx-light libnginx-mod-stream mitmproxy dnsmasq-base curl valgrind)"
@@ -482,6 +489,45 @@ if [ -n "$PERF" ]; then
 fi
 chmod 755 "$DIR/state"
 cat "$DIR/state/ca.crt" "$DIR/ca.crt" >"$DIR/both.crt"
+# hello_gap: the latency the queue adds to a new connection, as the
+# origin's link sees it (BENCH_GAP_CONNS)
+if want hello_gap && [ -z "$CALLGRIND" ]; then
+	cat >"$DIR/gap_client.py" <<'EOF'
+import socket, ssl, sys, time
+host, addr, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+for i in range(n):
+    s = socket.create_connection((addr, 443), timeout=3)
+    ctx.wrap_socket(s, server_hostname=host).close()
+    time.sleep(0.01)
+EOF
+	chmod 644 "$DIR/gap_client.py"
+	ip netns exec "$UP" tcpdump -i vb1 -n -tt -s 128 -w "$DIR/gap.pcap" \
+	    "tcp port 443" >/dev/null 2>&1 &
+	gap_pid=$!
+	PIDS+=("$gap_pid")
+	sleep 1
+	# the name resolved through egressd for each connection (its
+	# address learned, queued), the IP-rule address as a literal; what
+	# is timed starts after both (the ACK)
+	for r in 1 2 3; do
+		for a in $(rotate "pass.bench.test $ORIGIN_FW" "$r"); do
+			ip netns exec "$SBX" setpriv --reuid="$USR" --regid=nogroup \
+			    --clear-groups /usr/bin/python3 "$DIR/gap_client.py" \
+			    pass.bench.test "$a" "${BENCH_GAP_CONNS:-200}" ||
+			    echo "bench_proxy: hello_gap client to $a failed" >&2
+		done
+	done
+	sleep 0.5
+	kill -INT "$gap_pid"
+	wait "$gap_pid" 2>/dev/null
+	bench_forget_pid "$gap_pid"
+	tcpdump -r "$DIR/gap.pcap" -n -tt 2>/dev/null |
+	    python3 "$(dirname "$0")/hello_gap.py" "$ORIGIN" "$ORIGIN_FW" \
+	    >"$DIR/res/hello_gap"
+fi
 chmod 644 "$DIR/both.crt"
 want passthrough && measure passthrough "https://pass.bench.test/small"
 # the same requests behind egressd's firewall alone (wrk takes any
@@ -976,6 +1022,10 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			done
 		done
 	done
+fi
+if [ -s "$DIR/res/hello_gap" ]; then
+	printf '\nhello_gap: the handshake'"'"'s last ACK to the ClientHello at the origin (us):\n'
+	sed 's/^/  /' "$DIR/res/hello_gap"
 fi
 printf 'egressd RSS: idle %s KiB, peak %s KiB\n' "$rss_idle" "$rss_busy"
 # the path pass-through took: the start line, and what egressd logged of
