@@ -43,8 +43,14 @@ struct log;
 /* A judged flow is remembered this long: packets queued before its
  * conntrack mark changed still arrive, and get the same verdict. */
 #define NFQ_JUDGED_KEEP_MS 10000
-/* ... but a full table forgets those judged this long ago (nfq_flow.c) */
-#define NFQ_JUDGED_GRACE_MS 1000
+/* ... but a full table forgets those judged this long ago (nfq_flow.c).
+ * Late packets come within the read that judged the flow or the next;
+ * at 1 s, a client opening 1,100 TLS connections a second (wrk -c64
+ * here) filled the table with flows judged within it, and its new ones
+ * were refused (table_full), leaving the origin sockets that had seen
+ * their handshakes to collide with the ports' next use. 100 ms: 10,000
+ * new flows a second before that. */
+#define NFQ_JUDGED_GRACE_MS 100
 #define NFQ_HELLO_MS_DEFAULT 5000
 
 struct nfq_hooks {

@@ -335,6 +335,31 @@ test_full_table_makes_room(void **state)
 	fake_free(q);
 }
 
+/* A busy client: 3,000 TLS connections at 1,500 a second, each judged
+ * in flight; none is refused for want of room (with a 1 s grace the
+ * table was full of flows judged within it from the 1,025th on). */
+static void
+test_busy_client_never_full(void **state)
+{
+	struct nfq *q = fake_queue();
+	uint32_t i, refused = 0;
+
+	(void)state;
+	load("curl_a_test");
+	for (i = 0; i < 3000; i++) {
+		ngot = 0;
+		if (i % 3 == 0)
+			now_ms += 2;
+		send_seg(q, i, (uint16_t)(10000 + i), 1, hello, nhello);
+		assert_int_equal(ngot, 1);
+		refused += got[0].mark != EGRESSD_QMARK_OK;
+	}
+	assert_int_equal(refused, 0);
+	assert_int_equal(q->st.judged, 3000);
+	assert_true(q->st.flows <= NFQ_FLOWS_MAX);
+	fake_free(q);
+}
+
 /* After a policy change the passed flows are judged again by name: one
  * whose SNI is now denied (its address may well stay allowed) and one
  * whose host now needs the proxy are handed over once; the rest stay. */
@@ -410,6 +435,7 @@ main(void)
 	    cmocka_unit_test(test_drip_hold_bound),
 	    cmocka_unit_test(test_drip_time_bound),
 	    cmocka_unit_test(test_full_table_makes_room),
+	    cmocka_unit_test(test_busy_client_never_full),
 	    cmocka_unit_test(test_held_refused_and_held),
 	    cmocka_unit_test(test_rejudge_by_name),
 	};
