@@ -3,10 +3,10 @@
 # the workload goes looking for egressd's secrets, the API token (given on
 # the command line and in the environment) and a credential (a file source
 # in the policy). /proc of egressd shows it no environment, memory, fds or
-# maps, and the command line no longer holds the token; the credential
-# and token files are root-only. From the node, with the token, neither
-# secret appears in GET /policy, /v1/status, /metrics, error answers or
-# egressd's log.
+# maps, and neither the command line nor the environment still holds the
+# token (root's view included); the credential and token files are
+# root-only. From the node, with the token, neither secret appears in GET
+# /policy, /v1/status, /metrics, error answers or egressd's log.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
@@ -57,8 +57,13 @@ tb_check "and may read its command line" \
 tb_check "which shows the --api-token flag" grep -q -- --api-token \
     "$TB_SBX_HOME/cmdline"
 tb_check_fails "but not the token (wiped)" leaks "$TB_SBX_HOME/cmdline"
-tb_check "root does see the token in egressd's environment" \
-    grep -qF -- "$tok" "/proc/$pid/environ"
+# the variable is in egressd's environment (so the checks below are of
+# a file that named the token once), its value wiped when egressd read
+# it: not even root finds the token there
+tb_check "root sees OPENSANDBOX_EGRESS_TOKEN in egressd's environment" \
+    grep -qaF -- OPENSANDBOX_EGRESS_TOKEN= "/proc/$pid/environ"
+tb_check_fails "but not the token (wiped once copied)" \
+    grep -qaF -- "$tok" "/proc/$pid/environ"
 for f in environ mem maps auxv; do
 	tb_check_fails "sandbox cannot read /proc/<egressd>/$f" \
 	    tb_sandbox sh -c "head -c 4096 /proc/$pid/$f >/dev/null"
