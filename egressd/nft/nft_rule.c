@@ -252,22 +252,29 @@ e_tfo_cookie(struct nftnl_rule *r)
 	return e_cmp(r, NFT_CMP_GT, &two, 1);
 }
 
+/* reg 1 &= mask (len bytes, at most 4). */
+static int
+e_and(struct nftnl_rule *r, const void *mask, uint32_t len)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("bitwise");
+	const uint32_t zero = 0;
+
+	if (x == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, len);
+	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, mask, len);
+	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, len);
+	return add_expr(r, x);
+}
+
 /* The transport header's byte at off, masked, equals want. */
 static int
 e_th_byte(struct nftnl_rule *r, uint32_t off, uint8_t mask, uint8_t want)
 {
-	struct nftnl_expr *x;
-	uint8_t zero = 0;
-
 	if (e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, off, 1) < 0 ||
-	    (x = nftnl_expr_alloc("bitwise")) == NULL)
-		return -1;
-	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, 1);
-	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &mask, 1);
-	nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
-	if (add_expr(r, x) < 0)
+	    e_and(r, &mask, 1) < 0)
 		return -1;
 	return e_cmp(r, NFT_CMP_EQ, &want, 1);
 }
@@ -361,55 +368,26 @@ rule_ct(struct nftnl_rule *r, const struct rspec *s)
 	            0))
 		return -1;
 	if (s->ct_estrel || s->ct_state != 0) {
-		struct nftnl_expr *x = nftnl_expr_alloc("ct");
-		uint32_t mask = s->ct_state;
-		uint32_t zero = 0;
+		uint32_t mask = s->ct_state, zero = 0;
 
 		if (s->ct_estrel)
 			mask |= NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
 			    NF_CT_STATE_BIT(IP_CT_RELATED);
-		if (x == NULL)
-			return -1;
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-		if (add_expr(r, x) < 0)
-			return -1;
-		x = nftnl_expr_alloc("bitwise");
-		if (x == NULL)
-			return -1;
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(mask));
-		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
-		if (add_expr(r, x) < 0 ||
+		if (e_ct_load(r, NFT_CT_STATE) < 0 ||
+		    e_and(r, &mask, sizeof(mask)) < 0 ||
 		    e_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
 	if (s->ct_no_dnat) {
-		struct nftnl_expr *x;
 		uint32_t dnat = IPS_DST_NAT, zero = 0;
 
 		if (e_ct_load(r, NFT_CT_STATUS) < 0 ||
-		    (x = nftnl_expr_alloc("bitwise")) == NULL)
-			return -1;
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_BITWISE_LEN, sizeof(dnat));
-		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_MASK, &dnat, sizeof(dnat));
-		nftnl_expr_set(x, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
-		if (add_expr(r, x) < 0 ||
+		    e_and(r, &dnat, sizeof(dnat)) < 0 ||
 		    e_cmp(r, NFT_CMP_EQ, &zero, sizeof(zero)) < 0)
 			return -1;
 	}
 	if (s->ct_dir != 0) {
-		struct nftnl_expr *x = nftnl_expr_alloc("ct");
-
-		if (x == NULL)
-			return -1;
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_KEY, NFT_CT_DIRECTION);
-		nftnl_expr_set_u32(x, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-		if (add_expr(r, x) < 0)
+		if (e_ct_load(r, NFT_CT_DIRECTION) < 0)
 			return -1;
 		u8 = (uint8_t)(s->ct_dir - 1);
 		if (e_cmp(r, NFT_CMP_EQ, &u8, 1) < 0)
