@@ -134,39 +134,6 @@ test_compat_rules(void **state)
 	assert_true(line_of(s, "0x45510001", "NFQUEUE") == q);
 	/* no bypass: the xt info's flags are zero (queue 7, total 1) */
 	assert_true(est < 0 || q < est);
-	/* segments without payload of a pending flow are accepted before
-	 * the queue: IPv4 total length 52 / 40, IPv6 payload length 32 /
-	 * 20 with TCP the next header, data offset 8 / 5 */
-	{
-		static const char *const bare[][2] = {
-		    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 "
-		     "0x00003400",
-		        "0x00000080 ]   [ immediate reg 0 accept"},
-		    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 "
-		     "0x00002000",
-		        "0x00000080 ]   [ immediate reg 0 accept"},
-		    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 "
-		     "0x00002800",
-		        "0x00000050 ]   [ immediate reg 0 accept"},
-		    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 "
-		     "0x00001400",
-		        "0x00000050 ]   [ immediate reg 0 accept"},
-		};
-		size_t i;
-		long l;
-
-		for (i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
-			l = line_of(s, bare[i][0], bare[i][1]);
-			assert_true(l >= 0 && l < q);
-			assert_true(line_of(s, bare[i][0], "0x45510001") == l);
-			assert_true(line_of(s, bare[i][0],
-			                "transport header + 12") == l);
-		}
-		assert_true(line_of(s,
-		                "network header + 6 => reg 1 ]   [ "
-		                "cmp eq reg 1 0x00000006",
-		                NULL) >= 0);
-	}
 	/* UDP's conntrack accepts come before every row of in-flight
 	 * judging (those concern TCP alone), UDP compared first */
 	udp = line_of(s, "filter_out   [ meta load l4proto", "& 0x00000006");
@@ -182,6 +149,49 @@ test_compat_rules(void **state)
 	 * queue mode it sees nothing */
 	assert_true(line_of(s, "0x45510001", "jump -> deny") > q);
 	assert_true(line_of(s, "0x45510001", "jump -> deny") < est);
+	free(s);
+	policy_unref(p);
+}
+
+/* Segments without payload of a pending flow are accepted before the
+ * queue: IPv4 total length 52 / 40, IPv6 payload length 32 / 20 with TCP
+ * the next header, data offset 8 / 5. (None without the queue:
+ * test_off_by_default.) */
+static void
+test_bare_segments(void **state)
+{
+	static const char *const bare[][2] = {
+	    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 0x00003400",
+	        "0x00000080 ]   [ immediate reg 0 accept"},
+	    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 0x00002000",
+	        "0x00000080 ]   [ immediate reg 0 accept"},
+	    {"network header + 2 => reg 1 ]   [ cmp eq reg 1 0x00002800",
+	        "0x00000050 ]   [ immediate reg 0 accept"},
+	    {"network header + 4 => reg 1 ]   [ cmp eq reg 1 0x00001400",
+	        "0x00000050 ]   [ immediate reg 0 accept"},
+	};
+	struct policy *p = ts_policy_json("{\"defaultAction\":\"deny\"}");
+	struct nft_opts o;
+	size_t i;
+	long q, l;
+	char *s;
+
+	(void)state;
+	queue_opts(&o, NFT_QUEUE_COMPAT);
+	s = describe(p, &o);
+	q = line_of(s, "target name NFQUEUE rev 3", NULL);
+	assert_true(q >= 0);
+	for (i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
+		l = line_of(s, bare[i][0], bare[i][1]);
+		assert_true(l >= 0 && l < q);
+		assert_true(line_of(s, bare[i][0], "0x45510001") == l);
+		assert_true(
+		    line_of(s, bare[i][0], "transport header + 12") == l);
+	}
+	assert_true(line_of(s,
+	                "network header + 6 => reg 1 ]   [ cmp eq reg 1 "
+	                "0x00000006",
+	                NULL) >= 0);
 	free(s);
 	policy_unref(p);
 }
@@ -454,6 +464,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_off_by_default),
 	    cmocka_unit_test(test_compat_rules),
+	    cmocka_unit_test(test_bare_segments),
 	    cmocka_unit_test(test_reopen_syn),
 	    cmocka_unit_test(test_native_rules),
 	    cmocka_unit_test(test_held),
