@@ -51,18 +51,6 @@ def padded(hello, n):
     return b"\x16\x03\x01" + struct.pack("!H", len(hs)) + hs
 
 
-def outcome(e):
-    if isinstance(e, socket.timeout):
-        return "timeout"
-    if isinstance(e, ssl.SSLError):
-        return "tls:%s" % (e.reason or type(e).__name__)
-    if isinstance(e, OSError) and e.errno in (errno.ECONNRESET, errno.EPIPE):
-        return "reset"
-    if isinstance(e, OSError) and e.errno:
-        return errno.errorcode.get(e.errno, str(e.errno))
-    return type(e).__name__
-
-
 def connect(host, port, lport=0):
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
@@ -127,7 +115,7 @@ def cmd_real(a):
         status = head.split(b" ", 2)[1].decode() if head else "none"
         print("ok %s %d hello=%d" % (status, len(body), len(hello)))
     except Exception as e:  # noqa: BLE001 (the outcome is the answer)
-        print(outcome(e))
+        print(tls_hello.outcome(e))
     return 0
 
 
@@ -136,7 +124,7 @@ def cmd_raw(a):
     try:
         s = connect(a.host, a.port, a.lport)
     except OSError as e:
-        print("connect_failed:%s" % outcome(e))
+        print("connect_failed:%s" % tls_hello.outcome(e))
         return 0
     t0 = time.monotonic()
     end = t0 + a.wait
@@ -164,7 +152,7 @@ def cmd_raw(a):
             buf += d
             res = tls_hello.verdict(buf)
     except Exception as e:  # noqa: BLE001
-        res = outcome(e)
+        res = tls_hello.outcome(e)
     print("%s %d" % (res, int((time.monotonic() - t0) * 1000)))
     return 0
 

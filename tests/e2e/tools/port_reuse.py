@@ -23,26 +23,15 @@ timeout, tls:REASON) and, for sfin/srst, how the end went. Bounded:
 """
 
 import argparse
-import errno
+import os
 import socket
 import ssl
 import struct
 import sys
 import time
 
-
-def outcome(e):
-    if isinstance(e, socket.timeout):
-        return "timeout"
-    if isinstance(e, ssl.SSLError):
-        return "tls:%s" % (e.reason or type(e).__name__)
-    if isinstance(e, OSError) and e.errno in (errno.ECONNRESET, errno.EPIPE):
-        return "reset"
-    if isinstance(e, OSError) and e.errno == errno.ECONNREFUSED:
-        return "refused"
-    if isinstance(e, OSError) and e.errno:
-        return errno.errorcode.get(e.errno, str(e.errno))
-    return type(e).__name__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tls_hello  # noqa: E402
 
 
 def rst_close(s):
@@ -67,7 +56,7 @@ def main():
     try:
         raw.connect((a.host, a.port))
     except OSError as e:
-        print("connect:" + outcome(e))
+        print("connect:" + tls_hello.outcome(e))
         return 0
     if a.end == "gone":
         rst_close(raw)
@@ -79,7 +68,7 @@ def main():
     try:
         s = ctx.wrap_socket(raw, server_hostname=a.sni)
     except (OSError, ssl.SSLError) as e:
-        print(outcome(e))
+        print(tls_hello.outcome(e))
         raw.close()
         return 0
     res = "handshake"
@@ -105,7 +94,7 @@ def main():
                 got += len(d)
             res += " end=eof(%d)" % got
     except (OSError, ssl.SSLError) as e:
-        res += " end=" + outcome(e)
+        res += " end=" + tls_hello.outcome(e)
     try:
         s.close()
     except OSError:

@@ -37,6 +37,7 @@ import argparse
 import errno
 import os
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -141,6 +142,21 @@ def errname(e):
         return "timeout"
     if e.errno:
         return errno.errorcode.get(e.errno, str(e.errno))
+    return type(e).__name__
+
+
+def outcome(e):
+    """A failed socket or TLS call in one word (inflight_hello.py,
+    port_reuse.py): timeout, tls:REASON, reset, refused or the errno's
+    name."""
+    if isinstance(e, ssl.SSLError):
+        return "tls:%s" % (e.reason or type(e).__name__)
+    if isinstance(e, OSError) and e.errno in (errno.ECONNRESET, errno.EPIPE):
+        return "reset"
+    if isinstance(e, OSError) and e.errno == errno.ECONNREFUSED:
+        return "refused"
+    if isinstance(e, OSError):
+        return errname(e)
     return type(e).__name__
 
 
