@@ -540,6 +540,7 @@ egressd_commit(struct egressd *d, struct policy *next,
 		log_info(
 		    d->log, "nft.applied", LOG_U("revision", next->revision));
 		daemon_nft_cut_flows(d, "update");
+		daemon_nft_follow_ttl(d);
 	}
 	/* The proxy's connections are redirected flows the cut skips. */
 	if (d->proxy != NULL) {

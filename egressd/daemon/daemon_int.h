@@ -104,6 +104,7 @@ struct egressd {
 	size_t ncred_watch;
 	bool creds_dirty;
 	struct event *ev_inotify, *ev_reload, *ev_renew;
+	uint32_t renew_interval_ms; /* what ev_renew was last armed with */
 	struct nft_renew *renew; /* conntrack renew, sliced on the loop */
 	/* Flow cutting: passes on the loop, one after the other. */
 	struct nft_cut *cut;
@@ -170,8 +171,10 @@ void daemon_watch_creds(struct egressd *d, const struct policy *p);
 int daemon_nft_open(struct egressd *d, struct err *e);
 /* The ruleset in force, self-checked, and the first cut of old flows. */
 int daemon_nft_enforce(struct egressd *d, struct err *e);
-/* The renew timer (every EGRESSD_RENEW_INTERVAL_S). */
+/* The renew tick: every half of dns.ttlMax, between 1 s and 10 s. */
 int daemon_nft_arm_renew(struct egressd *d, struct err *e);
+/* A new policy in force: a shorter dns.ttlMax brings the tick nearer. */
+void daemon_nft_follow_ttl(struct egressd *d);
 /* A new policy (or the start): judge every live flow again. */
 void daemon_nft_cut_flows(struct egressd *d, const char *trigger);
 /* The resolver's learn hooks (dns.h), arg d. */

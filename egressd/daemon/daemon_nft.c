@@ -420,9 +420,43 @@ daemon_nft_enforce(struct egressd *d, struct err *e)
 	return 0;
 }
 
-/* Every 10 s: forget expired learned elements, renew those in use. */
-#define EGRESSD_RENEW_INTERVAL_S 10
+/*
+ * The tick forgets expired learned elements, renews those in use, and
+ * restores a flushed table. Renewal keeps an address a live flow uses
+ * learned (new connections of an HTTP/2 pool, a client caching DNS past
+ * the TTL), so the tick must come round within a lease: every half of
+ * the policy's dns.ttlMax, between 1 s and 10 s. With ttlMax 1 s a lease
+ * may still lapse for a moment between ticks.
+ */
+#define EGRESSD_RENEW_INTERVAL_MS_MIN 1000
+#define EGRESSD_RENEW_INTERVAL_MS_MAX 10000
 #define EGRESSD_RENEW_WINDOW_S 30
+
+static uint32_t
+egressd_renew_interval_ms(const struct egressd *d)
+{
+	uint64_t ms;
+
+	if (d->nft == NULL)
+		return EGRESSD_RENEW_INTERVAL_MS_MAX;
+	ms = (uint64_t)nft_learned_ttl_max(d->nft) * 1000 / 2;
+
+	if (ms < EGRESSD_RENEW_INTERVAL_MS_MIN)
+		ms = EGRESSD_RENEW_INTERVAL_MS_MIN;
+	if (ms > EGRESSD_RENEW_INTERVAL_MS_MAX)
+		ms = EGRESSD_RENEW_INTERVAL_MS_MAX;
+	return (uint32_t)ms;
+}
+
+static void
+egressd_renew_arm(struct egressd *d, uint32_t ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+	d->renew_interval_ms = ms;
+	/* only fails on a bad timeval or a dead base: the loop is ending */
+	(void)event_add(d->ev_renew, &tv);
+}
 
 static void
 egressd_renewed_cb(void *arg, int rc, size_t renewed, const char *why)
@@ -436,13 +470,10 @@ egressd_renewed_cb(void *arg, int rc, size_t renewed, const char *why)
 }
 
 static void
-egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
+egressd_renew_tick(struct egressd *d)
 {
-	struct egressd *d = egressd_arg(arg);
 	struct err e = {""};
 
-	(void)fd;
-	(void)what;
 	if (d->nft == NULL)
 		return;
 	/*
@@ -471,16 +502,42 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 		log_warn(d->log, "nft.renew_failed", LOG_S("error", e.msg));
 }
 
+static void
+egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	(void)fd;
+	(void)what;
+	egressd_renew_tick(d);
+	egressd_renew_arm(d, egressd_renew_interval_ms(d));
+}
+
 int
 daemon_nft_arm_renew(struct egressd *d, struct err *e)
 {
-	struct timeval renew = {EGRESSD_RENEW_INTERVAL_S, 0};
-
-	if ((d->ev_renew = event_new(
-	         d->base, -1, EV_PERSIST, egressd_renew_cb, d)) == NULL ||
-	    event_add(d->ev_renew, &renew) == -1) {
+	if ((d->ev_renew = event_new(d->base, -1, 0, egressd_renew_cb, d)) ==
+	    NULL) {
 		err_set(e, "cannot register renew timer");
 		return -1;
 	}
+	egressd_renew_arm(d, egressd_renew_interval_ms(d));
 	return 0;
+}
+
+void
+daemon_nft_follow_ttl(struct egressd *d)
+{
+	uint32_t ms;
+
+	if (d->ev_renew == NULL)
+		return;
+	/*
+	 * Only a shorter interval re-arms: a longer one waits for the tick
+	 * (which re-arms with it), so policy changes more often than the
+	 * interval cannot hold the tick off.
+	 */
+	ms = egressd_renew_interval_ms(d);
+	if (ms < d->renew_interval_ms)
+		egressd_renew_arm(d, ms);
 }

@@ -561,6 +561,9 @@ size_t nft_learned_count(const struct nft *n);
 /* Elements of one family (4 or 6) in the mirror, and the cap per set. */
 size_t nft_learned_count_family(const struct nft *n, int family);
 size_t nft_learned_cap(const struct nft *n);
+/* The longest lease a learned element gets under the policy in force
+ * (seconds; the options' until the first apply). */
+uint32_t nft_learned_ttl_max(const struct nft *n);
 
 /*
  * The resolver's UDP sockets for nft_selfcheck(), and where the datagrams

@@ -383,6 +383,12 @@ nft_learned_count(const struct nft *n)
 	return n->nlearned;
 }
 
+uint32_t
+nft_learned_ttl_max(const struct nft *n)
+{
+	return n->ttl_max;
+}
+
 size_t
 nft_learned_count_family(const struct nft *n, int family)
 {

@@ -1,17 +1,19 @@
 #!/bin/bash
 # nft_renew_real (issue 16 item 15): a learned address is renewed past its
-# TTL only by a flow that really goes to it. With TTL 20 s (ttlMin =
-# ttlMax = 20) three addresses are learned, then for ~40 s:
-#   - the sandbox sends a DNS query to a.test's address port 53 every 2 s
+# TTL only by a flow that really goes to it, and without a gap. With TTL
+# 4 s (ttlMin = ttlMax = 4) three addresses are learned, then for ~16 s:
+#   - the sandbox sends a DNS query to a.test's address port 53 every 1 s
 #     (redirected to egressd: the datagrams never reach 203.0.113.10);
 #   - each of those is a new name, so egressd forwards it upstream to
 #     198.51.100.1, which the sandbox had learned as dns.test (egressd's
 #     own, marked flows);
-#   - a real UDP flow to c.test's echo, a datagram every 2 s.
-# After 35 s c.test's address is still learned (renewed), a.test's and
-# dns.test's have expired, and a new connection to a.test's address is
-# refused. Before the fix every conntrack entry counted, the redirected and
-# egressd's own included, and all three stayed learned for ever.
+#   - a real UDP flow to c.test's echo, a datagram every 1 s.
+# For 12 s the set is read twice a second: c.test's address (renewed) is
+# in it every time, a.test's and dns.test's expire, and a new connection to
+# a.test's address is refused. Before the first fix every conntrack entry
+# counted, the redirected and egressd's own included, and all three stayed
+# learned for ever; before the second the renew tick came every 10 s
+# whatever the TTL, so a 4 s lease lapsed for 6 s of every 10.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -24,7 +26,7 @@ egress:
   - {action: allow, target: "*.a.test"}
   - {action: allow, target: c.test}
   - {action: allow, target: dns.test}
-dns: {ttlMin: 20, ttlMax: 20}
+dns: {ttlMin: 4, ttlMax: 4}
 EOF
 )
 tb_start_egressd --policy "$pol"
@@ -38,15 +40,15 @@ for a in "$TB_ORIGIN_A4" "$TB_ORIGIN_C4" "$TB_DNS1_IP4"; do
 	tb_check "learned4 holds $a" bash -c "ip netns exec $TB_SBX nft list set inet egressd learned4 | grep -q '$a '"
 done
 
-# QUERIES SECS: a new name under a.test to a.test's address port 53 every
-# 2 s (dig's own socket each time); prints how many got an answer.
+# QUERIES N: a new name under a.test to a.test's address port 53 every
+# 1 s (dig's own socket each time); prints how many got an answer.
 queries='
 for i in $(seq 1 "$1"); do
 	dig +time=1 +tries=1 @'"$TB_ORIGIN_A4"' "n$i-$RANDOM.a.test" A >/dev/null 2>&1 && echo ok
-	sleep 2
+	sleep 1
 done | wc -l
 '
-# UDPFLOW HOST SECS: one socket, a datagram to HOST:7 every 2 s and its echo.
+# UDPFLOW HOST SECS: one socket, a datagram to HOST:7 every 1 s and its echo.
 udpflow='
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -58,14 +60,22 @@ while time.monotonic() < end:
         s.send(b"keep"); s.recv(64); n += 1
     except OSError:
         pass
-    time.sleep(2)
+    time.sleep(1)
 print("echoed %d" % n)
 '
-tb_sandbox_bg "$TB_DIR/queries.out" bash -c "$queries" _ 20
+tb_sandbox_bg "$TB_DIR/queries.out" bash -c "$queries" _ 14
 pq=$TB_LAST_PID
-tb_sandbox_bg "$TB_DIR/udpflow.out" "$TB_PY" -c "$udpflow" "$TB_ORIGIN_C4" 40
+tb_sandbox_bg "$TB_DIR/udpflow.out" "$TB_PY" -c "$udpflow" "$TB_ORIGIN_C4" 16
 pu=$TB_LAST_PID
-sleep 35
+# 24 reads over 12 s: three leases of c.test's address, each renewed
+# within it (the tick every 2 s), or it is missing from some read.
+missing=0
+for i in $(seq 1 24); do
+	sleep 0.5
+	learned4 | grep -q "$TB_ORIGIN_C4 " || missing=$((missing + 1))
+done
+tb_expect_eq "c.test's address, in use by a real flow, in the set at every read" \
+    0 "$missing"
 l4=$(learned4)
 tb_check "c.test's address, in use by a real flow, renewed past its TTL" \
     grep -q "$TB_ORIGIN_C4 " <<<"$l4"
@@ -77,9 +87,9 @@ nd_fails_fast "a new connection to a.test's address is refused" \
     tcp "$TB_ORIGIN_A4" 7
 wait "$pq"
 nq=$(tr -d ' ' <"$TB_DIR/queries.out")
-tb_check "the redirected queries were answered all along ($nq of 20)" \
-    test "${nq:-0}" -ge 15
+tb_check "the redirected queries were answered all along ($nq of 14)" \
+    test "${nq:-0}" -ge 11
 wait "$pu"
-tb_expect_match "the real flow kept working" '^echoed ([1-9][0-9])' \
+tb_expect_match "the real flow kept working" '^echoed (1[0-9])' \
     "$(cat "$TB_DIR/udpflow.out")"
 tb_finish
