@@ -13,7 +13,9 @@
 # a.test's address is refused. Before the first fix every conntrack entry
 # counted, the redirected and egressd's own included, and all three stayed
 # learned for ever; before the second the renew tick came every 10 s
-# whatever the TTL, so a 4 s lease lapsed for 6 s of every 10.
+# whatever the TTL, so a 4 s lease lapsed for 6 s of every 10. egressd
+# starts under the default ttlMax and is given 4 s by a file change, so
+# the tick must also follow a new policy at once.
 set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 . "$(dirname "$0")/../tools/nft_driver.sh"
@@ -26,10 +28,23 @@ egress:
   - {action: allow, target: "*.a.test"}
   - {action: allow, target: c.test}
   - {action: allow, target: dns.test}
-dns: {ttlMin: 4, ttlMax: 4}
 EOF
 )
 tb_start_egressd --policy "$pol"
+# started under the default ttlMax (3600: a tick every 10 s); the file
+# then gives 4 s, which must bring the tick nearer at once
+m=$(tb_log_mark "$TB_EGRESSD_LOG")
+cat >"$pol" <<'EOF'
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: "*.a.test"}
+  - {action: allow, target: c.test}
+  - {action: allow, target: dns.test}
+dns: {ttlMin: 4, ttlMax: 4}
+EOF
+tb_check "the policy with ttlMax 4 in force" tb_wait_log_line --since "$m" \
+    "$TB_EGRESSD_LOG" nft.applied '!trigger'
 
 dig_s() { tb_sandbox dig +short +time=2 +tries=1 "$@"; }
 tb_expect_eq "a.test learned" "$TB_ORIGIN_A4" "$(dig_s a.test A)"
