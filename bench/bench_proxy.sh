@@ -28,7 +28,9 @@
 #                  direct_fw (the sandbox to an IP-rule address: egressd's
 #                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
-#                  mitmdump nginx rules0 rules100 hello_gap; "vault" = the four
+#                  mitmdump nginx nginx_fw rules0 rules100 hello_gap conn_pair;
+#                  nginx_fw (A/B rounds only): the nginx peer in the
+#                  sandbox behind egressd's firewall; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
 #   BENCH_GAP_CONNS  connections per round of hello_gap (default 200):
 #                  the in-flight judging's own latency, per new connection
@@ -36,6 +38,11 @@
 #                  ClientHello as tcpdump sees them on the origin's link,
 #                  pass.bench.test (queued) against direct_fw (not), one
 #                  Python client, 3 rounds each, the order alternated
+#   BENCH_PAIR_ROUNDS  rounds of conn_pair (default 1000): one new
+#                  connection (TLS, one GET, close) by each of direct
+#                  (the twin), direct_fw and passthrough in turn, timed
+#                  by one Python worker per path; the median per-round
+#                  difference is what a path adds to a connection
 #   BENCH_RULES    request rules of the rules100 case (default 100)
 #   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
 #                  back to back, the order swapped every round; the
@@ -61,7 +68,11 @@
 #                  its binding holds its address); proxy for the proxy
 #                  path; the report says how many flows egressd judged in
 #                  flight and how many connections the proxy accepted
-#   BENCH_PERF     a file: perf record egressd while it is measured
+#   BENCH_HOLD     a file: when egressd is up, the namespaces' names and
+#                  egressd's PID are written to it and the bench waits
+#                  until it is removed (for measuring by hand)
+#   BENCH_PERF     a file: perf record egressd while it is measured (and
+#                  the A/B rounds' nginx peer's worker into FILE.nginx)
 #   BENCH_PERF_OPTS  perf record's options (default -g; "--call-graph
 #                  dwarf,16384" sees through libc and OpenSSL frames)
 #
@@ -261,45 +272,51 @@ done
 # --- the client ------------------------------------------------------------------
 # wrk_run LABEL URL CONC CLOSE [CA] [NS]: one measurement from namespace
 # NS (default the sandbox); prints "rps p50 p99
-# requests syscalls cpu_us" (milliseconds; when SYSPID is set, egressd's
-# read and write calls per request from /proc/PID/io and its CPU time
-# per request in microseconds from schedstat, which the machine's load
-# moves far less than req/s) into $DIR/res/LABEL-CONC-CLOSE.
+# requests syscalls cpu_us sys_us" (milliseconds; when SYSPID is set,
+# egressd's read and write calls per request from /proc/PID/io, its CPU
+# time per request in microseconds from schedstat, which the machine's
+# load moves far less than req/s, and the system-time part of it from
+# /proc/PID/stat's ticks) into $DIR/res/LABEL-CONC-CLOSE.
 mkdir -p "$DIR/res"
 chmod 777 "$DIR/res"
 SYSPID=
-# sysc: egressd's read + write system calls and its CPU nanoseconds so
-# far ("0 0" without SYSPID)
+CLK_TCK=$(getconf CLK_TCK)
+# sysc: egressd's read + write system calls, its CPU nanoseconds and
+# its system-time ticks so far ("0 0 0" without SYSPID)
 sysc()
 {
-	[ -n "$SYSPID" ] || { echo 0 0; return; }
+	[ -n "$SYSPID" ] || { echo 0 0 0; return; }
 	awk '/^sysc[rw]:/ {n += $2} END {printf "%d ", n}' "/proc/$SYSPID/io"
-	cat "/proc/$SYSPID"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f\n", ns}'
+	cat "/proc/$SYSPID"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f ", ns}'
+	# utime and stime: fields 14 and 15 after the ")" of the name
+	sed 's/.*) //' "/proc/$SYSPID/stat" | awk '{printf "%d\n", $13}'
 }
 wrk_run()
 {
-	local label=$1 url=$2 c=$3 close=$4 hdr=() t s0 s1 ns0 ns1
+	local label=$1 url=$2 c=$3 close=$4 hdr=() t s0 s1 ns0 ns1 st0 st1
 	[ "$close" = close ] && hdr=(-H "Connection: close")
 	t=$c
 	[ "$t" -gt 2 ] && t=2
-	read -r s0 ns0 <<<"$(sysc)"
+	read -r s0 ns0 st0 <<<"$(sysc)"
 	ip netns exec "${6:-$SBX}" setpriv --reuid="$USR" --regid=nogroup --clear-groups \
 	    env SSL_CERT_FILE="${5:-$DIR/ca.crt}" \
 	    wrk -t"$t" -c"$c" -d"${DUR}s" --latency "${hdr[@]}" "$url" \
 	    >"$DIR/res/$label-$c-$close.out" 2>&1
-	read -r s1 ns1 <<<"$(sysc)"
-	awk -v sys=$((s1 - s0)) -v ns=$((ns1 - ns0)) '
+	read -r s1 ns1 st1 <<<"$(sysc)"
+	awk -v sys=$((s1 - s0)) -v ns=$((ns1 - ns0)) -v st=$((st1 - st0)) -v hz="$CLK_TCK" '
 	    /Requests\/sec/ {rps=$2}
 	    / requests in / {n=$1}
 	    /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
 	    function ms(v) { if (v ~ /us$/) return v/1000; if (v ~ /ms$/) return v+0;
 	        if (v ~ /s$/) return v*1000; return v }
-	    END { printf "%s %.3f %.3f %d %.2f %.1f\n", rps, ms(p50), ms(p99), n,
-	        (n > 0 ? sys / n : 0), (n > 0 ? ns / n / 1000 : 0) }' \
+	    END { printf "%s %.3f %.3f %d %.2f %.1f %.1f\n", rps, ms(p50), ms(p99), n,
+	        (n > 0 ? sys / n : 0), (n > 0 ? ns / n / 1000 : 0),
+	        (n > 0 ? st * 1e6 / hz / n : 0) }' \
 	    "$DIR/res/$label-$c-$close.out" >"$DIR/res/$label-$c-$close"
 }
 # wrk verifies nothing (it takes any certificate); the TLS path is the
-# same work: a full handshake per new connection, resumption not used.
+# same work: a full handshake per new connection, resumption not used
+# (wrk 4.1 keeps no session).
 
 # bulk LABEL NS URL [CA] [RESOLVE]: MB/s of one download from namespace
 # NS (the twin has no resolver: RESOLVE, default the origin's :443)
@@ -528,6 +545,26 @@ EOF
 	    python3 "$(dirname "$0")/hello_gap.py" "$ORIGIN" "$ORIGIN_FW" \
 	    >"$DIR/res/hello_gap"
 fi
+# BENCH_HOLD=FILE: the bench's names written to FILE, then everything
+# waits (egressd running, origin and twin up) until FILE is removed
+if [ -n "${BENCH_HOLD:-}" ]; then
+	printf 'SBX=%s\nTWN=%s\nUP=%s\nORIGIN=%s\nORIGIN_FW=%s\nEPID=%s\nDIR=%s\n' \
+	    "$SBX" "$TWN" "$UP" "$ORIGIN" "$ORIGIN_FW" "$EPID" "$DIR" >"$BENCH_HOLD"
+	while [ -e "$BENCH_HOLD" ]; do sleep 1; done
+fi
+# conn_pair: what the firewall and the queue add to one new connection,
+# direct (the twin), direct_fw and passthrough asked in turn, one
+# connection each (BENCH_PAIR_ROUNDS)
+if want conn_pair && [ -z "$CALLGRIND" ]; then
+	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
+	chmod 644 "$DIR/conn_pair.py"
+	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+	python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
+	    "direct=ip netns exec $TWN $as_nobody $ORIGIN" \
+	    "direct_fw=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
+	    "passthrough=ip netns exec $SBX $as_nobody pass.bench.test" \
+	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
+fi
 chmod 644 "$DIR/both.crt"
 want passthrough && measure passthrough "https://pass.bench.test/small"
 # the same requests behind egressd's firewall alone (wrk takes any
@@ -570,9 +607,11 @@ cg_case()
 	cl -o /dev/null "$url" || die "$label: warm-up request failed"
 	callgrind_control -z "$pid" >/dev/null 2>&1 || die "callgrind_control -z"
 	# BENCH_CONNS=close: a new connection per request (curl resumes
-	# its TLS session, as wrk does)
+	# its TLS session unless BENCH_CG_FULL=1: a full handshake each,
+	# as wrk makes them)
 	if [ "$CONNS" = close ]; then
-		cl -H "Connection: close" -K "$DIR/res/$label.curl" ||
+		cl -H "Connection: close" ${BENCH_CG_FULL:+--no-sessionid} \
+		    -K "$DIR/res/$label.curl" ||
 		    die "$label: a request failed"
 	else
 		cl -K "$DIR/res/$label.curl" || die "$label: a request failed"
@@ -736,7 +775,33 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		ABNPID=$!
 		PIDS+=("$ABNPID")
 		wait_listen "$TWN" 127.0.0.1:8443
+		# its worker's CPU and calls are counted as egressd's are
+		ABNW=$(pgrep -P "$ABNPID" | head -1)
+		if [ -n "$PERF" ]; then
+			perf record ${BENCH_PERF_OPTS:--g} -o "$PERF.nginx" -p "$ABNW" \
+			    >/dev/null 2>&1 &
+			ABNPERF=$!
+		fi
 		AB_PATHS+=" nginx"
+	fi
+	# nginx_fw: the same peer in the sandbox, behind egressd's firewall
+	# as egressd's own connections are (wrk's to it on lo, its upstream
+	# to the IP-rule address): conntrack and the hooks on both sides
+	if want nginx_fw; then
+		nginx_peer_conf
+		mkdir -p "$DIR/ng-fw"
+		sed -e "s#$DIR/ng-sbx/#$DIR/ng-fw/#g" \
+		    -e "s#server $ORIGIN:443;#server $ORIGIN_FW:443;#" \
+		    "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-fw/nginx.conf"
+		grep -q "server $ORIGIN_FW:443;" "$DIR/ng-fw/nginx.conf" ||
+		    die "nginx_fw: upstream not rewritten"
+		ip netns exec "$SBX" nginx -c "$DIR/ng-fw/nginx.conf" \
+		    >"$DIR/ng-fw/out" 2>&1 &
+		ABFPID=$!
+		PIDS+=("$ABFPID")
+		wait_listen "$SBX" 127.0.0.1:8443
+		ABFW=$(pgrep -P "$ABFPID" | head -1)
+		AB_PATHS+=" nginx_fw"
 	fi
 	for r in $(seq "$BENCH_AB_ROUNDS"); do
 		order=$(rotate "$AB_PATHS" "$r")
@@ -749,8 +814,10 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 					terminating) wrk_run "ab-terminating.r$r" \
 					    "https://term.bench.test/small" "$c" "$k" \
 					    "$DIR/both.crt" ;;
-					nginx) wrk_run "ab-nginx.r$r" \
+					nginx) SYSPID=$ABNW wrk_run "ab-nginx.r$r" \
 					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
+					nginx_fw) SYSPID=$ABFW wrk_run "ab-nginx_fw.r$r" \
+					    "https://127.0.0.1:8443/small" "$c" "$k" ;;
 					passthrough) wrk_run "ab-passthrough.r$r" \
 					    "https://pass.bench.test/small" "$c" "$k" ;;
 					direct_fw) wrk_run "ab-direct_fw.r$r" \
@@ -761,10 +828,19 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			done
 		done
 	done
+	if [ -n "${ABNPERF:-}" ]; then
+		kill -INT "$ABNPERF"
+		wait "$ABNPERF"
+	fi
 	if [ -n "${ABNPID:-}" ]; then
 		kill "$ABNPID"
 		wait "$ABNPID" 2>/dev/null
 		bench_forget_pid "$ABNPID"
+	fi
+	if [ -n "${ABFPID:-}" ]; then
+		kill "$ABFPID"
+		wait "$ABFPID" 2>/dev/null
+		bench_forget_pid "$ABFPID"
 	fi
 	rm -rf "/etc/netns/$TWN"
 fi
@@ -835,7 +911,7 @@ if want nginx; then
 fi
 
 # --- report ---------------------------------------------------------------------------
-r() { cat "$DIR/res/$1" 2>/dev/null || echo "0 0 0 0 0 0"; }
+r() { cat "$DIR/res/$1" 2>/dev/null || echo "0 0 0 0 0 0 0"; }
 if [ -z "$CALLGRIND" ]; then
 	printf '\n%-12s %-5s %4s %10s %8s %8s %9s %8s\n' mode conn c 'req/s' \
 	    'p50 ms' 'p99 ms' 'x direct' 'p99 x'
@@ -1020,8 +1096,30 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 				printf '  %-12s %-5s c=%-3s req/s %s  p99 %s\n' "$m" "$close" "$c" \
 				    "$(stats "$rr")" "$(stats "$pr")"
 			done
+			# terminating against each peer, round by round
+			for m in nginx nginx_fw; do
+				[[ " $AB_PATHS " == *" terminating "* && " $AB_PATHS " == *" $m "* ]] ||
+				    continue
+				rr= cr= ncpu= tcpu= nsys= tsys=
+				for r in $(seq "$BENCH_AB_ROUNDS"); do
+					read -r drps _ _ _ _ dcpu dsys <<<"$(r "ab-$m.r$r-$c-$close")"
+					read -r rps _ _ _ _ cpu sys <<<"$(r "ab-terminating.r$r-$c-$close")"
+					rr+=" $(ratio "$rps" "$drps")"
+					cr+=" $(ratio "$cpu" "$dcpu")"
+					ncpu+=" $dcpu" tcpu+=" $cpu" nsys+=" ${dsys:-0}" tsys+=" ${sys:-0}"
+				done
+				printf '  %-12s %-5s c=%-3s terminating / %s: req/s %s; CPU us/req %s\n' \
+				    "" "$close" "$c" "$m" "$(stats "$rr")" "$(stats "$cr")"
+				printf '  %-12s %-5s c=%-3s   CPU us/req egressd %s (system %s), %s %s (system %s)\n' \
+				    "" "$close" "$c" "$(stats "$tcpu")" "$(stats "$tsys")" \
+				    "$m" "$(stats "$ncpu")" "$(stats "$nsys")"
+			done
 		done
 	done
+fi
+if [ -s "$DIR/res/conn_pair" ]; then
+	printf '\nconn_pair: one new connection (TLS, one GET, close), paths asked in turn:\n'
+	sed 's/^/  /' "$DIR/res/conn_pair"
 fi
 if [ -s "$DIR/res/hello_gap" ]; then
 	printf '\nhello_gap: the handshake'"'"'s last ACK to the ClientHello at the origin (us):\n'
