@@ -102,6 +102,21 @@ tb_die()
 	exit 1
 }
 
+# tb_sbx_tool NAME...: tests/e2e/tools/NAME into the sandbox's own bin
+# directory ($TB_DIR/sbx-bin, first on its PATH), readable and runnable
+# by the sandbox user; fatal when one cannot be copied.
+tb_sbx_tool()
+{
+	local t
+	mkdir -p "$TB_DIR/sbx-bin" && chmod 755 "$TB_DIR/sbx-bin" ||
+	    tb_die "sbx-bin"
+	for t in "$@"; do
+		cp "$TB_LIB_DIR/../tools/$t" "$TB_DIR/sbx-bin/" &&
+		    chmod 755 "$TB_DIR/sbx-bin/$t" ||
+		    tb_die "cannot copy tool $t into the sandbox"
+	done
+}
+
 tb_skip()
 {
 	printf 'SKIP: %s\n' "$*"

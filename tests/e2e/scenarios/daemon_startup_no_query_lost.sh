@@ -17,8 +17,7 @@ egress:
   - {action: allow, target: c.test}
 EOF
 )
-cp "$(dirname "$0")/../tools/dns_trickle.py" "$TB_DIR/sbx-bin/"
-chmod 755 "$TB_DIR/sbx-bin/dns_trickle.py"
+tb_sbx_tool dns_trickle.py
 stop=$TB_SBX_HOME/stop
 progress=$TB_SBX_HOME/progress
 result=$TB_DIR/root/trickle.json

@@ -30,11 +30,7 @@ set -u -o pipefail
 tb_setup
 tb_host_setup
 
-cp "$(dirname "$0")/../tools/tls_hello.py" \
-    "$(dirname "$0")/../tools/inflight_hello.py" "$TB_DIR/sbx-bin/" ||
-    tb_die "copy tools"
-chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/tls_hello.py" \
-    "$TB_DIR/sbx-bin/inflight_hello.py"
+tb_sbx_tool tls_hello.py inflight_hello.py
 IH=$TB_DIR/sbx-bin/inflight_hello.py
 
 TB_EGRESSD_TOKEN="ifj-$TB_ID-$RANDOM$RANDOM"

@@ -14,9 +14,7 @@ set -u -o pipefail
 . "$(dirname "$0")/../lib/testbed.sh"
 tb_setup
 
-cp "$(dirname "$0")/../tools/tls_hello.py" "$TB_DIR/sbx-bin/" ||
-    tb_die "copy tls_hello.py"
-chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/tls_hello.py"
+tb_sbx_tool tls_hello.py
 TH=$TB_DIR/sbx-bin/tls_hello.py
 
 pol=$(tb_policy_file policy.yaml <<'EOF2'

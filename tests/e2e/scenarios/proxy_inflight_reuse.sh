@@ -22,11 +22,7 @@ set -u -o pipefail
 tb_setup
 tb_host_setup
 
-cp "$(dirname "$0")/../tools/port_reuse.py" \
-    "$(dirname "$0")/../tools/tls_hello.py" "$TB_DIR/sbx-bin/" ||
-    tb_die "copy tools"
-chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/port_reuse.py" \
-    "$TB_DIR/sbx-bin/tls_hello.py"
+tb_sbx_tool port_reuse.py tls_hello.py
 PR=$TB_DIR/sbx-bin/port_reuse.py
 
 pol=$(tb_policy_file policy.yaml <<'EOF2'

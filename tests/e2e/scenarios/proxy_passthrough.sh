@@ -16,11 +16,7 @@ set -u -o pipefail
 tb_setup
 
 # The sandbox runs the tools from its own bin directory.
-cp "$(dirname "$0")/../tools/tls_hello.py" \
-    "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" ||
-    tb_die "copy tools"
-chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/tls_hello.py" \
-    "$TB_DIR/sbx-bin/http_client.py"
+tb_sbx_tool tls_hello.py http_client.py
 TH=$TB_DIR/sbx-bin/tls_hello.py
 HC=$TB_DIR/sbx-bin/http_client.py
 

@@ -94,8 +94,7 @@ tb_assert_no_log --since "$mark" "$TB_ORIGIN_LOG" origin.request 'path=/misdirec
 
 # --- the HTTP engine inside a terminated connection ---------------------------
 CA=$STATE/ca-bundle.crt
-mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
-    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+tb_sbx_tool http_client.py
 HC=$TB_DIR/sbx-bin/http_client.py
 mark=$(tb_log_mark "$TB_ORIGIN_LOG")
 urls=()

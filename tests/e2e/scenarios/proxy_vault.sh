@@ -91,8 +91,7 @@ tail=$(tr -d '\r' <<<"$out" |
     awk '/^0$/ {t = ""; on = 1; next} on {t = t $0 "\n"} END {printf "%s", t}')
 tb_expect_eq "curl: the echoed trailer arrives after the last chunk, redacted" \
     "X-Echo-Authorization: [REDACTED]" "$(sed '/^$/d' <<<"$tail")"
-mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
-    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+tb_sbx_tool http_client.py
 HC=$TB_DIR/sbx-bin/http_client.py
 tr=$(tb_sandbox "$TB_PY" "$HC" trailers \
     'https://a.test/v1/t2?echo=Authorization&trailer=1&trailer_extra=1&split=7' \

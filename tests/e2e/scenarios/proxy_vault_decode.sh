@@ -34,8 +34,7 @@ tb_start_egressd --policy "$pol" --proxy \
     --trust-dir "$TB_DIR/trust" --state-dir "$STATE" --http-addr ":18080"
 CA=$STATE/ca-bundle.crt
 C=(curl -sS --max-time 8 --cacert "$CA" -H 'Authorization: Bearer fake-key')
-mkdir -p "$TB_DIR/sbx-bin" && cp "$(dirname "$0")/../tools/http_client.py" "$TB_DIR/sbx-bin/" &&
-    chmod 755 "$TB_DIR/sbx-bin" "$TB_DIR/sbx-bin/http_client.py"
+tb_sbx_tool http_client.py
 HC=$TB_DIR/sbx-bin/http_client.py
 # the secret's rendered forms a response could carry (the origin's forms=
 # echo renders them); the base64 ones without padding match either way

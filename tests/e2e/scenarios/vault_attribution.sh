@@ -41,9 +41,7 @@ tb_start_egressd --policy "$pol" --proxy --trust-dir "$TB_DIR/trust" \
     --state-dir "$STATE"
 CA=$STATE/ca-bundle.crt
 OUT=$TB_SBX_HOME
-mkdir -p "$TB_DIR/sbx-bin" && chmod 755 "$TB_DIR/sbx-bin"
-cp "$(dirname "$0")/../tools/raw_tls.py" "$TB_DIR/sbx-bin/" &&
-    chmod 644 "$TB_DIR/sbx-bin/raw_tls.py"
+tb_sbx_tool raw_tls.py
 # raw NAME: send $OUT/NAME.req on one TLS connection to a.test, keep what
 # came back in $OUT/NAME.got
 raw() {

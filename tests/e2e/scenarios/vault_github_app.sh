@@ -137,8 +137,7 @@ sys.exit(not (len(l) >= 2 and all(r["auth"] == "Basic" and r["status"] == 0
                                   for r in l)))' "$D/git.log" "$git0"
 
 # --- 100 concurrent requests after expiry: one token request -----------------
-cp "$(dirname "$0")/../tools/oauth_burst.py" "$TB_DIR/sbx-bin/"
-chmod 755 "$TB_DIR/sbx-bin/oauth_burst.py"
+tb_sbx_tool oauth_burst.py
 burst=$(tb_sandbox "$TB_PY" "$TB_DIR/sbx-bin/oauth_burst.py" api.gh.test \
     /burst 100 4.5 "$CA" "$TB_SBX_HOME/burst.out")
 cat "$TB_SBX_HOME/burst.out" >>"$SEEN"

@@ -115,8 +115,7 @@ tb_expect_match "an API echoing the rotated refresh token: masked" \
     '"refresh": "\*{35}"' "$out"
 
 # --- 200 concurrent requests after expiry: one token request -----------------
-cp "$(dirname "$0")/../tools/oauth_burst.py" "$TB_DIR/sbx-bin/"
-chmod 755 "$TB_DIR/sbx-bin/oauth_burst.py"
+tb_sbx_tool oauth_burst.py
 burst=$(tb_sandbox "$TB_PY" "$TB_DIR/sbx-bin/oauth_burst.py" rs.test /cc/burst \
     200 3.5 "$CA" "$TB_SBX_HOME/burst.out")
 cat "$TB_SBX_HOME/burst.out" >>"$SEEN"
