@@ -72,7 +72,8 @@
 #                  egressd's PID are written to it and the bench waits
 #                  until it is removed (for measuring by hand)
 #   BENCH_PERF     a file: perf record egressd while it is measured (and
-#                  the A/B rounds' nginx peer's worker into FILE.nginx)
+#                  each A/B nginx peer's worker into FILE.nginx,
+#                  FILE.nginx_fw)
 #   BENCH_PERF_OPTS  perf record's options (default -g; "--call-graph
 #                  dwarf,16384" sees through libc and OpenSSL frames)
 #
@@ -763,6 +764,24 @@ fi
 # and, with the nginx peer wanted, nginx (the peer in the twin), back to
 # back, the order rotated each round, while egressd runs: the ratios then
 # compare runs seconds apart, not minutes
+# ab_peer NAME NS CONF: the nginx peer NAME, started in NS from CONF, in
+# the A/B rounds; its worker's CPU and calls are counted as egressd's are
+# (AB_WORKER[NAME]), and with BENCH_PERF it is recorded into $PERF.NAME
+declare -A AB_PID=() AB_WORKER=() AB_PERF=()
+ab_peer()
+{
+	ip netns exec "$2" nginx -c "$3" >"${3%/*}/out" 2>&1 &
+	AB_PID[$1]=$!
+	PIDS+=("$!")
+	wait_listen "$2" 127.0.0.1:8443
+	AB_WORKER[$1]=$(pgrep -P "${AB_PID[$1]}" | head -1)
+	if [ -n "$PERF" ]; then
+		perf record ${BENCH_PERF_OPTS:--g} -o "$PERF.$1" \
+		    -p "${AB_WORKER[$1]}" >/dev/null 2>&1 &
+		AB_PERF[$1]=$!
+	fi
+	AB_PATHS+=" $1"
+}
 if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 	mkdir -p "/etc/netns/$TWN"
 	printf '%s pass.bench.test\n127.0.0.1 term.bench.test\n' "$ORIGIN" \
@@ -770,19 +789,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 	AB_PATHS=${BENCH_AB_PATHS:-direct terminating}
 	if want nginx; then
 		nginx_peer_conf
-		ip netns exec "$TWN" nginx -c "$DIR/ng-sbx/nginx.conf" \
-		    >"$DIR/ng-sbx/out" 2>&1 &
-		ABNPID=$!
-		PIDS+=("$ABNPID")
-		wait_listen "$TWN" 127.0.0.1:8443
-		# its worker's CPU and calls are counted as egressd's are
-		ABNW=$(pgrep -P "$ABNPID" | head -1)
-		if [ -n "$PERF" ]; then
-			perf record ${BENCH_PERF_OPTS:--g} -o "$PERF.nginx" -p "$ABNW" \
-			    >/dev/null 2>&1 &
-			ABNPERF=$!
-		fi
-		AB_PATHS+=" nginx"
+		ab_peer nginx "$TWN" "$DIR/ng-sbx/nginx.conf"
 	fi
 	# nginx_fw: the same peer in the sandbox, behind egressd's firewall
 	# as egressd's own connections are (wrk's to it on lo, its upstream
@@ -795,13 +802,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		    "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-fw/nginx.conf"
 		grep -q "server $ORIGIN_FW:443;" "$DIR/ng-fw/nginx.conf" ||
 		    die "nginx_fw: upstream not rewritten"
-		ip netns exec "$SBX" nginx -c "$DIR/ng-fw/nginx.conf" \
-		    >"$DIR/ng-fw/out" 2>&1 &
-		ABFPID=$!
-		PIDS+=("$ABFPID")
-		wait_listen "$SBX" 127.0.0.1:8443
-		ABFW=$(pgrep -P "$ABFPID" | head -1)
-		AB_PATHS+=" nginx_fw"
+		ab_peer nginx_fw "$SBX" "$DIR/ng-fw/nginx.conf"
 	fi
 	for r in $(seq "$BENCH_AB_ROUNDS"); do
 		order=$(rotate "$AB_PATHS" "$r")
@@ -814,9 +815,9 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 					terminating) wrk_run "ab-terminating.r$r" \
 					    "https://term.bench.test/small" "$c" "$k" \
 					    "$DIR/both.crt" ;;
-					nginx) SYSPID=$ABNW wrk_run "ab-nginx.r$r" \
+					nginx) SYSPID=${AB_WORKER[nginx]} wrk_run "ab-nginx.r$r" \
 					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
-					nginx_fw) SYSPID=$ABFW wrk_run "ab-nginx_fw.r$r" \
+					nginx_fw) SYSPID=${AB_WORKER[nginx_fw]} wrk_run "ab-nginx_fw.r$r" \
 					    "https://127.0.0.1:8443/small" "$c" "$k" ;;
 					passthrough) wrk_run "ab-passthrough.r$r" \
 					    "https://pass.bench.test/small" "$c" "$k" ;;
@@ -828,20 +829,15 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			done
 		done
 	done
-	if [ -n "${ABNPERF:-}" ]; then
-		kill -INT "$ABNPERF"
-		wait "$ABNPERF"
-	fi
-	if [ -n "${ABNPID:-}" ]; then
-		kill "$ABNPID"
-		wait "$ABNPID" 2>/dev/null
-		bench_forget_pid "$ABNPID"
-	fi
-	if [ -n "${ABFPID:-}" ]; then
-		kill "$ABFPID"
-		wait "$ABFPID" 2>/dev/null
-		bench_forget_pid "$ABFPID"
-	fi
+	for m in "${!AB_PID[@]}"; do
+		if [ -n "${AB_PERF[$m]:-}" ]; then
+			kill -INT "${AB_PERF[$m]}"
+			wait "${AB_PERF[$m]}"
+		fi
+		kill "${AB_PID[$m]}"
+		wait "${AB_PID[$m]}" 2>/dev/null
+		bench_forget_pid "${AB_PID[$m]}"
+	done
 	rm -rf "/etc/netns/$TWN"
 fi
 rss_busy=$(awk '/VmHWM/ {print $2}' "/proc/$EPID/status")
