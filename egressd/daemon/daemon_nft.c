@@ -440,7 +440,6 @@ egressd_renew_interval_ms(const struct egressd *d)
 	if (d->nft == NULL)
 		return EGRESSD_RENEW_INTERVAL_MS_MAX;
 	ms = (uint64_t)nft_learned_ttl_max(d->nft) * 1000 / 2;
-
 	if (ms < EGRESSD_RENEW_INTERVAL_MS_MIN)
 		ms = EGRESSD_RENEW_INTERVAL_MS_MIN;
 	if (ms > EGRESSD_RENEW_INTERVAL_MS_MAX)
@@ -448,14 +447,14 @@ egressd_renew_interval_ms(const struct egressd *d)
 	return (uint32_t)ms;
 }
 
-static void
+/* -1 only on a bad timeval or a dead base (the loop is ending). */
+static int
 egressd_renew_arm(struct egressd *d, uint32_t ms)
 {
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 
 	d->renew_interval_ms = ms;
-	/* only fails on a bad timeval or a dead base: the loop is ending */
-	(void)event_add(d->ev_renew, &tv);
+	return event_add(d->ev_renew, &tv);
 }
 
 static void
@@ -510,18 +509,18 @@ egressd_renew_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	egressd_renew_tick(d);
-	egressd_renew_arm(d, egressd_renew_interval_ms(d));
+	(void)egressd_renew_arm(d, egressd_renew_interval_ms(d));
 }
 
 int
 daemon_nft_arm_renew(struct egressd *d, struct err *e)
 {
 	if ((d->ev_renew = event_new(d->base, -1, 0, egressd_renew_cb, d)) ==
-	    NULL) {
+	        NULL ||
+	    egressd_renew_arm(d, egressd_renew_interval_ms(d)) == -1) {
 		err_set(e, "cannot register renew timer");
 		return -1;
 	}
-	egressd_renew_arm(d, egressd_renew_interval_ms(d));
 	return 0;
 }
 
@@ -539,5 +538,5 @@ daemon_nft_follow_ttl(struct egressd *d)
 	 */
 	ms = egressd_renew_interval_ms(d);
 	if (ms < d->renew_interval_ms)
-		egressd_renew_arm(d, ms);
+		(void)egressd_renew_arm(d, ms);
 }
