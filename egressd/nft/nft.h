@@ -464,6 +464,9 @@ struct nft_ct_flow {
 	 * cut by setting the ct mark REFUSED, not by deleting the entry
 	 * (nft_build_ct_delete) */
 	bool judged;
+	/* TCP in TIME_WAIT or CLOSE: over, only remembered (it renews
+	 * nothing) */
+	bool over;
 };
 
 /*

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tcp.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
@@ -252,6 +253,22 @@ tuple_proto(const struct nlattr *pa, struct nft_ct_flow *f)
 	    attr_bytes(tp[CTA_PROTO_ICMPV6_CODE], 1, &f->icmp_code);
 }
 
+/* A TCP entry in TIME_WAIT or CLOSE: the connection is over, conntrack
+ * only remembers it (for minutes). Absent or malformed: not over. */
+static bool
+tcp_over(const struct nlattr *protoinfo)
+{
+	const struct nlattr *pi[CTA_PROTOINFO_MAX + 1] = {0};
+	const struct nlattr *pt[CTA_PROTOINFO_TCP_MAX + 1] = {0};
+	uint8_t st;
+
+	if (!attrs_nested(protoinfo, pi, CTA_PROTOINFO_MAX) ||
+	    !attrs_nested(pi[CTA_PROTOINFO_TCP], pt, CTA_PROTOINFO_TCP_MAX) ||
+	    !attr_bytes(pt[CTA_PROTOINFO_TCP_STATE], 1, &st))
+		return false;
+	return st == TCP_CONNTRACK_TIME_WAIT || st == TCP_CONNTRACK_CLOSE;
+}
+
 bool
 nft_ctmsg_outbound(const struct nlmsghdr *nlh, uint32_t mark,
     const struct nft_locals *lc, bool any_proto, struct nft_ct_flow *f)
@@ -292,6 +309,7 @@ nft_ctmsg_outbound(const struct nlmsghdr *nlh, uint32_t mark,
 	if (attr_bytes(tb[CTA_MARK], 4, &be32) &&
 	    ntohl(be32) == NFT_QMARK_REFUSED)
 		return false;
+	f->over = f->proto == IPPROTO_TCP && tcp_over(tb[CTA_PROTOINFO]);
 	f->judged = f->proto == IPPROTO_TCP &&
 	    attr_bytes(tb[CTA_MARK], 4, &be32) &&
 	    (ntohl(be32) == NFT_QMARK_PENDING || ntohl(be32) == NFT_QMARK_OK);

@@ -75,7 +75,10 @@ ct_consider(struct ct_dump *d, int family, const uint8_t *addr)
 /*
  * Only a flow that really goes to the address renews it: not one
  * redirected to egressd (a datagram to X:53 reaches the resolver, never
- * X), not egressd's own, not an inbound one (nft_ctmsg_outbound()).
+ * X), not egressd's own, not an inbound one (nft_ctmsg_outbound()), and
+ * not a TCP connection that is over (TIME_WAIT, CLOSE: conntrack keeps
+ * those for minutes, and they kept a closed connection's address learned
+ * as long).
  */
 static int
 ct_cb(const struct nlmsghdr *nlh, void *arg)
@@ -85,7 +88,7 @@ ct_cb(const struct nlmsghdr *nlh, void *arg)
 
 	if (++d->seen > NFT_CT_MAX_FLOWS)
 		return d->sliced ? MNL_CB_OK : MNL_CB_STOP;
-	if (nft_ctmsg_outbound(nlh, d->mark, d->lc, true, &f))
+	if (nft_ctmsg_outbound(nlh, d->mark, d->lc, true, &f) && !f.over)
 		ct_consider(d, f.family, f.dst);
 	return MNL_CB_OK;
 }
