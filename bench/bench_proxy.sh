@@ -289,7 +289,7 @@ sysc()
 	[ -n "$SYSPID" ] || { echo 0 0 0; return; }
 	awk '/^sysc[rw]:/ {n += $2} END {printf "%d ", n}' "/proc/$SYSPID/io"
 	cat "/proc/$SYSPID"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f ", ns}'
-	# utime and stime: fields 14 and 15 after the ")" of the name
+	# stime, field 15: the 13th after the ") " that ends the name
 	sed 's/.*) //' "/proc/$SYSPID/stat" | awk '{printf "%d\n", $13}'
 }
 wrk_run()
@@ -316,8 +316,7 @@ wrk_run()
 	    "$DIR/res/$label-$c-$close.out" >"$DIR/res/$label-$c-$close"
 }
 # wrk verifies nothing (it takes any certificate); the TLS path is the
-# same work: a full handshake per new connection, resumption not used
-# (wrk 4.1 keeps no session).
+# same work: a full handshake per new connection, resumption not used.
 
 # bulk LABEL NS URL [CA] [RESOLVE]: MB/s of one download from namespace
 # NS (the twin has no resolver: RESOLVE, default the origin's :443)
@@ -608,8 +607,8 @@ cg_case()
 	cl -o /dev/null "$url" || die "$label: warm-up request failed"
 	callgrind_control -z "$pid" >/dev/null 2>&1 || die "callgrind_control -z"
 	# BENCH_CONNS=close: a new connection per request (curl resumes
-	# its TLS session unless BENCH_CG_FULL=1: a full handshake each,
-	# as wrk makes them)
+	# its TLS session; BENCH_CG_FULL=1: --no-sessionid, a full
+	# handshake each)
 	if [ "$CONNS" = close ]; then
 		cl -H "Connection: close" ${BENCH_CG_FULL:+--no-sessionid} \
 		    -K "$DIR/res/$label.curl" ||
