@@ -171,7 +171,7 @@ void daemon_watch_creds(struct egressd *d, const struct policy *p);
 int daemon_nft_open(struct egressd *d, struct err *e);
 /* The ruleset in force, self-checked, and the first cut of old flows. */
 int daemon_nft_enforce(struct egressd *d, struct err *e);
-/* The renew tick: every half of dns.ttlMax, between 1 s and 10 s. */
+/* The renew tick: every half of dns.ttlMax, between 500 ms and 10 s. */
 int daemon_nft_arm_renew(struct egressd *d, struct err *e);
 /* A new policy in force: a shorter dns.ttlMax brings the tick nearer. */
 void daemon_nft_follow_ttl(struct egressd *d);

@@ -425,26 +425,17 @@ daemon_nft_enforce(struct egressd *d, struct err *e)
  * restores a flushed table. Renewal keeps an address a live flow uses
  * learned (new connections of an HTTP/2 pool, a client caching DNS past
  * the TTL), so the tick must come round within a lease: every half of
- * the policy's dns.ttlMax, between 1 s and 10 s. With ttlMax 1 s a lease
- * may still lapse for a moment between ticks.
+ * the policy's dns.ttlMax, between 500 ms and 10 s
+ * (nft_renew_interval_ms).
  */
-#define EGRESSD_RENEW_INTERVAL_MS_MIN 1000
-#define EGRESSD_RENEW_INTERVAL_MS_MAX 10000
 #define EGRESSD_RENEW_WINDOW_S 30
 
 static uint32_t
 egressd_renew_interval_ms(const struct egressd *d)
 {
-	uint64_t ms;
-
 	if (d->nft == NULL)
-		return EGRESSD_RENEW_INTERVAL_MS_MAX;
-	ms = (uint64_t)nft_learned_ttl_max(d->nft) * 1000 / 2;
-	if (ms < EGRESSD_RENEW_INTERVAL_MS_MIN)
-		ms = EGRESSD_RENEW_INTERVAL_MS_MIN;
-	if (ms > EGRESSD_RENEW_INTERVAL_MS_MAX)
-		ms = EGRESSD_RENEW_INTERVAL_MS_MAX;
-	return (uint32_t)ms;
+		return NFT_RENEW_MS_MAX;
+	return nft_renew_interval_ms(nft_learned_ttl_max(d->nft));
 }
 
 /* -1 only on a bad timeval or a dead base (the loop is ending). */

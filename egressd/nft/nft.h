@@ -567,6 +567,14 @@ size_t nft_learned_cap(const struct nft *n);
 /* The longest lease a learned element gets under the policy in force
  * (seconds; the options' until the first apply). */
 uint32_t nft_learned_ttl_max(const struct nft *n);
+/*
+ * How often renewal must run (ms) so that a lease of ttl_max_s seconds,
+ * renewed while in use, never lapses between two runs: half the lease,
+ * between NFT_RENEW_MS_MIN and NFT_RENEW_MS_MAX. Pure.
+ */
+#define NFT_RENEW_MS_MIN 500
+#define NFT_RENEW_MS_MAX 10000
+uint32_t nft_renew_interval_ms(uint32_t ttl_max_s);
 
 /*
  * The resolver's UDP sockets for nft_selfcheck(), and where the datagrams

@@ -137,6 +137,25 @@ out:
 	return rc;
 }
 
+/*
+ * A renewed lease lasts ttl_max from the renewal, and the next renewal
+ * comes an interval later plus a dump's time: half the lease leaves that
+ * margin. The floor is 500 ms, not 1 s: with 1 s leases a 1 s tick
+ * renewed each address just as its lease ran out, and a connection
+ * opened in between was refused.
+ */
+uint32_t
+nft_renew_interval_ms(uint32_t ttl_max_s)
+{
+	uint64_t ms = (uint64_t)ttl_max_s * 1000 / 2;
+
+	if (ms < NFT_RENEW_MS_MIN)
+		return NFT_RENEW_MS_MIN;
+	if (ms > NFT_RENEW_MS_MAX)
+		return NFT_RENEW_MS_MAX;
+	return (uint32_t)ms;
+}
+
 /* ---- asynchronous renew: the dump read in slices on the loop ---- */
 
 struct nft_renew {

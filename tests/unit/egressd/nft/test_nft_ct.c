@@ -673,6 +673,30 @@ test_cut_sliced(void **state)
 	policy_unref(p2);
 }
 
+/* ---- pure: how often renewal runs ---- */
+
+/* Renewal must come round within a lease (every half of it) so that an
+ * address in use never lapses: with 1 s leases a 1 s tick renewed each
+ * one only as it ran out. */
+static void
+test_renew_interval(void **state)
+{
+	uint32_t ttl;
+
+	(void)state;
+	assert_int_equal(nft_renew_interval_ms(0), NFT_RENEW_MS_MIN);
+	assert_int_equal(nft_renew_interval_ms(1), 500);
+	assert_int_equal(nft_renew_interval_ms(2), 1000);
+	assert_int_equal(nft_renew_interval_ms(4), 2000);
+	assert_int_equal(nft_renew_interval_ms(20), 10000);
+	assert_int_equal(nft_renew_interval_ms(3600), NFT_RENEW_MS_MAX);
+	assert_int_equal(nft_renew_interval_ms(UINT32_MAX), NFT_RENEW_MS_MAX);
+	/* every lease is renewed at least twice before it runs out */
+	for (ttl = 1; ttl <= 100000; ttl++)
+		assert_true((uint64_t)nft_renew_interval_ms(ttl) * 2 <=
+		    (uint64_t)ttl * 1000);
+}
+
 int
 main(void)
 {
@@ -684,6 +708,7 @@ main(void)
 	    cmocka_unit_test(test_cut_on_tighten),
 	    cmocka_unit_test(test_cut_unlisted_port),
 	    cmocka_unit_test(test_cut_sliced),
+	    cmocka_unit_test(test_renew_interval),
 	};
 
 	have_netns = ts_netns_enter("test_nft_ct");
