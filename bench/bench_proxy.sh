@@ -28,7 +28,8 @@
 #                  direct_fw (the sandbox to an IP-rule address: egressd's
 #                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
-#                  mitmdump nginx nginx_fw rules0 rules100 hello_gap conn_pair;
+#                  mitmdump nginx nginx_fw rules0 rules100 hello_gap conn_pair
+#                  queue_floor (only when named: it kills egressd);
 #                  nginx_fw (A/B rounds only): the nginx peer in the
 #                  sandbox behind egressd's firewall; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
@@ -43,6 +44,14 @@
 #                  (the twin), direct_fw and passthrough in turn, timed
 #                  by one Python worker per path; the median per-round
 #                  difference is what a path adds to a connection
+#   BENCH_FLOOR_BLOCKS  blocks of queue_floor (default 2, order reversed
+#                  every other block): conn_pair (direct_fw, passthrough
+#                  to the learned address) with egressd reading the queue
+#                  (as started, at --log-level warn, and BENCH_FLOOR_B,
+#                  another egressd binary, if set), and with nfq_floor in
+#                  its place (every packet OK, nothing judged): blocking,
+#                  with 20 us of work after each verdict, spinning; what
+#                  of the queue's trip is egressd's own work
 #   BENCH_RULES    request rules of the rules100 case (default 100)
 #   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
 #                  back to back, the order swapped every round; the
@@ -564,6 +573,111 @@ if want conn_pair && [ -z "$CALLGRIND" ]; then
 	    "direct_fw=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
 	    "passthrough=ip netns exec $SBX $as_nobody pass.bench.test" \
 	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
+fi
+# queue_floor: what of the queue's trip is egressd's own work. conn_pair
+# (direct_fw, and pass-through to the learned address as a literal) with
+# egressd judging, and with egressd gone (kill -9: the ruleset stays) and
+# nfq_floor bound in its place (every packet OK, nothing judged); the
+# pair's difference in each block is what that queue reader costs a
+# connection. BENCH_FLOOR_BLOCKS blocks of BENCH_PAIR_ROUNDS each, the
+# variants' order reversed every other block (ABBA: a drift, or what a
+# restart leaves behind, falls on each alike). egressd is started again
+# after.
+if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; then
+	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
+	chmod 644 "$DIR/conn_pair.py"
+	floor_bin=$(dirname "$EGRESSD_BIN")/../bench/nfq_floor
+	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+	# the queue egressd said it reads (passthrough.judge)
+	qnum=$(sed -n 's/.*"ev":"passthrough.judge".*"queue":\([0-9]*\).*/\1/p' \
+	    "$DIR/egressd.log" | tail -1)
+	: >"$DIR/res/queue_floor"
+	[ -n "$qnum" ] || echo "bench_proxy: queue_floor: egressd reads no queue" >&2
+	# floor_run VARIANT: egressd's queue reader replaced by VARIANT
+	# ("egressd", "egressd_b": BENCH_FLOOR_B, "warn": egressd at
+	# --log-level warn, "floor", "floor after=20", "floor spin"), then
+	# one block of conn_pair; FPID is the reader, killed (-9) by the
+	# next call. egressd is started by hand: at --log-level warn there
+	# is no egressd.ready line to wait for, so every variant is given
+	# the same 2 s, and the name resolved (learned) after.
+	FPID=$EPID
+	floor_run()
+	{
+		local v=$1 bin=$EGRESSD_BIN extra=()
+		kill -9 "$FPID"
+		wait "$FPID" 2>/dev/null
+		bench_forget_pid "$FPID"
+		case $v in
+		floor*)
+			# shellcheck disable=SC2086 # the mode: none or one word
+			ip netns exec "$SBX" "$floor_bin" "$qnum" 600 ${v#floor} \
+			    2>>"$DIR/res/queue_floor.log" &
+			FPID=$!
+			PIDS+=("$FPID")
+			sleep 0.5
+			;;
+		*)
+			[ "$v" = egressd_b ] && bin=$BENCH_FLOOR_B
+			[ "$v" = warn ] && extra=(--log-level warn)
+			ip netns exec "$SBX" "$bin" --policy "$DIR/policy.yaml" \
+			    --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" \
+			    --http-addr "" --proxy --passthrough-judge queue \
+			    --state-dir "$DIR/state" --trust-dir "$DIR/trust" \
+			    --log-file "$DIR/egressd.floor.log" "${extra[@]}" \
+			    >"$DIR/egressd.out" 2>&1 &
+			FPID=$!
+			PIDS+=("$FPID")
+			sleep 2
+			kill -0 "$FPID" ||
+			    die "egressd ($v) exited: $(tail -3 "$DIR/egressd.out")"
+			ip netns exec "$SBX" getent ahostsv4 pass.bench.test >/dev/null
+			;;
+		esac
+		echo "== $v" >>"$DIR/res/queue_floor"
+		python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
+		    "direct_fw=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
+		    "passthrough=ip netns exec $SBX $as_nobody $pass_ip" \
+		    >>"$DIR/res/queue_floor" ||
+		    echo "bench_proxy: queue_floor ($v) failed" >&2
+	}
+	pass_ip=$(ip netns exec "$SBX" getent ahostsv4 pass.bench.test |
+	    awk 'NR == 1 {print $1}')
+	variants=(egressd)
+	[ -n "${BENCH_FLOOR_B:-}" ] && variants+=(egressd_b)
+	variants+=(warn floor "floor after=20" "floor spin")
+	for b in $([ -n "$qnum" ] && seq "${BENCH_FLOOR_BLOCKS:-2}"); do
+		order=("${variants[@]}")
+		if [ $((b % 2)) = 0 ]; then
+			order=()
+			for ((i = ${#variants[@]} - 1; i >= 0; i--)); do
+				order+=("${variants[$i]}")
+			done
+		fi
+		for v in "${order[@]}"; do
+			floor_run "$v"
+		done
+	done
+	if [ -n "$qnum" ]; then
+		kill -9 "$FPID"
+		wait "$FPID" 2>/dev/null
+		bench_forget_pid "$FPID"
+		egressd_start
+		SYSPID=$EPID
+		sleep 0.5
+		# per variant: each block's median difference, and their median
+		python3 - "$DIR/res/queue_floor" >"$DIR/res/queue_floor.sum" <<'EOF'
+import statistics, sys
+blocks, v = {}, None
+for ln in open(sys.argv[1]):
+    if ln.startswith("== "):
+        v = ln[3:].strip()
+    elif " over " in ln and v is not None:
+        blocks.setdefault(v, []).append(float(ln.split()[4]))
+for v, d in blocks.items():
+    print("%-16s median of blocks %+5.0f us  blocks: %s" % (
+        v, statistics.median(d), " ".join("%+.0f" % x for x in d)))
+EOF
+	fi
 fi
 chmod 644 "$DIR/both.crt"
 want passthrough && measure passthrough "https://pass.bench.test/small"
@@ -1115,6 +1229,12 @@ fi
 if [ -s "$DIR/res/conn_pair" ]; then
 	printf '\nconn_pair: one new connection (TLS, one GET, close), paths asked in turn:\n'
 	sed 's/^/  /' "$DIR/res/conn_pair"
+fi
+if [ -s "$DIR/res/queue_floor" ]; then
+	printf '\nqueue_floor: conn_pair with egressd reading the queue, then nfq_floor (nothing judged):\n'
+	sed 's/^/  /' "$DIR/res/queue_floor"
+	printf '  passthrough over direct_fw, per queue reader:\n'
+	sed 's/^/    /' "$DIR/res/queue_floor.sum" 2>/dev/null
 fi
 if [ -s "$DIR/res/hello_gap" ]; then
 	printf '\nhello_gap: the handshake'"'"'s last ACK to the ClientHello at the origin (us):\n'
