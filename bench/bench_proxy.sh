@@ -646,14 +646,14 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 	[ -n "${BENCH_FLOOR_B:-}" ] && variants+=(egressd_b)
 	variants+=(warn floor "floor after=20" "floor spin")
 	for b in $([ -n "$qnum" ] && seq "${BENCH_FLOOR_BLOCKS:-2}"); do
-		order=("${variants[@]}")
+		vorder=("${variants[@]}")
 		if [ $((b % 2)) = 0 ]; then
-			order=()
+			vorder=()
 			for ((i = ${#variants[@]} - 1; i >= 0; i--)); do
-				order+=("${variants[$i]}")
+				vorder+=("${variants[$i]}")
 			done
 		fi
-		for v in "${order[@]}"; do
+		for v in "${vorder[@]}"; do
 			floor_run "$v"
 		done
 	done
@@ -1026,7 +1026,7 @@ if [ -z "$CALLGRIND" ]; then
 	    'p50 ms' 'p99 ms' 'x direct' 'p99 x'
 	for close in $CONNS; do
 		for c in $CONCS; do
-			read -r drps dp50 dp99 _ <<<"$(r "direct-$c-$close")"
+			read -r drps _ dp99 _ <<<"$(r "direct-$c-$close")"
 			for m in direct direct_fw passthrough terminating mitmdump nginx; do
 				[ -f "$DIR/res/$m-$c-$close" ] || continue
 				read -r rps p50 p99 _ <<<"$(r "$m-$c-$close")"
@@ -1071,7 +1071,7 @@ vault_report()
 	fi
 	for close in $CONNS; do
 		for c in $CONCS; do
-			ratios= cpus=
+			ratios="" cpus=""
 			for rr in $(seq "$ROUNDS"); do
 				[ -f "$DIR/res/$a.r$rr-$c-$close" ] &&
 				    [ -f "$DIR/res/$b.r$rr-$c-$close" ] || continue
@@ -1195,7 +1195,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		for c in $CONCS; do
 			for m in $AB_PATHS; do
 				[ "$m" = direct ] && continue
-				rr= pr=
+				rr="" pr=""
 				for r in $(seq "$BENCH_AB_ROUNDS"); do
 					read -r drps _ dp99 _ <<<"$(r "ab-direct.r$r-$c-$close")"
 					read -r rps _ p99 _ <<<"$(r "ab-$m.r$r-$c-$close")"
@@ -1209,7 +1209,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			for m in nginx nginx_fw; do
 				[[ " $AB_PATHS " == *" terminating "* && " $AB_PATHS " == *" $m "* ]] ||
 				    continue
-				rr= cr= ncpu= tcpu= nsys= tsys=
+				rr="" cr="" ncpu="" tcpu="" nsys="" tsys=""
 				for r in $(seq "$BENCH_AB_ROUNDS"); do
 					read -r drps _ _ _ _ dcpu dsys <<<"$(r "ab-$m.r$r-$c-$close")"
 					read -r rps _ _ _ _ cpu sys <<<"$(r "ab-terminating.r$r-$c-$close")"
