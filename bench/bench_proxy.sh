@@ -29,7 +29,9 @@
 #                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
 #                  mitmdump nginx nginx_fw rules0 rules100 hello_gap conn_pair
-#                  queue_floor (only when named: it kills egressd);
+#                  queue_floor (only when named: it kills egressd)
+#                  fw_split (only when named: it changes the twin's
+#                  ruleset);
 #                  nginx_fw (A/B rounds only): the nginx peer in the
 #                  sandbox behind egressd's firewall; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
@@ -44,14 +46,18 @@
 #                  (the twin), direct_fw and passthrough in turn, timed
 #                  by one Python worker per path; the median per-round
 #                  difference is what a path adds to a connection
-#   BENCH_FLOOR_BLOCKS  blocks of queue_floor (default 2, order reversed
-#                  every other block): conn_pair (direct_fw, passthrough
-#                  to the learned address) with egressd reading the queue
-#                  (as started, at --log-level warn, and BENCH_FLOOR_B,
-#                  another egressd binary, if set), and with nfq_floor in
-#                  its place (every packet OK, nothing judged): blocking,
-#                  with 20 us of work after each verdict, spinning; what
-#                  of the queue's trip is egressd's own work
+#   BENCH_FLOOR_BLOCKS  blocks of queue_floor and of fw_split (default
+#                  2, order reversed every other block). queue_floor:
+#                  conn_pair (direct_fw, passthrough to the learned
+#                  address) with egressd reading the queue (as started,
+#                  at --log-level warn, and BENCH_FLOOR_B, another egressd
+#                  binary, if set), and with nfq_floor in its place
+#                  (every packet OK, nothing judged): blocking, with 20 us
+#                  of work after each verdict, spinning; what of the
+#                  queue's trip is egressd's own work. fw_split: the
+#                  sandbox's direct_fw over the twin's direct path with
+#                  the twin given no ruleset, conntrack alone, egressd's
+#                  ruleset: what of the firewall is conntrack
 #   BENCH_RULES    request rules of the rules100 case (default 100)
 #   BENCH_ROUNDS   rounds of the vault cases (default 1), each pair run
 #                  back to back, the order swapped every round; the
@@ -574,6 +580,48 @@ if want conn_pair && [ -z "$CALLGRIND" ]; then
 	    "passthrough=ip netns exec $SBX $as_nobody pass.bench.test" \
 	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
 fi
+# fw_split: what of the firewall's cost to a new connection is conntrack
+# and what egressd's rules. conn_pair, the sandbox's direct_fw against
+# the twin's direct path to the same address, with the twin given in
+# turn no ruleset, a table that only turns conntrack on (one accept of
+# ct established a hook), and a copy of egressd's ruleset (nft list
+# ruleset of the sandbox); the variants' order reversed every other
+# block. The pair's difference is what the sandbox pays over the twin
+# as it stands. Named alone (it changes the twin); the twin has no
+# ruleset after.
+if [[ "$ONLY" == *" fw_split "* ]] && [ -z "$CALLGRIND" ]; then
+	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
+	chmod 644 "$DIR/conn_pair.py"
+	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+	ip netns exec "$SBX" nft list ruleset >"$DIR/fw_full.nft" 2>/dev/null
+	cat >"$DIR/fw_ct.nft" <<'EOF'
+table inet ctonly {
+	chain out { type filter hook output priority 0; policy accept; ct state established,related accept; }
+	chain in { type filter hook input priority 0; policy accept; ct state established,related accept; }
+}
+EOF
+	: >"$DIR/res/fw_split"
+	fvars=(none ct egressd)
+	for b in $(seq "${BENCH_FLOOR_BLOCKS:-2}"); do
+		fo="0 1 2"
+		[ $((b % 2)) = 0 ] && fo="2 1 0"
+		for i in $fo; do
+			v=${fvars[$i]}
+			ip netns exec "$TWN" nft flush ruleset
+			case $v in
+			ct) ip netns exec "$TWN" nft -f "$DIR/fw_ct.nft" ;;
+			egressd) ip netns exec "$TWN" nft -f "$DIR/fw_full.nft" ;;
+			esac || die "fw_split: loading $v"
+			echo "== twin with $v" >>"$DIR/res/fw_split"
+			python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
+			    "twin=ip netns exec $TWN $as_nobody $ORIGIN_FW" \
+			    "sandbox=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
+			    >>"$DIR/res/fw_split" ||
+			    echo "bench_proxy: fw_split ($v) failed" >&2
+		done
+	done
+	ip netns exec "$TWN" nft flush ruleset
+fi
 # queue_floor: what of the queue's trip is egressd's own work. conn_pair
 # (direct_fw, and pass-through to the learned address as a literal) with
 # egressd judging, and with egressd gone (kill -9: the ruleset stays) and
@@ -664,19 +712,6 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 		egressd_start
 		SYSPID=$EPID
 		sleep 0.5
-		# per variant: each block's median difference, and their median
-		python3 - "$DIR/res/queue_floor" >"$DIR/res/queue_floor.sum" <<'EOF'
-import statistics, sys
-blocks, v = {}, None
-for ln in open(sys.argv[1]):
-    if ln.startswith("== "):
-        v = ln[3:].strip()
-    elif " over " in ln and v is not None:
-        blocks.setdefault(v, []).append(float(ln.split()[4]))
-for v, d in blocks.items():
-    print("%-16s median of blocks %+5.0f us  blocks: %s" % (
-        v, statistics.median(d), " ".join("%+.0f" % x for x in d)))
-EOF
 	fi
 fi
 chmod 644 "$DIR/both.crt"
@@ -1230,11 +1265,34 @@ if [ -s "$DIR/res/conn_pair" ]; then
 	printf '\nconn_pair: one new connection (TLS, one GET, close), paths asked in turn:\n'
 	sed 's/^/  /' "$DIR/res/conn_pair"
 fi
+# blocks FILE: per variant (a "== NAME" line, then conn_pair's output),
+# each block's median difference, and their median
+blocks()
+{
+	python3 - "$1" <<'EOF'
+import statistics, sys
+blocks, v = {}, None
+for ln in open(sys.argv[1]):
+    if ln.startswith("== "):
+        v = ln[3:].strip()
+    elif " over " in ln and v is not None:
+        blocks.setdefault(v, []).append(float(ln.split()[4]))
+for v, d in blocks.items():
+    print("%-16s median of blocks %+5.0f us  blocks: %s" % (
+        v, statistics.median(d), " ".join("%+.0f" % x for x in d)))
+EOF
+}
 if [ -s "$DIR/res/queue_floor" ]; then
 	printf '\nqueue_floor: conn_pair with egressd reading the queue, then nfq_floor (nothing judged):\n'
 	sed 's/^/  /' "$DIR/res/queue_floor"
 	printf '  passthrough over direct_fw, per queue reader:\n'
-	sed 's/^/    /' "$DIR/res/queue_floor.sum" 2>/dev/null
+	blocks "$DIR/res/queue_floor" | sed 's/^/    /'
+fi
+if [ -s "$DIR/res/fw_split" ]; then
+	printf '\nfw_split: the sandbox behind egressd'"'"'s firewall over the twin given in turn:\n'
+	sed 's/^/  /' "$DIR/res/fw_split"
+	printf '  sandbox over twin, per twin ruleset:\n'
+	blocks "$DIR/res/fw_split" | sed 's/^/    /'
 fi
 if [ -s "$DIR/res/hello_gap" ]; then
 	printf '\nhello_gap: the handshake'"'"'s last ACK to the ClientHello at the origin (us):\n'
