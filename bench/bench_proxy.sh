@@ -33,7 +33,9 @@
 #                  fw_split (only when named: it changes the twin's
 #                  ruleset);
 #                  nginx_fw (A/B rounds only): the nginx peer in the
-#                  sandbox behind egressd's firewall; "vault" = the four
+#                  sandbox behind egressd's firewall; nginx_nat (with
+#                  nginx_fw): the same peer reached through a REDIRECT,
+#                  as egressd's terminated connections are; "vault" = the four
 #                  vault cases, "rules" = the two request-rule cases
 #   BENCH_GAP_CONNS  connections per round of hello_gap (default 200):
 #                  the in-flight judging's own latency, per new connection
@@ -177,6 +179,9 @@ ORIGIN=203.0.113.7
 # IP rule allows: the sandbox reaches it through egressd's ruleset
 # (conntrack, the hooks) but neither queue nor proxy
 ORIGIN_FW=203.0.113.8
+# nginx_nat: an address no one has, on the sandbox's default route;
+# a nat rule turns connections to its port 443 into the peer's
+NAT_IP=203.0.113.9
 USR=nobody
 bench_pair
 ip -n "$UP" addr add "$ORIGIN/24" dev vb1
@@ -952,6 +957,32 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		    die "nginx_fw: upstream not rewritten"
 		ab_peer nginx_fw "$SBX" "$DIR/ng-fw/nginx.conf"
 	fi
+	# nginx_nat: the nginx_fw peer reached as egressd's terminated
+	# connections are, through a REDIRECT: wrk to port 443 of an address
+	# no one has (NAT_IP, on the sandbox's route to the origin), turned
+	# by a nat rule of the bench's own into 127.0.0.1:8443, so the peer
+	# pays the NAT that egressd's interception pays on every client
+	# packet. egressd's ruleset accepts a redirected connection only to
+	# its own ports (the output hook's oif is still the route's before
+	# the redirect, so the loopback row does not see it): the bench's
+	# packets carry egressd's own mark (1), which its rules accept
+	if want nginx_nat; then
+		want nginx_fw || die "nginx_nat needs nginx_fw (the same peer)"
+		ip netns exec "$SBX" nft -f - <<EOF || die "nginx_nat: nat rule"
+table inet bench_nat {
+	chain bmark {
+		type filter hook output priority -150;
+		ip daddr $NAT_IP tcp dport 443 meta mark set 1
+	}
+	chain bnat {
+		type nat hook output priority -100;
+		ip daddr $NAT_IP tcp dport 443 redirect to :8443
+	}
+}
+EOF
+		AB_WORKER[nginx_nat]=${AB_WORKER[nginx_fw]}
+		AB_PATHS+=" nginx_nat"
+	fi
 	for r in $(seq "$BENCH_AB_ROUNDS"); do
 		order=$(rotate "$AB_PATHS" "$r")
 		for c in $CONCS; do
@@ -967,6 +998,8 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
 					nginx_fw) SYSPID=${AB_WORKER[nginx_fw]} wrk_run "ab-nginx_fw.r$r" \
 					    "https://127.0.0.1:8443/small" "$c" "$k" ;;
+					nginx_nat) SYSPID=${AB_WORKER[nginx_nat]} wrk_run "ab-nginx_nat.r$r" \
+					    "https://$NAT_IP/small" "$c" "$k" ;;
 					passthrough) wrk_run "ab-passthrough.r$r" \
 					    "https://pass.bench.test/small" "$c" "$k" ;;
 					direct_fw) wrk_run "ab-direct_fw.r$r" \
@@ -987,6 +1020,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 		bench_forget_pid "${AB_PID[$m]}"
 	done
 	rm -rf "/etc/netns/$TWN"
+	want nginx_nat && ip netns exec "$SBX" nft delete table inet bench_nat
 fi
 rss_busy=$(awk '/VmHWM/ {print $2}' "/proc/$EPID/status")
 [ -n "$PERF" ] && { kill -INT "$PERFPID"; wait "$PERFPID"; }
@@ -1241,7 +1275,7 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 				    "$(stats "$rr")" "$(stats "$pr")"
 			done
 			# terminating against each peer, round by round
-			for m in nginx nginx_fw; do
+			for m in nginx nginx_fw nginx_nat; do
 				[[ " $AB_PATHS " == *" terminating "* && " $AB_PATHS " == *" $m "* ]] ||
 				    continue
 				rr="" cr="" ncpu="" tcpu="" nsys="" tsys=""
