@@ -276,6 +276,19 @@ tb_wait_line()
 	return 0
 }
 
+# tb_wait_cmd TIMEOUT CMD...: until CMD (a command or a function) exits 0.
+tb_wait_cmd()
+{
+	local end
+	end=$(tb__deadline "$1")
+	shift
+	until "$@"; do
+		tb__expired "$end" && return 1
+		sleep "$TB_POLL"
+	done
+	return 0
+}
+
 # tb_wait_log_line [--since OFF] [--timeout S] [--pid PID] FILE EV [COND...]
 # Until a JSON line with "ev":EV and every COND appears (COND syntax in
 # lib/jsonlog.py: key=value, key!=value, key~regex, key, !key; dotted keys).

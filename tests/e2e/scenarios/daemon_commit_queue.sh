@@ -46,14 +46,7 @@ big() {
 	} >"$2"
 }
 in_policy() { api GET /policy >/dev/null && grep -qF -- "$1" "$TB_DIR/api.out"; }
-wait_in_policy() { # TEXT: up to 10 s
-	local i
-	for i in $(seq 1 100); do
-		in_policy "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
+wait_in_policy() { tb_wait_cmd 10 in_policy "$1"; } # TEXT: up to 10 s
 
 # Three big changes of 4,000 rules each: no cap on rules.
 tb_start_egressd --policy "$pol" --api-token-file "$tok" --http-addr ":18080" \

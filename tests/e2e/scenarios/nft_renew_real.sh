@@ -77,15 +77,8 @@ tb_sandbox_bg "$TB_DIR/queries.out" bash -c "$queries" _ 14
 pq=$TB_LAST_PID
 tb_sandbox_bg "$TB_DIR/udpflow.out" "$TB_PY" -c "$udpflow" c.test 16
 pu=$TB_LAST_PID
-c_learned() {
-	local i
-	for i in $(seq 1 30); do
-		has4 "$TB_ORIGIN_C4" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-tb_check "c.test learned by the flow's own lookup" c_learned
+tb_check "c.test learned by the flow's own lookup" \
+    tb_wait_cmd 3 has4 "$TB_ORIGIN_C4"
 # 24 reads over 12 s: three leases of c.test's address, each renewed
 # within it (the tick every 2 s), or it is missing from some read.
 missing=0
