@@ -484,6 +484,23 @@ if [ -n "$CALLGRIND" ]; then
 	    "$EGRESSD_BIN")
 	wait_s=120
 fi
+# egressd_bg CMD... -- ARGS...: egressd (CMD: the binary, or valgrind
+# and it) in the background in the sandbox, with the bench's policy,
+# rules, upstream, state and trust directories, --proxy and no HTTP API,
+# then ARGS; its output in $DIR/egressd.out, its PID in $!
+egressd_bg()
+{
+	local cmd=()
+	while [ "$1" != -- ]; do
+		cmd+=("$1")
+		shift
+	done
+	shift
+	ip netns exec "$SBX" "${cmd[@]}" --policy "$DIR/policy.yaml" \
+	    --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" --http-addr "" \
+	    --proxy --state-dir "$DIR/state" --trust-dir "$DIR/trust" "$@" \
+	    >"$DIR/egressd.out" 2>&1 &
+}
 # egressd_start: egressd in the sandbox, waited for; EPID, and READY_MS:
 # ms from just before the exec to the egressd.ready line's timestamp
 # (listeners, redirects and CA in place)
@@ -492,11 +509,8 @@ egressd_start()
 	local t0 ts
 	: >"$DIR/egressd.log"
 	t0=$(date +%s%N)
-	ip netns exec "$SBX" "${run[@]}" --policy "$DIR/policy.yaml" \
-	    --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" --http-addr "" \
-	    --log-file "$DIR/egressd.log" --proxy --passthrough-judge "$PT_JUDGE" \
-	    --state-dir "$DIR/state" --trust-dir "$DIR/trust" --teardown-on-exit \
-	    >"$DIR/egressd.out" 2>&1 &
+	egressd_bg "${run[@]}" -- --log-file "$DIR/egressd.log" \
+	    --passthrough-judge "$PT_JUDGE" --teardown-on-exit
 	EPID=$!
 	bench_wait_ready "$EPID" "$wait_s"
 	ts=$(sed -n 's/^{"ts":"\([^"]*\)".*"ev":"egressd.ready".*/\1/p' \
@@ -572,17 +586,31 @@ if [ -n "${BENCH_HOLD:-}" ]; then
 	    "$SBX" "$TWN" "$UP" "$ORIGIN" "$ORIGIN_FW" "$EPID" "$DIR" >"$BENCH_HOLD"
 	while [ -e "$BENCH_HOLD" ]; do sleep 1; done
 fi
+# conn_pair.py (bench/conn_pair.py), readable by its workers (nobody);
+# PAIR_WORKER a worker's command line (pass.bench.test's SNI, the
+# address or name to follow); pair_run NAME=ARGV...: BENCH_PAIR_ROUNDS
+# rounds of it; abba BLOCK N: the indices 0..N-1, reversed in even blocks
+# (the order of a stage's variants: a drift falls on each alike)
+cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
+chmod 644 "$DIR/conn_pair.py"
+PAIR_WORKER="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+pair_run() { python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" "$@"; }
+abba()
+{
+	if [ $(($1 % 2)) = 1 ]; then
+		seq 0 $(($2 - 1))
+	else
+		seq $(($2 - 1)) -1 0
+	fi
+}
 # conn_pair: what the firewall and the queue add to one new connection,
 # direct (the twin), direct_fw and passthrough asked in turn, one
 # connection each (BENCH_PAIR_ROUNDS)
 if want conn_pair && [ -z "$CALLGRIND" ]; then
-	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
-	chmod 644 "$DIR/conn_pair.py"
-	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
-	python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
-	    "direct=ip netns exec $TWN $as_nobody $ORIGIN" \
-	    "direct_fw=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
-	    "passthrough=ip netns exec $SBX $as_nobody pass.bench.test" \
+	pair_run \
+	    "direct=ip netns exec $TWN $PAIR_WORKER $ORIGIN" \
+	    "direct_fw=ip netns exec $SBX $PAIR_WORKER $ORIGIN_FW" \
+	    "passthrough=ip netns exec $SBX $PAIR_WORKER pass.bench.test" \
 	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
 fi
 # fw_split: what of the firewall's cost to a new connection is conntrack
@@ -595,9 +623,6 @@ fi
 # as it stands. Named alone (it changes the twin); the twin has no
 # ruleset after.
 if [[ "$ONLY" == *" fw_split "* ]] && [ -z "$CALLGRIND" ]; then
-	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
-	chmod 644 "$DIR/conn_pair.py"
-	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
 	ip netns exec "$SBX" nft list ruleset >"$DIR/fw_full.nft" 2>/dev/null
 	cat >"$DIR/fw_ct.nft" <<'EOF'
 table inet ctonly {
@@ -608,9 +633,7 @@ EOF
 	: >"$DIR/res/fw_split"
 	fvars=(none ct egressd)
 	for b in $(seq "${BENCH_FLOOR_BLOCKS:-2}"); do
-		fo="0 1 2"
-		[ $((b % 2)) = 0 ] && fo="2 1 0"
-		for i in $fo; do
+		for i in $(abba "$b" ${#fvars[@]}); do
 			v=${fvars[$i]}
 			ip netns exec "$TWN" nft flush ruleset
 			case $v in
@@ -618,9 +641,9 @@ EOF
 			egressd) ip netns exec "$TWN" nft -f "$DIR/fw_full.nft" ;;
 			esac || die "fw_split: loading $v"
 			echo "== twin with $v" >>"$DIR/res/fw_split"
-			python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
-			    "twin=ip netns exec $TWN $as_nobody $ORIGIN_FW" \
-			    "sandbox=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
+			pair_run \
+			    "twin=ip netns exec $TWN $PAIR_WORKER $ORIGIN_FW" \
+			    "sandbox=ip netns exec $SBX $PAIR_WORKER $ORIGIN_FW" \
 			    >>"$DIR/res/fw_split" ||
 			    echo "bench_proxy: fw_split ($v) failed" >&2
 		done
@@ -637,10 +660,7 @@ fi
 # restart leaves behind, falls on each alike). egressd is started again
 # after.
 if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; then
-	cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
-	chmod 644 "$DIR/conn_pair.py"
 	floor_bin=$(dirname "$EGRESSD_BIN")/../bench/nfq_floor
-	as_nobody="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
 	# the queue egressd said it reads (passthrough.judge)
 	qnum=$(sed -n 's/.*"ev":"passthrough.judge".*"queue":\([0-9]*\).*/\1/p' \
 	    "$DIR/egressd.log" | tail -1)
@@ -672,12 +692,8 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 		*)
 			[ "$v" = egressd_b ] && bin=$BENCH_FLOOR_B
 			[ "$v" = warn ] && extra=(--log-level warn)
-			ip netns exec "$SBX" "$bin" --policy "$DIR/policy.yaml" \
-			    --rules-dir "$DIR/rules" --dns-upstream "$UP_IP" \
-			    --http-addr "" --proxy --passthrough-judge queue \
-			    --state-dir "$DIR/state" --trust-dir "$DIR/trust" \
-			    --log-file "$DIR/egressd.floor.log" "${extra[@]}" \
-			    >"$DIR/egressd.out" 2>&1 &
+			egressd_bg "$bin" -- --passthrough-judge queue \
+			    --log-file "$DIR/egressd.floor.log" "${extra[@]}"
 			FPID=$!
 			PIDS+=("$FPID")
 			sleep 2
@@ -687,9 +703,9 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 			;;
 		esac
 		echo "== $v" >>"$DIR/res/queue_floor"
-		python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" \
-		    "direct_fw=ip netns exec $SBX $as_nobody $ORIGIN_FW" \
-		    "passthrough=ip netns exec $SBX $as_nobody $pass_ip" \
+		pair_run \
+		    "direct_fw=ip netns exec $SBX $PAIR_WORKER $ORIGIN_FW" \
+		    "passthrough=ip netns exec $SBX $PAIR_WORKER $pass_ip" \
 		    >>"$DIR/res/queue_floor" ||
 		    echo "bench_proxy: queue_floor ($v) failed" >&2
 	}
@@ -699,15 +715,8 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 	[ -n "${BENCH_FLOOR_B:-}" ] && variants+=(egressd_b)
 	variants+=(warn floor "floor after=20" "floor spin")
 	for b in $([ -n "$qnum" ] && seq "${BENCH_FLOOR_BLOCKS:-2}"); do
-		vorder=("${variants[@]}")
-		if [ $((b % 2)) = 0 ]; then
-			vorder=()
-			for ((i = ${#variants[@]} - 1; i >= 0; i--)); do
-				vorder+=("${variants[$i]}")
-			done
-		fi
-		for v in "${vorder[@]}"; do
-			floor_run "$v"
+		for i in $(abba "$b" ${#variants[@]}); do
+			floor_run "${variants[$i]}"
 		done
 	done
 	if [ -n "$qnum" ]; then
