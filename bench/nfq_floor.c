@@ -24,13 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <libmnl/libmnl.h>
 #include <linux/netfilter.h>
 
 #include "egressd/base/defaults.h"
 #include "egressd/nfq/nfq_msg.h"
+#include "util/now.h"
 
 #define FLOOR_RECV (65535 + 4096)
 
@@ -66,14 +66,10 @@ floor_bind(struct mnl_socket *nl, unsigned queue)
 static void
 floor_busy(unsigned us)
 {
-	struct timespec a, b;
+	uint64_t end = now_mono_us() + us;
 
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	do
-		clock_gettime(CLOCK_MONOTONIC, &b);
-	while (
-	    (b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 <
-	    (long)us);
+	while (now_mono_us() < end)
+		;
 }
 
 /* Every packet in one read gets its verdict; returns how many. */
@@ -104,7 +100,7 @@ int
 main(int argc, char **argv)
 {
 	struct mnl_socket *nl;
-	struct timespec t0, t;
+	uint64_t end;
 	unsigned queue, secs, done = 0, after_us = 0;
 	uint8_t *rbuf;
 	int spin = 0, i;
@@ -143,7 +139,7 @@ main(int argc, char **argv)
 		setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
 		    sizeof(tv));
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	end = now_mono_ms() + (uint64_t)secs * 1000;
 	fprintf(stderr, "nfq_floor: queue %u bound (%s, %u us after)\n", queue,
 	    spin ? "spin" : "blocking", after_us);
 	while (!floor_stop) {
@@ -156,8 +152,7 @@ main(int argc, char **argv)
 		} else if (r < 0 && errno != EAGAIN && errno != EINTR &&
 		    errno != ENOBUFS)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((unsigned)(t.tv_sec - t0.tv_sec) >= secs)
+		if (now_mono_ms() >= end)
 			break;
 	}
 	fprintf(stderr, "nfq_floor: %u verdicts\n", done);
