@@ -82,7 +82,7 @@ tb_check "c.test learned by the flow's own lookup" \
 # 24 reads over 12 s: three leases of c.test's address, each renewed
 # within it (the tick every 2 s), or it is missing from some read.
 missing=0
-for i in $(seq 1 24); do
+for _ in $(seq 1 24); do
 	sleep 0.5
 	has4 "$TB_ORIGIN_C4" || missing=$((missing + 1))
 done
