@@ -138,6 +138,10 @@ struct api_status {
 	struct {
 		const char *path, *why;
 		uint64_t judged, refused, hello_timeouts, errors, packets;
+		/* the in-kernel judge: "bpf" or "queue" (lent), why, and the
+		 * hellos it passed or read and left to the queue */
+		const char *kernel, *kernel_why;
+		uint64_t kernel_passed, kernel_missed;
 		uint64_t flows;
 	} passthrough;
 };

@@ -285,15 +285,27 @@ api_status_proxy(const struct api_status *st)
 static json_t *
 api_status_passthrough(const struct api_status *st)
 {
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "path",
-	    st->passthrough.path != NULL ? st->passthrough.path : "", "why",
-	    st->passthrough.why != NULL ? st->passthrough.why : "", "judged",
-	    (json_int_t)st->passthrough.judged, "refused",
+	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	    "path", st->passthrough.path != NULL ? st->passthrough.path : "",
+	    "why", st->passthrough.why != NULL ? st->passthrough.why : "",
+	    "judged", (json_int_t)st->passthrough.judged, "refused",
 	    (json_int_t)st->passthrough.refused, "helloTimeouts",
 	    (json_int_t)st->passthrough.hello_timeouts, "queueErrors",
 	    (json_int_t)st->passthrough.errors, "queuedPackets",
 	    (json_int_t)st->passthrough.packets, "flowsHeld",
 	    (json_int_t)st->passthrough.flows);
+
+	if (o == NULL || st->passthrough.kernel == NULL)
+		return o;
+	/* the in-kernel judge (queue path only) */
+	(void)json_object_set_new(o, "kernelJudge",
+	    json_pack("{s:s, s:s, s:I, s:I}", "judge", st->passthrough.kernel,
+	        "why",
+	        st->passthrough.kernel_why != NULL ? st->passthrough.kernel_why
+	                                           : "",
+	        "passed", (json_int_t)st->passthrough.kernel_passed, "missed",
+	        (json_int_t)st->passthrough.kernel_missed));
+	return o;
 }
 
 /*

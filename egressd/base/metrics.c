@@ -381,6 +381,17 @@ metrics_passthrough(struct metrics_out *o, const struct stats *st)
 	    st->pt_errors);
 	metrics_counter(o, "egressd_passthrough_queued_packets_total",
 	    "Packets read from the queue.", st->pt_packets);
+	metrics_family(o, "egressd_passthrough_kernel_judge", "gauge",
+	    "1 when hellos egressd passed once pass in the kernel next "
+	    "time (BPF), 0 when the queue judges every one.");
+	metrics_printf(o, "egressd_passthrough_kernel_judge %d\n",
+	    st->pt_kernel_on ? 1 : 0);
+	metrics_labelled(o, "egressd_passthrough_kernel_hellos_total",
+	    "counter",
+	    "Hellos the in-kernel judge read whole: passed, or missed (no "
+	    "verdict for them: left to the queue).",
+	    "result", (const char *const[]){"passed", "missed"},
+	    (const uint64_t[]){st->pt_kernel_passed, st->pt_kernel_missed}, 2);
 }
 
 int

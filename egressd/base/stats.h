@@ -156,6 +156,9 @@ struct stats {
 	const char *pt_path, *pt_why;
 	uint64_t pt_judged, pt_refused, pt_hello_timeouts, pt_errors;
 	uint64_t pt_packets;
+	/* ... and the in-kernel judge's (nfq_bpf.h): loaded, its counts */
+	bool pt_kernel_on;
+	uint64_t pt_kernel_passed, pt_kernel_missed;
 
 	/* API. */
 	uint64_t api_requests;

@@ -385,6 +385,7 @@ enum config_key {
 	K_INBOUND_PORTS,
 	K_VAULT_COMPRESSED,
 	K_PT_JUDGE,
+	K_KERNEL_JUDGE,
 	K_UPROXY,
 	K_UPROXY_AUTH,
 	K_UPROXY_AUTH_FILE,
@@ -555,14 +556,10 @@ config_set(struct config *c, enum config_key k, const char *v, const char *what,
 		return config_uproxy_set_auth_file(&c->uproxy, v, what, e);
 	case K_UPROXY_CONNECT:
 		return config_uproxy_set_connect(&c->uproxy, v, what, e);
+	case K_KERNEL_JUDGE:
+		return config_set_kernel_judge(c, v, what, e);
 	case K_PT_JUDGE:
-		if (config_parse_pt_judge(v, &c->pt_judge) == -1) {
-			err_set(e,
-			    "%s: \"%.64s\" is not a mode (proxy, queue, auto)",
-			    what, v);
-			return -1;
-		}
-		return 0;
+		return config_set_pt_judge(c, v, what, e);
 	case K_VAULT_COMPRESSED:
 		if (config_parse_vault_compressed(v, &c->vault_compressed) ==
 		    -1) {
@@ -638,6 +635,7 @@ static const struct config_env config_envs[] = {
     {"EGRESSD_POLICY_FILE_MAX", K_POLICY_FILE_MAX},
     {"EGRESSD_VAULT_COMPRESSED", K_VAULT_COMPRESSED},
     {"EGRESSD_PASSTHROUGH_JUDGE", K_PT_JUDGE},
+    {"EGRESSD_KERNEL_JUDGE", K_KERNEL_JUDGE},
     {"EGRESSD_VAULT_REQUIRE_MLOCK", K_VAULT_REQUIRE_MLOCK},
 };
 
@@ -766,6 +764,7 @@ static const struct config_flag config_flags[] = {
     CF_PORT("intercept-port", intercept_ports, nintercept_ports),
     CF_KEY("vault-compressed", K_VAULT_COMPRESSED),
     CF_KEY("passthrough-judge", K_PT_JUDGE),
+    CF_KEY("kernel-judge", K_KERNEL_JUDGE),
     CF_KEY("upstream-proxy", K_UPROXY),
     CF_KEY("upstream-proxy-auth-file", K_UPROXY_AUTH_FILE),
     CF_KEY("upstream-proxy-connect", K_UPROXY_CONNECT),

@@ -41,6 +41,13 @@ enum config_pt_judge {
 };
 int config_parse_pt_judge(const char *s, enum config_pt_judge *out);
 const char *config_pt_judge_name(enum config_pt_judge v);
+struct config;
+/* --passthrough-judge, --kernel-judge (what: the flag or variable, for
+ * e). */
+int config_set_pt_judge(
+    struct config *c, const char *v, const char *what, struct err *e);
+int config_set_kernel_judge(
+    struct config *c, const char *v, const char *what, struct err *e);
 
 enum config_vault_compressed {
 	CONFIG_VAULT_COMPRESSED_REFUSE = 0,
@@ -130,6 +137,9 @@ struct config {
 	 * proxy, in flight from NFQUEUE queue_num (start fails when the
 	 * kernel cannot), or in flight where it can (auto). */
 	enum config_pt_judge pt_judge;
+	/* --kernel-judge off: in-flight judging stays in the queue, never
+	 * in the kernel (nfq_bpf.h); auto (default) loads it when it can. */
+	bool kernel_judge_off;
 	uint16_t queue_num;
 	/* A secret arena that mlock refused is fatal at start rather than
 	 * logged (vault.mlock_failed). */

@@ -302,6 +302,7 @@ egressd_clear(struct egressd *d)
 	d->wq = NULL;
 	api_free(d->api);
 	nfq_free(d->nfq);
+	d->nfq = NULL; /* nft's learned-gen hook reads it until nft_free */
 	proxy_free(d->proxy);
 	vault_free(d->vault);
 	dns_free(d->dns);

@@ -13,6 +13,7 @@
 #include "egressd/base/workq.h"
 #include "egressd/daemon/config.h"
 #include "egressd/daemon/daemon_int.h"
+#include "egressd/nfq/nfq.h"
 #include "egressd/daemon/policyfile.h"
 #include "egressd/nft/nft.h"
 #include "egressd/proxy/proxy.h"
@@ -361,6 +362,8 @@ egressd_swap(struct egressd *d, struct policy *next)
 
 	d->policy = policy_ref(next);
 	d->policy_gen++; /* the proxy's judge_gen: verdicts may change */
+	if (d->nfq != NULL)
+		nfq_judge_moved(d->nfq); /* ... and the kernel's are void */
 	d->stats.policy_revision = next->revision;
 	policy_unref(old);
 }

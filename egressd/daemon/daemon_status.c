@@ -95,6 +95,9 @@ egressd_pt_stats(struct egressd *d)
 	st->pt_hello_timeouts = qs.timeouts;
 	st->pt_errors = qs.errors;
 	st->pt_packets = qs.packets;
+	st->pt_kernel_on = qs.kernel;
+	st->pt_kernel_passed = qs.kernel_passed;
+	st->pt_kernel_missed = qs.kernel_missed;
 }
 
 void
@@ -223,5 +226,9 @@ daemon_status_fill(struct egressd *d, struct api_status *st)
 		st->passthrough.errors = qs.errors;
 		st->passthrough.packets = qs.packets;
 		st->passthrough.flows = qs.flows;
+		st->passthrough.kernel = qs.kernel ? "bpf" : "queue";
+		st->passthrough.kernel_why = qs.kernel_why;
+		st->passthrough.kernel_passed = qs.kernel_passed;
+		st->passthrough.kernel_missed = qs.kernel_missed;
 	}
 }

@@ -419,6 +419,51 @@ egressd_nfq_judge_cb(
 	return r == PROXY_OK ? NULL : proxy_reason_name(r);
 }
 
+/* How long judge's "allowed" for name at dst:port holds at most, for the
+ * in-kernel judge: an address an IP rule allows, until the judge's
+ * generation moves; a learned one, until its lease ends. */
+static uint64_t
+egressd_nfq_until_cb(
+    void *arg, const char *name, const struct addr *dst, uint16_t port)
+{
+	struct egressd *d = egressd_arg(arg);
+	int fam = dst->family == AF_INET ? 4 : 6;
+
+	(void)name;
+	if (policy_addr_explicitly_allowed(
+	        d->policy, fam, dst->a, POLICY_PROTO_TCP, port))
+		return UINT64_MAX;
+	return d->nft != NULL ? nft_learned_until(d->nft, fam, dst->a) : 0;
+}
+
+/* A learned address gone or a name dropped from one: the verdicts the
+ * kernel holds are void (nft_on_learned_gen). */
+static void
+egressd_nfq_learned_moved_cb(void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	if (d->nfq != NULL)
+		nfq_judge_moved(d->nfq);
+}
+
+/* The in-kernel judge's table, when its program loaded; else (or when
+ * the kernel refuses the table) the queue judges alone, said. */
+static void
+egressd_nfq_kernel(struct egressd *d)
+{
+	struct nfq_status st;
+	struct err e = {""};
+	int fd = nfq_kernel_fd(d->nfq);
+
+	if (fd >= 0 && nft_kjudge_install(d->nft, fd, &e) < 0)
+		nfq_kernel_off(d->nfq, e.msg);
+	nfq_status(d->nfq, &st);
+	log_info(d->log, "passthrough.kernel_judge",
+	    LOG_S("judge", st.kernel ? "bpf" : "queue"),
+	    LOG_S("why", st.kernel_why));
+}
+
 /* A flow refused because its name must be terminated: its address
  * joins the hold set, so that the client's retry meets the proxy. */
 static void
@@ -484,14 +529,19 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	memset(&o, 0, sizeof(o));
 	memset(&h, 0, sizeof(h));
 	o.queue_num = d->cfg->queue_num;
+	o.kernel_judge = !d->cfg->kernel_judge_off;
 	h.judge = egressd_nfq_judge_cb;
 	h.held = egressd_proxy_terminate_cb;
 	h.hold = egressd_nfq_hold_cb;
+	h.gen = egressd_proxy_judge_gen_cb;
+	h.until = egressd_nfq_until_cb;
 	h.arg = d;
 	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)
 		return egressd_nfq_fallback(d, why.msg, e);
 	nft_set_queue(d->nft, k, d->cfg->queue_num, ports,
 	    sizeof(ports) / sizeof(ports[0]));
+	nft_on_learned_gen(d->nft, egressd_nfq_learned_moved_cb, d);
+	egressd_nfq_kernel(d);
 	nfq_status(d->nfq, &st);
 	d->pt_path = "queue";
 	(void)snprintf(

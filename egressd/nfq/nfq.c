@@ -14,6 +14,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink_queue.h>
 
+#include "egressd/nfq/nfq_bpf.h"
 #include "egressd/nfq/nfq_int.h"
 #include "egressd/nfq/nfq_msg.h"
 #include "util/now.h"
@@ -163,6 +164,46 @@ nfq_open(struct nfq *q, struct err *e)
 	return 0;
 }
 
+/* The in-kernel judge when asked for and the hooks it needs are given;
+ * why not, else. */
+static void
+nfq_kernel_load(struct nfq *q)
+{
+	struct err e = {""};
+
+	if (!q->o.kernel_judge || q->h.gen == NULL || q->h.until == NULL) {
+		(void)snprintf(q->kb_why, sizeof(q->kb_why), "off");
+		return;
+	}
+	if ((q->kb = nfq_bpf_new(&e)) == NULL) {
+		(void)snprintf(q->kb_why, sizeof(q->kb_why), "%s", e.msg);
+		return;
+	}
+	nfq_bpf_set_gen(q->kb, q->h.gen(q->h.arg));
+	(void)snprintf(q->kb_why, sizeof(q->kb_why), "bpf");
+}
+
+int
+nfq_kernel_fd(const struct nfq *q)
+{
+	return q->kb != NULL ? nfq_bpf_prog_fd(q->kb) : -1;
+}
+
+void
+nfq_kernel_off(struct nfq *q, const char *why)
+{
+	nfq_bpf_free(q->kb);
+	q->kb = NULL;
+	(void)snprintf(q->kb_why, sizeof(q->kb_why), "%s", why);
+}
+
+void
+nfq_judge_moved(struct nfq *q)
+{
+	if (q->kb != NULL)
+		nfq_bpf_set_gen(q->kb, q->h.gen(q->h.arg));
+}
+
 struct nfq *
 nfq_new(struct event_base *base, const struct nfq_opts *o,
     const struct nfq_hooks *h, struct log *log, struct err *e)
@@ -187,6 +228,7 @@ nfq_new(struct event_base *base, const struct nfq_opts *o,
 	q->judged = calloc(NFQ_JUDGED_MAX, sizeof(*q->judged));
 	if (nfq_open(q, e) < 0)
 		goto fail;
+	nfq_kernel_load(q);
 	q->ev = event_new(base, mnl_socket_get_fd(q->nl), EV_READ | EV_PERSIST,
 	    nfq_read_cb, q);
 	q->tick = event_new(base, -1, EV_PERSIST, nfq_tick_cb, q);
@@ -215,6 +257,7 @@ nfq_free(struct nfq *q)
 	if (q->nl != NULL)
 		mnl_socket_close(q->nl);
 	nfq_flow_free_all(q);
+	nfq_bpf_free(q->kb);
 	q->magic = 0;
 	free(q->judged);
 	free(q->rbuf);
@@ -225,4 +268,8 @@ void
 nfq_status(const struct nfq *q, struct nfq_status *out)
 {
 	*out = q->st;
+	out->kernel = q->kb != NULL;
+	out->kernel_why = q->kb_why;
+	if (q->kb != NULL)
+		nfq_bpf_counts(q->kb, &out->kernel_passed, &out->kernel_missed);
 }

@@ -14,6 +14,12 @@
  * refused. The queue has no bypass: with egressd gone, pending flows get
  * no verdict and nothing of them passes; judged flows keep their mark.
  *
+ * The kernel's share (nfq_bpf.h): a flow passed here teaches the
+ * in-kernel judge its (SNI, address, port), and the next flows naming
+ * the same pass in the kernel without a trip through the queue, until
+ * the judge's generation moves (nfq_judge_moved) or the address's lease
+ * ends.
+ *
  * Threading: none; one read event and one timer on the daemon's loop.
  */
 #ifndef EGRESSD_NFQ_H
@@ -75,6 +81,18 @@ struct nfq_hooks {
 	 * proxy path for its next flow. NULL: nothing.
 	 */
 	void (*hold)(void *arg, const struct addr *dst);
+	/*
+	 * The in-kernel judge (nfq_opts.kernel_judge). gen: a number that
+	 * moves whenever judge or held could answer differently for any
+	 * name (a verdict the kernel holds is void once it moves). until:
+	 * CLOCK_MONOTONIC milliseconds until which judge's "allowed" for
+	 * name at dst:port holds at the latest (the address's lease; UINT64_MAX
+	 * when only gen can end it); 0: the kernel is not told. NULL: the
+	 * queue judges alone.
+	 */
+	uint64_t (*gen)(void *arg);
+	uint64_t (*until)(
+	    void *arg, const char *name, const struct addr *dst, uint16_t port);
 	void *arg;
 };
 
@@ -91,6 +109,10 @@ struct nfq_opts {
 	/* Monotonic milliseconds; NULL = CLOCK_MONOTONIC. For tests. */
 	uint64_t (*clock)(void *arg);
 	void *clock_arg;
+	/* Load the in-kernel judge (nfq_bpf.h); its table is the caller's
+	 * to install (nfq_kernel_fd). Failing to load is not an error: the
+	 * queue judges alone, nfq_status says why. */
+	bool kernel_judge;
 };
 
 struct nfq_status {
@@ -101,6 +123,10 @@ struct nfq_status {
 	uint64_t errors; /* unreadable messages, failed verdicts, drops */
 	size_t flows; /* held or recently judged now */
 	bool conntrack_glue; /* the kernel takes conntrack in verdicts */
+	bool kernel; /* the in-kernel judge is loaded */
+	const char *kernel_why; /* "bpf", or why not (lent by q) */
+	uint64_t kernel_passed; /* hellos it passed */
+	uint64_t kernel_missed; /* hellos it read and left to the queue */
 };
 
 struct nfq;
@@ -128,5 +154,13 @@ void nfq_status(const struct nfq *q, struct nfq_status *out);
  */
 size_t nfq_rejudge(struct nfq *q,
     void (*cut)(void *arg, const struct nfq_flow_id *f), void *arg);
+
+/* The in-kernel judge's program, for its table (nft_kjudge_install); -1
+ * when it is not loaded. */
+int nfq_kernel_fd(const struct nfq *q);
+/* Unloads it (its table could not be installed), keeping why. */
+void nfq_kernel_off(struct nfq *q, const char *why);
+/* hooks.gen moved: every verdict the kernel holds is void. */
+void nfq_judge_moved(struct nfq *q);
 
 #endif

@@ -165,6 +165,7 @@ nfq_flow_decide(struct nfq *q, struct nfq_flow *f, enum nfq_flow_state s,
 	if (s == NFQ_FLOW_OK) {
 		q->st.judged++;
 		nfq_judged_add(q, f, sni);
+		nfq_judged_teach(q, f, sni);
 	} else
 		q->st.refused++;
 	nfq_flow_log(q, f, s == NFQ_FLOW_OK ? NULL : reason, sni);

@@ -54,6 +54,8 @@ struct nfq {
 	 * could not be allocated (then no flow is judged again by name) */
 	struct nfq_judged *judged;
 	size_t judged_next;
+	struct nfq_bpf *kb; /* the in-kernel judge, or NULL (kb_why) */
+	char kb_why[ERR_MSG_MAX];
 };
 
 uint64_t nfq_now(const struct nfq *q);
@@ -67,5 +69,7 @@ void nfq_flow_sweep(struct nfq *q);
 void nfq_flow_free_all(struct nfq *q);
 /* Remembers a flow passed with its SNI (nfq_judged.c). */
 void nfq_judged_add(struct nfq *q, const struct nfq_flow *f, const char *sni);
+/* The in-kernel judge is told of a flow passed (nfq_judged.c). */
+void nfq_judged_teach(struct nfq *q, const struct nfq_flow *f, const char *sni);
 
 #endif

@@ -7,13 +7,17 @@
  * walk at a policy change), and a flow that ended stays until it is
  * overwritten (cutting it then finds nothing: no harm). A flow older
  * than the last NFQ_JUDGED_MAX judged is judged again by address only
- * (the conntrack cut): the bound is said in docs/proxy.md.
+ * (the conntrack cut): the bound is said in docs/proxy.md. The flows
+ * the kernel passed are in its own map (nfq_bpf.h), the last
+ * NFQ_BPF_PASSED_MAX, and judged again the same way; a flow passed here
+ * teaches the kernel its verdict (nfq_judged_teach).
  */
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "egressd/nfq/nfq_bpf.h"
 #include "egressd/nfq/nfq_int.h"
 
 void
@@ -33,28 +37,82 @@ nfq_judged_add(struct nfq *q, const struct nfq_flow *f, const char *sni)
 	(void)snprintf(j->sni, sizeof(j->sni), "%s", sni);
 }
 
+void
+nfq_judged_teach(struct nfq *q, const struct nfq_flow *f, const char *sni)
+{
+	struct addr dst;
+	struct err e = {""};
+	uint64_t until;
+
+	if (q->kb == NULL || sni == NULL || sni[0] == '\0')
+		return;
+	memset(&dst, 0, sizeof(dst));
+	dst.family = f->family == 4 ? AF_INET : AF_INET6;
+	memcpy(dst.a, f->dst, 16);
+	if ((until = q->h.until(q->h.arg, sni, &dst, f->dport)) == 0)
+		return;
+	/* a full map: this name keeps the queue, no harm else */
+	(void)nfq_bpf_remember(q->kb, sni, f->family, f->dst, f->dport,
+	    q->h.gen(q->h.arg), until, &e);
+}
+
+/* Would the hooks now refuse, or hold, sni at id's destination? */
+static bool
+nfq_judged_stale(struct nfq *q, const struct nfq_flow_id *id, const char *sni)
+{
+	struct addr dst;
+
+	memset(&dst, 0, sizeof(dst));
+	dst.family = id->family == 4 ? AF_INET : AF_INET6;
+	memcpy(dst.a, id->dst, 16);
+	return q->h.judge(q->h.arg, sni, &dst, id->dport) != NULL ||
+	    (q->h.held != NULL && q->h.held(q->h.arg, sni, id->dport));
+}
+
+/* The kernel's passed flows, through the same judge. */
+struct nfq_kcut {
+	struct nfq *q;
+	void (*cut)(void *arg, const struct nfq_flow_id *f);
+	void *arg;
+};
+
+static bool
+nfq_judged_kernel_cb(void *arg, const struct nfq_bpf_tuple *t, const char *sni)
+{
+	struct nfq_kcut *k = arg;
+	struct nfq_flow_id f;
+
+	memset(&f, 0, sizeof(f));
+	f.family = t->family;
+	memcpy(f.src, t->src, 16);
+	memcpy(f.dst, t->dst, 16);
+	f.sport = t->sport;
+	f.dport = t->dport;
+	if (!nfq_judged_stale(k->q, &f, sni))
+		return false;
+	k->cut(k->arg, &f);
+	return true;
+}
+
 size_t
 nfq_rejudge(struct nfq *q, void (*cut)(void *arg, const struct nfq_flow_id *f),
     void *arg)
 {
 	struct nfq_judged *j;
-	struct addr dst;
 	size_t i, n = 0;
 
 	for (i = 0; q->judged != NULL && i < NFQ_JUDGED_MAX; i++) {
 		j = &q->judged[i];
-		if (j->sni[0] == '\0')
-			continue;
-		memset(&dst, 0, sizeof(dst));
-		dst.family = j->id.family == 4 ? AF_INET : AF_INET6;
-		memcpy(dst.a, j->id.dst, 16);
-		if (q->h.judge(q->h.arg, j->sni, &dst, j->id.dport) == NULL &&
-		    (q->h.held == NULL ||
-		        !q->h.held(q->h.arg, j->sni, j->id.dport)))
+		if (j->sni[0] == '\0' || !nfq_judged_stale(q, &j->id, j->sni))
 			continue;
 		cut(arg, &j->id);
 		j->sni[0] = '\0';
 		n++;
+	}
+	if (q->kb != NULL) {
+		struct nfq_kcut k = {q, cut, arg};
+
+		n += nfq_bpf_passed_each(q->kb, nfq_judged_kernel_cb, &k);
 	}
 	return n;
 }

@@ -388,6 +388,23 @@ enum nft_queue_kind nft_queue_probe(
 void nft_set_queue(struct nft *n, enum nft_queue_kind k, uint16_t num,
     const uint16_t *ports, size_t nports);
 /*
+ * The in-kernel judge (nfq_bpf.h): table inet NFT_KTABLE, owned by a
+ * socket of n's own (the kernel deletes it when that socket closes: at
+ * nft_free, or when egressd dies, so a dead egressd's verdicts stop
+ * passing anything at once and the queue, with no reader, fails
+ * closed). Its one chain, on output between nat_out and filter_out,
+ * runs the BPF program prog_fd on the SYNs to the queued ports (the
+ * program notes where each stream starts) and on the payload of
+ * PENDING flows; a packet it passes gets the packet mark OK, which
+ * filter_out turns into the flow's conntrack mark as it does an OK
+ * verdict from the queue. Needs nft_set_queue first. -1 and e when the
+ * kernel refuses it (no xt_bpf match): the queue judges alone.
+ */
+#define NFT_KTABLE "egressd_kjudge"
+#define NFT_KCHAIN "judge"
+#define NFT_KPRIO (-50) /* after nat_out (-100), before filter_out (0) */
+int nft_kjudge_install(struct nft *n, int prog_fd, struct err *e);
+/*
  * addr into the hold set of its family for the rest of its learned
  * lease (at least the minimum TTL): a flow judged in flight whose SNI
  * the proxy must see was refused, and the client's next connection
@@ -560,6 +577,13 @@ size_t nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
  * move it: what was learned stays learned until then.
  */
 uint64_t nft_learned_gen(const struct nft *n);
+/* When addr's learned lease ends (monotonic ms, nft_opts' clock); 0 when
+ * it is not learned. */
+uint64_t nft_learned_until(
+    const struct nft *n, int family, const uint8_t *addr);
+/* fn(arg) each time nft_learned_gen moves, right after (the in-kernel
+ * judge's verdicts are voided there: nfq_bpf.h). NULL: no one. */
+void nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg);
 size_t nft_learned_count(const struct nft *n);
 /* Elements of one family (4 or 6) in the mirror, and the cap per set. */
 size_t nft_learned_count_family(const struct nft *n, int family);

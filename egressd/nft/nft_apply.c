@@ -255,7 +255,7 @@ lplan_commit(struct nft *n, const struct lplan *pl)
 			else
 				free(l->names[j]);
 		if (k != l->nnames)
-			n->learned_gen++; /* names dropped */
+			nft_mirror_gen_bump(n); /* names dropped */
 		l->nnames = k;
 		if (pl->ch[i].names_only)
 			continue;

@@ -124,12 +124,15 @@ nft_free(struct nft *n)
 	if (n == NULL)
 		return;
 	nft_learnq_detach(n);
+	n->gen_moved = NULL; /* whoever asked may be gone already */
 	nft_mirror_clear(n);
 	policy_unref(n->pol);
 	free(n->buckets);
 	free(n->rbuf);
 	if (n->nl != NULL)
 		mnl_socket_close(n->nl);
+	if (n->knl != NULL)
+		mnl_socket_close(n->knl); /* the judge's table goes with it */
 	n->magic = 0;
 	free(n);
 }

@@ -114,7 +114,7 @@ nft_mirror_remove(struct nft *n, struct lent **pp)
 	lru_unlink(n, l);
 	lent_free(l);
 	n->nlearned--;
-	n->learned_gen++;
+	nft_mirror_gen_bump(n);
 }
 
 void
@@ -322,7 +322,7 @@ nft_mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 	if (l->nnames == NFT_NAMES_PER_ADDR) {
 		/* keep the newest names: they are what clients ask for now */
 		free(l->names[0]);
-		n->learned_gen++;
+		nft_mirror_gen_bump(n);
 		memmove(&l->names[0], &l->names[1],
 		    (NFT_NAMES_PER_ADDR - 1) * sizeof(l->names[0]));
 		l->nnames--;
@@ -372,9 +372,38 @@ nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
 }
 
 uint64_t
+nft_learned_until(const struct nft *n, int family, const uint8_t *addr)
+{
+	const struct lent *l;
+
+	if (family != 4 && family != 6)
+		return 0;
+	for (l = n->buckets[addr_hash(n, family, addr)]; l != NULL; l = l->next)
+		if (l->family == family &&
+		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
+			return l->expires_ms;
+	return 0;
+}
+
+uint64_t
 nft_learned_gen(const struct nft *n)
 {
 	return n->learned_gen;
+}
+
+void
+nft_mirror_gen_bump(struct nft *n)
+{
+	n->learned_gen++;
+	if (n->gen_moved != NULL)
+		n->gen_moved(n->gen_arg);
+}
+
+void
+nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg)
+{
+	n->gen_moved = fn;
+	n->gen_arg = arg;
 }
 
 size_t

@@ -85,7 +85,7 @@ msg_kind(uint16_t type)
 }
 
 /*
- * A new object for a message of type, in table inet egressd and named
+ * A new object for a message of type, in c's table (inet egressd) and named
  * name (a rule: of chain name; the table: its own name). NULL and c->e
  * set when out of memory.
  */
@@ -96,6 +96,7 @@ nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name)
 {
 	enum nobj k = msg_kind(type)->obj;
 	void *o = NULL;
+	const char *table = c->table != NULL ? c->table : NFT_TABLE;
 	/* libnftnl copies each name (strdup): a failed copy leaves the
 	 * object without it, and a message without it */
 	int rc = 0;
@@ -110,7 +111,7 @@ nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name)
 	case NOBJ_CHAIN:
 		if ((o = nftnl_chain_alloc()) == NULL)
 			break;
-		rc |= nftnl_chain_set_str(o, NFTNL_CHAIN_TABLE, NFT_TABLE);
+		rc |= nftnl_chain_set_str(o, NFTNL_CHAIN_TABLE, table);
 		rc |= nftnl_chain_set_str(o, NFTNL_CHAIN_NAME, name);
 		nftnl_chain_set_u32(o, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 		break;
@@ -118,7 +119,7 @@ nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name)
 	case NOBJ_ELEMS:
 		if ((o = nftnl_set_alloc()) == NULL)
 			break;
-		rc |= nftnl_set_set_str(o, NFTNL_SET_TABLE, NFT_TABLE);
+		rc |= nftnl_set_set_str(o, NFTNL_SET_TABLE, table);
 		rc |= nftnl_set_set_str(o, NFTNL_SET_NAME, name);
 		nftnl_set_set_u32(o, NFTNL_SET_FAMILY, NFPROTO_INET);
 		break;
@@ -127,7 +128,7 @@ nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name)
 			break;
 		/* void in libnftnl 1.2: a failed copy still marks the
 		 * attribute set, with a NULL the payload would strlen() */
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, NFT_TABLE);
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, table);
 		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
 		if (nftnl_obj_get_str(o, NFTNL_OBJ_TABLE) == NULL ||
 		    nftnl_obj_get_str(o, NFTNL_OBJ_NAME) == NULL)
@@ -138,7 +139,7 @@ nft_msg_obj_new(struct bctx *c, uint16_t type, const char *name)
 	case NOBJ_RULE:
 		if ((o = nftnl_rule_alloc()) == NULL)
 			break;
-		rc |= nftnl_rule_set_str(o, NFTNL_RULE_TABLE, NFT_TABLE);
+		rc |= nftnl_rule_set_str(o, NFTNL_RULE_TABLE, table);
 		rc |= nftnl_rule_set_str(o, NFTNL_RULE_CHAIN, name);
 		nftnl_rule_set_u32(o, NFTNL_RULE_FAMILY, NFPROTO_INET);
 		break;

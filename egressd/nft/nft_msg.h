@@ -26,6 +26,7 @@ struct policy_port_range;
 struct bctx {
 	struct nft_batch *b;
 	const struct nft_opts *o;
+	const char *table; /* NULL: NFT_TABLE */
 	struct err *e;
 	unsigned nsets; /* for generated set names */
 	uint32_t set_id;

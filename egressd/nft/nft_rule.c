@@ -15,6 +15,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/xt_NFQUEUE.h>
+#include <linux/netfilter/xt_bpf.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
 
@@ -548,6 +549,51 @@ rule_route(struct nftnl_rule *r, const struct rspec *s)
 	return 0;
 }
 
+/* The xt_bpf match of a pinned-by-fd program (revision 1, mode
+ * FD_ELF): the kernel takes its own reference to the program when the
+ * rule is added, so it outlives the fd. */
+static int
+e_bpf(struct nftnl_rule *r, int fd)
+{
+	struct nftnl_expr *x = nftnl_expr_alloc("match");
+	struct xt_bpf_info_v1 *info;
+
+	if (x == NULL)
+		return -1;
+	/* libnftnl keeps (and frees) the info pointer itself */
+	if ((info = calloc(1, sizeof(*info))) == NULL) {
+		nftnl_expr_free(x);
+		return -1;
+	}
+	info->mode = XT_BPF_MODE_FD_ELF;
+	info->fd = fd;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_MT_REV, 1);
+	nftnl_expr_set(x, NFTNL_EXPR_MT_INFO, info, sizeof(*info));
+	return add_expr_str(r, x, NFTNL_EXPR_MT_NAME, "bpf");
+}
+
+/* The BPF match, then the packet mark set (after any ct mark). */
+static int
+rule_bpf(struct nftnl_rule *r, const struct rspec *s)
+{
+	struct nftnl_expr *x;
+
+	if (s->bpf && e_bpf(r, s->bpf_fd) < 0)
+		return -1;
+	if (s->meta_mark_imm == 0)
+		return 0;
+	if ((x = nftnl_expr_alloc("immediate")) == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(x, NFTNL_EXPR_IMM_DATA, &s->meta_mark_imm,
+	    sizeof(s->meta_mark_imm));
+	if (add_expr(r, x) < 0 || (x = nftnl_expr_alloc("meta")) == NULL)
+		return -1;
+	nftnl_expr_set_u32(x, NFTNL_EXPR_META_KEY, NFT_META_MARK);
+	nftnl_expr_set_u32(x, NFTNL_EXPR_META_SREG, NFT_REG_1);
+	return add_expr(r, x);
+}
+
 /* Counter, then the verdict. */
 static int
 rule_verdict(struct nftnl_rule *r, const struct rspec *s)
@@ -583,7 +629,7 @@ rule_exprs(struct nftnl_rule *r, const struct rspec *s)
 {
 	/* The order is the evaluation order (struct rspec). */
 	if (rule_ct(r, s) < 0 || rule_proto(r, s) < 0 || rule_ports(r, s) < 0 ||
-	    rule_route(r, s) < 0)
+	    rule_bpf(r, s) < 0 || rule_route(r, s) < 0)
 		return -1;
 	return rule_verdict(r, s);
 }

@@ -58,6 +58,11 @@ struct rspec {
 	bool not_mark; /* meta mark != the own mark */
 	bool ct_mark_set; /* ct mark set meta mark (own flows, for cuts) */
 	uint32_t ct_mark_imm; /* ct mark set this (0: not set) */
+	/* xt_bpf: the BPF socket filter bpf_fd matches (nft_kjudge.c);
+	 * after the ports, before the marks are set */
+	bool bpf;
+	int bpf_fd;
+	uint32_t meta_mark_imm; /* meta mark set this (0: not set) */
 	const char *counter;
 	enum verdict v;
 	uint16_t redir_port;

@@ -70,6 +70,14 @@ int
 nft_sock_send(
     struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e)
 {
+	sock_bufs(n, b->len, b->nmsgs);
+	return nft_sock_send_on(n, n->nl, b, op, e);
+}
+
+int
+nft_sock_send_on(struct nft *n, struct mnl_socket *nl, struct nft_batch *b,
+    enum stats_nft_op op, struct err *e)
+{
 	struct nft_acks acks;
 	uint32_t base = n->seq;
 	size_t nmsgs = b->nmsgs;
@@ -78,16 +86,15 @@ nft_sock_send(
 
 	n->seq += (uint32_t)nmsgs + 2;
 	nft_batch_set_seq_(b, base);
-	sock_bufs(n, b->len, nmsgs);
 	nft_acks_init(&acks, base, nmsgs);
-	r = mnl_socket_sendto(n->nl, b->buf, b->len);
+	r = mnl_socket_sendto(nl, b->buf, b->len);
 	if (r < 0 || (size_t)r != b->len) {
 		err_set(e, "nft: netlink send (%zu bytes): %s", b->len,
 		    r < 0 ? strerror(errno) : "short write");
 		goto out;
 	}
 	do {
-		r = mnl_socket_recvfrom(n->nl, n->rbuf, NFT_RECV_BUF);
+		r = mnl_socket_recvfrom(nl, n->rbuf, NFT_RECV_BUF);
 		if (r < 0) {
 			err_set(e, "nft: waiting for acks (%zu of %zu): %s",
 			    acks.acked, nmsgs,

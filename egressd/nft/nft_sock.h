@@ -23,6 +23,10 @@ struct names {
 /* op: what the batch does, for the failure counters (stats.h). */
 int nft_sock_send(
     struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e);
+/* ... on another of n's sockets (nft_kjudge.c's). */
+struct mnl_socket;
+int nft_sock_send_on(struct nft *n, struct mnl_socket *nl, struct nft_batch *b,
+    enum stats_nft_op op, struct err *e);
 int nft_sock_request(struct nft *n, struct nlmsghdr *req, mnl_cb_t cb,
     void *arg, struct err *e, const char *what);
 void nft_sock_names_clear(struct names *x);

@@ -89,9 +89,16 @@ struct nft {
 	 * removed (expired, evicted, cut, cleared) or a name dropped from
 	 * one (nft_learned_gen) */
 	uint64_t learned_gen;
+	/* told each time learned_gen moves (nft_on_learned_gen) */
+	void (*gen_moved)(void *arg);
+	void *gen_arg;
 	uint64_t pin_gen;
 	size_t sndbuf, rcvbuf; /* socket buffer sizes already requested */
 	uint8_t *rbuf; /* NFT_RECV_BUF bytes for answers */
+	/* The socket that owns the in-kernel judge's table (nft_kjudge.c):
+	 * closed, by nft_free or by egressd's death, it takes the table
+	 * with it. */
+	struct mnl_socket *knl;
 
 	/* Asynchronous learning (nft_attach). */
 	struct event_base *base;

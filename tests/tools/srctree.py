@@ -57,6 +57,12 @@ def may_use(src_folder, dst_folder):
     return LEVEL[dst_folder] < LEVEL[src_folder]
 
 
+# Programs for the kernel's BPF machine (egressd/nfq/bpf): compiled by
+# clang -target bpf and loaded into the kernel, never linked into
+# egressd, so no check of its objects, calls or layers applies to them.
+BPF_SUFFIX = ".bpf.c"
+
+
 def sources(root, exts=(".c",)):
     """Production files under root, as sorted paths relative to it."""
     out = []
@@ -64,7 +70,7 @@ def sources(root, exts=(".c",)):
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
             for f in files:
-                if f.endswith(exts):
+                if f.endswith(exts) and not f.endswith(BPF_SUFFIX):
                     out.append(os.path.relpath(os.path.join(d, f), root))
     return sorted(p.replace(os.sep, "/") for p in out)
 

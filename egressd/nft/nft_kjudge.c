@@ -1,0 +1,137 @@
+/*
+ * nft_kjudge: the table that runs the in-kernel judge (nft.h,
+ * nft_kjudge_install; the program is egressd/nfq's, nfq_bpf.h).
+ *
+ * A table of its own, not rows of egressd's: ownership is a table's
+ * flag, and this one must not outlive the process whose verdicts it
+ * applies (egressd's own table must, to stay closed). The kernel runs
+ * every base chain of a hook, so this chain only marks; what passes is
+ * decided in filter_out, by the mark, as for the queue's verdicts.
+ */
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_conntrack_tuple_common.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/table.h>
+
+#include "egressd/nft/nft_batch.h"
+#include "egressd/nft/nft_msg.h"
+#include "egressd/nft/nft_rule.h"
+#include "egressd/nft/nft_sock.h"
+#include "egressd/nft/nft_state.h"
+
+/* The socket that will own the table: acks as n's main one gives. */
+static struct mnl_socket *
+kjudge_sock(struct err *e)
+{
+	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
+	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
+	struct mnl_socket *nl =
+	    mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	int one = 1;
+
+	if (nl == NULL || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
+	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+	        sizeof(tv)) < 0) {
+		err_set(
+		    e, "nft: the judge's netlink socket: %s", strerror(errno));
+		if (nl != NULL)
+			mnl_socket_close(nl);
+		return NULL;
+	}
+	mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	return nl;
+}
+
+/* The table, owned by the socket that sends it, and its chain. */
+static int
+kjudge_table(struct bctx *c)
+{
+	struct nftnl_table *t =
+	    nft_msg_obj_new(c, NFT_MSG_NEWTABLE, NFT_KTABLE);
+
+	if (t == NULL)
+		return -1;
+	nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, NFT_TABLE_F_OWNER);
+	if (nft_msg_obj(c, NFT_MSG_NEWTABLE, t, NFT_KTABLE) < 0)
+		return -1;
+	return nft_msg_chain(
+	    c, NFT_KCHAIN, NF_INET_LOCAL_OUT, "filter", NFT_KPRIO, NF_ACCEPT);
+}
+
+/* Per queued port: the SYN (the program answers no, having noted the
+ * stream's start), then a PENDING flow's packets (yes: the mark OK). */
+static int
+kjudge_rows(struct bctx *c, int prog_fd)
+{
+	size_t i;
+
+	for (i = 0; i < c->o->nqueue_ports; i++) {
+		const struct rrow rows[] = {
+		    {.s = {.l4proto = IPPROTO_TCP,
+		         .syn_only = true,
+		         .dport = c->o->queue_ports[i],
+		         .bpf = true,
+		         .bpf_fd = prog_fd}},
+		    {.s = {.ct_mark_eq = NFT_QMARK_PENDING,
+		         .ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED),
+		         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+		         .l4proto = IPPROTO_TCP,
+		         .dport = c->o->queue_ports[i],
+		         .bpf = true,
+		         .bpf_fd = prog_fd,
+		         .meta_mark_imm = NFT_QMARK_OK}},
+		};
+
+		if (nft_rule_rows(c, NFT_KCHAIN, rows, NROWS(rows)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+nft_kjudge_install(struct nft *n, int prog_fd, struct err *e)
+{
+	struct bctx c = {.o = &n->o, .e = e, .table = NFT_KTABLE};
+	struct mnl_socket *nl;
+	int rc = -1;
+
+	if (n->o.queue_kind == NFT_QUEUE_NONE || n->o.nqueue_ports == 0) {
+		err_set(e, "nft: the judge needs the queue");
+		return -1;
+	}
+	if (n->knl != NULL) {
+		err_set(e, "nft: the judge's table is in force already");
+		return -1;
+	}
+	if ((nl = kjudge_sock(e)) == NULL)
+		return -1;
+	if ((c.b = nft_batch_new_()) == NULL) {
+		err_set(e, "nft: out of memory");
+		goto out;
+	}
+	if (nft_batch_begin_(c.b, e) < 0 || kjudge_table(&c) < 0 ||
+	    kjudge_rows(&c, prog_fd) < 0 || nft_batch_finish_(c.b, e) < 0 ||
+	    nft_sock_send_on(n, nl, c.b, STATS_NFT_OP_STATIC_APPLY, e) < 0)
+		goto out;
+	n->knl = nl;
+	nl = NULL;
+	rc = 0;
+out:
+	nft_batch_free(c.b);
+	if (nl != NULL)
+		mnl_socket_close(nl);
+	return rc;
+}

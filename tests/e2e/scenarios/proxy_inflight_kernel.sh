@@ -1,0 +1,196 @@
+#!/bin/bash
+# proxy_inflight_kernel: the in-kernel judge (issue 36, docs/proxy.md "The
+# judge in the kernel"), live. A hello egressd passed from the queue
+# teaches the kernel its (SNI, address, port); the next connections
+# naming the same pass in the kernel (BPF, run by nftables) with no trip
+# through egressd; anything else still goes to the queue.
+#  k. a.test: the first connection judged from the queue, the next ones
+#     (IPv4 and IPv6, 20 in a row) in the kernel: /v1/status counts them,
+#     no packet of theirs is queued, the origin serves each;
+#  l. fronting on a taught address: SNI b.test (denied) and c.test
+#     (allowed, another address) to a.test's address still reach the
+#     queue and are refused there (name_denied, addr_mismatch); the
+#     origin's socket receives no byte;
+#  m. a tightening: a stream the kernel passed whose SNI is denied while
+#     its address stays allowed for another name is cut (judged again by
+#     the SNI the kernel kept), and what the kernel was taught is void
+#     (the next hello with that SNI to that address is refused by the
+#     queue);
+#  n. kill -9: the judge's table goes with egressd at once, and a new
+#     connection naming a taught name gets no payload through;
+#  o. --kernel-judge off: the queue judges every hello, said in the
+#     status and /metrics.
+set -u -o pipefail
+. "$(dirname "$0")/../lib/testbed.sh"
+tb_setup
+tb_host_setup
+
+tb_sbx_tool tls_hello.py inflight_hello.py
+IH=$TB_DIR/sbx-bin/inflight_hello.py
+
+TB_EGRESSD_TOKEN="ifk-$TB_ID-$RANDOM$RANDOM"
+TB_EGRESSD_HTTP=":18080"
+TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_TOKEN="$TB_EGRESSD_TOKEN")
+pol=$(tb_policy_file policy.yaml <<'EOF2'
+defaultAction: deny
+egress:
+  - {action: allow, target: a.test}
+  - {action: allow, target: c.test}
+  - {action: allow, target: shared-a.test}
+EOF2
+)
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
+tb_assert_log "$TB_EGRESSD_LOG" passthrough.kernel_judge judge=bpf why=bpf
+
+A4=$TB_ORIGIN_A4 C4=$TB_ORIGIN_C4
+TAG=$RANDOM$RANDOM
+
+learn()
+{
+	local n
+	for n in "$@"; do
+		tb_sandbox dig +short +time=2 +tries=1 "$n" A >/dev/null
+	done
+}
+
+# kstat: "judge passed missed queuedPackets judged" from /v1/status
+kstat()
+{
+	[ "$(tb_host_api GET "http://$TB_SBX_HOST_IP4:18080/v1/status")" = 200 ] ||
+	    { echo "status failed"; return; }
+	"$TB_PY" -c 'import json,sys; p=json.load(open(sys.argv[1]))["passthrough"]
+k=p.get("kernelJudge", {})
+print(k.get("judge"), k.get("passed"), k.get("missed"), p["queuedPackets"], p["judged"])' \
+	    "$TB_DIR/api.out"
+}
+
+# --- k. taught once, then passed in the kernel ---------------------------------
+learn a.test c.test shared-a.test
+tb_sandbox dig +short +time=2 +tries=1 a.test AAAA >/dev/null
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
+tb_check "k: the first https://a.test/ (IPv4) passes" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 "https://a.test/k0-$TAG"
+tb_check "k: ... judged from the queue" tb_wait_log_line --since "$me" \
+    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough name=a.test \
+    "dst=$A4:443"
+tb_check "k: the first https://a.test/ (IPv6) passes, judged from the queue" \
+    tb_sandbox curl -6 -sS -f -o /dev/null --max-time 5 "https://a.test/k0-$TAG"
+read -r j p0 m0 q0 _ <<<"$(kstat)"
+tb_expect_eq "k: status: kernelJudge.judge bpf" bpf "$j"
+mo=$(tb_log_mark "$TB_ORIGIN_LOG")
+ok=0
+for i in $(seq 1 20); do
+	tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 \
+	    "https://a.test/k$i-$TAG" && ok=$((ok + 1))
+done
+tb_sandbox curl -6 -sS -f -o /dev/null --max-time 5 \
+    "https://a.test/k6-$TAG" && ok=$((ok + 1))
+tb_expect_eq "k: 21 more connections to a.test (20 IPv4, 1 IPv6) pass" 21 "$ok"
+read -r _ p1 m1 q1 _ <<<"$(kstat)"
+tb_expect_eq "k: ... all 21 passed in the kernel (kernelJudge.passed $p0 -> $p1)" \
+    21 "$((p1 - p0))"
+tb_expect_eq "k: ... not one of their packets was queued (queuedPackets $q0)" \
+    "$q0" "$q1"
+tb_assert_log --since "$mo" --min 21 --max 21 "$TB_ORIGIN_LOG" \
+    origin.request server.sni=a.test "path~^/k[0-9]+-$TAG\$"
+tb_expect_match "k: the judge's table is in force (egressd_kjudge)" \
+    'table inet egressd_kjudge' "$(tb_sandbox_root nft list tables 2>&1)"
+
+# --- l. fronting on a taught address: still the queue's --------------------------
+for case in "b.test name_denied" "c.test addr_mismatch"; do
+	read -r sni why <<<"$case"
+	lp=$((41000 + RANDOM % 4000))
+	me=$(tb_log_mark "$TB_EGRESSD_LOG")
+	out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
+	    --resolve "$sni:443:$A4" "https://$sni/l-$TAG" 2>&1)
+	tb_expect_match "l: SNI $sni to a.test's address is reset" \
+	    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
+	tb_check "l: ... refused by the queue ($why)" tb_wait_log_line \
+	    --since "$me" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
+	    "reason=$why" "name=$sni" "dst=$A4:443"
+	tb_expect_eq "l: ... the origin's socket received no byte" 0 \
+	    "$(tb_origin_rx "$A4" "$lp")"
+done
+read -r _ p2 m2 _ <<<"$(kstat)"
+tb_expect_eq "l: ... the kernel read both hellos and passed neither" \
+    "$p1 2" "$p2 $((m2 - m1))"
+
+# --- m. a tightening voids what the kernel was taught, and cuts its flows ------
+tb_check "m: shared-a.test taught (a first connection)" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://shared-a.test/
+read -r _ p3 _ <<<"$(kstat)"
+cut=$TB_DIR/cut.out
+tb_sandbox_bg "$cut" sh -c "curl -4 -sS -f -N --max-time 20 -o /dev/null \
+    'https://shared-a.test/m-$TAG?sse=100&gap_ms=100'; echo rc=\$?"
+cutpid=$TB_LAST_PID
+# kpassed_over N: the kernel passed more than N hellos
+kpassed_over()
+{
+	local p
+	read -r _ p _ <<<"$(kstat)"
+	[ "$p" -gt "$1" ]
+}
+tb_check "m: the stream to shared-a.test passed in the kernel" tb_wait_cmd 5 \
+    kpassed_over "$p3"
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
+tb_expect_eq "m: PATCH deny shared-a.test (c.test keeps C4 allowed)" \
+    200 "$(tb_host_api PATCH "http://$TB_SBX_HOST_IP4:18080/policy" \
+        '[{"action":"deny","target":"shared-a.test"}]')"
+t0=$(date +%s%N)
+wait "$cutpid"
+el=$((($(date +%s%N) - t0) / 1000000))
+tb_expect_match "m: the stream the kernel passed is cut (curl fails)" \
+    'rc=(18|56|35|28|7)' "$(tail -n 1 "$cut")"
+if [ "$el" -le 3000 ]; then
+	tb_pass "m: ... within ${el} ms of the PATCH"
+else
+	tb_fail "m: ... only after ${el} ms"
+fi
+tb_check "m: ... judged again by the SNI the kernel kept (nfq.rejudged)" \
+    tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.rejudged
+lp=$((45000 + RANDOM % 4000))
+out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
+    --resolve "shared-a.test:443:$C4" "https://shared-a.test/m2-$TAG" 2>&1)
+tb_expect_match "m: shared-a.test, taught before the PATCH, is now reset on C4" \
+    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
+tb_check "m: ... by the queue (name_denied)" tb_wait_log_line --since "$me" \
+    "$TB_EGRESSD_LOG" nfq.judged decision=refused reason=name_denied \
+    name=shared-a.test
+tb_expect_eq "m: ... the origin's socket received no byte" 0 \
+    "$(tb_origin_rx "$C4" "$lp")"
+
+# --- n. kill -9: the table goes with egressd ------------------------------------------
+learn c.test
+tb_check "n: c.test taught (a first connection)" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/
+tb_check "n: ... and passed in the kernel the next time" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/
+tb_stop_egressd KILL
+tb_expect_eq "n: egressd killed (SIGKILL)" 137 "$TB_EGRESSD_STATUS"
+tb_expect_eq "n: the judge's table is gone with it" "" \
+    "$(tb_sandbox_root nft list tables 2>/dev/null | grep -w egressd_kjudge)"
+lp=$((49000 + RANDOM % 4000))
+tb_expect_match "n: a new c.test connection's hello goes nowhere" \
+    '^(timeout|reset)' \
+    "$(tb_sandbox "$TB_PY" "$IH" raw "$C4" 443 --sni c.test --wait 2 \
+        --lport "$lp")"
+tb_expect_eq "n: ... the origin's socket received no byte" 0 \
+    "$(tb_origin_rx "$C4" "$lp")"
+
+# --- o. --kernel-judge off -------------------------------------------------------------
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
+    --kernel-judge off
+tb_assert_log "$TB_EGRESSD_LOG" passthrough.kernel_judge judge=queue why=off
+learn c.test
+for i in 1 2 3; do
+	tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/ ||
+	    tb_fail "o: c.test connection $i failed"
+done
+read -r j p _ _ judged <<<"$(kstat)"
+tb_expect_eq "o: status: kernelJudge.judge queue, nothing passed there, 3 judged from the queue" \
+    "queue 0 3" "$j $p $judged"
+tb_expect_eq "metrics: GET /metrics" 200 \
+    "$(tb_host_api GET "http://$TB_SBX_HOST_IP4:18080/metrics")"
+tb_expect_match "metrics: egressd_passthrough_kernel_judge 0" \
+    '^egressd_passthrough_kernel_judge 0$' "$(cat "$TB_DIR/api.out")"
+tb_finish
