@@ -56,7 +56,11 @@
 #                  binary, if set), and with nfq_floor in its place
 #                  (every packet OK, nothing judged): blocking, with 20 us
 #                  of work after each verdict, spinning; what of the
-#                  queue's trip is egressd's own work. fw_split: the
+#                  queue's trip is egressd's own work.
+#                  BENCH_FLOOR_SET: the variants instead, e.g.
+#                  "egressd kjoff floor" (the in-kernel judge against
+#                  the queue alone and the queue's floor; "floor_spin"
+#                  for "floor spin"). fw_split: the
 #                  sandbox's direct_fw over the twin's direct path with
 #                  the twin given no ruleset, conntrack alone, egressd's
 #                  ruleset: what of the firewall is conntrack
@@ -668,7 +672,8 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 	[ -n "$qnum" ] || echo "bench_proxy: queue_floor: egressd reads no queue" >&2
 	# floor_run VARIANT: egressd's queue reader replaced by VARIANT
 	# ("egressd", "egressd_b": BENCH_FLOOR_B, "warn": egressd at
-	# --log-level warn, "floor", "floor after=20", "floor spin"), then
+	# --log-level warn, "kjoff": egressd with --kernel-judge off, "floor",
+	# "floor after=20", "floor spin"), then
 	# one block of conn_pair; FPID is the reader, killed (-9) by the
 	# next call. egressd is started by hand: at --log-level warn there
 	# is no egressd.ready line to wait for, so every variant is given
@@ -692,6 +697,7 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 		*)
 			[ "$v" = egressd_b ] && bin=$BENCH_FLOOR_B
 			[ "$v" = warn ] && extra=(--log-level warn)
+			[ "$v" = kjoff ] && extra=(--kernel-judge off)
 			egressd_bg "$bin" -- --passthrough-judge queue \
 			    --log-file "$DIR/egressd.floor.log" "${extra[@]}"
 			FPID=$!
@@ -714,6 +720,10 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 	variants=(egressd)
 	[ -n "${BENCH_FLOOR_B:-}" ] && variants+=(egressd_b)
 	variants+=(warn floor "floor after=20" "floor spin")
+	if [ -n "${BENCH_FLOOR_SET:-}" ]; then
+		# shellcheck disable=SC2206 # one word per variant
+		variants=(${BENCH_FLOOR_SET//_/ })
+	fi
 	for b in $([ -n "$qnum" ] && seq "${BENCH_FLOOR_BLOCKS:-2}"); do
 		for i in $(abba "$b" ${#variants[@]}); do
 			floor_run "${variants[$i]}"

@@ -447,6 +447,23 @@ egressd_nfq_learned_moved_cb(void *arg)
 		nfq_judge_moved(d->nfq);
 }
 
+/* An answer's address learned: the in-kernel judge may pass its first
+ * connection too (nfq_teach judges it first). */
+static void
+egressd_nfq_learned_cb(
+    void *arg, const char *name, int family, const uint8_t *addr)
+{
+	struct egressd *d = egressd_arg(arg);
+	struct addr dst;
+
+	if (d->nfq == NULL)
+		return;
+	memset(&dst, 0, sizeof(dst));
+	dst.family = family == 4 ? AF_INET : AF_INET6;
+	memcpy(dst.a, addr, family == 4 ? 4 : 16);
+	nfq_teach(d->nfq, name, &dst, 443);
+}
+
 /* The in-kernel judge's table, when its program loaded; else (or when
  * the kernel refuses the table) the queue judges alone, said. */
 static void
@@ -541,6 +558,7 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	nft_set_queue(d->nft, k, d->cfg->queue_num, ports,
 	    sizeof(ports) / sizeof(ports[0]));
 	nft_on_learned_gen(d->nft, egressd_nfq_learned_moved_cb, d);
+	nft_on_learned(d->nft, egressd_nfq_learned_cb, d);
 	egressd_nfq_kernel(d);
 	nfq_status(d->nfq, &st);
 	d->pt_path = "queue";

@@ -162,5 +162,14 @@ int nfq_kernel_fd(const struct nfq *q);
 void nfq_kernel_off(struct nfq *q, const char *why);
 /* hooks.gen moved: every verdict the kernel holds is void. */
 void nfq_judge_moved(struct nfq *q);
+/*
+ * The resolver learned dst for name: when the hooks now allow name at
+ * dst:port (judge, not held), the in-kernel judge is taught so, and the
+ * first connection passes in the kernel too (with a new name per
+ * connection, as a first one always is, none would else). Nothing
+ * without it.
+ */
+void nfq_teach(
+    struct nfq *q, const char *name, const struct addr *dst, uint16_t port);
 
 #endif

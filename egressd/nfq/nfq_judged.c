@@ -37,6 +37,32 @@ nfq_judged_add(struct nfq *q, const struct nfq_flow *f, const char *sni)
 	(void)snprintf(j->sni, sizeof(j->sni), "%s", sni);
 }
 
+/* Would the hooks now refuse, or hold, sni at id's destination? */
+static bool nfq_judged_stale(
+    struct nfq *q, const struct nfq_flow_id *id, const char *sni);
+
+void
+nfq_teach(
+    struct nfq *q, const char *name, const struct addr *dst, uint16_t port)
+{
+	struct nfq_flow_id id;
+	struct err e = {""};
+	uint64_t until;
+	int fam = dst->family == AF_INET ? 4 : 6;
+
+	if (q->kb == NULL || name == NULL || name[0] == '\0')
+		return;
+	memset(&id, 0, sizeof(id));
+	id.family = fam;
+	memcpy(id.dst, dst->a, fam == 4 ? 4 : 16);
+	id.dport = port;
+	if (nfq_judged_stale(q, &id, name) ||
+	    (until = q->h.until(q->h.arg, name, dst, port)) == 0)
+		return;
+	(void)nfq_bpf_remember(
+	    q->kb, name, fam, id.dst, port, q->h.gen(q->h.arg), until, &e);
+}
+
 void
 nfq_judged_teach(struct nfq *q, const struct nfq_flow *f, const char *sni)
 {

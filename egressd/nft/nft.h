@@ -584,6 +584,13 @@ uint64_t nft_learned_until(
 /* fn(arg) each time nft_learned_gen moves, right after (the in-kernel
  * judge's verdicts are voided there: nfq_bpf.h). NULL: no one. */
 void nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg);
+/* fn(arg, name, family, addr) for each address of an answer
+ * (nft_learn_submit) the moment the mirror holds it for name, before the
+ * answer's done: the in-kernel judge is taught there (nfq.h,
+ * nfq_teach). NULL: no one. */
+void nft_on_learned(struct nft *n,
+    void (*fn)(void *arg, const char *name, int family, const uint8_t *addr),
+    void *arg);
 size_t nft_learned_count(const struct nft *n);
 /* Elements of one family (4 or 6) in the mirror, and the cap per set. */
 size_t nft_learned_count_family(const struct nft *n, int family);

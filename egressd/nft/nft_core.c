@@ -125,6 +125,7 @@ nft_free(struct nft *n)
 		return;
 	nft_learnq_detach(n);
 	n->gen_moved = NULL; /* whoever asked may be gone already */
+	n->learned_fn = NULL;
 	nft_mirror_clear(n);
 	policy_unref(n->pol);
 	free(n->buckets);

@@ -187,6 +187,10 @@ txn_settle(struct nft *n, struct nft_txn *t, int rc, const char *why)
 		if (n->st != NULL)
 			n->st->nft_learned += t->nu;
 		nft_mirror_gauge(n);
+		for (w = t->w; n->learned_fn != NULL && w != NULL; w = w->next)
+			for (i = 0; i < w->naddr; i++)
+				n->learned_fn(n->learned_arg, w->name,
+				    w->addr[i].family, w->addr[i].addr);
 	}
 	for (w = t->w; w != NULL; w = w->next) {
 		w->rc = rc;

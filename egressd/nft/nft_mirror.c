@@ -406,6 +406,15 @@ nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg)
 	n->gen_arg = arg;
 }
 
+void
+nft_on_learned(struct nft *n,
+    void (*fn)(void *arg, const char *name, int family, const uint8_t *addr),
+    void *arg)
+{
+	n->learned_fn = fn;
+	n->learned_arg = arg;
+}
+
 size_t
 nft_learned_count(const struct nft *n)
 {

@@ -92,6 +92,10 @@ struct nft {
 	/* told each time learned_gen moves (nft_on_learned_gen) */
 	void (*gen_moved)(void *arg);
 	void *gen_arg;
+	/* told of each address an answer taught (nft_on_learned) */
+	void (*learned_fn)(
+	    void *arg, const char *name, int family, const uint8_t *addr);
+	void *learned_arg;
 	uint64_t pin_gen;
 	size_t sndbuf, rcvbuf; /* socket buffer sizes already requested */
 	uint8_t *rbuf; /* NFT_RECV_BUF bytes for answers */

@@ -2,7 +2,9 @@
 # proxy_inflight_judge: pass-through TLS judged in flight (issue 36,
 # docs/proxy.md "Pass-through judged in flight"), live, with
 # --passthrough-judge queue (the canary bindings name hosts of their
-# own: only their addresses are held on the proxy, proxy_inflight_bound).
+# own: only their addresses are held on the proxy, proxy_inflight_bound)
+# and --kernel-judge off: every hello is the queue's here (the kernel's
+# share: proxy_inflight_kernel).
 # The kernel queues the first payload packets of TLS to learned
 # addresses; egressd judges the ClientHello and marks the flow; the rest
 # never leaves the kernel.
@@ -44,7 +46,8 @@ egress:
   - {action: allow, target: shared-a.test}
 EOF2
 )
-tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
+    --kernel-judge off
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.judge path=queue
 
 A4=$TB_ORIGIN_A4 C4=$TB_ORIGIN_C4
@@ -242,7 +245,8 @@ tb_expect_match "e: restarted without the queue, the still-pending flow is reset
 tb_expect_eq "e: ... its origin socket never received a byte" 0 \
     "$(tb_origin_rx "$A4" "$lp")"
 tb_stop_egressd KILL
-tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
+    --kernel-judge off
 wait "$dlpid"
 tb_expect_eq "e: the 256 MiB download across kill -9 and a restart without the queue completed, identical" \
     "$XN  -" "$(cat "$dl")"

@@ -1,12 +1,15 @@
 #!/bin/bash
 # proxy_inflight_kernel: the in-kernel judge (issue 36, docs/proxy.md "The
-# judge in the kernel"), live. A hello egressd passed from the queue
-# teaches the kernel its (SNI, address, port); the next connections
-# naming the same pass in the kernel (BPF, run by nftables) with no trip
-# through egressd; anything else still goes to the queue.
-#  k. a.test: the first connection judged from the queue, the next ones
-#     (IPv4 and IPv6, 20 in a row) in the kernel: /v1/status counts them,
-#     no packet of theirs is queued, the origin serves each;
+# judge in the kernel"), live. An address the resolver learned for a name,
+# or a hello the queue passed, teaches the kernel its (SNI, address,
+# port); connections naming the same pass in the kernel (BPF, run by
+# nftables) with no trip through egressd; anything else still goes to
+# the queue.
+#  k. a.test, learned: its connections (IPv4 and IPv6, 21 in a row, the
+#     first too: the resolver taught the kernel) pass in the kernel:
+#     /v1/status counts them, no packet of theirs is queued, the origin
+#     serves each; after a commit the next is judged from the queue,
+#     which teaches the kernel again;
 #  l. fronting on a taught address: SNI b.test (denied) and c.test
 #     (allowed, another address) to a.test's address still reach the
 #     queue and are refused there (name_denied, addr_mismatch); the
@@ -43,6 +46,8 @@ tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.kernel_judge judge=bpf why=bpf
 
 A4=$TB_ORIGIN_A4 C4=$TB_ORIGIN_C4
+# the local ports chosen below are above the ephemeral range (32768-60999),
+# so no connection of curl's own holds one
 TAG=$RANDOM$RANDOM
 
 learn()
@@ -64,19 +69,12 @@ print(k.get("judge"), k.get("passed"), k.get("missed"), p["queuedPackets"], p["j
 	    "$TB_DIR/api.out"
 }
 
-# --- k. taught once, then passed in the kernel ---------------------------------
+# --- k. taught by the resolver, and by the queue --------------------------------
 learn a.test c.test shared-a.test
 tb_sandbox dig +short +time=2 +tries=1 a.test AAAA >/dev/null
-me=$(tb_log_mark "$TB_EGRESSD_LOG")
-tb_check "k: the first https://a.test/ (IPv4) passes" \
-    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 "https://a.test/k0-$TAG"
-tb_check "k: ... judged from the queue" tb_wait_log_line --since "$me" \
-    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough name=a.test \
-    "dst=$A4:443"
-tb_check "k: the first https://a.test/ (IPv6) passes, judged from the queue" \
-    tb_sandbox curl -6 -sS -f -o /dev/null --max-time 5 "https://a.test/k0-$TAG"
 read -r j p0 m0 q0 _ <<<"$(kstat)"
 tb_expect_eq "k: status: kernelJudge.judge bpf" bpf "$j"
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
 mo=$(tb_log_mark "$TB_ORIGIN_LOG")
 ok=0
 for i in $(seq 1 20); do
@@ -85,21 +83,42 @@ for i in $(seq 1 20); do
 done
 tb_sandbox curl -6 -sS -f -o /dev/null --max-time 5 \
     "https://a.test/k6-$TAG" && ok=$((ok + 1))
-tb_expect_eq "k: 21 more connections to a.test (20 IPv4, 1 IPv6) pass" 21 "$ok"
+tb_expect_eq "k: 21 connections to a.test (20 IPv4, 1 IPv6) pass" 21 "$ok"
 read -r _ p1 m1 q1 _ <<<"$(kstat)"
-tb_expect_eq "k: ... all 21 passed in the kernel (kernelJudge.passed $p0 -> $p1)" \
+tb_expect_eq "k: ... all 21 passed in the kernel, the first too: the resolver taught it (kernelJudge.passed $p0 -> $p1)" \
     21 "$((p1 - p0))"
 tb_expect_eq "k: ... not one of their packets was queued (queuedPackets $q0)" \
     "$q0" "$q1"
+tb_assert_no_log --since "$me" "$TB_EGRESSD_LOG" nfq.judged
 tb_assert_log --since "$mo" --min 21 --max 21 "$TB_ORIGIN_LOG" \
     origin.request server.sni=a.test "path~^/k[0-9]+-$TAG\$"
+# a commit (an unrelated rule) voids every verdict: the next hello is the
+# queue's, which teaches the kernel again
+tb_expect_eq "k: PATCH allow other.test: 200" 200 \
+    "$(tb_host_api PATCH "http://$TB_SBX_HOST_IP4:18080/policy" \
+        '[{"action":"allow","target":"other.test"}]')"
+# (no DNS now: an answer's address teaches the kernel as it is learned)
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
+tb_check "k: after the commit, https://a.test/ passes" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 \
+    --resolve "a.test:443:$A4" "https://a.test/kq-$TAG"
+tb_check "k: ... judged from the queue" tb_wait_log_line --since "$me" \
+    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough name=a.test \
+    "dst=$A4:443"
+read -r _ p2 _ q2 _ <<<"$(kstat)"
+tb_check "k: the next one passes" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 \
+    --resolve "a.test:443:$A4" "https://a.test/kk-$TAG"
+read -r _ p3 m3 q3 _ <<<"$(kstat)"
+tb_expect_eq "k: ... in the kernel again (taught by the queue), nothing queued" \
+    "1 0" "$((p3 - p2)) $((q3 - q2))"
 tb_expect_match "k: the judge's table is in force (egressd_kjudge)" \
     'table inet egressd_kjudge' "$(tb_sandbox_root nft list tables 2>&1)"
 
 # --- l. fronting on a taught address: still the queue's --------------------------
 for case in "b.test name_denied" "c.test addr_mismatch"; do
 	read -r sni why <<<"$case"
-	lp=$((41000 + RANDOM % 4000))
+	lp=$((61000 + RANDOM % 1500))
 	me=$(tb_log_mark "$TB_EGRESSD_LOG")
 	out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
 	    --resolve "$sni:443:$A4" "https://$sni/l-$TAG" 2>&1)
@@ -111,9 +130,9 @@ for case in "b.test name_denied" "c.test addr_mismatch"; do
 	tb_expect_eq "l: ... the origin's socket received no byte" 0 \
 	    "$(tb_origin_rx "$A4" "$lp")"
 done
-read -r _ p2 m2 _ <<<"$(kstat)"
+read -r _ p4 m4 _ <<<"$(kstat)"
 tb_expect_eq "l: ... the kernel read both hellos and passed neither" \
-    "$p1 2" "$p2 $((m2 - m1))"
+    "$p3 2" "$p4 $((m4 - m3))"
 
 # --- m. a tightening voids what the kernel was taught, and cuts its flows ------
 tb_check "m: shared-a.test taught (a first connection)" \
@@ -148,7 +167,7 @@ else
 fi
 tb_check "m: ... judged again by the SNI the kernel kept (nfq.rejudged)" \
     tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.rejudged
-lp=$((45000 + RANDOM % 4000))
+lp=$((62500 + RANDOM % 1500))
 out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
     --resolve "shared-a.test:443:$C4" "https://shared-a.test/m2-$TAG" 2>&1)
 tb_expect_match "m: shared-a.test, taught before the PATCH, is now reset on C4" \
@@ -169,7 +188,7 @@ tb_stop_egressd KILL
 tb_expect_eq "n: egressd killed (SIGKILL)" 137 "$TB_EGRESSD_STATUS"
 tb_expect_eq "n: the judge's table is gone with it" "" \
     "$(tb_sandbox_root nft list tables 2>/dev/null | grep -w egressd_kjudge)"
-lp=$((49000 + RANDOM % 4000))
+lp=$((64000 + RANDOM % 1500))
 tb_expect_match "n: a new c.test connection's hello goes nowhere" \
     '^(timeout|reset)' \
     "$(tb_sandbox "$TB_PY" "$IH" raw "$C4" 443 --sni c.test --wait 2 \
