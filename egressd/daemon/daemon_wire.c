@@ -436,8 +436,20 @@ egressd_nfq_until_cb(
 	return d->nft != NULL ? nft_learned_until(d->nft, fam, dst->a) : 0;
 }
 
-/* A learned address gone or a name dropped from one: the verdicts the
- * kernel holds are void (nft_on_learned_gen). */
+/* The in-kernel judge's generation: the proxy's judge_gen, but for
+ * learned entries that expired (nft_verdict_gen): a verdict taught for
+ * one holds until its lease, no longer. */
+static uint64_t
+egressd_nfq_gen_cb(void *arg)
+{
+	struct egressd *d = egressd_arg(arg);
+
+	return d->policy_gen + (d->nft != NULL ? nft_verdict_gen(d->nft) : 0);
+}
+
+/* A learned address gone (before its lease ended) or a name dropped
+ * from one: the verdicts the kernel holds are void
+ * (nft_on_learned_gen). */
 static void
 egressd_nfq_learned_moved_cb(void *arg)
 {
@@ -550,7 +562,7 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	h.judge = egressd_nfq_judge_cb;
 	h.held = egressd_proxy_terminate_cb;
 	h.hold = egressd_nfq_hold_cb;
-	h.gen = egressd_proxy_judge_gen_cb;
+	h.gen = egressd_nfq_gen_cb;
 	h.until = egressd_nfq_until_cb;
 	h.arg = d;
 	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)

@@ -581,7 +581,11 @@ uint64_t nft_learned_gen(const struct nft *n);
  * it is not learned. */
 uint64_t nft_learned_until(
     const struct nft *n, int family, const uint8_t *addr);
-/* fn(arg) each time nft_learned_gen moves, right after (the in-kernel
+/* Moves as nft_learned_gen does, but not when an entry expires: a
+ * verdict that holds until the entry's lease (nft_learned_until) lapses
+ * with it, and an agent's many leases end every few milliseconds. */
+uint64_t nft_verdict_gen(const struct nft *n);
+/* fn(arg) each time nft_verdict_gen moves, right after (the in-kernel
  * judge's verdicts are voided there: nfq_bpf.h). NULL: no one. */
 void nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg);
 /* fn(arg, name, family, addr) for each address of an answer

@@ -105,8 +105,10 @@ lent_free(struct lent *l)
 	free(l);
 }
 
-void
-nft_mirror_remove(struct nft *n, struct lent **pp)
+/* l out of the mirror; the generations move (expired: only the
+ * proxy's, a verdict taught for it has lapsed with its lease). */
+static void
+mirror_unlink(struct nft *n, struct lent **pp, bool expired)
 {
 	struct lent *l = *pp;
 
@@ -114,7 +116,16 @@ nft_mirror_remove(struct nft *n, struct lent **pp)
 	lru_unlink(n, l);
 	lent_free(l);
 	n->nlearned--;
-	nft_mirror_gen_bump(n);
+	if (expired)
+		n->learned_gen++;
+	else
+		nft_mirror_gen_bump(n);
+}
+
+void
+nft_mirror_remove(struct nft *n, struct lent **pp)
+{
+	mirror_unlink(n, pp, false);
 }
 
 void
@@ -343,7 +354,7 @@ nft_expire_tick(struct nft *n)
 	for (b = 0; b < n->nbuckets; b++)
 		for (pp = &n->buckets[b]; *pp != NULL;)
 			if ((*pp)->expires_ms <= now) {
-				nft_mirror_remove(n, pp);
+				mirror_unlink(n, pp, true);
 				k++;
 			} else
 				pp = &(*pp)->next;
@@ -395,8 +406,15 @@ void
 nft_mirror_gen_bump(struct nft *n)
 {
 	n->learned_gen++;
+	n->verdict_gen++;
 	if (n->gen_moved != NULL)
 		n->gen_moved(n->gen_arg);
+}
+
+uint64_t
+nft_verdict_gen(const struct nft *n)
+{
+	return n->verdict_gen;
 }
 
 void

@@ -89,7 +89,9 @@ struct nft {
 	 * removed (expired, evicted, cut, cleared) or a name dropped from
 	 * one (nft_learned_gen) */
 	uint64_t learned_gen;
-	/* told each time learned_gen moves (nft_on_learned_gen) */
+	/* ... except when an entry expired (nft_verdict_gen) */
+	uint64_t verdict_gen;
+	/* told each time verdict_gen moves (nft_on_learned_gen) */
 	void (*gen_moved)(void *arg);
 	void *gen_arg;
 	/* told of each address an answer taught (nft_on_learned) */

@@ -246,7 +246,8 @@ test_learn_refresh_expire(void **state)
 	struct nft *n;
 	const char *names[4];
 	uint8_t a[4] = {203, 0, 113, 7};
-	uint64_t gen;
+	uint8_t a6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 7};
+	uint64_t gen, vgen;
 	long left;
 
 	(void)state;
@@ -263,6 +264,7 @@ test_learn_refresh_expire(void **state)
 	assert_int_equal(nft_learned_lookup(n, 4, a, names, 4), 1);
 	assert_string_equal(names[0], "a.example");
 	gen = nft_learned_gen(n);
+	vgen = nft_verdict_gen(n);
 	/* re-learn with a longer TTL: the expiry moves forward */
 	msleep(1100);
 	learn1(n, 4, "203.0.113.7", 20, "www.a.example");
@@ -281,6 +283,10 @@ test_learn_refresh_expire(void **state)
 	assert_int_equal(nft_expire_tick(n), 1);
 	/* one gone: what the proxy kept judged (judge_gen) is judged again */
 	assert_true(nft_learned_gen(n) != gen);
+	/* ... but a verdict taught to the kernel until that lease lapsed
+	 * with it: the kernel's generation stays */
+	assert_true(nft_verdict_gen(n) == vgen);
+	assert_true(nft_learned_until(n, 6, a6) == 0);
 	assert_int_equal(nft_learned_count(n), 1);
 	assert_int_equal(st.nft_learned_current, 1);
 	assert_int_equal(st.nft_learned, 4);
@@ -295,7 +301,7 @@ test_policy_update_prunes(void **state)
 	const char *names[2];
 	char *s;
 	long before, after;
-	uint64_t gen;
+	uint64_t gen, vgen;
 
 	(void)state;
 	if (!have_netns)
@@ -307,9 +313,12 @@ test_policy_update_prunes(void **state)
 	learn1(n, 4, "203.0.113.9", 50, "c.example");
 	before = expires_s("learned4", "203.0.113.7");
 	gen = nft_learned_gen(n);
+	vgen = nft_verdict_gen(n);
 	/* p2: b.example no longer allowed, 203.0.113.9 denied by CIDR */
 	apply(n, p2_json);
 	assert_true(nft_learned_gen(n) != gen);
+	/* names dropped before their lease: the kernel's verdicts too */
+	assert_true(nft_verdict_gen(n) != vgen);
 	after = expires_s("learned4", "203.0.113.7");
 	assert_true(after >= 0 && after <= before); /* kept, not reset */
 	assert_int_equal(expires_s("learned4", "203.0.113.8"), -1);
