@@ -57,6 +57,10 @@
 #                  (every packet OK, nothing judged): blocking, with 20 us
 #                  of work after each verdict, spinning; what of the
 #                  queue's trip is egressd's own work.
+#                  BENCH_PAIR_UNIQUE=1: queue_floor's pass-through
+#                  connections each to a name of its own (resolved
+#                  through egressd, untimed), not pass.bench.test's
+#                  address.
 #                  BENCH_FLOOR_SET: the variants instead, e.g.
 #                  "egressd kjoff floor" (the in-kernel judge against
 #                  the queue alone and the queue's floor; "floor_spin"
@@ -598,6 +602,10 @@ fi
 cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
 chmod 644 "$DIR/conn_pair.py"
 PAIR_WORKER="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+# ... a name of its own each connection (u<n>-<pid>.bench.test, learned
+# then judged): what egressd learned or judged for one cannot serve the
+# next
+PAIR_UNIQUE="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker u%d.bench.test u%d.bench.test"
 pair_run() { python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" "$@"; }
 abba()
 {
@@ -709,14 +717,24 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 			;;
 		esac
 		echo "== $v" >>"$DIR/res/queue_floor"
+		local m
+		m=$(stat -c %s "$DIR/egressd.floor.log" 2>/dev/null || echo 0)
 		pair_run \
 		    "direct_fw=ip netns exec $SBX $PAIR_WORKER $ORIGIN_FW" \
-		    "passthrough=ip netns exec $SBX $PAIR_WORKER $pass_ip" \
+		    "passthrough=ip netns exec $SBX $pass_worker" \
 		    >>"$DIR/res/queue_floor" ||
 		    echo "bench_proxy: queue_floor ($v) failed" >&2
+		# an egressd's: the hellos its queue judged (the rest it
+		# passed in the kernel, or never saw)
+		[ "${v#floor}" = "$v" ] &&
+		    echo "(hellos judged from the queue: $(tail -c +$((m + 1)) \
+		        "$DIR/egressd.floor.log" | grep -c '"ev":"nfq.judged"'))" \
+		        >>"$DIR/res/queue_floor"
 	}
 	pass_ip=$(ip netns exec "$SBX" getent ahostsv4 pass.bench.test |
 	    awk 'NR == 1 {print $1}')
+	pass_worker="$PAIR_WORKER $pass_ip"
+	[ -n "${BENCH_PAIR_UNIQUE:-}" ] && pass_worker=$PAIR_UNIQUE
 	variants=(egressd)
 	[ -n "${BENCH_FLOOR_B:-}" ] && variants+=(egressd_b)
 	variants+=(warn floor "floor after=20" "floor spin")

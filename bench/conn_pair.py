@@ -11,7 +11,11 @@ second path costs a connection over the first.
   conn_pair.py run ROUNDS NAME=ARGV... (ARGV: the worker's command line,
       separated by spaces; the first path is the baseline)
   conn_pair.py worker HOST ADDR|NAME  (reads "go" lines, writes ns)
+      HOST "u%d.x" (and NAME the same): a name of its own every
+      connection (u<n>-<run>.x), resolved and sent as the SNI: what
+      egressd learned or judged for one connection cannot serve the next
 """
+import os
 import shlex
 import socket
 import ssl
@@ -27,10 +31,15 @@ def worker(host, where):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
+    pattern, n = (host if "%d" in host else None), 0
     req = REQ % host.encode()
     for line in sys.stdin:
         if line.strip() != "go":
             break
+        if pattern is not None:
+            n += 1
+            host = where = pattern.replace("%d", "%d-%d" % (n, os.getpid()))
+            req = REQ % host.encode()
         # a name is resolved before the clock starts (through egressd in
         # the sandbox: the lease stays fresh, the lookup is not timed)
         addr = socket.getaddrinfo(where, 443, socket.AF_INET,

@@ -15,9 +15,10 @@
  * queue: the in-kernel parser reads the packet into a buffer this big. */
 #define NFQ_BPF_HELLO_MAX 4096
 
-/* The verdicts remembered, the SYNs followed and the flows passed. */
+/* The verdicts remembered, the stream starts followed (SYN-ACKs) and the
+ * flows passed. */
 #define NFQ_BPF_VERDICTS_MAX 8192
-#define NFQ_BPF_SYNS_MAX 16384
+#define NFQ_BPF_STARTS_MAX 16384
 #define NFQ_BPF_PASSED_MAX 4096
 
 /* One verdict egressd gave: name may be reached at addr:port. */

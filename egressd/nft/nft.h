@@ -392,16 +392,18 @@ void nft_set_queue(struct nft *n, enum nft_queue_kind k, uint16_t num,
  * socket of n's own (the kernel deletes it when that socket closes: at
  * nft_free, or when egressd dies, so a dead egressd's verdicts stop
  * passing anything at once and the queue, with no reader, fails
- * closed). Its one chain, on output between nat_out and filter_out,
- * runs the BPF program prog_fd on the SYNs to the queued ports (the
- * program notes where each stream starts) and on the payload of
- * PENDING flows; a packet it passes gets the packet mark OK, which
+ * closed). Its chains run the BPF program prog_fd: on input, on the
+ * SYN-ACKs from the queued ports (the program notes where each client
+ * stream starts: what the origin acknowledged), and on output, between
+ * nat_out and filter_out, on the packets of PENDING flows; one it
+ * passes gets the packet mark OK, which
  * filter_out turns into the flow's conntrack mark as it does an OK
  * verdict from the queue. Needs nft_set_queue first. -1 and e when the
  * kernel refuses it (no xt_bpf match): the queue judges alone.
  */
 #define NFT_KTABLE "egressd_kjudge"
 #define NFT_KCHAIN "judge"
+#define NFT_KCHAIN_IN "judge_in"
 #define NFT_KPRIO (-50) /* after nat_out (-100), before filter_out (0) */
 int nft_kjudge_install(struct nft *n, int prog_fd, struct err *e);
 /*

@@ -55,7 +55,7 @@ kjudge_sock(struct err *e)
 	return nl;
 }
 
-/* The table, owned by the socket that sends it, and its chain. */
+/* The table, owned by the socket that sends it, and its chains. */
 static int
 kjudge_table(struct bctx *c)
 {
@@ -67,35 +67,42 @@ kjudge_table(struct bctx *c)
 	nftnl_table_set_u32(t, NFTNL_TABLE_FLAGS, NFT_TABLE_F_OWNER);
 	if (nft_msg_obj(c, NFT_MSG_NEWTABLE, t, NFT_KTABLE) < 0)
 		return -1;
-	return nft_msg_chain(
-	    c, NFT_KCHAIN, NF_INET_LOCAL_OUT, "filter", NFT_KPRIO, NF_ACCEPT);
+	return nft_msg_chain(c, NFT_KCHAIN, NF_INET_LOCAL_OUT, "filter",
+	           NFT_KPRIO, NF_ACCEPT) < 0 ||
+	        nft_msg_chain(c, NFT_KCHAIN_IN, NF_INET_LOCAL_IN, "filter",
+	            NFT_KPRIO, NF_ACCEPT) < 0
+	    ? -1
+	    : 0;
 }
 
-/* Per queued port: the SYN (the program answers no, having noted the
- * stream's start), then a PENDING flow's packets (yes: the mark OK). */
+/* Per queued port: on input the origin's SYN-ACK (the program answers
+ * no, having noted where the client's stream starts), on output a
+ * PENDING flow's packets (yes: the mark OK). */
 static int
 kjudge_rows(struct bctx *c, int prog_fd)
 {
 	size_t i;
 
 	for (i = 0; i < c->o->nqueue_ports; i++) {
-		const struct rrow rows[] = {
-		    {.s = {.l4proto = IPPROTO_TCP,
-		         .syn_only = true,
-		         .dport = c->o->queue_ports[i],
-		         .bpf = true,
-		         .bpf_fd = prog_fd}},
-		    {.s = {.ct_mark_eq = NFT_QMARK_PENDING,
-		         .ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED),
-		         .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
-		         .l4proto = IPPROTO_TCP,
-		         .dport = c->o->queue_ports[i],
-		         .bpf = true,
-		         .bpf_fd = prog_fd,
-		         .meta_mark_imm = NFT_QMARK_OK}},
-		};
+		uint16_t port = c->o->queue_ports[i];
+		const struct rspec in = {.chain = NFT_KCHAIN_IN,
+		    .l4proto = IPPROTO_TCP,
+		    .synack = true,
+		    .sport_lo = port,
+		    .sport_hi = port,
+		    .bpf = true,
+		    .bpf_fd = prog_fd};
+		const struct rspec out = {.chain = NFT_KCHAIN,
+		    .ct_mark_eq = NFT_QMARK_PENDING,
+		    .ct_state = NF_CT_STATE_BIT(IP_CT_ESTABLISHED),
+		    .ct_dir = 1 + IP_CT_DIR_ORIGINAL,
+		    .l4proto = IPPROTO_TCP,
+		    .dport = port,
+		    .bpf = true,
+		    .bpf_fd = prog_fd,
+		    .meta_mark_imm = NFT_QMARK_OK};
 
-		if (nft_rule_rows(c, NFT_KCHAIN, rows, NROWS(rows)) < 0)
+		if (nft_rule_msg(c, &in) < 0 || nft_rule_msg(c, &out) < 0)
 			return -1;
 	}
 	return 0;

@@ -418,6 +418,8 @@ rule_proto(struct nftnl_rule *r, const struct rspec *s)
 	}
 	if (s->tfo_cookie && e_tfo_cookie(r) < 0)
 		return -1;
+	if (s->synack && e_th_byte(r, 13, 0x12, 0x12) < 0)
+		return -1;
 	if (s->syn_only && e_syn_only(r) < 0)
 		return -1;
 	if (s->tcp_bare_doff != 0 &&

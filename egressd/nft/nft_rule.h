@@ -49,6 +49,8 @@ struct rspec {
 	                        before ct_estrel (rule_ct) */
 	uint32_t meta_mark_eq; /* meta mark == this (0: not compared) */
 	bool tfo_cookie; /* a TCP Fast Open option carrying a cookie */
+	bool synack; /* tcp flags & (syn | ack) == syn | ack; needs l4proto
+	                tcp */
 	bool syn_only; /* tcp flags & (syn | ack) == syn; needs l4proto tcp;
 	                  with l4proto, before anything else (nft_rule_msg) */
 	/* A TCP segment without payload whose header is this many 32-bit

@@ -6,9 +6,13 @@
  * ("let the queue judge") otherwise:
  *
  *   - the packet is the flow's first payload: its sequence number is the
- *     one after the SYN this program saw (map "syns"), so the origin's
- *     stream starts with these bytes and no other segment of the flow
- *     can come before them;
+ *     one the origin's SYN-ACK acknowledged (this program reads the
+ *     SYN-ACK on input: map "starts"), so the origin's stream starts
+ *     with these bytes and no other segment of the flow can come before
+ *     them. Not the client's SYN: a SYN the ruleset drops after it was
+ *     seen (one with a Fast Open cookie), or a second one with another
+ *     sequence number (raw sockets), would name a start the origin never
+ *     took;
  *   - its payload is exactly one TLS record holding one whole
  *     ClientHello that tls_hello_parse() would accept (every check it
  *     makes is made here, or the packet goes to the queue) with a host
@@ -44,10 +48,10 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, NFQ_BPF_SYNS_MAX);
+	__uint(max_entries, NFQ_BPF_STARTS_MAX);
 	__type(key, struct nfq_bpf_tuple);
 	__type(value, __u32);
-} syns SEC(".maps");
+} starts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -91,7 +95,7 @@ struct {
 
 struct pkt {
 	struct nfq_bpf_tuple t;
-	__u32 seq;
+	__u32 seq, ack;
 	__u32 poff, plen; /* the payload */
 	__u8 flags;
 };
@@ -140,6 +144,8 @@ read_pkt(struct __sk_buff *skb, struct pkt *p)
 	p->t.dport = (__u16)(tcp[2] << 8 | tcp[3]);
 	p->seq = (__u32)tcp[4] << 24 | (__u32)tcp[5] << 16 |
 	    (__u32)tcp[6] << 8 | tcp[7];
+	p->ack = (__u32)tcp[8] << 24 | (__u32)tcp[9] << 16 |
+	    (__u32)tcp[10] << 8 | tcp[11];
 	p->flags = tcp[13];
 	p->poff = l4 + (tcp[12] >> 4) * 4;
 	if ((tcp[12] >> 4) < 5 || p->poff > tot)
@@ -473,17 +479,24 @@ egressd_judge(struct __sk_buff *skb)
 	__builtin_memset(&p, 0, sizeof(p));
 	if (read_pkt(skb, &p) < 0)
 		return 0;
-	if ((p.flags & 0x12) == 0x02) {
-		/* a SYN: where its stream will start */
-		__u32 start = p.seq + 1;
+	if ((p.flags & 0x12) == 0x12) {
+		/* the origin's SYN-ACK (input): the client's stream starts at
+		 * what it acknowledges; the flow in its original direction */
+		struct nfq_bpf_tuple t;
 
-		bpf_map_update_elem(&syns, &p.t, &start, BPF_ANY);
+		__builtin_memset(&t, 0, sizeof(t));
+		t.family = p.t.family;
+		__builtin_memcpy(t.src, p.t.dst, 16);
+		__builtin_memcpy(t.dst, p.t.src, 16);
+		t.sport = p.t.dport;
+		t.dport = p.t.sport;
+		bpf_map_update_elem(&starts, &t, &p.ack, BPF_ANY);
 		return 0;
 	}
 	if (p.plen == 0 || p.plen > NFQ_BPF_HELLO_MAX ||
 	    (p.flags & 0x07) != 0) /* SYN, FIN or RST with data */
 		return 0;
-	next = bpf_map_lookup_elem(&syns, &p.t);
+	next = bpf_map_lookup_elem(&starts, &p.t);
 	if (next == NULL || *next != p.seq)
 		return 0;
 	if ((s = scr()) == NULL)
@@ -509,7 +522,7 @@ egressd_judge(struct __sk_buff *skb)
 		return 0;
 	}
 	bpf_map_update_elem(&passed, &p.t, w->k.name, BPF_ANY);
-	bpf_map_delete_elem(&syns, &p.t);
+	bpf_map_delete_elem(&starts, &p.t);
 	count(NFQ_BPF_PASSED);
 	return 1;
 }

@@ -2,8 +2,10 @@
  * nfq_bpf: the in-kernel judge, run by the kernel on packets this test
  * builds (BPF_PROG_TEST_RUN), needing root (CAP_BPF) and skipped
  * without it. A remembered verdict passes the stream's first payload
- * and nothing else: not a segment at another sequence number, not
- * under another generation, not past the lease, not another name.
+ * (where the origin's SYN-ACK said the stream starts) and nothing else:
+ * not a segment at another sequence number, not after a SYN the origin
+ * never acknowledged, not under another generation, not past the lease,
+ * not another name.
  *
  * And the property the design rests on: the kernel never passes a hello
  * tls_hello_parse would refuse. Every tls_hello corpus file (real
@@ -69,13 +71,18 @@ setup(void **state)
 	} while (0)
 
 /* An Ethernet frame (test runs take one) of IPv4 or IPv6 and TCP from
- * sport to 443, flags, seq, payload. */
+ * sport to 443 (reply: from 443 to sport, the addresses swapped), flags,
+ * seq, ack, payload. */
 static size_t
-frame(uint8_t *f, int family, uint8_t flags, uint32_t seq, const uint8_t *p,
-    size_t n)
+frame_dir(uint8_t *f, int family, bool reply, uint8_t flags, uint32_t seq,
+    uint32_t ack, const uint8_t *p, size_t n)
 {
 	uint8_t *ip = f + 14, *tcp;
 	size_t iphl = family == 4 ? 20 : 40;
+	const char *cli = family == 4 ? "198.51.100.2" : "2001:db8::2";
+	const char *srv = family == 4 ? "203.0.113.10" : "2001:db8:1::10";
+	int af = family == 4 ? AF_INET : AF_INET6;
+	uint16_t from = reply ? 443 : sport, to = reply ? sport : 443;
 
 	memset(f, 0, 14 + iphl + 20);
 	f[12] = family == 4 ? 0x08 : 0x86;
@@ -86,31 +93,50 @@ frame(uint8_t *f, int family, uint8_t flags, uint32_t seq, const uint8_t *p,
 		ip[3] = (uint8_t)(20 + 20 + n);
 		ip[8] = 64;
 		ip[9] = 6;
-		inet_pton(AF_INET, "198.51.100.2", ip + 12);
-		inet_pton(AF_INET, "203.0.113.10", ip + 16);
+		inet_pton(af, reply ? srv : cli, ip + 12);
+		inet_pton(af, reply ? cli : srv, ip + 16);
 	} else {
 		ip[0] = 0x60;
 		ip[4] = (uint8_t)((20 + n) >> 8);
 		ip[5] = (uint8_t)(20 + n);
 		ip[6] = 6;
 		ip[7] = 64;
-		inet_pton(AF_INET6, "2001:db8::2", ip + 8);
-		inet_pton(AF_INET6, "2001:db8:1::10", ip + 24);
+		inet_pton(af, reply ? srv : cli, ip + 8);
+		inet_pton(af, reply ? cli : srv, ip + 24);
 	}
 	tcp = ip + iphl;
-	tcp[0] = (uint8_t)(sport >> 8);
-	tcp[1] = (uint8_t)sport;
-	tcp[2] = 443 >> 8;
-	tcp[3] = 443 & 0xff;
+	tcp[0] = (uint8_t)(from >> 8);
+	tcp[1] = (uint8_t)from;
+	tcp[2] = (uint8_t)(to >> 8);
+	tcp[3] = (uint8_t)to;
 	tcp[4] = (uint8_t)(seq >> 24);
 	tcp[5] = (uint8_t)(seq >> 16);
 	tcp[6] = (uint8_t)(seq >> 8);
 	tcp[7] = (uint8_t)seq;
+	tcp[8] = (uint8_t)(ack >> 24);
+	tcp[9] = (uint8_t)(ack >> 16);
+	tcp[10] = (uint8_t)(ack >> 8);
+	tcp[11] = (uint8_t)ack;
 	tcp[12] = 5 << 4;
 	tcp[13] = flags;
 	if (n != 0)
 		memcpy(tcp + 20, p, n);
 	return 14 + iphl + 20 + n;
+}
+
+/* The client's packet. */
+static size_t
+frame(uint8_t *f, int family, uint8_t flags, uint32_t seq, const uint8_t *p,
+    size_t n)
+{
+	return frame_dir(f, family, false, flags, seq, 0, p, n);
+}
+
+/* The origin's SYN-ACK acknowledging the client's ISN. */
+static size_t
+synack(uint8_t *f, int family, uint32_t isn)
+{
+	return frame_dir(f, family, true, 0x12, 777, isn + 1, NULL, 0);
 }
 
 static int
@@ -123,8 +149,8 @@ run(const uint8_t *f, size_t n)
 	return (int)o.retval;
 }
 
-/* A new flow (a new source port): its SYN, then hello at seq_off past
- * where the stream starts. The program's answer. */
+/* A new flow (a new source port): its SYN, the origin's SYN-ACK, then
+ * hello at seq_off past where the stream starts. The program's answer. */
 static int
 flow(int family, const uint8_t *hello, size_t n, uint32_t seq_off)
 {
@@ -132,7 +158,8 @@ flow(int family, const uint8_t *hello, size_t n, uint32_t seq_off)
 
 	assert_true(n + 80 <= sizeof(f));
 	sport++;
-	run(f, frame(f, family, 0x02, ISN, NULL, 0));
+	assert_int_equal(run(f, frame(f, family, 0x02, ISN, NULL, 0)), 0);
+	assert_int_equal(run(f, synack(f, family, ISN)), 0);
 	return run(f, frame(f, family, 0x18, ISN + 1 + seq_off, hello, n));
 }
 
@@ -209,15 +236,27 @@ test_only_the_first_payload(void **state)
 	 * comes before it first */
 	assert_int_equal(flow(4, hello, nhello, 100), 0);
 	assert_int_equal(flow(4, hello, nhello, (uint32_t)-1), 0);
-	/* no SYN seen for the flow */
+	/* no SYN-ACK seen for the flow: a SYN is not enough (one the
+	 * ruleset drops after, or a second one with another sequence
+	 * number, would name a start the origin never took) */
 	sport++;
 	assert_int_equal(run(f, frame(f, 4, 0x18, ISN + 1, hello, nhello)), 0);
-	/* a hello with FIN, or with SYN */
+	run(f, frame(f, 4, 0x02, ISN, NULL, 0));
+	assert_int_equal(run(f, frame(f, 4, 0x18, ISN + 1, hello, nhello)), 0);
+	/* the origin took another SYN than the hello's: not passed */
 	sport++;
 	run(f, frame(f, 4, 0x02, ISN, NULL, 0));
+	run(f, synack(f, 4, ISN + 5000));
+	assert_int_equal(run(f, frame(f, 4, 0x18, ISN + 1, hello, nhello)), 0);
+	assert_int_equal(
+	    run(f, frame(f, 4, 0x18, ISN + 5001, hello, nhello)), 1);
+	/* a hello with FIN, or with SYN */
+	sport++;
+	run(f, synack(f, 4, ISN));
 	assert_int_equal(run(f, frame(f, 4, 0x19, ISN + 1, hello, nhello)), 0);
-	/* a second connection's hello on the flow passed is judged again:
-	 * its SYN is what the kernel follows */
+	assert_int_equal(run(f, frame(f, 4, 0x1a, ISN + 1, hello, nhello)), 0);
+	/* a second hello at the start of a flow passed is judged again: its
+	 * next SYN-ACK is what the kernel follows */
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
 	assert_int_equal(run(f, frame(f, 4, 0x18, ISN + 1, hello, nhello)), 0);
 }
