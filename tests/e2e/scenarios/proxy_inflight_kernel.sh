@@ -50,14 +50,6 @@ A4=$TB_ORIGIN_A4 C4=$TB_ORIGIN_C4
 # so no connection of curl's own holds one
 TAG=$RANDOM$RANDOM
 
-learn()
-{
-	local n
-	for n in "$@"; do
-		tb_sandbox dig +short +time=2 +tries=1 "$n" A >/dev/null
-	done
-}
-
 # kstat: "judge passed missed queuedPackets judged" from /v1/status
 kstat()
 {
@@ -70,8 +62,7 @@ print(k.get("judge"), k.get("passed"), k.get("missed"), p["queuedPackets"], p["j
 }
 
 # --- k. taught by the resolver, and by the queue --------------------------------
-learn a.test c.test shared-a.test
-tb_sandbox dig +short +time=2 +tries=1 a.test AAAA >/dev/null
+tb_learn a.test c.test shared-a.test
 read -r j p0 m0 q0 _ <<<"$(kstat)"
 tb_expect_eq "k: status: kernelJudge.judge bpf" bpf "$j"
 me=$(tb_log_mark "$TB_EGRESSD_LOG")
@@ -179,7 +170,7 @@ tb_expect_eq "m: ... the origin's socket received no byte" 0 \
     "$(tb_origin_rx "$C4" "$lp")"
 
 # --- n. kill -9: the table goes with egressd ------------------------------------------
-learn c.test
+tb_learn c.test
 tb_check "n: c.test taught (a first connection)" \
     tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/
 tb_check "n: ... and passed in the kernel the next time" \
@@ -200,7 +191,7 @@ tb_expect_eq "n: ... the origin's socket received no byte" 0 \
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
     --kernel-judge off
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.kernel_judge judge=queue why=off
-learn c.test
+tb_learn c.test
 for i in 1 2 3; do
 	tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://c.test/ ||
 	    tb_fail "o: c.test connection $i failed"
