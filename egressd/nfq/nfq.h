@@ -84,7 +84,8 @@ struct nfq_hooks {
 	/*
 	 * The in-kernel judge (nfq_opts.kernel_judge). gen: a number that
 	 * moves whenever judge or held could answer differently for any
-	 * name (a verdict the kernel holds is void once it moves). until:
+	 * name before until (below) says (a verdict the kernel holds is
+	 * void once it moves). until:
 	 * CLOCK_MONOTONIC milliseconds until which judge's "allowed" for
 	 * name at dst:port holds at the latest (the address's lease; UINT64_MAX
 	 * when only gen can end it); 0: the kernel is not told. NULL: the

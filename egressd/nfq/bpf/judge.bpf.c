@@ -39,9 +39,12 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Allocated as egressd teaches (not 8,192 entries of ~300 bytes up
+ * front: kernel memory, charged to egressd's cgroup). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NFQ_BPF_VERDICTS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nfq_bpf_vkey);
 	__type(value, struct nfq_bpf_verdict);
 } verdicts SEC(".maps");
