@@ -589,7 +589,7 @@ uint64_t nft_learned_until(
 uint64_t nft_verdict_gen(const struct nft *n);
 /* fn(arg) each time nft_verdict_gen moves, right after (the in-kernel
  * judge's verdicts are voided there: nfq_bpf.h). NULL: no one. */
-void nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg);
+void nft_on_verdict_gen(struct nft *n, void (*fn)(void *arg), void *arg);
 /* fn(arg, name, family, addr) for each address of an answer
  * (nft_learn_submit) the moment the mirror holds it for name, before the
  * answer's done: the in-kernel judge is taught there (nfq.h,

@@ -47,9 +47,6 @@ struct nft *
 nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 {
 	struct nft *n;
-	int one = 1;
-	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
-	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
 
 	n = calloc(1, sizeof(*n));
 	if (n == NULL) {
@@ -81,28 +78,9 @@ nft_new(const struct nft_opts *o, struct stats *st, struct err *e)
 		free(n);
 		return NULL;
 	}
-	n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
-	if (n->nl == NULL) {
-		int en = errno;
-		const char *hint = nft_err_hint(NFT_ERR_SOCKET, NULL, en);
-
-		err_set(e, "nft: netlink socket: %s%s%s", strerror(en),
-		    hint[0] ? "; " : "", hint);
+	if ((n->nl = nft_sock_open_(e)) == NULL)
 		goto out_free;
-	}
-	if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		err_set(e, "nft: netlink bind: %s", strerror(errno));
-		goto out_close;
-	}
 	n->portid = mnl_socket_get_portid(n->nl);
-	/* Kernel's own words on errors; acks without the echoed message. */
-	mnl_socket_setsockopt(n->nl, NETLINK_EXT_ACK, &one, sizeof(one));
-	mnl_socket_setsockopt(n->nl, NETLINK_CAP_ACK, &one, sizeof(one));
-	if (setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
-	        sizeof(tv)) < 0) {
-		err_set(e, "nft: SO_RCVTIMEO: %s", strerror(errno));
-		goto out_close;
-	}
 	n->seq = (uint32_t)time(NULL);
 	n->rbuf = malloc(NFT_RECV_BUF);
 	if (n->rbuf == NULL) {

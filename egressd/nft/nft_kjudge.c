@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <netinet/in.h>
 
 #include <linux/netfilter.h>
@@ -30,30 +29,6 @@
 #include "egressd/nft/nft_rule.h"
 #include "egressd/nft/nft_sock.h"
 #include "egressd/nft/nft_state.h"
-
-/* The socket that will own the table: acks as n's main one gives. */
-static struct mnl_socket *
-kjudge_sock(struct err *e)
-{
-	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
-	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
-	struct mnl_socket *nl =
-	    mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
-	int one = 1;
-
-	if (nl == NULL || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
-	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
-	        sizeof(tv)) < 0) {
-		err_set(
-		    e, "nft: the judge's netlink socket: %s", strerror(errno));
-		if (nl != NULL)
-			mnl_socket_close(nl);
-		return NULL;
-	}
-	mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
-	mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
-	return nl;
-}
 
 /* The table, owned by the socket that sends it, and its chains. */
 static int
@@ -123,7 +98,8 @@ nft_kjudge_install(struct nft *n, int prog_fd, struct err *e)
 		err_set(e, "nft: the judge's table is in force already");
 		return -1;
 	}
-	if ((nl = kjudge_sock(e)) == NULL)
+	/* a socket of its own: the one that will own the table */
+	if ((nl = nft_sock_open_(e)) == NULL)
 		return -1;
 	if ((c.b = nft_batch_new_()) == NULL) {
 		err_set(e, "nft: out of memory");

@@ -362,19 +362,28 @@ nft_expire_tick(struct nft *n)
 	return k;
 }
 
+/* addr's entry, or NULL (lookups that change nothing). */
+static const struct lent *
+mirror_get(const struct nft *n, int family, const uint8_t *addr)
+{
+	const struct lent *l;
+
+	if (family != 4 && family != 6)
+		return NULL;
+	for (l = n->buckets[addr_hash(n, family, addr)]; l != NULL; l = l->next)
+		if (l->family == family &&
+		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
+			return l;
+	return NULL;
+}
+
 size_t
 nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
     const char **names, size_t max)
 {
-	const struct lent *l;
+	const struct lent *l = mirror_get(n, family, addr);
 	size_t i;
 
-	if (family != 4 && family != 6)
-		return 0;
-	for (l = n->buckets[addr_hash(n, family, addr)]; l != NULL; l = l->next)
-		if (l->family == family &&
-		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
-			break;
 	if (l == NULL)
 		return 0;
 	for (i = 0; i < l->nnames && i < max; i++)
@@ -385,15 +394,9 @@ nft_learned_lookup(const struct nft *n, int family, const uint8_t *addr,
 uint64_t
 nft_learned_until(const struct nft *n, int family, const uint8_t *addr)
 {
-	const struct lent *l;
+	const struct lent *l = mirror_get(n, family, addr);
 
-	if (family != 4 && family != 6)
-		return 0;
-	for (l = n->buckets[addr_hash(n, family, addr)]; l != NULL; l = l->next)
-		if (l->family == family &&
-		    memcmp(l->addr, addr, family == 4 ? 4 : 16) == 0)
-			return l->expires_ms;
-	return 0;
+	return l != NULL ? l->expires_ms : 0;
 }
 
 uint64_t
@@ -418,7 +421,7 @@ nft_verdict_gen(const struct nft *n)
 }
 
 void
-nft_on_learned_gen(struct nft *n, void (*fn)(void *arg), void *arg)
+nft_on_verdict_gen(struct nft *n, void (*fn)(void *arg), void *arg)
 {
 	n->gen_moved = fn;
 	n->gen_arg = arg;

@@ -17,7 +17,8 @@ uint64_t nft_mirror_now(const struct nft *n);
 uint32_t nft_mirror_hash32(int family, const uint8_t *a);
 struct lent **nft_mirror_find(struct nft *n, int family, const uint8_t *a);
 void nft_mirror_remove(struct nft *n, struct lent **pp);
-/* learned_gen moves, and whoever asked is told (nft_on_learned_gen). */
+/* learned_gen and verdict_gen move, and whoever asked is told
+ * (nft_on_verdict_gen). */
 void nft_mirror_gen_bump(struct nft *n);
 void nft_mirror_clear(struct nft *n);
 void nft_mirror_gauge(struct nft *n);

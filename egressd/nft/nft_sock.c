@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <linux/netfilter.h>
@@ -66,6 +67,41 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
  * failing message (lowest index) is reported with the kernel's errno and
  * extended-ack text.
  */
+struct mnl_socket *
+nft_sock_open_(struct err *e)
+{
+	struct mnl_socket *nl =
+	    mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	struct timeval tv = {.tv_sec = NFT_ACK_TIMEOUT_MS / 1000,
+	    .tv_usec = (NFT_ACK_TIMEOUT_MS % 1000) * 1000};
+	int one = 1;
+
+	if (nl == NULL) {
+		int en = errno;
+		const char *hint = nft_err_hint(NFT_ERR_SOCKET, NULL, en);
+
+		err_set(e, "nft: netlink socket: %s%s%s", strerror(en),
+		    hint[0] ? "; " : "", hint);
+		return NULL;
+	}
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err_set(e, "nft: netlink bind: %s", strerror(errno));
+		goto fail;
+	}
+	/* Kernel's own words on errors; acks without the echoed message. */
+	mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	if (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+	        sizeof(tv)) < 0) {
+		err_set(e, "nft: SO_RCVTIMEO: %s", strerror(errno));
+		goto fail;
+	}
+	return nl;
+fail:
+	mnl_socket_close(nl);
+	return NULL;
+}
+
 int
 nft_sock_send(
     struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e)

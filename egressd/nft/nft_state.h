@@ -91,7 +91,7 @@ struct nft {
 	uint64_t learned_gen;
 	/* ... except when an entry expired (nft_verdict_gen) */
 	uint64_t verdict_gen;
-	/* told each time verdict_gen moves (nft_on_learned_gen) */
+	/* told each time verdict_gen moves (nft_on_verdict_gen) */
 	void (*gen_moved)(void *arg);
 	void *gen_arg;
 	/* told of each address an answer taught (nft_on_learned) */
