@@ -601,11 +601,12 @@ fi
 # (the order of a stage's variants: a drift falls on each alike)
 cp "$(dirname "$0")/conn_pair.py" "$DIR/conn_pair.py"
 chmod 644 "$DIR/conn_pair.py"
-PAIR_WORKER="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker pass.bench.test"
+PAIR_PY="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker"
+PAIR_WORKER="$PAIR_PY pass.bench.test"
 # ... a name of its own each connection (u<n>-<pid>.bench.test, learned
 # then judged): what egressd learned or judged for one cannot serve the
 # next
-PAIR_UNIQUE="setpriv --reuid=$USR --regid=nogroup --clear-groups /usr/bin/python3 $DIR/conn_pair.py worker u%d.bench.test u%d.bench.test"
+PAIR_UNIQUE="$PAIR_PY u%d.bench.test u%d.bench.test"
 pair_run() { python3 "$DIR/conn_pair.py" run "${BENCH_PAIR_ROUNDS:-1000}" "$@"; }
 abba()
 {

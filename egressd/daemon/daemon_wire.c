@@ -419,6 +419,11 @@ egressd_nfq_judge_cb(
 	return r == PROXY_OK ? NULL : proxy_reason_name(r);
 }
 
+/* The TCP ports judged in flight (the queue's, the in-kernel judge's). */
+static const uint16_t egressd_nfq_ports[] = {443};
+#define EGRESSD_NFQ_NPORTS                                                     \
+	(sizeof(egressd_nfq_ports) / sizeof(egressd_nfq_ports[0]))
+
 /* How long judge's "allowed" for name at dst:port holds at most, for the
  * in-kernel judge: an address an IP rule allows, until the judge's
  * generation moves; a learned one, until its lease ends. */
@@ -449,9 +454,9 @@ egressd_nfq_gen_cb(void *arg)
 
 /* A learned address gone (before its lease ended) or a name dropped
  * from one: the verdicts the kernel holds are void
- * (nft_on_learned_gen). */
+ * (nft_on_verdict_gen). */
 static void
-egressd_nfq_learned_moved_cb(void *arg)
+egressd_nfq_verdict_gen_cb(void *arg)
 {
 	struct egressd *d = egressd_arg(arg);
 
@@ -467,13 +472,15 @@ egressd_nfq_learned_cb(
 {
 	struct egressd *d = egressd_arg(arg);
 	struct addr dst;
+	size_t i;
 
 	if (d->nfq == NULL)
 		return;
 	memset(&dst, 0, sizeof(dst));
 	dst.family = family == 4 ? AF_INET : AF_INET6;
 	memcpy(dst.a, addr, family == 4 ? 4 : 16);
-	nfq_teach(d->nfq, name, &dst, 443);
+	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
+		nfq_teach(d->nfq, name, &dst, egressd_nfq_ports[i]);
 }
 
 /* The in-kernel judge's table, when its program loaded; else (or when
@@ -528,7 +535,6 @@ egressd_nfq_fallback(struct egressd *d, const char *why, struct err *e)
 int
 daemon_wire_nfq(struct egressd *d, struct err *e)
 {
-	static const uint16_t ports[] = {443};
 	struct nfq_opts o;
 	struct nfq_hooks h;
 	struct nfq_status st;
@@ -567,9 +573,9 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	h.arg = d;
 	if ((d->nfq = nfq_new(d->base, &o, &h, d->log, &why)) == NULL)
 		return egressd_nfq_fallback(d, why.msg, e);
-	nft_set_queue(d->nft, k, d->cfg->queue_num, ports,
-	    sizeof(ports) / sizeof(ports[0]));
-	nft_on_learned_gen(d->nft, egressd_nfq_learned_moved_cb, d);
+	nft_set_queue(d->nft, k, d->cfg->queue_num, egressd_nfq_ports,
+	    EGRESSD_NFQ_NPORTS);
+	nft_on_verdict_gen(d->nft, egressd_nfq_verdict_gen_cb, d);
 	nft_on_learned(d->nft, egressd_nfq_learned_cb, d);
 	egressd_nfq_kernel(d);
 	nfq_status(d->nfq, &st);

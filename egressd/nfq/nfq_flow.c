@@ -129,9 +129,7 @@ nfq_flow_log(struct nfq *q, const struct nfq_flow *f, const char *reason,
 	struct addr a;
 	char dst[ADDR_TEXT_MAX], key[ADDR_TEXT_MAX + 64];
 
-	memset(&a, 0, sizeof(a));
-	a.family = f->family == 4 ? AF_INET : AF_INET6;
-	memcpy(a.a, f->dst, 16);
+	nfq_dst_addr(f->family, f->dst, &a);
 	addr_format_port(&a, f->dport, dst, sizeof(dst));
 	if (reason == NULL) {
 		log_info(q->log, "nfq.judged", LOG_S("decision", "passthrough"),
@@ -187,9 +185,7 @@ nfq_flow_judge(
 		return "no_sni";
 	if (th->sni_is_ip)
 		return "sni_ip";
-	memset(&dst, 0, sizeof(dst));
-	dst.family = f->family == 4 ? AF_INET : AF_INET6;
-	memcpy(dst.a, f->dst, 16);
+	nfq_dst_addr(f->family, f->dst, &dst);
 	why = q->h.judge(q->h.arg, th->sni, &dst, f->dport);
 	if (why != NULL || q->h.held == NULL ||
 	    !q->h.held(q->h.arg, th->sni, f->dport))

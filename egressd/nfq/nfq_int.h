@@ -4,6 +4,9 @@
 #ifndef EGRESSD_NFQ_INT_H
 #define EGRESSD_NFQ_INT_H
 
+#include <string.h>
+#include <sys/socket.h>
+
 #include "egressd/base/log.h"
 #include "egressd/nfq/nfq.h"
 #include "egressd/proto/ip_tcp.h"
@@ -59,6 +62,17 @@ struct nfq {
 };
 
 uint64_t nfq_now(const struct nfq *q);
+/* A flow's destination (family 4 or 6, 16 bytes, IPv4 in the first 4)
+ * as the hooks take it. Inline: nfq_flow.c and nfq_judged.c both use
+ * it, and nfq_judged.c may not call into nfq_flow.c, which calls it
+ * (tests/tools/call_cycles). */
+static inline void
+nfq_dst_addr(int family, const uint8_t *dst, struct addr *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->family = family == 4 ? AF_INET : AF_INET6;
+	memcpy(out->a, dst, 16);
+}
 /* The verdict on one packet (nfq.c). */
 void nfq_verdict(struct nfq *q, uint32_t id, uint32_t verdict, uint32_t mark);
 /* One queued packet through its flow (nfq_flow.c). */

@@ -37,62 +37,59 @@ nfq_judged_add(struct nfq *q, const struct nfq_flow *f, const char *sni)
 	(void)snprintf(j->sni, sizeof(j->sni), "%s", sni);
 }
 
-/* Would the hooks now refuse, or hold, sni at id's destination? */
-static bool nfq_judged_stale(
-    struct nfq *q, const struct nfq_flow_id *id, const char *sni);
+/* Would the hooks now refuse, or hold, sni at dst:port? */
+static bool
+nfq_judged_stale(
+    struct nfq *q, const char *sni, const struct addr *dst, uint16_t port)
+{
+	return q->h.judge(q->h.arg, sni, dst, port) != NULL ||
+	    (q->h.held != NULL && q->h.held(q->h.arg, sni, port));
+}
+
+/* The kernel may pass sni to dst:port until the hooks' until (a full
+ * map: this name keeps the queue, no harm else). */
+static void
+nfq_judged_remember(
+    struct nfq *q, const char *sni, const struct addr *dst, uint16_t port)
+{
+	struct err e = {""};
+	uint64_t until = q->h.until(q->h.arg, sni, dst, port);
+
+	if (until != 0)
+		(void)nfq_bpf_remember(q->kb, sni,
+		    dst->family == AF_INET ? 4 : 6, dst->a, port,
+		    q->h.gen(q->h.arg), until, &e);
+}
 
 void
 nfq_teach(
     struct nfq *q, const char *name, const struct addr *dst, uint16_t port)
 {
-	struct nfq_flow_id id;
-	struct err e = {""};
-	uint64_t until;
-	int fam = dst->family == AF_INET ? 4 : 6;
-
-	if (q->kb == NULL || name == NULL || name[0] == '\0')
-		return;
-	memset(&id, 0, sizeof(id));
-	id.family = fam;
-	memcpy(id.dst, dst->a, fam == 4 ? 4 : 16);
-	id.dport = port;
-	if (nfq_judged_stale(q, &id, name) ||
-	    (until = q->h.until(q->h.arg, name, dst, port)) == 0)
-		return;
-	(void)nfq_bpf_remember(
-	    q->kb, name, fam, id.dst, port, q->h.gen(q->h.arg), until, &e);
+	if (q->kb != NULL && name != NULL && name[0] != '\0' &&
+	    !nfq_judged_stale(q, name, dst, port))
+		nfq_judged_remember(q, name, dst, port);
 }
 
 void
 nfq_judged_teach(struct nfq *q, const struct nfq_flow *f, const char *sni)
 {
 	struct addr dst;
-	struct err e = {""};
-	uint64_t until;
 
 	if (q->kb == NULL || sni == NULL || sni[0] == '\0')
 		return;
-	memset(&dst, 0, sizeof(dst));
-	dst.family = f->family == 4 ? AF_INET : AF_INET6;
-	memcpy(dst.a, f->dst, 16);
-	if ((until = q->h.until(q->h.arg, sni, &dst, f->dport)) == 0)
-		return;
-	/* a full map: this name keeps the queue, no harm else */
-	(void)nfq_bpf_remember(q->kb, sni, f->family, f->dst, f->dport,
-	    q->h.gen(q->h.arg), until, &e);
+	nfq_dst_addr(f->family, f->dst, &dst);
+	nfq_judged_remember(q, sni, &dst, f->dport);
 }
 
-/* Would the hooks now refuse, or hold, sni at id's destination? */
+/* A flow judged in flight: would the hooks now refuse or hold it? */
 static bool
-nfq_judged_stale(struct nfq *q, const struct nfq_flow_id *id, const char *sni)
+nfq_judged_flow_stale(
+    struct nfq *q, const struct nfq_flow_id *id, const char *sni)
 {
 	struct addr dst;
 
-	memset(&dst, 0, sizeof(dst));
-	dst.family = id->family == 4 ? AF_INET : AF_INET6;
-	memcpy(dst.a, id->dst, 16);
-	return q->h.judge(q->h.arg, sni, &dst, id->dport) != NULL ||
-	    (q->h.held != NULL && q->h.held(q->h.arg, sni, id->dport));
+	nfq_dst_addr(id->family, id->dst, &dst);
+	return nfq_judged_stale(q, sni, &dst, id->dport);
 }
 
 /* The kernel's passed flows, through the same judge. */
@@ -114,7 +111,7 @@ nfq_judged_kernel_cb(void *arg, const struct nfq_bpf_tuple *t, const char *sni)
 	memcpy(f.dst, t->dst, 16);
 	f.sport = t->sport;
 	f.dport = t->dport;
-	if (!nfq_judged_stale(k->q, &f, sni))
+	if (!nfq_judged_flow_stale(k->q, &f, sni))
 		return false;
 	k->cut(k->arg, &f);
 	return true;
@@ -129,7 +126,8 @@ nfq_rejudge(struct nfq *q, void (*cut)(void *arg, const struct nfq_flow_id *f),
 
 	for (i = 0; q->judged != NULL && i < NFQ_JUDGED_MAX; i++) {
 		j = &q->judged[i];
-		if (j->sni[0] == '\0' || !nfq_judged_stale(q, &j->id, j->sni))
+		if (j->sni[0] == '\0' ||
+		    !nfq_judged_flow_stale(q, &j->id, j->sni))
 			continue;
 		cut(arg, &j->id);
 		j->sni[0] = '\0';

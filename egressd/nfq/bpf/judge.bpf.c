@@ -161,7 +161,7 @@ read_pkt(struct __sk_buff *skb, struct pkt *p)
  * verifier checks a step once, not 253 times over). */
 struct name_walk {
 	struct nfq_bpf_vkey k; /* its name filled */
-	__u32 o, n;
+	__u32 o; /* where the name starts in the hello */
 	__u32 label, digits, hex, tld, bad;
 };
 
@@ -267,7 +267,6 @@ take_name(const __u8 *h, __u32 o, __u32 n, struct name_walk *w)
 	if (n == 0 || n > 253)
 		return -1;
 	w->o = o;
-	w->n = n;
 	if (bpf_loop(n, name_step, NULL, 0) != (long)n || w->bad ||
 	    w->label == 0)
 		return -1;

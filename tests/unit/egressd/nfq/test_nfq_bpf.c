@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -35,21 +34,13 @@
 
 #include "egressd/nfq/nfq_bpf.h"
 #include "egressd/proto/tls_hello.h"
+#include "util/now.h"
 
 #define PKT_MAX 8192
 #define ISN 1000u
 
 static struct nfq_bpf *kb;
 static uint16_t sport = 40000;
-
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int
 setup(void **state)
@@ -208,7 +199,7 @@ test_remembered_passes(void **state)
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
 	nfq_bpf_counts(kb, &p1, &m1);
 	assert_true(m1 == m0 + 1 && p1 == p0); /* read, no verdict */
-	remember(4, "a.test", 1, mono_ms() + 60000);
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
 	nfq_bpf_counts(kb, &p1, &m1);
 	assert_true(p1 == p0 + 1);
@@ -219,7 +210,7 @@ test_remembered_passes(void **state)
 	assert_int_equal(nfq_bpf_passed_each(kb, found_cb, &found), 0);
 	/* IPv6 is its own verdict */
 	assert_int_equal(flow(6, hello, nhello, 0), 0);
-	remember(6, "a.test", 1, mono_ms() + 60000);
+	remember(6, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(6, hello, nhello, 0), 1);
 }
 
@@ -231,7 +222,7 @@ test_only_the_first_payload(void **state)
 	(void)state;
 	NEED_KB();
 	load("curl_a_test");
-	remember(4, "a.test", 1, mono_ms() + 60000);
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
 	/* a segment past the stream's start: the origin would read what
 	 * comes before it first */
 	assert_int_equal(flow(4, hello, nhello, 100), 0);
@@ -267,13 +258,13 @@ test_generation_and_lease(void **state)
 	(void)state;
 	NEED_KB();
 	load("curl_a_test");
-	remember(4, "a.test", 1, mono_ms() + 60000);
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
 	nfq_bpf_set_gen(kb, 2); /* the judge moved: every verdict void */
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
-	remember(4, "a.test", 2, mono_ms() + 60000);
+	remember(4, "a.test", 2, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
-	remember(4, "a.test", 2, mono_ms() - 1); /* the lease ran out */
+	remember(4, "a.test", 2, now_mono_ms() - 1); /* the lease ran out */
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
 	nfq_bpf_set_gen(kb, 1);
 }
@@ -289,21 +280,21 @@ test_name_as_tls_hello(void **state)
 	NEED_KB();
 	load("gen_sni_case_dot");
 	assert_int_equal(tls_hello_parse(hello, nhello, &th, &e), TLS_HELLO_OK);
-	remember(4, th.sni, 1, mono_ms() + 60000);
+	remember(4, th.sni, 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
 	/* an IP literal, ECH, no SNI: the queue's, verdict or not */
-	remember(4, "1.2.3.4", 1, mono_ms() + 60000);
+	remember(4, "1.2.3.4", 1, now_mono_ms() + 60000);
 	load("gen_sni_ipv4");
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
 	load("gen_ech");
 	assert_int_equal(tls_hello_parse(hello, nhello, &th, &e), TLS_HELLO_OK);
-	remember(4, th.sni, 1, mono_ms() + 60000);
+	remember(4, th.sni, 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
 	/* a hello in two records, or two segments: the queue's */
 	load("gen_split_7");
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
 	load("curl_a_test");
-	remember(4, "a.test", 1, mono_ms() + 60000);
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello - 1, 0), 0);
 }
 
@@ -384,7 +375,7 @@ both(const uint8_t *h, size_t n, size_t *read)
 		         "%s)",
 		    (int)rc, e.msg);
 	/* ... and looked up the very name tls_hello gives */
-	remember(4, th.sni, 1, mono_ms() + 60000);
+	remember(4, th.sni, 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, h, n, 0), 1);
 }
 
