@@ -29,6 +29,8 @@
 #                  ruleset without queue or proxy, the firewall's own cost)
 #                  terminating term_plain term_bare inject_1m term_plain_1m bulk
 #                  mitmdump nginx nginx_fw rules0 rules100 hello_gap conn_pair
+#                  term_pair (conn_pair's pairing: the nginx peer in the
+#                  twin against termination, new connections)
 #                  queue_floor (only when named: it kills egressd)
 #                  fw_split (only when named: it changes the twin's
 #                  ruleset);
@@ -626,6 +628,25 @@ if want conn_pair && [ -z "$CALLGRIND" ]; then
 	    "passthrough=ip netns exec $SBX $PAIR_WORKER pass.bench.test" \
 	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
 fi
+# term_pair: termination against the nginx peer, one new connection
+# each in turn (BENCH_PAIR_ROUNDS): the peer in the twin (no firewall,
+# no interception), egressd terminating term.bench.test (its binding,
+# injected) in the sandbox; what the wrk rows' noise hides at new
+# connections
+if want term_pair && [ -z "$CALLGRIND" ]; then
+	nginx_peer_conf
+	ip netns exec "$TWN" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
+	tp_ng=$!
+	PIDS+=("$tp_ng")
+	wait_listen "$TWN" 127.0.0.1:8443
+	pair_run \
+	    "nginx=ip netns exec $TWN $PAIR_PY term.bench.test 127.0.0.1:8443" \
+	    "terminating=ip netns exec $SBX $PAIR_PY term.bench.test term.bench.test" \
+	    >"$DIR/res/term_pair" || echo "bench_proxy: term_pair failed" >&2
+	kill "$tp_ng"
+	wait "$tp_ng" 2>/dev/null
+	bench_forget_pid "$tp_ng"
+fi
 # fw_split: what of the firewall's cost to a new connection is conntrack
 # and what egressd's rules. conn_pair, the sandbox's direct_fw against
 # the twin's direct path to the same address, with the twin given in
@@ -1021,6 +1042,18 @@ EOF
 		AB_WORKER[nginx_nat]=${AB_WORKER[nginx_fw]}
 		AB_PATHS+=" nginx_nat"
 	fi
+	cat >"$DIR/nt.nft" <<'EOF'
+table inet bench_nt {
+	chain nt_out {
+		type filter hook output priority raw;
+		meta mark 0x00000001 notrack
+	}
+	chain nt_pre {
+		type filter hook prerouting priority raw;
+		iif != "lo" socket mark 0x00000001 notrack
+	}
+}
+EOF
 	for r in $(seq "$BENCH_AB_ROUNDS"); do
 		order=$(rotate "$AB_PATHS" "$r")
 		for c in $CONCS; do
@@ -1032,6 +1065,12 @@ EOF
 					terminating) wrk_run "ab-terminating.r$r" \
 					    "https://term.bench.test/small" "$c" "$k" \
 					    "$DIR/both.crt" ;;
+					term_nt) ip netns exec "$SBX" nft -f "$DIR/nt.nft" ||
+					    die "term_nt: notrack table"
+					    wrk_run "ab-term_nt.r$r" \
+					    "https://term.bench.test/small" "$c" "$k" \
+					    "$DIR/both.crt"
+					    ip netns exec "$SBX" nft delete table inet bench_nt ;;
 					nginx) SYSPID=${AB_WORKER[nginx]} wrk_run "ab-nginx.r$r" \
 					    "https://term.bench.test:8443/small" "$c" "$k" "" "$TWN" ;;
 					nginx_fw) SYSPID=${AB_WORKER[nginx_fw]} wrk_run "ab-nginx_fw.r$r" \
@@ -1314,21 +1353,23 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			done
 			# terminating against each peer, round by round
 			for m in nginx nginx_fw nginx_nat; do
-				[[ " $AB_PATHS " == *" terminating "* && " $AB_PATHS " == *" $m "* ]] ||
+			for tm in terminating term_nt; do
+				[[ " $AB_PATHS " == *" $tm "* && " $AB_PATHS " == *" $m "* ]] ||
 				    continue
 				rr="" cr="" ncpu="" tcpu="" nsys="" tsys=""
 				for r in $(seq "$BENCH_AB_ROUNDS"); do
 					read -r drps _ _ _ _ dcpu dsys <<<"$(r "ab-$m.r$r-$c-$close")"
-					read -r rps _ _ _ _ cpu sys <<<"$(r "ab-terminating.r$r-$c-$close")"
+					read -r rps _ _ _ _ cpu sys <<<"$(r "ab-$tm.r$r-$c-$close")"
 					rr+=" $(ratio "$rps" "$drps")"
 					cr+=" $(ratio "$cpu" "$dcpu")"
 					ncpu+=" $dcpu" tcpu+=" $cpu" nsys+=" ${dsys:-0}" tsys+=" ${sys:-0}"
 				done
-				printf '  %-12s %-5s c=%-3s terminating / %s: req/s %s; CPU us/req %s\n' \
-				    "" "$close" "$c" "$m" "$(stats "$rr")" "$(stats "$cr")"
+				printf '  %-12s %-5s c=%-3s %s / %s: req/s %s; CPU us/req %s\n' \
+				    "" "$close" "$c" "$tm" "$m" "$(stats "$rr")" "$(stats "$cr")"
 				printf '  %-12s %-5s c=%-3s   CPU us/req egressd %s (system %s), %s %s (system %s)\n' \
 				    "" "$close" "$c" "$(stats "$tcpu")" "$(stats "$tsys")" \
 				    "$m" "$(stats "$ncpu")" "$(stats "$nsys")"
+			done
 			done
 		done
 	done
@@ -1336,6 +1377,10 @@ fi
 if [ -s "$DIR/res/conn_pair" ]; then
 	printf '\nconn_pair: one new connection (TLS, one GET, close), paths asked in turn:\n'
 	sed 's/^/  /' "$DIR/res/conn_pair"
+fi
+if [ -s "$DIR/res/term_pair" ]; then
+	printf '\nterm_pair: one new connection (TLS, one GET, close), the nginx peer and termination in turn:\n'
+	sed 's/^/  /' "$DIR/res/term_pair"
 fi
 # blocks FILE: per variant (a "== NAME" line, then conn_pair's output),
 # each block's median difference, and their median

@@ -10,7 +10,8 @@ second path costs a connection over the first.
 
   conn_pair.py run ROUNDS NAME=ARGV... (ARGV: the worker's command line,
       separated by spaces; the first path is the baseline)
-  conn_pair.py worker HOST ADDR|NAME  (reads "go" lines, writes ns)
+  conn_pair.py worker HOST ADDR|NAME[:PORT]  (reads "go" lines, writes
+      ns; PORT 443 unless given)
       HOST "u%d.x" (and NAME the same): a name of its own every
       connection (u<n>-<run>.x), resolved and sent as the SNI: what
       egressd learned or judged for one connection cannot serve the next
@@ -32,6 +33,10 @@ def worker(host, where):
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     pattern, n = (host if "%d" in host else None), 0
+    port = 443
+    if ":" in where:
+        where, _, p = where.rpartition(":")
+        port = int(p)
     req = REQ % host.encode()
     for line in sys.stdin:
         if line.strip() != "go":
@@ -42,11 +47,11 @@ def worker(host, where):
             req = REQ % host.encode()
         # a name is resolved before the clock starts (through egressd in
         # the sandbox: the lease stays fresh, the lookup is not timed)
-        addr = socket.getaddrinfo(where, 443, socket.AF_INET,
+        addr = socket.getaddrinfo(where, port, socket.AF_INET,
                                   socket.SOCK_STREAM)[0][4][0]
         t0 = time.perf_counter_ns()
         try:
-            s = socket.create_connection((addr, 443), timeout=3)
+            s = socket.create_connection((addr, port), timeout=3)
             ss = ctx.wrap_socket(s, server_hostname=host)
             ss.sendall(req)
             while ss.recv(65536):
