@@ -141,7 +141,7 @@ struct api_status {
 		/* the in-kernel judge: "bpf" or "queue" (lent), why, and the
 		 * hellos it passed or read and left to the queue */
 		const char *kernel, *kernel_why;
-		uint64_t kernel_passed, kernel_missed;
+		uint64_t kernel_passed, kernel_missed, kernel_unlogged;
 		uint64_t flows;
 	} passthrough;
 };

@@ -299,12 +299,13 @@ api_status_passthrough(const struct api_status *st)
 		return o;
 	/* the in-kernel judge (queue path only) */
 	(void)json_object_set_new(o, "kernelJudge",
-	    json_pack("{s:s, s:s, s:I, s:I}", "judge", st->passthrough.kernel,
-	        "why",
+	    json_pack("{s:s, s:s, s:I, s:I, s:I}", "judge",
+	        st->passthrough.kernel, "why",
 	        st->passthrough.kernel_why != NULL ? st->passthrough.kernel_why
 	                                           : "",
 	        "passed", (json_int_t)st->passthrough.kernel_passed, "missed",
-	        (json_int_t)st->passthrough.kernel_missed));
+	        (json_int_t)st->passthrough.kernel_missed, "unlogged",
+	        (json_int_t)st->passthrough.kernel_unlogged));
 	return o;
 }
 

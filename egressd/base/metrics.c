@@ -392,6 +392,10 @@ metrics_passthrough(struct metrics_out *o, const struct stats *st)
 	    "verdict for them: left to the queue).",
 	    "result", (const char *const[]){"passed", "missed"},
 	    (const uint64_t[]){st->pt_kernel_passed, st->pt_kernel_missed}, 2);
+	metrics_counter(o, "egressd_passthrough_kernel_unlogged_total",
+	    "Hellos passed in the kernel that its audit ring could not take: "
+	    "no nfq.judged line.",
+	    st->pt_kernel_unlogged);
 }
 
 int

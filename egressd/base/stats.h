@@ -158,7 +158,7 @@ struct stats {
 	uint64_t pt_packets;
 	/* ... and the in-kernel judge's (nfq_bpf.h): loaded, its counts */
 	bool pt_kernel_on;
-	uint64_t pt_kernel_passed, pt_kernel_missed;
+	uint64_t pt_kernel_passed, pt_kernel_missed, pt_kernel_unlogged;
 
 	/* API. */
 	uint64_t api_requests;

@@ -98,6 +98,7 @@ egressd_pt_stats(struct egressd *d)
 	st->pt_kernel_on = qs.kernel;
 	st->pt_kernel_passed = qs.kernel_passed;
 	st->pt_kernel_missed = qs.kernel_missed;
+	st->pt_kernel_unlogged = qs.kernel_unlogged;
 }
 
 void
@@ -230,5 +231,6 @@ daemon_status_fill(struct egressd *d, struct api_status *st)
 		st->passthrough.kernel_why = qs.kernel_why;
 		st->passthrough.kernel_passed = qs.kernel_passed;
 		st->passthrough.kernel_missed = qs.kernel_missed;
+		st->passthrough.kernel_unlogged = qs.kernel_unlogged;
 	}
 }

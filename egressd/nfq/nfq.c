@@ -91,6 +91,42 @@ nfq_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* A flow the kernel passed: the line the queue writes for its own
+ * passes (nfq_flow.c), by "kernel", a tick late at most. */
+static void
+nfq_kernel_passed_cb(void *arg, const struct nfq_bpf_tuple *t, const char *sni)
+{
+	struct nfq *q = arg;
+	struct addr a;
+	char dst[ADDR_TEXT_MAX];
+
+	if (t->family != 4 && t->family != 6)
+		return;
+	nfq_dst_addr(t->family, t->dst, &a);
+	addr_format_port(&a, t->dport, dst, sizeof(dst));
+	log_info(q->log, "nfq.judged", LOG_S("decision", "passthrough"),
+	    LOG_S("by", "kernel"), LOG_S("name", sni), LOG_S("dst", dst));
+}
+
+/* The kernel's passes since the last tick, logged; any it could not
+ * record (its ring full) said as a number. */
+static void
+nfq_kernel_audit(struct nfq *q)
+{
+	uint64_t passed, missed, unlogged;
+
+	if (q->kb == NULL ||
+	    nfq_bpf_audit_drain(q->kb, nfq_kernel_passed_cb, q) == 0)
+		return;
+	nfq_bpf_counts(q->kb, &passed, &missed, &unlogged);
+	if (unlogged > q->kb_unlogged) {
+		log_warn(q->log, "nfq.kernel_unlogged",
+		    LOG_U("count", unlogged - q->kb_unlogged),
+		    LOG_U("total", unlogged));
+		q->kb_unlogged = unlogged;
+	}
+}
+
 static void
 nfq_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -98,8 +134,10 @@ nfq_tick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (q->magic == NFQ_MAGIC)
-		nfq_flow_sweep(q);
+	if (q->magic != NFQ_MAGIC)
+		return;
+	nfq_flow_sweep(q);
+	nfq_kernel_audit(q);
 }
 
 /* Binds the queue; then asks whether the kernel would attach conntrack
@@ -192,6 +230,7 @@ nfq_kernel_fd(const struct nfq *q)
 void
 nfq_kernel_off(struct nfq *q, const char *why)
 {
+	nfq_kernel_audit(q);
 	nfq_bpf_free(q->kb);
 	q->kb = NULL;
 	(void)snprintf(q->kb_why, sizeof(q->kb_why), "%s", why);
@@ -257,6 +296,7 @@ nfq_free(struct nfq *q)
 	if (q->nl != NULL)
 		mnl_socket_close(q->nl);
 	nfq_flow_free_all(q);
+	nfq_kernel_audit(q);
 	nfq_bpf_free(q->kb);
 	q->magic = 0;
 	free(q->judged);
@@ -271,5 +311,6 @@ nfq_status(const struct nfq *q, struct nfq_status *out)
 	out->kernel = q->kb != NULL;
 	out->kernel_why = q->kb_why;
 	if (q->kb != NULL)
-		nfq_bpf_counts(q->kb, &out->kernel_passed, &out->kernel_missed);
+		nfq_bpf_counts(q->kb, &out->kernel_passed, &out->kernel_missed,
+		    &out->kernel_unlogged);
 }

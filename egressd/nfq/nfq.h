@@ -128,6 +128,7 @@ struct nfq_status {
 	const char *kernel_why; /* "bpf", or why not (lent by q) */
 	uint64_t kernel_passed; /* hellos it passed */
 	uint64_t kernel_missed; /* hellos it read and left to the queue */
+	uint64_t kernel_unlogged; /* passed, not in the log (ring full) */
 };
 
 struct nfq;

@@ -26,6 +26,12 @@ struct nfq_bpf {
 	struct nfq_bpf_gen *gen; /* the mmapped "gen" map */
 	size_t gen_len;
 	int ncpus;
+	struct ring_buffer *audit;
+	/* the drain under way (nfq_bpf_audit_drain) */
+	void (*audit_fn)(
+	    void *arg, const struct nfq_bpf_tuple *f, const char *sni);
+	void *audit_arg;
+	size_t audit_n;
 };
 
 /* libbpf's own messages go nowhere: egressd's log is JSON lines, and
@@ -36,6 +42,22 @@ nfq_bpf_quiet(enum libbpf_print_level l, const char *fmt, va_list ap)
 	(void)l;
 	(void)fmt;
 	(void)ap;
+	return 0;
+}
+
+/* One record of the audit ring: checked, then given to the drain's fn. */
+static int
+nfq_bpf_audit_cb(void *ctx, void *data, size_t size)
+{
+	struct nfq_bpf *b = ctx;
+	struct nfq_bpf_audit a;
+
+	if (size != sizeof(a) || b->audit_fn == NULL)
+		return 0;
+	memcpy(&a, data, sizeof(a));
+	a.name[sizeof(a.name) - 1] = '\0';
+	b->audit_fn(b->audit_arg, &a.t, a.name);
+	b->audit_n++;
 	return 0;
 }
 
@@ -56,7 +78,7 @@ nfq_bpf_new(struct err *e)
 	struct nfq_bpf *b = calloc(1, sizeof(*b));
 	struct bpf_program *p;
 	long page = sysconf(_SC_PAGESIZE);
-	int gen, rc;
+	int gen, audit, rc;
 
 	if (b == NULL) {
 		err_set(e, "bpf: out of memory");
@@ -81,8 +103,14 @@ nfq_bpf_new(struct err *e)
 	if ((b->verdicts = nfq_bpf_map(b, "verdicts", e)) < 0 ||
 	    (b->passed = nfq_bpf_map(b, "passed", e)) < 0 ||
 	    (b->stats = nfq_bpf_map(b, "stats", e)) < 0 ||
-	    (gen = nfq_bpf_map(b, "gen", e)) < 0)
+	    (gen = nfq_bpf_map(b, "gen", e)) < 0 ||
+	    (audit = nfq_bpf_map(b, "audit", e)) < 0)
 		goto fail;
+	b->audit = ring_buffer__new(audit, nfq_bpf_audit_cb, b, NULL);
+	if (b->audit == NULL) {
+		err_set(e, "bpf: the audit ring: %s", strerror(errno));
+		goto fail;
+	}
 	b->gen_len = (size_t)(page > 0 ? page : 4096);
 	b->gen =
 	    mmap(NULL, b->gen_len, PROT_READ | PROT_WRITE, MAP_SHARED, gen, 0);
@@ -108,6 +136,7 @@ nfq_bpf_free(struct nfq_bpf *b)
 		return;
 	if (b->gen != NULL)
 		munmap(b->gen, b->gen_len);
+	ring_buffer__free(b->audit);
 	/* the nftables rule holds the program (and it its maps) for as
 	 * long as the rule lives */
 	bpf_object__close(b->obj);
@@ -184,21 +213,37 @@ nfq_bpf_passed_each(struct nfq_bpf *b,
 	return n;
 }
 
+size_t
+nfq_bpf_audit_drain(struct nfq_bpf *b,
+    void (*fn)(void *arg, const struct nfq_bpf_tuple *f, const char *sni),
+    void *arg)
+{
+	b->audit_fn = fn;
+	b->audit_arg = arg;
+	b->audit_n = 0;
+	/* reads the mmapped ring: no syscall when it is empty */
+	(void)ring_buffer__consume(b->audit);
+	b->audit_fn = NULL;
+	return b->audit_n;
+}
+
 void
-nfq_bpf_counts(const struct nfq_bpf *b, uint64_t *passed, uint64_t *missed)
+nfq_bpf_counts(const struct nfq_bpf *b, uint64_t *passed, uint64_t *missed,
+    uint64_t *unlogged)
 {
 	uint64_t *v = calloc((size_t)b->ncpus, sizeof(*v));
+	uint64_t *out[NFQ_BPF_STATS] = {passed, missed, unlogged};
 	uint32_t k;
 	int c;
 
-	*passed = *missed = 0;
+	*passed = *missed = *unlogged = 0;
 	if (v == NULL)
 		return;
 	for (k = 0; k < NFQ_BPF_STATS; k++) {
 		if (bpf_map_lookup_elem(b->stats, &k, v) < 0)
 			continue;
 		for (c = 0; c < b->ncpus; c++)
-			*(k == NFQ_BPF_PASSED ? passed : missed) += v[c];
+			*out[k] += v[c];
 	}
 	free(v);
 }

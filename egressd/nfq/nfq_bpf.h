@@ -6,8 +6,9 @@
  * kernel, with no trip through the queue; anything else still goes to
  * the queue (nfq.h). This is the object that owns the program and its
  * maps: what the kernel may pass (nfq_bpf_remember), the generation
- * that voids all of it at once (nfq_bpf_set_gen), and the flows it
- * passed (nfq_bpf_passed_each).
+ * that voids all of it at once (nfq_bpf_set_gen), the flows it passed
+ * (nfq_bpf_passed_each) and the record of each pass for the log
+ * (nfq_bpf_audit_drain).
  *
  * Loading needs CAP_BPF (or CAP_SYS_ADMIN) and a kernel with bpf_loop
  * (5.17): without either, nfq_bpf_new fails and the queue judges alone.
@@ -53,9 +54,19 @@ size_t nfq_bpf_passed_each(struct nfq_bpf *b,
     bool (*fn)(void *arg, const struct nfq_bpf_tuple *f, const char *sni),
     void *arg);
 
+/*
+ * Each flow passed in the kernel since the last call, in order, with its
+ * SNI (the audit ring: at most NFQ_BPF_AUDIT_BYTES of them; the ring
+ * never wakes anyone, the caller drains it on a tick). Returns how many.
+ */
+size_t nfq_bpf_audit_drain(struct nfq_bpf *b,
+    void (*fn)(void *arg, const struct nfq_bpf_tuple *f, const char *sni),
+    void *arg);
+
 /* Hellos passed in the kernel; hellos read there and left to the queue
- * for want of a verdict. */
-void nfq_bpf_counts(
-    const struct nfq_bpf *b, uint64_t *passed, uint64_t *missed);
+ * for want of a verdict; passed ones the full audit ring could not
+ * take (never logged). */
+void nfq_bpf_counts(const struct nfq_bpf *b, uint64_t *passed, uint64_t *missed,
+    uint64_t *unlogged);
 
 #endif

@@ -45,6 +45,18 @@ struct nfq_bpf_tuple {
 	__u16 sport, dport; /* host order */
 };
 
+/*
+ * The audit ring (map "audit"): one record per hello passed in the
+ * kernel, the flow and its SNI, for egressd's log. egressd reads it on
+ * its tick, not woken per record; a record the full ring cannot take is
+ * counted (NFQ_BPF_UNLOGGED), the flow passes all the same.
+ */
+#define NFQ_BPF_AUDIT_BYTES (256 * 1024)
+struct nfq_bpf_audit {
+	struct nfq_bpf_tuple t;
+	char name[NFQ_BPF_NAME_LEN]; /* NUL-padded */
+};
+
 /* The judge's generation (map "gen", one element, mmapped by egressd). */
 struct nfq_bpf_gen {
 	__u64 gen;
@@ -54,6 +66,7 @@ struct nfq_bpf_gen {
 enum nfq_bpf_stat {
 	NFQ_BPF_PASSED = 0, /* hellos passed in the kernel */
 	NFQ_BPF_MISSED, /* a hello the kernel read, with no verdict for it */
+	NFQ_BPF_UNLOGGED, /* passed, but the audit ring was full */
 	NFQ_BPF_STATS
 };
 

@@ -133,7 +133,8 @@ nfq_flow_log(struct nfq *q, const struct nfq_flow *f, const char *reason,
 	addr_format_port(&a, f->dport, dst, sizeof(dst));
 	if (reason == NULL) {
 		log_info(q->log, "nfq.judged", LOG_S("decision", "passthrough"),
-		    LOG_S("name", sni != NULL ? sni : ""), LOG_S("dst", dst));
+		    LOG_S("by", "queue"), LOG_S("name", sni != NULL ? sni : ""),
+		    LOG_S("dst", dst));
 		return;
 	}
 	(void)snprintf(key, sizeof(key), "%s|%s", dst, reason);

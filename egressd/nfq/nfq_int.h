@@ -59,6 +59,7 @@ struct nfq {
 	size_t judged_next;
 	struct nfq_bpf *kb; /* the in-kernel judge, or NULL (kb_why) */
 	char kb_why[ERR_MSG_MAX];
+	uint64_t kb_unlogged; /* its passes the audit ring lost, said */
 };
 
 uint64_t nfq_now(const struct nfq *q);

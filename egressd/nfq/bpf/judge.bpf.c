@@ -64,6 +64,11 @@ struct {
 } passed SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, NFQ_BPF_AUDIT_BYTES);
+} audit SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -110,6 +115,22 @@ count(__u32 k)
 
 	if (v != NULL)
 		*v += 1;
+}
+
+/* The flow passed, for egressd's log. No wakeup: egressd drains the
+ * ring on its tick, so a passed hello costs it nothing in between. */
+static __always_inline void
+audit_pass(const struct nfq_bpf_tuple *t, const char *name)
+{
+	struct nfq_bpf_audit *a = bpf_ringbuf_reserve(&audit, sizeof(*a), 0);
+
+	if (a == NULL) {
+		count(NFQ_BPF_UNLOGGED);
+		return;
+	}
+	__builtin_memcpy(&a->t, t, sizeof(a->t));
+	__builtin_memcpy(a->name, name, sizeof(a->name));
+	bpf_ringbuf_submit(a, BPF_RB_NO_WAKEUP);
 }
 
 /* IPv4 or IPv6 (no extension header), then TCP. 0 when read. */
@@ -526,5 +547,6 @@ egressd_judge(struct __sk_buff *skb)
 	bpf_map_update_elem(&passed, &p.t, w->k.name, BPF_ANY);
 	bpf_map_delete_elem(&starts, &p.t);
 	count(NFQ_BPF_PASSED);
+	audit_pass(&p.t, w->k.name);
 	return 1;
 }

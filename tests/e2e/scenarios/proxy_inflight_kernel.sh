@@ -7,8 +7,9 @@
 # the queue.
 #  k. a.test, learned: its connections (IPv4 and IPv6, 21 in a row, the
 #     first too: the resolver taught the kernel) pass in the kernel:
-#     /v1/status counts them, no packet of theirs is queued, the origin
-#     serves each; after a commit the next is judged from the queue,
+#     /v1/status counts them, no packet of theirs is queued, each has
+#     its nfq.judged line (by=kernel, from the judge's audit ring), the
+#     origin serves each; after a commit the next is judged from the queue,
 #     which teaches the kernel again;
 #  l. fronting on a taught address: SNI b.test (denied) and c.test
 #     (allowed, another address) to a.test's address still reach the
@@ -80,7 +81,14 @@ tb_expect_eq "k: ... all 21 passed in the kernel, the first too: the resolver ta
     21 "$((p1 - p0))"
 tb_expect_eq "k: ... not one of their packets was queued (queuedPackets $q0)" \
     "$q0" "$q1"
-tb_assert_no_log --since "$me" "$TB_EGRESSD_LOG" nfq.judged
+tb_assert_no_log --since "$me" "$TB_EGRESSD_LOG" nfq.judged by=queue
+# each in the log all the same, as the queue logs its own passes (the
+# kernel's record, read on egressd's tick)
+tb_check "k: ... each logged: 21 nfq.judged passthrough by=kernel name=a.test" \
+    tb_wait_cmd 5 tb_assert_log --since "$me" --min 21 --max 21 \
+    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough by=kernel name=a.test
+tb_assert_log --since "$me" --min 20 --max 20 "$TB_EGRESSD_LOG" nfq.judged \
+    decision=passthrough by=kernel name=a.test "dst=$A4:443"
 tb_assert_log --since "$mo" --min 21 --max 21 "$TB_ORIGIN_LOG" \
     origin.request server.sni=a.test "path~^/k[0-9]+-$TAG\$"
 # a commit (an unrelated rule) voids every verdict: the next hello is the
@@ -94,7 +102,7 @@ tb_check "k: after the commit, https://a.test/ passes" \
     tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 \
     --resolve "a.test:443:$A4" "https://a.test/kq-$TAG"
 tb_check "k: ... judged from the queue" tb_wait_log_line --since "$me" \
-    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough name=a.test \
+    "$TB_EGRESSD_LOG" nfq.judged decision=passthrough by=queue name=a.test \
     "dst=$A4:443"
 read -r _ p2 _ q2 _ <<<"$(kstat)"
 tb_check "k: the next one passes" \

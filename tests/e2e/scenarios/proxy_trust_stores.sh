@@ -147,8 +147,8 @@ out=$(jget "-Djavax.net.ssl.trustStore=$JKS2 -Djavax.net.ssl.trustStorePassword=
 tb_expect_match "... pass-through to c.test verifies on the root kept: 200" \
     '^STATUS 200 https://c.test/$' "$out"
 # passed through: judged in flight (the default where the kernel can
-# queue: by the queue, or in the kernel, which logs no line) or by the
-# proxy; in flight, the proxy never saw it
+# queue: by the queue, or in the kernel) or by the proxy; in flight,
+# the proxy never saw it
 if tb_pt_in_flight; then
 	tb_assert_no_log --since "$mark" "$TB_EGRESSD_LOG" proxy.closed \
 	    name=c.test

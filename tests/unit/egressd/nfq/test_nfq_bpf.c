@@ -189,19 +189,19 @@ found_cb(void *arg, const struct nfq_bpf_tuple *f, const char *sni)
 static void
 test_remembered_passes(void **state)
 {
-	uint64_t p0, m0, p1, m1;
+	uint64_t p0, m0, u0, p1, m1, u1;
 	int found = 0;
 
 	(void)state;
 	NEED_KB();
 	load("curl_a_test"); /* SNI a.test */
-	nfq_bpf_counts(kb, &p0, &m0);
+	nfq_bpf_counts(kb, &p0, &m0, &u0);
 	assert_int_equal(flow(4, hello, nhello, 0), 0);
-	nfq_bpf_counts(kb, &p1, &m1);
+	nfq_bpf_counts(kb, &p1, &m1, &u1);
 	assert_true(m1 == m0 + 1 && p1 == p0); /* read, no verdict */
 	remember(4, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(4, hello, nhello, 0), 1);
-	nfq_bpf_counts(kb, &p1, &m1);
+	nfq_bpf_counts(kb, &p1, &m1, &u1);
 	assert_true(p1 == p0 + 1);
 	/* the flow is remembered with its SNI, and forgotten on asking */
 	assert_int_equal(nfq_bpf_passed_each(kb, found_cb, &found), 1);
@@ -212,6 +212,65 @@ test_remembered_passes(void **state)
 	assert_int_equal(flow(6, hello, nhello, 0), 0);
 	remember(6, "a.test", 1, now_mono_ms() + 60000);
 	assert_int_equal(flow(6, hello, nhello, 0), 1);
+}
+
+/* audit_drain's callback: how many records, and the last one. */
+struct seen {
+	size_t n;
+	uint16_t sport, dport;
+	char sni[NFQ_BPF_NAME_LEN];
+};
+
+static void
+seen_cb(void *arg, const struct nfq_bpf_tuple *f, const char *sni)
+{
+	struct seen *s = arg;
+
+	s->n++;
+	s->sport = f->sport;
+	s->dport = f->dport;
+	(void)snprintf(s->sni, sizeof(s->sni), "%s", sni);
+}
+
+/* Each pass is recorded for the log, with its flow and SNI; nothing
+ * else is; a full ring loses records, counts them, and takes new ones
+ * once drained. */
+static void
+test_audit_ring(void **state)
+{
+	struct seen s;
+	uint64_t p0, m0, u0, p1, m1, u1;
+	uint16_t first;
+	size_t i, n;
+
+	(void)state;
+	NEED_KB();
+	load("curl_a_test"); /* SNI a.test */
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
+	(void)nfq_bpf_audit_drain(kb, seen_cb, &s); /* earlier tests' */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(flow(4, hello, nhello, 0), 1);
+	first = sport;
+	assert_int_equal(flow(4, hello, nhello, 1), 0); /* not the start */
+	assert_int_equal(nfq_bpf_audit_drain(kb, seen_cb, &s), 1);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.sport, first);
+	assert_int_equal(s.dport, 443);
+	assert_string_equal(s.sni, "a.test");
+	assert_int_equal(nfq_bpf_audit_drain(kb, seen_cb, &s), 0);
+
+	/* 1,000 records of 296 bytes do not fit in 256 KiB */
+	nfq_bpf_counts(kb, &p0, &m0, &u0);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(flow(4, hello, nhello, 0), 1);
+	nfq_bpf_counts(kb, &p1, &m1, &u1);
+	assert_true(p1 == p0 + 1000);
+	assert_true(u1 > u0);
+	n = nfq_bpf_audit_drain(kb, seen_cb, &s);
+	assert_int_equal(n + (size_t)(u1 - u0), 1000);
+	assert_int_equal(flow(4, hello, nhello, 0), 1);
+	assert_int_equal(nfq_bpf_audit_drain(kb, seen_cb, &s), 1);
+	assert_int_equal(s.sport, sport);
 }
 
 static void
@@ -354,15 +413,15 @@ mutate(uint8_t *m, const uint8_t *h, size_t n)
 static void
 both(const uint8_t *h, size_t n, size_t *read)
 {
-	uint64_t p0, m0, p1, m1;
+	uint64_t p0, m0, u0, p1, m1, u1;
 	struct tls_hello th;
 	struct err e = {""};
 	enum tls_hello_rc rc;
 	int r;
 
-	nfq_bpf_counts(kb, &p0, &m0);
+	nfq_bpf_counts(kb, &p0, &m0, &u0);
 	r = flow(4, h, n, 0);
-	nfq_bpf_counts(kb, &p1, &m1);
+	nfq_bpf_counts(kb, &p1, &m1, &u1);
 	if (p1 == p0 && m1 == m0) {
 		assert_int_equal(r, 0);
 		return; /* not read whole: the queue's */
@@ -420,6 +479,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_remembered_passes, setup),
+	    cmocka_unit_test_setup(test_audit_ring, setup),
 	    cmocka_unit_test_setup(test_only_the_first_payload, setup),
 	    cmocka_unit_test_setup(test_generation_and_lease, setup),
 	    cmocka_unit_test_setup(test_name_as_tls_hello, setup),
