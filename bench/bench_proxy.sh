@@ -23,7 +23,9 @@
 #                  nginx added with the peer wanted); passthrough and
 #                  direct_fw too (without terminating: its binding holds
 #                  the one origin address, pass-through then takes the
-#                  proxy)
+#                  proxy); term_nt: terminating with egressd's upstream
+#                  packets untracked (a table of the bench's own, loaded
+#                  around each of its rounds)
 #   BENCH_ONLY     the cases to run (default all): direct passthrough
 #                  direct_fw (the sandbox to an IP-rule address: egressd's
 #                  ruleset without queue or proxy, the firewall's own cost)
