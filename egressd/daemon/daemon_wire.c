@@ -464,6 +464,15 @@ egressd_nfq_verdict_gen_cb(void *arg)
 		nfq_judge_moved(d->nfq);
 }
 
+/* The mirror's address (family 4 or 6, network order) as nfq takes it. */
+static void
+egressd_nfq_dst(int family, const uint8_t *addr, struct addr *dst)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->family = family == 4 ? AF_INET : AF_INET6;
+	memcpy(dst->a, addr, family == 4 ? 4 : 16);
+}
+
 /* An answer's address learned: the in-kernel judge may pass its first
  * connection too (nfq_teach judges it first). */
 static void
@@ -476,11 +485,27 @@ egressd_nfq_learned_cb(
 
 	if (d->nfq == NULL)
 		return;
-	memset(&dst, 0, sizeof(dst));
-	dst.family = family == 4 ? AF_INET : AF_INET6;
-	memcpy(dst.a, addr, family == 4 ? 4 : 16);
+	egressd_nfq_dst(family, addr, &dst);
 	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
 		nfq_teach(d->nfq, name, &dst, egressd_nfq_ports[i]);
+}
+
+/* A name left a learned address before its lease (pushed out by newer
+ * names, or the address evicted): the kernel forgets that pair alone
+ * (nft_on_forget), every other verdict stands. */
+static void
+egressd_nfq_forget_cb(
+    void *arg, const char *name, int family, const uint8_t *addr)
+{
+	struct egressd *d = egressd_arg(arg);
+	struct addr dst;
+	size_t i;
+
+	if (d->nfq == NULL)
+		return;
+	egressd_nfq_dst(family, addr, &dst);
+	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
+		nfq_forget(d->nfq, name, &dst, egressd_nfq_ports[i]);
 }
 
 /* The in-kernel judge's table, when its program loaded; else (or when
@@ -577,6 +602,7 @@ daemon_wire_nfq(struct egressd *d, struct err *e)
 	    EGRESSD_NFQ_NPORTS);
 	nft_on_verdict_gen(d->nft, egressd_nfq_verdict_gen_cb, d);
 	nft_on_learned(d->nft, egressd_nfq_learned_cb, d);
+	nft_on_forget(d->nft, egressd_nfq_forget_cb, d);
 	egressd_nfq_kernel(d);
 	nfq_status(d->nfq, &st);
 	d->pt_path = "queue";

@@ -173,5 +173,10 @@ void nfq_judge_moved(struct nfq *q);
  */
 void nfq_teach(
     struct nfq *q, const char *name, const struct addr *dst, uint16_t port);
+/* The in-kernel judge forgets what it was taught for name at dst:port
+ * (the name left the address before its lease: nft_on_forget); the
+ * next such hello is the queue's. */
+void nfq_forget(
+    struct nfq *q, const char *name, const struct addr *dst, uint16_t port);
 
 #endif

@@ -155,6 +155,23 @@ nfq_bpf_set_gen(struct nfq_bpf *b, uint64_t gen)
 	__atomic_store_n(&b->gen->gen, gen, __ATOMIC_RELEASE);
 }
 
+/* The map's key for name at addr:port; -1 when none can be. */
+static int
+nfq_bpf_vkey_make(struct nfq_bpf_vkey *k, const char *name, int family,
+    const uint8_t *addr, uint16_t port)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n >= NFQ_BPF_NAME_LEN || (family != 4 && family != 6))
+		return -1;
+	memset(k, 0, sizeof(*k));
+	k->family = (uint8_t)family;
+	k->port = port;
+	memcpy(k->addr, addr, family == 4 ? 4 : 16);
+	memcpy(k->name, name, n);
+	return 0;
+}
+
 int
 nfq_bpf_remember(struct nfq_bpf *b, const char *name, int family,
     const uint8_t *addr, uint16_t port, uint64_t gen, uint64_t until_ms,
@@ -162,17 +179,11 @@ nfq_bpf_remember(struct nfq_bpf *b, const char *name, int family,
 {
 	struct nfq_bpf_vkey k;
 	struct nfq_bpf_verdict v;
-	size_t n = strlen(name);
 
-	if (n == 0 || n >= NFQ_BPF_NAME_LEN || (family != 4 && family != 6)) {
+	if (nfq_bpf_vkey_make(&k, name, family, addr, port) < 0) {
 		err_set(e, "bpf: a verdict it cannot hold");
 		return -1;
 	}
-	memset(&k, 0, sizeof(k));
-	k.family = (uint8_t)family;
-	k.port = port;
-	memcpy(k.addr, addr, family == 4 ? 4 : 16);
-	memcpy(k.name, name, n);
 	v.gen = gen;
 	v.until_ns =
 	    until_ms > UINT64_MAX / 1000000 ? UINT64_MAX : until_ms * 1000000;
@@ -181,6 +192,17 @@ nfq_bpf_remember(struct nfq_bpf *b, const char *name, int family,
 		return -1;
 	}
 	return 0;
+}
+
+void
+nfq_bpf_forget(struct nfq_bpf *b, const char *name, int family,
+    const uint8_t *addr, uint16_t port)
+{
+	struct nfq_bpf_vkey k;
+
+	/* ENOENT: never taught, or already gone */
+	if (nfq_bpf_vkey_make(&k, name, family, addr, port) == 0)
+		(void)bpf_map_delete_elem(b->verdicts, &k);
 }
 
 size_t

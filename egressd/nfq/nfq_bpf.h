@@ -46,6 +46,11 @@ int nfq_bpf_remember(struct nfq_bpf *b, const char *name, int family,
     const uint8_t *addr, uint16_t port, uint64_t gen, uint64_t until_ms,
     struct err *e);
 
+/* The kernel no longer passes a hello naming name to addr:port (what
+ * nfq_bpf_remember taught, if anything). */
+void nfq_bpf_forget(struct nfq_bpf *b, const char *name, int family,
+    const uint8_t *addr, uint16_t port);
+
 /*
  * Each flow the kernel passed (the last NFQ_BPF_PASSED_MAX) with its SNI;
  * those fn returns true for are forgotten. Returns how many were.

@@ -71,6 +71,15 @@ nfq_teach(
 }
 
 void
+nfq_forget(
+    struct nfq *q, const char *name, const struct addr *dst, uint16_t port)
+{
+	if (q->kb != NULL && name != NULL)
+		nfq_bpf_forget(
+		    q->kb, name, dst->family == AF_INET ? 4 : 6, dst->a, port);
+}
+
+void
 nfq_judged_teach(struct nfq *q, const struct nfq_flow *f, const char *sni)
 {
 	struct addr dst;

@@ -585,7 +585,9 @@ uint64_t nft_learned_until(
     const struct nft *n, int family, const uint8_t *addr);
 /* Moves as nft_learned_gen does, but not when an entry expires: a
  * verdict that holds until the entry's lease (nft_learned_until) lapses
- * with it, and an agent's many leases end every few milliseconds. */
+ * with it, and an agent's many leases end every few milliseconds; nor,
+ * with a forget hook (nft_on_forget), when names leave an entry: those
+ * are told one by one instead. */
 uint64_t nft_verdict_gen(const struct nft *n);
 /* fn(arg) each time nft_verdict_gen moves, right after (the in-kernel
  * judge's verdicts are voided there: nfq_bpf.h). NULL: no one. */
@@ -595,6 +597,18 @@ void nft_on_verdict_gen(struct nft *n, void (*fn)(void *arg), void *arg);
  * answer's done: the in-kernel judge is taught there (nfq.h,
  * nfq_teach). NULL: no one. */
 void nft_on_learned(struct nft *n,
+    void (*fn)(void *arg, const char *name, int family, const uint8_t *addr),
+    void *arg);
+/*
+ * fn(arg, name, family, addr) for each name an entry loses before its
+ * lease (the oldest of NFT_NAMES_PER_ADDR pushed out by a new one, the
+ * entry evicted or removed), instead of moving nft_verdict_gen: the
+ * in-kernel judge forgets what it was taught for that name and address
+ * alone, not every verdict (names sharing a CDN's addresses push each
+ * other out all day). Names a policy drops still move the generation
+ * (a commit voids everything anyway). NULL: the generation moves.
+ */
+void nft_on_forget(struct nft *n,
     void (*fn)(void *arg, const char *name, int family, const uint8_t *addr),
     void *arg);
 size_t nft_learned_count(const struct nft *n);

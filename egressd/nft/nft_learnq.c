@@ -175,22 +175,24 @@ txn_settle(struct nft *n, struct nft_txn *t, int rc, const char *why)
 	size_t i;
 
 	if (rc == 0) {
+		/* each address taught (nft_on_learned) once the mirror holds
+		 * it for the name: what it holds it can forget by name */
 		for (w = t->w; w != NULL; w = w->next)
 			for (i = 0; i < w->naddr; i++)
-				(void)nft_mirror_put(n, w->addr[i].family,
-				    w->addr[i].addr,
-				    now +
-				        (uint64_t)nft_learn_clamp(
-				            n, w->addr[i].ttl) *
-				            1000,
-				    w->name, w->addr[i].lim, w->addr[i].nlim);
+				if (nft_mirror_put(n, w->addr[i].family,
+				        w->addr[i].addr,
+				        now +
+				            (uint64_t)nft_learn_clamp(
+				                n, w->addr[i].ttl) *
+				                1000,
+				        w->name, w->addr[i].lim,
+				        w->addr[i].nlim) == 0 &&
+				    n->learned_fn != NULL)
+					n->learned_fn(n->learned_arg, w->name,
+					    w->addr[i].family, w->addr[i].addr);
 		if (n->st != NULL)
 			n->st->nft_learned += t->nu;
 		nft_mirror_gauge(n);
-		for (w = t->w; n->learned_fn != NULL && w != NULL; w = w->next)
-			for (i = 0; i < w->naddr; i++)
-				n->learned_fn(n->learned_arg, w->name,
-				    w->addr[i].family, w->addr[i].addr);
 	}
 	for (w = t->w; w != NULL; w = w->next) {
 		w->rc = rc;

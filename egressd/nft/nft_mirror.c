@@ -105,6 +105,23 @@ lent_free(struct lent *l)
 	free(l);
 }
 
+/* Names [0, k) of l go before their lease: the proxy's generation
+ * moves, and the kernel's verdicts for them are forgotten one by one
+ * (nft_on_forget), or all voided when no one follows them so. */
+static void
+mirror_names_gone(struct nft *n, const struct lent *l, unsigned k)
+{
+	unsigned i;
+
+	if (n->forget_fn == NULL) {
+		nft_mirror_gen_bump(n);
+		return;
+	}
+	n->learned_gen++;
+	for (i = 0; i < k; i++)
+		n->forget_fn(n->forget_arg, l->names[i], l->family, l->addr);
+}
+
 /* l out of the mirror; the generations move (expired: only the
  * proxy's, a verdict taught for it has lapsed with its lease). */
 static void
@@ -114,12 +131,12 @@ mirror_unlink(struct nft *n, struct lent **pp, bool expired)
 
 	*pp = l->next;
 	lru_unlink(n, l);
-	lent_free(l);
-	n->nlearned--;
 	if (expired)
 		n->learned_gen++;
 	else
-		nft_mirror_gen_bump(n);
+		mirror_names_gone(n, l, l->nnames);
+	lent_free(l);
+	n->nlearned--;
 }
 
 void
@@ -332,15 +349,17 @@ nft_mirror_put(struct nft *n, int family, const uint8_t *a, uint64_t expires,
 		}
 	if (l->nnames == NFT_NAMES_PER_ADDR) {
 		/* keep the newest names: they are what clients ask for now */
+		mirror_names_gone(n, l, 1);
 		free(l->names[0]);
-		nft_mirror_gen_bump(n);
 		memmove(&l->names[0], &l->names[1],
 		    (NFT_NAMES_PER_ADDR - 1) * sizeof(l->names[0]));
 		l->nnames--;
 	}
-	l->names[l->nnames] = strdup(name);
-	if (l->names[l->nnames] != NULL)
-		l->nnames++;
+	/* a name the entry cannot hold could not be forgotten by name
+	 * later: the caller teaches nothing for it (txn_settle) */
+	if ((l->names[l->nnames] = strdup(name)) == NULL)
+		return -1;
+	l->nnames++;
 	return 0;
 }
 
@@ -425,6 +444,15 @@ nft_on_verdict_gen(struct nft *n, void (*fn)(void *arg), void *arg)
 {
 	n->gen_moved = fn;
 	n->gen_arg = arg;
+}
+
+void
+nft_on_forget(struct nft *n,
+    void (*fn)(void *arg, const char *name, int family, const uint8_t *addr),
+    void *arg)
+{
+	n->forget_fn = fn;
+	n->forget_arg = arg;
 }
 
 void

@@ -94,6 +94,10 @@ struct nft {
 	/* told each time verdict_gen moves (nft_on_verdict_gen) */
 	void (*gen_moved)(void *arg);
 	void *gen_arg;
+	/* told of each name an entry loses (nft_on_forget) */
+	void (*forget_fn)(
+	    void *arg, const char *name, int family, const uint8_t *addr);
+	void *forget_arg;
 	/* told of each address an answer taught (nft_on_learned) */
 	void (*learned_fn)(
 	    void *arg, const char *name, int family, const uint8_t *addr);

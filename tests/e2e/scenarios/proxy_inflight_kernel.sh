@@ -20,6 +20,11 @@
 #     the SNI the kernel kept), and what the kernel was taught is void
 #     (the next hello with that SNI to that address is refused by the
 #     queue);
+#  p. names sharing an address (n1..n10.many.test on B4): a name pushed
+#     out of the 8 an address keeps is forgotten by the kernel at that
+#     address alone (its hello goes to the queue, refused addr_mismatch),
+#     a.test's verdict on A4 stands (passed in the kernel, nothing
+#     queued), the newest names still pass in the kernel;
 #  n. kill -9: the judge's table goes with egressd at once, and a new
 #     connection naming a taught name gets no payload through;
 #  o. --kernel-judge off: the queue judges every hello, said in the
@@ -32,6 +37,14 @@ tb_host_setup
 tb_sbx_tool tls_hello.py inflight_hello.py
 IH=$TB_DIR/sbx-bin/inflight_hello.py
 
+# n1..n10.many.test all on b.test's address (B4), as a CDN's names share
+# its addresses (section p), served by dns2 with the zone
+conf=$TB_DIR/many.conf
+for i in $(seq 10); do
+	echo "host-record=n$i.many.test,$TB_ORIGIN_B4"
+done >"$conf"
+tb_dns_start dns2 "$TB_DNS2_IP4" -- --conf-file="$conf"
+
 TB_EGRESSD_TOKEN="ifk-$TB_ID-$RANDOM$RANDOM"
 TB_EGRESSD_HTTP=":18080"
 TB_EGRESSD_ENV=(OPENSANDBOX_EGRESS_TOKEN="$TB_EGRESSD_TOKEN")
@@ -41,12 +54,14 @@ egress:
   - {action: allow, target: a.test}
   - {action: allow, target: c.test}
   - {action: allow, target: shared-a.test}
+  - {action: allow, target: "*.many.test"}
 EOF2
 )
-tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue
+tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
+    --dns-upstream "$TB_DNS2_IP4"
 tb_assert_log "$TB_EGRESSD_LOG" passthrough.kernel_judge judge=bpf why=bpf
 
-A4=$TB_ORIGIN_A4 C4=$TB_ORIGIN_C4
+A4=$TB_ORIGIN_A4 B4=$TB_ORIGIN_B4 C4=$TB_ORIGIN_C4
 # the local ports chosen below are above the ephemeral range (32768-60999),
 # so no connection of curl's own holds one
 TAG=$RANDOM$RANDOM
@@ -176,6 +191,46 @@ tb_check "m: ... by the queue (name_denied)" tb_wait_log_line --since "$me" \
     name=shared-a.test
 tb_expect_eq "m: ... the origin's socket received no byte" 0 \
     "$(tb_origin_rx "$C4" "$lp")"
+
+# --- p. names pushed out of a shared address: that pair alone is forgotten -------
+# An address keeps its 8 newest names; a 9th pushes the oldest out. The
+# kernel forgets that name at that address, and nothing else: a.test,
+# taught on A4, still passes in the kernel. (m's commit voided every
+# verdict: a.test is taught again first.)
+tb_check "p: a.test taught again (a first connection)" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://a.test/p0
+tb_check "p: ... and passed in the kernel the next time" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://a.test/p1
+for i in $(seq 10); do
+	tb_learn "n$i.many.test"
+done
+me=$(tb_log_mark "$TB_EGRESSD_LOG")
+read -r _ p5 m5 q5 _ <<<"$(kstat)"
+tb_check "p: after 10 names learned on B4, a.test passes" \
+    tb_sandbox curl -4 -sS -f -o /dev/null --max-time 5 https://a.test/p2
+read -r _ p6 m6 q6 _ <<<"$(kstat)"
+tb_expect_eq "p: ... in the kernel, nothing queued: its verdict stood" \
+    "1 0" "$((p6 - p5)) $((q6 - q5))"
+# the newest names still pass in the kernel (curl -k: the test bed's
+# certificate does not name many.test; what is judged is the hello)
+tb_check "p: n10.many.test, among B4's 8 newest, passes" \
+    tb_sandbox curl -4 -sS -k -o /dev/null --max-time 5 \
+    https://n10.many.test/
+read -r _ p7 m7 q7 _ <<<"$(kstat)"
+tb_expect_eq "p: ... in the kernel" "1 0" "$((p7 - p6)) $((q7 - q6))"
+lp=$((63500 + RANDOM % 500))
+out=$(tb_sandbox curl -4 -sS -k -o /dev/null --max-time 5 --local-port "$lp" \
+    --resolve "n1.many.test:443:$B4" https://n1.many.test/ 2>&1)
+tb_expect_match "p: n1.many.test, pushed out of B4's names, is reset there" \
+    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
+read -r _ p8 m8 _ <<<"$(kstat)"
+tb_expect_eq "p: ... the kernel read its hello and had forgotten it" \
+    "0 1" "$((p8 - p7)) $((m8 - m7))"
+tb_check "p: ... refused by the queue (addr_mismatch)" tb_wait_log_line \
+    --since "$me" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
+    reason=addr_mismatch name=n1.many.test "dst=$B4:443"
+tb_expect_eq "p: ... the origin's socket received no byte" 0 \
+    "$(tb_origin_rx "$B4" "$lp")"
 
 # --- n. kill -9: the table goes with egressd ------------------------------------------
 tb_learn c.test

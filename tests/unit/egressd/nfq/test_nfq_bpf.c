@@ -328,6 +328,29 @@ test_generation_and_lease(void **state)
 	nfq_bpf_set_gen(kb, 1);
 }
 
+/* Forgetting one (name, address, port) leaves every other verdict. */
+static void
+test_forget_one(void **state)
+{
+	uint8_t a[16] = {0};
+
+	(void)state;
+	NEED_KB();
+	load("curl_a_test"); /* SNI a.test */
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
+	remember(6, "a.test", 1, now_mono_ms() + 60000);
+	assert_int_equal(flow(4, hello, nhello, 0), 1);
+	inet_pton(AF_INET, "203.0.113.10", a);
+	nfq_bpf_forget(kb, "a.test", 4, a, 8443); /* another port: no effect */
+	assert_int_equal(flow(4, hello, nhello, 0), 1);
+	nfq_bpf_forget(kb, "a.test", 4, a, 443);
+	assert_int_equal(flow(4, hello, nhello, 0), 0);
+	assert_int_equal(flow(6, hello, nhello, 0), 1); /* its IPv6 stays */
+	nfq_bpf_forget(kb, "a.test", 4, a, 443); /* twice: nothing to do */
+	remember(4, "a.test", 1, now_mono_ms() + 60000);
+	assert_int_equal(flow(4, hello, nhello, 0), 1);
+}
+
 /* The name looked up is the one tls_hello gives: lowercase, no dot. */
 static void
 test_name_as_tls_hello(void **state)
@@ -482,6 +505,7 @@ main(void)
 	    cmocka_unit_test_setup(test_audit_ring, setup),
 	    cmocka_unit_test_setup(test_only_the_first_payload, setup),
 	    cmocka_unit_test_setup(test_generation_and_lease, setup),
+	    cmocka_unit_test_setup(test_forget_one, setup),
 	    cmocka_unit_test_setup(test_name_as_tls_hello, setup),
 	    cmocka_unit_test_setup(test_never_more_than_tls_hello, setup),
 	};

@@ -293,6 +293,72 @@ test_learn_refresh_expire(void **state)
 	nft_free(n);
 }
 
+/* nft_on_forget's record of what it was told. */
+struct forgot {
+	int n;
+	char name[64];
+	int family;
+	uint8_t addr[16];
+};
+
+static void
+forget_cb(void *arg, const char *name, int family, const uint8_t *addr)
+{
+	struct forgot *f = arg;
+
+	f->n++;
+	(void)snprintf(f->name, sizeof(f->name), "%s", name);
+	f->family = family;
+	memcpy(f->addr, addr, 16);
+}
+
+/*
+ * A name pushed out of an address by newer ones: without a forget hook
+ * every kernel verdict is voided (the generation moves); with one, that
+ * name and address alone are told, and the kernel's generation stays
+ * (the proxy's moves: its judgments by name are judged again).
+ */
+static void
+test_names_forgotten(void **state)
+{
+	struct stats st;
+	struct forgot f;
+	struct nft *n;
+	uint8_t a[4] = {203, 0, 113, 7};
+	uint64_t gen, vgen;
+	char nm[64];
+	int i;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	memset(&st, 0, sizeof(st));
+	memset(&f, 0, sizeof(f));
+	n = mk(&st);
+	apply(n, p1_json);
+	for (i = 0; i < NFT_NAMES_PER_ADDR; i++) {
+		snprintf(nm, sizeof(nm), "n%d.a.example", i);
+		learn1(n, 4, "203.0.113.7", 60, nm);
+	}
+	vgen = nft_verdict_gen(n);
+	learn1(n, 4, "203.0.113.7", 60, "n8.a.example");
+	assert_true(nft_verdict_gen(n) != vgen);
+	nft_on_forget(n, forget_cb, &f);
+	gen = nft_learned_gen(n);
+	vgen = nft_verdict_gen(n);
+	learn1(n, 4, "203.0.113.7", 60, "n9.a.example");
+	assert_int_equal(f.n, 1);
+	assert_string_equal(f.name, "n1.a.example"); /* n0 went before */
+	assert_int_equal(f.family, 4);
+	assert_memory_equal(f.addr, a, 4);
+	assert_true(nft_verdict_gen(n) == vgen);
+	assert_true(nft_learned_gen(n) != gen);
+	/* a name it holds already pushes nothing out */
+	learn1(n, 4, "203.0.113.7", 60, "n9.a.example");
+	assert_int_equal(f.n, 1);
+	nft_free(n);
+}
+
 static void
 test_policy_update_prunes(void **state)
 {
@@ -1287,6 +1353,7 @@ main(void)
 	    cmocka_unit_test_setup(test_apply_fresh_and_again, setup),
 	    cmocka_unit_test_setup(test_enforcement, setup),
 	    cmocka_unit_test_setup(test_learn_refresh_expire, setup),
+	    cmocka_unit_test_setup(test_names_forgotten, setup),
 	    cmocka_unit_test_setup(test_policy_update_prunes, setup),
 	    cmocka_unit_test_setup(test_failed_apply_keeps_old, setup),
 	    cmocka_unit_test_setup(test_adopt_after_crash, setup),
