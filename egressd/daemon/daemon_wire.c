@@ -464,13 +464,25 @@ egressd_nfq_verdict_gen_cb(void *arg)
 		nfq_judge_moved(d->nfq);
 }
 
-/* The mirror's address (family 4 or 6, network order) as nfq takes it. */
+/* fn on the mirror's name and address (family 4 or 6, network order)
+ * at each judged port, with the queue in place. */
 static void
-egressd_nfq_dst(int family, const uint8_t *addr, struct addr *dst)
+egressd_nfq_each_port(void *arg, const char *name, int family,
+    const uint8_t *addr,
+    void (*fn)(
+        struct nfq *q, const char *name, const struct addr *dst, uint16_t port))
 {
-	memset(dst, 0, sizeof(*dst));
-	dst->family = family == 4 ? AF_INET : AF_INET6;
-	memcpy(dst->a, addr, family == 4 ? 4 : 16);
+	struct egressd *d = egressd_arg(arg);
+	struct addr dst;
+	size_t i;
+
+	if (d->nfq == NULL)
+		return;
+	memset(&dst, 0, sizeof(dst));
+	dst.family = family == 4 ? AF_INET : AF_INET6;
+	memcpy(dst.a, addr, family == 4 ? 4 : 16);
+	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
+		fn(d->nfq, name, &dst, egressd_nfq_ports[i]);
 }
 
 /* An answer's address learned: the in-kernel judge may pass its first
@@ -479,15 +491,7 @@ static void
 egressd_nfq_learned_cb(
     void *arg, const char *name, int family, const uint8_t *addr)
 {
-	struct egressd *d = egressd_arg(arg);
-	struct addr dst;
-	size_t i;
-
-	if (d->nfq == NULL)
-		return;
-	egressd_nfq_dst(family, addr, &dst);
-	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
-		nfq_teach(d->nfq, name, &dst, egressd_nfq_ports[i]);
+	egressd_nfq_each_port(arg, name, family, addr, nfq_teach);
 }
 
 /* A name left a learned address before its lease (pushed out by newer
@@ -497,15 +501,7 @@ static void
 egressd_nfq_forget_cb(
     void *arg, const char *name, int family, const uint8_t *addr)
 {
-	struct egressd *d = egressd_arg(arg);
-	struct addr dst;
-	size_t i;
-
-	if (d->nfq == NULL)
-		return;
-	egressd_nfq_dst(family, addr, &dst);
-	for (i = 0; i < EGRESSD_NFQ_NPORTS; i++)
-		nfq_forget(d->nfq, name, &dst, egressd_nfq_ports[i]);
+	egressd_nfq_each_port(arg, name, family, addr, nfq_forget);
 }
 
 /* The in-kernel judge's table, when its program loaded; else (or when
