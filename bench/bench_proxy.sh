@@ -749,10 +749,11 @@ if [[ "$ONLY" == *" queue_floor "* ]] && [ -z "$CALLGRIND" ] && [ -z "$PERF" ]; 
 		    >>"$DIR/res/queue_floor" ||
 		    echo "bench_proxy: queue_floor ($v) failed" >&2
 		# an egressd's: the hellos its queue judged (the rest it
-		# passed in the kernel, or never saw)
+		# passed in the kernel, logged by=kernel, or never saw)
 		[ "${v#floor}" = "$v" ] &&
 		    echo "(hellos judged from the queue: $(tail -c +$((m + 1)) \
-		        "$DIR/egressd.floor.log" | grep -c '"ev":"nfq.judged"'))" \
+		        "$DIR/egressd.floor.log" | grep '"ev":"nfq.judged"' |
+		        grep -vc '"by":"kernel"'))" \
 		        >>"$DIR/res/queue_floor"
 	}
 	pass_ip=$(ip netns exec "$SBX" getent ahostsv4 pass.bench.test |
