@@ -50,9 +50,11 @@ kjudge_table(struct bctx *c)
 	    : 0;
 }
 
-/* Per queued port: on input the origin's SYN-ACK (the program answers
- * no, having noted where the client's stream starts), on output a
- * PENDING flow's packets (yes: the mark OK). */
+/* Per queued port: on input the origin's SYN-ACK of a PENDING flow (the
+ * program answers no, having noted where the client's stream starts;
+ * no other flow's start is worth a run or a slot of its LRU map: not
+ * egressd's own upstream connections, not a flow an IP rule passes), on
+ * output a PENDING flow's packets (yes: the mark OK). */
 static int
 kjudge_rows(struct bctx *c, int prog_fd)
 {
@@ -61,6 +63,7 @@ kjudge_rows(struct bctx *c, int prog_fd)
 	for (i = 0; i < c->o->nqueue_ports; i++) {
 		uint16_t port = c->o->queue_ports[i];
 		const struct rspec in = {.chain = NFT_KCHAIN_IN,
+		    .ct_mark_eq = NFT_QMARK_PENDING,
 		    .l4proto = IPPROTO_TCP,
 		    .synack = true,
 		    .sport_lo = port,
