@@ -249,6 +249,13 @@ tb_expect_match "n: a new c.test connection's hello goes nowhere" \
         --lport "$lp")"
 tb_expect_eq "n: ... the origin's socket received no byte" 0 \
     "$(tb_origin_rx "$C4" "$lp")"
+# the client's socket outlives the script, retransmitting its hello (a
+# FIN behind it) until the next egressd judges it: one flow more in o's
+# count. Destroyed (a reset), it is gone before o starts.
+tb_sandbox_root ss -K state all "( dport = :443 and sport = :$lp )" \
+    >/dev/null 2>&1
+tb_expect_eq "n: ... the client's socket destroyed" "" \
+    "$(tb_sandbox_root ss -tnH state all "( dport = :443 and sport = :$lp )")"
 
 # --- o. --kernel-judge off -------------------------------------------------------------
 tb_start_egressd --policy "$pol" --proxy --passthrough-judge queue \
