@@ -452,9 +452,10 @@ egressd_nfq_gen_cb(void *arg)
 	return d->policy_gen + (d->nft != NULL ? nft_verdict_gen(d->nft) : 0);
 }
 
-/* A learned address gone (before its lease ended) or a name dropped
- * from one: the verdicts the kernel holds are void
- * (nft_on_verdict_gen). */
+/* Names a policy dropped, or the mirror cleared (the table deleted
+ * under egressd): the verdicts the kernel holds are void
+ * (nft_on_verdict_gen; a single name leaving an address is forgotten
+ * alone, egressd_nfq_forget_cb). */
 static void
 egressd_nfq_verdict_gen_cb(void *arg)
 {

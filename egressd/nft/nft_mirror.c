@@ -122,8 +122,9 @@ mirror_names_gone(struct nft *n, const struct lent *l, unsigned k)
 		n->forget_fn(n->forget_arg, l->names[i], l->family, l->addr);
 }
 
-/* l out of the mirror; the generations move (expired: only the
- * proxy's, a verdict taught for it has lapsed with its lease). */
+/* l out of the mirror; the generations move (expired, or all cleared
+ * by the caller: only the proxy's here, a verdict taught for it has
+ * lapsed with its lease, or the caller moves both once). */
 static void
 mirror_unlink(struct nft *n, struct lent **pp, bool expired)
 {
@@ -148,11 +149,18 @@ nft_mirror_remove(struct nft *n, struct lent **pp)
 void
 nft_mirror_clear(struct nft *n)
 {
+	bool any = false;
 	size_t b;
 
+	/* every entry at once: one move of the generations voids every
+	 * verdict, no name is told one by one (nft_on_forget) */
 	for (b = 0; b < n->nbuckets; b++)
-		while (n->buckets[b] != NULL)
-			nft_mirror_remove(n, &n->buckets[b]);
+		while (n->buckets[b] != NULL) {
+			mirror_unlink(n, &n->buckets[b], true);
+			any = true;
+		}
+	if (any)
+		nft_mirror_gen_bump(n);
 }
 
 /* Doubles the hash table when chains get long; failure keeps the old. */

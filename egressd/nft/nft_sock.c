@@ -62,11 +62,6 @@ sock_bufs(struct nft *n, size_t sndlen, size_t nmsgs)
 	}
 }
 
-/*
- * Sends one finished batch and waits for one ack per message. The first
- * failing message (lowest index) is reported with the kernel's errno and
- * extended-ack text.
- */
 struct mnl_socket *
 nft_sock_open_(struct err *e)
 {
@@ -102,6 +97,11 @@ fail:
 	return NULL;
 }
 
+/*
+ * Sends one finished batch and waits for one ack per message. The first
+ * failing message (lowest index) is reported with the kernel's errno and
+ * extended-ack text.
+ */
 int
 nft_sock_send(
     struct nft *n, struct nft_batch *b, enum stats_nft_op op, struct err *e)
