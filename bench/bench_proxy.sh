@@ -630,6 +630,15 @@ if want conn_pair && [ -z "$CALLGRIND" ]; then
 	    "passthrough=ip netns exec $SBX $PAIR_WORKER pass.bench.test" \
 	    >"$DIR/res/conn_pair" || echo "bench_proxy: conn_pair failed" >&2
 fi
+# ng_start NS CONF: the nginx peer started in NS from CONF, listening
+# (127.0.0.1:8443); its PID in NG_PID
+ng_start()
+{
+	ip netns exec "$1" nginx -c "$2" >"${2%/*}/out" 2>&1 &
+	NG_PID=$!
+	PIDS+=("$NG_PID")
+	wait_listen "$1" 127.0.0.1:8443
+}
 # term_pair: termination against the nginx peer, one new connection
 # each in turn (BENCH_PAIR_ROUNDS): the peer in the twin (no firewall,
 # no interception), egressd terminating term.bench.test (its binding,
@@ -637,10 +646,8 @@ fi
 # connections
 if want term_pair && [ -z "$CALLGRIND" ]; then
 	nginx_peer_conf
-	ip netns exec "$TWN" nginx -c "$DIR/ng-sbx/nginx.conf" >"$DIR/ng-sbx/out" 2>&1 &
-	tp_ng=$!
-	PIDS+=("$tp_ng")
-	wait_listen "$TWN" 127.0.0.1:8443
+	ng_start "$TWN" "$DIR/ng-sbx/nginx.conf"
+	tp_ng=$NG_PID
 	pair_run \
 	    "nginx=ip netns exec $TWN $PAIR_PY term.bench.test 127.0.0.1:8443" \
 	    "terminating=ip netns exec $SBX $PAIR_PY term.bench.test term.bench.test" \
@@ -985,10 +992,8 @@ fi
 declare -A AB_PID=() AB_WORKER=() AB_PERF=()
 ab_peer()
 {
-	ip netns exec "$2" nginx -c "$3" >"${3%/*}/out" 2>&1 &
-	AB_PID[$1]=$!
-	PIDS+=("$!")
-	wait_listen "$2" 127.0.0.1:8443
+	ng_start "$2" "$3"
+	AB_PID[$1]=$NG_PID
 	AB_WORKER[$1]=$(pgrep -P "${AB_PID[$1]}" | head -1)
 	if [ -n "$PERF" ]; then
 		perf record ${BENCH_PERF_OPTS:--g} -o "$PERF.$1" \
@@ -1356,23 +1361,23 @@ if [ "${BENCH_AB_ROUNDS:-0}" -gt 0 ] && [ -z "$CALLGRIND" ]; then
 			done
 			# terminating against each peer, round by round
 			for m in nginx nginx_fw nginx_nat; do
-			for tm in terminating term_nt; do
-				[[ " $AB_PATHS " == *" $tm "* && " $AB_PATHS " == *" $m "* ]] ||
-				    continue
-				rr="" cr="" ncpu="" tcpu="" nsys="" tsys=""
-				for r in $(seq "$BENCH_AB_ROUNDS"); do
-					read -r drps _ _ _ _ dcpu dsys <<<"$(r "ab-$m.r$r-$c-$close")"
-					read -r rps _ _ _ _ cpu sys <<<"$(r "ab-$tm.r$r-$c-$close")"
-					rr+=" $(ratio "$rps" "$drps")"
-					cr+=" $(ratio "$cpu" "$dcpu")"
-					ncpu+=" $dcpu" tcpu+=" $cpu" nsys+=" ${dsys:-0}" tsys+=" ${sys:-0}"
+				for tm in terminating term_nt; do
+					[[ " $AB_PATHS " == *" $tm "* && " $AB_PATHS " == *" $m "* ]] ||
+					    continue
+					rr="" cr="" ncpu="" tcpu="" nsys="" tsys=""
+					for r in $(seq "$BENCH_AB_ROUNDS"); do
+						read -r drps _ _ _ _ dcpu dsys <<<"$(r "ab-$m.r$r-$c-$close")"
+						read -r rps _ _ _ _ cpu sys <<<"$(r "ab-$tm.r$r-$c-$close")"
+						rr+=" $(ratio "$rps" "$drps")"
+						cr+=" $(ratio "$cpu" "$dcpu")"
+						ncpu+=" $dcpu" tcpu+=" $cpu" nsys+=" ${dsys:-0}" tsys+=" ${sys:-0}"
+					done
+					printf '  %-12s %-5s c=%-3s %s / %s: req/s %s; CPU us/req %s\n' \
+					    "" "$close" "$c" "$tm" "$m" "$(stats "$rr")" "$(stats "$cr")"
+					printf '  %-12s %-5s c=%-3s   CPU us/req egressd %s (system %s), %s %s (system %s)\n' \
+					    "" "$close" "$c" "$(stats "$tcpu")" "$(stats "$tsys")" \
+					    "$m" "$(stats "$ncpu")" "$(stats "$nsys")"
 				done
-				printf '  %-12s %-5s c=%-3s %s / %s: req/s %s; CPU us/req %s\n' \
-				    "" "$close" "$c" "$tm" "$m" "$(stats "$rr")" "$(stats "$cr")"
-				printf '  %-12s %-5s c=%-3s   CPU us/req egressd %s (system %s), %s %s (system %s)\n' \
-				    "" "$close" "$c" "$(stats "$tcpu")" "$(stats "$tsys")" \
-				    "$m" "$(stats "$ncpu")" "$(stats "$nsys")"
-			done
 			done
 		done
 	done
