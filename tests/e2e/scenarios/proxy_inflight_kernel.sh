@@ -129,20 +129,30 @@ tb_expect_eq "k: ... in the kernel again (taught by the queue), nothing queued" 
 tb_expect_match "k: the judge's table is in force (egressd_kjudge)" \
     'table inet egressd_kjudge' "$(tb_sandbox_root nft list tables 2>&1)"
 
+# refused SEC WHAT SNI ADDR WHY LP SINCE: curl from local port LP naming
+# SNI to ADDR:443 is reset ("SEC: WHAT"), the queue refused it for WHY
+# (an nfq.judged line after log offset SINCE), and the origin's socket
+# received no byte (curl -k: what is judged is the hello)
+refused()
+{
+	local sec=$1 what=$2 sni=$3 addr=$4 why=$5 lp=$6 since=$7 out
+	out=$(tb_sandbox curl -4 -sS -k -o /dev/null --max-time 5 \
+	    --local-port "$lp" --resolve "$sni:443:$addr" \
+	    "https://$sni/$sec-$TAG" 2>&1)
+	tb_expect_match "$sec: $what" \
+	    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
+	tb_check "$sec: ... refused by the queue ($why)" tb_wait_log_line \
+	    --since "$since" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
+	    "reason=$why" "name=$sni" "dst=$addr:443"
+	tb_expect_eq "$sec: ... the origin's socket received no byte" 0 \
+	    "$(tb_origin_rx "$addr" "$lp")"
+}
+
 # --- l. fronting on a taught address: still the queue's --------------------------
 for case in "b.test name_denied" "c.test addr_mismatch"; do
 	read -r sni why <<<"$case"
-	lp=$((61000 + RANDOM % 1500))
-	me=$(tb_log_mark "$TB_EGRESSD_LOG")
-	out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
-	    --resolve "$sni:443:$A4" "https://$sni/l-$TAG" 2>&1)
-	tb_expect_match "l: SNI $sni to a.test's address is reset" \
-	    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
-	tb_check "l: ... refused by the queue ($why)" tb_wait_log_line \
-	    --since "$me" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
-	    "reason=$why" "name=$sni" "dst=$A4:443"
-	tb_expect_eq "l: ... the origin's socket received no byte" 0 \
-	    "$(tb_origin_rx "$A4" "$lp")"
+	refused l "SNI $sni to a.test's address is reset" "$sni" "$A4" "$why" \
+	    $((61000 + RANDOM % 1500)) "$(tb_log_mark "$TB_EGRESSD_LOG")"
 done
 read -r _ p4 m4 _ <<<"$(kstat)"
 tb_expect_eq "l: ... the kernel read both hellos and passed neither" \
@@ -181,16 +191,8 @@ else
 fi
 tb_check "m: ... judged again by the SNI the kernel kept (nfq.rejudged)" \
     tb_wait_log_line --since "$me" "$TB_EGRESSD_LOG" nfq.rejudged
-lp=$((62500 + RANDOM % 1500))
-out=$(tb_sandbox curl -4 -sS -o /dev/null --max-time 5 --local-port "$lp" \
-    --resolve "shared-a.test:443:$C4" "https://shared-a.test/m2-$TAG" 2>&1)
-tb_expect_match "m: shared-a.test, taught before the PATCH, is now reset on C4" \
-    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
-tb_check "m: ... by the queue (name_denied)" tb_wait_log_line --since "$me" \
-    "$TB_EGRESSD_LOG" nfq.judged decision=refused reason=name_denied \
-    name=shared-a.test
-tb_expect_eq "m: ... the origin's socket received no byte" 0 \
-    "$(tb_origin_rx "$C4" "$lp")"
+refused m "shared-a.test, taught before the PATCH, is now reset on C4" \
+    shared-a.test "$C4" name_denied $((62500 + RANDOM % 1500)) "$me"
 
 # --- p. names pushed out of a shared address: that pair alone is forgotten -------
 # An address keeps its 8 newest names; a 9th pushes the oldest out. The
@@ -218,19 +220,11 @@ tb_check "p: n10.many.test, among B4's 8 newest, passes" \
     https://n10.many.test/
 read -r _ p7 m7 q7 _ <<<"$(kstat)"
 tb_expect_eq "p: ... in the kernel" "1 0" "$((p7 - p6)) $((q7 - q6))"
-lp=$((63500 + RANDOM % 500))
-out=$(tb_sandbox curl -4 -sS -k -o /dev/null --max-time 5 --local-port "$lp" \
-    --resolve "n1.many.test:443:$B4" https://n1.many.test/ 2>&1)
-tb_expect_match "p: n1.many.test, pushed out of B4's names, is reset there" \
-    '(reset|Connection reset|SSL_ERROR_SYSCALL|errno 104)' "$out"
+refused p "n1.many.test, pushed out of B4's names, is reset there" \
+    n1.many.test "$B4" addr_mismatch $((63500 + RANDOM % 500)) "$me"
 read -r _ p8 m8 _ <<<"$(kstat)"
 tb_expect_eq "p: ... the kernel read its hello and had forgotten it" \
     "0 1" "$((p8 - p7)) $((m8 - m7))"
-tb_check "p: ... refused by the queue (addr_mismatch)" tb_wait_log_line \
-    --since "$me" "$TB_EGRESSD_LOG" nfq.judged decision=refused \
-    reason=addr_mismatch name=n1.many.test "dst=$B4:443"
-tb_expect_eq "p: ... the origin's socket received no byte" 0 \
-    "$(tb_origin_rx "$B4" "$lp")"
 
 # --- n. kill -9: the table goes with egressd ------------------------------------------
 tb_learn c.test
